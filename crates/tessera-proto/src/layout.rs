@@ -1,0 +1,182 @@
+//! Where each byte of a file lives: the stripe layout.
+//!
+//! A file's bytes are cut into stripe units dealt round-robin over an ordered list of I/O
+//! servers. Each server keeps one local object holding its units back to back in logical
+//! order, so logical offset `o` lives on server position `(o / unit) % n` at local offset
+//! `(o / (unit * n)) * unit + o % unit`. The client uses [`StripeLayout::map`] to split an
+//! access into per-server pieces; the metadata server uses [`StripeLayout::local_size`] and
+//! [`StripeLayout::logical_end`] to turn server object sizes into the file size and back.
+
+use crate::codec::{Decoder, Encoder, Wire};
+use crate::error::WireError;
+use crate::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_MAX, STRIPE_UNIT_BYTES_MIN};
+
+/// Round-robin striping of a file over an ordered list of servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeLayout {
+    /// Bytes per stripe unit.
+    pub stripe_unit_bytes: u64,
+    /// Cluster indices of the I/O servers, in stripe order.
+    pub servers: Vec<u16>,
+}
+
+/// One contiguous run of an access that falls on one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// Position of the server in the layout's server list (not its cluster index).
+    pub server_position: usize,
+    /// Offset in that server's local object.
+    pub local_offset: u64,
+    /// Logical offset in the file.
+    pub logical_offset: u64,
+    /// Bytes in the run.
+    pub length: u64,
+}
+
+impl StripeLayout {
+    /// A layout, checked against the limits.
+    pub fn new(stripe_unit_bytes: u64, servers: Vec<u16>) -> Result<Self, String> {
+        let layout = Self { stripe_unit_bytes, servers };
+        layout.validate()?;
+        Ok(layout)
+    }
+
+    /// Checks the stripe unit and server list (non-empty, no repeats, within limits).
+    pub fn validate(&self) -> Result<(), String> {
+        if !(STRIPE_UNIT_BYTES_MIN..=STRIPE_UNIT_BYTES_MAX).contains(&self.stripe_unit_bytes) {
+            return Err(format!(
+                "stripe unit {} bytes is outside {STRIPE_UNIT_BYTES_MIN}..={STRIPE_UNIT_BYTES_MAX}",
+                self.stripe_unit_bytes
+            ));
+        }
+        if self.servers.is_empty() || self.servers.len() > SERVERS_MAX {
+            return Err(format!("layout names {} servers; it needs 1..={SERVERS_MAX}", self.servers.len()));
+        }
+        let mut seen = self.servers.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        if seen.len() != self.servers.len() {
+            return Err("layout names a server twice".to_owned());
+        }
+        Ok(())
+    }
+
+    fn server_count(&self) -> u64 {
+        self.servers.len() as u64
+    }
+
+    /// Splits the logical range `[offset, offset + length)` into per-server runs, in logical
+    /// order. Each run lies inside one stripe unit.
+    pub fn map(&self, offset: u64, length: u64) -> impl Iterator<Item = Segment> + '_ {
+        let unit = self.stripe_unit_bytes;
+        let count = self.server_count();
+        let end = offset + length;
+        let mut cursor = offset;
+        std::iter::from_fn(move || {
+            if cursor >= end {
+                return None;
+            }
+            let stripe = cursor / unit;
+            let within = cursor % unit;
+            let run = (unit - within).min(end - cursor);
+            let segment = Segment {
+                server_position: usize::try_from(stripe % count).expect("position < servers.len()"),
+                local_offset: (stripe / count) * unit + within,
+                logical_offset: cursor,
+                length: run,
+            };
+            cursor += run;
+            Some(segment)
+        })
+    }
+
+    /// Bytes the server at `position` holds of a file of `logical_size` bytes.
+    pub fn local_size(&self, position: usize, logical_size: u64) -> u64 {
+        let unit = self.stripe_unit_bytes;
+        let row_bytes = unit * self.server_count();
+        let full_rows = logical_size / row_bytes;
+        let tail = logical_size % row_bytes;
+        let start = position as u64 * unit;
+        full_rows * unit + tail.saturating_sub(start).min(unit)
+    }
+
+    /// The logical offset just past the last byte of a local object of `local_size` bytes on
+    /// the server at `position` (0 for an empty object).
+    pub fn logical_end(&self, position: usize, local_size: u64) -> u64 {
+        if local_size == 0 {
+            return 0;
+        }
+        let unit = self.stripe_unit_bytes;
+        let last = local_size - 1;
+        let row = last / unit;
+        (row * self.server_count() + position as u64) * unit + last % unit + 1
+    }
+}
+
+impl Wire for StripeLayout {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.u64(self.stripe_unit_bytes);
+        encoder.count(self.servers.len());
+        for &server in &self.servers {
+            encoder.u16(server);
+        }
+    }
+
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let stripe_unit_bytes = decoder.u64()?;
+        let count = decoder.count("servers_max", SERVERS_MAX, 2)?;
+        let servers = (0..count).map(|_| decoder.u16()).collect::<Result<Vec<_>, _>>()?;
+        let layout = Self { stripe_unit_bytes, servers };
+        layout
+            .validate()
+            .map_err(|_| WireError::BadValue { field: "layout", value: layout.stripe_unit_bytes })?;
+        Ok(layout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn maps_across_units_and_servers() {
+        let layout = StripeLayout::new(100, vec![0, 1, 2]).unwrap();
+        let segments: Vec<_> = layout.map(250, 200).collect();
+        assert_eq!(
+            segments,
+            vec![
+                Segment { server_position: 2, local_offset: 50, logical_offset: 250, length: 50 },
+                Segment { server_position: 0, local_offset: 100, logical_offset: 300, length: 100 },
+                Segment { server_position: 1, local_offset: 100, logical_offset: 400, length: 50 },
+            ]
+        );
+    }
+
+    #[test]
+    fn refuses_bad_layouts() {
+        assert!(StripeLayout::new(1, vec![0]).is_err());
+        assert!(StripeLayout::new(4096, vec![]).is_err());
+        assert!(StripeLayout::new(4096, vec![1, 1]).is_err());
+    }
+
+    proptest! {
+        /// `local_size` and `logical_end` agree with a byte-by-byte model of the mapping.
+        #[test]
+        fn sizes_match_byte_model(unit in 64u64..300, servers in 1usize..6, size in 0u64..5000) {
+            let layout = StripeLayout::new(unit, (0..servers as u16).collect()).unwrap();
+            let mut local = vec![0u64; servers];
+            let mut end = vec![0u64; servers];
+            for segment in layout.map(0, size) {
+                local[segment.server_position] = segment.local_offset + segment.length;
+                end[segment.server_position] = segment.logical_offset + segment.length;
+            }
+            for position in 0..servers {
+                prop_assert_eq!(layout.local_size(position, size), local[position]);
+                prop_assert_eq!(layout.logical_end(position, local[position]), end[position]);
+            }
+            let max_end = (0..servers).map(|p| layout.logical_end(p, local[p])).max().unwrap();
+            prop_assert_eq!(max_end, size);
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Every limit of the system, named once.
+//!
+//! Anything that grows — pieces in a list, bytes in a message, entries in a directory reply,
+//! connections, buffer memory — is bounded by a constant here. A request over a limit is
+//! refused with [`crate::ErrorCode::LimitExceeded`] and a message naming the limit, never
+//! with a crash or an allocation of a peer-chosen size. Related limits are tied together with
+//! compile-time assertions at the bottom of the file.
+
+/// Version of the frame header and message encodings; a peer with another version is refused.
+pub const PROTOCOL_VERSION: u8 = 1;
+
+/// Bytes in the fixed frame header that starts every message.
+pub const HEADER_BYTES: usize = 24;
+
+/// Largest encoded message body (the typed part of a frame, before any bulk bytes).
+pub const MESSAGE_BODY_BYTES_MAX: u32 = 2 << 20;
+
+/// Largest bulk payload carried by one request or reply (the pipelining unit of large
+/// transfers: a client splits a larger share of one server into several requests).
+pub const MESSAGE_BULK_BYTES_MAX: u32 = 16 << 20;
+
+/// Most file pieces in one request to one I/O server.
+pub const REQUEST_PIECES_MAX: u32 = 65_536;
+
+/// Most pieces in one list given to the client API (memory or file list).
+pub const LIST_PIECES_MAX: usize = 1 << 20;
+
+/// Longest single piece (memory or file) accepted by the client API.
+pub const PIECE_BYTES_MAX: u64 = 1 << 30;
+
+/// Largest logical file offset + 1; keeps every offset computation far from `u64` overflow.
+pub const FILE_BYTES_MAX: u64 = 1 << 62;
+
+/// Smallest and largest stripe unit of a layout.
+pub const STRIPE_UNIT_BYTES_MIN: u64 = 64;
+/// Largest stripe unit of a layout.
+pub const STRIPE_UNIT_BYTES_MAX: u64 = 1 << 30;
+/// Default stripe unit (as PVFS: 64 KiB).
+pub const STRIPE_UNIT_BYTES_DEFAULT: u64 = 64 << 10;
+
+/// Most I/O servers in one cluster and in one layout.
+pub const SERVERS_MAX: usize = 256;
+
+/// Longest path, in bytes.
+pub const PATH_BYTES_MAX: usize = 4096;
+/// Longest name of one path component, in bytes.
+pub const NAME_BYTES_MAX: usize = 255;
+/// Most components in one path.
+pub const PATH_DEPTH_MAX: usize = 256;
+
+/// Most directory entries in one readdir reply; a client pages through larger directories.
+pub const READDIR_ENTRIES_MAX: u32 = 1024;
+
+/// Longest capability carried by an I/O request (checked by a later protocol revision).
+pub const CAPABILITY_BYTES_MAX: usize = 256;
+
+/// Longest error message carried in an error reply.
+pub const ERROR_MESSAGE_BYTES_MAX: usize = 4096;
+
+/// Most memory pieces passed to one `writev`/`readv` call (Linux `IOV_MAX`).
+pub const IOV_PIECES_MAX: usize = 1024;
+
+/// Most concurrent client connections an I/O server or the metadata server accepts.
+pub const CONNECTIONS_MAX: usize = 1024;
+
+/// Bulk-buffer memory an I/O server may hold for requests in flight, over all connections.
+pub const IOD_BUFFER_BYTES_MAX: u64 = 256 << 20;
+
+/// Most local objects an I/O server keeps open at once.
+pub const IOD_OPEN_OBJECTS_MAX: usize = 512;
+
+/// Most requests a server works on at once (the rest wait in their connections).
+pub const SERVER_REQUESTS_INFLIGHT_MAX: usize = 64;
+
+// A request with the most pieces must fit the body limit (16 bytes a piece, plus the fixed part).
+const _: () = assert!(
+    REQUEST_PIECES_MAX as u64 * 16 + CAPABILITY_BYTES_MAX as u64 + 64
+        <= MESSAGE_BODY_BYTES_MAX as u64
+);
+// One request's bulk must fit the server's buffer budget, several times over.
+const _: () = assert!(MESSAGE_BULK_BYTES_MAX as u64 * 4 <= IOD_BUFFER_BYTES_MAX);
+// A readdir reply with the most entries of the longest names must fit one body.
+const _: () = assert!(
+    (READDIR_ENTRIES_MAX as u64) * (NAME_BYTES_MAX as u64 + 16) <= MESSAGE_BODY_BYTES_MAX as u64
+);
+const _: () = assert!(STRIPE_UNIT_BYTES_MIN <= STRIPE_UNIT_BYTES_DEFAULT);
+const _: () = assert!(STRIPE_UNIT_BYTES_DEFAULT <= STRIPE_UNIT_BYTES_MAX);
+const _: () = assert!(SERVERS_MAX <= u16::MAX as usize + 1);
+const _: () = assert!(PIECE_BYTES_MAX < FILE_BYTES_MAX);
