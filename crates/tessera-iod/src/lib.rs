@@ -1,0 +1,14 @@
+//! The Tessera I/O server (`tessera iod`).
+//!
+//! An iod stores, for every file handle, one local object holding this server's stripe
+//! units of the file in logical order ([`store`]). Each client call reaches it as one request
+//! describing all of the call's pieces on this server; [`handler`] moves the data in and out
+//! of the socket by the request's transfer mode and turns the pieces into storage calls,
+//! merging pieces that are adjacent in the object. Bulk buffers come out of a fixed budget
+//! (`IOD_BUFFER_BYTES_MAX`), so memory stays bounded however many clients write at once.
+
+pub mod handler;
+pub mod store;
+
+pub use handler::Iod;
+pub use store::ObjectStore;

@@ -1,0 +1,13 @@
+//! The Tessera metadata server (`tessera mds`).
+//!
+//! The mds owns the namespace ([`namespace`]): directories, files, attributes and each file's
+//! stripe layout, in an embedded redb store that survives restarts. It never touches file
+//! data, but it is the one client of the iods for object life cycle: it creates a file's
+//! objects before the name becomes visible, removes them after an unlink, and computes a
+//! file's size from the sizes of its objects ([`handler`]).
+
+pub mod handler;
+pub mod namespace;
+
+pub use handler::Mds;
+pub use namespace::Namespace;

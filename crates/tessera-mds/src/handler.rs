@@ -1,0 +1,226 @@
+//! The mds request handlers: namespace changes in redb plus the iod calls they need.
+//!
+//! Each request runs on a blocking thread because both redb and the iod connections block.
+//! Object life cycle is ordered so no failure leaves a visible name without its objects:
+//! create makes the objects first and then commits the name; unlink and rename commit the
+//! name change first and then remove the objects (a failure there leaves only orphans,
+//! logged). Sizes are computed from the objects on every `Stat` (see `docs/SEMANTICS.md`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
+use tessera_net::{NetError, Peer, Pool};
+use tessera_proto::limits::FILE_BYTES_MAX;
+use tessera_proto::{
+    Attr, Create, Empty, ErrorCode, Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat,
+    ObjectTruncate, Opcode, PingReply, Readdir, RemoteError, Rename, Request, Rmdir, Stat,
+    StatHandle, StripeLayout, Truncate, Unlink, Wire, ROLE_MDS,
+};
+
+use crate::namespace::{CreatePlan, Inode, Namespace};
+
+/// The metadata server.
+#[derive(Debug)]
+pub struct Mds {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    namespace: Namespace,
+    iods: Pool,
+}
+
+impl Mds {
+    /// An mds over `namespace` whose files live on the iods at `iod_addresses` (index order).
+    pub fn new(namespace: Namespace, iod_addresses: &[String], timeout: Duration) -> Self {
+        let peers = iod_addresses
+            .iter()
+            .enumerate()
+            .map(|(index, address)| Peer { name: format!("iod {index} at {address}"), address: address.clone() })
+            .collect();
+        Self { inner: Arc::new(Inner { namespace, iods: Pool::new(peers, timeout) }) }
+    }
+}
+
+fn net_error(error: NetError) -> RemoteError {
+    match error {
+        NetError::Remote { peer, error } => RemoteError::new(error.code, format!("{peer}: {}", error.message)),
+        other => RemoteError::new(ErrorCode::Unavailable, other.to_string()),
+    }
+}
+
+impl Inner {
+    fn iod_call<R: Request>(&self, server: u16, request: &R) -> Result<R::Reply, RemoteError> {
+        let index = usize::from(server);
+        if index >= self.iods.peers().len() {
+            return Err(RemoteError::new(ErrorCode::Internal, format!("layout names iod {server}, which the cluster lacks")));
+        }
+        self.iods.with(index, |connection| connection.call(request)).map_err(net_error)
+    }
+
+    /// Size and latest data mtime of a file, from its objects.
+    fn file_size(&self, handle: u64, layout: &StripeLayout) -> Result<(u64, u64), RemoteError> {
+        let mut size = 0;
+        let mut mtime_ns = 0;
+        for (position, &server) in layout.servers.iter().enumerate() {
+            let reply = self.iod_call(server, &ObjectStat { handle })?;
+            size = size.max(layout.logical_end(position, reply.size));
+            mtime_ns = mtime_ns.max(reply.mtime_ns);
+        }
+        Ok((size, mtime_ns))
+    }
+
+    fn attr(&self, handle: u64, inode: &Inode) -> Result<Attr, RemoteError> {
+        let Some(layout) = inode.layout() else {
+            return Ok(inode.attr(handle, 0));
+        };
+        let (size, data_mtime_ns) = self.file_size(handle, &layout)?;
+        let mut attr = inode.attr(handle, size);
+        attr.mtime_ns = attr.mtime_ns.max(data_mtime_ns);
+        Ok(attr)
+    }
+
+    fn remove_objects(&self, handle: u64, inode: &Inode) {
+        for &server in &inode.servers {
+            if let Err(error) = self.iod_call(server, &ObjectRemove { handle }) {
+                tracing::warn!("mds: object {handle:#x} left on iod {server}: {error}");
+            }
+        }
+    }
+
+    fn create(&self, request: &Create) -> Result<Attr, RemoteError> {
+        let plan = self.namespace.plan_create(
+            &request.credentials,
+            &request.path,
+            request.mode,
+            request.exclusive,
+            request.stripe_unit_bytes,
+            request.server_count,
+        )?;
+        let (handle, inode) = match plan {
+            CreatePlan::Existing(handle, inode) => return self.attr(handle, &inode),
+            CreatePlan::New(handle, inode) => (handle, inode),
+        };
+        for (made, &server) in inode.servers.iter().enumerate() {
+            if let Err(error) = self.iod_call(server, &ObjectCreate { handle }) {
+                let partial = Inode { servers: inode.servers[..made].to_vec(), ..inode.clone() };
+                self.remove_objects(handle, &partial);
+                return Err(RemoteError::new(error.code, format!("creating {}: {}", request.path, error.message)));
+            }
+        }
+        match self.namespace.commit_create(&request.path, handle, &inode, request.exclusive) {
+            Ok((winner, winner_inode, true)) => Ok(winner_inode.attr(winner, 0)),
+            Ok((winner, winner_inode, false)) => {
+                self.remove_objects(handle, &inode);
+                self.attr(winner, &winner_inode)
+            }
+            Err(error) => {
+                self.remove_objects(handle, &inode);
+                Err(error)
+            }
+        }
+    }
+
+    fn truncate(&self, request: &Truncate) -> Result<Attr, RemoteError> {
+        if request.size > FILE_BYTES_MAX {
+            return Err(RemoteError::over_limit("file_bytes_max", request.size, FILE_BYTES_MAX));
+        }
+        let (handle, inode) = self.namespace.lookup(&request.path)?;
+        let Some(layout) = inode.layout() else {
+            return Err(RemoteError::new(ErrorCode::IsDirectory, format!("{} is a directory", request.path)));
+        };
+        for (position, &server) in layout.servers.iter().enumerate() {
+            let size = layout.local_size(position, request.size);
+            self.iod_call(server, &ObjectTruncate { handle, size })?;
+        }
+        let inode = self.namespace.touch(handle)?;
+        Ok(inode.attr(handle, request.size))
+    }
+
+    fn serve(&self, request: &Incoming) -> Result<Vec<u8>, Result<RemoteError, ConnectionError>> {
+        fn body<T: Wire>(result: Result<T, RemoteError>) -> Result<Vec<u8>, Result<RemoteError, ConnectionError>> {
+            result.map(|reply| reply.to_body()).map_err(Ok)
+        }
+        match request.opcode {
+            Opcode::Ping => body(self.namespace.inode_count().map(|objects| PingReply {
+                role: ROLE_MDS,
+                server_index: 0,
+                pid: std::process::id(),
+                objects,
+            })),
+            Opcode::Lookup => {
+                let Lookup { path, .. } = request.decode().map_err(Err)?;
+                body(self.namespace.lookup(&path).map(|(handle, inode)| inode.attr(handle, 0)))
+            }
+            Opcode::Stat => {
+                let Stat { path, .. } = request.decode().map_err(Err)?;
+                body(self.namespace.lookup(&path).and_then(|(handle, inode)| self.attr(handle, &inode)))
+            }
+            Opcode::StatHandle => {
+                let StatHandle { handle, .. } = request.decode().map_err(Err)?;
+                body(self.namespace.get(handle).and_then(|inode| self.attr(handle, &inode)))
+            }
+            Opcode::Create => {
+                let create: Create = request.decode().map_err(Err)?;
+                body(self.create(&create))
+            }
+            Opcode::Mkdir => {
+                let Mkdir { credentials, path, mode } = request.decode().map_err(Err)?;
+                body(self.namespace.mkdir(&credentials, &path, mode).map(|(handle, inode)| inode.attr(handle, 0)))
+            }
+            Opcode::Rmdir => {
+                let Rmdir { path, .. } = request.decode().map_err(Err)?;
+                body(self.namespace.remove(&path, true).map(|_| Empty {}))
+            }
+            Opcode::Unlink => {
+                let Unlink { path, .. } = request.decode().map_err(Err)?;
+                body(self.namespace.remove(&path, false).map(|(handle, inode)| {
+                    self.remove_objects(handle, &inode);
+                    Empty {}
+                }))
+            }
+            Opcode::Rename => {
+                let Rename { source, target, .. } = request.decode().map_err(Err)?;
+                body(self.namespace.rename(&source, &target).map(|replaced| {
+                    if let Some((handle, inode)) = replaced {
+                        self.remove_objects(handle, &inode);
+                    }
+                    Empty {}
+                }))
+            }
+            Opcode::Readdir => {
+                let Readdir { path, after, .. } = request.decode().map_err(Err)?;
+                body(self.namespace.readdir(&path, &after))
+            }
+            Opcode::Truncate => {
+                let truncate: Truncate = request.decode().map_err(Err)?;
+                body(self.truncate(&truncate))
+            }
+            other => Err(Ok(RemoteError::new(ErrorCode::Protocol, format!("the metadata server does not serve {other:?}")))),
+        }
+    }
+}
+
+impl Service for Mds {
+    fn name(&self) -> String {
+        "mds".to_owned()
+    }
+
+    async fn handle(&self, request: Incoming, connection: &mut ServerConnection) -> Result<(), ConnectionError> {
+        let header = request.header;
+        if header.bulk_bytes != 0 {
+            return Err(ConnectionError::Refused(RemoteError::new(ErrorCode::Protocol, "metadata requests carry no bulk data")));
+        }
+        let inner = self.inner.clone();
+        let outcome = tokio::task::spawn_blocking(move || inner.serve(&request))
+            .await
+            .unwrap_or_else(|err| Err(Ok(RemoteError::new(ErrorCode::Internal, format!("request task failed: {err}")))));
+        match outcome {
+            Ok(body) => connection.reply_raw(&header, &body).await,
+            Err(Ok(error)) => connection.reply_error(&header, &error).await,
+            Err(Err(fatal)) => Err(fatal),
+        }
+    }
+}

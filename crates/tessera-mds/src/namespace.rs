@@ -1,0 +1,646 @@
+//! The namespace in redb: inodes, directory entries and cluster facts, all transactional.
+//!
+//! Three tables hold everything the mds knows. `inodes` maps a handle to its attributes and
+//! layout (postcard-encoded [`Inode`]); `dirents` maps (parent handle, name) to a child handle,
+//! so a directory listing is one ordered range scan; `meta` holds the next free handle and the
+//! cluster's server count, which must not change under existing layouts. Every change is one
+//! redb write transaction, durable when it commits. File data and sizes are not here: sizes
+//! are computed from the iods (see `docs/SEMANTICS.md`).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use serde::{Deserialize, Serialize};
+use tessera_proto::limits::{NAME_BYTES_MAX, PATH_DEPTH_MAX, READDIR_ENTRIES_MAX, SERVERS_MAX};
+use tessera_proto::{Attr, Credentials, DirEntry, ErrorCode, FileKind, ReaddirReply, RemoteError, StripeLayout};
+
+const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
+const DIRENTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("dirents");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// Handle of the root directory.
+pub const ROOT_HANDLE: u64 = 1;
+const KIND_FILE: u8 = 1;
+const KIND_DIRECTORY: u8 = 2;
+
+/// Attributes and layout of one file or directory, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inode {
+    /// `KIND_FILE` or `KIND_DIRECTORY`.
+    pub kind: u8,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Times, ns since the epoch.
+    pub atime_ns: u64,
+    /// Last modification.
+    pub mtime_ns: u64,
+    /// Last attribute change.
+    pub ctime_ns: u64,
+    /// Link count.
+    pub nlink: u32,
+    /// Parent directory (the root is its own parent).
+    pub parent: u64,
+    /// Stripe unit of a file (0 for a directory).
+    pub stripe_unit_bytes: u64,
+    /// Servers of a file, in stripe order (empty for a directory).
+    pub servers: Vec<u16>,
+}
+
+impl Inode {
+    /// True for directories.
+    pub fn is_directory(&self) -> bool {
+        self.kind == KIND_DIRECTORY
+    }
+
+    /// The stripe layout of a file.
+    pub fn layout(&self) -> Option<StripeLayout> {
+        (self.kind == KIND_FILE)
+            .then(|| StripeLayout { stripe_unit_bytes: self.stripe_unit_bytes, servers: self.servers.clone() })
+    }
+
+    /// The attributes sent to clients (size filled in by the caller).
+    pub fn attr(&self, handle: u64, size: u64) -> Attr {
+        Attr {
+            handle,
+            kind: if self.is_directory() { FileKind::Directory } else { FileKind::File },
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            size,
+            atime_ns: self.atime_ns,
+            mtime_ns: self.mtime_ns,
+            ctime_ns: self.ctime_ns,
+            nlink: self.nlink,
+            layout: self.layout(),
+        }
+    }
+}
+
+/// The outcome of preparing a create.
+#[derive(Debug)]
+pub enum CreatePlan {
+    /// The file exists and the create was not exclusive: use it.
+    Existing(u64, Inode),
+    /// A new file: create its objects, then [`Namespace::commit_create`].
+    New(u64, Inode),
+}
+
+/// The namespace of one cluster.
+#[derive(Debug)]
+pub struct Namespace {
+    db: Database,
+    next_handle: AtomicU64,
+    server_count: u16,
+    default_stripe_unit_bytes: u64,
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn store_error(err: impl std::fmt::Display) -> RemoteError {
+    RemoteError::new(ErrorCode::Io, format!("metadata store: {err}"))
+}
+
+fn not_found(path: &str) -> RemoteError {
+    RemoteError::new(ErrorCode::NotFound, format!("no such file or directory: {path}"))
+}
+
+/// Splits an absolute path into its names, refusing anything ambiguous.
+pub fn components(path: &str) -> Result<Vec<&str>, RemoteError> {
+    let invalid = |why: &str| RemoteError::new(ErrorCode::InvalidArgument, format!("bad path {path:?}: {why}"));
+    if !path.starts_with('/') {
+        return Err(invalid("paths are absolute and start with '/'"));
+    }
+    let names: Vec<&str> = path.split('/').filter(|name| !name.is_empty()).collect();
+    if names.len() > PATH_DEPTH_MAX {
+        return Err(invalid(&format!("more than path_depth_max ({PATH_DEPTH_MAX}) components")));
+    }
+    for name in &names {
+        if *name == "." || *name == ".." {
+            return Err(invalid("'.' and '..' are not allowed"));
+        }
+        if name.len() > NAME_BYTES_MAX {
+            return Err(invalid(&format!("a name is longer than name_bytes_max ({NAME_BYTES_MAX})")));
+        }
+        if name.contains('\0') {
+            return Err(invalid("names cannot contain NUL"));
+        }
+    }
+    Ok(names)
+}
+
+fn check_mode(mode: u32) -> Result<(), RemoteError> {
+    if mode & !0o7777 == 0 {
+        Ok(())
+    } else {
+        Err(RemoteError::new(ErrorCode::InvalidArgument, format!("mode {mode:#o} has bits outside 0o7777")))
+    }
+}
+
+fn decode_inode(bytes: &[u8]) -> Result<Inode, RemoteError> {
+    postcard::from_bytes(bytes).map_err(store_error)
+}
+
+fn encode_inode(inode: &Inode) -> Result<Vec<u8>, RemoteError> {
+    postcard::to_allocvec(inode).map_err(store_error)
+}
+
+fn read_inode(table: &impl ReadableTable<u64, &'static [u8]>, handle: u64) -> Result<Inode, RemoteError> {
+    let guard = table
+        .get(handle)
+        .map_err(store_error)?
+        .ok_or_else(|| RemoteError::new(ErrorCode::Internal, format!("inode {handle:#x} is missing")))?;
+    decode_inode(guard.value())
+}
+
+/// Follows `names` from the root; returns the handle reached.
+fn walk(
+    dirents: &impl ReadableTable<(u64, &'static str), u64>,
+    inodes: &impl ReadableTable<u64, &'static [u8]>,
+    path: &str,
+    names: &[&str],
+) -> Result<u64, RemoteError> {
+    let mut handle = ROOT_HANDLE;
+    for (depth, name) in names.iter().enumerate() {
+        if depth > 0 && !read_inode(inodes, handle)?.is_directory() {
+            return Err(RemoteError::new(ErrorCode::NotDirectory, format!("{path}: a component is not a directory")));
+        }
+        handle = dirents.get((handle, *name)).map_err(store_error)?.ok_or_else(|| not_found(path))?.value();
+    }
+    Ok(handle)
+}
+
+/// Resolves the parent directory of `path` and returns it with the last name.
+fn walk_parent<'p>(
+    dirents: &impl ReadableTable<(u64, &'static str), u64>,
+    inodes: &impl ReadableTable<u64, &'static [u8]>,
+    path: &'p str,
+) -> Result<(u64, Inode, &'p str), RemoteError> {
+    let names = components(path)?;
+    let Some((&name, parents)) = names.split_last() else {
+        return Err(RemoteError::new(ErrorCode::InvalidArgument, "the root directory cannot be created, moved or removed"));
+    };
+    let parent = walk(dirents, inodes, path, parents)?;
+    let inode = read_inode(inodes, parent)?;
+    if !inode.is_directory() {
+        return Err(RemoteError::new(ErrorCode::NotDirectory, format!("{path}: the parent is not a directory")));
+    }
+    Ok((parent, inode, name))
+}
+
+impl Namespace {
+    /// Opens (or creates) the namespace in `db_path` for a cluster of `server_count` iods.
+    pub fn open(db_path: &Path, server_count: u16, default_stripe_unit_bytes: u64) -> Result<Self, RemoteError> {
+        if server_count == 0 || usize::from(server_count) > SERVERS_MAX {
+            return Err(RemoteError::new(ErrorCode::InvalidArgument, format!("server count {server_count} is outside 1..={SERVERS_MAX}")));
+        }
+        StripeLayout::new(default_stripe_unit_bytes, vec![0]).map_err(|why| RemoteError::new(ErrorCode::InvalidArgument, why))?;
+        let db = Database::create(db_path).map_err(|err| store_error(format!("{}: {err}", db_path.display())))?;
+        let txn = db.begin_write().map_err(store_error)?;
+        let next_handle;
+        {
+            let mut meta = txn.open_table(META).map_err(store_error)?;
+            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+            txn.open_table(DIRENTS).map_err(store_error)?;
+            let stored_servers = meta.get("server_count").map_err(store_error)?.map(|guard| guard.value());
+            match stored_servers {
+                Some(stored) if stored != u64::from(server_count) => {
+                    return Err(RemoteError::new(
+                        ErrorCode::InvalidArgument,
+                        format!("{} was made for {stored} I/O servers, not {server_count}: start the cluster with --servers {stored}", db_path.display()),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    meta.insert("server_count", u64::from(server_count)).map_err(store_error)?;
+                }
+            }
+            if inodes.get(ROOT_HANDLE).map_err(store_error)?.is_none() {
+                let now = now_ns();
+                let root = Inode {
+                    kind: KIND_DIRECTORY,
+                    mode: 0o755,
+                    uid: 0,
+                    gid: 0,
+                    atime_ns: now,
+                    mtime_ns: now,
+                    ctime_ns: now,
+                    nlink: 2,
+                    parent: ROOT_HANDLE,
+                    stripe_unit_bytes: 0,
+                    servers: Vec::new(),
+                };
+                inodes.insert(ROOT_HANDLE, encode_inode(&root)?.as_slice()).map_err(store_error)?;
+            }
+            next_handle = meta.get("next_handle").map_err(store_error)?.map_or(ROOT_HANDLE + 1, |guard| guard.value());
+        }
+        txn.commit().map_err(store_error)?;
+        Ok(Self { db, next_handle: AtomicU64::new(next_handle), server_count, default_stripe_unit_bytes })
+    }
+
+    /// Inodes stored (files and directories, the root included).
+    pub fn inode_count(&self) -> Result<u64, RemoteError> {
+        let txn = self.db.begin_read().map_err(store_error)?;
+        txn.open_table(INODES).map_err(store_error)?.len().map_err(store_error)
+    }
+
+    /// Resolves `path`.
+    pub fn lookup(&self, path: &str) -> Result<(u64, Inode), RemoteError> {
+        let names = components(path)?;
+        let txn = self.db.begin_read().map_err(store_error)?;
+        let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+        let inodes = txn.open_table(INODES).map_err(store_error)?;
+        let handle = walk(&dirents, &inodes, path, &names)?;
+        Ok((handle, read_inode(&inodes, handle)?))
+    }
+
+    /// The inode of `handle`.
+    pub fn get(&self, handle: u64) -> Result<Inode, RemoteError> {
+        let txn = self.db.begin_read().map_err(store_error)?;
+        let inodes = txn.open_table(INODES).map_err(store_error)?;
+        inodes
+            .get(handle)
+            .map_err(store_error)?
+            .ok_or_else(|| RemoteError::new(ErrorCode::UnknownHandle, format!("no file with handle {handle:#x}")))
+            .and_then(|guard| decode_inode(guard.value()))
+    }
+
+    /// Checks a create and, for a new file, picks its handle and layout. The caller creates
+    /// the file's objects on the iods before [`Namespace::commit_create`] makes it visible.
+    pub fn plan_create(
+        &self,
+        credentials: &Credentials,
+        path: &str,
+        mode: u32,
+        exclusive: bool,
+        stripe_unit_bytes: u64,
+        server_count: u16,
+    ) -> Result<CreatePlan, RemoteError> {
+        check_mode(mode)?;
+        let txn = self.db.begin_read().map_err(store_error)?;
+        let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+        let inodes = txn.open_table(INODES).map_err(store_error)?;
+        let (parent, _, name) = walk_parent(&dirents, &inodes, path)?;
+        if let Some(existing) = dirents.get((parent, name)).map_err(store_error)? {
+            let handle = existing.value();
+            let inode = read_inode(&inodes, handle)?;
+            if inode.is_directory() {
+                return Err(RemoteError::new(ErrorCode::IsDirectory, format!("{path} is a directory")));
+            }
+            if exclusive {
+                return Err(RemoteError::new(ErrorCode::Exists, format!("{path} already exists")));
+            }
+            return Ok(CreatePlan::Existing(handle, inode));
+        }
+        let stripe_unit_bytes = if stripe_unit_bytes == 0 { self.default_stripe_unit_bytes } else { stripe_unit_bytes };
+        let count = if server_count == 0 { self.server_count } else { server_count };
+        if count > self.server_count {
+            return Err(RemoteError::new(
+                ErrorCode::InvalidArgument,
+                format!("{path}: asked for {count} servers but the cluster has {}", self.server_count),
+            ));
+        }
+        let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        // Spread files over the servers: each starts its stripes on a different one.
+        let first = u16::try_from(handle % u64::from(self.server_count)).expect("below server count");
+        let servers: Vec<u16> = (0..count).map(|i| (first + i) % self.server_count).collect();
+        StripeLayout::new(stripe_unit_bytes, servers.clone())
+            .map_err(|why| RemoteError::new(ErrorCode::InvalidArgument, format!("{path}: {why}")))?;
+        let now = now_ns();
+        let inode = Inode {
+            kind: KIND_FILE,
+            mode,
+            uid: credentials.uid,
+            gid: credentials.gid,
+            atime_ns: now,
+            mtime_ns: now,
+            ctime_ns: now,
+            nlink: 1,
+            parent,
+            stripe_unit_bytes,
+            servers,
+        };
+        Ok(CreatePlan::New(handle, inode))
+    }
+
+    /// Makes a planned file visible. If another create of the same name won the race, returns
+    /// that file (or `Exists` when `exclusive`) and `false`: the caller removes its objects.
+    pub fn commit_create(&self, path: &str, handle: u64, inode: &Inode, exclusive: bool) -> Result<(u64, Inode, bool), RemoteError> {
+        let txn = self.db.begin_write().map_err(store_error)?;
+        let outcome;
+        {
+            let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+            let mut meta = txn.open_table(META).map_err(store_error)?;
+            let (parent, mut parent_inode, name) = walk_parent(&dirents, &inodes, path)?;
+            let existing = dirents.get((parent, name)).map_err(store_error)?.map(|guard| guard.value());
+            if let Some(existing) = existing {
+                if exclusive {
+                    return Err(RemoteError::new(ErrorCode::Exists, format!("{path} already exists")));
+                }
+                let other = read_inode(&inodes, existing)?;
+                if other.is_directory() {
+                    return Err(RemoteError::new(ErrorCode::IsDirectory, format!("{path} is a directory")));
+                }
+                outcome = (existing, other, false);
+            } else {
+                let mut inode = inode.clone();
+                inode.parent = parent;
+                inodes.insert(handle, encode_inode(&inode)?.as_slice()).map_err(store_error)?;
+                dirents.insert((parent, name), handle).map_err(store_error)?;
+                parent_inode.mtime_ns = inode.mtime_ns;
+                parent_inode.ctime_ns = inode.mtime_ns;
+                inodes.insert(parent, encode_inode(&parent_inode)?.as_slice()).map_err(store_error)?;
+                let stored_next = meta.get("next_handle").map_err(store_error)?.map_or(0, |guard| guard.value());
+                meta.insert("next_handle", stored_next.max(handle + 1)).map_err(store_error)?;
+                outcome = (handle, inode, true);
+            }
+        }
+        txn.commit().map_err(store_error)?;
+        Ok(outcome)
+    }
+
+    /// Creates a directory.
+    pub fn mkdir(&self, credentials: &Credentials, path: &str, mode: u32) -> Result<(u64, Inode), RemoteError> {
+        check_mode(mode)?;
+        let txn = self.db.begin_write().map_err(store_error)?;
+        let created;
+        {
+            let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+            let mut meta = txn.open_table(META).map_err(store_error)?;
+            let (parent, mut parent_inode, name) = walk_parent(&dirents, &inodes, path)?;
+            if dirents.get((parent, name)).map_err(store_error)?.is_some() {
+                return Err(RemoteError::new(ErrorCode::Exists, format!("{path} already exists")));
+            }
+            let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
+            let now = now_ns();
+            let inode = Inode {
+                kind: KIND_DIRECTORY,
+                mode,
+                uid: credentials.uid,
+                gid: credentials.gid,
+                atime_ns: now,
+                mtime_ns: now,
+                ctime_ns: now,
+                nlink: 2,
+                parent,
+                stripe_unit_bytes: 0,
+                servers: Vec::new(),
+            };
+            inodes.insert(handle, encode_inode(&inode)?.as_slice()).map_err(store_error)?;
+            dirents.insert((parent, name), handle).map_err(store_error)?;
+            parent_inode.nlink += 1;
+            parent_inode.mtime_ns = now;
+            parent_inode.ctime_ns = now;
+            inodes.insert(parent, encode_inode(&parent_inode)?.as_slice()).map_err(store_error)?;
+            let stored_next = meta.get("next_handle").map_err(store_error)?.map_or(0, |guard| guard.value());
+            meta.insert("next_handle", stored_next.max(handle + 1)).map_err(store_error)?;
+            created = (handle, inode);
+        }
+        txn.commit().map_err(store_error)?;
+        Ok(created)
+    }
+
+    /// Removes a name: a file (`want_directory == false`) or an empty directory. Returns the
+    /// removed inode, whose objects the caller deletes.
+    pub fn remove(&self, path: &str, want_directory: bool) -> Result<(u64, Inode), RemoteError> {
+        let txn = self.db.begin_write().map_err(store_error)?;
+        let removed;
+        {
+            let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+            let (parent, mut parent_inode, name) = walk_parent(&dirents, &inodes, path)?;
+            let handle = dirents.get((parent, name)).map_err(store_error)?.ok_or_else(|| not_found(path))?.value();
+            let inode = read_inode(&inodes, handle)?;
+            match (want_directory, inode.is_directory()) {
+                (true, false) => return Err(RemoteError::new(ErrorCode::NotDirectory, format!("{path} is not a directory"))),
+                (false, true) => return Err(RemoteError::new(ErrorCode::IsDirectory, format!("{path} is a directory (use rmdir)"))),
+                _ => {}
+            }
+            if inode.is_directory() && dirents.range((handle, "")..(handle + 1, "")).map_err(store_error)?.next().is_some() {
+                return Err(RemoteError::new(ErrorCode::NotEmpty, format!("{path} is not empty")));
+            }
+            dirents.remove((parent, name)).map_err(store_error)?;
+            inodes.remove(handle).map_err(store_error)?;
+            let now = now_ns();
+            if inode.is_directory() {
+                parent_inode.nlink -= 1;
+            }
+            parent_inode.mtime_ns = now;
+            parent_inode.ctime_ns = now;
+            inodes.insert(parent, encode_inode(&parent_inode)?.as_slice()).map_err(store_error)?;
+            removed = (handle, inode);
+        }
+        txn.commit().map_err(store_error)?;
+        Ok(removed)
+    }
+
+    /// Moves `source` to `target`, replacing a target file or empty directory of the same
+    /// kind. Returns a replaced file, whose objects the caller deletes.
+    pub fn rename(&self, source: &str, target: &str) -> Result<Option<(u64, Inode)>, RemoteError> {
+        let txn = self.db.begin_write().map_err(store_error)?;
+        let replaced;
+        {
+            let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+            let (source_parent, _, source_name) = walk_parent(&dirents, &inodes, source)?;
+            let (target_parent, _, target_name) = walk_parent(&dirents, &inodes, target)?;
+            let handle = dirents.get((source_parent, source_name)).map_err(store_error)?.ok_or_else(|| not_found(source))?.value();
+            let mut inode = read_inode(&inodes, handle)?;
+            if inode.is_directory() {
+                // A directory cannot move below itself.
+                let mut ancestor = target_parent;
+                loop {
+                    if ancestor == handle {
+                        return Err(RemoteError::new(ErrorCode::InvalidArgument, format!("cannot move {source} into itself ({target})")));
+                    }
+                    if ancestor == ROOT_HANDLE {
+                        break;
+                    }
+                    ancestor = read_inode(&inodes, ancestor)?.parent;
+                }
+            }
+            let existing = dirents.get((target_parent, target_name)).map_err(store_error)?.map(|guard| guard.value());
+            let mut victim = None;
+            if let Some(existing) = existing {
+                if existing == handle {
+                    return Ok(None);
+                }
+                let other = read_inode(&inodes, existing)?;
+                match (inode.is_directory(), other.is_directory()) {
+                    (false, true) => return Err(RemoteError::new(ErrorCode::IsDirectory, format!("{target} is a directory"))),
+                    (true, false) => return Err(RemoteError::new(ErrorCode::NotDirectory, format!("{target} is not a directory"))),
+                    (true, true) => {
+                        if dirents.range((existing, "")..(existing + 1, "")).map_err(store_error)?.next().is_some() {
+                            return Err(RemoteError::new(ErrorCode::NotEmpty, format!("{target} is not empty")));
+                        }
+                    }
+                    (false, false) => {}
+                }
+                inodes.remove(existing).map_err(store_error)?;
+                victim = Some((existing, other));
+            }
+            dirents.remove((source_parent, source_name)).map_err(store_error)?;
+            dirents.insert((target_parent, target_name), handle).map_err(store_error)?;
+            let now = now_ns();
+            inode.ctime_ns = now;
+            inode.parent = target_parent;
+            inodes.insert(handle, encode_inode(&inode)?.as_slice()).map_err(store_error)?;
+            // A moved directory leaves its old parent and joins the new one, unless it
+            // replaced a directory there, whose link it takes over.
+            let mut deltas = vec![(source_parent, 0i64), (target_parent, 0i64)];
+            if inode.is_directory() {
+                deltas[0].1 -= 1;
+                if victim.is_none() {
+                    deltas[1].1 += 1;
+                }
+            }
+            if source_parent == target_parent {
+                deltas[0].1 += deltas[1].1;
+                deltas.truncate(1);
+            }
+            for (parent, delta) in deltas {
+                let mut parent_inode = read_inode(&inodes, parent)?;
+                parent_inode.mtime_ns = now;
+                parent_inode.ctime_ns = now;
+                parent_inode.nlink = u32::try_from(i64::from(parent_inode.nlink) + delta).expect("link counts stay positive");
+                inodes.insert(parent, encode_inode(&parent_inode)?.as_slice()).map_err(store_error)?;
+            }
+            replaced = victim.filter(|(_, other)| !other.is_directory());
+        }
+        txn.commit().map_err(store_error)?;
+        Ok(replaced)
+    }
+
+    /// One page of the entries of directory `path` with names after `after`.
+    pub fn readdir(&self, path: &str, after: &str) -> Result<ReaddirReply, RemoteError> {
+        let names = components(path)?;
+        let txn = self.db.begin_read().map_err(store_error)?;
+        let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+        let inodes = txn.open_table(INODES).map_err(store_error)?;
+        let handle = walk(&dirents, &inodes, path, &names)?;
+        if !read_inode(&inodes, handle)?.is_directory() {
+            return Err(RemoteError::new(ErrorCode::NotDirectory, format!("{path} is not a directory")));
+        }
+        let mut entries = Vec::new();
+        let mut more = false;
+        for item in dirents.range((handle, after)..(handle + 1, "")).map_err(store_error)? {
+            let (key, value) = item.map_err(store_error)?;
+            let (_, name) = key.value();
+            if name == after {
+                continue;
+            }
+            if entries.len() == READDIR_ENTRIES_MAX as usize {
+                more = true;
+                break;
+            }
+            let child = value.value();
+            let kind = if read_inode(&inodes, child)?.is_directory() { FileKind::Directory } else { FileKind::File };
+            entries.push(DirEntry { name: name.to_owned(), handle: child, kind });
+        }
+        Ok(ReaddirReply { entries, more })
+    }
+
+    /// Records a change of the data of `handle` (truncate) in its times.
+    pub fn touch(&self, handle: u64) -> Result<Inode, RemoteError> {
+        let txn = self.db.begin_write().map_err(store_error)?;
+        let inode;
+        {
+            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+            let mut current = read_inode(&inodes, handle)?;
+            let now = now_ns();
+            current.mtime_ns = now;
+            current.ctime_ns = now;
+            inodes.insert(handle, encode_inode(&current)?.as_slice()).map_err(store_error)?;
+            inode = current;
+        }
+        txn.commit().map_err(store_error)?;
+        Ok(inode)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CREDENTIALS: Credentials = Credentials { uid: 1000, gid: 100 };
+
+    fn create(namespace: &Namespace, path: &str) -> u64 {
+        match namespace.plan_create(&CREDENTIALS, path, 0o644, true, 0, 0).unwrap() {
+            CreatePlan::New(handle, inode) => namespace.commit_create(path, handle, &inode, true).unwrap().0,
+            CreatePlan::Existing(..) => panic!("{path} exists"),
+        }
+    }
+
+    #[test]
+    fn namespace_operations_and_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("meta.redb");
+        let file;
+        {
+            let namespace = Namespace::open(&db, 4, 65536).unwrap();
+            namespace.mkdir(&CREDENTIALS, "/a", 0o755).unwrap();
+            file = create(&namespace, "/a/f");
+            let (_, inode) = namespace.lookup("/a/f").unwrap();
+            assert_eq!(inode.servers.len(), 4);
+            assert_eq!(inode.uid, 1000);
+            assert_eq!(namespace.lookup("/a").unwrap().1.nlink, 2);
+            assert_eq!(namespace.lookup("/").unwrap().1.nlink, 3);
+            assert_eq!(namespace.remove("/a", true).unwrap_err().code, ErrorCode::NotEmpty);
+            assert_eq!(namespace.mkdir(&CREDENTIALS, "/a/f/x", 0o755).unwrap_err().code, ErrorCode::NotDirectory);
+            assert_eq!(namespace.mkdir(&CREDENTIALS, "/b", 0o17777).unwrap_err().code, ErrorCode::InvalidArgument);
+            namespace.rename("/a/f", "/g").unwrap();
+            assert_eq!(namespace.lookup("/a/f").unwrap_err().code, ErrorCode::NotFound);
+        }
+        let namespace = Namespace::open(&db, 4, 65536).unwrap();
+        assert_eq!(namespace.lookup("/g").unwrap().0, file);
+        let listing = namespace.readdir("/", "").unwrap();
+        let names: Vec<_> = listing.entries.iter().map(|entry| entry.name.as_str()).collect();
+        assert_eq!(names, ["a", "g"]);
+        assert!(create(&namespace, "/h") > file, "handles are not reused after a restart");
+        assert_eq!(namespace.remove("/g", false).unwrap().0, file);
+        namespace.remove("/a", true).unwrap();
+        assert_eq!(namespace.inode_count().unwrap(), 2);
+        drop(namespace);
+        let err = Namespace::open(&db, 3, 65536).unwrap_err();
+        assert!(err.message.contains("--servers 4"), "{}", err.message);
+    }
+
+    #[test]
+    fn rename_refuses_moving_a_directory_into_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let namespace = Namespace::open(&dir.path().join("m.redb"), 1, 65536).unwrap();
+        namespace.mkdir(&CREDENTIALS, "/d", 0o755).unwrap();
+        namespace.mkdir(&CREDENTIALS, "/d/e", 0o755).unwrap();
+        assert_eq!(namespace.rename("/d", "/d/e/x").unwrap_err().code, ErrorCode::InvalidArgument);
+        namespace.rename("/d/e", "/e").unwrap();
+        assert_eq!(namespace.lookup("/").unwrap().1.nlink, 4);
+        assert_eq!(namespace.lookup("/d").unwrap().1.nlink, 2);
+    }
+
+    #[test]
+    fn readdir_pages_through_large_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let namespace = Namespace::open(&dir.path().join("m.redb"), 1, 65536).unwrap();
+        let total = READDIR_ENTRIES_MAX as usize + 5;
+        for i in 0..total {
+            namespace.mkdir(&CREDENTIALS, &format!("/d{i:05}"), 0o755).unwrap();
+        }
+        let first = namespace.readdir("/", "").unwrap();
+        assert!(first.more);
+        assert_eq!(first.entries.len(), READDIR_ENTRIES_MAX as usize);
+        let second = namespace.readdir("/", &first.entries.last().unwrap().name).unwrap();
+        assert!(!second.more);
+        assert_eq!(second.entries.len(), 5);
+    }
+}

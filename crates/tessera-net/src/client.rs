@@ -1,0 +1,322 @@
+//! The client side of a connection to one server: blocking, one request in flight.
+//!
+//! Bulk data moves between the socket and the caller's memory pieces by the request's
+//! [`TransferMode`]: `Gather` hands the pieces to `writev`/`readv` directly (no copy),
+//! `Pack` copies them through one contiguous buffer (one copy, one message) and `Multiple`
+//! sends or receives one `Data` frame per file piece (no copy, one message per piece).
+//! Requests are split into `send_*` and `recv_*` halves so a client can have one request
+//! outstanding on every server at once and let the servers work in parallel.
+
+use std::io::{self, IoSlice, IoSliceMut, Read};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use tessera_proto::limits::HEADER_BYTES;
+use tessera_proto::{Header, IoReply, Opcode, Read as ReadRequest, RemoteError, Request, TransferMode, Wire, Write};
+
+use crate::error::NetError;
+use crate::iov::{read_exact_vectored, write_all_vectored};
+
+/// The data of a write: memory slices, grouped by file piece.
+///
+/// Piece `i` of the request is `slices[piece_ends[i - 1]..piece_ends[i]]` (from 0 for `i = 0`);
+/// its slices add up to the piece's length.
+#[derive(Debug, Default)]
+pub struct PieceData<'a> {
+    /// Memory slices in data order.
+    pub slices: Vec<IoSlice<'a>>,
+    /// End index into `slices` of each file piece.
+    pub piece_ends: Vec<usize>,
+}
+
+/// The destination of a read: memory slices, grouped by file piece (as [`PieceData`]).
+#[derive(Debug, Default)]
+pub struct PieceDataMut<'a> {
+    /// Memory slices in data order.
+    pub slices: Vec<IoSliceMut<'a>>,
+    /// End index into `slices` of each file piece.
+    pub piece_ends: Vec<usize>,
+}
+
+/// What one exchange cost on the wire.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TransferCounts {
+    /// Frames sent to the server.
+    pub messages_sent: u64,
+    /// Frames received from the server.
+    pub messages_received: u64,
+    /// Bytes copied through a pack buffer on this side.
+    pub bytes_copied: u64,
+}
+
+impl std::ops::AddAssign for TransferCounts {
+    fn add_assign(&mut self, other: Self) {
+        self.messages_sent += other.messages_sent;
+        self.messages_received += other.messages_received;
+        self.bytes_copied += other.bytes_copied;
+    }
+}
+
+/// A blocking connection to one server.
+#[derive(Debug)]
+pub struct Connection {
+    stream: TcpStream,
+    peer: String,
+    timeout: Duration,
+    next_request_id: u64,
+    /// Id and opcode of the request whose reply has not been read yet.
+    outstanding: Option<(u64, Opcode)>,
+}
+
+impl Connection {
+    /// Connects to `address`; `peer` names the server in every error ("iod 2 at 127.0.0.1:7001").
+    /// Connecting, and every later send or receive, gives up after `timeout`.
+    pub fn connect(peer: impl Into<String>, address: &str, timeout: Duration) -> Result<Self, NetError> {
+        let peer = peer.into();
+        let connect_error = |source| NetError::Connect { peer: peer.clone(), source };
+        let targets = address.to_socket_addrs().map_err(connect_error)?;
+        let mut last_error = io::Error::new(io::ErrorKind::NotFound, format!("{address} resolves to no address"));
+        for target in targets {
+            match TcpStream::connect_timeout(&target, timeout) {
+                Ok(stream) => {
+                    stream.set_nodelay(true).map_err(connect_error)?;
+                    stream.set_read_timeout(Some(timeout)).map_err(connect_error)?;
+                    stream.set_write_timeout(Some(timeout)).map_err(connect_error)?;
+                    return Ok(Self { stream, peer, timeout, next_request_id: 1, outstanding: None });
+                }
+                Err(err) => last_error = err,
+            }
+        }
+        Err(connect_error(last_error))
+    }
+
+    /// The server's name, as used in errors.
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// Sends a request without bulk data and waits for its reply.
+    pub fn call<R: Request>(&mut self, request: &R) -> Result<R::Reply, NetError> {
+        self.send_request(request)?;
+        let (reply, _) = self.recv_reply::<R>(None)?;
+        Ok(reply)
+    }
+
+    /// Sends a request that carries no bulk data (every request but `Write`).
+    pub fn send_request<R: Request>(&mut self, request: &R) -> Result<TransferCounts, NetError> {
+        let body = request.to_body();
+        self.send_frame(R::OPCODE, &body, &mut [], 0)?;
+        Ok(TransferCounts { messages_sent: 1, ..TransferCounts::default() })
+    }
+
+    /// Sends a `Write` and its data by the request's transfer mode.
+    pub fn send_write(&mut self, request: &Write, data: &PieceData<'_>) -> Result<TransferCounts, NetError> {
+        debug_assert_eq!(data.piece_ends.len(), request.pieces.len());
+        debug_assert_eq!(
+            data.slices.iter().map(|slice| slice.len() as u64).sum::<u64>(),
+            request.data_bytes()
+        );
+        let body = request.to_body();
+        let bulk_bytes = self.bulk_len(request.data_bytes())?;
+        let mut counts = TransferCounts { messages_sent: 1, ..TransferCounts::default() };
+        match request.mode {
+            TransferMode::Gather => {
+                let mut slices = data.slices.clone();
+                self.send_frame(Opcode::Write, &body, &mut slices, bulk_bytes)?;
+            }
+            TransferMode::Pack => {
+                let mut packed = Vec::with_capacity(bulk_bytes as usize);
+                for slice in &data.slices {
+                    packed.extend_from_slice(slice);
+                }
+                counts.bytes_copied = packed.len() as u64;
+                self.send_frame(Opcode::Write, &body, &mut [IoSlice::new(&packed)], bulk_bytes)?;
+            }
+            TransferMode::Multiple => {
+                self.send_frame(Opcode::Write, &body, &mut [], 0)?;
+                let mut start = 0;
+                for (piece, &end) in request.pieces.iter().zip(&data.piece_ends) {
+                    let mut slices = data.slices[start..end].to_vec();
+                    let bytes = self.bulk_len(piece.length)?;
+                    self.write_frame(Opcode::Data, 0, self.next_request_id - 1, &[], &mut slices, bytes)?;
+                    counts.messages_sent += 1;
+                    start = end;
+                }
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Receives the reply to the outstanding `Write`.
+    pub fn recv_write(&mut self) -> Result<(IoReply, TransferCounts), NetError> {
+        self.recv_reply::<Write>(None)
+    }
+
+    /// Receives the reply to the outstanding `Read`, placing its data into `data` by mode.
+    pub fn recv_read(
+        &mut self,
+        request: &ReadRequest,
+        data: &mut PieceDataMut<'_>,
+    ) -> Result<(IoReply, TransferCounts), NetError> {
+        debug_assert_eq!(data.piece_ends.len(), request.pieces.len());
+        self.recv_reply::<ReadRequest>(Some((request, data)))
+    }
+
+    fn bulk_len(&self, bytes: u64) -> Result<u32, NetError> {
+        u32::try_from(bytes)
+            .ok()
+            .filter(|&bytes| bytes <= tessera_proto::limits::MESSAGE_BULK_BYTES_MAX)
+            .ok_or_else(|| NetError::Protocol {
+                peer: self.peer.clone(),
+                detail: format!("bulk of {bytes} bytes is over message_bulk_bytes_max"),
+            })
+    }
+
+    fn send_frame(&mut self, opcode: Opcode, body: &[u8], bulk: &mut [IoSlice<'_>], bulk_bytes: u32) -> Result<(), NetError> {
+        assert!(self.outstanding.is_none(), "one request in flight per connection");
+        let request_id = self.next_request_id;
+        self.next_request_id += 1;
+        self.write_frame(opcode, 0, request_id, body, bulk, bulk_bytes)?;
+        self.outstanding = Some((request_id, opcode));
+        Ok(())
+    }
+
+    fn write_frame(
+        &mut self,
+        opcode: Opcode,
+        flags: u16,
+        request_id: u64,
+        body: &[u8],
+        bulk: &mut [IoSlice<'_>],
+        bulk_bytes: u32,
+    ) -> Result<(), NetError> {
+        let header = Header {
+            opcode: opcode as u8,
+            flags,
+            request_id,
+            body_bytes: u32::try_from(body.len()).map_err(|_| NetError::Protocol {
+                peer: self.peer.clone(),
+                detail: "message body over message_body_bytes_max".to_owned(),
+            })?,
+            bulk_bytes,
+        }
+        .encode();
+        let mut slices = Vec::with_capacity(2 + bulk.len());
+        slices.push(IoSlice::new(&header));
+        slices.push(IoSlice::new(body));
+        slices.extend(bulk.iter().map(|slice| IoSlice::new(slice)));
+        write_all_vectored(&mut self.stream, &mut slices).map_err(|err| self.io_error(err))?;
+        Ok(())
+    }
+
+    fn read_header(&mut self) -> Result<Header, NetError> {
+        let mut bytes = [0u8; HEADER_BYTES];
+        self.stream.read_exact(&mut bytes).map_err(|err| self.io_error(err))?;
+        Header::decode(&bytes).map_err(|err| NetError::protocol(&self.peer, &err))
+    }
+
+    fn read_vec(&mut self, len: u32) -> Result<Vec<u8>, NetError> {
+        let mut bytes = vec![0u8; len as usize];
+        self.stream.read_exact(&mut bytes).map_err(|err| self.io_error(err))?;
+        Ok(bytes)
+    }
+
+    fn recv_reply<R: Request>(
+        &mut self,
+        destination: Option<(&ReadRequest, &mut PieceDataMut<'_>)>,
+    ) -> Result<(R::Reply, TransferCounts), NetError> {
+        let (request_id, opcode) = self.outstanding.take().expect("recv without an outstanding request");
+        debug_assert_eq!(opcode, R::OPCODE);
+        let header = self.read_header()?;
+        if !header.is_reply() || header.request_id != request_id || header.opcode != opcode as u8 {
+            return Err(self.protocol(format!(
+                "expected the reply to request {request_id} ({opcode:?}), got opcode {:#04x} id {} flags {:#x}",
+                header.opcode, header.request_id, header.flags
+            )));
+        }
+        let mut counts = TransferCounts { messages_received: 1, ..TransferCounts::default() };
+        if header.is_error() {
+            let body = self.read_vec(header.body_bytes)?;
+            let error = RemoteError::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+            if header.bulk_bytes != 0 {
+                return Err(self.protocol("error reply carries bulk data".to_owned()));
+            }
+            return Err(NetError::Remote { peer: self.peer.clone(), error });
+        }
+        let Some((request, data)) = destination else {
+            if header.bulk_bytes != 0 {
+                return Err(self.protocol(format!("unexpected {} bulk bytes", header.bulk_bytes)));
+            }
+            let body = self.read_vec(header.body_bytes)?;
+            let reply = R::Reply::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+            return Ok((reply, counts));
+        };
+        let expected = request.data_bytes();
+        let body;
+        match request.mode {
+            TransferMode::Gather => {
+                self.expect_bulk(header.bulk_bytes, expected)?;
+                // Body and data arrive with one readv: the data lands in the caller's pieces.
+                let mut body_bytes = vec![0u8; header.body_bytes as usize];
+                let mut slices = Vec::with_capacity(1 + data.slices.len());
+                slices.push(IoSliceMut::new(&mut body_bytes));
+                slices.extend(data.slices.iter_mut().map(|slice| IoSliceMut::new(slice)));
+                read_exact_vectored(&mut self.stream, &mut slices).map_err(|err| self.io_error(err))?;
+                drop(slices);
+                body = body_bytes;
+            }
+            TransferMode::Pack => {
+                self.expect_bulk(header.bulk_bytes, expected)?;
+                body = self.read_vec(header.body_bytes)?;
+                let packed = self.read_vec(header.bulk_bytes)?;
+                let mut cursor = 0;
+                for slice in &mut data.slices {
+                    let len = slice.len();
+                    slice.copy_from_slice(&packed[cursor..cursor + len]);
+                    cursor += len;
+                }
+                counts.bytes_copied = packed.len() as u64;
+            }
+            TransferMode::Multiple => {
+                self.expect_bulk(header.bulk_bytes, 0)?;
+                body = self.read_vec(header.body_bytes)?;
+                let mut start = 0;
+                for (piece, &end) in request.pieces.iter().zip(&data.piece_ends) {
+                    let frame = self.read_header()?;
+                    if frame.opcode != Opcode::Data as u8 || frame.request_id != request_id || frame.body_bytes != 0 {
+                        return Err(self.protocol("expected a data frame".to_owned()));
+                    }
+                    self.expect_bulk(frame.bulk_bytes, piece.length)?;
+                    read_exact_vectored(&mut self.stream, &mut data.slices[start..end])
+                        .map_err(|err| self.io_error(err))?;
+                    counts.messages_received += 1;
+                    start = end;
+                }
+            }
+        }
+        let reply = R::Reply::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+        Ok((reply, counts))
+    }
+
+    fn expect_bulk(&self, found: u32, expected: u64) -> Result<(), NetError> {
+        if u64::from(found) == expected {
+            Ok(())
+        } else {
+            Err(self.protocol(format!("reply carries {found} data bytes, expected {expected}")))
+        }
+    }
+
+    fn protocol(&self, detail: String) -> NetError {
+        NetError::Protocol { peer: self.peer.clone(), detail }
+    }
+
+    fn io_error(&self, err: io::Error) -> NetError {
+        match err.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => NetError::TimedOut {
+                peer: self.peer.clone(),
+                timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+            },
+            _ => NetError::Io { peer: self.peer.clone(), source: err },
+        }
+    }
+}

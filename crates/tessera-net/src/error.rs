@@ -1,0 +1,63 @@
+//! Errors of the client side of the transport; every one names the peer server.
+
+use tessera_proto::{RemoteError, WireError};
+use thiserror::Error;
+
+/// A failed exchange with one server.
+#[derive(Debug, Error)]
+pub enum NetError {
+    /// The server could not be reached.
+    #[error("{peer} is unavailable: {source}")]
+    Connect {
+        /// The server, by role, index and address.
+        peer: String,
+        /// The socket error.
+        source: std::io::Error,
+    },
+    /// The server did not answer within the timeout.
+    #[error("{peer} did not answer within {timeout_ms} ms")]
+    TimedOut {
+        /// The server.
+        peer: String,
+        /// The timeout that expired.
+        timeout_ms: u64,
+    },
+    /// The socket failed mid-exchange (the server closed it or crashed).
+    #[error("connection to {peer} failed: {source}")]
+    Io {
+        /// The server.
+        peer: String,
+        /// The socket error.
+        source: std::io::Error,
+    },
+    /// The server sent bytes that are not a valid reply.
+    #[error("{peer} sent an invalid reply: {detail}")]
+    Protocol {
+        /// The server.
+        peer: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The server refused the request.
+    #[error("{peer}: {error}")]
+    Remote {
+        /// The server.
+        peer: String,
+        /// Its error reply.
+        error: RemoteError,
+    },
+}
+
+impl NetError {
+    /// The error reply, if the server refused the request (the connection is still usable).
+    pub fn remote(&self) -> Option<&RemoteError> {
+        match self {
+            Self::Remote { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn protocol(peer: &str, err: &WireError) -> Self {
+        Self::Protocol { peer: peer.to_owned(), detail: err.to_string() }
+    }
+}

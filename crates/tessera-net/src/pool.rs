@@ -1,0 +1,87 @@
+//! Lazily connected, reusable connections to a fixed list of servers.
+//!
+//! Both the client (to the mds and the iods) and the mds (to the iods) keep one connection per
+//! server. A connection is made on first use, reused while it works, and dropped after any
+//! failure that may have left the stream out of step, so the next call starts clean.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::client::Connection;
+use crate::error::NetError;
+
+/// One server of a pool: its name for errors and its address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// Names the server in errors: "iod 2 at 127.0.0.1:7001".
+    pub name: String,
+    /// `host:port`.
+    pub address: String,
+}
+
+/// Connections to a list of servers, at most one per server.
+#[derive(Debug)]
+pub struct Pool {
+    peers: Vec<Peer>,
+    connections: Vec<Mutex<Option<Connection>>>,
+    timeout: Duration,
+}
+
+/// A connection checked out of a pool; dropped from the pool with [`Lease::discard`].
+#[derive(Debug)]
+pub struct Lease<'a> {
+    slot: MutexGuard<'a, Option<Connection>>,
+}
+
+impl Lease<'_> {
+    /// The connection.
+    pub fn connection(&mut self) -> &mut Connection {
+        self.slot.as_mut().expect("a lease always holds a connection")
+    }
+
+    /// Closes the connection: its stream may be out of step after `error`.
+    pub fn discard_after(&mut self, error: &NetError) {
+        if error.remote().is_none() {
+            *self.slot = None;
+        }
+    }
+}
+
+impl Pool {
+    /// A pool over `peers`; every connect, send and receive gives up after `timeout`.
+    pub fn new(peers: Vec<Peer>, timeout: Duration) -> Self {
+        let connections = peers.iter().map(|_| Mutex::new(None)).collect();
+        Self { peers, connections, timeout }
+    }
+
+    /// The servers of the pool.
+    pub fn peers(&self) -> &[Peer] {
+        &self.peers
+    }
+
+    /// The per-operation timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Checks out the connection to server `index`, connecting if needed.
+    pub fn lease(&self, index: usize) -> Result<Lease<'_>, NetError> {
+        let mut slot = self.connections[index].lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.is_none() {
+            let peer = &self.peers[index];
+            *slot = Some(Connection::connect(peer.name.clone(), &peer.address, self.timeout)?);
+        }
+        Ok(Lease { slot })
+    }
+
+    /// Runs `exchange` on the connection to server `index`, dropping the connection if the
+    /// exchange failed in a way that may leave the stream out of step.
+    pub fn with<T>(&self, index: usize, exchange: impl FnOnce(&mut Connection) -> Result<T, NetError>) -> Result<T, NetError> {
+        let mut lease = self.lease(index)?;
+        let result = exchange(lease.connection());
+        if let Err(error) = &result {
+            lease.discard_after(error);
+        }
+        result
+    }
+}

@@ -1,0 +1,229 @@
+//! The server side of the transport: accept loop, per-connection framing, bounded work.
+//!
+//! Each accepted connection gets one task that reads a frame header, checks it against the
+//! limits, reads the body and hands the request to the [`Service`]. Requests on one connection
+//! are served in order; [`CONNECTIONS_MAX`] bounds the connections and
+//! [`SERVER_REQUESTS_INFLIGHT_MAX`] the requests being served at once. A connection that sends
+//! a malformed frame gets one log line and is closed; the other connections carry on.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tessera_proto::header::{FLAG_ERROR, FLAG_REPLY};
+use tessera_proto::limits::{CONNECTIONS_MAX, HEADER_BYTES, SERVER_REQUESTS_INFLIGHT_MAX};
+use tessera_proto::{Header, Opcode, Piece, RemoteError, Wire, WireError};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+/// Why a connection is being closed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    /// The socket failed or the peer went away.
+    #[error("socket error: {0}")]
+    Io(#[from] io::Error),
+    /// The peer sent bytes that are not a valid frame.
+    #[error("malformed frame: {0}")]
+    Wire(#[from] WireError),
+    /// The request cannot be served and the stream cannot be resynchronised: the error is
+    /// sent back, then the connection is closed.
+    #[error("refused and closing: {0}")]
+    Refused(RemoteError),
+}
+
+/// One decoded request frame (header and body; any bulk is still on the socket).
+#[derive(Debug)]
+pub struct Incoming {
+    /// The frame header.
+    pub header: Header,
+    /// The operation.
+    pub opcode: Opcode,
+    /// The encoded body.
+    pub body: Vec<u8>,
+}
+
+impl Incoming {
+    /// Decodes the body as `M`; a malformed body refuses the request and closes the connection.
+    pub fn decode<M: Wire>(&self) -> Result<M, ConnectionError> {
+        M::from_body(&self.body).map_err(|err| ConnectionError::Refused(err.into()))
+    }
+}
+
+/// A server's request handler.
+pub trait Service: Send + Sync + 'static {
+    /// "mds" or "iod 3", for log lines.
+    fn name(&self) -> String;
+
+    /// Serves one request: reads its bulk data from `connection` if it has any and writes
+    /// exactly one reply (plus `Data` frames in the multiple mode).
+    fn handle<'a>(
+        &'a self,
+        request: Incoming,
+        connection: &'a mut ServerConnection,
+    ) -> impl Future<Output = Result<(), ConnectionError>> + Send + 'a;
+}
+
+/// The server's end of one client connection.
+#[derive(Debug)]
+pub struct ServerConnection {
+    stream: TcpStream,
+    peer: SocketAddr,
+}
+
+impl ServerConnection {
+    /// The client's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    async fn read_incoming(&mut self) -> Result<Option<Incoming>, ConnectionError> {
+        let mut bytes = [0u8; HEADER_BYTES];
+        match self.stream.read(&mut bytes[..1]).await? {
+            0 => return Ok(None),
+            _ => self.stream.read_exact(&mut bytes[1..]).await?,
+        };
+        let header = Header::decode(&bytes)?;
+        if header.is_reply() {
+            return Err(WireError::BadValue { field: "header flags (reply sent to a server)", value: u64::from(header.flags) }.into());
+        }
+        let opcode = Opcode::from_u8(header.opcode)?;
+        if opcode == Opcode::Data {
+            return Err(WireError::BadValue { field: "opcode (data frame outside a request)", value: u64::from(header.opcode) }.into());
+        }
+        let mut body = vec![0u8; header.body_bytes as usize];
+        self.stream.read_exact(&mut body).await?;
+        Ok(Some(Incoming { header, opcode, body }))
+    }
+
+    /// Reads the request's bulk bytes (gather and pack modes) into a new buffer.
+    pub async fn read_bulk(&mut self, header: &Header) -> Result<Vec<u8>, ConnectionError> {
+        let mut bulk = vec![0u8; header.bulk_bytes as usize];
+        self.stream.read_exact(&mut bulk).await?;
+        Ok(bulk)
+    }
+
+    /// Reads one `Data` frame per piece (multiple mode) into `buffer`, back to back.
+    pub async fn read_data_frames(&mut self, header: &Header, pieces: &[Piece], buffer: &mut [u8]) -> Result<(), ConnectionError> {
+        let mut cursor = 0usize;
+        for piece in pieces {
+            let mut bytes = [0u8; HEADER_BYTES];
+            self.stream.read_exact(&mut bytes).await?;
+            let frame = Header::decode(&bytes)?;
+            if frame.opcode != Opcode::Data as u8 || frame.request_id != header.request_id || frame.body_bytes != 0 || u64::from(frame.bulk_bytes) != piece.length {
+                return Err(WireError::BadValue { field: "data frame", value: u64::from(frame.opcode) }.into());
+            }
+            let length = frame.bulk_bytes as usize;
+            self.stream.read_exact(&mut buffer[cursor..cursor + length]).await?;
+            cursor += length;
+        }
+        Ok(())
+    }
+
+    /// Sends the reply to `request`, followed by `bulk` bytes in the same frame.
+    pub async fn reply<M: Wire>(&mut self, request: &Header, reply: &M, bulk: &[u8]) -> Result<(), ConnectionError> {
+        let body = reply.to_body();
+        self.write_frame(request.opcode, FLAG_REPLY, request.request_id, &body, bulk).await
+    }
+
+    /// Sends a reply whose body is already encoded.
+    pub async fn reply_raw(&mut self, request: &Header, body: &[u8]) -> Result<(), ConnectionError> {
+        self.write_frame(request.opcode, FLAG_REPLY, request.request_id, body, &[]).await
+    }
+
+    /// Sends an error reply to `request`.
+    pub async fn reply_error(&mut self, request: &Header, error: &RemoteError) -> Result<(), ConnectionError> {
+        let body = error.to_body();
+        self.write_frame(request.opcode, FLAG_REPLY | FLAG_ERROR, request.request_id, &body, &[]).await
+    }
+
+    /// Sends one `Data` frame per piece of `buffer` (multiple mode), after the reply.
+    pub async fn send_data_frames(&mut self, request: &Header, pieces: &[Piece], buffer: &[u8]) -> Result<(), ConnectionError> {
+        let mut cursor = 0usize;
+        for piece in pieces {
+            let length = usize::try_from(piece.length).expect("piece within one bulk buffer");
+            self.write_frame(Opcode::Data as u8, 0, request.request_id, &[], &buffer[cursor..cursor + length]).await?;
+            cursor += length;
+        }
+        Ok(())
+    }
+
+    async fn write_frame(&mut self, opcode: u8, flags: u16, request_id: u64, body: &[u8], bulk: &[u8]) -> Result<(), ConnectionError> {
+        let header = Header {
+            opcode,
+            flags,
+            request_id,
+            body_bytes: u32::try_from(body.len()).expect("bodies are built under the body limit"),
+            bulk_bytes: u32::try_from(bulk.len()).expect("bulk is built under the bulk limit"),
+        };
+        // Small frames go out in one write; large bulk follows the header without a copy.
+        let mut head = Vec::with_capacity(HEADER_BYTES + body.len() + bulk.len().min(4096));
+        head.extend_from_slice(&header.encode());
+        head.extend_from_slice(body);
+        if bulk.len() <= 4096 {
+            head.extend_from_slice(bulk);
+            self.stream.write_all(&head).await?;
+        } else {
+            self.stream.write_all(&head).await?;
+            self.stream.write_all(bulk).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Serves `service` on `listener` until `shutdown` completes.
+pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>, shutdown: impl Future<Output = ()>) {
+    let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    let inflight = Arc::new(Semaphore::new(SERVER_REQUESTS_INFLIGHT_MAX));
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::warn!("{}: accept failed: {err}", service.name());
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::warn!("{}: refusing {peer}: connections_max ({CONNECTIONS_MAX}) reached", service.name());
+            drop(stream);
+            continue;
+        };
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::warn!("{}: {peer}: cannot set TCP_NODELAY: {err}", service.name());
+        }
+        let service = service.clone();
+        let inflight = inflight.clone();
+        tokio::spawn(async move {
+            let mut connection = ServerConnection { stream, peer };
+            if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
+                tracing::warn!("{}: dropping connection from {peer}: {err}", service.name());
+            }
+            drop(permit);
+        });
+    }
+}
+
+async fn run_connection<S: Service>(service: &S, connection: &mut ServerConnection, inflight: &Semaphore) -> Result<(), ConnectionError> {
+    loop {
+        let Some(request) = connection.read_incoming().await? else {
+            return Ok(());
+        };
+        let header = request.header;
+        let _permit = inflight.acquire().await.expect("the in-flight semaphore is never closed");
+        match service.handle(request, connection).await {
+            Ok(()) => {}
+            Err(ConnectionError::Refused(error)) => {
+                // Best effort: the peer learns why before the connection closes.
+                let _ = connection.reply_error(&header, &error).await;
+                return Err(ConnectionError::Refused(error));
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
