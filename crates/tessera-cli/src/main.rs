@@ -1,1 +1,107 @@
-fn main() {}
+//! `tessera`: one binary for the servers, the cluster, the files, the demo and the benchmarks.
+//!
+//! `tessera mds` and `tessera iod` run one server in the foreground; `tessera up` starts a
+//! local cluster of them as background processes and writes the cluster file that every
+//! client command reads (`--cluster FILE` or `$TESSERA_CLUSTER`); `tessera down` stops it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod cluster;
+mod demo;
+mod files;
+mod plot;
+mod servers;
+mod workers;
+
+/// Tessera: a parallel file system for fast noncontiguous I/O.
+#[derive(Debug, Parser)]
+#[command(name = "tessera", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where client commands find the cluster.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArg {
+    /// Cluster file written by `tessera up` (default: $TESSERA_CLUSTER).
+    #[arg(long, env = "TESSERA_CLUSTER")]
+    pub cluster: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a local cluster: one mds and N iods as background processes.
+    Up(cluster::UpArgs),
+    /// Stop the local cluster started in DIR.
+    Down(cluster::DownArgs),
+    /// Report the state of every server of a cluster.
+    Status(cluster::StatusArgs),
+    /// Run a metadata server in the foreground.
+    Mds(servers::MdsArgs),
+    /// Run an I/O server in the foreground.
+    Iod(servers::IodArgs),
+    /// List a directory.
+    Ls(files::LsArgs),
+    /// Show the attributes of a path.
+    Stat(files::PathArgs),
+    /// Create a directory.
+    Mkdir(files::MkdirArgs),
+    /// Remove a file, or an empty directory.
+    Rm(files::PathArgs),
+    /// Move a file or directory.
+    Mv(files::MvArgs),
+    /// Copy a local file into Tessera.
+    Put(files::PutArgs),
+    /// Copy a Tessera file to a local file.
+    Get(files::GetArgs),
+    /// Run the demo job: a block-block 2-D array written and read back with list I/O.
+    Demo(demo::DemoArgs),
+    /// Run an experiment from the papers (see shared/BENCH.md).
+    Bench(bench::BenchArgs),
+    /// Internal: one client process of the demo or a benchmark.
+    #[command(hide = true)]
+    Worker(workers::WorkerArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let logs_default = match cli.command {
+        Command::Mds(_) | Command::Iod(_) => "info",
+        _ => "warn",
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG").unwrap_or_else(|_| logs_default.into()),
+        )
+        .init();
+    let result = match cli.command {
+        Command::Up(args) => cluster::up(&args),
+        Command::Down(args) => cluster::down(&args),
+        Command::Status(args) => cluster::status(&args),
+        Command::Mds(args) => servers::run_mds(&args),
+        Command::Iod(args) => servers::run_iod(&args),
+        Command::Ls(args) => files::ls(&args),
+        Command::Stat(args) => files::stat(&args),
+        Command::Mkdir(args) => files::mkdir(&args),
+        Command::Rm(args) => files::rm(&args),
+        Command::Mv(args) => files::mv(&args),
+        Command::Put(args) => files::put(&args),
+        Command::Get(args) => files::get(&args),
+        Command::Demo(args) => demo::run(&args),
+        Command::Bench(args) => bench::run(&args),
+        Command::Worker(args) => workers::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("tessera: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

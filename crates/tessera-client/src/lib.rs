@@ -1,0 +1,32 @@
+//! The Tessera client library.
+//!
+//! A [`Client`] reads the cluster file, sends namespace calls to the metadata server and opens
+//! [`File`]s. A file's I/O goes straight to the I/O servers: `read_at`/`write_at` for one
+//! contiguous range, and `read_list`/`write_list` for many memory pieces against many file
+//! pieces in one call, which reaches each involved server as one request (see [`plan`]) while
+//! the servers work in parallel.
+//!
+//! ```no_run
+//! use std::io::IoSlice;
+//! use tessera_client::{Client, CreateOptions, Piece};
+//!
+//! let client = Client::from_file("cluster.toml".as_ref())?;
+//! let file = client.create("/grid", &CreateOptions::default())?;
+//! let rows = [[1u8; 64], [2u8; 64]];
+//! let memory = [IoSlice::new(&rows[0]), IoSlice::new(&rows[1])];
+//! let report = file.write_list(&memory, &[Piece::new(0, 64), Piece::new(4096, 64)])?;
+//! assert_eq!(report.bytes, 128);
+//! # Ok::<(), tessera_client::ClientError>(())
+//! ```
+
+mod client;
+pub mod config;
+mod error;
+mod file;
+pub mod plan;
+
+pub use client::{Client, ClientOptions, CreateOptions};
+pub use config::ClusterConfig;
+pub use error::ClientError;
+pub use file::{File, IoReport, OpenMode};
+pub use tessera_proto::{Attr, DirEntry, ErrorCode, FileKind, Piece, StripeLayout, TransferMode};

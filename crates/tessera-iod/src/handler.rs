@@ -70,7 +70,7 @@ impl Iod {
                     format!("piece at {} of {} bytes ends past file_bytes_max ({FILE_BYTES_MAX})", piece.offset, piece.length),
                 ));
             }
-            total += piece.length;
+            total = total.saturating_add(piece.length);
         }
         if total > u64::from(MESSAGE_BULK_BYTES_MAX) {
             return Err(RemoteError::over_limit("message_bulk_bytes_max", total, u64::from(MESSAGE_BULK_BYTES_MAX)));

@@ -39,7 +39,12 @@ impl Lease<'_> {
         self.slot.as_mut().expect("a lease always holds a connection")
     }
 
-    /// Closes the connection: its stream may be out of step after `error`.
+    /// Closes the connection unconditionally (an exchange on it was abandoned midway).
+    pub fn discard(&mut self) {
+        *self.slot = None;
+    }
+
+    /// Closes the connection if its stream may be out of step after `error`.
     pub fn discard_after(&mut self, error: &NetError) {
         if error.remote().is_none() {
             *self.slot = None;

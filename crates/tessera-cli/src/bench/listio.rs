@@ -1,0 +1,188 @@
+//! `tessera bench listio` (seed 000 Fig. 4, seed 001 Fig. 3.4).
+//!
+//! Four client processes share a file striped over four servers. Each writes, then reads back,
+//! 128 pieces of one size (128 B .. 8 KiB): file pieces interleaved with the other processes,
+//! memory pieces separated by gaps of the same size. The same list call runs with each
+//! transfer mode — `multiple` (one message per piece), `pack` (one copy into one buffer) and
+//! `gather` (`writev`/`readv` from the pieces) — interleaved within each repetition so the
+//! machine's noise falls on all of them alike. Every read is verified byte by byte.
+
+use std::fmt::Write as _;
+
+use serde_json::json;
+use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, TransferMode};
+
+use super::{BenchCluster, CommonArgs, Report, Row};
+use crate::plot::{Plot, Series};
+use crate::workers::{Pattern, Task, Workers};
+
+const PROCESSES: usize = 4;
+const SERVERS: u16 = 4;
+const PIECES: usize = 128;
+const PIECE_SIZES: [usize; 7] = [128, 256, 512, 1024, 2048, 4096, 8192];
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+#[allow(clippy::cast_precision_loss)] // rates for people to read
+fn mib_s(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
+}
+
+/// Runs the experiment and returns its report.
+pub fn run(common: &CommonArgs) -> Result<Report, String> {
+    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
+    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
+    let client = Client::new(&config, &ClientOptions::default());
+    match client.mkdir("/bench", 0o755) {
+        Ok(_) => {}
+        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
+        Err(err) => return Err(format!("mkdir /bench: {err}")),
+    }
+    let path = format!("/bench/listio-{}", std::process::id());
+    client.create(&path, &CreateOptions::default()).map_err(|err| format!("create {path}: {err}"))?;
+    let repetitions = if common.quick { 3 } else { 5 };
+    let mut workers = Workers::spawn(PROCESSES)?;
+    let mut rows = Vec::new();
+    let mut verified = true;
+    let mut generation = 0u64;
+    for piece_bytes in PIECE_SIZES {
+        let call_bytes = PIECES * piece_bytes;
+        let budget = if common.quick { 1 << 20 } else { 16 << 20 };
+        let iterations = u32::try_from((budget / call_bytes).clamp(4, 256)).expect("small");
+        // seconds per (op, method), one entry per repetition
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); 2 * TransferMode::ALL.len()];
+        let mut last = vec![(0u64, 0u64, 0u64, 0u64); 2 * TransferMode::ALL.len()];
+        for repetition in 0..repetitions {
+            for turn in 0..TransferMode::ALL.len() {
+                let method_index = (turn + repetition) % TransferMode::ALL.len();
+                let method = TransferMode::ALL[method_index];
+                generation += 1;
+                for (op_index, write) in [(0, true), (1, false)] {
+                    let tasks = (0..PROCESSES)
+                        .map(|rank| Task {
+                            cluster: cluster.file.clone(),
+                            path: path.clone(),
+                            write,
+                            method: method.name().to_owned(),
+                            iterations,
+                            generation,
+                            pattern: Pattern::Interleaved { rank, processes: PROCESSES, pieces: PIECES, piece_bytes },
+                        })
+                        .collect();
+                    let (results, _) = workers.step(tasks)?;
+                    verified &= results.iter().all(|result| result.verified);
+                    let seconds = results.iter().map(|result| result.seconds).fold(0.0, f64::max);
+                    let slot = op_index * TransferMode::ALL.len() + method_index;
+                    samples[slot].push(seconds / f64::from(iterations));
+                    let per_call = |total: u64| total / u64::from(iterations);
+                    last[slot] = (
+                        per_call(results.iter().map(|r| r.requests).sum()),
+                        per_call(results.iter().map(|r| r.storage_pieces).sum()),
+                        per_call(results.iter().map(|r| r.bytes).sum()),
+                        per_call(results.iter().map(|r| r.messages).sum()),
+                    );
+                }
+            }
+        }
+        for (op_index, op) in ["write", "read"].into_iter().enumerate() {
+            for (method_index, method) in TransferMode::ALL.into_iter().enumerate() {
+                let slot = op_index * TransferMode::ALL.len() + method_index;
+                let seconds = median(&mut samples[slot]);
+                let (requests, pieces, bytes, messages) = last[slot];
+                rows.push(Row {
+                    case: format!("{op} seg={piece_bytes}"),
+                    method: method.name().to_owned(),
+                    mib_s: mib_s(bytes, seconds),
+                    requests,
+                    pieces,
+                    bytes,
+                    seconds,
+                    extra: json!({ "messages": messages, "iterations": iterations, "repetitions": repetitions }),
+                });
+            }
+        }
+    }
+    let _ = client.unlink(&path);
+    let report = Report {
+        bench: "listio".to_owned(),
+        quick: common.quick,
+        config: json!({
+            "servers": SERVERS,
+            "clients": PROCESSES,
+            "transport": "tcp",
+            "pieces_per_client": PIECES,
+            "piece_bytes": PIECE_SIZES,
+            "stripe_unit_bytes": tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
+        }),
+        verified,
+        rows,
+    };
+    let table = table(&report);
+    if common.json {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+        write_outputs(common, &report)?;
+    }
+    Ok(report)
+}
+
+fn rate(report: &Report, case: &str, method: &str) -> f64 {
+    report.rows.iter().find(|row| row.case == case && row.method == method).map_or(0.0, |row| row.mib_s)
+}
+
+fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "listio: {PROCESSES} client processes x {SERVERS} I/O servers, {PIECES} pieces per process, tcp (MiB/s, all processes)");
+    let _ = writeln!(out, "{:<6} {:>6} {:>10} {:>10} {:>10} {:>12} {:>10}", "op", "seg", "multiple", "pack", "gather", "gather/mult", "gather/pack");
+    for op in ["write", "read"] {
+        for piece_bytes in PIECE_SIZES {
+            let case = format!("{op} seg={piece_bytes}");
+            let (multiple, pack, gather) = (rate(report, &case, "multiple"), rate(report, &case, "pack"), rate(report, &case, "gather"));
+            let _ = writeln!(
+                out,
+                "{op:<6} {piece_bytes:>6} {multiple:>10.1} {pack:>10.1} {gather:>10.1} {:>11.2}x {:>9.2}x",
+                gather / multiple.max(1e-9),
+                gather / pack.max(1e-9)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "paper (InfiniBand, 000 Fig. 4 / 001 Fig. 3.4): pack wins while a request is small (< 64 KiB), gather wins above it, by up to 1.5x; multiple message is the baseline both beat"
+    );
+    let _ = writeln!(out, "verified: {}", report.verified);
+    out
+}
+
+fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
+    std::fs::create_dir_all(&common.out).map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
+    let mut csv = String::from("case,method,mib_s,requests,pieces,bytes,seconds\n");
+    for row in &report.rows {
+        let _ = writeln!(csv, "{},{},{:.3},{},{},{},{:.9}", row.case, row.method, row.mib_s, row.requests, row.pieces, row.bytes, row.seconds);
+    }
+    let csv_path = common.out.join("listio.csv");
+    std::fs::write(&csv_path, csv).map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
+    let mut series = Vec::new();
+    for op in ["write", "read"] {
+        for method in TransferMode::ALL {
+            #[allow(clippy::cast_precision_loss)] // piece sizes are small
+            let points = PIECE_SIZES.iter().map(|&size| (size as f64, rate(report, &format!("{op} seg={size}"), method.name()))).collect();
+            series.push(Series { name: format!("{op} {}", method.name()), points });
+        }
+    }
+    let plot = Plot {
+        title: "listio: 4 clients x 4 servers, 128 pieces (tcp)".to_owned(),
+        x_label: "piece size (bytes)".to_owned(),
+        y_label: "MiB/s".to_owned(),
+        log2_x: true,
+        series,
+    };
+    let png_path = common.out.join("listio.png");
+    plot.write_png(&png_path).map_err(|err| format!("cannot write {}: {err}", png_path.display()))?;
+    eprintln!("bench: wrote {} and {}", csv_path.display(), png_path.display());
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! `tessera up`, `down` and `status`: a local cluster as background processes.
+//!
+//! Layout of a cluster directory `D`:
+//! `D/cluster.toml` (what clients read), `D/mds/meta.redb` (the namespace), `D/iod-N/objects/`
+//! (each server's data), `D/run/*.pid` and `D/run/*.addr` (live processes and their bound
+//! addresses), `D/log/*.log` (server logs). Ports are chosen by the kernel at every `up`, and
+//! the data and namespace survive `down` + `up`.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tessera_client::config::{IodEntry, MdsEntry};
+use tessera_client::{Client, ClientOptions, ClusterConfig};
+use tessera_proto::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_DEFAULT};
+
+/// How long `up` waits for every server to answer.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long `down` waits for a server to exit after SIGTERM before SIGKILL.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Arguments of `tessera up`.
+#[derive(Debug, clap::Args)]
+pub struct UpArgs {
+    /// Number of I/O servers.
+    #[arg(long, default_value_t = 4)]
+    servers: u16,
+    /// Cluster directory (created if missing).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Default stripe unit of new files, in bytes.
+    #[arg(long, default_value_t = STRIPE_UNIT_BYTES_DEFAULT)]
+    stripe_unit: u64,
+}
+
+/// Arguments of `tessera down`.
+#[derive(Debug, clap::Args)]
+pub struct DownArgs {
+    /// Cluster directory given to `tessera up`.
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+/// Arguments of `tessera status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Cluster directory given to `tessera up` (else the cluster file is used).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: crate::ClusterArg,
+}
+
+fn run_dir(dir: &Path) -> PathBuf {
+    dir.join("run")
+}
+
+fn process_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists; no memory is involved.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+fn read_pid(path: &Path) -> Option<i32> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The pid files of a cluster directory: the mds first, then the iods.
+fn pid_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(run_dir(dir))
+        .map(|entries| entries.filter_map(Result::ok).map(|entry| entry.path()).collect())
+        .unwrap_or_default();
+    files.retain(|path| path.extension().is_some_and(|ext| ext == "pid"));
+    files.sort_by_key(|path| (!path.ends_with("mds.pid"), path.clone()));
+    files
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(3)..].join("\n")
+}
+
+/// A server process being started.
+struct Starting {
+    name: String,
+    child: std::process::Child,
+    address_file: PathBuf,
+    log_file: PathBuf,
+}
+
+fn spawn_server(dir: &Path, name: &str, args: &[String]) -> Result<Starting, String> {
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find the tessera binary: {err}"))?;
+    let log_file = dir.join("log").join(format!("{name}.log"));
+    let address_file = run_dir(dir).join(format!("{name}.addr"));
+    let _ = fs::remove_file(&address_file);
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_file)
+        .map_err(|err| format!("cannot open {}: {err}", log_file.display()))?;
+    let log_err = log.try_clone().map_err(|err| err.to_string())?;
+    let child = Command::new(exe)
+        .args(args)
+        .arg("--address-file")
+        .arg(&address_file)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .process_group(0)
+        .spawn()
+        .map_err(|err| format!("cannot start {name}: {err}"))?;
+    let pid_file = run_dir(dir).join(format!("{name}.pid"));
+    fs::write(&pid_file, child.id().to_string()).map_err(|err| format!("cannot write {}: {err}", pid_file.display()))?;
+    Ok(Starting { name: name.to_owned(), child, address_file, log_file })
+}
+
+fn wait_for_address(server: &mut Starting, deadline: Instant) -> Result<String, String> {
+    loop {
+        if let Ok(address) = fs::read_to_string(&server.address_file) {
+            return Ok(address.trim().to_owned());
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            return Err(format!(
+                "{} exited ({status}) while starting; its log {} ends:\n{}",
+                server.name,
+                server.log_file.display(),
+                log_tail(&server.log_file)
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{} did not start within {STARTUP_TIMEOUT:?}; see {}", server.name, server.log_file.display()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Starts a cluster.
+pub fn up(args: &UpArgs) -> Result<(), String> {
+    let config = start(&args.dir, args.servers, args.stripe_unit)?;
+    println!(
+        "tessera: cluster up in {}: mds at {}, {} I/O servers",
+        args.dir.display(),
+        config.mds.address,
+        config.iods.len()
+    );
+    println!("export TESSERA_CLUSTER={}", args.dir.join("cluster.toml").display());
+    Ok(())
+}
+
+/// Starts a cluster of `servers` iods in `dir`, writes `dir/cluster.toml` and returns once
+/// every server answers. On failure nothing is left running.
+pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig, String> {
+    if servers == 0 || usize::from(servers) > SERVERS_MAX {
+        return Err(format!("--servers {servers} is outside 1..={SERVERS_MAX}"));
+    }
+    for sub in ["run", "log", "mds"] {
+        fs::create_dir_all(dir.join(sub)).map_err(|err| format!("cannot create {}: {err}", dir.join(sub).display()))?;
+    }
+    for pid_file in pid_files(dir) {
+        if let Some(pid) = read_pid(&pid_file).filter(|&pid| process_alive(pid)) {
+            return Err(format!(
+                "a cluster is already running in {} ({} is pid {pid}); run `tessera down --dir {}` first",
+                dir.display(),
+                pid_file.display(),
+                dir.display()
+            ));
+        }
+        let _ = fs::remove_file(pid_file);
+    }
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    let result = (|| {
+        let mut iods = Vec::new();
+        for index in 0..servers {
+            let data = dir.join(format!("iod-{index}"));
+            let server = spawn_server(
+                dir,
+                &format!("iod-{index}"),
+                &["iod".into(), "--index".into(), index.to_string(), "--data".into(), data.display().to_string()],
+            )?;
+            iods.push(server);
+        }
+        let mut iod_addresses = Vec::new();
+        for server in &mut iods {
+            iod_addresses.push(wait_for_address(server, deadline)?);
+        }
+        let mut mds_args = vec![
+            "mds".to_owned(),
+            "--db".to_owned(),
+            dir.join("mds").join("meta.redb").display().to_string(),
+            "--stripe-unit".to_owned(),
+            stripe_unit.to_string(),
+        ];
+        for address in &iod_addresses {
+            mds_args.push("--iod".to_owned());
+            mds_args.push(address.clone());
+        }
+        let mut mds = spawn_server(dir, "mds", &mds_args)?;
+        let mds_address = wait_for_address(&mut mds, deadline)?;
+        let config = ClusterConfig {
+            mds: MdsEntry { address: mds_address },
+            iods: iod_addresses
+                .into_iter()
+                .zip(0u16..)
+                .map(|(address, index)| IodEntry { index, address })
+                .collect(),
+        };
+        let cluster_file = dir.join("cluster.toml");
+        config.save(&cluster_file).map_err(|err| format!("cannot write {}: {err}", cluster_file.display()))?;
+        wait_until_answering(&config, deadline)?;
+        Ok::<_, String>(config)
+    })();
+    if result.is_err() {
+        // Leave nothing half-started behind.
+        let _ = stop_all(dir);
+    }
+    result
+}
+
+fn wait_until_answering(config: &ClusterConfig, deadline: Instant) -> Result<(), String> {
+    let options = ClientOptions { timeout: Duration::from_secs(2) };
+    loop {
+        let client = Client::new(config, &options);
+        let failures: Vec<String> = client
+            .ping_all()
+            .into_iter()
+            .filter_map(|(name, reply)| reply.err().map(|err| format!("{name}: {err}")))
+            .collect();
+        if failures.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("servers did not answer: {}", failures.join("; ")));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stops every process of `dir`; returns how many were stopped.
+pub fn stop_all(dir: &Path) -> Result<usize, String> {
+    let mut stopped = 0;
+    for pid_file in pid_files(dir) {
+        let name = pid_file.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+        if let Some(pid) = read_pid(&pid_file).filter(|&pid| process_alive(pid)) {
+            // SAFETY: sending a signal to a pid touches no memory of ours.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+            while process_alive(pid) && Instant::now() < deadline {
+                reap(pid);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if process_alive(pid) {
+                eprintln!("tessera: {name} (pid {pid}) ignored SIGTERM for {SHUTDOWN_TIMEOUT:?}; killing it");
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                reap(pid);
+            }
+            stopped += 1;
+        }
+        let _ = fs::remove_file(&pid_file);
+        let _ = fs::remove_file(pid_file.with_extension("addr"));
+    }
+    Ok(stopped)
+}
+
+/// Collects the exit status of `pid` if it is our child (so it does not linger as a zombie).
+fn reap(pid: i32) {
+    let mut status = 0;
+    // SAFETY: waitpid writes only to `status`, a local we own; WNOHANG never blocks.
+    unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
+}
+
+/// Stops a cluster.
+pub fn down(args: &DownArgs) -> Result<(), String> {
+    if !args.dir.join("cluster.toml").exists() && pid_files(&args.dir).is_empty() {
+        return Err(format!("no cluster in {} (no cluster.toml, no pid files)", args.dir.display()));
+    }
+    let stopped = stop_all(&args.dir)?;
+    println!("tessera: stopped {stopped} server processes in {}", args.dir.display());
+    Ok(())
+}
+
+/// Reports every server of a cluster.
+pub fn status(args: &StatusArgs) -> Result<(), String> {
+    let config = match (&args.dir, &args.cluster.cluster) {
+        (Some(dir), _) => ClusterConfig::load(&dir.join("cluster.toml")),
+        (None, Some(file)) => ClusterConfig::load(file),
+        (None, None) => ClusterConfig::from_env(),
+    }
+    .map_err(|err| err.to_string())?;
+    let client = Client::new(&config, &ClientOptions { timeout: Duration::from_secs(2) });
+    let mut down = 0;
+    println!("{:<28} {:<8} {:<8} {:>10}", "server", "state", "pid", "objects");
+    for (name, reply) in client.ping_all() {
+        match reply {
+            Ok(ping) => println!("{name:<28} {:<8} {:<8} {:>10}", "up", ping.pid, ping.objects),
+            Err(err) => {
+                down += 1;
+                println!("{name:<28} {:<8} {:<8} {:>10}   {err}", "down", "-", "-");
+            }
+        }
+    }
+    if down == 0 {
+        Ok(())
+    } else {
+        Err(format!("{down} server(s) not answering"))
+    }
+}

@@ -1,0 +1,220 @@
+//! File commands: `ls`, `stat`, `mkdir`, `rm`, `mv`, `put`, `get`.
+//!
+//! Each opens a client from the cluster file, does one thing, and prints what it did. `put`
+//! and `get` stream in `COPY_CHUNK_BYTES` pieces so memory stays bounded for any file size.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use tessera_client::{Client, ClientError, ClusterConfig, CreateOptions, FileKind, OpenMode};
+
+use crate::ClusterArg;
+
+/// Bytes moved per call by `put` and `get`.
+const COPY_CHUNK_BYTES: usize = 8 << 20;
+
+/// A command that takes one path.
+#[derive(Debug, clap::Args)]
+pub struct PathArgs {
+    /// Path in Tessera.
+    path: String,
+    #[command(flatten)]
+    cluster: ClusterArg,
+}
+
+/// Arguments of `ls`.
+#[derive(Debug, clap::Args)]
+pub struct LsArgs {
+    /// Directory in Tessera.
+    #[arg(default_value = "/")]
+    path: String,
+    /// Show attributes (computes file sizes).
+    #[arg(short, long)]
+    long: bool,
+    #[command(flatten)]
+    cluster: ClusterArg,
+}
+
+/// Arguments of `mkdir`.
+#[derive(Debug, clap::Args)]
+pub struct MkdirArgs {
+    /// Directory to create.
+    path: String,
+    /// Permission bits, in octal.
+    #[arg(long, default_value = "755")]
+    mode: String,
+    #[command(flatten)]
+    cluster: ClusterArg,
+}
+
+/// Arguments of `mv`.
+#[derive(Debug, clap::Args)]
+pub struct MvArgs {
+    /// Existing path.
+    source: String,
+    /// New path.
+    target: String,
+    #[command(flatten)]
+    cluster: ClusterArg,
+}
+
+/// Arguments of `put`.
+#[derive(Debug, clap::Args)]
+pub struct PutArgs {
+    /// Local file to copy.
+    local: PathBuf,
+    /// Destination path in Tessera (replaced if it exists).
+    path: String,
+    /// Stripe unit of a new file, in bytes.
+    #[arg(long, default_value_t = tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT)]
+    stripe_unit: u64,
+    #[command(flatten)]
+    cluster: ClusterArg,
+}
+
+/// Arguments of `get`.
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    /// Path in Tessera.
+    path: String,
+    /// Local file to write.
+    local: PathBuf,
+    #[command(flatten)]
+    cluster: ClusterArg,
+}
+
+/// Opens a client of the cluster named by `--cluster` or `$TESSERA_CLUSTER`.
+pub fn client(arg: &ClusterArg) -> Result<Client, String> {
+    let config = match &arg.cluster {
+        Some(path) => ClusterConfig::load(path),
+        None => ClusterConfig::from_env(),
+    }
+    .map_err(|err| err.to_string())?;
+    Ok(Client::new(&config, &tessera_client::ClientOptions::default()))
+}
+
+fn failed(command: &str, path: &str, err: &ClientError) -> String {
+    format!("{command} {path}: {err}")
+}
+
+fn mib_s(bytes: u64, started: Instant) -> f64 {
+    #[allow(clippy::cast_precision_loss)] // a rate for people to read
+    let mib = bytes as f64 / f64::from(1u32 << 20);
+    mib / started.elapsed().as_secs_f64().max(1e-9)
+}
+
+/// `tessera ls`.
+pub fn ls(args: &LsArgs) -> Result<(), String> {
+    let client = client(&args.cluster)?;
+    let entries = client.readdir(&args.path).map_err(|err| failed("ls", &args.path, &err))?;
+    for entry in entries {
+        let suffix = if entry.kind == FileKind::Directory { "/" } else { "" };
+        if args.long {
+            let full = format!("{}/{}", args.path.trim_end_matches('/'), entry.name);
+            let attr = client.stat(&full).map_err(|err| failed("ls", &full, &err))?;
+            println!("{:04o} {:>6} {:>6} {:>14} {}{suffix}", attr.mode, attr.uid, attr.gid, attr.size, entry.name);
+        } else {
+            println!("{}{suffix}", entry.name);
+        }
+    }
+    Ok(())
+}
+
+/// `tessera stat`.
+pub fn stat(args: &PathArgs) -> Result<(), String> {
+    let client = client(&args.cluster)?;
+    let attr = client.stat(&args.path).map_err(|err| failed("stat", &args.path, &err))?;
+    println!("path:    {}", args.path);
+    println!("kind:    {}", if attr.kind == FileKind::Directory { "directory" } else { "file" });
+    println!("size:    {}", attr.size);
+    println!("mode:    {:04o}", attr.mode);
+    println!("owner:   {}:{}", attr.uid, attr.gid);
+    println!("handle:  {:#x}", attr.handle);
+    println!("nlink:   {}", attr.nlink);
+    println!("mtime:   {} ns", attr.mtime_ns);
+    if let Some(layout) = attr.layout {
+        println!("layout:  stripe {} bytes over iods {:?}", layout.stripe_unit_bytes, layout.servers);
+    }
+    Ok(())
+}
+
+/// `tessera mkdir`.
+pub fn mkdir(args: &MkdirArgs) -> Result<(), String> {
+    let mode = u32::from_str_radix(&args.mode, 8).map_err(|_| format!("mkdir {}: mode {:?} is not octal", args.path, args.mode))?;
+    client(&args.cluster)?.mkdir(&args.path, mode).map_err(|err| failed("mkdir", &args.path, &err))?;
+    Ok(())
+}
+
+/// `tessera rm`: a file, or an empty directory.
+pub fn rm(args: &PathArgs) -> Result<(), String> {
+    let client = client(&args.cluster)?;
+    let attr = client.stat(&args.path).map_err(|err| failed("rm", &args.path, &err))?;
+    let result = if attr.kind == FileKind::Directory { client.rmdir(&args.path) } else { client.unlink(&args.path) };
+    result.map_err(|err| failed("rm", &args.path, &err))
+}
+
+/// `tessera mv`.
+pub fn mv(args: &MvArgs) -> Result<(), String> {
+    client(&args.cluster)?.rename(&args.source, &args.target).map_err(|err| failed("mv", &args.source, &err))
+}
+
+/// `tessera put`.
+pub fn put(args: &PutArgs) -> Result<(), String> {
+    let client = client(&args.cluster)?;
+    let mut local = fs::File::open(&args.local).map_err(|err| format!("put: cannot read {}: {err}", args.local.display()))?;
+    let started = Instant::now();
+    let options = CreateOptions { stripe_unit_bytes: args.stripe_unit, ..CreateOptions::default() };
+    let file = client.create(&args.path, &options).map_err(|err| failed("put", &args.path, &err))?;
+    client.truncate(&args.path, 0).map_err(|err| failed("put", &args.path, &err))?;
+    let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
+    let mut offset = 0u64;
+    let mut requests = 0;
+    loop {
+        let mut filled = 0;
+        while filled < buffer.len() {
+            match local.read(&mut buffer[filled..]) {
+                Ok(0) => break,
+                Ok(read) => filled += read,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(format!("put: reading {}: {err}", args.local.display())),
+            }
+        }
+        if filled == 0 {
+            break;
+        }
+        let report = file.write_at(offset, &buffer[..filled]).map_err(|err| failed("put", &args.path, &err))?;
+        requests += report.requests;
+        offset += filled as u64;
+    }
+    println!(
+        "put {} -> {}: {offset} bytes, {requests} requests, {:.1} MiB/s",
+        args.local.display(),
+        args.path,
+        mib_s(offset, started)
+    );
+    Ok(())
+}
+
+/// `tessera get`.
+pub fn get(args: &GetArgs) -> Result<(), String> {
+    let client = client(&args.cluster)?;
+    let started = Instant::now();
+    let file = client.open(&args.path, OpenMode::ReadOnly).map_err(|err| failed("get", &args.path, &err))?;
+    let size = file.stat().map_err(|err| failed("get", &args.path, &err))?.size;
+    let mut local = fs::File::create(&args.local).map_err(|err| format!("get: cannot write {}: {err}", args.local.display()))?;
+    let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
+    let mut offset = 0u64;
+    let mut requests = 0;
+    while offset < size {
+        let length = usize::try_from((size - offset).min(COPY_CHUNK_BYTES as u64)).expect("chunk fits usize");
+        let report = file.read_at(offset, &mut buffer[..length]).map_err(|err| failed("get", &args.path, &err))?;
+        requests += report.requests;
+        local.write_all(&buffer[..length]).map_err(|err| format!("get: writing {}: {err}", args.local.display()))?;
+        offset += length as u64;
+    }
+    local.sync_all().map_err(|err| format!("get: writing {}: {err}", args.local.display()))?;
+    println!("get {} -> {}: {size} bytes, {requests} requests, {:.1} MiB/s", args.path, args.local.display(), mib_s(size, started));
+    Ok(())
+}

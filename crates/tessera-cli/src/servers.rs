@@ -1,0 +1,110 @@
+//! `tessera mds` and `tessera iod`: one server in the foreground until SIGTERM or Ctrl-C.
+//!
+//! A server binds its listen address (port 0 picks a free port), then writes the address it
+//! got to `--address-file` so `tessera up` can find it, and serves until told to stop.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
+
+/// Arguments of `tessera mds`.
+#[derive(Debug, clap::Args)]
+pub struct MdsArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: String,
+    /// The metadata store (a redb file; created if missing).
+    #[arg(long)]
+    db: PathBuf,
+    /// The I/O servers, in index order (repeat the flag).
+    #[arg(long = "iod", required = true)]
+    iods: Vec<String>,
+    /// Default stripe unit of new files, in bytes.
+    #[arg(long, default_value_t = STRIPE_UNIT_BYTES_DEFAULT)]
+    stripe_unit: u64,
+    /// Write the bound address here once listening.
+    #[arg(long)]
+    address_file: Option<PathBuf>,
+}
+
+/// Arguments of `tessera iod`.
+#[derive(Debug, clap::Args)]
+pub struct IodArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: String,
+    /// Index of this server in the cluster.
+    #[arg(long)]
+    index: u16,
+    /// Data directory (objects live in DATA/objects).
+    #[arg(long)]
+    data: PathBuf,
+    /// Write the bound address here once listening.
+    #[arg(long)]
+    address_file: Option<PathBuf>,
+}
+
+/// How long the mds waits for an iod before naming it in an error.
+const MDS_IOD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most threads a server uses for blocking storage and metadata calls.
+const BLOCKING_THREADS_MAX: usize = 64;
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS_MAX)
+        .build()
+        .map_err(|err| format!("cannot start the async runtime: {err}"))
+}
+
+async fn bind(listen: &str, address_file: Option<&Path>) -> Result<(tokio::net::TcpListener, SocketAddr), String> {
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|err| format!("cannot listen on {listen}: {err}"))?;
+    let address = listener.local_addr().map_err(|err| err.to_string())?;
+    if let Some(path) = address_file {
+        let temporary = path.with_extension("tmp");
+        std::fs::write(&temporary, address.to_string())
+            .and_then(|()| std::fs::rename(&temporary, path))
+            .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    }
+    Ok((listener, address))
+}
+
+async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler installs");
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Runs the metadata server.
+pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
+    let server_count = u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
+    let namespace = tessera_mds::Namespace::open(&args.db, server_count, args.stripe_unit)
+        .map_err(|err| format!("mds: {}", err.message))?;
+    let mds = Arc::new(tessera_mds::Mds::new(namespace, &args.iods, MDS_IOD_TIMEOUT));
+    runtime()?.block_on(async {
+        let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
+        tracing::info!("mds: listening on {address}, {server_count} iods, store {}", args.db.display());
+        tessera_net::server::serve(listener, mds, shutdown_signal()).await;
+        tracing::info!("mds: stopped");
+        Ok(())
+    })
+}
+
+/// Runs an I/O server.
+pub fn run_iod(args: &IodArgs) -> Result<(), String> {
+    let store = tessera_iod::ObjectStore::open(&args.data).map_err(|err| format!("iod {}: data directory {}: {err}", args.index, args.data.display()))?;
+    let iod = Arc::new(tessera_iod::Iod::new(args.index, store));
+    runtime()?.block_on(async {
+        let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
+        tracing::info!("iod {}: listening on {address}, data in {}", args.index, args.data.display());
+        tessera_net::server::serve(listener, iod, shutdown_signal()).await;
+        tracing::info!("iod {}: stopped", args.index);
+        Ok(())
+    })
+}

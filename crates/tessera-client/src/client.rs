@@ -1,0 +1,192 @@
+//! Namespace calls and the connections a client keeps.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera_net::{Peer, Pool};
+use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
+use tessera_proto::{
+    Attr, Create, Credentials, DirEntry, Lookup, Mkdir, Ping, PingReply, Readdir, Request, Rename,
+    Rmdir, Stat, StatHandle, Truncate, Unlink,
+};
+
+use crate::config::ClusterConfig;
+use crate::error::ClientError;
+use crate::file::{File, OpenMode};
+
+/// Environment variable overriding the default timeout, in milliseconds.
+pub const TIMEOUT_ENV: &str = "TESSERA_TIMEOUT_MS";
+
+/// Tunables of a client.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// How long to wait to connect to, send to or hear from a server before naming it in an
+    /// error (default 30 s, or `$TESSERA_TIMEOUT_MS`).
+    pub timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        let timeout_ms = std::env::var(TIMEOUT_ENV).ok().and_then(|value| value.parse().ok()).unwrap_or(30_000);
+        Self { timeout: Duration::from_millis(timeout_ms) }
+    }
+}
+
+/// How to create a file.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    /// Permission bits.
+    pub mode: u32,
+    /// Fail if the name exists (otherwise the existing file is opened).
+    pub exclusive: bool,
+    /// Stripe unit in bytes (default 64 KiB).
+    pub stripe_unit_bytes: u64,
+    /// Servers to stripe over; 0 means all of them.
+    pub server_count: u16,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        Self { mode: 0o644, exclusive: false, stripe_unit_bytes: STRIPE_UNIT_BYTES_DEFAULT, server_count: 0 }
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) mds: Pool,
+    pub(crate) iods: Pool,
+    pub(crate) credentials: Credentials,
+}
+
+/// A connection to one Tessera cluster. Cheap to clone; safe to share between threads.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("mds", &self.inner.mds.peers()[0].address).finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client of the cluster described by `config`. Connections are made on first use.
+    pub fn new(config: &ClusterConfig, options: &ClientOptions) -> Self {
+        let mds = Pool::new(
+            vec![Peer { name: format!("mds at {}", config.mds.address), address: config.mds.address.clone() }],
+            options.timeout,
+        );
+        let iods = Pool::new(
+            config
+                .iods
+                .iter()
+                .map(|iod| Peer { name: format!("iod {} at {}", iod.index, iod.address), address: iod.address.clone() })
+                .collect(),
+            options.timeout,
+        );
+        // SAFETY: getuid and getgid cannot fail and touch no memory of ours.
+        let credentials = unsafe { Credentials { uid: libc::getuid(), gid: libc::getgid() } };
+        Self { inner: Arc::new(Inner { mds, iods, credentials }) }
+    }
+
+    /// A client of the cluster in the cluster file at `path`, with default options.
+    pub fn from_file(path: &Path) -> Result<Self, ClientError> {
+        Ok(Self::new(&ClusterConfig::load(path)?, &ClientOptions::default()))
+    }
+
+    pub(crate) fn mds_call<R: Request>(&self, request: &R) -> Result<R::Reply, ClientError> {
+        Ok(self.inner.mds.with(0, |connection| connection.call(request))?)
+    }
+
+    fn credentials(&self) -> Credentials {
+        self.inner.credentials.clone()
+    }
+
+    /// Asks the mds and every iod who they are, in that order ("mds", then "iod N").
+    pub fn ping_all(&self) -> Vec<(String, Result<PingReply, ClientError>)> {
+        let mut replies = vec![(
+            self.inner.mds.peers()[0].name.clone(),
+            self.inner.mds.with(0, |connection| connection.call(&Ping {})).map_err(ClientError::from),
+        )];
+        for (index, peer) in self.inner.iods.peers().iter().enumerate() {
+            let reply = self.inner.iods.with(index, |connection| connection.call(&Ping {})).map_err(ClientError::from);
+            replies.push((peer.name.clone(), reply));
+        }
+        replies
+    }
+
+    /// Number of I/O servers in the cluster.
+    pub fn server_count(&self) -> usize {
+        self.inner.iods.peers().len()
+    }
+
+    /// Attributes of `path`, with the file size computed from the servers.
+    pub fn stat(&self, path: &str) -> Result<Attr, ClientError> {
+        self.mds_call(&Stat { credentials: self.credentials(), path: path.to_owned() })
+    }
+
+    pub(crate) fn stat_handle(&self, handle: u64) -> Result<Attr, ClientError> {
+        self.mds_call(&StatHandle { credentials: self.credentials(), handle })
+    }
+
+    /// Creates a directory.
+    pub fn mkdir(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
+        self.mds_call(&Mkdir { credentials: self.credentials(), path: path.to_owned(), mode })
+    }
+
+    /// Removes an empty directory.
+    pub fn rmdir(&self, path: &str) -> Result<(), ClientError> {
+        self.mds_call(&Rmdir { credentials: self.credentials(), path: path.to_owned() }).map(drop)
+    }
+
+    /// Removes a file and its data.
+    pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
+        self.mds_call(&Unlink { credentials: self.credentials(), path: path.to_owned() }).map(drop)
+    }
+
+    /// Moves `source` to `target`, replacing a file (or empty directory) there.
+    pub fn rename(&self, source: &str, target: &str) -> Result<(), ClientError> {
+        self.mds_call(&Rename { credentials: self.credentials(), source: source.to_owned(), target: target.to_owned() })
+            .map(drop)
+    }
+
+    /// Sets the size of a file.
+    pub fn truncate(&self, path: &str, size: u64) -> Result<Attr, ClientError> {
+        self.mds_call(&Truncate { credentials: self.credentials(), path: path.to_owned(), size })
+    }
+
+    /// Lists a directory, in name order.
+    pub fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, ClientError> {
+        let mut entries = Vec::new();
+        let mut after = String::new();
+        loop {
+            let page = self.mds_call(&Readdir { credentials: self.credentials(), path: path.to_owned(), after })?;
+            let more = page.more;
+            entries.extend(page.entries);
+            match entries.last() {
+                Some(last) if more => after = last.name.clone(),
+                _ => return Ok(entries),
+            }
+        }
+    }
+
+    /// Creates (or, unless `exclusive`, opens) a file for reading and writing.
+    pub fn create(&self, path: &str, options: &CreateOptions) -> Result<File, ClientError> {
+        let attr = self.mds_call(&Create {
+            credentials: self.credentials(),
+            path: path.to_owned(),
+            mode: options.mode,
+            exclusive: options.exclusive,
+            stripe_unit_bytes: options.stripe_unit_bytes,
+            server_count: options.server_count,
+        })?;
+        File::new(self.clone(), path, attr, OpenMode::ReadWrite)
+    }
+
+    /// Opens an existing file.
+    pub fn open(&self, path: &str, mode: OpenMode) -> Result<File, ClientError> {
+        let attr = self.mds_call(&Lookup { credentials: self.credentials(), path: path.to_owned() })?;
+        File::new(self.clone(), path, attr, mode)
+    }
+}

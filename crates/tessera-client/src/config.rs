@@ -1,0 +1,108 @@
+//! The cluster file (`cluster.toml`) that tells a client where the servers are.
+//!
+//! `tessera up` writes it; clients read it from `--cluster FILE` or `$TESSERA_CLUSTER`.
+//!
+//! ```toml
+//! [mds]
+//! address = "127.0.0.1:40001"
+//!
+//! [[iod]]
+//! index = 0
+//! address = "127.0.0.1:40002"
+//! ```
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use tessera_proto::limits::SERVERS_MAX;
+
+use crate::error::ClientError;
+
+/// The environment variable naming the cluster file.
+pub const CLUSTER_ENV: &str = "TESSERA_CLUSTER";
+
+/// Address of the metadata server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdsEntry {
+    /// `host:port`.
+    pub address: String,
+}
+
+/// One I/O server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IodEntry {
+    /// Index in the cluster (what layouts name).
+    pub index: u16,
+    /// `host:port`.
+    pub address: String,
+}
+
+/// Where a cluster's servers are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterConfig {
+    /// The metadata server.
+    pub mds: MdsEntry,
+    /// The I/O servers, by index.
+    #[serde(rename = "iod")]
+    pub iods: Vec<IodEntry>,
+}
+
+impl ClusterConfig {
+    /// Reads and checks a cluster file.
+    pub fn load(path: &Path) -> Result<Self, ClientError> {
+        let config_error = |detail: String| ClientError::Config { path: path.display().to_string(), detail };
+        let text = std::fs::read_to_string(path).map_err(|err| config_error(err.to_string()))?;
+        let config: Self = toml::from_str(&text).map_err(|err| config_error(err.to_string()))?;
+        config.validate().map_err(config_error)?;
+        Ok(config)
+    }
+
+    /// Reads the cluster file named by `$TESSERA_CLUSTER`.
+    pub fn from_env() -> Result<Self, ClientError> {
+        let path = std::env::var_os(CLUSTER_ENV).ok_or_else(|| ClientError::Config {
+            path: format!("${CLUSTER_ENV}"),
+            detail: "not set: pass --cluster FILE or set TESSERA_CLUSTER".to_owned(),
+        })?;
+        Self::load(Path::new(&path))
+    }
+
+    /// Checks that the iods are numbered 0..n in order.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.iods.is_empty() || self.iods.len() > SERVERS_MAX {
+            return Err(format!("it lists {} I/O servers; a cluster has 1..={SERVERS_MAX}", self.iods.len()));
+        }
+        for (position, iod) in self.iods.iter().enumerate() {
+            if usize::from(iod.index) != position {
+                return Err(format!("I/O server entry {position} has index {}; entries must be numbered 0, 1, ... in order", iod.index));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the cluster file (atomically: a temporary file renamed into place).
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let text = toml::to_string(self).map_err(std::io::Error::other)?;
+        let temporary = path.with_extension("toml.tmp");
+        std::fs::write(&temporary, text)?;
+        std::fs::rename(temporary, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_checks_indices() {
+        let config = ClusterConfig {
+            mds: MdsEntry { address: "127.0.0.1:1".into() },
+            iods: vec![IodEntry { index: 0, address: "127.0.0.1:2".into() }, IodEntry { index: 1, address: "127.0.0.1:3".into() }],
+        };
+        let text = toml::to_string(&config).unwrap();
+        assert!(text.contains("[[iod]]"), "{text}");
+        assert_eq!(toml::from_str::<ClusterConfig>(&text).unwrap(), config);
+        let mut bad = config;
+        bad.iods[1].index = 5;
+        assert!(bad.validate().unwrap_err().contains("index 5"));
+    }
+}

@@ -1,0 +1,342 @@
+//! An open file: contiguous and list I/O against its servers.
+//!
+//! Every call is checked against the limits first, then planned ([`crate::plan`]) into one
+//! request per involved server (more only past the per-request limits), and executed in
+//! rounds: the client sends one request to every server of the round before it reads any
+//! reply, so the servers work in parallel while the client stays single-threaded. Bulk data
+//! moves between the caller's memory and the sockets by the file's [`TransferMode`].
+
+use std::io::{IoSlice, IoSliceMut};
+
+use tessera_net::{Lease, NetError, PieceData, PieceDataMut, TransferCounts};
+use tessera_proto::limits::{FILE_BYTES_MAX, LIST_PIECES_MAX, PIECE_BYTES_MAX};
+use tessera_proto::{Attr, Capability, ErrorCode, FileKind, ObjectSync, Piece, Read, StripeLayout, TransferMode, Write};
+
+use crate::client::Client;
+use crate::error::ClientError;
+use crate::plan::Plan;
+
+/// What a file is open for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Reads only.
+    ReadOnly,
+    /// Writes only.
+    WriteOnly,
+    /// Reads and writes.
+    ReadWrite,
+}
+
+impl OpenMode {
+    fn name(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "reading only",
+            Self::WriteOnly => "writing only",
+            Self::ReadWrite => "reading and writing",
+        }
+    }
+}
+
+/// What one I/O call did on the wire and at the servers.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct IoReport {
+    /// Requests sent (one per involved server, unless a request limit split one).
+    pub requests: u64,
+    /// Frames sent, data frames of the multiple mode included.
+    pub messages_sent: u64,
+    /// Frames received.
+    pub messages_received: u64,
+    /// Contiguous storage pieces the servers touched (after merging adjacent pieces).
+    pub storage_pieces: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Bytes copied through pack buffers on the client.
+    pub bytes_copied: u64,
+}
+
+impl std::ops::AddAssign for IoReport {
+    fn add_assign(&mut self, other: Self) {
+        self.requests += other.requests;
+        self.messages_sent += other.messages_sent;
+        self.messages_received += other.messages_received;
+        self.storage_pieces += other.storage_pieces;
+        self.bytes += other.bytes;
+        self.bytes_copied += other.bytes_copied;
+    }
+}
+
+impl IoReport {
+    fn add_counts(&mut self, counts: TransferCounts) {
+        self.messages_sent += counts.messages_sent;
+        self.messages_received += counts.messages_received;
+        self.bytes_copied += counts.bytes_copied;
+    }
+}
+
+/// An open file.
+#[derive(Debug, Clone)]
+pub struct File {
+    client: Client,
+    path: String,
+    handle: u64,
+    layout: StripeLayout,
+    mode: OpenMode,
+    transfer: TransferMode,
+}
+
+impl File {
+    pub(crate) fn new(client: Client, path: &str, attr: Attr, mode: OpenMode) -> Result<Self, ClientError> {
+        let layout = match (attr.kind, attr.layout) {
+            (FileKind::File, Some(layout)) => layout,
+            _ => return Err(ClientError::Server { code: ErrorCode::IsDirectory, message: format!("{path} is a directory") }),
+        };
+        if let Some(&server) = layout.servers.iter().find(|&&server| usize::from(server) >= client.server_count()) {
+            return Err(ClientError::Config {
+                path: path.to_owned(),
+                detail: format!("its layout names iod {server}, but the cluster file lists {} servers", client.server_count()),
+            });
+        }
+        Ok(Self { client, path: path.to_owned(), handle: attr.handle, layout, mode, transfer: TransferMode::Gather })
+    }
+
+    /// The path the file was opened by.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The file handle.
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+
+    /// The stripe layout.
+    pub fn layout(&self) -> &StripeLayout {
+        &self.layout
+    }
+
+    /// How bulk data moves (default [`TransferMode::Gather`]).
+    pub fn transfer_mode(&self) -> TransferMode {
+        self.transfer
+    }
+
+    /// Chooses how bulk data moves for later calls.
+    pub fn set_transfer_mode(&mut self, mode: TransferMode) {
+        self.transfer = mode;
+    }
+
+    /// Attributes, with the size computed from the servers.
+    pub fn stat(&self) -> Result<Attr, ClientError> {
+        self.client.stat_handle(self.handle)
+    }
+
+    /// Flushes the file's data on every server to stable storage.
+    pub fn sync(&self) -> Result<(), ClientError> {
+        for &server in &self.layout.servers {
+            self.client.inner.iods.with(usize::from(server), |connection| connection.call(&ObjectSync { handle: self.handle }))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `offset`.
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<IoReport, ClientError> {
+        self.write_list(&[IoSlice::new(data)], &[Piece::new(offset, data.len() as u64)])
+    }
+
+    /// Reads `data.len()` bytes at `offset`. Bytes never written, past the end included, read
+    /// as zeros; use [`File::stat`] for the size.
+    pub fn read_at(&self, offset: u64, data: &mut [u8]) -> Result<IoReport, ClientError> {
+        let length = data.len() as u64;
+        self.read_list(&mut [IoSliceMut::new(data)], &[Piece::new(offset, length)])
+    }
+
+    fn check(&self, operation: &'static str, memory: &[u64], file: &[Piece]) -> Result<(), ClientError> {
+        let allowed = match operation {
+            "write" => self.mode != OpenMode::ReadOnly,
+            _ => self.mode != OpenMode::WriteOnly,
+        };
+        if !allowed {
+            return Err(ClientError::BadMode { path: self.path.clone(), mode: self.mode.name(), operation });
+        }
+        let what = || format!("{operation} of {}", self.path);
+        for (count, list) in [(memory.len(), "memory"), (file.len(), "file")] {
+            if count > LIST_PIECES_MAX {
+                return Err(ClientError::LimitExceeded {
+                    what: format!("{} ({list} list)", what()),
+                    limit: "list_pieces_max",
+                    value: count as u64,
+                    max: LIST_PIECES_MAX as u64,
+                });
+            }
+        }
+        let over_piece = |length: u64| ClientError::LimitExceeded {
+            what: what(),
+            limit: "piece_bytes_max",
+            value: length,
+            max: PIECE_BYTES_MAX,
+        };
+        let mut memory_total = 0u64;
+        for &length in memory {
+            if length > PIECE_BYTES_MAX {
+                return Err(over_piece(length));
+            }
+            memory_total += length;
+        }
+        let mut file_total = 0u64;
+        for piece in file {
+            if piece.length > PIECE_BYTES_MAX {
+                return Err(over_piece(piece.length));
+            }
+            if piece.offset.checked_add(piece.length).is_none_or(|end| end > FILE_BYTES_MAX) {
+                return Err(ClientError::LimitExceeded {
+                    what: what(),
+                    limit: "file_bytes_max",
+                    value: piece.offset.saturating_add(piece.length),
+                    max: FILE_BYTES_MAX,
+                });
+            }
+            file_total += piece.length;
+        }
+        if memory_total != file_total {
+            return Err(ClientError::InvalidArgument(format!(
+                "{}: the memory list holds {memory_total} bytes but the file list {file_total}; the totals must match",
+                what()
+            )));
+        }
+        Ok(())
+    }
+
+    fn server_of(&self, position: usize) -> usize {
+        usize::from(self.layout.servers[position])
+    }
+
+    /// Runs `plan` round by round: `send` then `recv` on every request of a round. Any failure
+    /// that may leave a stream out of step closes that round's connections.
+    fn execute(
+        &self,
+        plan: &Plan,
+        mut send: impl FnMut(&mut tessera_net::Connection, usize, &Capability) -> Result<TransferCounts, NetError>,
+        mut recv: impl FnMut(&mut tessera_net::Connection, usize) -> Result<(tessera_proto::IoReply, TransferCounts), NetError>,
+    ) -> Result<IoReport, ClientError> {
+        let pool = &self.client.inner.iods;
+        let capability = Capability::default();
+        let mut report = IoReport { bytes: plan.total_bytes, ..IoReport::default() };
+        for mut round in plan.rounds() {
+            // Lock connections in cluster-index order so concurrent calls cannot deadlock.
+            round.sort_by_key(|&index| self.server_of(plan.requests[index].server_position));
+            let mut leases: Vec<(usize, Lease<'_>)> = Vec::with_capacity(round.len());
+            let mut failure: Option<ClientError> = None;
+            let mut send_failed = false;
+            for &index in &round {
+                let server = self.server_of(plan.requests[index].server_position);
+                let sent = pool.lease(server).and_then(|mut lease| {
+                    match send(lease.connection(), index, &capability) {
+                        Ok(counts) => Ok((lease, counts)),
+                        Err(error) => {
+                            lease.discard();
+                            Err(error)
+                        }
+                    }
+                });
+                match sent {
+                    Ok((lease, counts)) => {
+                        report.requests += 1;
+                        report.add_counts(counts);
+                        leases.push((index, lease));
+                    }
+                    Err(error) => {
+                        failure = Some(error.into());
+                        send_failed = true;
+                        break;
+                    }
+                }
+            }
+            for (index, mut lease) in leases {
+                if send_failed {
+                    // A send failed: abandon the outstanding replies with their connections.
+                    lease.discard();
+                    continue;
+                }
+                match recv(lease.connection(), index) {
+                    Ok((reply, counts)) => {
+                        report.add_counts(counts);
+                        report.storage_pieces += u64::from(reply.storage_pieces);
+                    }
+                    Err(error) => {
+                        lease.discard_after(&error);
+                        failure.get_or_insert(error.into());
+                    }
+                }
+            }
+            if let Some(failure) = failure {
+                return Err(self.name_file(failure));
+            }
+        }
+        Ok(report)
+    }
+
+    fn name_file(&self, error: ClientError) -> ClientError {
+        match error {
+            ClientError::Server { code, message } => {
+                ClientError::Server { code, message: format!("{} (handle {:#x}): {message}", self.path, self.handle) }
+            }
+            other => other,
+        }
+    }
+
+    /// Writes the memory pieces, in order, to the file pieces, in order. The two lists may have
+    /// different counts; their totals must match. Where file pieces overlap, the later wins.
+    pub fn write_list(&self, memory: &[IoSlice<'_>], file: &[Piece]) -> Result<IoReport, ClientError> {
+        let lengths: Vec<u64> = memory.iter().map(|slice| slice.len() as u64).collect();
+        self.check("write", &lengths, file)?;
+        let plan = Plan::new(&self.layout, file);
+        let carved = plan.carve(memory.iter().map(|slice| &**slice));
+        let requests: Vec<(Write, PieceData<'_>)> = plan
+            .requests
+            .iter()
+            .zip(carved)
+            .map(|(request, carved)| {
+                let write = Write {
+                    handle: self.handle,
+                    capability: Capability::default(),
+                    mode: self.transfer,
+                    pieces: request.pieces.clone(),
+                };
+                let data = PieceData { slices: carved.slices.into_iter().map(IoSlice::new).collect(), piece_ends: carved.piece_ends };
+                (write, data)
+            })
+            .collect();
+        self.execute(
+            &plan,
+            |connection, index, _| connection.send_write(&requests[index].0, &requests[index].1),
+            |connection, _| connection.recv_write(),
+        )
+    }
+
+    /// Reads the file pieces, in order, into the memory pieces, in order. The two lists may
+    /// have different counts; their totals must match.
+    pub fn read_list(&self, memory: &mut [IoSliceMut<'_>], file: &[Piece]) -> Result<IoReport, ClientError> {
+        let lengths: Vec<u64> = memory.iter().map(|slice| slice.len() as u64).collect();
+        self.check("read", &lengths, file)?;
+        let plan = Plan::new(&self.layout, file);
+        let carved = plan.carve(memory.iter_mut().map(|slice| &mut **slice));
+        let reads: Vec<Read> = plan
+            .requests
+            .iter()
+            .map(|request| Read {
+                handle: self.handle,
+                capability: Capability::default(),
+                mode: self.transfer,
+                pieces: request.pieces.clone(),
+            })
+            .collect();
+        let mut destinations: Vec<PieceDataMut<'_>> = carved
+            .into_iter()
+            .map(|carved| PieceDataMut { slices: carved.slices.into_iter().map(IoSliceMut::new).collect(), piece_ends: carved.piece_ends })
+            .collect();
+        self.execute(
+            &plan,
+            |connection, index, _| connection.send_request(&reads[index]),
+            |connection, index| connection.recv_read(&reads[index], &mut destinations[index]),
+        )
+    }
+}

@@ -1,0 +1,218 @@
+//! Turning a list access into one request per involved server.
+//!
+//! The data stream of an access is the concatenation of its file pieces in list order; the
+//! memory list holds the same stream. [`Plan::new`] walks the file pieces through the stripe
+//! layout and gives every server the local pieces that fall on it, in stream order, merging a
+//! piece into the previous one when they are adjacent in the server's object, and starting a
+//! new request only when one would exceed `REQUEST_PIECES_MAX` pieces or
+//! `MESSAGE_BULK_BYTES_MAX` bytes. [`Plan::carve`] then cuts the caller's memory pieces, in
+//! stream order and without copying, into the slices each request sends from or receives into.
+
+use tessera_proto::limits::{MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX};
+use tessera_proto::{Piece, StripeLayout};
+
+/// One request to one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestPlan {
+    /// Position of the server in the layout.
+    pub server_position: usize,
+    /// Local pieces, in data order.
+    pub pieces: Vec<Piece>,
+    /// Bytes of data.
+    pub bytes: u64,
+    /// For each piece, the number of this request's stream chunks up to its end.
+    piece_chunk_ends: Vec<usize>,
+    chunk_count: usize,
+}
+
+/// The requests of one access, and the stream chunks that map memory to them.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Requests, grouped by server in the order they must be sent.
+    pub requests: Vec<RequestPlan>,
+    /// Stream chunks in stream order: (index into `requests`, length).
+    chunks: Vec<(usize, u64)>,
+    /// Bytes of the whole access.
+    pub total_bytes: u64,
+}
+
+/// Memory that can be cut into consecutive parts without copying: `&[u8]` or `&mut [u8]`.
+pub trait Carve: Sized {
+    /// Bytes held.
+    fn length(&self) -> usize;
+    /// Splits off the first `at` bytes.
+    fn cut(self, at: usize) -> (Self, Self);
+}
+
+impl Carve for &[u8] {
+    fn length(&self) -> usize {
+        self.len()
+    }
+    fn cut(self, at: usize) -> (Self, Self) {
+        self.split_at(at)
+    }
+}
+
+impl Carve for &mut [u8] {
+    fn length(&self) -> usize {
+        self.len()
+    }
+    fn cut(self, at: usize) -> (Self, Self) {
+        self.split_at_mut(at)
+    }
+}
+
+/// The memory of one request: slices in data order, grouped by piece (see
+/// `tessera_net::PieceData`).
+#[derive(Debug)]
+pub struct CarvedRequest<S> {
+    /// Slices in data order.
+    pub slices: Vec<S>,
+    /// End index into `slices` of each piece.
+    pub piece_ends: Vec<usize>,
+}
+
+impl Plan {
+    /// Plans `file_pieces` over `layout`. Zero-length pieces are skipped.
+    pub fn new(layout: &StripeLayout, file_pieces: &[Piece]) -> Self {
+        let bulk_max = u64::from(MESSAGE_BULK_BYTES_MAX);
+        let mut plan = Self::default();
+        // Index in `requests` of each server's open request.
+        let mut open: Vec<Option<usize>> = vec![None; layout.servers.len()];
+        for piece in file_pieces.iter().filter(|piece| piece.length > 0) {
+            for segment in layout.map(piece.offset, piece.length) {
+                let mut local_offset = segment.local_offset;
+                let mut remaining = segment.length;
+                while remaining > 0 {
+                    let position = segment.server_position;
+                    let fits = |request: &RequestPlan| {
+                        request.bytes < bulk_max && request.pieces.len() < REQUEST_PIECES_MAX as usize
+                    };
+                    let index = match open[position] {
+                        Some(index) if fits(&plan.requests[index]) => index,
+                        _ => {
+                            plan.requests.push(RequestPlan {
+                                server_position: position,
+                                pieces: Vec::new(),
+                                bytes: 0,
+                                piece_chunk_ends: Vec::new(),
+                                chunk_count: 0,
+                            });
+                            open[position] = Some(plan.requests.len() - 1);
+                            plan.requests.len() - 1
+                        }
+                    };
+                    let request = &mut plan.requests[index];
+                    let length = remaining.min(bulk_max - request.bytes);
+                    request.chunk_count += 1;
+                    match request.pieces.last_mut() {
+                        Some(last) if last.offset + last.length == local_offset => {
+                            last.length += length;
+                            *request.piece_chunk_ends.last_mut().expect("one end per piece") = request.chunk_count;
+                        }
+                        _ => {
+                            request.pieces.push(Piece::new(local_offset, length));
+                            request.piece_chunk_ends.push(request.chunk_count);
+                        }
+                    }
+                    request.bytes += length;
+                    plan.chunks.push((index, length));
+                    plan.total_bytes += length;
+                    local_offset += length;
+                    remaining -= length;
+                }
+            }
+        }
+        plan
+    }
+
+    /// Rounds of requests: round `r` holds the `r`-th request of every server, so each server
+    /// has at most one request outstanding while the servers work in parallel.
+    pub fn rounds(&self) -> Vec<Vec<usize>> {
+        let mut seen = std::collections::HashMap::new();
+        let mut rounds: Vec<Vec<usize>> = Vec::new();
+        for (index, request) in self.requests.iter().enumerate() {
+            let round = seen.entry(request.server_position).or_insert(0usize);
+            if rounds.len() <= *round {
+                rounds.push(Vec::new());
+            }
+            rounds[*round].push(index);
+            *round += 1;
+        }
+        rounds
+    }
+
+    /// Cuts `memory` (whose lengths add up to `total_bytes`) into each request's slices.
+    pub fn carve<S: Carve>(&self, memory: impl IntoIterator<Item = S>) -> Vec<CarvedRequest<S>> {
+        let mut carved: Vec<CarvedRequest<S>> = self
+            .requests
+            .iter()
+            .map(|request| CarvedRequest { slices: Vec::new(), piece_ends: Vec::with_capacity(request.pieces.len()) })
+            .collect();
+        // Slice count of each request at the end of each of its chunks.
+        let mut chunk_slice_ends: Vec<Vec<usize>> =
+            self.requests.iter().map(|request| Vec::with_capacity(request.chunk_count)).collect();
+        let mut memory = memory.into_iter().filter(|slice| slice.length() > 0);
+        let mut current: Option<S> = None;
+        for &(index, length) in &self.chunks {
+            let mut needed = usize::try_from(length).expect("chunks are bounded by the bulk limit");
+            while needed > 0 {
+                let slice = current.take().or_else(|| memory.next()).expect("memory holds the whole stream");
+                if slice.length() <= needed {
+                    needed -= slice.length();
+                    carved[index].slices.push(slice);
+                } else {
+                    let (head, tail) = slice.cut(needed);
+                    carved[index].slices.push(head);
+                    current = Some(tail);
+                    needed = 0;
+                }
+            }
+            chunk_slice_ends[index].push(carved[index].slices.len());
+        }
+        debug_assert!(current.is_none() && memory.next().is_none(), "memory longer than the stream");
+        for ((request, carved), slice_ends) in self.requests.iter().zip(&mut carved).zip(&chunk_slice_ends) {
+            carved.piece_ends = request.piece_chunk_ends.iter().map(|&chunks| slice_ends[chunks - 1]).collect();
+        }
+        carved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_request_per_server_with_merged_pieces() {
+        let layout = StripeLayout::new(100, vec![0, 1]).unwrap();
+        // Two pieces that meet on server 0's object: [0,100) then [200,250) — local 0..100, 100..150.
+        let plan = Plan::new(&layout, &[Piece::new(0, 100), Piece::new(0, 0), Piece::new(150, 100)]);
+        assert_eq!(plan.total_bytes, 200);
+        assert_eq!(plan.requests.len(), 2);
+        assert_eq!(plan.requests[0].pieces, vec![Piece::new(0, 150)], "adjacent local pieces merge");
+        assert_eq!(plan.requests[1].pieces, vec![Piece::new(50, 50)]);
+        assert_eq!(plan.rounds(), vec![vec![0, 1]]);
+
+        let memory: Vec<u8> = (0..200u8).collect();
+        let (first, second) = memory.split_at(130);
+        let carved = plan.carve([first, second]);
+        let server0: Vec<u8> = carved[0].slices.concat();
+        let server1: Vec<u8> = carved[1].slices.concat();
+        let mut expected0: Vec<u8> = (0..100).collect();
+        expected0.extend(150..200u8);
+        assert_eq!(server0, expected0);
+        assert_eq!(server1, (100..150).collect::<Vec<u8>>());
+        assert_eq!(carved[0].piece_ends, vec![carved[0].slices.len()]);
+    }
+
+    #[test]
+    fn splits_requests_at_the_piece_limit() {
+        let layout = StripeLayout::new(64, vec![0]).unwrap();
+        let pieces: Vec<Piece> = (0..u64::from(REQUEST_PIECES_MAX) + 3).map(|i| Piece::new(i * 2, 1)).collect();
+        let plan = Plan::new(&layout, &pieces);
+        assert_eq!(plan.requests.len(), 2);
+        assert_eq!(plan.requests[0].pieces.len(), REQUEST_PIECES_MAX as usize);
+        assert_eq!(plan.requests[1].pieces.len(), 3);
+        assert_eq!(plan.rounds(), vec![vec![0], vec![1]]);
+    }
+}

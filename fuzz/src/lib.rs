@@ -1,0 +1,449 @@
+//! Shared code of the Tessera fuzz targets.
+//!
+//! Everything a peer can send is decoded by `tessera-proto`: the 24-byte frame [`Header`] and
+//! the body of every message via [`Wire::from_body`]. The targets in `fuzz_targets/` feed
+//! arbitrary bytes to those decoders and check that
+//!
+//! * no decoder panics (bad input must come back as a `WireError`),
+//! * whatever decodes re-encodes to the same value, and to the very same bytes (the encoding
+//!   is canonical: fixed-width integers, strict bools and tags, exact counts),
+//! * every `WireError` formats and converts into a `RemoteError` body that itself round-trips,
+//! * a decoded [`StripeLayout`] maps and sizes files consistently inside the file limit.
+//!
+//! The seed inputs under `seeds/` come from [`frame_seeds`] and [`body_seeds`]
+//! (`cargo run --example gen-seeds`), so the fuzzers start from valid messages.
+
+use std::fmt::Debug;
+
+use tessera_proto::header::{FLAG_ERROR, FLAG_REPLY};
+use tessera_proto::limits::{FILE_BYTES_MAX, HEADER_BYTES};
+use tessera_proto::{
+    Attr, Capability, Create, Credentials, DirEntry, Empty, ErrorCode, FileKind, Header, IoReply,
+    Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync,
+    ObjectTruncate, Opcode, Piece, Ping, PingReply, Read, Readdir, ReaddirReply, RemoteError,
+    Rename, Request, Rmdir, Stat, StatHandle, StripeLayout, TransferMode, Truncate, Unlink, Wire,
+    WireError, Write,
+};
+
+/// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
+/// value, on failure exercises the error's formatting and conversion.
+pub fn check<T: Wire + PartialEq + Debug>(body: &[u8]) -> Option<T> {
+    match T::from_body(body) {
+        Ok(value) => {
+            let again = value.to_body();
+            let decoded = T::from_body(&again)
+                .unwrap_or_else(|err| panic!("re-encoded {value:?} does not decode: {err}"));
+            assert_eq!(decoded, value, "value changed across encode/decode");
+            assert_eq!(again, body, "re-encoding {value:?} gave other bytes than were decoded");
+            Some(value)
+        }
+        Err(err) => {
+            exercise_error(err);
+            None
+        }
+    }
+}
+
+/// A `WireError` must format, and the error reply built from it must round-trip.
+fn exercise_error(err: WireError) {
+    let text = err.to_string();
+    assert!(!text.is_empty());
+    let remote = RemoteError::from(err);
+    let decoded = RemoteError::from_body(&remote.to_body()).expect("error reply body decodes");
+    assert_eq!(decoded, remote);
+}
+
+/// Request and reply of one operation; which one the body is depends on the header flags.
+fn operation<R>(body: &[u8], reply: bool) -> bool
+where
+    R: Request + PartialEq + Debug,
+    R::Reply: PartialEq + Debug,
+{
+    if reply {
+        check::<R::Reply>(body).is_some()
+    } else {
+        check::<R>(body).is_some()
+    }
+}
+
+/// The `frame` target: a header, then the body it announces.
+///
+/// The body is the `body_bytes` the header announces, or what is left of the input if that is
+/// less (a receiver would wait for more bytes; decoding the part at hand is the stricter test,
+/// and it keeps mutated inputs useful). Anything after the body is bulk data, which no decoder
+/// reads. Returns whether the header and the body decoded.
+pub fn fuzz_frame(data: &[u8]) -> bool {
+    let Some(head) = data.get(..HEADER_BYTES) else { return false };
+    let head: &[u8; HEADER_BYTES] = head.try_into().expect("slice of HEADER_BYTES");
+    let header = match Header::decode(head) {
+        Ok(header) => header,
+        Err(err) => {
+            exercise_error(err);
+            return false;
+        }
+    };
+    assert_eq!(&header.encode(), head, "header encoding is not canonical");
+    assert_eq!(Header::decode(&header.encode()), Ok(header));
+
+    let rest = &data[HEADER_BYTES..];
+    let body_len = usize::try_from(header.body_bytes).unwrap_or(usize::MAX).min(rest.len());
+    let body = &rest[..body_len];
+
+    let opcode = match Opcode::from_u8(header.opcode) {
+        Ok(opcode) => opcode,
+        Err(err) => {
+            assert_eq!(err, WireError::UnknownOpcode { opcode: header.opcode });
+            exercise_error(err);
+            return false;
+        }
+    };
+    assert_eq!(opcode as u8, header.opcode);
+    if header.is_error() {
+        return check::<RemoteError>(body).is_some();
+    }
+    let reply = header.is_reply();
+    match opcode {
+        Opcode::Ping => operation::<Ping>(body, reply),
+        Opcode::Lookup => operation::<Lookup>(body, reply),
+        Opcode::Create => operation::<Create>(body, reply),
+        Opcode::Mkdir => operation::<Mkdir>(body, reply),
+        Opcode::Rmdir => operation::<Rmdir>(body, reply),
+        Opcode::Unlink => operation::<Unlink>(body, reply),
+        Opcode::Rename => operation::<Rename>(body, reply),
+        Opcode::Readdir => operation::<Readdir>(body, reply),
+        Opcode::Stat => operation::<Stat>(body, reply),
+        Opcode::StatHandle => operation::<StatHandle>(body, reply),
+        Opcode::Truncate => operation::<Truncate>(body, reply),
+        Opcode::ObjectCreate => operation::<ObjectCreate>(body, reply),
+        Opcode::ObjectRemove => operation::<ObjectRemove>(body, reply),
+        Opcode::ObjectStat => operation::<ObjectStat>(body, reply),
+        Opcode::ObjectTruncate => operation::<ObjectTruncate>(body, reply),
+        Opcode::Write => operation::<Write>(body, reply),
+        Opcode::Read => operation::<Read>(body, reply),
+        Opcode::ObjectSync => operation::<ObjectSync>(body, reply),
+        // Bulk-only frames: the body is empty in both directions.
+        Opcode::Data => check::<Empty>(body).is_some(),
+    }
+}
+
+/// Declares the body kinds of the `bodies` target: selector byte = position in the list.
+macro_rules! body_kinds {
+    ($($name:literal => $ty:ty,)*) => {
+        /// Names of the body kinds, indexed by the selector byte of a `bodies` input.
+        pub const BODY_KINDS: &[&str] = &[$($name,)* "layout-math"];
+
+        fn decode_kind(kind: usize, body: &[u8]) -> bool {
+            let mut index = 0;
+            $(
+                if kind == index {
+                    return check::<$ty>(body).is_some();
+                }
+                index += 1;
+            )*
+            debug_assert_eq!(kind, index, "selector out of range");
+            layout_math(body)
+        }
+    };
+}
+
+body_kinds! {
+    "ping" => Ping,
+    "ping-reply" => PingReply,
+    "lookup" => Lookup,
+    "create" => Create,
+    "mkdir" => Mkdir,
+    "rmdir" => Rmdir,
+    "unlink" => Unlink,
+    "rename" => Rename,
+    "readdir" => Readdir,
+    "readdir-reply" => ReaddirReply,
+    "stat" => Stat,
+    "stat-handle" => StatHandle,
+    "truncate" => Truncate,
+    "attr" => Attr,
+    "empty" => Empty,
+    "object-create" => ObjectCreate,
+    "object-remove" => ObjectRemove,
+    "object-stat" => ObjectStat,
+    "object-stat-reply" => ObjectStatReply,
+    "object-truncate" => ObjectTruncate,
+    "object-sync" => ObjectSync,
+    "write" => Write,
+    "read" => Read,
+    "io-reply" => IoReply,
+    "remote-error" => RemoteError,
+    "stripe-layout" => StripeLayout,
+    "optional-layout" => Option<StripeLayout>,
+    "credentials" => Credentials,
+    "dir-entry" => DirEntry,
+    "dir-entries" => Vec<DirEntry>,
+    "piece" => Piece,
+    "pieces" => Vec<Piece>,
+    "capability" => Capability,
+    "file-kind" => FileKind,
+    "transfer-mode" => TransferMode,
+    "path" => String,
+}
+
+/// The `bodies` target: the first byte picks a body type, the rest is the body. Returns
+/// whether the body decoded.
+pub fn fuzz_body(data: &[u8]) -> bool {
+    let Some((&selector, body)) = data.split_first() else { return false };
+    decode_kind(usize::from(selector) % BODY_KINDS.len(), body)
+}
+
+/// The last body kind: three `u64`s (offset, length, size), then a `StripeLayout` body. A layout
+/// that decodes must split any range inside the file limit into runs that each lie in one
+/// stripe unit on the right server, and must size objects and files consistently.
+fn layout_math(body: &[u8]) -> bool {
+    if body.len() < 24 {
+        return false;
+    }
+    let (numbers, rest) = body.split_at(24);
+    let word = |i: usize| {
+        u64::from_le_bytes(numbers[i * 8..i * 8 + 8].try_into().expect("eight bytes"))
+    };
+    let Some(layout) = check::<StripeLayout>(rest) else { return false };
+    let servers = layout.servers.len() as u64;
+    let unit = layout.stripe_unit_bytes;
+
+    let size = word(2) % (FILE_BYTES_MAX + 1);
+    let mut total = 0u64;
+    let mut max_end = 0u64;
+    for position in 0..layout.servers.len() {
+        let local = layout.local_size(position, size);
+        total += local;
+        let end = layout.logical_end(position, local);
+        assert!(end <= size, "position {position}: logical end {end} past size {size}");
+        max_end = max_end.max(end);
+    }
+    assert_eq!(total, size, "local sizes do not add up to the file size");
+    assert_eq!(max_end, size, "logical ends do not give back the file size");
+
+    let offset = word(0) % (FILE_BYTES_MAX + 1);
+    let length = word(1) % (FILE_BYTES_MAX - offset + 1);
+    const SEGMENTS: usize = 64;
+    let mut cursor = offset;
+    let mut seen = 0;
+    for segment in layout.map(offset, length).take(SEGMENTS) {
+        seen += 1;
+        let start = segment.logical_offset;
+        assert_eq!(start, cursor, "runs are not contiguous");
+        assert!(segment.length > 0 && segment.length <= unit);
+        assert_eq!(start / unit, (start + segment.length - 1) / unit, "run crosses a unit");
+        assert_eq!(segment.server_position as u64, (start / unit) % servers);
+        assert_eq!(segment.local_offset, (start / (unit * servers)) * unit + start % unit);
+        cursor += segment.length;
+    }
+    if seen < SEGMENTS {
+        assert_eq!(cursor, offset + length, "runs do not cover the range");
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeds: a few valid inputs per target.
+
+fn credentials() -> Credentials {
+    Credentials { uid: 1000, gid: 100 }
+}
+
+fn layout() -> StripeLayout {
+    StripeLayout::new(64 << 10, vec![2, 0, 1]).expect("valid layout")
+}
+
+fn attr() -> Attr {
+    Attr {
+        handle: 42,
+        kind: FileKind::File,
+        mode: 0o644,
+        uid: 1000,
+        gid: 100,
+        size: 1 << 20,
+        atime_ns: 1_700_000_000_000_000_000,
+        mtime_ns: 1_700_000_000_000_000_001,
+        ctime_ns: 1_700_000_000_000_000_002,
+        nlink: 1,
+        layout: Some(layout()),
+    }
+}
+
+fn frame(opcode: Opcode, flags: u16, body: &[u8], bulk: &[u8]) -> Vec<u8> {
+    let header = Header {
+        opcode: opcode as u8,
+        flags,
+        request_id: 7,
+        body_bytes: u32::try_from(body.len()).expect("small body"),
+        bulk_bytes: u32::try_from(bulk.len()).expect("small bulk"),
+    };
+    let mut out = header.encode().to_vec();
+    out.extend_from_slice(body);
+    out.extend_from_slice(bulk);
+    out
+}
+
+fn exchange<R: Request>(name: &str, opcode: Opcode, request: &R, reply: &R::Reply) -> Vec<(String, Vec<u8>)> {
+    vec![
+        (format!("{name}-request"), frame(opcode, 0, &request.to_body(), &[])),
+        (format!("{name}-reply"), frame(opcode, FLAG_REPLY, &reply.to_body(), &[])),
+    ]
+}
+
+/// Valid frames: a request and a reply for every opcode, an error reply, and `Data` frames.
+pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
+    let who = credentials();
+    let path = "/data/run-1/output.dat".to_owned();
+    let mut seeds = Vec::new();
+    seeds.extend(exchange("ping", Opcode::Ping, &Ping {}, &PingReply { role: 2, server_index: 3, pid: 4242, objects: 17 }));
+    seeds.extend(exchange("lookup", Opcode::Lookup, &Lookup { credentials: who.clone(), path: path.clone() }, &attr()));
+    seeds.extend(exchange(
+        "create",
+        Opcode::Create,
+        &Create { credentials: who.clone(), path: path.clone(), mode: 0o644, exclusive: true, stripe_unit_bytes: 65536, server_count: 3 },
+        &attr(),
+    ));
+    let dir_attr = Attr { kind: FileKind::Directory, mode: 0o755, nlink: 2, layout: None, size: 0, ..attr() };
+    seeds.extend(exchange("mkdir", Opcode::Mkdir, &Mkdir { credentials: who.clone(), path: "/data".into(), mode: 0o755 }, &dir_attr));
+    seeds.extend(exchange("rmdir", Opcode::Rmdir, &Rmdir { credentials: who.clone(), path: "/data".into() }, &Empty {}));
+    seeds.extend(exchange("unlink", Opcode::Unlink, &Unlink { credentials: who.clone(), path: path.clone() }, &Empty {}));
+    seeds.extend(exchange(
+        "rename",
+        Opcode::Rename,
+        &Rename { credentials: who.clone(), source: path.clone(), target: "/data/é.dat".into() },
+        &Empty {},
+    ));
+    seeds.extend(exchange(
+        "readdir",
+        Opcode::Readdir,
+        &Readdir { credentials: who.clone(), path: "/data".into(), after: String::new() },
+        &ReaddirReply {
+            entries: vec![
+                DirEntry { name: "output.dat".into(), handle: 42, kind: FileKind::File },
+                DirEntry { name: "run-2".into(), handle: 43, kind: FileKind::Directory },
+            ],
+            more: true,
+        },
+    ));
+    seeds.extend(exchange("stat", Opcode::Stat, &Stat { credentials: who.clone(), path: path.clone() }, &attr()));
+    seeds.extend(exchange("stat-handle", Opcode::StatHandle, &StatHandle { credentials: who.clone(), handle: 42 }, &attr()));
+    seeds.extend(exchange("truncate", Opcode::Truncate, &Truncate { credentials: who, path, size: 1000 }, &attr()));
+    seeds.extend(exchange("object-create", Opcode::ObjectCreate, &ObjectCreate { handle: 42 }, &Empty {}));
+    seeds.extend(exchange("object-remove", Opcode::ObjectRemove, &ObjectRemove { handle: 42 }, &Empty {}));
+    seeds.extend(exchange(
+        "object-stat",
+        Opcode::ObjectStat,
+        &ObjectStat { handle: 42 },
+        &ObjectStatReply { size: 65536, mtime_ns: 1_700_000_000_000_000_000 },
+    ));
+    seeds.extend(exchange("object-truncate", Opcode::ObjectTruncate, &ObjectTruncate { handle: 42, size: 100 }, &Empty {}));
+    seeds.extend(exchange("object-sync", Opcode::ObjectSync, &ObjectSync { handle: 42 }, &Empty {}));
+    let pieces = vec![Piece::new(0, 4096), Piece::new(65536, 100)];
+    let capability = Capability(vec![0xAA, 0xBB]);
+    let write = Write { handle: 42, capability: capability.clone(), mode: TransferMode::Gather, pieces: pieces.clone() };
+    seeds.extend(exchange("write", Opcode::Write, &write, &IoReply { bytes: 4196, storage_pieces: 2 }));
+    let read = Read { handle: 42, capability, mode: TransferMode::Multiple, pieces };
+    seeds.extend(exchange("read", Opcode::Read, &read, &IoReply { bytes: 4196, storage_pieces: 2 }));
+    // A write whose bulk data follows the body (short, to keep the seed small).
+    let small = Write { pieces: vec![Piece::new(0, 8)], ..write };
+    seeds.push(("write-with-bulk".into(), frame(Opcode::Write, 0, &small.to_body(), b"01234567")));
+    seeds.push(("data".into(), frame(Opcode::Data, 0, &[], b"01234567")));
+    seeds.push(("data-reply".into(), frame(Opcode::Data, FLAG_REPLY, &[], b"89abcdef")));
+    seeds.push((
+        "error-reply".into(),
+        frame(Opcode::Lookup, FLAG_REPLY | FLAG_ERROR, &RemoteError::new(ErrorCode::NotFound, "no such path: /x").to_body(), &[]),
+    ));
+    seeds
+}
+
+/// Valid bodies: one per body kind of the `bodies` target, prefixed with its selector.
+pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
+    let frames = frame_seeds();
+    let body_of = |name: &str| -> Vec<u8> {
+        let (_, bytes) = frames.iter().find(|(n, _)| n == name).expect("seed frame exists");
+        let header = Header::decode(bytes[..HEADER_BYTES].try_into().expect("header")).expect("valid header");
+        bytes[HEADER_BYTES..HEADER_BYTES + header.body_bytes as usize].to_vec()
+    };
+    let mut math = Vec::new();
+    math.extend_from_slice(&100_000u64.to_le_bytes());
+    math.extend_from_slice(&300_000u64.to_le_bytes());
+    math.extend_from_slice(&1_000_001u64.to_le_bytes());
+    math.extend_from_slice(&layout().to_body());
+    let bodies: Vec<(&str, Vec<u8>)> = vec![
+        ("ping", body_of("ping-request")),
+        ("ping-reply", body_of("ping-reply")),
+        ("lookup", body_of("lookup-request")),
+        ("create", body_of("create-request")),
+        ("mkdir", body_of("mkdir-request")),
+        ("rmdir", body_of("rmdir-request")),
+        ("unlink", body_of("unlink-request")),
+        ("rename", body_of("rename-request")),
+        ("readdir", body_of("readdir-request")),
+        ("readdir-reply", body_of("readdir-reply")),
+        ("stat", body_of("stat-request")),
+        ("stat-handle", body_of("stat-handle-request")),
+        ("truncate", body_of("truncate-request")),
+        ("attr", attr().to_body()),
+        ("empty", Empty {}.to_body()),
+        ("object-create", body_of("object-create-request")),
+        ("object-remove", body_of("object-remove-request")),
+        ("object-stat", body_of("object-stat-request")),
+        ("object-stat-reply", body_of("object-stat-reply")),
+        ("object-truncate", body_of("object-truncate-request")),
+        ("object-sync", body_of("object-sync-request")),
+        ("write", body_of("write-request")),
+        ("read", body_of("read-request")),
+        ("io-reply", body_of("write-reply")),
+        ("remote-error", body_of("error-reply")),
+        ("stripe-layout", layout().to_body()),
+        ("optional-layout", Some(layout()).to_body()),
+        ("credentials", credentials().to_body()),
+        ("dir-entry", DirEntry { name: "output.dat".into(), handle: 42, kind: FileKind::File }.to_body()),
+        ("dir-entries", ReaddirReply::from_body(&body_of("readdir-reply")).expect("reply").entries.to_body()),
+        ("piece", Piece::new(4096, 512).to_body()),
+        ("pieces", vec![Piece::new(0, 4096), Piece::new(65536, 100)].to_body()),
+        ("capability", Capability(vec![1, 2, 3]).to_body()),
+        ("file-kind", FileKind::Directory.to_body()),
+        ("transfer-mode", TransferMode::Pack.to_body()),
+        ("path", "/data/run-1".to_owned().to_body()),
+        ("layout-math", math),
+    ];
+    assert_eq!(bodies.len(), BODY_KINDS.len(), "one seed per body kind");
+    bodies
+        .into_iter()
+        .map(|(name, body)| {
+            let selector = BODY_KINDS.iter().position(|kind| *kind == name).expect("known body kind");
+            let mut input = vec![u8::try_from(selector).expect("fewer than 256 kinds")];
+            input.extend_from_slice(&body);
+            (name.to_owned(), input)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_decode_and_pass_the_targets() {
+        for (name, input) in frame_seeds() {
+            let header = Header::decode(input[..HEADER_BYTES].try_into().unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(input.len(), HEADER_BYTES + (header.body_bytes + header.bulk_bytes) as usize, "{name}");
+            assert!(fuzz_frame(&input), "seed frame {name} does not decode");
+        }
+        for (name, input) in body_seeds() {
+            assert!(usize::from(input[0]) < BODY_KINDS.len(), "{name}");
+            assert!(fuzz_body(&input), "seed body {name} does not decode");
+        }
+    }
+
+    #[test]
+    fn short_and_garbage_inputs_are_refused_quietly() {
+        assert!(!fuzz_frame(&[]));
+        assert!(!fuzz_frame(&[0; 100]));
+        assert!(!fuzz_body(&[]));
+        for selector in 0..=255u8 {
+            fuzz_body(&[selector]);
+            fuzz_body(&[selector, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0]);
+        }
+    }
+}
