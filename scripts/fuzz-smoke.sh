@@ -37,7 +37,14 @@ fi
 
 echo "fuzz smoke: building targets"
 build_start=$SECONDS
-cargo +nightly fuzz build --fuzz-dir "$fuzz_dir" >/dev/null
+build_log="$(mktemp)"
+if ! cargo +nightly fuzz build --fuzz-dir "$fuzz_dir" >"$build_log" 2>&1; then
+    cat "$build_log" >&2
+    rm -f "$build_log"
+    echo "fuzz smoke: build of the fuzz targets failed" >&2
+    exit 1
+fi
+rm -f "$build_log"
 echo "fuzz smoke: built in $((SECONDS - build_start)) s"
 
 mapfile -t targets < <(cargo +nightly fuzz list --fuzz-dir "$fuzz_dir")

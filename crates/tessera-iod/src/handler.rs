@@ -19,6 +19,10 @@ use tokio::sync::Semaphore;
 
 use crate::store::ObjectStore;
 
+/// Requests moving at most this many bytes run their storage calls on the async worker: a
+/// few page-cache copies cost less than handing the work to a blocking thread and back.
+const INLINE_STORAGE_BYTES_MAX: u64 = 64 << 10;
+
 /// Buffer budget is counted in units of this many bytes.
 const BUFFER_PERMIT_BYTES: u64 = 1024;
 
@@ -36,6 +40,19 @@ impl Iod {
     pub fn new(index: u16, store: ObjectStore) -> Self {
         let permits = usize::try_from(IOD_BUFFER_BYTES_MAX / BUFFER_PERMIT_BYTES).expect("budget fits usize");
         Self { index, store: Arc::new(store), buffers: Semaphore::new(permits) }
+    }
+
+    /// Runs a store call: inline when it moves at most `INLINE_STORAGE_BYTES_MAX` bytes,
+    /// otherwise on a blocking thread off the async workers.
+    async fn storage<T: Send + 'static>(
+        &self,
+        bytes: u64,
+        call: impl FnOnce(&ObjectStore) -> Result<T, RemoteError> + Send + 'static,
+    ) -> Result<T, RemoteError> {
+        if bytes <= INLINE_STORAGE_BYTES_MAX {
+            return call(&self.store);
+        }
+        self.blocking(call).await
     }
 
     /// Runs a blocking store call off the async workers.
@@ -104,7 +121,7 @@ impl Iod {
         };
         let Write { handle, pieces, .. } = write;
         let result = self
-            .blocking(move |store| store.write(handle, &pieces, &data).map(|calls| IoReply { bytes: total, storage_pieces: calls }))
+            .storage(total, move |store| store.write(handle, &pieces, &data).map(|calls| IoReply { bytes: total, storage_pieces: calls }))
             .await;
         Self::answer(connection, header, result).await
     }
@@ -112,9 +129,6 @@ impl Iod {
     async fn read(&self, request: &Incoming, connection: &mut ServerConnection) -> Result<(), ConnectionError> {
         let header = &request.header;
         let read: Read = request.decode()?;
-        if header.bulk_bytes != 0 {
-            return Err(ConnectionError::Refused(RemoteError::new(ErrorCode::Protocol, "read request carries bulk data")));
-        }
         let total = match Self::check_pieces(&read.pieces) {
             Ok(total) => total,
             Err(error) => return connection.reply_error(header, &error).await,
@@ -122,7 +136,7 @@ impl Iod {
         let _budget = self.buffer_budget(total).await;
         let Read { handle, pieces, mode, .. } = read;
         let result = self
-            .blocking(move |store| {
+            .storage(total, move |store| {
                 let mut data = vec![0u8; usize::try_from(total).expect("bounded by the bulk limit")];
                 let calls = store.read(handle, &pieces, &mut data)?;
                 Ok((data, pieces, calls))

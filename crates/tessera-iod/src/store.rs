@@ -105,14 +105,16 @@ impl ObjectStore {
         Ok(object)
     }
 
-    /// Creates the empty object of `handle`; an existing one is left as it is.
+    /// Creates the empty object of `handle`. An existing object is emptied: the mds hands out
+    /// each handle once, so one can only be an orphan of a create the mds never committed
+    /// (it crashed in between and reissued the handle), whose bytes must not show through.
     pub fn create(&self, handle: u64) -> Result<(), RemoteError> {
         match OpenOptions::new().write(true).create_new(true).open(self.path(handle)) {
             Ok(_) => {
                 self.object_count.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Err(err) if err.kind() == ErrorKind::AlreadyExists => Ok(()),
+            Err(err) if err.kind() == ErrorKind::AlreadyExists => self.truncate(handle, 0),
             Err(err) => Err(self.io_error(handle, "create", &err)),
         }
     }

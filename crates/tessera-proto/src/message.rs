@@ -39,7 +39,7 @@ pub enum Opcode {
     StatHandle = 0x18,
     /// mds: set the size of a file.
     Truncate = 0x19,
-    /// iod: create the local object of a handle.
+    /// iod: create (or empty) the local object of a handle.
     ObjectCreate = 0x30,
     /// iod: remove the local object of a handle.
     ObjectRemove = 0x31,
@@ -594,7 +594,7 @@ request!(Truncate => Truncate, Attr);
 // I/O server.
 
 wire_struct! {
-    /// Creates the (empty) local object of a handle; succeeds if it exists.
+    /// Creates the local object of a handle, empty; an existing object is emptied.
     pub struct ObjectCreate {
         /// File handle.
         pub handle: u64,

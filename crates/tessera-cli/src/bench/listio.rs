@@ -43,14 +43,14 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
     }
     let path = format!("/bench/listio-{}", std::process::id());
     client.create(&path, &CreateOptions::default()).map_err(|err| format!("create {path}: {err}"))?;
-    let repetitions = if common.quick { 3 } else { 5 };
+    let repetitions = if common.quick { 5 } else { 7 };
     let mut workers = Workers::spawn(PROCESSES)?;
     let mut rows = Vec::new();
     let mut verified = true;
     let mut generation = 0u64;
     for piece_bytes in PIECE_SIZES {
         let call_bytes = PIECES * piece_bytes;
-        let budget = if common.quick { 1 << 20 } else { 16 << 20 };
+        let budget = if common.quick { 2 << 20 } else { 16 << 20 };
         let iterations = u32::try_from((budget / call_bytes).clamp(4, 256)).expect("small");
         // seconds per (op, method), one entry per repetition
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); 2 * TransferMode::ALL.len()];
