@@ -69,7 +69,12 @@ fn read_pid(path: &Path) -> Option<i32> {
 /// The pid files of a cluster directory: the mds first, then the iods.
 fn pid_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = fs::read_dir(run_dir(dir))
-        .map(|entries| entries.filter_map(Result::ok).map(|entry| entry.path()).collect())
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .collect()
+        })
         .unwrap_or_default();
     files.retain(|path| path.extension().is_some_and(|ext| ext == "pid"));
     files.sort_by_key(|path| (!path.ends_with("mds.pid"), path.clone()));
@@ -91,7 +96,8 @@ struct Starting {
 }
 
 fn spawn_server(dir: &Path, name: &str, args: &[String]) -> Result<Starting, String> {
-    let exe = std::env::current_exe().map_err(|err| format!("cannot find the tessera binary: {err}"))?;
+    let exe =
+        std::env::current_exe().map_err(|err| format!("cannot find the tessera binary: {err}"))?;
     let log_file = dir.join("log").join(format!("{name}.log"));
     let address_file = run_dir(dir).join(format!("{name}.addr"));
     let _ = fs::remove_file(&address_file);
@@ -112,8 +118,14 @@ fn spawn_server(dir: &Path, name: &str, args: &[String]) -> Result<Starting, Str
         .spawn()
         .map_err(|err| format!("cannot start {name}: {err}"))?;
     let pid_file = run_dir(dir).join(format!("{name}.pid"));
-    fs::write(&pid_file, child.id().to_string()).map_err(|err| format!("cannot write {}: {err}", pid_file.display()))?;
-    Ok(Starting { name: name.to_owned(), child, address_file, log_file })
+    fs::write(&pid_file, child.id().to_string())
+        .map_err(|err| format!("cannot write {}: {err}", pid_file.display()))?;
+    Ok(Starting {
+        name: name.to_owned(),
+        child,
+        address_file,
+        log_file,
+    })
 }
 
 fn wait_for_address(server: &mut Starting, deadline: Instant) -> Result<String, String> {
@@ -130,7 +142,11 @@ fn wait_for_address(server: &mut Starting, deadline: Instant) -> Result<String, 
             ));
         }
         if Instant::now() > deadline {
-            return Err(format!("{} did not start within {STARTUP_TIMEOUT:?}; see {}", server.name, server.log_file.display()));
+            return Err(format!(
+                "{} did not start within {STARTUP_TIMEOUT:?}; see {}",
+                server.name,
+                server.log_file.display()
+            ));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -145,7 +161,10 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
         config.mds.address,
         config.iods.len()
     );
-    println!("export TESSERA_CLUSTER={}", args.dir.join("cluster.toml").display());
+    println!(
+        "export TESSERA_CLUSTER={}",
+        args.dir.join("cluster.toml").display()
+    );
     Ok(())
 }
 
@@ -156,7 +175,8 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
         return Err(format!("--servers {servers} is outside 1..={SERVERS_MAX}"));
     }
     for sub in ["run", "log", "mds"] {
-        fs::create_dir_all(dir.join(sub)).map_err(|err| format!("cannot create {}: {err}", dir.join(sub).display()))?;
+        fs::create_dir_all(dir.join(sub))
+            .map_err(|err| format!("cannot create {}: {err}", dir.join(sub).display()))?;
     }
     for pid_file in pid_files(dir) {
         if let Some(pid) = read_pid(&pid_file).filter(|&pid| process_alive(pid)) {
@@ -177,7 +197,13 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
             let server = spawn_server(
                 dir,
                 &format!("iod-{index}"),
-                &["iod".into(), "--index".into(), index.to_string(), "--data".into(), data.display().to_string()],
+                &[
+                    "iod".into(),
+                    "--index".into(),
+                    index.to_string(),
+                    "--data".into(),
+                    data.display().to_string(),
+                ],
             )?;
             iods.push(server);
         }
@@ -199,7 +225,9 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
         let mut mds = spawn_server(dir, "mds", &mds_args)?;
         let mds_address = wait_for_address(&mut mds, deadline)?;
         let config = ClusterConfig {
-            mds: MdsEntry { address: mds_address },
+            mds: MdsEntry {
+                address: mds_address,
+            },
             iods: iod_addresses
                 .into_iter()
                 .zip(0u16..)
@@ -207,7 +235,9 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
                 .collect(),
         };
         let cluster_file = dir.join("cluster.toml");
-        config.save(&cluster_file).map_err(|err| format!("cannot write {}: {err}", cluster_file.display()))?;
+        config
+            .save(&cluster_file)
+            .map_err(|err| format!("cannot write {}: {err}", cluster_file.display()))?;
         wait_until_answering(&config, deadline)?;
         Ok::<_, String>(config)
     })();
@@ -219,7 +249,9 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
 }
 
 fn wait_until_answering(config: &ClusterConfig, deadline: Instant) -> Result<(), String> {
-    let options = ClientOptions { timeout: Duration::from_secs(2) };
+    let options = ClientOptions {
+        timeout: Duration::from_secs(2),
+    };
     loop {
         let client = Client::new(config, &options);
         let failures: Vec<String> = client
@@ -241,7 +273,10 @@ fn wait_until_answering(config: &ClusterConfig, deadline: Instant) -> Result<(),
 pub fn stop_all(dir: &Path) -> Result<usize, String> {
     let mut stopped = 0;
     for pid_file in pid_files(dir) {
-        let name = pid_file.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = pid_file
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if let Some(pid) = read_pid(&pid_file).filter(|&pid| process_alive(pid)) {
             // SAFETY: sending a signal to a pid touches no memory of ours.
             unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -274,10 +309,16 @@ fn reap(pid: i32) {
 /// Stops a cluster.
 pub fn down(args: &DownArgs) -> Result<(), String> {
     if !args.dir.join("cluster.toml").exists() && pid_files(&args.dir).is_empty() {
-        return Err(format!("no cluster in {} (no cluster.toml, no pid files)", args.dir.display()));
+        return Err(format!(
+            "no cluster in {} (no cluster.toml, no pid files)",
+            args.dir.display()
+        ));
     }
     let stopped = stop_all(&args.dir)?;
-    println!("tessera: stopped {stopped} server processes in {}", args.dir.display());
+    println!(
+        "tessera: stopped {stopped} server processes in {}",
+        args.dir.display()
+    );
     Ok(())
 }
 
@@ -289,12 +330,23 @@ pub fn status(args: &StatusArgs) -> Result<(), String> {
         (None, None) => ClusterConfig::from_env(),
     }
     .map_err(|err| err.to_string())?;
-    let client = Client::new(&config, &ClientOptions { timeout: Duration::from_secs(2) });
+    let client = Client::new(
+        &config,
+        &ClientOptions {
+            timeout: Duration::from_secs(2),
+        },
+    );
     let mut down = 0;
-    println!("{:<28} {:<8} {:<8} {:>10}", "server", "state", "pid", "objects");
+    println!(
+        "{:<28} {:<8} {:<8} {:>10}",
+        "server", "state", "pid", "objects"
+    );
     for (name, reply) in client.ping_all() {
         match reply {
-            Ok(ping) => println!("{name:<28} {:<8} {:<8} {:>10}", "up", ping.pid, ping.objects),
+            Ok(ping) => println!(
+                "{name:<28} {:<8} {:<8} {:>10}",
+                "up", ping.pid, ping.objects
+            ),
             Err(err) => {
                 down += 1;
                 println!("{name:<28} {:<8} {:<8} {:>10}   {err}", "down", "-", "-");

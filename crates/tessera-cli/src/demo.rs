@@ -45,7 +45,11 @@ fn summary(results: &[StepResult], wall_seconds: f64) -> (u64, u64, u64, u64, u6
     let file = results.iter().map(|r| r.file_pieces).sum();
     let storage = results.iter().map(|r| r.storage_pieces).sum();
     let bytes = results.iter().map(|r| r.bytes).sum::<u64>();
-    let seconds = results.iter().map(|r| r.seconds).fold(0.0, f64::max).max(wall_seconds.min(f64::MAX));
+    let seconds = results
+        .iter()
+        .map(|r| r.seconds)
+        .fold(0.0, f64::max)
+        .max(wall_seconds.min(f64::MAX));
     (requests, memory, file, storage, bytes, seconds)
 }
 
@@ -60,7 +64,10 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let config = ClusterConfig::load(&cluster).map_err(|err| err.to_string())?;
     let processes = args.grid * args.grid;
     if args.grid == 0 || args.size % args.grid != 0 || args.size < 2 * args.grid {
-        return Err(format!("--size {} must be a multiple of --grid {} (and at least twice it)", args.size, args.grid));
+        return Err(format!(
+            "--size {} must be a multiple of --grid {} (and at least twice it)",
+            args.size, args.grid
+        ));
     }
     let client = Client::new(&config, &ClientOptions::default());
     match client.mkdir("/demo", 0o755) {
@@ -73,7 +80,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         Err(err) if err.code() == Some(ErrorCode::NotFound) => {}
         Err(err) => return Err(format!("rm {DEMO_PATH}: {err}")),
     }
-    client.create(DEMO_PATH, &CreateOptions::default()).map_err(|err| format!("create {DEMO_PATH}: {err}"))?;
+    client
+        .create(DEMO_PATH, &CreateOptions::default())
+        .map_err(|err| format!("create {DEMO_PATH}: {err}"))?;
 
     let block = args.size / args.grid;
     let total_bytes = (args.size * args.size * ELEMENT_BYTES) as u64;
@@ -127,9 +136,14 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             all_verified = results.iter().all(|result| result.verified);
         }
     }
-    let size = client.stat(DEMO_PATH).map_err(|err| format!("stat {DEMO_PATH}: {err}"))?.size;
+    let size = client
+        .stat(DEMO_PATH)
+        .map_err(|err| format!("stat {DEMO_PATH}: {err}"))?
+        .size;
     if size != total_bytes {
-        return Err(format!("{DEMO_PATH} is {size} bytes, expected {total_bytes}"));
+        return Err(format!(
+            "{DEMO_PATH} is {size} bytes, expected {total_bytes}"
+        ));
     }
     if !all_verified {
         return Err("read-back did not match what was written".to_owned());

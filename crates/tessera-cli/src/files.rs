@@ -92,7 +92,10 @@ pub fn client(arg: &ClusterArg) -> Result<Client, String> {
         None => ClusterConfig::from_env(),
     }
     .map_err(|err| err.to_string())?;
-    Ok(Client::new(&config, &tessera_client::ClientOptions::default()))
+    Ok(Client::new(
+        &config,
+        &tessera_client::ClientOptions::default(),
+    ))
 }
 
 fn failed(command: &str, path: &str, err: &ClientError) -> String {
@@ -108,13 +111,24 @@ fn mib_s(bytes: u64, started: Instant) -> f64 {
 /// `tessera ls`.
 pub fn ls(args: &LsArgs) -> Result<(), String> {
     let client = client(&args.cluster)?;
-    let entries = client.readdir(&args.path).map_err(|err| failed("ls", &args.path, &err))?;
+    let entries = client
+        .readdir(&args.path)
+        .map_err(|err| failed("ls", &args.path, &err))?;
     for entry in entries {
-        let suffix = if entry.kind == FileKind::Directory { "/" } else { "" };
+        let suffix = if entry.kind == FileKind::Directory {
+            "/"
+        } else {
+            ""
+        };
         if args.long {
             let full = format!("{}/{}", args.path.trim_end_matches('/'), entry.name);
-            let attr = client.stat(&full).map_err(|err| failed("ls", &full, &err))?;
-            println!("{:04o} {:>6} {:>6} {:>14} {}{suffix}", attr.mode, attr.uid, attr.gid, attr.size, entry.name);
+            let attr = client
+                .stat(&full)
+                .map_err(|err| failed("ls", &full, &err))?;
+            println!(
+                "{:04o} {:>6} {:>6} {:>14} {}{suffix}",
+                attr.mode, attr.uid, attr.gid, attr.size, entry.name
+            );
         } else {
             println!("{}{suffix}", entry.name);
         }
@@ -125,9 +139,18 @@ pub fn ls(args: &LsArgs) -> Result<(), String> {
 /// `tessera stat`.
 pub fn stat(args: &PathArgs) -> Result<(), String> {
     let client = client(&args.cluster)?;
-    let attr = client.stat(&args.path).map_err(|err| failed("stat", &args.path, &err))?;
+    let attr = client
+        .stat(&args.path)
+        .map_err(|err| failed("stat", &args.path, &err))?;
     println!("path:    {}", args.path);
-    println!("kind:    {}", if attr.kind == FileKind::Directory { "directory" } else { "file" });
+    println!(
+        "kind:    {}",
+        if attr.kind == FileKind::Directory {
+            "directory"
+        } else {
+            "file"
+        }
+    );
     println!("size:    {}", attr.size);
     println!("mode:    {:04o}", attr.mode);
     println!("owner:   {}:{}", attr.uid, attr.gid);
@@ -135,39 +158,61 @@ pub fn stat(args: &PathArgs) -> Result<(), String> {
     println!("nlink:   {}", attr.nlink);
     println!("mtime:   {} ns", attr.mtime_ns);
     if let Some(layout) = attr.layout {
-        println!("layout:  stripe {} bytes over iods {:?}", layout.stripe_unit_bytes, layout.servers);
+        println!(
+            "layout:  stripe {} bytes over iods {:?}",
+            layout.stripe_unit_bytes, layout.servers
+        );
     }
     Ok(())
 }
 
 /// `tessera mkdir`.
 pub fn mkdir(args: &MkdirArgs) -> Result<(), String> {
-    let mode = u32::from_str_radix(&args.mode, 8).map_err(|_| format!("mkdir {}: mode {:?} is not octal", args.path, args.mode))?;
-    client(&args.cluster)?.mkdir(&args.path, mode).map_err(|err| failed("mkdir", &args.path, &err))?;
+    let mode = u32::from_str_radix(&args.mode, 8)
+        .map_err(|_| format!("mkdir {}: mode {:?} is not octal", args.path, args.mode))?;
+    client(&args.cluster)?
+        .mkdir(&args.path, mode)
+        .map_err(|err| failed("mkdir", &args.path, &err))?;
     Ok(())
 }
 
 /// `tessera rm`: a file, or an empty directory.
 pub fn rm(args: &PathArgs) -> Result<(), String> {
     let client = client(&args.cluster)?;
-    let attr = client.stat(&args.path).map_err(|err| failed("rm", &args.path, &err))?;
-    let result = if attr.kind == FileKind::Directory { client.rmdir(&args.path) } else { client.unlink(&args.path) };
+    let attr = client
+        .stat(&args.path)
+        .map_err(|err| failed("rm", &args.path, &err))?;
+    let result = if attr.kind == FileKind::Directory {
+        client.rmdir(&args.path)
+    } else {
+        client.unlink(&args.path)
+    };
     result.map_err(|err| failed("rm", &args.path, &err))
 }
 
 /// `tessera mv`.
 pub fn mv(args: &MvArgs) -> Result<(), String> {
-    client(&args.cluster)?.rename(&args.source, &args.target).map_err(|err| failed("mv", &args.source, &err))
+    client(&args.cluster)?
+        .rename(&args.source, &args.target)
+        .map_err(|err| failed("mv", &args.source, &err))
 }
 
 /// `tessera put`.
 pub fn put(args: &PutArgs) -> Result<(), String> {
     let client = client(&args.cluster)?;
-    let mut local = fs::File::open(&args.local).map_err(|err| format!("put: cannot read {}: {err}", args.local.display()))?;
+    let mut local = fs::File::open(&args.local)
+        .map_err(|err| format!("put: cannot read {}: {err}", args.local.display()))?;
     let started = Instant::now();
-    let options = CreateOptions { stripe_unit_bytes: args.stripe_unit, ..CreateOptions::default() };
-    let file = client.create(&args.path, &options).map_err(|err| failed("put", &args.path, &err))?;
-    client.truncate(&args.path, 0).map_err(|err| failed("put", &args.path, &err))?;
+    let options = CreateOptions {
+        stripe_unit_bytes: args.stripe_unit,
+        ..CreateOptions::default()
+    };
+    let file = client
+        .create(&args.path, &options)
+        .map_err(|err| failed("put", &args.path, &err))?;
+    client
+        .truncate(&args.path, 0)
+        .map_err(|err| failed("put", &args.path, &err))?;
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
     let mut offset = 0u64;
     let mut requests = 0;
@@ -184,7 +229,9 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
         if filled == 0 {
             break;
         }
-        let report = file.write_at(offset, &buffer[..filled]).map_err(|err| failed("put", &args.path, &err))?;
+        let report = file
+            .write_at(offset, &buffer[..filled])
+            .map_err(|err| failed("put", &args.path, &err))?;
         requests += report.requests;
         offset += filled as u64;
     }
@@ -201,20 +248,38 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
 pub fn get(args: &GetArgs) -> Result<(), String> {
     let client = client(&args.cluster)?;
     let started = Instant::now();
-    let file = client.open(&args.path, OpenMode::ReadOnly).map_err(|err| failed("get", &args.path, &err))?;
-    let size = file.stat().map_err(|err| failed("get", &args.path, &err))?.size;
-    let mut local = fs::File::create(&args.local).map_err(|err| format!("get: cannot write {}: {err}", args.local.display()))?;
+    let file = client
+        .open(&args.path, OpenMode::ReadOnly)
+        .map_err(|err| failed("get", &args.path, &err))?;
+    let size = file
+        .stat()
+        .map_err(|err| failed("get", &args.path, &err))?
+        .size;
+    let mut local = fs::File::create(&args.local)
+        .map_err(|err| format!("get: cannot write {}: {err}", args.local.display()))?;
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
     let mut offset = 0u64;
     let mut requests = 0;
     while offset < size {
-        let length = usize::try_from((size - offset).min(COPY_CHUNK_BYTES as u64)).expect("chunk fits usize");
-        let report = file.read_at(offset, &mut buffer[..length]).map_err(|err| failed("get", &args.path, &err))?;
+        let length = usize::try_from((size - offset).min(COPY_CHUNK_BYTES as u64))
+            .expect("chunk fits usize");
+        let report = file
+            .read_at(offset, &mut buffer[..length])
+            .map_err(|err| failed("get", &args.path, &err))?;
         requests += report.requests;
-        local.write_all(&buffer[..length]).map_err(|err| format!("get: writing {}: {err}", args.local.display()))?;
+        local
+            .write_all(&buffer[..length])
+            .map_err(|err| format!("get: writing {}: {err}", args.local.display()))?;
         offset += length as u64;
     }
-    local.sync_all().map_err(|err| format!("get: writing {}: {err}", args.local.display()))?;
-    println!("get {} -> {}: {size} bytes, {requests} requests, {:.1} MiB/s", args.path, args.local.display(), mib_s(size, started));
+    local
+        .sync_all()
+        .map_err(|err| format!("get: writing {}: {err}", args.local.display()))?;
+    println!(
+        "get {} -> {}: {size} bytes, {requests} requests, {:.1} MiB/s",
+        args.path,
+        args.local.display(),
+        mib_s(size, started)
+    );
     Ok(())
 }

@@ -60,8 +60,13 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|err| format!("cannot start the async runtime: {err}"))
 }
 
-async fn bind(listen: &str, address_file: Option<&Path>) -> Result<(tokio::net::TcpListener, SocketAddr), String> {
-    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|err| format!("cannot listen on {listen}: {err}"))?;
+async fn bind(
+    listen: &str,
+    address_file: Option<&Path>,
+) -> Result<(tokio::net::TcpListener, SocketAddr), String> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|err| format!("cannot listen on {listen}: {err}"))?;
     let address = listener.local_addr().map_err(|err| err.to_string())?;
     if let Some(path) = address_file {
         let temporary = path.with_extension("tmp");
@@ -83,13 +88,21 @@ async fn shutdown_signal() {
 
 /// Runs the metadata server.
 pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
-    let server_count = u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
+    let server_count =
+        u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
     let namespace = tessera_mds::Namespace::open(&args.db, server_count, args.stripe_unit)
         .map_err(|err| format!("mds: {}", err.message))?;
-    let mds = Arc::new(tessera_mds::Mds::new(namespace, &args.iods, MDS_IOD_TIMEOUT));
+    let mds = Arc::new(tessera_mds::Mds::new(
+        namespace,
+        &args.iods,
+        MDS_IOD_TIMEOUT,
+    ));
     runtime()?.block_on(async {
         let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
-        tracing::info!("mds: listening on {address}, {server_count} iods, store {}", args.db.display());
+        tracing::info!(
+            "mds: listening on {address}, {server_count} iods, store {}",
+            args.db.display()
+        );
         tessera_net::server::serve(listener, mds, shutdown_signal()).await;
         tracing::info!("mds: stopped");
         Ok(())
@@ -98,11 +111,21 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
 
 /// Runs an I/O server.
 pub fn run_iod(args: &IodArgs) -> Result<(), String> {
-    let store = tessera_iod::ObjectStore::open(&args.data).map_err(|err| format!("iod {}: data directory {}: {err}", args.index, args.data.display()))?;
+    let store = tessera_iod::ObjectStore::open(&args.data).map_err(|err| {
+        format!(
+            "iod {}: data directory {}: {err}",
+            args.index,
+            args.data.display()
+        )
+    })?;
     let iod = Arc::new(tessera_iod::Iod::new(args.index, store));
     runtime()?.block_on(async {
         let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
-        tracing::info!("iod {}: listening on {address}, data in {}", args.index, args.data.display());
+        tracing::info!(
+            "iod {}: listening on {address}, data in {}",
+            args.index,
+            args.data.display()
+        );
         tessera_net::server::serve(listener, iod, shutdown_signal()).await;
         tracing::info!("iod {}: stopped", args.index);
         Ok(())

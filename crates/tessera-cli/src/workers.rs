@@ -12,7 +12,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use tessera_client::{Client, ClientOptions, ClusterConfig, File, IoReport, OpenMode, Piece, TransferMode};
+use tessera_client::{
+    Client, ClientOptions, ClusterConfig, File, IoReport, OpenMode, Piece, TransferMode,
+};
 
 /// Arguments of the hidden `tessera worker` command.
 #[derive(Debug, clap::Args)]
@@ -90,23 +92,47 @@ impl Pattern {
     /// The memory and file pieces of this access.
     pub fn access(&self) -> Access {
         match *self {
-            Self::Interleaved { rank, processes, pieces, piece_bytes } => Access {
+            Self::Interleaved {
+                rank,
+                processes,
+                pieces,
+                piece_bytes,
+            } => Access {
                 buffer_bytes: pieces * piece_bytes * 2,
-                memory: (0..pieces).map(|i| (i * piece_bytes * 2, piece_bytes)).collect(),
-                file: (0..pieces).map(|i| Piece::new(((i * processes + rank) * piece_bytes) as u64, piece_bytes as u64)).collect(),
+                memory: (0..pieces)
+                    .map(|i| (i * piece_bytes * 2, piece_bytes))
+                    .collect(),
+                file: (0..pieces)
+                    .map(|i| {
+                        Piece::new(
+                            ((i * processes + rank) * piece_bytes) as u64,
+                            piece_bytes as u64,
+                        )
+                    })
+                    .collect(),
             },
-            Self::Block2d { rank, rows, columns, element_bytes, grid_rows, grid_columns } => {
+            Self::Block2d {
+                rank,
+                rows,
+                columns,
+                element_bytes,
+                grid_rows,
+                grid_columns,
+            } => {
                 let (block_rows, block_columns) = (rows / grid_rows, columns / grid_columns);
                 let (grid_row, grid_column) = (rank / grid_columns, rank % grid_columns);
                 let local_row_bytes = (block_columns + 2) * element_bytes;
                 let row_bytes = block_columns * element_bytes;
                 Access {
                     buffer_bytes: (block_rows + 2) * local_row_bytes,
-                    memory: (0..block_rows).map(|r| ((r + 1) * local_row_bytes + element_bytes, row_bytes)).collect(),
+                    memory: (0..block_rows)
+                        .map(|r| ((r + 1) * local_row_bytes + element_bytes, row_bytes))
+                        .collect(),
                     file: (0..block_rows)
                         .map(|r| {
                             let global_row = grid_row * block_rows + r;
-                            let offset = (global_row * columns + grid_column * block_columns) * element_bytes;
+                            let offset = (global_row * columns + grid_column * block_columns)
+                                * element_bytes;
                             Piece::new(offset as u64, row_bytes as u64)
                         })
                         .collect(),
@@ -164,15 +190,25 @@ struct Prepared {
 fn prepare(task: Task) -> Result<Prepared, String> {
     let config = ClusterConfig::load(&task.cluster).map_err(|err| err.to_string())?;
     let client = Client::new(&config, &ClientOptions::default());
-    let mode = if task.write { OpenMode::WriteOnly } else { OpenMode::ReadOnly };
-    let mut file = client.open(&task.path, mode).map_err(|err| err.to_string())?;
-    let method = TransferMode::from_name(&task.method).ok_or_else(|| format!("unknown method {}", task.method))?;
+    let mode = if task.write {
+        OpenMode::WriteOnly
+    } else {
+        OpenMode::ReadOnly
+    };
+    let mut file = client
+        .open(&task.path, mode)
+        .map_err(|err| err.to_string())?;
+    let method = TransferMode::from_name(&task.method)
+        .ok_or_else(|| format!("unknown method {}", task.method))?;
     file.set_transfer_mode(method);
     let access = task.pattern.access();
     // Gaps hold a sentinel so a read that writes outside its pieces is caught.
     let mut buffer = vec![0xA5u8; access.buffer_bytes];
     if task.write {
-        let mut stream = access.memory.iter().flat_map(|&(start, length)| start..start + length);
+        let mut stream = access
+            .memory
+            .iter()
+            .flat_map(|&(start, length)| start..start + length);
         for piece in &access.file {
             for offset in piece.offset..piece.offset + piece.length {
                 let index = stream.next().expect("memory and file totals match");
@@ -180,12 +216,21 @@ fn prepare(task: Task) -> Result<Prepared, String> {
             }
         }
     }
-    Ok(Prepared { task, file, buffer, access })
+    Ok(Prepared {
+        task,
+        file,
+        buffer,
+        access,
+    })
 }
 
 fn verify(prepared: &Prepared) -> bool {
     let mut in_piece = vec![false; prepared.buffer.len()];
-    let mut stream = prepared.access.memory.iter().flat_map(|&(start, length)| start..start + length);
+    let mut stream = prepared
+        .access
+        .memory
+        .iter()
+        .flat_map(|&(start, length)| start..start + length);
     for piece in &prepared.access.file {
         for offset in piece.offset..piece.offset + piece.length {
             let index = stream.next().expect("memory and file totals match");
@@ -195,7 +240,11 @@ fn verify(prepared: &Prepared) -> bool {
             }
         }
     }
-    prepared.buffer.iter().zip(&in_piece).all(|(&byte, &inside)| inside || byte == 0xA5)
+    prepared
+        .buffer
+        .iter()
+        .zip(&in_piece)
+        .all(|(&byte, &inside)| inside || byte == 0xA5)
 }
 
 fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
@@ -243,15 +292,23 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
 
 fn send(out: &mut impl Write, message: &Message) -> Result<(), String> {
     let line = serde_json::to_string(message).map_err(|err| err.to_string())?;
-    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|err| format!("worker pipe: {err}"))
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|err| format!("worker pipe: {err}"))
 }
 
 fn receive(input: &mut impl BufRead) -> Result<Option<Message>, String> {
     let mut line = String::new();
-    if input.read_line(&mut line).map_err(|err| format!("worker pipe: {err}"))? == 0 {
+    if input
+        .read_line(&mut line)
+        .map_err(|err| format!("worker pipe: {err}"))?
+        == 0
+    {
         return Ok(None);
     }
-    serde_json::from_str(&line).map(Some).map_err(|err| format!("worker pipe: bad message {line:?}: {err}"))
+    serde_json::from_str(&line)
+        .map(Some)
+        .map_err(|err| format!("worker pipe: bad message {line:?}: {err}"))
 }
 
 /// The worker side: serve steps until the parent closes standard input.
@@ -289,7 +346,8 @@ pub struct Workers {
 impl Workers {
     /// Starts `count` worker processes.
     pub fn spawn(count: usize) -> Result<Self, String> {
-        let exe = std::env::current_exe().map_err(|err| format!("cannot find the tessera binary: {err}"))?;
+        let exe = std::env::current_exe()
+            .map_err(|err| format!("cannot find the tessera binary: {err}"))?;
         let mut children = Vec::with_capacity(count);
         for rank in 0..count {
             let mut child = Command::new(&exe)
@@ -359,7 +417,15 @@ mod tests {
     fn block2d_pieces_tile_the_array_exactly_once() {
         let mut seen = vec![0u8; 16 * 12];
         for rank in 0..4 {
-            let access = Pattern::Block2d { rank, rows: 16, columns: 12, element_bytes: 1, grid_rows: 2, grid_columns: 2 }.access();
+            let access = Pattern::Block2d {
+                rank,
+                rows: 16,
+                columns: 12,
+                element_bytes: 1,
+                grid_rows: 2,
+                grid_columns: 2,
+            }
+            .access();
             assert_eq!(access.memory.len(), 8);
             for piece in access.file {
                 for offset in piece.offset..piece.offset + piece.length {
@@ -372,8 +438,20 @@ mod tests {
 
     #[test]
     fn interleaved_pieces_do_not_overlap_across_ranks() {
-        let a = Pattern::Interleaved { rank: 0, processes: 4, pieces: 3, piece_bytes: 128 }.access();
-        let b = Pattern::Interleaved { rank: 1, processes: 4, pieces: 3, piece_bytes: 128 }.access();
+        let a = Pattern::Interleaved {
+            rank: 0,
+            processes: 4,
+            pieces: 3,
+            piece_bytes: 128,
+        }
+        .access();
+        let b = Pattern::Interleaved {
+            rank: 1,
+            processes: 4,
+            pieces: 3,
+            piece_bytes: 128,
+        }
+        .access();
         assert_eq!(a.file[1], Piece::new(512, 128));
         assert_eq!(b.file[0], Piece::new(128, 128));
         assert_eq!(a.memory[1], (256, 128));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tessera_net::{Peer, Pool};
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 use tessera_proto::{
-    Attr, Create, Credentials, DirEntry, Lookup, Mkdir, Ping, PingReply, Readdir, Request, Rename,
+    Attr, Create, Credentials, DirEntry, Lookup, Mkdir, Ping, PingReply, Readdir, Rename, Request,
     Rmdir, Stat, StatHandle, Truncate, Unlink,
 };
 
@@ -28,8 +28,13 @@ pub struct ClientOptions {
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        let timeout_ms = std::env::var(TIMEOUT_ENV).ok().and_then(|value| value.parse().ok()).unwrap_or(30_000);
-        Self { timeout: Duration::from_millis(timeout_ms) }
+        let timeout_ms = std::env::var(TIMEOUT_ENV)
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(30_000);
+        Self {
+            timeout: Duration::from_millis(timeout_ms),
+        }
     }
 }
 
@@ -48,7 +53,12 @@ pub struct CreateOptions {
 
 impl Default for CreateOptions {
     fn default() -> Self {
-        Self { mode: 0o644, exclusive: false, stripe_unit_bytes: STRIPE_UNIT_BYTES_DEFAULT, server_count: 0 }
+        Self {
+            mode: 0o644,
+            exclusive: false,
+            stripe_unit_bytes: STRIPE_UNIT_BYTES_DEFAULT,
+            server_count: 0,
+        }
     }
 }
 
@@ -66,7 +76,9 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("mds", &self.inner.mds.peers()[0].address).finish_non_exhaustive()
+        f.debug_struct("Client")
+            .field("mds", &self.inner.mds.peers()[0].address)
+            .finish_non_exhaustive()
     }
 }
 
@@ -74,29 +86,52 @@ impl Client {
     /// A client of the cluster described by `config`. Connections are made on first use.
     pub fn new(config: &ClusterConfig, options: &ClientOptions) -> Self {
         let mds = Pool::new(
-            vec![Peer { name: format!("mds at {}", config.mds.address), address: config.mds.address.clone() }],
+            vec![Peer {
+                name: format!("mds at {}", config.mds.address),
+                address: config.mds.address.clone(),
+            }],
             options.timeout,
         );
         let iods = Pool::new(
             config
                 .iods
                 .iter()
-                .map(|iod| Peer { name: format!("iod {} at {}", iod.index, iod.address), address: iod.address.clone() })
+                .map(|iod| Peer {
+                    name: format!("iod {} at {}", iod.index, iod.address),
+                    address: iod.address.clone(),
+                })
                 .collect(),
             options.timeout,
         );
         // SAFETY: getuid and getgid cannot fail and touch no memory of ours.
-        let credentials = unsafe { Credentials { uid: libc::getuid(), gid: libc::getgid() } };
-        Self { inner: Arc::new(Inner { mds, iods, credentials }) }
+        let credentials = unsafe {
+            Credentials {
+                uid: libc::getuid(),
+                gid: libc::getgid(),
+            }
+        };
+        Self {
+            inner: Arc::new(Inner {
+                mds,
+                iods,
+                credentials,
+            }),
+        }
     }
 
     /// A client of the cluster in the cluster file at `path`, with default options.
     pub fn from_file(path: &Path) -> Result<Self, ClientError> {
-        Ok(Self::new(&ClusterConfig::load(path)?, &ClientOptions::default()))
+        Ok(Self::new(
+            &ClusterConfig::load(path)?,
+            &ClientOptions::default(),
+        ))
     }
 
     pub(crate) fn mds_call<R: Request>(&self, request: &R) -> Result<R::Reply, ClientError> {
-        Ok(self.inner.mds.with(0, |connection| connection.call(request))?)
+        Ok(self
+            .inner
+            .mds
+            .with(0, |connection| connection.call(request))?)
     }
 
     fn credentials(&self) -> Credentials {
@@ -107,10 +142,17 @@ impl Client {
     pub fn ping_all(&self) -> Vec<(String, Result<PingReply, ClientError>)> {
         let mut replies = vec![(
             self.inner.mds.peers()[0].name.clone(),
-            self.inner.mds.with(0, |connection| connection.call(&Ping {})).map_err(ClientError::from),
+            self.inner
+                .mds
+                .with(0, |connection| connection.call(&Ping {}))
+                .map_err(ClientError::from),
         )];
         for (index, peer) in self.inner.iods.peers().iter().enumerate() {
-            let reply = self.inner.iods.with(index, |connection| connection.call(&Ping {})).map_err(ClientError::from);
+            let reply = self
+                .inner
+                .iods
+                .with(index, |connection| connection.call(&Ping {}))
+                .map_err(ClientError::from);
             replies.push((peer.name.clone(), reply));
         }
         replies
@@ -123,37 +165,63 @@ impl Client {
 
     /// Attributes of `path`, with the file size computed from the servers.
     pub fn stat(&self, path: &str) -> Result<Attr, ClientError> {
-        self.mds_call(&Stat { credentials: self.credentials(), path: path.to_owned() })
+        self.mds_call(&Stat {
+            credentials: self.credentials(),
+            path: path.to_owned(),
+        })
     }
 
     pub(crate) fn stat_handle(&self, handle: u64) -> Result<Attr, ClientError> {
-        self.mds_call(&StatHandle { credentials: self.credentials(), handle })
+        self.mds_call(&StatHandle {
+            credentials: self.credentials(),
+            handle,
+        })
     }
 
     /// Creates a directory.
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
-        self.mds_call(&Mkdir { credentials: self.credentials(), path: path.to_owned(), mode })
+        self.mds_call(&Mkdir {
+            credentials: self.credentials(),
+            path: path.to_owned(),
+            mode,
+        })
     }
 
     /// Removes an empty directory.
     pub fn rmdir(&self, path: &str) -> Result<(), ClientError> {
-        self.mds_call(&Rmdir { credentials: self.credentials(), path: path.to_owned() }).map(drop)
+        self.mds_call(&Rmdir {
+            credentials: self.credentials(),
+            path: path.to_owned(),
+        })
+        .map(drop)
     }
 
     /// Removes a file and its data.
     pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
-        self.mds_call(&Unlink { credentials: self.credentials(), path: path.to_owned() }).map(drop)
+        self.mds_call(&Unlink {
+            credentials: self.credentials(),
+            path: path.to_owned(),
+        })
+        .map(drop)
     }
 
     /// Moves `source` to `target`, replacing a file (or empty directory) there.
     pub fn rename(&self, source: &str, target: &str) -> Result<(), ClientError> {
-        self.mds_call(&Rename { credentials: self.credentials(), source: source.to_owned(), target: target.to_owned() })
-            .map(drop)
+        self.mds_call(&Rename {
+            credentials: self.credentials(),
+            source: source.to_owned(),
+            target: target.to_owned(),
+        })
+        .map(drop)
     }
 
     /// Sets the size of a file.
     pub fn truncate(&self, path: &str, size: u64) -> Result<Attr, ClientError> {
-        self.mds_call(&Truncate { credentials: self.credentials(), path: path.to_owned(), size })
+        self.mds_call(&Truncate {
+            credentials: self.credentials(),
+            path: path.to_owned(),
+            size,
+        })
     }
 
     /// Lists a directory, in name order.
@@ -161,7 +229,11 @@ impl Client {
         let mut entries = Vec::new();
         let mut after = String::new();
         loop {
-            let page = self.mds_call(&Readdir { credentials: self.credentials(), path: path.to_owned(), after })?;
+            let page = self.mds_call(&Readdir {
+                credentials: self.credentials(),
+                path: path.to_owned(),
+                after,
+            })?;
             let more = page.more;
             entries.extend(page.entries);
             match entries.last() {
@@ -186,7 +258,10 @@ impl Client {
 
     /// Opens an existing file.
     pub fn open(&self, path: &str, mode: OpenMode) -> Result<File, ClientError> {
-        let attr = self.mds_call(&Lookup { credentials: self.credentials(), path: path.to_owned() })?;
+        let attr = self.mds_call(&Lookup {
+            credentials: self.credentials(),
+            path: path.to_owned(),
+        })?;
         File::new(self.clone(), path, attr, mode)
     }
 }

@@ -50,7 +50,10 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     /// Reads and checks a cluster file.
     pub fn load(path: &Path) -> Result<Self, ClientError> {
-        let config_error = |detail: String| ClientError::Config { path: path.display().to_string(), detail };
+        let config_error = |detail: String| ClientError::Config {
+            path: path.display().to_string(),
+            detail,
+        };
         let text = std::fs::read_to_string(path).map_err(|err| config_error(err.to_string()))?;
         let config: Self = toml::from_str(&text).map_err(|err| config_error(err.to_string()))?;
         config.validate().map_err(config_error)?;
@@ -69,7 +72,10 @@ impl ClusterConfig {
     /// Checks that the iods are numbered 0..n in order.
     pub fn validate(&self) -> Result<(), String> {
         if self.iods.is_empty() || self.iods.len() > SERVERS_MAX {
-            return Err(format!("it lists {} I/O servers; a cluster has 1..={SERVERS_MAX}", self.iods.len()));
+            return Err(format!(
+                "it lists {} I/O servers; a cluster has 1..={SERVERS_MAX}",
+                self.iods.len()
+            ));
         }
         for (position, iod) in self.iods.iter().enumerate() {
             if usize::from(iod.index) != position {
@@ -95,8 +101,19 @@ mod tests {
     #[test]
     fn round_trips_and_checks_indices() {
         let config = ClusterConfig {
-            mds: MdsEntry { address: "127.0.0.1:1".into() },
-            iods: vec![IodEntry { index: 0, address: "127.0.0.1:2".into() }, IodEntry { index: 1, address: "127.0.0.1:3".into() }],
+            mds: MdsEntry {
+                address: "127.0.0.1:1".into(),
+            },
+            iods: vec![
+                IodEntry {
+                    index: 0,
+                    address: "127.0.0.1:2".into(),
+                },
+                IodEntry {
+                    index: 1,
+                    address: "127.0.0.1:3".into(),
+                },
+            ],
         };
         let text = toml::to_string(&config).unwrap();
         assert!(text.contains("[[iod]]"), "{text}");

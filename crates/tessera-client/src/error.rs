@@ -71,7 +71,10 @@ impl ClientError {
 impl From<NetError> for ClientError {
     fn from(error: NetError) -> Self {
         match error {
-            NetError::Remote { peer, error } => Self::Server { code: error.code, message: format!("{} (from {peer})", error.message) },
+            NetError::Remote { peer, error } => Self::Server {
+                code: error.code,
+                message: format!("{} (from {peer})", error.message),
+            },
             other => Self::Net(other),
         }
     }

@@ -10,7 +10,10 @@ use std::io::{IoSlice, IoSliceMut};
 
 use tessera_net::{Lease, NetError, PieceData, PieceDataMut, TransferCounts};
 use tessera_proto::limits::{FILE_BYTES_MAX, LIST_PIECES_MAX, PIECE_BYTES_MAX};
-use tessera_proto::{Attr, Capability, ErrorCode, FileKind, ObjectSync, Piece, Read, StripeLayout, TransferMode, Write};
+use tessera_proto::{
+    Attr, Capability, ErrorCode, FileKind, ObjectSync, Piece, Read, StripeLayout, TransferMode,
+    Write,
+};
 
 use crate::client::Client;
 use crate::error::ClientError;
@@ -85,18 +88,42 @@ pub struct File {
 }
 
 impl File {
-    pub(crate) fn new(client: Client, path: &str, attr: Attr, mode: OpenMode) -> Result<Self, ClientError> {
+    pub(crate) fn new(
+        client: Client,
+        path: &str,
+        attr: Attr,
+        mode: OpenMode,
+    ) -> Result<Self, ClientError> {
         let layout = match (attr.kind, attr.layout) {
             (FileKind::File, Some(layout)) => layout,
-            _ => return Err(ClientError::Server { code: ErrorCode::IsDirectory, message: format!("{path} is a directory") }),
+            _ => {
+                return Err(ClientError::Server {
+                    code: ErrorCode::IsDirectory,
+                    message: format!("{path} is a directory"),
+                })
+            }
         };
-        if let Some(&server) = layout.servers.iter().find(|&&server| usize::from(server) >= client.server_count()) {
+        if let Some(&server) = layout
+            .servers
+            .iter()
+            .find(|&&server| usize::from(server) >= client.server_count())
+        {
             return Err(ClientError::Config {
                 path: path.to_owned(),
-                detail: format!("its layout names iod {server}, but the cluster file lists {} servers", client.server_count()),
+                detail: format!(
+                    "its layout names iod {server}, but the cluster file lists {} servers",
+                    client.server_count()
+                ),
             });
         }
-        Ok(Self { client, path: path.to_owned(), handle: attr.handle, layout, mode, transfer: TransferMode::Gather })
+        Ok(Self {
+            client,
+            path: path.to_owned(),
+            handle: attr.handle,
+            layout,
+            mode,
+            transfer: TransferMode::Gather,
+        })
     }
 
     /// The path the file was opened by.
@@ -132,14 +159,24 @@ impl File {
     /// Flushes the file's data on every server to stable storage.
     pub fn sync(&self) -> Result<(), ClientError> {
         for &server in &self.layout.servers {
-            self.client.inner.iods.with(usize::from(server), |connection| connection.call(&ObjectSync { handle: self.handle }))?;
+            self.client
+                .inner
+                .iods
+                .with(usize::from(server), |connection| {
+                    connection.call(&ObjectSync {
+                        handle: self.handle,
+                    })
+                })?;
         }
         Ok(())
     }
 
     /// Writes `data` at `offset`.
     pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<IoReport, ClientError> {
-        self.write_list(&[IoSlice::new(data)], &[Piece::new(offset, data.len() as u64)])
+        self.write_list(
+            &[IoSlice::new(data)],
+            &[Piece::new(offset, data.len() as u64)],
+        )
     }
 
     /// Reads `data.len()` bytes at `offset`. Bytes never written, past the end included, read
@@ -149,13 +186,22 @@ impl File {
         self.read_list(&mut [IoSliceMut::new(data)], &[Piece::new(offset, length)])
     }
 
-    fn check(&self, operation: &'static str, memory: &[u64], file: &[Piece]) -> Result<(), ClientError> {
+    fn check(
+        &self,
+        operation: &'static str,
+        memory: &[u64],
+        file: &[Piece],
+    ) -> Result<(), ClientError> {
         let allowed = match operation {
             "write" => self.mode != OpenMode::ReadOnly,
             _ => self.mode != OpenMode::WriteOnly,
         };
         if !allowed {
-            return Err(ClientError::BadMode { path: self.path.clone(), mode: self.mode.name(), operation });
+            return Err(ClientError::BadMode {
+                path: self.path.clone(),
+                mode: self.mode.name(),
+                operation,
+            });
         }
         let what = || format!("{operation} of {}", self.path);
         for (count, list) in [(memory.len(), "memory"), (file.len(), "file")] {
@@ -186,7 +232,11 @@ impl File {
             if piece.length > PIECE_BYTES_MAX {
                 return Err(over_piece(piece.length));
             }
-            if piece.offset.checked_add(piece.length).is_none_or(|end| end > FILE_BYTES_MAX) {
+            if piece
+                .offset
+                .checked_add(piece.length)
+                .is_none_or(|end| end > FILE_BYTES_MAX)
+            {
                 return Err(ClientError::LimitExceeded {
                     what: what(),
                     limit: "file_bytes_max",
@@ -214,12 +264,22 @@ impl File {
     fn execute(
         &self,
         plan: &Plan,
-        mut send: impl FnMut(&mut tessera_net::Connection, usize, &Capability) -> Result<TransferCounts, NetError>,
-        mut recv: impl FnMut(&mut tessera_net::Connection, usize) -> Result<(tessera_proto::IoReply, TransferCounts), NetError>,
+        mut send: impl FnMut(
+            &mut tessera_net::Connection,
+            usize,
+            &Capability,
+        ) -> Result<TransferCounts, NetError>,
+        mut recv: impl FnMut(
+            &mut tessera_net::Connection,
+            usize,
+        ) -> Result<(tessera_proto::IoReply, TransferCounts), NetError>,
     ) -> Result<IoReport, ClientError> {
         let pool = &self.client.inner.iods;
         let capability = Capability::default();
-        let mut report = IoReport { bytes: plan.total_bytes, ..IoReport::default() };
+        let mut report = IoReport {
+            bytes: plan.total_bytes,
+            ..IoReport::default()
+        };
         for mut round in plan.rounds() {
             // Lock connections in cluster-index order so concurrent calls cannot deadlock.
             round.sort_by_key(|&index| self.server_of(plan.requests[index].server_position));
@@ -276,16 +336,21 @@ impl File {
 
     fn name_file(&self, error: ClientError) -> ClientError {
         match error {
-            ClientError::Server { code, message } => {
-                ClientError::Server { code, message: format!("{} (handle {:#x}): {message}", self.path, self.handle) }
-            }
+            ClientError::Server { code, message } => ClientError::Server {
+                code,
+                message: format!("{} (handle {:#x}): {message}", self.path, self.handle),
+            },
             other => other,
         }
     }
 
     /// Writes the memory pieces, in order, to the file pieces, in order. The two lists may have
     /// different counts; their totals must match. Where file pieces overlap, the later wins.
-    pub fn write_list(&self, memory: &[IoSlice<'_>], file: &[Piece]) -> Result<IoReport, ClientError> {
+    pub fn write_list(
+        &self,
+        memory: &[IoSlice<'_>],
+        file: &[Piece],
+    ) -> Result<IoReport, ClientError> {
         let lengths: Vec<u64> = memory.iter().map(|slice| slice.len() as u64).collect();
         self.check("write", &lengths, file)?;
         let plan = Plan::new(&self.layout, file);
@@ -301,7 +366,10 @@ impl File {
                     mode: self.transfer,
                     pieces: request.pieces.clone(),
                 };
-                let data = PieceData { slices: carved.slices.into_iter().map(IoSlice::new).collect(), piece_ends: carved.piece_ends };
+                let data = PieceData {
+                    slices: carved.slices.into_iter().map(IoSlice::new).collect(),
+                    piece_ends: carved.piece_ends,
+                };
                 (write, data)
             })
             .collect();
@@ -314,7 +382,11 @@ impl File {
 
     /// Reads the file pieces, in order, into the memory pieces, in order. The two lists may
     /// have different counts; their totals must match.
-    pub fn read_list(&self, memory: &mut [IoSliceMut<'_>], file: &[Piece]) -> Result<IoReport, ClientError> {
+    pub fn read_list(
+        &self,
+        memory: &mut [IoSliceMut<'_>],
+        file: &[Piece],
+    ) -> Result<IoReport, ClientError> {
         let lengths: Vec<u64> = memory.iter().map(|slice| slice.len() as u64).collect();
         self.check("read", &lengths, file)?;
         let plan = Plan::new(&self.layout, file);
@@ -331,7 +403,10 @@ impl File {
             .collect();
         let mut destinations: Vec<PieceDataMut<'_>> = carved
             .into_iter()
-            .map(|carved| PieceDataMut { slices: carved.slices.into_iter().map(IoSliceMut::new).collect(), piece_ends: carved.piece_ends })
+            .map(|carved| PieceDataMut {
+                slices: carved.slices.into_iter().map(IoSliceMut::new).collect(),
+                piece_ends: carved.piece_ends,
+            })
             .collect();
         self.execute(
             &plan,

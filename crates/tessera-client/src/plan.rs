@@ -86,7 +86,8 @@ impl Plan {
                 while remaining > 0 {
                     let position = segment.server_position;
                     let fits = |request: &RequestPlan| {
-                        request.bytes < bulk_max && request.pieces.len() < REQUEST_PIECES_MAX as usize
+                        request.bytes < bulk_max
+                            && request.pieces.len() < REQUEST_PIECES_MAX as usize
                     };
                     let index = match open[position] {
                         Some(index) if fits(&plan.requests[index]) => index,
@@ -108,7 +109,10 @@ impl Plan {
                     match request.pieces.last_mut() {
                         Some(last) if last.offset + last.length == local_offset => {
                             last.length += length;
-                            *request.piece_chunk_ends.last_mut().expect("one end per piece") = request.chunk_count;
+                            *request
+                                .piece_chunk_ends
+                                .last_mut()
+                                .expect("one end per piece") = request.chunk_count;
                         }
                         _ => {
                             request.pieces.push(Piece::new(local_offset, length));
@@ -147,17 +151,26 @@ impl Plan {
         let mut carved: Vec<CarvedRequest<S>> = self
             .requests
             .iter()
-            .map(|request| CarvedRequest { slices: Vec::new(), piece_ends: Vec::with_capacity(request.pieces.len()) })
+            .map(|request| CarvedRequest {
+                slices: Vec::new(),
+                piece_ends: Vec::with_capacity(request.pieces.len()),
+            })
             .collect();
         // Slice count of each request at the end of each of its chunks.
-        let mut chunk_slice_ends: Vec<Vec<usize>> =
-            self.requests.iter().map(|request| Vec::with_capacity(request.chunk_count)).collect();
+        let mut chunk_slice_ends: Vec<Vec<usize>> = self
+            .requests
+            .iter()
+            .map(|request| Vec::with_capacity(request.chunk_count))
+            .collect();
         let mut memory = memory.into_iter().filter(|slice| slice.length() > 0);
         let mut current: Option<S> = None;
         for &(index, length) in &self.chunks {
             let mut needed = usize::try_from(length).expect("chunks are bounded by the bulk limit");
             while needed > 0 {
-                let slice = current.take().or_else(|| memory.next()).expect("memory holds the whole stream");
+                let slice = current
+                    .take()
+                    .or_else(|| memory.next())
+                    .expect("memory holds the whole stream");
                 if slice.length() <= needed {
                     needed -= slice.length();
                     carved[index].slices.push(slice);
@@ -170,9 +183,18 @@ impl Plan {
             }
             chunk_slice_ends[index].push(carved[index].slices.len());
         }
-        debug_assert!(current.is_none() && memory.next().is_none(), "memory longer than the stream");
-        for ((request, carved), slice_ends) in self.requests.iter().zip(&mut carved).zip(&chunk_slice_ends) {
-            carved.piece_ends = request.piece_chunk_ends.iter().map(|&chunks| slice_ends[chunks - 1]).collect();
+        debug_assert!(
+            current.is_none() && memory.next().is_none(),
+            "memory longer than the stream"
+        );
+        for ((request, carved), slice_ends) in
+            self.requests.iter().zip(&mut carved).zip(&chunk_slice_ends)
+        {
+            carved.piece_ends = request
+                .piece_chunk_ends
+                .iter()
+                .map(|&chunks| slice_ends[chunks - 1])
+                .collect();
         }
         carved
     }
@@ -186,10 +208,17 @@ mod tests {
     fn one_request_per_server_with_merged_pieces() {
         let layout = StripeLayout::new(100, vec![0, 1]).unwrap();
         // Two pieces that meet on server 0's object: [0,100) then [200,250) — local 0..100, 100..150.
-        let plan = Plan::new(&layout, &[Piece::new(0, 100), Piece::new(0, 0), Piece::new(150, 100)]);
+        let plan = Plan::new(
+            &layout,
+            &[Piece::new(0, 100), Piece::new(0, 0), Piece::new(150, 100)],
+        );
         assert_eq!(plan.total_bytes, 200);
         assert_eq!(plan.requests.len(), 2);
-        assert_eq!(plan.requests[0].pieces, vec![Piece::new(0, 150)], "adjacent local pieces merge");
+        assert_eq!(
+            plan.requests[0].pieces,
+            vec![Piece::new(0, 150)],
+            "adjacent local pieces merge"
+        );
         assert_eq!(plan.requests[1].pieces, vec![Piece::new(50, 50)]);
         assert_eq!(plan.rounds(), vec![vec![0, 1]]);
 
@@ -208,7 +237,9 @@ mod tests {
     #[test]
     fn splits_requests_at_the_piece_limit() {
         let layout = StripeLayout::new(64, vec![0]).unwrap();
-        let pieces: Vec<Piece> = (0..u64::from(REQUEST_PIECES_MAX) + 3).map(|i| Piece::new(i * 2, 1)).collect();
+        let pieces: Vec<Piece> = (0..u64::from(REQUEST_PIECES_MAX) + 3)
+            .map(|i| Piece::new(i * 2, 1))
+            .collect();
         let plan = Plan::new(&layout, &pieces);
         assert_eq!(plan.requests.len(), 2);
         assert_eq!(plan.requests[0].pieces.len(), REQUEST_PIECES_MAX as usize);

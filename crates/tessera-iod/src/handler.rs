@@ -38,8 +38,13 @@ pub struct Iod {
 impl Iod {
     /// An iod with cluster index `index` over `store`.
     pub fn new(index: u16, store: ObjectStore) -> Self {
-        let permits = usize::try_from(IOD_BUFFER_BYTES_MAX / BUFFER_PERMIT_BYTES).expect("budget fits usize");
-        Self { index, store: Arc::new(store), buffers: Semaphore::new(permits) }
+        let permits =
+            usize::try_from(IOD_BUFFER_BYTES_MAX / BUFFER_PERMIT_BYTES).expect("budget fits usize");
+        Self {
+            index,
+            store: Arc::new(store),
+            buffers: Semaphore::new(permits),
+        }
     }
 
     /// Runs a store call: inline when it moves at most `INLINE_STORAGE_BYTES_MAX` bytes,
@@ -63,7 +68,12 @@ impl Iod {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || call(&store))
             .await
-            .unwrap_or_else(|err| Err(RemoteError::new(ErrorCode::Internal, format!("storage task failed: {err}"))))
+            .unwrap_or_else(|err| {
+                Err(RemoteError::new(
+                    ErrorCode::Internal,
+                    format!("storage task failed: {err}"),
+                ))
+            })
     }
 
     async fn answer<T: tessera_proto::Wire>(
@@ -81,52 +91,89 @@ impl Iod {
     fn check_pieces(pieces: &[Piece]) -> Result<u64, RemoteError> {
         let mut total = 0u64;
         for piece in pieces {
-            if piece.offset.checked_add(piece.length).is_none_or(|end| end > FILE_BYTES_MAX) {
+            if piece
+                .offset
+                .checked_add(piece.length)
+                .is_none_or(|end| end > FILE_BYTES_MAX)
+            {
                 return Err(RemoteError::new(
                     ErrorCode::LimitExceeded,
-                    format!("piece at {} of {} bytes ends past file_bytes_max ({FILE_BYTES_MAX})", piece.offset, piece.length),
+                    format!(
+                        "piece at {} of {} bytes ends past file_bytes_max ({FILE_BYTES_MAX})",
+                        piece.offset, piece.length
+                    ),
                 ));
             }
             total = total.saturating_add(piece.length);
         }
         if total > u64::from(MESSAGE_BULK_BYTES_MAX) {
-            return Err(RemoteError::over_limit("message_bulk_bytes_max", total, u64::from(MESSAGE_BULK_BYTES_MAX)));
+            return Err(RemoteError::over_limit(
+                "message_bulk_bytes_max",
+                total,
+                u64::from(MESSAGE_BULK_BYTES_MAX),
+            ));
         }
         Ok(total)
     }
 
     async fn buffer_budget(&self, bytes: u64) -> tokio::sync::SemaphorePermit<'_> {
-        let permits = u32::try_from(bytes.div_ceil(BUFFER_PERMIT_BYTES)).expect("bulk limit fits u32 permits");
-        self.buffers.acquire_many(permits).await.expect("the buffer semaphore is never closed")
+        let permits = u32::try_from(bytes.div_ceil(BUFFER_PERMIT_BYTES))
+            .expect("bulk limit fits u32 permits");
+        self.buffers
+            .acquire_many(permits)
+            .await
+            .expect("the buffer semaphore is never closed")
     }
 
-    async fn write(&self, request: &Incoming, connection: &mut ServerConnection) -> Result<(), ConnectionError> {
+    async fn write(
+        &self,
+        request: &Incoming,
+        connection: &mut ServerConnection,
+    ) -> Result<(), ConnectionError> {
         let header = &request.header;
         let write: Write = request.decode()?;
         let total = Self::check_pieces(&write.pieces).map_err(ConnectionError::Refused)?;
-        let expected_bulk = if write.mode == TransferMode::Multiple { 0 } else { total };
+        let expected_bulk = if write.mode == TransferMode::Multiple {
+            0
+        } else {
+            total
+        };
         if u64::from(header.bulk_bytes) != expected_bulk {
             return Err(ConnectionError::Refused(RemoteError::new(
                 ErrorCode::Protocol,
-                format!("write carries {} bulk bytes but its pieces add up to {expected_bulk}", header.bulk_bytes),
+                format!(
+                    "write carries {} bulk bytes but its pieces add up to {expected_bulk}",
+                    header.bulk_bytes
+                ),
             )));
         }
         let _budget = self.buffer_budget(total).await;
         let data = if write.mode == TransferMode::Multiple {
             let mut data = vec![0u8; usize::try_from(total).expect("bounded by the bulk limit")];
-            connection.read_data_frames(header, &write.pieces, &mut data).await?;
+            connection
+                .read_data_frames(header, &write.pieces, &mut data)
+                .await?;
             data
         } else {
             connection.read_bulk(header).await?
         };
         let Write { handle, pieces, .. } = write;
         let result = self
-            .storage(total, move |store| store.write(handle, &pieces, &data).map(|calls| IoReply { bytes: total, storage_pieces: calls }))
+            .storage(total, move |store| {
+                store.write(handle, &pieces, &data).map(|calls| IoReply {
+                    bytes: total,
+                    storage_pieces: calls,
+                })
+            })
             .await;
         Self::answer(connection, header, result).await
     }
 
-    async fn read(&self, request: &Incoming, connection: &mut ServerConnection) -> Result<(), ConnectionError> {
+    async fn read(
+        &self,
+        request: &Incoming,
+        connection: &mut ServerConnection,
+    ) -> Result<(), ConnectionError> {
         let header = &request.header;
         let read: Read = request.decode()?;
         let total = match Self::check_pieces(&read.pieces) {
@@ -134,10 +181,16 @@ impl Iod {
             Err(error) => return connection.reply_error(header, &error).await,
         };
         let _budget = self.buffer_budget(total).await;
-        let Read { handle, pieces, mode, .. } = read;
+        let Read {
+            handle,
+            pieces,
+            mode,
+            ..
+        } = read;
         let result = self
             .storage(total, move |store| {
-                let mut data = vec![0u8; usize::try_from(total).expect("bounded by the bulk limit")];
+                let mut data =
+                    vec![0u8; usize::try_from(total).expect("bounded by the bulk limit")];
                 let calls = store.read(handle, &pieces, &mut data)?;
                 Ok((data, pieces, calls))
             })
@@ -145,7 +198,10 @@ impl Iod {
         match result {
             Err(error) => connection.reply_error(header, &error).await,
             Ok((data, pieces, calls)) => {
-                let reply = IoReply { bytes: total, storage_pieces: calls };
+                let reply = IoReply {
+                    bytes: total,
+                    storage_pieces: calls,
+                };
                 if mode == TransferMode::Multiple {
                     connection.reply(header, &reply, &[]).await?;
                     connection.send_data_frames(header, &pieces, &data).await
@@ -162,7 +218,11 @@ impl Service for Iod {
         format!("iod {}", self.index)
     }
 
-    async fn handle(&self, request: Incoming, connection: &mut ServerConnection) -> Result<(), ConnectionError> {
+    async fn handle(
+        &self,
+        request: Incoming,
+        connection: &mut ServerConnection,
+    ) -> Result<(), ConnectionError> {
         let header = request.header;
         if header.bulk_bytes != 0 && request.opcode != Opcode::Write {
             return Err(ConnectionError::Refused(RemoteError::new(
@@ -184,37 +244,55 @@ impl Service for Iod {
             Opcode::Read => self.read(&request, connection).await,
             Opcode::ObjectCreate => {
                 let ObjectCreate { handle } = request.decode()?;
-                let result = self.blocking(move |store| store.create(handle).map(|()| Empty {})).await;
+                let result = self
+                    .blocking(move |store| store.create(handle).map(|()| Empty {}))
+                    .await;
                 Self::answer(connection, &header, result).await
             }
             Opcode::ObjectRemove => {
                 let ObjectRemove { handle } = request.decode()?;
-                let result = self.blocking(move |store| store.remove(handle).map(|()| Empty {})).await;
+                let result = self
+                    .blocking(move |store| store.remove(handle).map(|()| Empty {}))
+                    .await;
                 Self::answer(connection, &header, result).await
             }
             Opcode::ObjectStat => {
                 let ObjectStat { handle } = request.decode()?;
                 let result = self
-                    .blocking(move |store| store.stat(handle).map(|(size, mtime_ns)| ObjectStatReply { size, mtime_ns }))
+                    .blocking(move |store| {
+                        store
+                            .stat(handle)
+                            .map(|(size, mtime_ns)| ObjectStatReply { size, mtime_ns })
+                    })
                     .await;
                 Self::answer(connection, &header, result).await
             }
             Opcode::ObjectTruncate => {
                 let ObjectTruncate { handle, size } = request.decode()?;
                 let result = if size > FILE_BYTES_MAX {
-                    Err(RemoteError::over_limit("file_bytes_max", size, FILE_BYTES_MAX))
+                    Err(RemoteError::over_limit(
+                        "file_bytes_max",
+                        size,
+                        FILE_BYTES_MAX,
+                    ))
                 } else {
-                    self.blocking(move |store| store.truncate(handle, size).map(|()| Empty {})).await
+                    self.blocking(move |store| store.truncate(handle, size).map(|()| Empty {}))
+                        .await
                 };
                 Self::answer(connection, &header, result).await
             }
             Opcode::ObjectSync => {
                 let ObjectSync { handle } = request.decode()?;
-                let result = self.blocking(move |store| store.sync(handle).map(|()| Empty {})).await;
+                let result = self
+                    .blocking(move |store| store.sync(handle).map(|()| Empty {}))
+                    .await;
                 Self::answer(connection, &header, result).await
             }
             other => {
-                let error = RemoteError::new(ErrorCode::Protocol, format!("an I/O server does not serve {other:?}"));
+                let error = RemoteError::new(
+                    ErrorCode::Protocol,
+                    format!("an I/O server does not serve {other:?}"),
+                );
                 connection.reply_error(&header, &error).await
             }
         }

@@ -65,7 +65,11 @@ impl ObjectStore {
         let directory = data_directory.join("objects");
         fs::create_dir_all(&directory)?;
         let count = fs::read_dir(&directory)?.count() as u64;
-        Ok(Self { directory, open: Mutex::new(HashMap::new()), object_count: AtomicU64::new(count) })
+        Ok(Self {
+            directory,
+            open: Mutex::new(HashMap::new()),
+            object_count: AtomicU64::new(count),
+        })
     }
 
     /// Objects stored.
@@ -78,11 +82,20 @@ impl ObjectStore {
     }
 
     fn io_error(&self, handle: u64, what: &str, err: &io::Error) -> RemoteError {
-        RemoteError::new(ErrorCode::Io, format!("{what} of object {handle:#x} in {} failed: {err}", self.directory.display()))
+        RemoteError::new(
+            ErrorCode::Io,
+            format!(
+                "{what} of object {handle:#x} in {} failed: {err}",
+                self.directory.display()
+            ),
+        )
     }
 
     fn unknown(handle: u64) -> RemoteError {
-        RemoteError::new(ErrorCode::UnknownHandle, format!("no object for file handle {handle:#x} on this server"))
+        RemoteError::new(
+            ErrorCode::UnknownHandle,
+            format!("no object for file handle {handle:#x} on this server"),
+        )
     }
 
     fn object(&self, handle: u64) -> Result<Arc<Object>, RemoteError> {
@@ -90,7 +103,11 @@ impl ObjectStore {
         if let Some(object) = open.get(&handle) {
             return Ok(object.clone());
         }
-        let file = match OpenOptions::new().read(true).write(true).open(self.path(handle)) {
+        let file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.path(handle))
+        {
             Ok(file) => file,
             Err(err) if err.kind() == ErrorKind::NotFound => return Err(Self::unknown(handle)),
             Err(err) => return Err(self.io_error(handle, "open", &err)),
@@ -100,7 +117,10 @@ impl ObjectStore {
             let victim = *open.keys().next().expect("table is full");
             open.remove(&victim);
         }
-        let object = Arc::new(Object { file, lock: RwLock::new(()) });
+        let object = Arc::new(Object {
+            file,
+            lock: RwLock::new(()),
+        });
         open.insert(handle, object.clone());
         Ok(object)
     }
@@ -109,7 +129,11 @@ impl ObjectStore {
     /// each handle once, so one can only be an orphan of a create the mds never committed
     /// (it crashed in between and reissued the handle), whose bytes must not show through.
     pub fn create(&self, handle: u64) -> Result<(), RemoteError> {
-        match OpenOptions::new().write(true).create_new(true).open(self.path(handle)) {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(self.path(handle))
+        {
             Ok(_) => {
                 self.object_count.fetch_add(1, Ordering::Relaxed);
                 Ok(())
@@ -135,12 +159,17 @@ impl ObjectStore {
     /// Size and mtime (ns since the epoch) of the object of `handle`.
     pub fn stat(&self, handle: u64) -> Result<(u64, u64), RemoteError> {
         let object = self.object(handle)?;
-        let metadata = object.file.metadata().map_err(|err| self.io_error(handle, "stat", &err))?;
+        let metadata = object
+            .file
+            .metadata()
+            .map_err(|err| self.io_error(handle, "stat", &err))?;
         let mtime_ns = metadata
             .modified()
             .ok()
             .and_then(|time| time.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX));
+            .map_or(0, |since| {
+                u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+            });
         Ok((metadata.len(), mtime_ns))
     }
 
@@ -148,24 +177,36 @@ impl ObjectStore {
     pub fn truncate(&self, handle: u64, size: u64) -> Result<(), RemoteError> {
         let object = self.object(handle)?;
         let _guard = object.lock.write().expect("object lock");
-        object.file.set_len(size).map_err(|err| self.io_error(handle, "truncate", &err))
+        object
+            .file
+            .set_len(size)
+            .map_err(|err| self.io_error(handle, "truncate", &err))
     }
 
     /// Flushes the object of `handle` to stable storage.
     pub fn sync(&self, handle: u64) -> Result<(), RemoteError> {
         let object = self.object(handle)?;
-        object.file.sync_all().map_err(|err| self.io_error(handle, "sync", &err))
+        object
+            .file
+            .sync_all()
+            .map_err(|err| self.io_error(handle, "sync", &err))
     }
 
     /// Writes `data` to `pieces` (back to back in `data`). Returns the storage calls made.
     pub fn write(&self, handle: u64, pieces: &[Piece], data: &[u8]) -> Result<u32, RemoteError> {
-        debug_assert_eq!(pieces.iter().map(|p| p.length).sum::<u64>(), data.len() as u64);
+        debug_assert_eq!(
+            pieces.iter().map(|p| p.length).sum::<u64>(),
+            data.len() as u64
+        );
         let object = self.object(handle)?;
         let _guard = object.lock.write().expect("object lock");
         let mut calls = 0u32;
         for (offset, length, start) in storage_runs(pieces) {
             let end = start + usize::try_from(length).expect("run within buffer");
-            object.file.write_all_at(&data[start..end], offset).map_err(|err| self.io_error(handle, "write", &err))?;
+            object
+                .file
+                .write_all_at(&data[start..end], offset)
+                .map_err(|err| self.io_error(handle, "write", &err))?;
             calls += 1;
         }
         Ok(calls)
@@ -173,16 +214,28 @@ impl ObjectStore {
 
     /// Reads `pieces` into `buffer`, back to back; bytes past the end of the object are zeros.
     /// Returns the storage calls made.
-    pub fn read(&self, handle: u64, pieces: &[Piece], buffer: &mut [u8]) -> Result<u32, RemoteError> {
-        debug_assert_eq!(pieces.iter().map(|p| p.length).sum::<u64>(), buffer.len() as u64);
+    pub fn read(
+        &self,
+        handle: u64,
+        pieces: &[Piece],
+        buffer: &mut [u8],
+    ) -> Result<u32, RemoteError> {
+        debug_assert_eq!(
+            pieces.iter().map(|p| p.length).sum::<u64>(),
+            buffer.len() as u64
+        );
         let object = self.object(handle)?;
         let _guard = object.lock.read().expect("object lock");
         let mut calls = 0u32;
         for (offset, length, start) in storage_runs(pieces) {
-            let target = &mut buffer[start..start + usize::try_from(length).expect("run within buffer")];
+            let target =
+                &mut buffer[start..start + usize::try_from(length).expect("run within buffer")];
             let mut filled = 0;
             while filled < target.len() {
-                match object.file.read_at(&mut target[filled..], offset + filled as u64) {
+                match object
+                    .file
+                    .read_at(&mut target[filled..], offset + filled as u64)
+                {
                     Ok(0) => break,
                     Ok(read) => filled += read,
                     Err(err) if err.kind() == ErrorKind::Interrupted => {}
@@ -205,13 +258,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(dir.path()).unwrap();
         store.create(5).unwrap();
-        let pieces = [Piece::new(0, 4), Piece::new(4, 4), Piece::new(2, 2), Piece::new(100, 0)];
+        let pieces = [
+            Piece::new(0, 4),
+            Piece::new(4, 4),
+            Piece::new(2, 2),
+            Piece::new(100, 0),
+        ];
         let calls = store.write(5, &pieces, b"aaaabbbbcc").unwrap();
-        assert_eq!(calls, 2, "the first two pieces are one storage call; the empty one is none");
+        assert_eq!(
+            calls, 2,
+            "the first two pieces are one storage call; the empty one is none"
+        );
         let mut buffer = [0u8; 10];
-        let reads = store.read(5, &[Piece::new(0, 8), Piece::new(8, 2)], &mut buffer).unwrap();
+        let reads = store
+            .read(5, &[Piece::new(0, 8), Piece::new(8, 2)], &mut buffer)
+            .unwrap();
         assert_eq!(reads, 1);
-        assert_eq!(&buffer, b"aaccbbbb\0\0", "later piece wins; past the end reads zeros");
+        assert_eq!(
+            &buffer, b"aaccbbbb\0\0",
+            "later piece wins; past the end reads zeros"
+        );
         assert_eq!(store.stat(5).unwrap().0, 8);
         assert_eq!(store.object_count(), 1);
     }
@@ -220,9 +286,14 @@ mod tests {
     fn unknown_handles_are_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(dir.path()).unwrap();
-        let err = store.read(0xabc, &[Piece::new(0, 1)], &mut [0]).unwrap_err();
+        let err = store
+            .read(0xabc, &[Piece::new(0, 1)], &mut [0])
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::UnknownHandle);
         assert!(err.message.contains("0xabc"), "{}", err.message);
-        assert_eq!(store.remove(0xabc).unwrap_err().code, ErrorCode::UnknownHandle);
+        assert_eq!(
+            store.remove(0xabc).unwrap_err().code,
+            ErrorCode::UnknownHandle
+        );
     }
 }

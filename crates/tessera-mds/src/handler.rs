@@ -38,15 +38,25 @@ impl Mds {
         let peers = iod_addresses
             .iter()
             .enumerate()
-            .map(|(index, address)| Peer { name: format!("iod {index} at {address}"), address: address.clone() })
+            .map(|(index, address)| Peer {
+                name: format!("iod {index} at {address}"),
+                address: address.clone(),
+            })
             .collect();
-        Self { inner: Arc::new(Inner { namespace, iods: Pool::new(peers, timeout) }) }
+        Self {
+            inner: Arc::new(Inner {
+                namespace,
+                iods: Pool::new(peers, timeout),
+            }),
+        }
     }
 }
 
 fn net_error(error: NetError) -> RemoteError {
     match error {
-        NetError::Remote { peer, error } => RemoteError::new(error.code, format!("{peer}: {}", error.message)),
+        NetError::Remote { peer, error } => {
+            RemoteError::new(error.code, format!("{peer}: {}", error.message))
+        }
         other => RemoteError::new(ErrorCode::Unavailable, other.to_string()),
     }
 }
@@ -55,9 +65,14 @@ impl Inner {
     fn iod_call<R: Request>(&self, server: u16, request: &R) -> Result<R::Reply, RemoteError> {
         let index = usize::from(server);
         if index >= self.iods.peers().len() {
-            return Err(RemoteError::new(ErrorCode::Internal, format!("layout names iod {server}, which the cluster lacks")));
+            return Err(RemoteError::new(
+                ErrorCode::Internal,
+                format!("layout names iod {server}, which the cluster lacks"),
+            ));
         }
-        self.iods.with(index, |connection| connection.call(request)).map_err(net_error)
+        self.iods
+            .with(index, |connection| connection.call(request))
+            .map_err(net_error)
     }
 
     /// Size and latest data mtime of a file, from its objects.
@@ -105,12 +120,21 @@ impl Inner {
         };
         for (made, &server) in inode.servers.iter().enumerate() {
             if let Err(error) = self.iod_call(server, &ObjectCreate { handle }) {
-                let partial = Inode { servers: inode.servers[..made].to_vec(), ..inode.clone() };
+                let partial = Inode {
+                    servers: inode.servers[..made].to_vec(),
+                    ..inode.clone()
+                };
                 self.remove_objects(handle, &partial);
-                return Err(RemoteError::new(error.code, format!("creating {}: {}", request.path, error.message)));
+                return Err(RemoteError::new(
+                    error.code,
+                    format!("creating {}: {}", request.path, error.message),
+                ));
             }
         }
-        match self.namespace.commit_create(&request.path, handle, &inode, request.exclusive) {
+        match self
+            .namespace
+            .commit_create(&request.path, handle, &inode, request.exclusive)
+        {
             Ok((winner, winner_inode, true)) => Ok(winner_inode.attr(winner, 0)),
             Ok((winner, winner_inode, false)) => {
                 self.remove_objects(handle, &inode);
@@ -125,11 +149,18 @@ impl Inner {
 
     fn truncate(&self, request: &Truncate) -> Result<Attr, RemoteError> {
         if request.size > FILE_BYTES_MAX {
-            return Err(RemoteError::over_limit("file_bytes_max", request.size, FILE_BYTES_MAX));
+            return Err(RemoteError::over_limit(
+                "file_bytes_max",
+                request.size,
+                FILE_BYTES_MAX,
+            ));
         }
         let (handle, inode) = self.namespace.lookup(&request.path)?;
         let Some(layout) = inode.layout() else {
-            return Err(RemoteError::new(ErrorCode::IsDirectory, format!("{} is a directory", request.path)));
+            return Err(RemoteError::new(
+                ErrorCode::IsDirectory,
+                format!("{} is a directory", request.path),
+            ));
         };
         for (position, &server) in layout.servers.iter().enumerate() {
             let size = layout.local_size(position, request.size);
@@ -140,7 +171,9 @@ impl Inner {
     }
 
     fn serve(&self, request: &Incoming) -> Result<Vec<u8>, Result<RemoteError, ConnectionError>> {
-        fn body<T: Wire>(result: Result<T, RemoteError>) -> Result<Vec<u8>, Result<RemoteError, ConnectionError>> {
+        fn body<T: Wire>(
+            result: Result<T, RemoteError>,
+        ) -> Result<Vec<u8>, Result<RemoteError, ConnectionError>> {
             result.map(|reply| reply.to_body()).map_err(Ok)
         }
         match request.opcode {
@@ -152,23 +185,43 @@ impl Inner {
             })),
             Opcode::Lookup => {
                 let Lookup { path, .. } = request.decode().map_err(Err)?;
-                body(self.namespace.lookup(&path).map(|(handle, inode)| inode.attr(handle, 0)))
+                body(
+                    self.namespace
+                        .lookup(&path)
+                        .map(|(handle, inode)| inode.attr(handle, 0)),
+                )
             }
             Opcode::Stat => {
                 let Stat { path, .. } = request.decode().map_err(Err)?;
-                body(self.namespace.lookup(&path).and_then(|(handle, inode)| self.attr(handle, &inode)))
+                body(
+                    self.namespace
+                        .lookup(&path)
+                        .and_then(|(handle, inode)| self.attr(handle, &inode)),
+                )
             }
             Opcode::StatHandle => {
                 let StatHandle { handle, .. } = request.decode().map_err(Err)?;
-                body(self.namespace.get(handle).and_then(|inode| self.attr(handle, &inode)))
+                body(
+                    self.namespace
+                        .get(handle)
+                        .and_then(|inode| self.attr(handle, &inode)),
+                )
             }
             Opcode::Create => {
                 let create: Create = request.decode().map_err(Err)?;
                 body(self.create(&create))
             }
             Opcode::Mkdir => {
-                let Mkdir { credentials, path, mode } = request.decode().map_err(Err)?;
-                body(self.namespace.mkdir(&credentials, &path, mode).map(|(handle, inode)| inode.attr(handle, 0)))
+                let Mkdir {
+                    credentials,
+                    path,
+                    mode,
+                } = request.decode().map_err(Err)?;
+                body(
+                    self.namespace
+                        .mkdir(&credentials, &path, mode)
+                        .map(|(handle, inode)| inode.attr(handle, 0)),
+                )
             }
             Opcode::Rmdir => {
                 let Rmdir { path, .. } = request.decode().map_err(Err)?;
@@ -198,7 +251,10 @@ impl Inner {
                 let truncate: Truncate = request.decode().map_err(Err)?;
                 body(self.truncate(&truncate))
             }
-            other => Err(Ok(RemoteError::new(ErrorCode::Protocol, format!("the metadata server does not serve {other:?}")))),
+            other => Err(Ok(RemoteError::new(
+                ErrorCode::Protocol,
+                format!("the metadata server does not serve {other:?}"),
+            ))),
         }
     }
 }
@@ -208,15 +264,27 @@ impl Service for Mds {
         "mds".to_owned()
     }
 
-    async fn handle(&self, request: Incoming, connection: &mut ServerConnection) -> Result<(), ConnectionError> {
+    async fn handle(
+        &self,
+        request: Incoming,
+        connection: &mut ServerConnection,
+    ) -> Result<(), ConnectionError> {
         let header = request.header;
         if header.bulk_bytes != 0 {
-            return Err(ConnectionError::Refused(RemoteError::new(ErrorCode::Protocol, "metadata requests carry no bulk data")));
+            return Err(ConnectionError::Refused(RemoteError::new(
+                ErrorCode::Protocol,
+                "metadata requests carry no bulk data",
+            )));
         }
         let inner = self.inner.clone();
         let outcome = tokio::task::spawn_blocking(move || inner.serve(&request))
             .await
-            .unwrap_or_else(|err| Err(Ok(RemoteError::new(ErrorCode::Internal, format!("request task failed: {err}")))));
+            .unwrap_or_else(|err| {
+                Err(Ok(RemoteError::new(
+                    ErrorCode::Internal,
+                    format!("request task failed: {err}"),
+                )))
+            });
         match outcome {
             Ok(body) => connection.reply_raw(&header, &body).await,
             Err(Ok(error)) => connection.reply_error(&header, &error).await,

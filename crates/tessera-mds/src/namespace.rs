@@ -14,7 +14,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 use tessera_proto::limits::{NAME_BYTES_MAX, PATH_DEPTH_MAX, READDIR_ENTRIES_MAX, SERVERS_MAX};
-use tessera_proto::{Attr, Credentials, DirEntry, ErrorCode, FileKind, ReaddirReply, RemoteError, StripeLayout};
+use tessera_proto::{
+    Attr, Credentials, DirEntry, ErrorCode, FileKind, ReaddirReply, RemoteError, StripeLayout,
+};
 
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 const DIRENTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("dirents");
@@ -60,15 +62,21 @@ impl Inode {
 
     /// The stripe layout of a file.
     pub fn layout(&self) -> Option<StripeLayout> {
-        (self.kind == KIND_FILE)
-            .then(|| StripeLayout { stripe_unit_bytes: self.stripe_unit_bytes, servers: self.servers.clone() })
+        (self.kind == KIND_FILE).then(|| StripeLayout {
+            stripe_unit_bytes: self.stripe_unit_bytes,
+            servers: self.servers.clone(),
+        })
     }
 
     /// The attributes sent to clients (size filled in by the caller).
     pub fn attr(&self, handle: u64, size: u64) -> Attr {
         Attr {
             handle,
-            kind: if self.is_directory() { FileKind::Directory } else { FileKind::File },
+            kind: if self.is_directory() {
+                FileKind::Directory
+            } else {
+                FileKind::File
+            },
             mode: self.mode,
             uid: self.uid,
             gid: self.gid,
@@ -103,7 +111,9 @@ pub struct Namespace {
 fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+        .map_or(0, |since| {
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+        })
 }
 
 fn store_error(err: impl std::fmt::Display) -> RemoteError {
@@ -111,25 +121,37 @@ fn store_error(err: impl std::fmt::Display) -> RemoteError {
 }
 
 fn not_found(path: &str) -> RemoteError {
-    RemoteError::new(ErrorCode::NotFound, format!("no such file or directory: {path}"))
+    RemoteError::new(
+        ErrorCode::NotFound,
+        format!("no such file or directory: {path}"),
+    )
 }
 
 /// Splits an absolute path into its names, refusing anything ambiguous.
 pub fn components(path: &str) -> Result<Vec<&str>, RemoteError> {
-    let invalid = |why: &str| RemoteError::new(ErrorCode::InvalidArgument, format!("bad path {path:?}: {why}"));
+    let invalid = |why: &str| {
+        RemoteError::new(
+            ErrorCode::InvalidArgument,
+            format!("bad path {path:?}: {why}"),
+        )
+    };
     if !path.starts_with('/') {
         return Err(invalid("paths are absolute and start with '/'"));
     }
     let names: Vec<&str> = path.split('/').filter(|name| !name.is_empty()).collect();
     if names.len() > PATH_DEPTH_MAX {
-        return Err(invalid(&format!("more than path_depth_max ({PATH_DEPTH_MAX}) components")));
+        return Err(invalid(&format!(
+            "more than path_depth_max ({PATH_DEPTH_MAX}) components"
+        )));
     }
     for name in &names {
         if *name == "." || *name == ".." {
             return Err(invalid("'.' and '..' are not allowed"));
         }
         if name.len() > NAME_BYTES_MAX {
-            return Err(invalid(&format!("a name is longer than name_bytes_max ({NAME_BYTES_MAX})")));
+            return Err(invalid(&format!(
+                "a name is longer than name_bytes_max ({NAME_BYTES_MAX})"
+            )));
         }
         if name.contains('\0') {
             return Err(invalid("names cannot contain NUL"));
@@ -142,7 +164,10 @@ fn check_mode(mode: u32) -> Result<(), RemoteError> {
     if mode & !0o7777 == 0 {
         Ok(())
     } else {
-        Err(RemoteError::new(ErrorCode::InvalidArgument, format!("mode {mode:#o} has bits outside 0o7777")))
+        Err(RemoteError::new(
+            ErrorCode::InvalidArgument,
+            format!("mode {mode:#o} has bits outside 0o7777"),
+        ))
     }
 }
 
@@ -154,11 +179,13 @@ fn encode_inode(inode: &Inode) -> Result<Vec<u8>, RemoteError> {
     postcard::to_allocvec(inode).map_err(store_error)
 }
 
-fn read_inode(table: &impl ReadableTable<u64, &'static [u8]>, handle: u64) -> Result<Inode, RemoteError> {
-    let guard = table
-        .get(handle)
-        .map_err(store_error)?
-        .ok_or_else(|| RemoteError::new(ErrorCode::Internal, format!("inode {handle:#x} is missing")))?;
+fn read_inode(
+    table: &impl ReadableTable<u64, &'static [u8]>,
+    handle: u64,
+) -> Result<Inode, RemoteError> {
+    let guard = table.get(handle).map_err(store_error)?.ok_or_else(|| {
+        RemoteError::new(ErrorCode::Internal, format!("inode {handle:#x} is missing"))
+    })?;
     decode_inode(guard.value())
 }
 
@@ -172,9 +199,16 @@ fn walk(
     let mut handle = ROOT_HANDLE;
     for (depth, name) in names.iter().enumerate() {
         if depth > 0 && !read_inode(inodes, handle)?.is_directory() {
-            return Err(RemoteError::new(ErrorCode::NotDirectory, format!("{path}: a component is not a directory")));
+            return Err(RemoteError::new(
+                ErrorCode::NotDirectory,
+                format!("{path}: a component is not a directory"),
+            ));
         }
-        handle = dirents.get((handle, *name)).map_err(store_error)?.ok_or_else(|| not_found(path))?.value();
+        handle = dirents
+            .get((handle, *name))
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(path))?
+            .value();
     }
     Ok(handle)
 }
@@ -187,31 +221,49 @@ fn walk_parent<'p>(
 ) -> Result<(u64, Inode, &'p str), RemoteError> {
     let names = components(path)?;
     let Some((&name, parents)) = names.split_last() else {
-        return Err(RemoteError::new(ErrorCode::InvalidArgument, "the root directory cannot be created, moved or removed"));
+        return Err(RemoteError::new(
+            ErrorCode::InvalidArgument,
+            "the root directory cannot be created, moved or removed",
+        ));
     };
     let parent = walk(dirents, inodes, path, parents)?;
     let inode = read_inode(inodes, parent)?;
     if !inode.is_directory() {
-        return Err(RemoteError::new(ErrorCode::NotDirectory, format!("{path}: the parent is not a directory")));
+        return Err(RemoteError::new(
+            ErrorCode::NotDirectory,
+            format!("{path}: the parent is not a directory"),
+        ));
     }
     Ok((parent, inode, name))
 }
 
 impl Namespace {
     /// Opens (or creates) the namespace in `db_path` for a cluster of `server_count` iods.
-    pub fn open(db_path: &Path, server_count: u16, default_stripe_unit_bytes: u64) -> Result<Self, RemoteError> {
+    pub fn open(
+        db_path: &Path,
+        server_count: u16,
+        default_stripe_unit_bytes: u64,
+    ) -> Result<Self, RemoteError> {
         if server_count == 0 || usize::from(server_count) > SERVERS_MAX {
-            return Err(RemoteError::new(ErrorCode::InvalidArgument, format!("server count {server_count} is outside 1..={SERVERS_MAX}")));
+            return Err(RemoteError::new(
+                ErrorCode::InvalidArgument,
+                format!("server count {server_count} is outside 1..={SERVERS_MAX}"),
+            ));
         }
-        StripeLayout::new(default_stripe_unit_bytes, vec![0]).map_err(|why| RemoteError::new(ErrorCode::InvalidArgument, why))?;
-        let db = Database::create(db_path).map_err(|err| store_error(format!("{}: {err}", db_path.display())))?;
+        StripeLayout::new(default_stripe_unit_bytes, vec![0])
+            .map_err(|why| RemoteError::new(ErrorCode::InvalidArgument, why))?;
+        let db = Database::create(db_path)
+            .map_err(|err| store_error(format!("{}: {err}", db_path.display())))?;
         let txn = db.begin_write().map_err(store_error)?;
         let next_handle;
         {
             let mut meta = txn.open_table(META).map_err(store_error)?;
             let mut inodes = txn.open_table(INODES).map_err(store_error)?;
             txn.open_table(DIRENTS).map_err(store_error)?;
-            let stored_servers = meta.get("server_count").map_err(store_error)?.map(|guard| guard.value());
+            let stored_servers = meta
+                .get("server_count")
+                .map_err(store_error)?
+                .map(|guard| guard.value());
             match stored_servers {
                 Some(stored) if stored != u64::from(server_count) => {
                     return Err(RemoteError::new(
@@ -221,7 +273,8 @@ impl Namespace {
                 }
                 Some(_) => {}
                 None => {
-                    meta.insert("server_count", u64::from(server_count)).map_err(store_error)?;
+                    meta.insert("server_count", u64::from(server_count))
+                        .map_err(store_error)?;
                 }
             }
             if inodes.get(ROOT_HANDLE).map_err(store_error)?.is_none() {
@@ -239,18 +292,31 @@ impl Namespace {
                     stripe_unit_bytes: 0,
                     servers: Vec::new(),
                 };
-                inodes.insert(ROOT_HANDLE, encode_inode(&root)?.as_slice()).map_err(store_error)?;
+                inodes
+                    .insert(ROOT_HANDLE, encode_inode(&root)?.as_slice())
+                    .map_err(store_error)?;
             }
-            next_handle = meta.get("next_handle").map_err(store_error)?.map_or(ROOT_HANDLE + 1, |guard| guard.value());
+            next_handle = meta
+                .get("next_handle")
+                .map_err(store_error)?
+                .map_or(ROOT_HANDLE + 1, |guard| guard.value());
         }
         txn.commit().map_err(store_error)?;
-        Ok(Self { db, next_handle: AtomicU64::new(next_handle), server_count, default_stripe_unit_bytes })
+        Ok(Self {
+            db,
+            next_handle: AtomicU64::new(next_handle),
+            server_count,
+            default_stripe_unit_bytes,
+        })
     }
 
     /// Inodes stored (files and directories, the root included).
     pub fn inode_count(&self) -> Result<u64, RemoteError> {
         let txn = self.db.begin_read().map_err(store_error)?;
-        txn.open_table(INODES).map_err(store_error)?.len().map_err(store_error)
+        txn.open_table(INODES)
+            .map_err(store_error)?
+            .len()
+            .map_err(store_error)
     }
 
     /// Resolves `path`.
@@ -270,7 +336,12 @@ impl Namespace {
         inodes
             .get(handle)
             .map_err(store_error)?
-            .ok_or_else(|| RemoteError::new(ErrorCode::UnknownHandle, format!("no file with handle {handle:#x}")))
+            .ok_or_else(|| {
+                RemoteError::new(
+                    ErrorCode::UnknownHandle,
+                    format!("no file with handle {handle:#x}"),
+                )
+            })
             .and_then(|guard| decode_inode(guard.value()))
     }
 
@@ -294,27 +365,48 @@ impl Namespace {
             let handle = existing.value();
             let inode = read_inode(&inodes, handle)?;
             if inode.is_directory() {
-                return Err(RemoteError::new(ErrorCode::IsDirectory, format!("{path} is a directory")));
+                return Err(RemoteError::new(
+                    ErrorCode::IsDirectory,
+                    format!("{path} is a directory"),
+                ));
             }
             if exclusive {
-                return Err(RemoteError::new(ErrorCode::Exists, format!("{path} already exists")));
+                return Err(RemoteError::new(
+                    ErrorCode::Exists,
+                    format!("{path} already exists"),
+                ));
             }
             return Ok(CreatePlan::Existing(handle, inode));
         }
-        let stripe_unit_bytes = if stripe_unit_bytes == 0 { self.default_stripe_unit_bytes } else { stripe_unit_bytes };
-        let count = if server_count == 0 { self.server_count } else { server_count };
+        let stripe_unit_bytes = if stripe_unit_bytes == 0 {
+            self.default_stripe_unit_bytes
+        } else {
+            stripe_unit_bytes
+        };
+        let count = if server_count == 0 {
+            self.server_count
+        } else {
+            server_count
+        };
         if count > self.server_count {
             return Err(RemoteError::new(
                 ErrorCode::InvalidArgument,
-                format!("{path}: asked for {count} servers but the cluster has {}", self.server_count),
+                format!(
+                    "{path}: asked for {count} servers but the cluster has {}",
+                    self.server_count
+                ),
             ));
         }
         let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
         // Spread files over the servers: each starts its stripes on a different one.
-        let first = u16::try_from(handle % u64::from(self.server_count)).expect("below server count");
-        let servers: Vec<u16> = (0..count).map(|i| (first + i) % self.server_count).collect();
-        StripeLayout::new(stripe_unit_bytes, servers.clone())
-            .map_err(|why| RemoteError::new(ErrorCode::InvalidArgument, format!("{path}: {why}")))?;
+        let first =
+            u16::try_from(handle % u64::from(self.server_count)).expect("below server count");
+        let servers: Vec<u16> = (0..count)
+            .map(|i| (first + i) % self.server_count)
+            .collect();
+        StripeLayout::new(stripe_unit_bytes, servers.clone()).map_err(|why| {
+            RemoteError::new(ErrorCode::InvalidArgument, format!("{path}: {why}"))
+        })?;
         let now = now_ns();
         let inode = Inode {
             kind: KIND_FILE,
@@ -334,7 +426,13 @@ impl Namespace {
 
     /// Makes a planned file visible. If another create of the same name won the race, returns
     /// that file (or `Exists` when `exclusive`) and `false`: the caller removes its objects.
-    pub fn commit_create(&self, path: &str, handle: u64, inode: &Inode, exclusive: bool) -> Result<(u64, Inode, bool), RemoteError> {
+    pub fn commit_create(
+        &self,
+        path: &str,
+        handle: u64,
+        inode: &Inode,
+        exclusive: bool,
+    ) -> Result<(u64, Inode, bool), RemoteError> {
         let txn = self.db.begin_write().map_err(store_error)?;
         let outcome;
         {
@@ -342,26 +440,45 @@ impl Namespace {
             let mut inodes = txn.open_table(INODES).map_err(store_error)?;
             let mut meta = txn.open_table(META).map_err(store_error)?;
             let (parent, mut parent_inode, name) = walk_parent(&dirents, &inodes, path)?;
-            let existing = dirents.get((parent, name)).map_err(store_error)?.map(|guard| guard.value());
+            let existing = dirents
+                .get((parent, name))
+                .map_err(store_error)?
+                .map(|guard| guard.value());
             if let Some(existing) = existing {
                 if exclusive {
-                    return Err(RemoteError::new(ErrorCode::Exists, format!("{path} already exists")));
+                    return Err(RemoteError::new(
+                        ErrorCode::Exists,
+                        format!("{path} already exists"),
+                    ));
                 }
                 let other = read_inode(&inodes, existing)?;
                 if other.is_directory() {
-                    return Err(RemoteError::new(ErrorCode::IsDirectory, format!("{path} is a directory")));
+                    return Err(RemoteError::new(
+                        ErrorCode::IsDirectory,
+                        format!("{path} is a directory"),
+                    ));
                 }
                 outcome = (existing, other, false);
             } else {
                 let mut inode = inode.clone();
                 inode.parent = parent;
-                inodes.insert(handle, encode_inode(&inode)?.as_slice()).map_err(store_error)?;
-                dirents.insert((parent, name), handle).map_err(store_error)?;
+                inodes
+                    .insert(handle, encode_inode(&inode)?.as_slice())
+                    .map_err(store_error)?;
+                dirents
+                    .insert((parent, name), handle)
+                    .map_err(store_error)?;
                 parent_inode.mtime_ns = inode.mtime_ns;
                 parent_inode.ctime_ns = inode.mtime_ns;
-                inodes.insert(parent, encode_inode(&parent_inode)?.as_slice()).map_err(store_error)?;
-                let stored_next = meta.get("next_handle").map_err(store_error)?.map_or(0, |guard| guard.value());
-                meta.insert("next_handle", stored_next.max(handle + 1)).map_err(store_error)?;
+                inodes
+                    .insert(parent, encode_inode(&parent_inode)?.as_slice())
+                    .map_err(store_error)?;
+                let stored_next = meta
+                    .get("next_handle")
+                    .map_err(store_error)?
+                    .map_or(0, |guard| guard.value());
+                meta.insert("next_handle", stored_next.max(handle + 1))
+                    .map_err(store_error)?;
                 outcome = (handle, inode, true);
             }
         }
@@ -370,7 +487,12 @@ impl Namespace {
     }
 
     /// Creates a directory.
-    pub fn mkdir(&self, credentials: &Credentials, path: &str, mode: u32) -> Result<(u64, Inode), RemoteError> {
+    pub fn mkdir(
+        &self,
+        credentials: &Credentials,
+        path: &str,
+        mode: u32,
+    ) -> Result<(u64, Inode), RemoteError> {
         check_mode(mode)?;
         let txn = self.db.begin_write().map_err(store_error)?;
         let created;
@@ -380,7 +502,10 @@ impl Namespace {
             let mut meta = txn.open_table(META).map_err(store_error)?;
             let (parent, mut parent_inode, name) = walk_parent(&dirents, &inodes, path)?;
             if dirents.get((parent, name)).map_err(store_error)?.is_some() {
-                return Err(RemoteError::new(ErrorCode::Exists, format!("{path} already exists")));
+                return Err(RemoteError::new(
+                    ErrorCode::Exists,
+                    format!("{path} already exists"),
+                ));
             }
             let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
             let now = now_ns();
@@ -397,14 +522,24 @@ impl Namespace {
                 stripe_unit_bytes: 0,
                 servers: Vec::new(),
             };
-            inodes.insert(handle, encode_inode(&inode)?.as_slice()).map_err(store_error)?;
-            dirents.insert((parent, name), handle).map_err(store_error)?;
+            inodes
+                .insert(handle, encode_inode(&inode)?.as_slice())
+                .map_err(store_error)?;
+            dirents
+                .insert((parent, name), handle)
+                .map_err(store_error)?;
             parent_inode.nlink += 1;
             parent_inode.mtime_ns = now;
             parent_inode.ctime_ns = now;
-            inodes.insert(parent, encode_inode(&parent_inode)?.as_slice()).map_err(store_error)?;
-            let stored_next = meta.get("next_handle").map_err(store_error)?.map_or(0, |guard| guard.value());
-            meta.insert("next_handle", stored_next.max(handle + 1)).map_err(store_error)?;
+            inodes
+                .insert(parent, encode_inode(&parent_inode)?.as_slice())
+                .map_err(store_error)?;
+            let stored_next = meta
+                .get("next_handle")
+                .map_err(store_error)?
+                .map_or(0, |guard| guard.value());
+            meta.insert("next_handle", stored_next.max(handle + 1))
+                .map_err(store_error)?;
             created = (handle, inode);
         }
         txn.commit().map_err(store_error)?;
@@ -420,15 +555,38 @@ impl Namespace {
             let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
             let mut inodes = txn.open_table(INODES).map_err(store_error)?;
             let (parent, mut parent_inode, name) = walk_parent(&dirents, &inodes, path)?;
-            let handle = dirents.get((parent, name)).map_err(store_error)?.ok_or_else(|| not_found(path))?.value();
+            let handle = dirents
+                .get((parent, name))
+                .map_err(store_error)?
+                .ok_or_else(|| not_found(path))?
+                .value();
             let inode = read_inode(&inodes, handle)?;
             match (want_directory, inode.is_directory()) {
-                (true, false) => return Err(RemoteError::new(ErrorCode::NotDirectory, format!("{path} is not a directory"))),
-                (false, true) => return Err(RemoteError::new(ErrorCode::IsDirectory, format!("{path} is a directory (use rmdir)"))),
+                (true, false) => {
+                    return Err(RemoteError::new(
+                        ErrorCode::NotDirectory,
+                        format!("{path} is not a directory"),
+                    ))
+                }
+                (false, true) => {
+                    return Err(RemoteError::new(
+                        ErrorCode::IsDirectory,
+                        format!("{path} is a directory (use rmdir)"),
+                    ))
+                }
                 _ => {}
             }
-            if inode.is_directory() && dirents.range((handle, "")..(handle + 1, "")).map_err(store_error)?.next().is_some() {
-                return Err(RemoteError::new(ErrorCode::NotEmpty, format!("{path} is not empty")));
+            if inode.is_directory()
+                && dirents
+                    .range((handle, "")..(handle + 1, ""))
+                    .map_err(store_error)?
+                    .next()
+                    .is_some()
+            {
+                return Err(RemoteError::new(
+                    ErrorCode::NotEmpty,
+                    format!("{path} is not empty"),
+                ));
             }
             dirents.remove((parent, name)).map_err(store_error)?;
             inodes.remove(handle).map_err(store_error)?;
@@ -438,7 +596,9 @@ impl Namespace {
             }
             parent_inode.mtime_ns = now;
             parent_inode.ctime_ns = now;
-            inodes.insert(parent, encode_inode(&parent_inode)?.as_slice()).map_err(store_error)?;
+            inodes
+                .insert(parent, encode_inode(&parent_inode)?.as_slice())
+                .map_err(store_error)?;
             removed = (handle, inode);
         }
         txn.commit().map_err(store_error)?;
@@ -455,14 +615,21 @@ impl Namespace {
             let mut inodes = txn.open_table(INODES).map_err(store_error)?;
             let (source_parent, _, source_name) = walk_parent(&dirents, &inodes, source)?;
             let (target_parent, _, target_name) = walk_parent(&dirents, &inodes, target)?;
-            let handle = dirents.get((source_parent, source_name)).map_err(store_error)?.ok_or_else(|| not_found(source))?.value();
+            let handle = dirents
+                .get((source_parent, source_name))
+                .map_err(store_error)?
+                .ok_or_else(|| not_found(source))?
+                .value();
             let mut inode = read_inode(&inodes, handle)?;
             if inode.is_directory() {
                 // A directory cannot move below itself.
                 let mut ancestor = target_parent;
                 loop {
                     if ancestor == handle {
-                        return Err(RemoteError::new(ErrorCode::InvalidArgument, format!("cannot move {source} into itself ({target})")));
+                        return Err(RemoteError::new(
+                            ErrorCode::InvalidArgument,
+                            format!("cannot move {source} into itself ({target})"),
+                        ));
                     }
                     if ancestor == ROOT_HANDLE {
                         break;
@@ -470,7 +637,10 @@ impl Namespace {
                     ancestor = read_inode(&inodes, ancestor)?.parent;
                 }
             }
-            let existing = dirents.get((target_parent, target_name)).map_err(store_error)?.map(|guard| guard.value());
+            let existing = dirents
+                .get((target_parent, target_name))
+                .map_err(store_error)?
+                .map(|guard| guard.value());
             let mut victim = None;
             if let Some(existing) = existing {
                 if existing == handle {
@@ -478,11 +648,29 @@ impl Namespace {
                 }
                 let other = read_inode(&inodes, existing)?;
                 match (inode.is_directory(), other.is_directory()) {
-                    (false, true) => return Err(RemoteError::new(ErrorCode::IsDirectory, format!("{target} is a directory"))),
-                    (true, false) => return Err(RemoteError::new(ErrorCode::NotDirectory, format!("{target} is not a directory"))),
+                    (false, true) => {
+                        return Err(RemoteError::new(
+                            ErrorCode::IsDirectory,
+                            format!("{target} is a directory"),
+                        ))
+                    }
+                    (true, false) => {
+                        return Err(RemoteError::new(
+                            ErrorCode::NotDirectory,
+                            format!("{target} is not a directory"),
+                        ))
+                    }
                     (true, true) => {
-                        if dirents.range((existing, "")..(existing + 1, "")).map_err(store_error)?.next().is_some() {
-                            return Err(RemoteError::new(ErrorCode::NotEmpty, format!("{target} is not empty")));
+                        if dirents
+                            .range((existing, "")..(existing + 1, ""))
+                            .map_err(store_error)?
+                            .next()
+                            .is_some()
+                        {
+                            return Err(RemoteError::new(
+                                ErrorCode::NotEmpty,
+                                format!("{target} is not empty"),
+                            ));
                         }
                     }
                     (false, false) => {}
@@ -490,12 +678,18 @@ impl Namespace {
                 inodes.remove(existing).map_err(store_error)?;
                 victim = Some((existing, other));
             }
-            dirents.remove((source_parent, source_name)).map_err(store_error)?;
-            dirents.insert((target_parent, target_name), handle).map_err(store_error)?;
+            dirents
+                .remove((source_parent, source_name))
+                .map_err(store_error)?;
+            dirents
+                .insert((target_parent, target_name), handle)
+                .map_err(store_error)?;
             let now = now_ns();
             inode.ctime_ns = now;
             inode.parent = target_parent;
-            inodes.insert(handle, encode_inode(&inode)?.as_slice()).map_err(store_error)?;
+            inodes
+                .insert(handle, encode_inode(&inode)?.as_slice())
+                .map_err(store_error)?;
             // A moved directory leaves its old parent and joins the new one, unless it
             // replaced a directory there, whose link it takes over.
             let mut deltas = vec![(source_parent, 0i64), (target_parent, 0i64)];
@@ -513,8 +707,11 @@ impl Namespace {
                 let mut parent_inode = read_inode(&inodes, parent)?;
                 parent_inode.mtime_ns = now;
                 parent_inode.ctime_ns = now;
-                parent_inode.nlink = u32::try_from(i64::from(parent_inode.nlink) + delta).expect("link counts stay positive");
-                inodes.insert(parent, encode_inode(&parent_inode)?.as_slice()).map_err(store_error)?;
+                parent_inode.nlink = u32::try_from(i64::from(parent_inode.nlink) + delta)
+                    .expect("link counts stay positive");
+                inodes
+                    .insert(parent, encode_inode(&parent_inode)?.as_slice())
+                    .map_err(store_error)?;
             }
             replaced = victim.filter(|(_, other)| !other.is_directory());
         }
@@ -530,11 +727,17 @@ impl Namespace {
         let inodes = txn.open_table(INODES).map_err(store_error)?;
         let handle = walk(&dirents, &inodes, path, &names)?;
         if !read_inode(&inodes, handle)?.is_directory() {
-            return Err(RemoteError::new(ErrorCode::NotDirectory, format!("{path} is not a directory")));
+            return Err(RemoteError::new(
+                ErrorCode::NotDirectory,
+                format!("{path} is not a directory"),
+            ));
         }
         let mut entries = Vec::new();
         let mut more = false;
-        for item in dirents.range((handle, after)..(handle + 1, "")).map_err(store_error)? {
+        for item in dirents
+            .range((handle, after)..(handle + 1, ""))
+            .map_err(store_error)?
+        {
             let (key, value) = item.map_err(store_error)?;
             let (_, name) = key.value();
             if name == after {
@@ -545,8 +748,16 @@ impl Namespace {
                 break;
             }
             let child = value.value();
-            let kind = if read_inode(&inodes, child)?.is_directory() { FileKind::Directory } else { FileKind::File };
-            entries.push(DirEntry { name: name.to_owned(), handle: child, kind });
+            let kind = if read_inode(&inodes, child)?.is_directory() {
+                FileKind::Directory
+            } else {
+                FileKind::File
+            };
+            entries.push(DirEntry {
+                name: name.to_owned(),
+                handle: child,
+                kind,
+            });
         }
         Ok(ReaddirReply { entries, more })
     }
@@ -561,7 +772,9 @@ impl Namespace {
             let now = now_ns();
             current.mtime_ns = now;
             current.ctime_ns = now;
-            inodes.insert(handle, encode_inode(&current)?.as_slice()).map_err(store_error)?;
+            inodes
+                .insert(handle, encode_inode(&current)?.as_slice())
+                .map_err(store_error)?;
             inode = current;
         }
         txn.commit().map_err(store_error)?;
@@ -573,11 +786,22 @@ impl Namespace {
 mod tests {
     use super::*;
 
-    const CREDENTIALS: Credentials = Credentials { uid: 1000, gid: 100 };
+    const CREDENTIALS: Credentials = Credentials {
+        uid: 1000,
+        gid: 100,
+    };
 
     fn create(namespace: &Namespace, path: &str) -> u64 {
-        match namespace.plan_create(&CREDENTIALS, path, 0o644, true, 0, 0).unwrap() {
-            CreatePlan::New(handle, inode) => namespace.commit_create(path, handle, &inode, true).unwrap().0,
+        match namespace
+            .plan_create(&CREDENTIALS, path, 0o644, true, 0, 0)
+            .unwrap()
+        {
+            CreatePlan::New(handle, inode) => {
+                namespace
+                    .commit_create(path, handle, &inode, true)
+                    .unwrap()
+                    .0
+            }
             CreatePlan::Existing(..) => panic!("{path} exists"),
         }
     }
@@ -596,18 +820,43 @@ mod tests {
             assert_eq!(inode.uid, 1000);
             assert_eq!(namespace.lookup("/a").unwrap().1.nlink, 2);
             assert_eq!(namespace.lookup("/").unwrap().1.nlink, 3);
-            assert_eq!(namespace.remove("/a", true).unwrap_err().code, ErrorCode::NotEmpty);
-            assert_eq!(namespace.mkdir(&CREDENTIALS, "/a/f/x", 0o755).unwrap_err().code, ErrorCode::NotDirectory);
-            assert_eq!(namespace.mkdir(&CREDENTIALS, "/b", 0o17777).unwrap_err().code, ErrorCode::InvalidArgument);
+            assert_eq!(
+                namespace.remove("/a", true).unwrap_err().code,
+                ErrorCode::NotEmpty
+            );
+            assert_eq!(
+                namespace
+                    .mkdir(&CREDENTIALS, "/a/f/x", 0o755)
+                    .unwrap_err()
+                    .code,
+                ErrorCode::NotDirectory
+            );
+            assert_eq!(
+                namespace
+                    .mkdir(&CREDENTIALS, "/b", 0o17777)
+                    .unwrap_err()
+                    .code,
+                ErrorCode::InvalidArgument
+            );
             namespace.rename("/a/f", "/g").unwrap();
-            assert_eq!(namespace.lookup("/a/f").unwrap_err().code, ErrorCode::NotFound);
+            assert_eq!(
+                namespace.lookup("/a/f").unwrap_err().code,
+                ErrorCode::NotFound
+            );
         }
         let namespace = Namespace::open(&db, 4, 65536).unwrap();
         assert_eq!(namespace.lookup("/g").unwrap().0, file);
         let listing = namespace.readdir("/", "").unwrap();
-        let names: Vec<_> = listing.entries.iter().map(|entry| entry.name.as_str()).collect();
+        let names: Vec<_> = listing
+            .entries
+            .iter()
+            .map(|entry| entry.name.as_str())
+            .collect();
         assert_eq!(names, ["a", "g"]);
-        assert!(create(&namespace, "/h") > file, "handles are not reused after a restart");
+        assert!(
+            create(&namespace, "/h") > file,
+            "handles are not reused after a restart"
+        );
         assert_eq!(namespace.remove("/g", false).unwrap().0, file);
         namespace.remove("/a", true).unwrap();
         assert_eq!(namespace.inode_count().unwrap(), 2);
@@ -622,7 +871,10 @@ mod tests {
         let namespace = Namespace::open(&dir.path().join("m.redb"), 1, 65536).unwrap();
         namespace.mkdir(&CREDENTIALS, "/d", 0o755).unwrap();
         namespace.mkdir(&CREDENTIALS, "/d/e", 0o755).unwrap();
-        assert_eq!(namespace.rename("/d", "/d/e/x").unwrap_err().code, ErrorCode::InvalidArgument);
+        assert_eq!(
+            namespace.rename("/d", "/d/e/x").unwrap_err().code,
+            ErrorCode::InvalidArgument
+        );
         namespace.rename("/d/e", "/e").unwrap();
         assert_eq!(namespace.lookup("/").unwrap().1.nlink, 4);
         assert_eq!(namespace.lookup("/d").unwrap().1.nlink, 2);
@@ -634,12 +886,16 @@ mod tests {
         let namespace = Namespace::open(&dir.path().join("m.redb"), 1, 65536).unwrap();
         let total = READDIR_ENTRIES_MAX as usize + 5;
         for i in 0..total {
-            namespace.mkdir(&CREDENTIALS, &format!("/d{i:05}"), 0o755).unwrap();
+            namespace
+                .mkdir(&CREDENTIALS, &format!("/d{i:05}"), 0o755)
+                .unwrap();
         }
         let first = namespace.readdir("/", "").unwrap();
         assert!(first.more);
         assert_eq!(first.entries.len(), READDIR_ENTRIES_MAX as usize);
-        let second = namespace.readdir("/", &first.entries.last().unwrap().name).unwrap();
+        let second = namespace
+            .readdir("/", &first.entries.last().unwrap().name)
+            .unwrap();
         assert!(!second.more);
         assert_eq!(second.entries.len(), 5);
     }

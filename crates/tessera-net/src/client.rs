@@ -12,7 +12,9 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use tessera_proto::limits::HEADER_BYTES;
-use tessera_proto::{Header, IoReply, Opcode, Read as ReadRequest, RemoteError, Request, TransferMode, Wire, Write};
+use tessera_proto::{
+    Header, IoReply, Opcode, Read as ReadRequest, RemoteError, Request, TransferMode, Wire, Write,
+};
 
 use crate::error::NetError;
 use crate::iov::{read_exact_vectored, write_all_vectored};
@@ -71,18 +73,38 @@ pub struct Connection {
 impl Connection {
     /// Connects to `address`; `peer` names the server in every error ("iod 2 at 127.0.0.1:7001").
     /// Connecting, and every later send or receive, gives up after `timeout`.
-    pub fn connect(peer: impl Into<String>, address: &str, timeout: Duration) -> Result<Self, NetError> {
+    pub fn connect(
+        peer: impl Into<String>,
+        address: &str,
+        timeout: Duration,
+    ) -> Result<Self, NetError> {
         let peer = peer.into();
-        let connect_error = |source| NetError::Connect { peer: peer.clone(), source };
+        let connect_error = |source| NetError::Connect {
+            peer: peer.clone(),
+            source,
+        };
         let targets = address.to_socket_addrs().map_err(connect_error)?;
-        let mut last_error = io::Error::new(io::ErrorKind::NotFound, format!("{address} resolves to no address"));
+        let mut last_error = io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{address} resolves to no address"),
+        );
         for target in targets {
             match TcpStream::connect_timeout(&target, timeout) {
                 Ok(stream) => {
                     stream.set_nodelay(true).map_err(connect_error)?;
-                    stream.set_read_timeout(Some(timeout)).map_err(connect_error)?;
-                    stream.set_write_timeout(Some(timeout)).map_err(connect_error)?;
-                    return Ok(Self { stream, peer, timeout, next_request_id: 1, outstanding: None });
+                    stream
+                        .set_read_timeout(Some(timeout))
+                        .map_err(connect_error)?;
+                    stream
+                        .set_write_timeout(Some(timeout))
+                        .map_err(connect_error)?;
+                    return Ok(Self {
+                        stream,
+                        peer,
+                        timeout,
+                        next_request_id: 1,
+                        outstanding: None,
+                    });
                 }
                 Err(err) => last_error = err,
             }
@@ -106,19 +128,32 @@ impl Connection {
     pub fn send_request<R: Request>(&mut self, request: &R) -> Result<TransferCounts, NetError> {
         let body = request.to_body();
         self.send_frame(R::OPCODE, &body, &mut [], 0)?;
-        Ok(TransferCounts { messages_sent: 1, ..TransferCounts::default() })
+        Ok(TransferCounts {
+            messages_sent: 1,
+            ..TransferCounts::default()
+        })
     }
 
     /// Sends a `Write` and its data by the request's transfer mode.
-    pub fn send_write(&mut self, request: &Write, data: &PieceData<'_>) -> Result<TransferCounts, NetError> {
+    pub fn send_write(
+        &mut self,
+        request: &Write,
+        data: &PieceData<'_>,
+    ) -> Result<TransferCounts, NetError> {
         debug_assert_eq!(data.piece_ends.len(), request.pieces.len());
         debug_assert_eq!(
-            data.slices.iter().map(|slice| slice.len() as u64).sum::<u64>(),
+            data.slices
+                .iter()
+                .map(|slice| slice.len() as u64)
+                .sum::<u64>(),
             request.data_bytes()
         );
         let body = request.to_body();
         let bulk_bytes = self.bulk_len(request.data_bytes())?;
-        let mut counts = TransferCounts { messages_sent: 1, ..TransferCounts::default() };
+        let mut counts = TransferCounts {
+            messages_sent: 1,
+            ..TransferCounts::default()
+        };
         match request.mode {
             TransferMode::Gather => {
                 let mut slices = data.slices.clone();
@@ -130,7 +165,12 @@ impl Connection {
                     packed.extend_from_slice(slice);
                 }
                 counts.bytes_copied = packed.len() as u64;
-                self.send_frame(Opcode::Write, &body, &mut [IoSlice::new(&packed)], bulk_bytes)?;
+                self.send_frame(
+                    Opcode::Write,
+                    &body,
+                    &mut [IoSlice::new(&packed)],
+                    bulk_bytes,
+                )?;
             }
             TransferMode::Multiple => {
                 self.send_frame(Opcode::Write, &body, &mut [], 0)?;
@@ -138,7 +178,14 @@ impl Connection {
                 for (piece, &end) in request.pieces.iter().zip(&data.piece_ends) {
                     let mut slices = data.slices[start..end].to_vec();
                     let bytes = self.bulk_len(piece.length)?;
-                    self.write_frame(Opcode::Data, 0, self.next_request_id - 1, &[], &mut slices, bytes)?;
+                    self.write_frame(
+                        Opcode::Data,
+                        0,
+                        self.next_request_id - 1,
+                        &[],
+                        &mut slices,
+                        bytes,
+                    )?;
                     counts.messages_sent += 1;
                     start = end;
                 }
@@ -172,8 +219,17 @@ impl Connection {
             })
     }
 
-    fn send_frame(&mut self, opcode: Opcode, body: &[u8], bulk: &mut [IoSlice<'_>], bulk_bytes: u32) -> Result<(), NetError> {
-        assert!(self.outstanding.is_none(), "one request in flight per connection");
+    fn send_frame(
+        &mut self,
+        opcode: Opcode,
+        body: &[u8],
+        bulk: &mut [IoSlice<'_>],
+        bulk_bytes: u32,
+    ) -> Result<(), NetError> {
+        assert!(
+            self.outstanding.is_none(),
+            "one request in flight per connection"
+        );
         let request_id = self.next_request_id;
         self.next_request_id += 1;
         self.write_frame(opcode, 0, request_id, body, bulk, bulk_bytes)?;
@@ -211,13 +267,17 @@ impl Connection {
 
     fn read_header(&mut self) -> Result<Header, NetError> {
         let mut bytes = [0u8; HEADER_BYTES];
-        self.stream.read_exact(&mut bytes).map_err(|err| self.io_error(err))?;
+        self.stream
+            .read_exact(&mut bytes)
+            .map_err(|err| self.io_error(err))?;
         Header::decode(&bytes).map_err(|err| NetError::protocol(&self.peer, &err))
     }
 
     fn read_vec(&mut self, len: u32) -> Result<Vec<u8>, NetError> {
         let mut bytes = vec![0u8; len as usize];
-        self.stream.read_exact(&mut bytes).map_err(|err| self.io_error(err))?;
+        self.stream
+            .read_exact(&mut bytes)
+            .map_err(|err| self.io_error(err))?;
         Ok(bytes)
     }
 
@@ -225,7 +285,10 @@ impl Connection {
         &mut self,
         destination: Option<(&ReadRequest, &mut PieceDataMut<'_>)>,
     ) -> Result<(R::Reply, TransferCounts), NetError> {
-        let (request_id, opcode) = self.outstanding.take().expect("recv without an outstanding request");
+        let (request_id, opcode) = self
+            .outstanding
+            .take()
+            .expect("recv without an outstanding request");
         debug_assert_eq!(opcode, R::OPCODE);
         let header = self.read_header()?;
         if !header.is_reply() || header.request_id != request_id || header.opcode != opcode as u8 {
@@ -234,21 +297,29 @@ impl Connection {
                 header.opcode, header.request_id, header.flags
             )));
         }
-        let mut counts = TransferCounts { messages_received: 1, ..TransferCounts::default() };
+        let mut counts = TransferCounts {
+            messages_received: 1,
+            ..TransferCounts::default()
+        };
         if header.is_error() {
             let body = self.read_vec(header.body_bytes)?;
-            let error = RemoteError::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+            let error = RemoteError::from_body(&body)
+                .map_err(|err| NetError::protocol(&self.peer, &err))?;
             if header.bulk_bytes != 0 {
                 return Err(self.protocol("error reply carries bulk data".to_owned()));
             }
-            return Err(NetError::Remote { peer: self.peer.clone(), error });
+            return Err(NetError::Remote {
+                peer: self.peer.clone(),
+                error,
+            });
         }
         let Some((request, data)) = destination else {
             if header.bulk_bytes != 0 {
                 return Err(self.protocol(format!("unexpected {} bulk bytes", header.bulk_bytes)));
             }
             let body = self.read_vec(header.body_bytes)?;
-            let reply = R::Reply::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+            let reply =
+                R::Reply::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
             return Ok((reply, counts));
         };
         let expected = request.data_bytes();
@@ -261,7 +332,8 @@ impl Connection {
                 let mut slices = Vec::with_capacity(1 + data.slices.len());
                 slices.push(IoSliceMut::new(&mut body_bytes));
                 slices.extend(data.slices.iter_mut().map(|slice| IoSliceMut::new(slice)));
-                read_exact_vectored(&mut self.stream, &mut slices).map_err(|err| self.io_error(err))?;
+                read_exact_vectored(&mut self.stream, &mut slices)
+                    .map_err(|err| self.io_error(err))?;
                 drop(slices);
                 body = body_bytes;
             }
@@ -283,7 +355,10 @@ impl Connection {
                 let mut start = 0;
                 for (piece, &end) in request.pieces.iter().zip(&data.piece_ends) {
                     let frame = self.read_header()?;
-                    if frame.opcode != Opcode::Data as u8 || frame.request_id != request_id || frame.body_bytes != 0 {
+                    if frame.opcode != Opcode::Data as u8
+                        || frame.request_id != request_id
+                        || frame.body_bytes != 0
+                    {
                         return Err(self.protocol("expected a data frame".to_owned()));
                     }
                     self.expect_bulk(frame.bulk_bytes, piece.length)?;
@@ -294,7 +369,8 @@ impl Connection {
                 }
             }
         }
-        let reply = R::Reply::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+        let reply =
+            R::Reply::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
         Ok((reply, counts))
     }
 
@@ -302,12 +378,17 @@ impl Connection {
         if u64::from(found) == expected {
             Ok(())
         } else {
-            Err(self.protocol(format!("reply carries {found} data bytes, expected {expected}")))
+            Err(self.protocol(format!(
+                "reply carries {found} data bytes, expected {expected}"
+            )))
         }
     }
 
     fn protocol(&self, detail: String) -> NetError {
-        NetError::Protocol { peer: self.peer.clone(), detail }
+        NetError::Protocol {
+            peer: self.peer.clone(),
+            detail,
+        }
     }
 
     fn io_error(&self, err: io::Error) -> NetError {
@@ -316,7 +397,10 @@ impl Connection {
                 peer: self.peer.clone(),
                 timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
             },
-            _ => NetError::Io { peer: self.peer.clone(), source: err },
+            _ => NetError::Io {
+                peer: self.peer.clone(),
+                source: err,
+            },
         }
     }
 }

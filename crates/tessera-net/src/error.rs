@@ -58,6 +58,9 @@ impl NetError {
     }
 
     pub(crate) fn protocol(peer: &str, err: &WireError) -> Self {
-        Self::Protocol { peer: peer.to_owned(), detail: err.to_string() }
+        Self::Protocol {
+            peer: peer.to_owned(),
+            detail: err.to_string(),
+        }
     }
 }

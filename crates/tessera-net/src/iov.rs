@@ -10,7 +10,10 @@ use tessera_proto::limits::IOV_PIECES_MAX;
 
 /// Writes every byte of `slices`, `IOV_PIECES_MAX` pieces per `writev` at most.
 /// Returns the number of system calls made.
-pub fn write_all_vectored<W: Write>(writer: &mut W, mut slices: &mut [IoSlice<'_>]) -> io::Result<usize> {
+pub fn write_all_vectored<W: Write>(
+    writer: &mut W,
+    mut slices: &mut [IoSlice<'_>],
+) -> io::Result<usize> {
     let mut calls = 0;
     IoSlice::advance_slices(&mut slices, 0);
     while !slices.is_empty() {
@@ -18,7 +21,10 @@ pub fn write_all_vectored<W: Write>(writer: &mut W, mut slices: &mut [IoSlice<'_
         let written = writer.write_vectored(&slices[..window])?;
         calls += 1;
         if written == 0 {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "socket accepted no bytes"));
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "socket accepted no bytes",
+            ));
         }
         IoSlice::advance_slices(&mut slices, written);
     }
@@ -27,7 +33,10 @@ pub fn write_all_vectored<W: Write>(writer: &mut W, mut slices: &mut [IoSlice<'_
 
 /// Fills every byte of `slices`, `IOV_PIECES_MAX` pieces per `readv` at most.
 /// Returns the number of system calls made.
-pub fn read_exact_vectored<R: Read>(reader: &mut R, mut slices: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+pub fn read_exact_vectored<R: Read>(
+    reader: &mut R,
+    mut slices: &mut [IoSliceMut<'_>],
+) -> io::Result<usize> {
     let mut calls = 0;
     IoSliceMut::advance_slices(&mut slices, 0);
     while !slices.is_empty() {
@@ -39,7 +48,10 @@ pub fn read_exact_vectored<R: Read>(reader: &mut R, mut slices: &mut [IoSliceMut
         };
         calls += 1;
         if read == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "peer closed the connection",
+            ));
         }
         IoSliceMut::advance_slices(&mut slices, read);
     }
@@ -95,12 +107,17 @@ mod tests {
         let mut a = [0u8; 5];
         let mut b = [0u8; 0];
         let mut c = [0u8; 16];
-        let mut slices = [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b), IoSliceMut::new(&mut c)];
+        let mut slices = [
+            IoSliceMut::new(&mut a),
+            IoSliceMut::new(&mut b),
+            IoSliceMut::new(&mut c),
+        ];
         read_exact_vectored(&mut &source[..], &mut slices).unwrap();
         assert_eq!(a, [0, 1, 2, 3, 4]);
         assert_eq!(c[15], 20);
         let mut short = [0u8; 30];
-        let err = read_exact_vectored(&mut &source[..], &mut [IoSliceMut::new(&mut short)]).unwrap_err();
+        let err =
+            read_exact_vectored(&mut &source[..], &mut [IoSliceMut::new(&mut short)]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
     }
 }

@@ -36,7 +36,9 @@ pub struct Lease<'a> {
 impl Lease<'_> {
     /// The connection.
     pub fn connection(&mut self) -> &mut Connection {
-        self.slot.as_mut().expect("a lease always holds a connection")
+        self.slot
+            .as_mut()
+            .expect("a lease always holds a connection")
     }
 
     /// Closes the connection unconditionally (an exchange on it was abandoned midway).
@@ -56,7 +58,11 @@ impl Pool {
     /// A pool over `peers`; every connect, send and receive gives up after `timeout`.
     pub fn new(peers: Vec<Peer>, timeout: Duration) -> Self {
         let connections = peers.iter().map(|_| Mutex::new(None)).collect();
-        Self { peers, connections, timeout }
+        Self {
+            peers,
+            connections,
+            timeout,
+        }
     }
 
     /// The servers of the pool.
@@ -71,17 +77,27 @@ impl Pool {
 
     /// Checks out the connection to server `index`, connecting if needed.
     pub fn lease(&self, index: usize) -> Result<Lease<'_>, NetError> {
-        let mut slot = self.connections[index].lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut slot = self.connections[index]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if slot.is_none() {
             let peer = &self.peers[index];
-            *slot = Some(Connection::connect(peer.name.clone(), &peer.address, self.timeout)?);
+            *slot = Some(Connection::connect(
+                peer.name.clone(),
+                &peer.address,
+                self.timeout,
+            )?);
         }
         Ok(Lease { slot })
     }
 
     /// Runs `exchange` on the connection to server `index`, dropping the connection if the
     /// exchange failed in a way that may leave the stream out of step.
-    pub fn with<T>(&self, index: usize, exchange: impl FnOnce(&mut Connection) -> Result<T, NetError>) -> Result<T, NetError> {
+    pub fn with<T>(
+        &self,
+        index: usize,
+        exchange: impl FnOnce(&mut Connection) -> Result<T, NetError>,
+    ) -> Result<T, NetError> {
         let mut lease = self.lease(index)?;
         let result = exchange(lease.connection());
         if let Err(error) = &result {

@@ -86,15 +86,27 @@ impl ServerConnection {
         };
         let header = Header::decode(&bytes)?;
         if header.is_reply() {
-            return Err(WireError::BadValue { field: "header flags (reply sent to a server)", value: u64::from(header.flags) }.into());
+            return Err(WireError::BadValue {
+                field: "header flags (reply sent to a server)",
+                value: u64::from(header.flags),
+            }
+            .into());
         }
         let opcode = Opcode::from_u8(header.opcode)?;
         if opcode == Opcode::Data {
-            return Err(WireError::BadValue { field: "opcode (data frame outside a request)", value: u64::from(header.opcode) }.into());
+            return Err(WireError::BadValue {
+                field: "opcode (data frame outside a request)",
+                value: u64::from(header.opcode),
+            }
+            .into());
         }
         let mut body = vec![0u8; header.body_bytes as usize];
         self.stream.read_exact(&mut body).await?;
-        Ok(Some(Incoming { header, opcode, body }))
+        Ok(Some(Incoming {
+            header,
+            opcode,
+            body,
+        }))
     }
 
     /// Reads the request's bulk bytes (gather and pack modes) into a new buffer.
@@ -105,51 +117,107 @@ impl ServerConnection {
     }
 
     /// Reads one `Data` frame per piece (multiple mode) into `buffer`, back to back.
-    pub async fn read_data_frames(&mut self, header: &Header, pieces: &[Piece], buffer: &mut [u8]) -> Result<(), ConnectionError> {
+    pub async fn read_data_frames(
+        &mut self,
+        header: &Header,
+        pieces: &[Piece],
+        buffer: &mut [u8],
+    ) -> Result<(), ConnectionError> {
         let mut cursor = 0usize;
         for piece in pieces {
             let mut bytes = [0u8; HEADER_BYTES];
             self.stream.read_exact(&mut bytes).await?;
             let frame = Header::decode(&bytes)?;
-            if frame.opcode != Opcode::Data as u8 || frame.request_id != header.request_id || frame.body_bytes != 0 || u64::from(frame.bulk_bytes) != piece.length {
-                return Err(WireError::BadValue { field: "data frame", value: u64::from(frame.opcode) }.into());
+            if frame.opcode != Opcode::Data as u8
+                || frame.request_id != header.request_id
+                || frame.body_bytes != 0
+                || u64::from(frame.bulk_bytes) != piece.length
+            {
+                return Err(WireError::BadValue {
+                    field: "data frame",
+                    value: u64::from(frame.opcode),
+                }
+                .into());
             }
             let length = frame.bulk_bytes as usize;
-            self.stream.read_exact(&mut buffer[cursor..cursor + length]).await?;
+            self.stream
+                .read_exact(&mut buffer[cursor..cursor + length])
+                .await?;
             cursor += length;
         }
         Ok(())
     }
 
     /// Sends the reply to `request`, followed by `bulk` bytes in the same frame.
-    pub async fn reply<M: Wire>(&mut self, request: &Header, reply: &M, bulk: &[u8]) -> Result<(), ConnectionError> {
+    pub async fn reply<M: Wire>(
+        &mut self,
+        request: &Header,
+        reply: &M,
+        bulk: &[u8],
+    ) -> Result<(), ConnectionError> {
         let body = reply.to_body();
-        self.write_frame(request.opcode, FLAG_REPLY, request.request_id, &body, bulk).await
+        self.write_frame(request.opcode, FLAG_REPLY, request.request_id, &body, bulk)
+            .await
     }
 
     /// Sends a reply whose body is already encoded.
-    pub async fn reply_raw(&mut self, request: &Header, body: &[u8]) -> Result<(), ConnectionError> {
-        self.write_frame(request.opcode, FLAG_REPLY, request.request_id, body, &[]).await
+    pub async fn reply_raw(
+        &mut self,
+        request: &Header,
+        body: &[u8],
+    ) -> Result<(), ConnectionError> {
+        self.write_frame(request.opcode, FLAG_REPLY, request.request_id, body, &[])
+            .await
     }
 
     /// Sends an error reply to `request`.
-    pub async fn reply_error(&mut self, request: &Header, error: &RemoteError) -> Result<(), ConnectionError> {
+    pub async fn reply_error(
+        &mut self,
+        request: &Header,
+        error: &RemoteError,
+    ) -> Result<(), ConnectionError> {
         let body = error.to_body();
-        self.write_frame(request.opcode, FLAG_REPLY | FLAG_ERROR, request.request_id, &body, &[]).await
+        self.write_frame(
+            request.opcode,
+            FLAG_REPLY | FLAG_ERROR,
+            request.request_id,
+            &body,
+            &[],
+        )
+        .await
     }
 
     /// Sends one `Data` frame per piece of `buffer` (multiple mode), after the reply.
-    pub async fn send_data_frames(&mut self, request: &Header, pieces: &[Piece], buffer: &[u8]) -> Result<(), ConnectionError> {
+    pub async fn send_data_frames(
+        &mut self,
+        request: &Header,
+        pieces: &[Piece],
+        buffer: &[u8],
+    ) -> Result<(), ConnectionError> {
         let mut cursor = 0usize;
         for piece in pieces {
             let length = usize::try_from(piece.length).expect("piece within one bulk buffer");
-            self.write_frame(Opcode::Data as u8, 0, request.request_id, &[], &buffer[cursor..cursor + length]).await?;
+            self.write_frame(
+                Opcode::Data as u8,
+                0,
+                request.request_id,
+                &[],
+                &buffer[cursor..cursor + length],
+            )
+            .await?;
             cursor += length;
         }
         Ok(())
     }
 
-    async fn write_frame(&mut self, opcode: u8, flags: u16, request_id: u64, body: &[u8], bulk: &[u8]) -> Result<(), ConnectionError> {
+    async fn write_frame(
+        &mut self,
+        opcode: u8,
+        flags: u16,
+        request_id: u64,
+        body: &[u8],
+        bulk: &[u8],
+    ) -> Result<(), ConnectionError> {
         let header = Header {
             opcode,
             flags,
@@ -173,7 +241,11 @@ impl ServerConnection {
 }
 
 /// Serves `service` on `listener` until `shutdown` completes.
-pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>, shutdown: impl Future<Output = ()>) {
+pub async fn serve<S: Service>(
+    listener: TcpListener,
+    service: Arc<S>,
+    shutdown: impl Future<Output = ()>,
+) {
     let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     let inflight = Arc::new(Semaphore::new(SERVER_REQUESTS_INFLIGHT_MAX));
     tokio::pin!(shutdown);
@@ -190,7 +262,10 @@ pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>, shutdown:
             },
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tracing::warn!("{}: refusing {peer}: connections_max ({CONNECTIONS_MAX}) reached", service.name());
+            tracing::warn!(
+                "{}: refusing {peer}: connections_max ({CONNECTIONS_MAX}) reached",
+                service.name()
+            );
             drop(stream);
             continue;
         };
@@ -209,13 +284,20 @@ pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>, shutdown:
     }
 }
 
-async fn run_connection<S: Service>(service: &S, connection: &mut ServerConnection, inflight: &Semaphore) -> Result<(), ConnectionError> {
+async fn run_connection<S: Service>(
+    service: &S,
+    connection: &mut ServerConnection,
+    inflight: &Semaphore,
+) -> Result<(), ConnectionError> {
     loop {
         let Some(request) = connection.read_incoming().await? else {
             return Ok(());
         };
         let header = request.header;
-        let _permit = inflight.acquire().await.expect("the in-flight semaphore is never closed");
+        let _permit = inflight
+            .acquire()
+            .await
+            .expect("the in-flight semaphore is never closed");
         match service.handle(request, connection).await {
             Ok(()) => {}
             Err(ConnectionError::Refused(error)) => {

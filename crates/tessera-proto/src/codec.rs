@@ -89,13 +89,18 @@ impl<'a> Decoder<'a> {
         if self.bytes.is_empty() {
             Ok(())
         } else {
-            Err(WireError::TrailingBytes { count: self.bytes.len() })
+            Err(WireError::TrailingBytes {
+                count: self.bytes.len(),
+            })
         }
     }
 
     fn take(&mut self, count: usize) -> Result<&'a [u8], WireError> {
         if count > self.bytes.len() {
-            return Err(WireError::Truncated { needed: count, available: self.bytes.len() });
+            return Err(WireError::Truncated {
+                needed: count,
+                available: self.bytes.len(),
+            });
         }
         let (head, tail) = self.bytes.split_at(count);
         self.bytes = tail;
@@ -134,7 +139,10 @@ impl<'a> Decoder<'a> {
         match self.u8()? {
             0 => Ok(false),
             1 => Ok(true),
-            other => Err(WireError::BadValue { field: "bool", value: u64::from(other) }),
+            other => Err(WireError::BadValue {
+                field: "bool",
+                value: u64::from(other),
+            }),
         }
     }
 
@@ -148,11 +156,18 @@ impl<'a> Decoder<'a> {
     ) -> Result<usize, WireError> {
         let count = self.u32()? as usize;
         if count > limit {
-            return Err(WireError::OverLimit { limit: limit_name, value: count as u64, max: limit as u64 });
+            return Err(WireError::OverLimit {
+                limit: limit_name,
+                value: count as u64,
+                max: limit as u64,
+            });
         }
         let needed = count.saturating_mul(element_bytes.max(1));
         if needed > self.bytes.len() {
-            return Err(WireError::Truncated { needed, available: self.bytes.len() });
+            return Err(WireError::Truncated {
+                needed,
+                available: self.bytes.len(),
+            });
         }
         Ok(count)
     }
@@ -227,8 +242,17 @@ mod tests {
         encoder.u32(1_000_000);
         let body = encoder.finish();
         let err = Decoder::new(&body).count("pieces", 10, 16).unwrap_err();
-        assert!(matches!(err, WireError::OverLimit { limit: "pieces", value: 1_000_000, max: 10 }));
-        let err = Decoder::new(&body).count("pieces", 2_000_000, 16).unwrap_err();
+        assert!(matches!(
+            err,
+            WireError::OverLimit {
+                limit: "pieces",
+                value: 1_000_000,
+                max: 10
+            }
+        ));
+        let err = Decoder::new(&body)
+            .count("pieces", 2_000_000, 16)
+            .unwrap_err();
         assert!(matches!(err, WireError::Truncated { .. }));
     }
 
@@ -238,6 +262,9 @@ mod tests {
         let mut encoder = Encoder::new();
         encoder.bytes(&[0xFF, 0xFE]);
         let body = encoder.finish();
-        assert!(matches!(Decoder::new(&body).str("path", 10), Err(WireError::BadUtf8 { .. })));
+        assert!(matches!(
+            Decoder::new(&body).str("path", 10),
+            Err(WireError::BadUtf8 { .. })
+        ));
     }
 }

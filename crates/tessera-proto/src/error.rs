@@ -121,7 +121,12 @@ impl ErrorCode {
             12 => Self::Busy,
             13 => Self::Unavailable,
             14 => Self::Internal,
-            other => return Err(WireError::BadValue { field: "error code", value: u64::from(other) }),
+            other => {
+                return Err(WireError::BadValue {
+                    field: "error code",
+                    value: u64::from(other),
+                })
+            }
         })
     }
 
@@ -165,12 +170,18 @@ pub struct RemoteError {
 impl RemoteError {
     /// A new error reply.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
 
     /// A [`ErrorCode::LimitExceeded`] error naming the limit.
     pub fn over_limit(limit: &str, value: u64, max: u64) -> Self {
-        Self::new(ErrorCode::LimitExceeded, format!("{limit} is {value}, over the limit of {max}"))
+        Self::new(
+            ErrorCode::LimitExceeded,
+            format!("{limit} is {value}, over the limit of {max}"),
+        )
     }
 }
 

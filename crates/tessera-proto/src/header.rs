@@ -6,7 +6,9 @@
 //! straight between the caller's pieces and the socket (`writev`/`readv`).
 
 use crate::error::WireError;
-use crate::limits::{HEADER_BYTES, MESSAGE_BODY_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, PROTOCOL_VERSION};
+use crate::limits::{
+    HEADER_BYTES, MESSAGE_BODY_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, PROTOCOL_VERSION,
+};
 
 /// "TSRA" read as a little-endian `u32`.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"TSRA");
@@ -61,11 +63,17 @@ impl Header {
             return Err(WireError::BadMagic { found: magic });
         }
         if bytes[4] != PROTOCOL_VERSION {
-            return Err(WireError::BadVersion { found: bytes[4], expected: PROTOCOL_VERSION });
+            return Err(WireError::BadVersion {
+                found: bytes[4],
+                expected: PROTOCOL_VERSION,
+            });
         }
         let flags = u16::from_le_bytes([bytes[6], bytes[7]]);
         if flags & !FLAGS_KNOWN != 0 {
-            return Err(WireError::BadValue { field: "header flags", value: u64::from(flags) });
+            return Err(WireError::BadValue {
+                field: "header flags",
+                value: u64::from(flags),
+            });
         }
         let mut eight = [0u8; 8];
         eight.copy_from_slice(&bytes[8..16]);
@@ -110,7 +118,13 @@ mod tests {
 
     #[test]
     fn round_trips_and_has_documented_layout() {
-        let header = Header { opcode: 0x34, flags: FLAG_REPLY, request_id: 9, body_bytes: 40, bulk_bytes: 4096 };
+        let header = Header {
+            opcode: 0x34,
+            flags: FLAG_REPLY,
+            request_id: 9,
+            body_bytes: 40,
+            bulk_bytes: 4096,
+        };
         let bytes = header.encode();
         assert_eq!(&bytes[0..4], b"TSRA");
         assert_eq!(bytes[4], PROTOCOL_VERSION);
@@ -120,21 +134,49 @@ mod tests {
 
     #[test]
     fn refuses_bad_magic_version_flags_and_lengths() {
-        let good = Header { opcode: 1, flags: 0, request_id: 1, body_bytes: 0, bulk_bytes: 0 }.encode();
+        let good = Header {
+            opcode: 1,
+            flags: 0,
+            request_id: 1,
+            body_bytes: 0,
+            bulk_bytes: 0,
+        }
+        .encode();
         let mut bad = good;
         bad[0] = b'X';
-        assert!(matches!(Header::decode(&bad), Err(WireError::BadMagic { .. })));
+        assert!(matches!(
+            Header::decode(&bad),
+            Err(WireError::BadMagic { .. })
+        ));
         let mut bad = good;
         bad[4] = 99;
-        assert!(matches!(Header::decode(&bad), Err(WireError::BadVersion { found: 99, .. })));
+        assert!(matches!(
+            Header::decode(&bad),
+            Err(WireError::BadVersion { found: 99, .. })
+        ));
         let mut bad = good;
         bad[7] = 0x80;
-        assert!(matches!(Header::decode(&bad), Err(WireError::BadValue { .. })));
+        assert!(matches!(
+            Header::decode(&bad),
+            Err(WireError::BadValue { .. })
+        ));
         let mut bad = good;
         bad[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(Header::decode(&bad), Err(WireError::OverLimit { limit: "message_body_bytes_max", .. })));
+        assert!(matches!(
+            Header::decode(&bad),
+            Err(WireError::OverLimit {
+                limit: "message_body_bytes_max",
+                ..
+            })
+        ));
         let mut bad = good;
         bad[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(Header::decode(&bad), Err(WireError::OverLimit { limit: "message_bulk_bytes_max", .. })));
+        assert!(matches!(
+            Header::decode(&bad),
+            Err(WireError::OverLimit {
+                limit: "message_bulk_bytes_max",
+                ..
+            })
+        ));
     }
 }

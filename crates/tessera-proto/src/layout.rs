@@ -36,7 +36,10 @@ pub struct Segment {
 impl StripeLayout {
     /// A layout, checked against the limits.
     pub fn new(stripe_unit_bytes: u64, servers: Vec<u16>) -> Result<Self, String> {
-        let layout = Self { stripe_unit_bytes, servers };
+        let layout = Self {
+            stripe_unit_bytes,
+            servers,
+        };
         layout.validate()?;
         Ok(layout)
     }
@@ -50,7 +53,10 @@ impl StripeLayout {
             ));
         }
         if self.servers.is_empty() || self.servers.len() > SERVERS_MAX {
-            return Err(format!("layout names {} servers; it needs 1..={SERVERS_MAX}", self.servers.len()));
+            return Err(format!(
+                "layout names {} servers; it needs 1..={SERVERS_MAX}",
+                self.servers.len()
+            ));
         }
         let mut seen = self.servers.clone();
         seen.sort_unstable();
@@ -125,11 +131,17 @@ impl Wire for StripeLayout {
     fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
         let stripe_unit_bytes = decoder.u64()?;
         let count = decoder.count("servers_max", SERVERS_MAX, 2)?;
-        let servers = (0..count).map(|_| decoder.u16()).collect::<Result<Vec<_>, _>>()?;
-        let layout = Self { stripe_unit_bytes, servers };
-        layout
-            .validate()
-            .map_err(|_| WireError::BadValue { field: "layout", value: layout.stripe_unit_bytes })?;
+        let servers = (0..count)
+            .map(|_| decoder.u16())
+            .collect::<Result<Vec<_>, _>>()?;
+        let layout = Self {
+            stripe_unit_bytes,
+            servers,
+        };
+        layout.validate().map_err(|_| WireError::BadValue {
+            field: "layout",
+            value: layout.stripe_unit_bytes,
+        })?;
         Ok(layout)
     }
 }
@@ -146,9 +158,24 @@ mod tests {
         assert_eq!(
             segments,
             vec![
-                Segment { server_position: 2, local_offset: 50, logical_offset: 250, length: 50 },
-                Segment { server_position: 0, local_offset: 100, logical_offset: 300, length: 100 },
-                Segment { server_position: 1, local_offset: 100, logical_offset: 400, length: 50 },
+                Segment {
+                    server_position: 2,
+                    local_offset: 50,
+                    logical_offset: 250,
+                    length: 50
+                },
+                Segment {
+                    server_position: 0,
+                    local_offset: 100,
+                    logical_offset: 300,
+                    length: 100
+                },
+                Segment {
+                    server_position: 1,
+                    local_offset: 100,
+                    logical_offset: 400,
+                    length: 50
+                },
             ]
         );
     }

@@ -155,7 +155,10 @@ impl Wire for Option<StripeLayout> {
         match decoder.u8()? {
             0 => Ok(None),
             1 => Ok(Some(StripeLayout::decode(decoder)?)),
-            other => Err(WireError::BadValue { field: "layout tag", value: u64::from(other) }),
+            other => Err(WireError::BadValue {
+                field: "layout tag",
+                value: u64::from(other),
+            }),
         }
     }
 }
@@ -222,7 +225,10 @@ impl Wire for FileKind {
         match decoder.u8()? {
             1 => Ok(Self::File),
             2 => Ok(Self::Directory),
-            other => Err(WireError::BadValue { field: "file kind", value: u64::from(other) }),
+            other => Err(WireError::BadValue {
+                field: "file kind",
+                value: u64::from(other),
+            }),
         }
     }
 }
@@ -277,7 +283,10 @@ impl Wire for Piece {
         encoder.u64(self.length);
     }
     fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
-        Ok(Self { offset: decoder.u64()?, length: decoder.u64()? })
+        Ok(Self {
+            offset: decoder.u64()?,
+            length: decoder.u64()?,
+        })
     }
 }
 
@@ -303,7 +312,11 @@ impl Wire for Capability {
         encoder.bytes(&self.0);
     }
     fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
-        Ok(Self(decoder.bytes("capability_bytes_max", CAPABILITY_BYTES_MAX)?.to_vec()))
+        Ok(Self(
+            decoder
+                .bytes("capability_bytes_max", CAPABILITY_BYTES_MAX)?
+                .to_vec(),
+        ))
     }
 }
 
@@ -348,7 +361,10 @@ impl Wire for TransferMode {
             1 => Ok(Self::Gather),
             2 => Ok(Self::Pack),
             3 => Ok(Self::Multiple),
-            other => Err(WireError::BadValue { field: "transfer mode", value: u64::from(other) }),
+            other => Err(WireError::BadValue {
+                field: "transfer mode",
+                value: u64::from(other),
+            }),
         }
     }
 }
@@ -752,7 +768,11 @@ mod tests {
         };
         round_trip(&attr);
         round_trip(&ReaddirReply {
-            entries: vec![DirEntry { name: "a".into(), handle: 3, kind: FileKind::Directory }],
+            entries: vec![DirEntry {
+                name: "a".into(),
+                handle: 3,
+                kind: FileKind::Directory,
+            }],
             more: true,
         });
         round_trip(&RemoteError::new(ErrorCode::NotFound, "no such path: /x"));
@@ -762,8 +782,14 @@ mod tests {
     fn refuses_trailing_bytes_and_unknown_opcodes() {
         let mut body = Ping {}.to_body();
         body.push(0);
-        assert!(matches!(Ping::from_body(&body), Err(WireError::TrailingBytes { count: 1 })));
-        assert!(matches!(Opcode::from_u8(0xEE), Err(WireError::UnknownOpcode { opcode: 0xEE })));
+        assert!(matches!(
+            Ping::from_body(&body),
+            Err(WireError::TrailingBytes { count: 1 })
+        ));
+        assert!(matches!(
+            Opcode::from_u8(0xEE),
+            Err(WireError::UnknownOpcode { opcode: 0xEE })
+        ));
     }
 
     #[test]

@@ -10,7 +10,9 @@
 use std::fmt::Write as _;
 
 use serde_json::json;
-use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, TransferMode};
+use tessera_client::{
+    Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, TransferMode,
+};
 
 use super::{BenchCluster, CommonArgs, Report, Row};
 use crate::plot::{Plot, Series};
@@ -42,7 +44,9 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         Err(err) => return Err(format!("mkdir /bench: {err}")),
     }
     let path = format!("/bench/listio-{}", std::process::id());
-    client.create(&path, &CreateOptions::default()).map_err(|err| format!("create {path}: {err}"))?;
+    client
+        .create(&path, &CreateOptions::default())
+        .map_err(|err| format!("create {path}: {err}"))?;
     let repetitions = if common.quick { 5 } else { 7 };
     let mut workers = Workers::spawn(PROCESSES)?;
     let mut rows = Vec::new();
@@ -69,12 +73,20 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                             method: method.name().to_owned(),
                             iterations,
                             generation,
-                            pattern: Pattern::Interleaved { rank, processes: PROCESSES, pieces: PIECES, piece_bytes },
+                            pattern: Pattern::Interleaved {
+                                rank,
+                                processes: PROCESSES,
+                                pieces: PIECES,
+                                piece_bytes,
+                            },
                         })
                         .collect();
                     let (results, _) = workers.step(tasks)?;
                     verified &= results.iter().all(|result| result.verified);
-                    let seconds = results.iter().map(|result| result.seconds).fold(0.0, f64::max);
+                    let seconds = results
+                        .iter()
+                        .map(|result| result.seconds)
+                        .fold(0.0, f64::max);
                     let slot = op_index * TransferMode::ALL.len() + method_index;
                     samples[slot].push(seconds / f64::from(iterations));
                     let per_call = |total: u64| total / u64::from(iterations);
@@ -131,17 +143,29 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
 }
 
 fn rate(report: &Report, case: &str, method: &str) -> f64 {
-    report.rows.iter().find(|row| row.case == case && row.method == method).map_or(0.0, |row| row.mib_s)
+    report
+        .rows
+        .iter()
+        .find(|row| row.case == case && row.method == method)
+        .map_or(0.0, |row| row.mib_s)
 }
 
 fn table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "listio: {PROCESSES} client processes x {SERVERS} I/O servers, {PIECES} pieces per process, tcp (MiB/s, all processes)");
-    let _ = writeln!(out, "{:<6} {:>6} {:>10} {:>10} {:>10} {:>12} {:>10}", "op", "seg", "multiple", "pack", "gather", "gather/mult", "gather/pack");
+    let _ = writeln!(
+        out,
+        "{:<6} {:>6} {:>10} {:>10} {:>10} {:>12} {:>10}",
+        "op", "seg", "multiple", "pack", "gather", "gather/mult", "gather/pack"
+    );
     for op in ["write", "read"] {
         for piece_bytes in PIECE_SIZES {
             let case = format!("{op} seg={piece_bytes}");
-            let (multiple, pack, gather) = (rate(report, &case, "multiple"), rate(report, &case, "pack"), rate(report, &case, "gather"));
+            let (multiple, pack, gather) = (
+                rate(report, &case, "multiple"),
+                rate(report, &case, "pack"),
+                rate(report, &case, "gather"),
+            );
             let _ = writeln!(
                 out,
                 "{op:<6} {piece_bytes:>6} {multiple:>10.1} {pack:>10.1} {gather:>10.1} {:>11.2}x {:>9.2}x",
@@ -159,19 +183,36 @@ fn table(report: &Report) -> String {
 }
 
 fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
-    std::fs::create_dir_all(&common.out).map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
+    std::fs::create_dir_all(&common.out)
+        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
     let mut csv = String::from("case,method,mib_s,requests,pieces,bytes,seconds\n");
     for row in &report.rows {
-        let _ = writeln!(csv, "{},{},{:.3},{},{},{},{:.9}", row.case, row.method, row.mib_s, row.requests, row.pieces, row.bytes, row.seconds);
+        let _ = writeln!(
+            csv,
+            "{},{},{:.3},{},{},{},{:.9}",
+            row.case, row.method, row.mib_s, row.requests, row.pieces, row.bytes, row.seconds
+        );
     }
     let csv_path = common.out.join("listio.csv");
-    std::fs::write(&csv_path, csv).map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
+    std::fs::write(&csv_path, csv)
+        .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
     let mut series = Vec::new();
     for op in ["write", "read"] {
         for method in TransferMode::ALL {
             #[allow(clippy::cast_precision_loss)] // piece sizes are small
-            let points = PIECE_SIZES.iter().map(|&size| (size as f64, rate(report, &format!("{op} seg={size}"), method.name()))).collect();
-            series.push(Series { name: format!("{op} {}", method.name()), points });
+            let points = PIECE_SIZES
+                .iter()
+                .map(|&size| {
+                    (
+                        size as f64,
+                        rate(report, &format!("{op} seg={size}"), method.name()),
+                    )
+                })
+                .collect();
+            series.push(Series {
+                name: format!("{op} {}", method.name()),
+                points,
+            });
         }
     }
     let plot = Plot {
@@ -182,7 +223,12 @@ fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
         series,
     };
     let png_path = common.out.join("listio.png");
-    plot.write_png(&png_path).map_err(|err| format!("cannot write {}: {err}", png_path.display()))?;
-    eprintln!("bench: wrote {} and {}", csv_path.display(), png_path.display());
+    plot.write_png(&png_path)
+        .map_err(|err| format!("cannot write {}: {err}", png_path.display()))?;
+    eprintln!(
+        "bench: wrote {} and {}",
+        csv_path.display(),
+        png_path.display()
+    );
     Ok(())
 }

@@ -90,13 +90,26 @@ impl BenchCluster {
     /// Uses `given`, or starts a private cluster of `servers` iods.
     pub fn open(given: Option<&Path>, servers: u16) -> Result<Self, String> {
         if let Some(file) = given {
-            return Ok(Self { file: file.to_owned(), private_dir: None });
+            return Ok(Self {
+                file: file.to_owned(),
+                private_dir: None,
+            });
         }
         let dir = std::env::temp_dir().join(format!("tessera-bench-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        eprintln!("bench: starting a private cluster of {servers} I/O servers in {}", dir.display());
-        crate::cluster::start(&dir, servers, tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT)?;
-        Ok(Self { file: dir.join("cluster.toml"), private_dir: Some(dir) })
+        eprintln!(
+            "bench: starting a private cluster of {servers} I/O servers in {}",
+            dir.display()
+        );
+        crate::cluster::start(
+            &dir,
+            servers,
+            tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
+        )?;
+        Ok(Self {
+            file: dir.join("cluster.toml"),
+            private_dir: Some(dir),
+        })
     }
 }
 
@@ -118,11 +131,17 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         Experiment::Listio(common) => common,
     };
     if common.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|err| err.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|err| err.to_string())?
+        );
     }
     if report.verified {
         Ok(())
     } else {
-        Err(format!("bench {}: data read back did not match what was written", report.bench))
+        Err(format!(
+            "bench {}: data read back did not match what was written",
+            report.bench
+        ))
     }
 }
