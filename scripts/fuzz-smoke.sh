@@ -84,9 +84,12 @@ for target in "${targets[@]}"; do
     else
         failed+=("$target")
         echo "fuzz smoke: $target FAILED (exit $status) after ${runs:-?} runs"
-        echo "---- last lines of the $target log ----"
-        tail -n 60 "$log"
-        echo "---------------------------------------"
+        echo "---- $target failure ----"
+        # The panic message (if any) comes before a long stack trace; show both ends.
+        grep -A 4 -E "panicked at|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)" "$log" | head -n 30 || true
+        echo "..."
+        tail -n 20 "$log"
+        echo "-------------------------"
         artifacts="$(grep -oE "Test unit written to [^ ]+" "$log" | sed 's/Test unit written to //' || true)"
         for artifact in $artifacts; do
             echo "fuzz smoke: $target input saved as $artifact"

@@ -243,7 +243,7 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
     })();
     if result.is_err() {
         // Leave nothing half-started behind.
-        let _ = stop_all(dir);
+        stop_all(dir);
     }
     result
 }
@@ -270,7 +270,7 @@ fn wait_until_answering(config: &ClusterConfig, deadline: Instant) -> Result<(),
 }
 
 /// Stops every process of `dir`; returns how many were stopped.
-pub fn stop_all(dir: &Path) -> Result<usize, String> {
+pub fn stop_all(dir: &Path) -> usize {
     let mut stopped = 0;
     for pid_file in pid_files(dir) {
         let name = pid_file
@@ -296,7 +296,7 @@ pub fn stop_all(dir: &Path) -> Result<usize, String> {
         let _ = fs::remove_file(&pid_file);
         let _ = fs::remove_file(pid_file.with_extension("addr"));
     }
-    Ok(stopped)
+    stopped
 }
 
 /// Collects the exit status of `pid` if it is our child (so it does not linger as a zombie).
@@ -314,7 +314,7 @@ pub fn down(args: &DownArgs) -> Result<(), String> {
             args.dir.display()
         ));
     }
-    let stopped = stop_all(&args.dir)?;
+    let stopped = stop_all(&args.dir);
     println!(
         "tessera: stopped {stopped} server processes in {}",
         args.dir.display()

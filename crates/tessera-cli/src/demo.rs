@@ -53,7 +53,6 @@ fn summary(results: &[StepResult], wall_seconds: f64) -> (u64, u64, u64, u64, u6
     (requests, memory, file, storage, bytes, seconds)
 }
 
-#[allow(clippy::cast_precision_loss)] // rates for people to read
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / f64::from(1u32 << 20)
 }
@@ -63,7 +62,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let cluster = cluster_file(&args.cluster)?;
     let config = ClusterConfig::load(&cluster).map_err(|err| err.to_string())?;
     let processes = args.grid * args.grid;
-    if args.grid == 0 || args.size % args.grid != 0 || args.size < 2 * args.grid {
+    if args.grid == 0 || !args.size.is_multiple_of(args.grid) || args.size < 2 * args.grid {
         return Err(format!(
             "--size {} must be a multiple of --grid {} (and at least twice it)",
             args.size, args.grid

@@ -103,7 +103,6 @@ fn failed(command: &str, path: &str, err: &ClientError) -> String {
 }
 
 fn mib_s(bytes: u64, started: Instant) -> f64 {
-    #[allow(clippy::cast_precision_loss)] // a rate for people to read
     let mib = bytes as f64 / f64::from(1u32 << 20);
     mib / started.elapsed().as_secs_f64().max(1e-9)
 }

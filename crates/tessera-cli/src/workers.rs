@@ -415,7 +415,7 @@ mod tests {
 
     #[test]
     fn block2d_pieces_tile_the_array_exactly_once() {
-        let mut seen = vec![0u8; 16 * 12];
+        let mut seen = [0u8; 16 * 12];
         for rank in 0..4 {
             let access = Pattern::Block2d {
                 rank,
@@ -429,7 +429,7 @@ mod tests {
             assert_eq!(access.memory.len(), 8);
             for piece in access.file {
                 for offset in piece.offset..piece.offset + piece.length {
-                    seen[offset as usize] += 1;
+                    seen[usize::try_from(offset).unwrap()] += 1;
                 }
             }
         }

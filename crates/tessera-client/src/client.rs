@@ -232,12 +232,12 @@ impl Client {
             let page = self.mds_call(&Readdir {
                 credentials: self.credentials(),
                 path: path.to_owned(),
-                after,
+                after: after.clone(),
             })?;
             let more = page.more;
             entries.extend(page.entries);
             match entries.last() {
-                Some(last) if more => after = last.name.clone(),
+                Some(last) if more => after.clone_from(&last.name),
                 _ => return Ok(entries),
             }
         }

@@ -94,14 +94,11 @@ impl File {
         attr: Attr,
         mode: OpenMode,
     ) -> Result<Self, ClientError> {
-        let layout = match (attr.kind, attr.layout) {
-            (FileKind::File, Some(layout)) => layout,
-            _ => {
-                return Err(ClientError::Server {
-                    code: ErrorCode::IsDirectory,
-                    message: format!("{path} is a directory"),
-                })
-            }
+        let (FileKind::File, Some(layout)) = (attr.kind, attr.layout) else {
+            return Err(ClientError::Server {
+                code: ErrorCode::IsDirectory,
+                message: format!("{path} is a directory"),
+            });
         };
         if let Some(&server) = layout
             .servers

@@ -81,6 +81,16 @@ impl Inner {
         let mut mtime_ns = 0;
         for (position, &server) in layout.servers.iter().enumerate() {
             let reply = self.iod_call(server, &ObjectStat { handle })?;
+            let local_max = layout.local_size(position, FILE_BYTES_MAX);
+            if reply.size > local_max {
+                return Err(RemoteError::new(
+                    ErrorCode::Protocol,
+                    format!(
+                        "iod {server} reports object {handle:#x} at {} bytes, past file_bytes_max",
+                        reply.size
+                    ),
+                ));
+            }
             size = size.max(layout.logical_end(position, reply.size));
             mtime_ns = mtime_ns.max(reply.mtime_ns);
         }

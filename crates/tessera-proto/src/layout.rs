@@ -191,7 +191,7 @@ mod tests {
         /// `local_size` and `logical_end` agree with a byte-by-byte model of the mapping.
         #[test]
         fn sizes_match_byte_model(unit in 64u64..300, servers in 1usize..6, size in 0u64..5000) {
-            let layout = StripeLayout::new(unit, (0..servers as u16).collect()).unwrap();
+            let layout = StripeLayout::new(unit, (0..u16::try_from(servers).unwrap()).collect()).unwrap();
             let mut local = vec![0u64; servers];
             let mut end = vec![0u64; servers];
             for segment in layout.map(0, size) {

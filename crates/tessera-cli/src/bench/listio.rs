@@ -28,7 +28,6 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-#[allow(clippy::cast_precision_loss)] // rates for people to read
 fn mib_s(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
 }
@@ -199,7 +198,6 @@ fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
     let mut series = Vec::new();
     for op in ["write", "read"] {
         for method in TransferMode::ALL {
-            #[allow(clippy::cast_precision_loss)] // piece sizes are small
             let points = PIECE_SIZES
                 .iter()
                 .map(|&size| {

@@ -116,7 +116,7 @@ impl BenchCluster {
 impl Drop for BenchCluster {
     fn drop(&mut self) {
         if let Some(dir) = &self.private_dir {
-            let _ = crate::cluster::stop_all(dir);
+            crate::cluster::stop_all(dir);
             let _ = std::fs::remove_dir_all(dir);
         }
     }
@@ -127,9 +127,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let report = match &args.experiment {
         Experiment::Listio(common) => listio::run(common)?,
     };
-    let common = match &args.experiment {
-        Experiment::Listio(common) => common,
-    };
+    let Experiment::Listio(common) = &args.experiment;
     if common.json {
         println!(
             "{}",
