@@ -1,5 +1,8 @@
 //! Integration and fault tests against real server processes on loopback.
 
+// Test sizes and offsets are small; their casts cannot truncate.
+#![allow(clippy::cast_possible_truncation)]
+
 mod common;
 
 use std::io::{IoSlice, IoSliceMut, Read, Write};
@@ -21,7 +24,7 @@ fn code(result: Result<impl std::fmt::Debug, ClientError>) -> (ErrorCode, String
 fn put_get_round_trip_survives_restart() {
     let cluster = Cluster::start(4);
     let local = cluster.path().join("input");
-    let data = bytes(7, 12 << 20 | 12345);
+    let data = bytes(7, (12 << 20) + 12345);
     std::fs::write(&local, &data).unwrap();
     let file = cluster.file();
     let cluster_arg = file.to_str().unwrap();

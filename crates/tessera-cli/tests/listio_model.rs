@@ -6,6 +6,9 @@
 //! order — the later piece wins (docs/SEMANTICS.md) — then reads random lists back and
 //! compares every byte, and checks the size `stat` reports.
 
+// Test sizes and offsets are small; their casts cannot truncate.
+#![allow(clippy::cast_possible_truncation)]
+
 mod common;
 
 use std::io::{IoSlice, IoSliceMut};

@@ -1,7 +1,7 @@
 //! A real local cluster for integration tests: `tessera up` in a temporary directory, real
 //! server processes on loopback, `tessera down` when the test ends.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::cast_possible_truncation)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
