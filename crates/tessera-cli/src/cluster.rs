@@ -58,8 +58,11 @@ fn run_dir(dir: &Path) -> PathBuf {
 }
 
 fn process_alive(pid: i32) -> bool {
+    // A pid file can outlive its process and the pid be reused: only a tessera process counts.
+    let is_tessera = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| cmdline.windows(7).any(|window| window == b"tessera"));
     // SAFETY: kill with signal 0 only checks that the process exists; no memory is involved.
-    unsafe { libc::kill(pid, 0) == 0 }
+    is_tessera && unsafe { libc::kill(pid, 0) == 0 }
 }
 
 fn read_pid(path: &Path) -> Option<i32> {

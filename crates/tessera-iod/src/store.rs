@@ -113,9 +113,16 @@ impl ObjectStore {
             Err(err) => return Err(self.io_error(handle, "open", &err)),
         };
         if open.len() >= IOD_OPEN_OBJECTS_MAX {
-            // Evict an arbitrary object; requests holding it keep their Arc until done.
-            let victim = *open.keys().next().expect("table is full");
-            open.remove(&victim);
+            // Evict an object no request holds, so every request on one object shares one
+            // lock; if all are in use the table grows past the limit by at most the requests in
+            // flight (`SERVER_REQUESTS_INFLIGHT_MAX`).
+            let idle = open
+                .iter()
+                .find(|(_, object)| Arc::strong_count(object) == 1)
+                .map(|(handle, _)| *handle);
+            if let Some(victim) = idle {
+                open.remove(&victim);
+            }
         }
         let object = Arc::new(Object {
             file,
