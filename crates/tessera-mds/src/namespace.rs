@@ -160,6 +160,21 @@ pub fn components(path: &str) -> Result<Vec<&str>, RemoteError> {
     Ok(names)
 }
 
+/// Refuses `inode` (named by `path`) unless it is a directory exactly when `directory` is asked.
+fn expect_kind(path: &str, inode: &Inode, directory: bool) -> Result<(), RemoteError> {
+    match (directory, inode.is_directory()) {
+        (true, false) => Err(RemoteError::new(
+            ErrorCode::NotDirectory,
+            format!("{path} is not a directory"),
+        )),
+        (false, true) => Err(RemoteError::new(
+            ErrorCode::IsDirectory,
+            format!("{path} is a directory"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn check_mode(mode: u32) -> Result<(), RemoteError> {
     if mode & !0o7777 == 0 {
         Ok(())
@@ -561,21 +576,7 @@ impl Namespace {
                 .ok_or_else(|| not_found(path))?
                 .value();
             let inode = read_inode(&inodes, handle)?;
-            match (want_directory, inode.is_directory()) {
-                (true, false) => {
-                    return Err(RemoteError::new(
-                        ErrorCode::NotDirectory,
-                        format!("{path} is not a directory"),
-                    ))
-                }
-                (false, true) => {
-                    return Err(RemoteError::new(
-                        ErrorCode::IsDirectory,
-                        format!("{path} is a directory (use rmdir)"),
-                    ))
-                }
-                _ => {}
-            }
+            expect_kind(path, &inode, want_directory)?;
             if inode.is_directory()
                 && dirents
                     .range((handle, "")..(handle + 1, ""))
@@ -647,33 +648,18 @@ impl Namespace {
                     return Ok(None);
                 }
                 let other = read_inode(&inodes, existing)?;
-                match (inode.is_directory(), other.is_directory()) {
-                    (false, true) => {
-                        return Err(RemoteError::new(
-                            ErrorCode::IsDirectory,
-                            format!("{target} is a directory"),
-                        ))
-                    }
-                    (true, false) => {
-                        return Err(RemoteError::new(
-                            ErrorCode::NotDirectory,
-                            format!("{target} is not a directory"),
-                        ))
-                    }
-                    (true, true) => {
-                        if dirents
-                            .range((existing, "")..(existing + 1, ""))
-                            .map_err(store_error)?
-                            .next()
-                            .is_some()
-                        {
-                            return Err(RemoteError::new(
-                                ErrorCode::NotEmpty,
-                                format!("{target} is not empty"),
-                            ));
-                        }
-                    }
-                    (false, false) => {}
+                expect_kind(target, &other, inode.is_directory())?;
+                let non_empty = other.is_directory()
+                    && dirents
+                        .range((existing, "")..(existing + 1, ""))
+                        .map_err(store_error)?
+                        .next()
+                        .is_some();
+                if non_empty {
+                    return Err(RemoteError::new(
+                        ErrorCode::NotEmpty,
+                        format!("{target} is not empty"),
+                    ));
                 }
                 inodes.remove(existing).map_err(store_error)?;
                 victim = Some((existing, other));
