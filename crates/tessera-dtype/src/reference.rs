@@ -1,0 +1,1 @@
+//! The naive reference flattener the property tests hold the engine to (placeholder).
