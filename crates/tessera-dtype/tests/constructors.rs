@@ -23,7 +23,7 @@ fn vector_runs_sizes_and_seek() {
     assert_eq!(contiguous.size(), 24);
     assert_eq!(contiguous.extent(), 48);
     // The last block of one vector (10..12) meets the first of the next (12..14): merged.
-    assert_eq!(runs(&contiguous, 0, 4, 8), vec![(10, 4), (17, 2)]);
+    assert_eq!(runs(&contiguous, 0, 4, 10), vec![(10, 4), (17, 2)]);
 }
 
 #[test]
