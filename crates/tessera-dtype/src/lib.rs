@@ -705,3 +705,11 @@ impl std::fmt::Debug for Datatype {
             .finish()
     }
 }
+
+impl PartialEq for Datatype {
+    fn eq(&self, other: &Self) -> bool {
+        self.same_as(other)
+    }
+}
+
+impl Eq for Datatype {}

@@ -10,14 +10,17 @@ use std::sync::Arc;
 
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_proto::limits::{FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_BYTES_MAX};
+use tessera_proto::access::{server_share, Share};
 use tessera_proto::{
-    Empty, ErrorCode, Header, IoReply, ObjectCreate, ObjectRemove, ObjectStat, ObjectStatReply,
-    ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read, RemoteError, TransferMode, Write,
+    DeclareView, Empty, ErrorCode, FileType, Header, IoReply, ObjectCreate, ObjectRemove,
+    ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read,
+    ReadType, ReadView, ReleaseView, RemoteError, TransferMode, Write, WriteType, WriteView,
     ROLE_IOD,
 };
 use tokio::sync::Semaphore;
 
 use crate::store::ObjectStore;
+use crate::views::ViewTable;
 
 /// Requests moving at most this many bytes run their storage calls on the async worker: a
 /// few page-cache copies cost less than handing the work to a blocking thread and back.
@@ -33,6 +36,8 @@ pub struct Iod {
     store: Arc<ObjectStore>,
     /// Bulk-buffer budget, `IOD_BUFFER_BYTES_MAX` in `BUFFER_PERMIT_BYTES` units.
     buffers: Semaphore,
+    /// Declared views.
+    views: ViewTable,
 }
 
 impl Iod {
@@ -44,6 +49,7 @@ impl Iod {
             index,
             store: Arc::new(store),
             buffers: Semaphore::new(permits),
+            views: ViewTable::default(),
         }
     }
 
@@ -125,15 +131,54 @@ impl Iod {
             .expect("the buffer semaphore is never closed")
     }
 
+    /// Finds this server's share of a datatype range: inline when the range is small,
+    /// otherwise on a blocking thread (the walk may visit millions of segments).
+    async fn share(file: Arc<FileType>, start: u64, end: u64) -> Result<Share, RemoteError> {
+        if end.saturating_sub(start) <= INLINE_STORAGE_BYTES_MAX {
+            return server_share(&file, start, end);
+        }
+        tokio::task::spawn_blocking(move || server_share(&file, start, end))
+            .await
+            .unwrap_or_else(|err| {
+                Err(RemoteError::new(
+                    ErrorCode::Internal,
+                    format!("share walk failed: {err}"),
+                ))
+            })
+    }
+
     async fn write(
         &self,
         request: &Incoming,
         connection: &mut ServerConnection,
     ) -> Result<(), ConnectionError> {
+        let (handle, mode, pieces, total) = match request.opcode {
+            Opcode::WriteType => {
+                let write: WriteType = request.decode()?;
+                let share = Self::share(Arc::new(write.file), write.start, write.end)
+                    .await
+                    .map_err(ConnectionError::Refused)?;
+                (write.handle, write.mode, share.pieces, share.bytes)
+            }
+            Opcode::WriteView => {
+                let write: WriteView = request.decode()?;
+                let file = self
+                    .views
+                    .get(write.handle, write.view_id)
+                    .map_err(ConnectionError::Refused)?;
+                let share = Self::share(file, write.start, write.end)
+                    .await
+                    .map_err(ConnectionError::Refused)?;
+                (write.handle, write.mode, share.pieces, share.bytes)
+            }
+            _ => {
+                let write: Write = request.decode()?;
+                let total = Self::check_pieces(&write.pieces).map_err(ConnectionError::Refused)?;
+                (write.handle, write.mode, write.pieces, total)
+            }
+        };
         let header = &request.header;
-        let write: Write = request.decode()?;
-        let total = Self::check_pieces(&write.pieces).map_err(ConnectionError::Refused)?;
-        let expected_bulk = if write.mode == TransferMode::Multiple {
+        let expected_bulk = if mode == TransferMode::Multiple {
             0
         } else {
             total
@@ -148,16 +193,15 @@ impl Iod {
             )));
         }
         let _budget = self.buffer_budget(total).await;
-        let data = if write.mode == TransferMode::Multiple {
+        let data = if mode == TransferMode::Multiple {
             let mut data = vec![0u8; usize::try_from(total).expect("bounded by the bulk limit")];
             connection
-                .read_data_frames(header, &write.pieces, &mut data)
+                .read_data_frames(header, &pieces, &mut data)
                 .await?;
             data
         } else {
             connection.read_bulk(header).await?
         };
-        let Write { handle, pieces, .. } = write;
         let result = self
             .storage(total, move |store| {
                 store.write(handle, &pieces, &data).map(|calls| IoReply {
@@ -169,24 +213,45 @@ impl Iod {
         Self::answer(connection, header, result).await
     }
 
+    /// The handle, mode and local pieces of a read of any form.
+    async fn read_pieces(
+        &self,
+        request: &Incoming,
+    ) -> Result<(u64, TransferMode, Vec<Piece>, u64), Result<RemoteError, ConnectionError>> {
+        Ok(match request.opcode {
+            Opcode::ReadType => {
+                let read: ReadType = request.decode().map_err(Err)?;
+                let share = Self::share(Arc::new(read.file), read.start, read.end)
+                    .await
+                    .map_err(Ok)?;
+                (read.handle, read.mode, share.pieces, share.bytes)
+            }
+            Opcode::ReadView => {
+                let read: ReadView = request.decode().map_err(Err)?;
+                let file = self.views.get(read.handle, read.view_id).map_err(Ok)?;
+                let share = Self::share(file, read.start, read.end).await.map_err(Ok)?;
+                (read.handle, read.mode, share.pieces, share.bytes)
+            }
+            _ => {
+                let read: Read = request.decode().map_err(Err)?;
+                let total = Self::check_pieces(&read.pieces).map_err(Ok)?;
+                (read.handle, read.mode, read.pieces, total)
+            }
+        })
+    }
+
     async fn read(
         &self,
         request: &Incoming,
         connection: &mut ServerConnection,
     ) -> Result<(), ConnectionError> {
         let header = &request.header;
-        let read: Read = request.decode()?;
-        let total = match Self::check_pieces(&read.pieces) {
-            Ok(total) => total,
-            Err(error) => return connection.reply_error(header, &error).await,
+        let (handle, mode, pieces, total) = match self.read_pieces(request).await {
+            Ok(found) => found,
+            Err(Ok(error)) => return connection.reply_error(header, &error).await,
+            Err(Err(error)) => return Err(error),
         };
         let _budget = self.buffer_budget(total).await;
-        let Read {
-            handle,
-            pieces,
-            mode,
-            ..
-        } = read;
         let result = self
             .storage(total, move |store| {
                 let mut data =
@@ -224,7 +289,11 @@ impl Service for Iod {
         connection: &mut ServerConnection,
     ) -> Result<(), ConnectionError> {
         let header = request.header;
-        if header.bulk_bytes != 0 && request.opcode != Opcode::Write {
+        let carries_bulk = matches!(
+            request.opcode,
+            Opcode::Write | Opcode::WriteType | Opcode::WriteView
+        );
+        if header.bulk_bytes != 0 && !carries_bulk {
             return Err(ConnectionError::Refused(RemoteError::new(
                 ErrorCode::Protocol,
                 format!("{:?} requests carry no bulk data", request.opcode),
@@ -240,8 +309,26 @@ impl Service for Iod {
                 };
                 connection.reply(&header, &reply, &[]).await
             }
-            Opcode::Write => self.write(&request, connection).await,
-            Opcode::Read => self.read(&request, connection).await,
+            Opcode::Write | Opcode::WriteType | Opcode::WriteView => {
+                self.write(&request, connection).await
+            }
+            Opcode::Read | Opcode::ReadType | Opcode::ReadView => {
+                self.read(&request, connection).await
+            }
+            Opcode::DeclareView => {
+                let DeclareView {
+                    handle,
+                    view_id,
+                    file,
+                } = request.decode()?;
+                let result = self.views.declare(handle, view_id, file).map(|()| Empty {});
+                Self::answer(connection, &header, result).await
+            }
+            Opcode::ReleaseView => {
+                let ReleaseView { handle, view_id } = request.decode()?;
+                self.views.release(handle, view_id);
+                Self::answer(connection, &header, Ok(Empty {})).await
+            }
             Opcode::ObjectCreate => {
                 let ObjectCreate { handle } = request.decode()?;
                 let result = self
@@ -251,6 +338,7 @@ impl Service for Iod {
             }
             Opcode::ObjectRemove => {
                 let ObjectRemove { handle } = request.decode()?;
+                self.views.release_handle(handle);
                 let result = self
                     .blocking(move |store| store.remove(handle).map(|()| Empty {}))
                     .await;

@@ -9,6 +9,7 @@
 
 pub mod handler;
 pub mod store;
+pub mod views;
 
 pub use handler::Iod;
 pub use store::ObjectStore;

@@ -15,7 +15,7 @@ use tessera_proto::limits::FILE_BYTES_MAX;
 use tessera_proto::{
     Attr, Create, Empty, ErrorCode, Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat,
     ObjectTruncate, Opcode, PingReply, Readdir, RemoteError, Rename, Request, Rmdir, Stat,
-    StatHandle, StripeLayout, Truncate, Unlink, Wire, ROLE_MDS,
+    StatHandle, Layout, Truncate, Unlink, Wire, ROLE_MDS,
 };
 
 use crate::namespace::{CreatePlan, Inode, Namespace};
@@ -76,10 +76,10 @@ impl Inner {
     }
 
     /// Size and latest data mtime of a file, from its objects.
-    fn file_size(&self, handle: u64, layout: &StripeLayout) -> Result<(u64, u64), RemoteError> {
+    fn file_size(&self, handle: u64, layout: &Layout) -> Result<(u64, u64), RemoteError> {
         let mut size = 0;
         let mut mtime_ns = 0;
-        for (position, &server) in layout.servers.iter().enumerate() {
+        for (position, &server) in layout.servers().iter().enumerate() {
             let reply = self.iod_call(server, &ObjectStat { handle })?;
             let local_max = layout.local_size(position, FILE_BYTES_MAX);
             if reply.size > local_max {
@@ -98,11 +98,11 @@ impl Inner {
     }
 
     fn attr(&self, handle: u64, inode: &Inode) -> Result<Attr, RemoteError> {
-        let Some(layout) = inode.layout() else {
-            return Ok(inode.attr(handle, 0));
+        let Some(layout) = inode.layout()? else {
+            return inode.attr(handle, 0);
         };
         let (size, data_mtime_ns) = self.file_size(handle, &layout)?;
-        let mut attr = inode.attr(handle, size);
+        let mut attr = inode.attr(handle, size)?;
         attr.mtime_ns = attr.mtime_ns.max(data_mtime_ns);
         Ok(attr)
     }
@@ -123,6 +123,7 @@ impl Inner {
             request.exclusive,
             request.stripe_unit_bytes,
             request.server_count,
+            &request.pattern,
         )?;
         let (handle, inode) = match plan {
             CreatePlan::Existing(handle, inode) => return self.attr(handle, &inode),
@@ -145,7 +146,7 @@ impl Inner {
             .namespace
             .commit_create(&request.path, handle, &inode, request.exclusive)
         {
-            Ok((winner, winner_inode, true)) => Ok(winner_inode.attr(winner, 0)),
+            Ok((winner, winner_inode, true)) => winner_inode.attr(winner, 0),
             Ok((winner, winner_inode, false)) => {
                 self.remove_objects(handle, &inode);
                 self.attr(winner, &winner_inode)
@@ -166,18 +167,18 @@ impl Inner {
             ));
         }
         let (handle, inode) = self.namespace.lookup(&request.path)?;
-        let Some(layout) = inode.layout() else {
+        let Some(layout) = inode.layout()? else {
             return Err(RemoteError::new(
                 ErrorCode::IsDirectory,
                 format!("{} is a directory", request.path),
             ));
         };
-        for (position, &server) in layout.servers.iter().enumerate() {
+        for (position, &server) in layout.servers().iter().enumerate() {
             let size = layout.local_size(position, request.size);
             self.iod_call(server, &ObjectTruncate { handle, size })?;
         }
         let inode = self.namespace.touch(handle)?;
-        Ok(inode.attr(handle, request.size))
+        inode.attr(handle, request.size)
     }
 
     fn serve(&self, request: &Incoming) -> Result<Vec<u8>, Result<RemoteError, ConnectionError>> {
@@ -198,7 +199,7 @@ impl Inner {
                 body(
                     self.namespace
                         .lookup(&path)
-                        .map(|(handle, inode)| inode.attr(handle, 0)),
+                        .and_then(|(handle, inode)| inode.attr(handle, 0)),
                 )
             }
             Opcode::Stat => {
@@ -230,7 +231,7 @@ impl Inner {
                 body(
                     self.namespace
                         .mkdir(&credentials, &path, mode)
-                        .map(|(handle, inode)| inode.attr(handle, 0)),
+                        .and_then(|(handle, inode)| inode.attr(handle, 0)),
                 )
             }
             Opcode::Rmdir => {

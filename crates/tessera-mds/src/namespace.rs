@@ -15,7 +15,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 use serde::{Deserialize, Serialize};
 use tessera_proto::limits::{NAME_BYTES_MAX, PATH_DEPTH_MAX, READDIR_ENTRIES_MAX, SERVERS_MAX};
 use tessera_proto::{
-    Attr, Credentials, DirEntry, ErrorCode, FileKind, ReaddirReply, RemoteError, StripeLayout,
+    Attr, Credentials, Datatype, DirEntry, ErrorCode, FileKind, Layout, PatternLayout,
+    ReaddirReply, RemoteError, StripeLayout,
 };
 
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
@@ -52,6 +53,8 @@ pub struct Inode {
     pub stripe_unit_bytes: u64,
     /// Servers of a file, in stripe order (empty for a directory).
     pub servers: Vec<u16>,
+    /// Encoded datatypes of a pattern layout, one per server (empty for stripes).
+    pub pattern: Vec<Vec<u8>>,
 }
 
 impl Inode {
@@ -60,17 +63,31 @@ impl Inode {
         self.kind == KIND_DIRECTORY
     }
 
-    /// The stripe layout of a file.
-    pub fn layout(&self) -> Option<StripeLayout> {
-        (self.kind == KIND_FILE).then(|| StripeLayout {
-            stripe_unit_bytes: self.stripe_unit_bytes,
-            servers: self.servers.clone(),
-        })
+    /// The layout of a file (`None` for a directory).
+    pub fn layout(&self) -> Result<Option<Layout>, RemoteError> {
+        if self.kind != KIND_FILE {
+            return Ok(None);
+        }
+        if self.pattern.is_empty() {
+            return Ok(Some(Layout::Stripe(StripeLayout {
+                stripe_unit_bytes: self.stripe_unit_bytes,
+                servers: self.servers.clone(),
+            })));
+        }
+        let types = self
+            .pattern
+            .iter()
+            .map(|bytes| tessera_proto::dtype::wire::decode(bytes))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| store_error(format!("stored pattern layout: {err}")))?;
+        let pattern = PatternLayout::new(self.servers.clone(), types)
+            .map_err(|why| store_error(format!("stored pattern layout: {why}")))?;
+        Ok(Some(Layout::Pattern(std::sync::Arc::new(pattern))))
     }
 
     /// The attributes sent to clients (size filled in by the caller).
-    pub fn attr(&self, handle: u64, size: u64) -> Attr {
-        Attr {
+    pub fn attr(&self, handle: u64, size: u64) -> Result<Attr, RemoteError> {
+        Ok(Attr {
             handle,
             kind: if self.is_directory() {
                 FileKind::Directory
@@ -85,8 +102,8 @@ impl Inode {
             mtime_ns: self.mtime_ns,
             ctime_ns: self.ctime_ns,
             nlink: self.nlink,
-            layout: self.layout(),
-        }
+            layout: self.layout()?,
+        })
     }
 }
 
@@ -98,6 +115,9 @@ pub enum CreatePlan {
     /// A new file: create its objects, then [`Namespace::commit_create`].
     New(u64, Inode),
 }
+
+/// Version of the stored records; 2 added pattern layouts to file inodes.
+const FORMAT: u64 = 2;
 
 /// The namespace of one cluster.
 #[derive(Debug)]
@@ -279,6 +299,26 @@ impl Namespace {
                 .get("server_count")
                 .map_err(store_error)?
                 .map(|guard| guard.value());
+            let stored_format = meta
+                .get("format")
+                .map_err(store_error)?
+                .map(|guard| guard.value());
+            match (stored_format, stored_servers) {
+                (Some(FORMAT), _) => {}
+                (None, None) => {
+                    meta.insert("format", FORMAT).map_err(store_error)?;
+                }
+                (found, _) => {
+                    return Err(RemoteError::new(
+                        ErrorCode::InvalidArgument,
+                        format!(
+                            "{} holds namespace format {}, this build reads format {FORMAT}: move it aside and start a new cluster",
+                            db_path.display(),
+                            found.unwrap_or(1)
+                        ),
+                    ));
+                }
+            }
             match stored_servers {
                 Some(stored) if stored != u64::from(server_count) => {
                     return Err(RemoteError::new(
@@ -306,6 +346,7 @@ impl Namespace {
                     parent: ROOT_HANDLE,
                     stripe_unit_bytes: 0,
                     servers: Vec::new(),
+                    pattern: Vec::new(),
                 };
                 inodes
                     .insert(ROOT_HANDLE, encode_inode(&root)?.as_slice())
@@ -370,6 +411,7 @@ impl Namespace {
         exclusive: bool,
         stripe_unit_bytes: u64,
         server_count: u16,
+        pattern: &[Datatype],
     ) -> Result<CreatePlan, RemoteError> {
         check_mode(mode)?;
         let txn = self.db.begin_read().map_err(store_error)?;
@@ -398,7 +440,16 @@ impl Namespace {
         } else {
             stripe_unit_bytes
         };
-        let count = if server_count == 0 {
+        let count = if !pattern.is_empty() {
+            let types = u16::try_from(pattern.len()).unwrap_or(u16::MAX);
+            if server_count != 0 && server_count != types {
+                return Err(RemoteError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{path}: a pattern of {types} types needs {types} servers, not {server_count}"),
+                ));
+            }
+            types
+        } else if server_count == 0 {
             self.server_count
         } else {
             server_count
@@ -419,9 +470,21 @@ impl Namespace {
         let servers: Vec<u16> = (0..count)
             .map(|i| (first + i) % self.server_count)
             .collect();
-        StripeLayout::new(stripe_unit_bytes, servers.clone()).map_err(|why| {
-            RemoteError::new(ErrorCode::InvalidArgument, format!("{path}: {why}"))
-        })?;
+        let invalid =
+            |why: String| RemoteError::new(ErrorCode::InvalidArgument, format!("{path}: {why}"));
+        let pattern = if pattern.is_empty() {
+            StripeLayout::new(stripe_unit_bytes, servers.clone()).map_err(invalid)?;
+            Vec::new()
+        } else {
+            PatternLayout::new(servers.clone(), pattern.to_vec()).map_err(invalid)?;
+            pattern
+                .iter()
+                .map(|datatype| {
+                    tessera_proto::dtype::wire::encode(datatype)
+                        .map_err(|err| invalid(err.to_string()))
+                })
+                .collect::<Result<_, _>>()?
+        };
         let now = now_ns();
         let inode = Inode {
             kind: KIND_FILE,
@@ -435,6 +498,7 @@ impl Namespace {
             parent,
             stripe_unit_bytes,
             servers,
+            pattern,
         };
         Ok(CreatePlan::New(handle, inode))
     }
@@ -536,6 +600,7 @@ impl Namespace {
                 parent,
                 stripe_unit_bytes: 0,
                 servers: Vec::new(),
+                pattern: Vec::new(),
             };
             inodes
                 .insert(handle, encode_inode(&inode)?.as_slice())
@@ -779,7 +844,7 @@ mod tests {
 
     fn create(namespace: &Namespace, path: &str) -> u64 {
         match namespace
-            .plan_create(&CREDENTIALS, path, 0o644, true, 0, 0)
+            .plan_create(&CREDENTIALS, path, 0o644, true, 0, 0, &[])
             .unwrap()
         {
             CreatePlan::New(handle, inode) => {

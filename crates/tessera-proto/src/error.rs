@@ -61,6 +61,9 @@ pub enum WireError {
         /// Version of this build.
         expected: u8,
     },
+    /// An encoded datatype was refused (malformed, or over a datatype limit).
+    #[error("datatype refused: {0}")]
+    Datatype(String),
     /// An opcode this server does not serve.
     #[error("unknown opcode {opcode:#04x}")]
     UnknownOpcode {
@@ -101,6 +104,9 @@ pub enum ErrorCode {
     Unavailable = 13,
     /// An invariant broke inside the server.
     Internal = 14,
+    /// The view id is not declared on this server (never, or lost in a restart or eviction):
+    /// declare it again.
+    UnknownView = 15,
 }
 
 impl ErrorCode {
@@ -121,6 +127,7 @@ impl ErrorCode {
             12 => Self::Busy,
             13 => Self::Unavailable,
             14 => Self::Internal,
+            15 => Self::UnknownView,
             other => {
                 return Err(WireError::BadValue {
                     field: "error code",
@@ -147,6 +154,7 @@ impl ErrorCode {
             Self::Busy => "busy",
             Self::Unavailable => "server unavailable",
             Self::Internal => "internal error",
+            Self::UnknownView => "unknown view",
         }
     }
 }

@@ -7,9 +7,133 @@
 //! access into per-server pieces; the metadata server uses [`StripeLayout::local_size`] and
 //! [`StripeLayout::logical_end`] to turn server object sizes into the file size and back.
 
+use std::sync::Arc;
+
+use tessera_dtype::Datatype;
+
 use crate::codec::{Decoder, Encoder, Wire};
 use crate::error::WireError;
 use crate::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_MAX, STRIPE_UNIT_BYTES_MIN};
+use crate::pattern::PatternLayout;
+
+/// The physical distribution of a file over its I/O servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    /// Round-robin stripe units (the default).
+    Stripe(StripeLayout),
+    /// A periodic pattern given by one datatype per server.
+    Pattern(Arc<PatternLayout>),
+}
+
+impl From<StripeLayout> for Layout {
+    fn from(layout: StripeLayout) -> Self {
+        Self::Stripe(layout)
+    }
+}
+
+impl Layout {
+    /// Cluster indices of the servers, by position.
+    pub fn servers(&self) -> &[u16] {
+        match self {
+            Self::Stripe(layout) => &layout.servers,
+            Self::Pattern(layout) => &layout.servers,
+        }
+    }
+
+    /// Splits the logical range `[offset, offset + length)` into per-server runs, in logical
+    /// order.
+    pub fn map(&self, offset: u64, length: u64) -> Box<dyn Iterator<Item = Segment> + '_> {
+        match self {
+            Self::Stripe(layout) => Box::new(layout.map(offset, length)),
+            Self::Pattern(layout) => Box::new(layout.map(offset, length)),
+        }
+    }
+
+    /// Calls `visit` with every per-server run of `[offset, offset + length)`, in logical
+    /// order (no allocation; the hot path of planning).
+    #[inline]
+    pub fn for_each_segment(&self, offset: u64, length: u64, visit: impl FnMut(Segment)) {
+        match self {
+            Self::Stripe(layout) => layout.map(offset, length).for_each(visit),
+            Self::Pattern(layout) => layout.map(offset, length).for_each(visit),
+        }
+    }
+
+    /// Bytes the server at `position` holds of a file of `logical_size` bytes.
+    pub fn local_size(&self, position: usize, logical_size: u64) -> u64 {
+        match self {
+            Self::Stripe(layout) => layout.local_size(position, logical_size),
+            Self::Pattern(layout) => layout.local_size(position, logical_size),
+        }
+    }
+
+    /// The logical end of a local object of `local_size` bytes on the server at `position`.
+    pub fn logical_end(&self, position: usize, local_size: u64) -> u64 {
+        match self {
+            Self::Stripe(layout) => layout.logical_end(position, local_size),
+            Self::Pattern(layout) => layout.logical_end(position, local_size),
+        }
+    }
+
+    /// One line for people: `stripe 65536 B over [0, 1]` or `pattern of 4096 B over [..]`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Stripe(layout) => format!(
+                "stripe {} B over servers {:?}",
+                layout.stripe_unit_bytes, layout.servers
+            ),
+            Self::Pattern(layout) => format!(
+                "pattern, period {} B, over servers {:?}",
+                layout.period_bytes(),
+                layout.servers
+            ),
+        }
+    }
+}
+
+const LAYOUT_STRIPE: u8 = 1;
+const LAYOUT_PATTERN: u8 = 2;
+
+impl Wire for Layout {
+    fn encode(&self, encoder: &mut Encoder) {
+        match self {
+            Self::Stripe(layout) => {
+                encoder.u8(LAYOUT_STRIPE);
+                layout.encode(encoder);
+            }
+            Self::Pattern(layout) => {
+                encoder.u8(LAYOUT_PATTERN);
+                encoder.count(layout.servers.len());
+                for (&server, datatype) in layout.servers.iter().zip(&layout.types) {
+                    encoder.u16(server);
+                    datatype.encode(encoder);
+                }
+            }
+        }
+    }
+
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        match decoder.u8()? {
+            LAYOUT_STRIPE => Ok(Self::Stripe(StripeLayout::decode(decoder)?)),
+            LAYOUT_PATTERN => {
+                let count = decoder.count("servers_max", SERVERS_MAX, 16)?;
+                let mut servers = Vec::with_capacity(count);
+                let mut types = Vec::with_capacity(count);
+                for _ in 0..count {
+                    servers.push(decoder.u16()?);
+                    types.push(Datatype::decode(decoder)?);
+                }
+                let layout = PatternLayout::new(servers, types)
+                    .map_err(|why| WireError::Datatype(format!("pattern layout: {why}")))?;
+                Ok(Self::Pattern(Arc::new(layout)))
+            }
+            other => Err(WireError::BadValue {
+                field: "layout tag",
+                value: u64::from(other),
+            }),
+        }
+    }
+}
 
 /// Round-robin striping of a file over an ordered list of servers.
 #[derive(Debug, Clone, PartialEq, Eq)]

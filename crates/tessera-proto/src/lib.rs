@@ -6,15 +6,19 @@
 //! too because both the client and the metadata server compute with it. Nothing in this crate
 //! does I/O, so every decoder can be fuzzed and property-tested in isolation.
 
+pub mod access;
 pub mod codec;
 pub mod error;
 pub mod header;
 pub mod layout;
 pub mod limits;
 pub mod message;
+pub mod pattern;
 
 pub use codec::{Decoder, Encoder, Wire};
 pub use error::{ErrorCode, RemoteError, WireError};
 pub use header::Header;
-pub use layout::{Segment, StripeLayout};
+pub use layout::{Layout, Segment, StripeLayout};
+pub use pattern::PatternLayout;
+pub use tessera_dtype::{self as dtype, Datatype};
 pub use message::*;

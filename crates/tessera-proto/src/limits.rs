@@ -72,6 +72,17 @@ pub const IOD_OPEN_OBJECTS_MAX: usize = 512;
 /// Most requests a server works on at once (the rest wait in their connections).
 pub const SERVER_REQUESTS_INFLIGHT_MAX: usize = 64;
 
+/// Most runs in one period of a pattern layout (all servers together).
+pub const PATTERN_RUNS_MAX: usize = 1 << 16;
+
+/// Most views an I/O server keeps declared; past it the least recently used is dropped and
+/// its client declares it again on next use.
+pub const IOD_VIEWS_MAX: usize = 4096;
+
+/// Most layout segments (of all servers) one datatype or view request may span: the work a
+/// server does to find its share of the request's range. Clients cut requests at half of it.
+pub const REQUEST_SEGMENTS_MAX: u64 = 1 << 22;
+
 // A request with the most pieces must fit the body limit (16 bytes a piece, plus the fixed part).
 const _: () = assert!(
     REQUEST_PIECES_MAX as u64 * 16 + CAPABILITY_BYTES_MAX as u64 + 64

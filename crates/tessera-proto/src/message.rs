@@ -8,9 +8,11 @@
 use crate::codec::{Decoder, Encoder, Wire};
 use crate::error::{ErrorCode, RemoteError, WireError};
 use crate::layout::StripeLayout;
+use crate::layout::Layout;
+use tessera_dtype::Datatype;
 use crate::limits::{
     CAPABILITY_BYTES_MAX, ERROR_MESSAGE_BYTES_MAX, NAME_BYTES_MAX, PATH_BYTES_MAX,
-    READDIR_ENTRIES_MAX, REQUEST_PIECES_MAX,
+    READDIR_ENTRIES_MAX, REQUEST_PIECES_MAX, SERVERS_MAX,
 };
 
 /// Every operation on the wire.
@@ -53,6 +55,18 @@ pub enum Opcode {
     Read = 0x35,
     /// iod: flush a local object to stable storage.
     ObjectSync = 0x36,
+    /// iod: write this server's share of a range of a datatype's stream.
+    WriteType = 0x37,
+    /// iod: read this server's share of a range of a datatype's stream.
+    ReadType = 0x38,
+    /// iod: declare a view (a file type, displacement and layout) under an id.
+    DeclareView = 0x39,
+    /// iod: write this server's share of a range of a declared view.
+    WriteView = 0x3A,
+    /// iod: read this server's share of a range of a declared view.
+    ReadView = 0x3B,
+    /// iod: forget a view.
+    ReleaseView = 0x3C,
     /// A bulk-only frame of the `multiple` transfer mode: one piece of data.
     Data = 0x3F,
 }
@@ -79,6 +93,12 @@ impl Opcode {
             0x34 => Self::Write,
             0x35 => Self::Read,
             0x36 => Self::ObjectSync,
+            0x37 => Self::WriteType,
+            0x38 => Self::ReadType,
+            0x39 => Self::DeclareView,
+            0x3A => Self::WriteView,
+            0x3B => Self::ReadView,
+            0x3C => Self::ReleaseView,
             0x3F => Self::Data,
             opcode => return Err(WireError::UnknownOpcode { opcode }),
         })
@@ -141,7 +161,35 @@ impl Wire for String {
     }
 }
 
-impl Wire for Option<StripeLayout> {
+impl Wire for Datatype {
+    fn encode(&self, encoder: &mut Encoder) {
+        let bytes = tessera_dtype::wire::encode(self)
+            .expect("types sent on the wire were checked against the limits when built");
+        encoder.bytes(&bytes);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let bytes = decoder.bytes(
+            "datatype_encoded_bytes_max",
+            tessera_dtype::DATATYPE_ENCODED_BYTES_MAX,
+        )?;
+        tessera_dtype::wire::decode(bytes).map_err(|err| WireError::Datatype(err.to_string()))
+    }
+}
+
+impl Wire for Vec<Datatype> {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.count(self.len());
+        for datatype in self {
+            datatype.encode(encoder);
+        }
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let count = decoder.count("servers_max", SERVERS_MAX, 14)?;
+        (0..count).map(|_| Datatype::decode(decoder)).collect()
+    }
+}
+
+impl Wire for Option<Layout> {
     fn encode(&self, encoder: &mut Encoder) {
         match self {
             None => encoder.u8(0),
@@ -154,7 +202,7 @@ impl Wire for Option<StripeLayout> {
     fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
         match decoder.u8()? {
             0 => Ok(None),
-            1 => Ok(Some(StripeLayout::decode(decoder)?)),
+            1 => Ok(Some(Layout::decode(decoder)?)),
             other => Err(WireError::BadValue {
                 field: "layout tag",
                 value: u64::from(other),
@@ -256,8 +304,8 @@ wire_struct! {
         pub ctime_ns: u64,
         /// Links (2 + subdirectories for a directory, 1 for a file).
         pub nlink: u32,
-        /// Stripe layout of a file; `None` for a directory.
-        pub layout: Option<StripeLayout>,
+        /// Layout of a file; `None` for a directory.
+        pub layout: Option<Layout>,
     }
 }
 
@@ -457,6 +505,9 @@ wire_struct! {
         pub stripe_unit_bytes: u64,
         /// Servers to stripe over; 0 takes all of them.
         pub server_count: u16,
+        /// A pattern layout instead of stripes: one type per server (see `PatternLayout`);
+        /// empty for stripes.
+        pub pattern: Vec<Datatype>,
     }
 }
 request!(Create => Create, Attr);
@@ -709,6 +760,164 @@ wire_struct! {
 }
 request!(Read => Read, IoReply);
 
+/// Where a file type lies: the stream of `filetype` tiled from byte `displacement` of the
+/// file, over the file's layout, seen from the server at `position`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileType {
+    /// The file's layout.
+    pub layout: Layout,
+    /// Position of the receiving server in the layout.
+    pub position: u16,
+    /// The type tiled over the file.
+    pub filetype: Datatype,
+    /// File offset of the first instance.
+    pub displacement: u64,
+}
+
+impl Default for FileType {
+    fn default() -> Self {
+        Self {
+            layout: Layout::Stripe(StripeLayout {
+                stripe_unit_bytes: crate::limits::STRIPE_UNIT_BYTES_DEFAULT,
+                servers: vec![0],
+            }),
+            position: 0,
+            filetype: Datatype::byte(),
+            displacement: 0,
+        }
+    }
+}
+
+impl Wire for FileType {
+    fn encode(&self, encoder: &mut Encoder) {
+        self.layout.encode(encoder);
+        encoder.u16(self.position);
+        self.filetype.encode(encoder);
+        encoder.u64(self.displacement);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let layout = Layout::decode(decoder)?;
+        let position = decoder.u16()?;
+        if usize::from(position) >= layout.servers().len() {
+            return Err(WireError::BadValue {
+                field: "server position",
+                value: u64::from(position),
+            });
+        }
+        let filetype = Datatype::decode(decoder)?;
+        let displacement = decoder.u64()?;
+        Ok(Self {
+            layout,
+            position,
+            filetype,
+            displacement,
+        })
+    }
+}
+
+wire_struct! {
+    /// Writes this server's share of stream bytes `[start, end)` of a file type. The data
+    /// follows as for `Write`, in stream order.
+    pub struct WriteType {
+        /// File handle.
+        pub handle: u64,
+        /// Access right (not yet checked).
+        pub capability: Capability,
+        /// How the data travels.
+        pub mode: TransferMode,
+        /// The file type.
+        pub file: FileType,
+        /// First stream byte.
+        pub start: u64,
+        /// One past the last stream byte.
+        pub end: u64,
+    }
+}
+request!(WriteType => WriteType, IoReply);
+
+wire_struct! {
+    /// Reads this server's share of stream bytes `[start, end)` of a file type; the data
+    /// comes back as for `Read`, in stream order.
+    pub struct ReadType {
+        /// File handle.
+        pub handle: u64,
+        /// Access right (not yet checked).
+        pub capability: Capability,
+        /// How the data travels.
+        pub mode: TransferMode,
+        /// The file type.
+        pub file: FileType,
+        /// First stream byte.
+        pub start: u64,
+        /// One past the last stream byte.
+        pub end: u64,
+    }
+}
+request!(ReadType => ReadType, IoReply);
+
+wire_struct! {
+    /// Declares a view under `view_id`. Declaring an id again with the same file type is
+    /// harmless; with another one it is refused.
+    pub struct DeclareView {
+        /// File handle.
+        pub handle: u64,
+        /// Chosen by the client, unique per view.
+        pub view_id: u64,
+        /// The view's file type.
+        pub file: FileType,
+    }
+}
+request!(DeclareView => DeclareView, Empty);
+
+wire_struct! {
+    /// Writes this server's share of view bytes `[start, end)`; data as for `Write`.
+    pub struct WriteView {
+        /// File handle.
+        pub handle: u64,
+        /// Access right (not yet checked).
+        pub capability: Capability,
+        /// How the data travels.
+        pub mode: TransferMode,
+        /// A declared view.
+        pub view_id: u64,
+        /// First view byte.
+        pub start: u64,
+        /// One past the last view byte.
+        pub end: u64,
+    }
+}
+request!(WriteView => WriteView, IoReply);
+
+wire_struct! {
+    /// Reads this server's share of view bytes `[start, end)`; data as for `Read`.
+    pub struct ReadView {
+        /// File handle.
+        pub handle: u64,
+        /// Access right (not yet checked).
+        pub capability: Capability,
+        /// How the data travels.
+        pub mode: TransferMode,
+        /// A declared view.
+        pub view_id: u64,
+        /// First view byte.
+        pub start: u64,
+        /// One past the last view byte.
+        pub end: u64,
+    }
+}
+request!(ReadView => ReadView, IoReply);
+
+wire_struct! {
+    /// Forgets a view (unknown ids are ignored).
+    pub struct ReleaseView {
+        /// File handle.
+        pub handle: u64,
+        /// The view.
+        pub view_id: u64,
+    }
+}
+request!(ReleaseView => ReleaseView, Empty);
+
 impl Write {
     /// Bytes of data the request carries (the sum of its piece lengths).
     pub fn data_bytes(&self) -> u64 {
@@ -764,7 +973,7 @@ mod tests {
             mtime_ns: 5,
             ctime_ns: 6,
             nlink: 1,
-            layout: Some(StripeLayout::new(65536, vec![2, 0, 1]).unwrap()),
+            layout: Some(StripeLayout::new(65536, vec![2, 0, 1]).unwrap().into()),
         };
         round_trip(&attr);
         round_trip(&ReaddirReply {

@@ -1,0 +1,241 @@
+//! The share of one server in a datatype access: the walk both sides agree on.
+//!
+//! A datatype or view request names a range `[start, end)` of the stream of a file type
+//! tiled from a displacement. The server walks the runs of that range lazily
+//! ([`tessera_dtype::Datatype::runs`]), splits each run by the file's layout, keeps the
+//! segments on its own position and merges those adjacent in its local object: the local
+//! pieces of the request, in stream order. The client plans its requests with the same walk
+//! and the same merge rule, so both sides arrive at the same pieces without a list on the
+//! wire. The walk is bounded: at most [`REQUEST_SEGMENTS_MAX`] segments of all servers, at
+//! most [`REQUEST_PIECES_MAX`] local pieces and [`MESSAGE_BULK_BYTES_MAX`] bytes.
+
+use tessera_dtype::Datatype;
+
+use crate::error::{ErrorCode, RemoteError};
+use crate::layout::Layout;
+use crate::limits::{
+    FILE_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX, REQUEST_SEGMENTS_MAX,
+};
+use crate::message::{FileType, Piece};
+
+/// Checks that stream bytes `[start, end)` of `filetype` tiled from `displacement` fall
+/// inside the file limits, before any walk.
+pub fn check_file_range(
+    filetype: &Datatype,
+    displacement: u64,
+    start: u64,
+    end: u64,
+) -> Result<(), RemoteError> {
+    if start > end {
+        return Err(RemoteError::new(
+            ErrorCode::InvalidArgument,
+            format!("stream range {start}..{end} is reversed"),
+        ));
+    }
+    if displacement > FILE_BYTES_MAX {
+        return Err(RemoteError::over_limit(
+            "file_bytes_max",
+            displacement,
+            FILE_BYTES_MAX,
+        ));
+    }
+    if start == end {
+        return Ok(());
+    }
+    if filetype.size() == 0 {
+        return Err(RemoteError::new(
+            ErrorCode::InvalidArgument,
+            "the file type selects no bytes, so no stream range of it can be accessed",
+        ));
+    }
+    #[allow(clippy::cast_possible_wrap)] // displacement ≤ file_bytes_max < i64::MAX
+    let (low, high) = filetype
+        .span(displacement as i64, start, end)
+        .expect("a non-empty range of a non-empty type");
+    if low < 0 {
+        return Err(RemoteError::new(
+            ErrorCode::InvalidArgument,
+            format!("the file type reaches byte {low}, before the start of the file"),
+        ));
+    }
+    if high > i128::from(FILE_BYTES_MAX) {
+        return Err(RemoteError::over_limit(
+            "file_bytes_max",
+            u64::try_from(high).unwrap_or(u64::MAX),
+            FILE_BYTES_MAX,
+        ));
+    }
+    Ok(())
+}
+
+/// The local pieces of one server's share of a request, in stream order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Share {
+    /// Merged local pieces.
+    pub pieces: Vec<Piece>,
+    /// Bytes in them.
+    pub bytes: u64,
+}
+
+/// Walks stream bytes `[start, end)` of `file` and returns the share of `file.position`.
+pub fn server_share(file: &FileType, start: u64, end: u64) -> Result<Share, RemoteError> {
+    check_file_range(&file.filetype, file.displacement, start, end)?;
+    let mut share = Share::default();
+    if start == end {
+        return Ok(share);
+    }
+    let position = usize::from(file.position);
+    #[allow(clippy::cast_possible_wrap)] // displacement ≤ file_bytes_max < i64::MAX
+    let runs = file
+        .filetype
+        .runs(file.displacement as i64, start, end)
+        .map_err(|err| RemoteError::new(ErrorCode::InvalidArgument, err.to_string()))?;
+    let mut segments = 0u64;
+    let mut failure = None;
+    for run in runs {
+        let offset = u64::try_from(run.offset).expect("checked by check_file_range");
+        file.layout.for_each_segment(offset, run.length, |segment| {
+            segments += 1;
+            if segment.server_position != position || failure.is_some() {
+                return;
+            }
+            match share.pieces.last_mut() {
+                Some(last) if last.offset + last.length == segment.local_offset => {
+                    last.length += segment.length;
+                }
+                _ => share.pieces.push(Piece::new(segment.local_offset, segment.length)),
+            }
+            share.bytes += segment.length;
+            if share.pieces.len() > REQUEST_PIECES_MAX as usize {
+                failure = Some(RemoteError::over_limit(
+                    "request_pieces_max",
+                    share.pieces.len() as u64,
+                    u64::from(REQUEST_PIECES_MAX),
+                ));
+            } else if share.bytes > u64::from(MESSAGE_BULK_BYTES_MAX) {
+                failure = Some(RemoteError::over_limit(
+                    "message_bulk_bytes_max",
+                    share.bytes,
+                    u64::from(MESSAGE_BULK_BYTES_MAX),
+                ));
+            }
+        });
+        if let Some(failure) = failure {
+            return Err(failure);
+        }
+        if segments > REQUEST_SEGMENTS_MAX {
+            return Err(RemoteError::over_limit(
+                "request_segments_max",
+                segments,
+                REQUEST_SEGMENTS_MAX,
+            ));
+        }
+    }
+    Ok(share)
+}
+
+/// Positions of the servers that some instance of `filetype` tiled from `displacement`
+/// touches. The pattern of a tiled type over a periodic layout repeats after
+/// `period / gcd(extent, period)` instances, so those are walked — up to a budget of
+/// segments, past which every server is assumed to be touched.
+pub fn touched_positions(layout: &Layout, filetype: &Datatype, displacement: u64) -> Vec<bool> {
+    const SEGMENTS_BUDGET: u64 = 1 << 16;
+    let servers = layout.servers().len();
+    let mut touched = vec![false; servers];
+    if filetype.size() == 0 {
+        return touched;
+    }
+    let period = match layout {
+        Layout::Stripe(stripe) => stripe.stripe_unit_bytes * servers as u64,
+        Layout::Pattern(pattern) => pattern.period_bytes(),
+    };
+    let extent = filetype.extent().unsigned_abs();
+    let instances = if extent == 0 {
+        1
+    } else {
+        period / gcd(extent % period, period)
+    };
+    let bytes = u128::from(instances) * u128::from(filetype.size());
+    let everything = vec![true; servers];
+    let Ok(end) = u64::try_from(bytes) else {
+        return everything;
+    };
+    if check_file_range(filetype, displacement, 0, end).is_err() {
+        return everything;
+    }
+    #[allow(clippy::cast_possible_wrap)] // checked by check_file_range
+    let Ok(runs) = filetype.runs(displacement as i64, 0, end) else {
+        return everything;
+    };
+    let mut segments = 0u64;
+    for run in runs {
+        let offset = u64::try_from(run.offset).expect("checked by check_file_range");
+        layout.for_each_segment(offset, run.length, |segment| {
+            segments += 1;
+            touched[segment.server_position] = true;
+        });
+        if segments > SEGMENTS_BUDGET || touched.iter().all(|&t| t) {
+            return everything;
+        }
+    }
+    touched
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::StripeLayout;
+    use crate::pattern::PatternLayout;
+    use std::sync::Arc;
+
+    fn columns(rows: u64, row_bytes: u64, first: u64, width: u64) -> Datatype {
+        Datatype::subarray(
+            &[rows, row_bytes],
+            &[rows, width],
+            &[0, first],
+            tessera_dtype::Order::C,
+            &Datatype::byte(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_matching_pattern_layout_gives_one_contiguous_piece() {
+        // 8 rows of 16 bytes in (*,BLOCK) over 4 servers: 4 columns each.
+        let row = |first| Datatype::resized(0, 16, &Datatype::hindexed(&[4], &[first], &Datatype::byte()).unwrap()).unwrap();
+        let pattern = PatternLayout::new(vec![0, 1, 2, 3], (0..4).map(|i| row(i * 4)).collect()).unwrap();
+        let file = FileType {
+            layout: Layout::Pattern(Arc::new(pattern)),
+            position: 2,
+            filetype: columns(8, 16, 8, 4),
+            displacement: 0,
+        };
+        let share = server_share(&file, 0, 32).unwrap();
+        assert_eq!(share.pieces, vec![Piece::new(0, 32)]);
+        // The same view over stripes of 64 B: rows 0-3 on server 0, 4-7 on server 1.
+        let striped = FileType {
+            layout: Layout::Stripe(StripeLayout::new(64, vec![0, 1]).unwrap()),
+            position: 1,
+            ..file
+        };
+        let share = server_share(&striped, 0, 32).unwrap();
+        assert_eq!(share.pieces.len(), 4);
+        assert_eq!(share.bytes, 16);
+        assert_eq!(touched_positions(&striped.layout, &striped.filetype, 0), vec![true, true]);
+    }
+
+    #[test]
+    fn refuses_types_before_the_file_start() {
+        let backwards = Datatype::hvector(2, 1, -8, &Datatype::byte()).unwrap();
+        let error = check_file_range(&backwards, 0, 0, 2).unwrap_err();
+        assert!(error.message.contains("before the start"), "{error}");
+        assert!(check_file_range(&backwards, 8, 0, 2).is_ok());
+    }
+}
