@@ -157,10 +157,7 @@ pub fn stat(args: &PathArgs) -> Result<(), String> {
     println!("nlink:   {}", attr.nlink);
     println!("mtime:   {} ns", attr.mtime_ns);
     if let Some(layout) = attr.layout {
-        println!(
-            "layout:  stripe {} bytes over iods {:?}",
-            layout.stripe_unit_bytes, layout.servers
-        );
+        println!("layout:  {}", layout.describe());
     }
     Ok(())
 }

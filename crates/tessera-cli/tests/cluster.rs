@@ -108,7 +108,7 @@ fn namespace_operations_and_bad_input() {
             },
         )
         .unwrap();
-    assert_eq!(file.layout().servers.len(), 3);
+    assert_eq!(file.layout().servers().len(), 3);
     assert_eq!(
         code(client.create(
             "/d/f",

@@ -7,8 +7,8 @@ use std::time::Duration;
 use tessera_net::{Peer, Pool};
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 use tessera_proto::{
-    Attr, Create, Credentials, DirEntry, Lookup, Mkdir, Ping, PingReply, Readdir, Rename, Request,
-    Rmdir, Stat, StatHandle, Truncate, Unlink,
+    Attr, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, Ping, PingReply, Readdir, Rename,
+    Request, Rmdir, Stat, StatHandle, Truncate, Unlink,
 };
 
 use crate::config::ClusterConfig;
@@ -49,6 +49,10 @@ pub struct CreateOptions {
     pub stripe_unit_bytes: u64,
     /// Servers to stripe over; 0 means all of them.
     pub server_count: u16,
+    /// A pattern layout instead of stripes: one datatype per server, each with lower bound
+    /// 0 and the same extent (the period), together covering each period once
+    /// (see `tessera_proto::PatternLayout`). Empty for stripes.
+    pub pattern: Vec<Datatype>,
 }
 
 impl Default for CreateOptions {
@@ -58,6 +62,7 @@ impl Default for CreateOptions {
             exclusive: false,
             stripe_unit_bytes: STRIPE_UNIT_BYTES_DEFAULT,
             server_count: 0,
+            pattern: Vec::new(),
         }
     }
 }
@@ -252,6 +257,7 @@ impl Client {
             exclusive: options.exclusive,
             stripe_unit_bytes: options.stripe_unit_bytes,
             server_count: options.server_count,
+            pattern: options.pattern.clone(),
         })?;
         File::new(self.clone(), path, attr, OpenMode::ReadWrite)
     }

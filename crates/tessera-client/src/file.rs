@@ -11,8 +11,7 @@ use std::io::{IoSlice, IoSliceMut};
 use tessera_net::{Lease, NetError, PieceData, PieceDataMut, TransferCounts};
 use tessera_proto::limits::{FILE_BYTES_MAX, LIST_PIECES_MAX, PIECE_BYTES_MAX};
 use tessera_proto::{
-    Attr, Capability, ErrorCode, FileKind, ObjectSync, Piece, Read, StripeLayout, TransferMode,
-    Write,
+    Attr, Capability, ErrorCode, FileKind, Layout, ObjectSync, Piece, Read, TransferMode, Write,
 };
 
 use crate::client::Client;
@@ -55,6 +54,8 @@ pub struct IoReport {
     pub bytes: u64,
     /// Bytes copied through pack buffers on the client.
     pub bytes_copied: u64,
+    /// Distinct servers the call reached (filled in by datatype and view calls).
+    pub servers: u64,
 }
 
 impl std::ops::AddAssign for IoReport {
@@ -65,6 +66,7 @@ impl std::ops::AddAssign for IoReport {
         self.storage_pieces += other.storage_pieces;
         self.bytes += other.bytes;
         self.bytes_copied += other.bytes_copied;
+        self.servers = self.servers.max(other.servers);
     }
 }
 
@@ -79,12 +81,14 @@ impl IoReport {
 /// An open file.
 #[derive(Debug, Clone)]
 pub struct File {
-    client: Client,
-    path: String,
-    handle: u64,
-    layout: StripeLayout,
-    mode: OpenMode,
-    transfer: TransferMode,
+    pub(crate) client: Client,
+    pub(crate) path: String,
+    pub(crate) handle: u64,
+    pub(crate) layout: Layout,
+    pub(crate) mode: OpenMode,
+    pub(crate) transfer: TransferMode,
+    /// Ids of the views declared through this file and its clones, released at close.
+    pub(crate) views: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
 }
 
 impl File {
@@ -101,7 +105,7 @@ impl File {
             });
         };
         if let Some(&server) = layout
-            .servers
+            .servers()
             .iter()
             .find(|&&server| usize::from(server) >= client.server_count())
         {
@@ -120,6 +124,7 @@ impl File {
             layout,
             mode,
             transfer: TransferMode::Gather,
+            views: std::sync::Arc::default(),
         })
     }
 
@@ -133,8 +138,8 @@ impl File {
         self.handle
     }
 
-    /// The stripe layout.
-    pub fn layout(&self) -> &StripeLayout {
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
         &self.layout
     }
 
@@ -155,7 +160,7 @@ impl File {
 
     /// Flushes the file's data on every server to stable storage.
     pub fn sync(&self) -> Result<(), ClientError> {
-        for &server in &self.layout.servers {
+        for &server in self.layout.servers() {
             self.client
                 .inner
                 .iods
@@ -183,7 +188,7 @@ impl File {
         self.read_list(&mut [IoSliceMut::new(data)], &[Piece::new(offset, length)])
     }
 
-    fn check(
+    pub(crate) fn check(
         &self,
         operation: &'static str,
         memory: &[u64],
@@ -252,13 +257,13 @@ impl File {
         Ok(())
     }
 
-    fn server_of(&self, position: usize) -> usize {
-        usize::from(self.layout.servers[position])
+    pub(crate) fn server_of(&self, position: usize) -> usize {
+        usize::from(self.layout.servers()[position])
     }
 
     /// Runs `plan` round by round: `send` then `recv` on every request of a round. Any failure
     /// that may leave a stream out of step closes that round's connections.
-    fn execute(
+    pub(crate) fn execute(
         &self,
         plan: &Plan,
         mut send: impl FnMut(
@@ -331,7 +336,7 @@ impl File {
         Ok(report)
     }
 
-    fn name_file(&self, error: ClientError) -> ClientError {
+    pub(crate) fn name_file(&self, error: ClientError) -> ClientError {
         match error {
             ClientError::Server { code, message } => ClientError::Server {
                 code,

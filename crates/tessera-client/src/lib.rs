@@ -24,9 +24,15 @@ pub mod config;
 mod error;
 mod file;
 pub mod plan;
+mod typed;
 
 pub use client::{Client, ClientOptions, CreateOptions};
 pub use config::ClusterConfig;
 pub use error::ClientError;
 pub use file::{File, IoReport, OpenMode};
-pub use tessera_proto::{Attr, DirEntry, ErrorCode, FileKind, Piece, StripeLayout, TransferMode};
+pub use tessera_proto::dtype;
+pub use tessera_proto::{
+    Attr, Datatype, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, Piece, StripeLayout,
+    TransferMode,
+};
+pub use typed::View;

@@ -8,8 +8,12 @@
 //! `MESSAGE_BULK_BYTES_MAX` bytes. [`Plan::carve`] then cuts the caller's memory pieces, in
 //! stream order and without copying, into the slices each request sends from or receives into.
 
-use tessera_proto::limits::{MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX};
-use tessera_proto::{Piece, StripeLayout};
+use tessera_proto::limits::{MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX, REQUEST_SEGMENTS_MAX};
+use tessera_proto::{Layout, Piece};
+
+/// A datatype or view request may span at most this many layout segments of all servers:
+/// half the server's limit, so the boundary runs the two sides cut differently never matter.
+const PLAN_SEGMENTS_MAX: u64 = REQUEST_SEGMENTS_MAX / 2;
 
 /// One request to one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +24,11 @@ pub struct RequestPlan {
     pub pieces: Vec<Piece>,
     /// Bytes of data.
     pub bytes: u64,
+    /// The stream range `[start, end)` of the access this request serves: the server's share
+    /// of exactly this range is `pieces` (used by datatype and view requests).
+    pub stream: (u64, u64),
+    /// Index of the layout segment (over all servers) where the request began.
+    first_segment: u64,
     /// For each piece, the number of this request's stream chunks up to its end.
     piece_chunk_ends: Vec<usize>,
     chunk_count: usize,
@@ -74,13 +83,26 @@ pub struct CarvedRequest<S> {
 
 impl Plan {
     /// Plans `file_pieces` over `layout`. Zero-length pieces are skipped.
-    pub fn new(layout: &StripeLayout, file_pieces: &[Piece]) -> Self {
+    pub fn new(layout: &Layout, file_pieces: &[Piece]) -> Self {
+        Self::from_runs(layout, 0, file_pieces.iter().copied())
+    }
+
+    /// Plans the file runs of a stream that starts at stream byte `stream_start`, in stream
+    /// order. Zero-length runs are skipped.
+    pub fn from_runs(
+        layout: &Layout,
+        stream_start: u64,
+        runs: impl IntoIterator<Item = Piece>,
+    ) -> Self {
         let bulk_max = u64::from(MESSAGE_BULK_BYTES_MAX);
         let mut plan = Self::default();
         // Index in `requests` of each server's open request.
-        let mut open: Vec<Option<usize>> = vec![None; layout.servers.len()];
-        for piece in file_pieces.iter().filter(|piece| piece.length > 0) {
-            for segment in layout.map(piece.offset, piece.length) {
+        let mut open: Vec<Option<usize>> = vec![None; layout.servers().len()];
+        let mut stream = stream_start;
+        let mut segment_index = 0u64;
+        for run in runs.into_iter().filter(|run| run.length > 0) {
+            layout.for_each_segment(run.offset, run.length, |segment| {
+                segment_index += 1;
                 let mut local_offset = segment.local_offset;
                 let mut remaining = segment.length;
                 while remaining > 0 {
@@ -88,6 +110,7 @@ impl Plan {
                     let fits = |request: &RequestPlan| {
                         request.bytes < bulk_max
                             && request.pieces.len() < REQUEST_PIECES_MAX as usize
+                            && segment_index - request.first_segment < PLAN_SEGMENTS_MAX
                     };
                     let index = match open[position] {
                         Some(index) if fits(&plan.requests[index]) => index,
@@ -96,6 +119,8 @@ impl Plan {
                                 server_position: position,
                                 pieces: Vec::new(),
                                 bytes: 0,
+                                stream: (stream, stream),
+                                first_segment: segment_index,
                                 piece_chunk_ends: Vec::new(),
                                 chunk_count: 0,
                             });
@@ -120,14 +145,24 @@ impl Plan {
                         }
                     }
                     request.bytes += length;
+                    stream += length;
+                    request.stream.1 = stream;
                     plan.chunks.push((index, length));
                     plan.total_bytes += length;
                     local_offset += length;
                     remaining -= length;
                 }
-            }
+            });
         }
         plan
+    }
+
+    /// Positions of the servers the plan sends to, without repeats.
+    pub fn server_positions(&self) -> Vec<usize> {
+        let mut positions: Vec<usize> = self.requests.iter().map(|r| r.server_position).collect();
+        positions.sort_unstable();
+        positions.dedup();
+        positions
     }
 
     /// Rounds of requests: round `r` holds the `r`-th request of every server, so each server
@@ -203,10 +238,11 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_proto::StripeLayout;
 
     #[test]
     fn one_request_per_server_with_merged_pieces() {
-        let layout = StripeLayout::new(100, vec![0, 1]).unwrap();
+        let layout: Layout = StripeLayout::new(100, vec![0, 1]).unwrap().into();
         // Two pieces that meet on server 0's object: [0,100) then [200,250) — local 0..100, 100..150.
         let plan = Plan::new(
             &layout,
@@ -236,7 +272,7 @@ mod tests {
 
     #[test]
     fn splits_requests_at_the_piece_limit() {
-        let layout = StripeLayout::new(64, vec![0]).unwrap();
+        let layout: Layout = StripeLayout::new(64, vec![0]).unwrap().into();
         let pieces: Vec<Piece> = (0..u64::from(REQUEST_PIECES_MAX) + 3)
             .map(|i| Piece::new(i * 2, 1))
             .collect();

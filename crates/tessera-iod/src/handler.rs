@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
-use tessera_proto::limits::{FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_BYTES_MAX};
 use tessera_proto::access::{server_share, Share};
+use tessera_proto::limits::{FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_BYTES_MAX};
 use tessera_proto::{
     DeclareView, Empty, ErrorCode, FileType, Header, IoReply, ObjectCreate, ObjectRemove,
     ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read,
@@ -152,24 +152,62 @@ impl Iod {
         request: &Incoming,
         connection: &mut ServerConnection,
     ) -> Result<(), ConnectionError> {
+        let header = &request.header;
         let (handle, mode, pieces, total) = match request.opcode {
-            Opcode::WriteType => {
-                let write: WriteType = request.decode()?;
-                let share = Self::share(Arc::new(write.file), write.start, write.end)
-                    .await
-                    .map_err(ConnectionError::Refused)?;
-                (write.handle, write.mode, share.pieces, share.bytes)
-            }
-            Opcode::WriteView => {
-                let write: WriteView = request.decode()?;
-                let file = self
-                    .views
-                    .get(write.handle, write.view_id)
-                    .map_err(ConnectionError::Refused)?;
-                let share = Self::share(file, write.start, write.end)
-                    .await
-                    .map_err(ConnectionError::Refused)?;
-                (write.handle, write.mode, share.pieces, share.bytes)
+            Opcode::WriteType | Opcode::WriteView => {
+                let (handle, mode, file, start, end, frames) =
+                    if request.opcode == Opcode::WriteType {
+                        let write: WriteType = request.decode()?;
+                        let file = Ok(Arc::new(write.file));
+                        (
+                            write.handle,
+                            write.mode,
+                            file,
+                            write.start,
+                            write.end,
+                            write.pieces,
+                        )
+                    } else {
+                        let write: WriteView = request.decode()?;
+                        let file = self.views.get(write.handle, write.view_id);
+                        (
+                            write.handle,
+                            write.mode,
+                            file,
+                            write.start,
+                            write.end,
+                            write.pieces,
+                        )
+                    };
+                let share = match file {
+                    Ok(file) => Self::share(file, start, end).await,
+                    Err(error) => Err(error),
+                };
+                match share {
+                    Ok(share) if share.pieces.len() == frames as usize => {
+                        (handle, mode, share.pieces, share.bytes)
+                    }
+                    Ok(share) => {
+                        return Err(ConnectionError::Refused(RemoteError::new(
+                            ErrorCode::Protocol,
+                            format!(
+                                "the client counted {frames} local pieces in stream bytes {start}..{end}, this server {}",
+                                share.pieces.len()
+                            ),
+                        )));
+                    }
+                    Err(error) => {
+                        // Drop the data so the connection stays usable (an unknown view is
+                        // declared again and the write resent on it).
+                        let frames = if mode == TransferMode::Multiple {
+                            frames
+                        } else {
+                            0
+                        };
+                        connection.skip_request_data(header, frames).await?;
+                        return connection.reply_error(header, &error).await;
+                    }
+                }
             }
             _ => {
                 let write: Write = request.decode()?;
@@ -177,7 +215,6 @@ impl Iod {
                 (write.handle, write.mode, write.pieces, total)
             }
         };
-        let header = &request.header;
         let expected_bulk = if mode == TransferMode::Multiple {
             0
         } else {

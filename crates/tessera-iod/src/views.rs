@@ -102,7 +102,9 @@ impl ViewTable {
 
     /// Forgets every view of a handle.
     pub fn release_handle(&self, handle: u64) {
-        self.lock().views.retain(|&(view_handle, _), _| view_handle != handle);
+        self.lock()
+            .views
+            .retain(|&(view_handle, _), _| view_handle != handle);
     }
 
     /// Views held.
@@ -131,7 +133,10 @@ mod tests {
             displacement: 8,
             ..file
         };
-        assert_eq!(views.declare(1, 7, other).unwrap_err().code, ErrorCode::InvalidArgument);
+        assert_eq!(
+            views.declare(1, 7, other).unwrap_err().code,
+            ErrorCode::InvalidArgument
+        );
         assert_eq!(views.get(1, 8).unwrap_err().code, ErrorCode::UnknownView);
         views.release_handle(1);
         assert!(views.is_empty());

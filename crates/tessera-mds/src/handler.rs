@@ -13,9 +13,9 @@ use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_net::{NetError, Peer, Pool};
 use tessera_proto::limits::FILE_BYTES_MAX;
 use tessera_proto::{
-    Attr, Create, Empty, ErrorCode, Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat,
+    Attr, Create, Empty, ErrorCode, Layout, Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat,
     ObjectTruncate, Opcode, PingReply, Readdir, RemoteError, Rename, Request, Rmdir, Stat,
-    StatHandle, Layout, Truncate, Unlink, Wire, ROLE_MDS,
+    StatHandle, Truncate, Unlink, Wire, ROLE_MDS,
 };
 
 use crate::namespace::{CreatePlan, Inode, Namespace};

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use tessera_proto::limits::HEADER_BYTES;
 use tessera_proto::{
-    Header, IoReply, Opcode, Read as ReadRequest, RemoteError, Request, TransferMode, Wire, Write,
+    Header, IoReply, Opcode, Piece, Read as ReadRequest, RemoteError, Request, TransferMode, Wire,
+    Write,
 };
 
 use crate::error::NetError;
@@ -120,7 +121,7 @@ impl Connection {
     /// Sends a request without bulk data and waits for its reply.
     pub fn call<R: Request>(&mut self, request: &R) -> Result<R::Reply, NetError> {
         self.send_request(request)?;
-        let (reply, _) = self.recv_reply::<R>(None)?;
+        let (reply, _) = self.recv_reply::<R::Reply>(None)?;
         Ok(reply)
     }
 
@@ -140,24 +141,38 @@ impl Connection {
         request: &Write,
         data: &PieceData<'_>,
     ) -> Result<TransferCounts, NetError> {
-        debug_assert_eq!(data.piece_ends.len(), request.pieces.len());
+        self.send_data(request, request.mode, &request.pieces, data)
+    }
+
+    /// Sends a write request of any form (`Write`, `WriteType`, `WriteView`) with its data
+    /// by `mode`; `pieces` are the local pieces the server will find (one `Data` frame each
+    /// in the multiple mode).
+    pub fn send_data<R: Request<Reply = IoReply>>(
+        &mut self,
+        request: &R,
+        mode: TransferMode,
+        pieces: &[Piece],
+        data: &PieceData<'_>,
+    ) -> Result<TransferCounts, NetError> {
+        let data_bytes: u64 = pieces.iter().map(|piece| piece.length).sum();
+        debug_assert_eq!(data.piece_ends.len(), pieces.len());
         debug_assert_eq!(
             data.slices
                 .iter()
                 .map(|slice| slice.len() as u64)
                 .sum::<u64>(),
-            request.data_bytes()
+            data_bytes
         );
         let body = request.to_body();
-        let bulk_bytes = self.bulk_len(request.data_bytes())?;
+        let bulk_bytes = self.bulk_len(data_bytes)?;
         let mut counts = TransferCounts {
             messages_sent: 1,
             ..TransferCounts::default()
         };
-        match request.mode {
+        match mode {
             TransferMode::Gather => {
                 let mut slices = data.slices.clone();
-                self.send_frame(Opcode::Write, &body, &mut slices, bulk_bytes)?;
+                self.send_frame(R::OPCODE, &body, &mut slices, bulk_bytes)?;
             }
             TransferMode::Pack => {
                 let mut packed = Vec::with_capacity(bulk_bytes as usize);
@@ -165,17 +180,12 @@ impl Connection {
                     packed.extend_from_slice(slice);
                 }
                 counts.bytes_copied = packed.len() as u64;
-                self.send_frame(
-                    Opcode::Write,
-                    &body,
-                    &mut [IoSlice::new(&packed)],
-                    bulk_bytes,
-                )?;
+                self.send_frame(R::OPCODE, &body, &mut [IoSlice::new(&packed)], bulk_bytes)?;
             }
             TransferMode::Multiple => {
-                self.send_frame(Opcode::Write, &body, &mut [], 0)?;
+                self.send_frame(R::OPCODE, &body, &mut [], 0)?;
                 let mut start = 0;
-                for (piece, &end) in request.pieces.iter().zip(&data.piece_ends) {
+                for (piece, &end) in pieces.iter().zip(&data.piece_ends) {
                     let mut slices = data.slices[start..end].to_vec();
                     let bytes = self.bulk_len(piece.length)?;
                     self.write_frame(
@@ -194,9 +204,9 @@ impl Connection {
         Ok(counts)
     }
 
-    /// Receives the reply to the outstanding `Write`.
+    /// Receives the reply to the outstanding write of any form.
     pub fn recv_write(&mut self) -> Result<(IoReply, TransferCounts), NetError> {
-        self.recv_reply::<Write>(None)
+        self.recv_reply::<IoReply>(None)
     }
 
     /// Receives the reply to the outstanding `Read`, placing its data into `data` by mode.
@@ -205,8 +215,19 @@ impl Connection {
         request: &ReadRequest,
         data: &mut PieceDataMut<'_>,
     ) -> Result<(IoReply, TransferCounts), NetError> {
-        debug_assert_eq!(data.piece_ends.len(), request.pieces.len());
-        self.recv_reply::<ReadRequest>(Some((request, data)))
+        self.recv_data(request.mode, &request.pieces, data)
+    }
+
+    /// Receives the reply to the outstanding read of any form (`Read`, `ReadType`,
+    /// `ReadView`), whose local pieces are `pieces`, placing its data into `data` by `mode`.
+    pub fn recv_data(
+        &mut self,
+        mode: TransferMode,
+        pieces: &[Piece],
+        data: &mut PieceDataMut<'_>,
+    ) -> Result<(IoReply, TransferCounts), NetError> {
+        debug_assert_eq!(data.piece_ends.len(), pieces.len());
+        self.recv_reply::<IoReply>(Some((mode, pieces, data)))
     }
 
     fn bulk_len(&self, bytes: u64) -> Result<u32, NetError> {
@@ -281,15 +302,14 @@ impl Connection {
         Ok(bytes)
     }
 
-    fn recv_reply<R: Request>(
+    fn recv_reply<T: Wire>(
         &mut self,
-        destination: Option<(&ReadRequest, &mut PieceDataMut<'_>)>,
-    ) -> Result<(R::Reply, TransferCounts), NetError> {
+        destination: Option<(TransferMode, &[Piece], &mut PieceDataMut<'_>)>,
+    ) -> Result<(T, TransferCounts), NetError> {
         let (request_id, opcode) = self
             .outstanding
             .take()
             .expect("recv without an outstanding request");
-        debug_assert_eq!(opcode, R::OPCODE);
         let header = self.read_header()?;
         if !header.is_reply() || header.request_id != request_id || header.opcode != opcode as u8 {
             return Err(self.protocol(format!(
@@ -313,18 +333,17 @@ impl Connection {
                 error,
             });
         }
-        let Some((request, data)) = destination else {
+        let Some((mode, pieces, data)) = destination else {
             if header.bulk_bytes != 0 {
                 return Err(self.protocol(format!("unexpected {} bulk bytes", header.bulk_bytes)));
             }
             let body = self.read_vec(header.body_bytes)?;
-            let reply =
-                R::Reply::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+            let reply = T::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
             return Ok((reply, counts));
         };
-        let expected = request.data_bytes();
+        let expected: u64 = pieces.iter().map(|piece| piece.length).sum();
         let body;
-        match request.mode {
+        match mode {
             TransferMode::Gather => {
                 self.expect_bulk(header.bulk_bytes, expected)?;
                 // Body and data arrive with one readv: the data lands in the caller's pieces.
@@ -353,7 +372,7 @@ impl Connection {
                 self.expect_bulk(header.bulk_bytes, 0)?;
                 body = self.read_vec(header.body_bytes)?;
                 let mut start = 0;
-                for (piece, &end) in request.pieces.iter().zip(&data.piece_ends) {
+                for (piece, &end) in pieces.iter().zip(&data.piece_ends) {
                     let frame = self.read_header()?;
                     if frame.opcode != Opcode::Data as u8
                         || frame.request_id != request_id
@@ -369,8 +388,7 @@ impl Connection {
                 }
             }
         }
-        let reply =
-            R::Reply::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+        let reply = T::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
         Ok((reply, counts))
     }
 

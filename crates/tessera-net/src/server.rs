@@ -116,6 +116,44 @@ impl ServerConnection {
         Ok(bulk)
     }
 
+    /// Reads and drops the data of a request that will be answered with an error: its bulk
+    /// bytes, then `data_frames` `Data` frames (multiple mode). The connection stays in step.
+    pub async fn skip_request_data(
+        &mut self,
+        header: &Header,
+        data_frames: u32,
+    ) -> Result<(), ConnectionError> {
+        self.discard(u64::from(header.bulk_bytes)).await?;
+        for _ in 0..data_frames {
+            let mut bytes = [0u8; HEADER_BYTES];
+            self.stream.read_exact(&mut bytes).await?;
+            let frame = Header::decode(&bytes)?;
+            if frame.opcode != Opcode::Data as u8
+                || frame.request_id != header.request_id
+                || frame.body_bytes != 0
+            {
+                return Err(WireError::BadValue {
+                    field: "data frame",
+                    value: u64::from(frame.opcode),
+                }
+                .into());
+            }
+            self.discard(u64::from(frame.bulk_bytes)).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads and drops `bytes` bytes.
+    async fn discard(&mut self, mut bytes: u64) -> Result<(), ConnectionError> {
+        let mut scratch = vec![0u8; 64 << 10];
+        while bytes > 0 {
+            let step = usize::try_from(bytes.min(scratch.len() as u64)).expect("at most 64 KiB");
+            self.stream.read_exact(&mut scratch[..step]).await?;
+            bytes -= step as u64;
+        }
+        Ok(())
+    }
+
     /// Reads one `Data` frame per piece (multiple mode) into `buffer`, back to back.
     pub async fn read_data_frames(
         &mut self,

@@ -103,7 +103,9 @@ pub fn server_share(file: &FileType, start: u64, end: u64) -> Result<Share, Remo
                 Some(last) if last.offset + last.length == segment.local_offset => {
                     last.length += segment.length;
                 }
-                _ => share.pieces.push(Piece::new(segment.local_offset, segment.length)),
+                _ => share
+                    .pieces
+                    .push(Piece::new(segment.local_offset, segment.length)),
             }
             share.bytes += segment.length;
             if share.pieces.len() > REQUEST_PIECES_MAX as usize {
@@ -209,8 +211,16 @@ mod tests {
     #[test]
     fn a_matching_pattern_layout_gives_one_contiguous_piece() {
         // 8 rows of 16 bytes in (*,BLOCK) over 4 servers: 4 columns each.
-        let row = |first| Datatype::resized(0, 16, &Datatype::hindexed(&[4], &[first], &Datatype::byte()).unwrap()).unwrap();
-        let pattern = PatternLayout::new(vec![0, 1, 2, 3], (0..4).map(|i| row(i * 4)).collect()).unwrap();
+        let row = |first| {
+            Datatype::resized(
+                0,
+                16,
+                &Datatype::hindexed(&[4], &[first], &Datatype::byte()).unwrap(),
+            )
+            .unwrap()
+        };
+        let pattern =
+            PatternLayout::new(vec![0, 1, 2, 3], (0..4).map(|i| row(i * 4)).collect()).unwrap();
         let file = FileType {
             layout: Layout::Pattern(Arc::new(pattern)),
             position: 2,
@@ -228,7 +238,10 @@ mod tests {
         let share = server_share(&striped, 0, 32).unwrap();
         assert_eq!(share.pieces.len(), 4);
         assert_eq!(share.bytes, 16);
-        assert_eq!(touched_positions(&striped.layout, &striped.filetype, 0), vec![true, true]);
+        assert_eq!(
+            touched_positions(&striped.layout, &striped.filetype, 0),
+            vec![true, true]
+        );
     }
 
     #[test]

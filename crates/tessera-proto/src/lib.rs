@@ -19,6 +19,6 @@ pub use codec::{Decoder, Encoder, Wire};
 pub use error::{ErrorCode, RemoteError, WireError};
 pub use header::Header;
 pub use layout::{Layout, Segment, StripeLayout};
+pub use message::*;
 pub use pattern::PatternLayout;
 pub use tessera_dtype::{self as dtype, Datatype};
-pub use message::*;

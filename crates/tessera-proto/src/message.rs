@@ -7,13 +7,13 @@
 
 use crate::codec::{Decoder, Encoder, Wire};
 use crate::error::{ErrorCode, RemoteError, WireError};
-use crate::layout::StripeLayout;
 use crate::layout::Layout;
-use tessera_dtype::Datatype;
+use crate::layout::StripeLayout;
 use crate::limits::{
     CAPABILITY_BYTES_MAX, ERROR_MESSAGE_BYTES_MAX, NAME_BYTES_MAX, PATH_BYTES_MAX,
     READDIR_ENTRIES_MAX, REQUEST_PIECES_MAX, SERVERS_MAX,
 };
+use tessera_dtype::Datatype;
 
 /// Every operation on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -831,6 +831,9 @@ wire_struct! {
         pub start: u64,
         /// One past the last stream byte.
         pub end: u64,
+        /// Local pieces the client found in its share (the `Data` frames that follow in the
+        /// multiple mode); the server checks its own walk against it.
+        pub pieces: u32,
     }
 }
 request!(WriteType => WriteType, IoReply);
@@ -884,6 +887,8 @@ wire_struct! {
         pub start: u64,
         /// One past the last view byte.
         pub end: u64,
+        /// Local pieces the client found in its share, as in `WriteType`.
+        pub pieces: u32,
     }
 }
 request!(WriteView => WriteView, IoReply);

@@ -62,7 +62,9 @@ impl PatternLayout {
         let period_bytes = u64::try_from(period)
             .ok()
             .filter(|&bytes| bytes > 0 && bytes <= crate::limits::FILE_BYTES_MAX)
-            .ok_or_else(|| format!("pattern period (the extent of the types) {period} is not positive"))?;
+            .ok_or_else(|| {
+                format!("pattern period (the extent of the types) {period} is not positive")
+            })?;
         let mut runs = Vec::new();
         let mut share_bytes = Vec::with_capacity(types.len());
         for (position, datatype) in types.iter().enumerate() {
@@ -117,7 +119,9 @@ impl PatternLayout {
             next = run.offset + run.length;
         }
         if next != period_bytes {
-            return Err(format!("no type holds bytes {next}..{period_bytes} of the period"));
+            return Err(format!(
+                "no type holds bytes {next}..{period_bytes} of the period"
+            ));
         }
         Ok(Self {
             servers,

@@ -1,0 +1,541 @@
+//! Datatype I/O and views: accesses described by types, never by lists on the wire.
+//!
+//! A datatype call names a memory type (with a count) over the caller's buffer and a file
+//! type tiled from a displacement. The client walks the file type once to plan one request
+//! per involved server ([`Plan::from_runs`]) and to cut its memory into each request's
+//! slices; the request itself carries only the encoded type and a stream range, and the
+//! server walks the type again for its own share. A [`View`] goes one step further: the
+//! file type is declared on the servers once ([`File::set_view`]) and every later access
+//! sends only (view id, offset, length). A server that has lost a view (a restart, or
+//! eviction past `IOD_VIEWS_MAX`) answers `UnknownView`; the view declares itself again and
+//! repeats the call, so the caller never sees it.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tessera_net::{PieceData, PieceDataMut};
+use tessera_proto::access::{check_file_range, touched_positions};
+use tessera_proto::limits::FILE_BYTES_MAX;
+use tessera_proto::{
+    Capability, Datatype, DeclareView, ErrorCode, FileType, IoReply, Piece, ReadType, ReadView,
+    ReleaseView, RemoteError, Request, WriteType, WriteView,
+};
+
+use crate::error::ClientError;
+use crate::file::{File, IoReport};
+use crate::plan::{Plan, RequestPlan};
+
+/// The byte ranges of the caller's buffer that a memory type selects, in stream order.
+struct MemoryRuns {
+    runs: Vec<(usize, usize)>,
+    total: u64,
+}
+
+impl MemoryRuns {
+    fn new(memory_len: usize, memtype: &Datatype, count: u64) -> Result<Self, ClientError> {
+        let total = u128::from(memtype.size()) * u128::from(count);
+        let total = u64::try_from(total)
+            .ok()
+            .filter(|&total| total <= FILE_BYTES_MAX)
+            .ok_or_else(|| ClientError::LimitExceeded {
+                what: format!(
+                    "{count} instances of a memory type of {} bytes",
+                    memtype.size()
+                ),
+                limit: "file_bytes_max",
+                value: u64::try_from(total).unwrap_or(u64::MAX),
+                max: FILE_BYTES_MAX,
+            })?;
+        let Some((low, high)) = memtype.span(0, 0, total) else {
+            return Ok(Self {
+                runs: Vec::new(),
+                total: 0,
+            });
+        };
+        if low < 0 || high > memory_len as i128 {
+            return Err(ClientError::InvalidArgument(format!(
+                "the memory type reaches bytes {low}..{high}, outside the buffer of {memory_len} bytes"
+            )));
+        }
+        let runs = memtype
+            .runs(0, 0, total)
+            .map_err(|err| ClientError::InvalidArgument(err.to_string()))?
+            .map(|run| {
+                (
+                    usize::try_from(run.offset).expect("inside the buffer"),
+                    usize::try_from(run.length).expect("inside the buffer"),
+                )
+            })
+            .collect();
+        Ok(Self { runs, total })
+    }
+
+    fn contiguous(length: usize) -> Self {
+        Self {
+            runs: if length == 0 {
+                Vec::new()
+            } else {
+                vec![(0, length)]
+            },
+            total: length as u64,
+        }
+    }
+
+    fn slices<'a>(&self, memory: &'a [u8]) -> Vec<&'a [u8]> {
+        self.runs
+            .iter()
+            .map(|&(offset, length)| &memory[offset..offset + length])
+            .collect()
+    }
+
+    /// Disjoint mutable slices; a memory type that selects a byte twice cannot be read into.
+    fn slices_mut<'a>(&self, memory: &'a mut [u8]) -> Result<Vec<&'a mut [u8]>, ClientError> {
+        let mut sorted = self.runs.clone();
+        sorted.sort_unstable();
+        for pair in sorted.windows(2) {
+            if pair[0].0 + pair[0].1 > pair[1].0 {
+                return Err(ClientError::InvalidArgument(format!(
+                    "the memory type selects byte {} of the buffer twice; a read cannot land there twice",
+                    pair[1].0
+                )));
+            }
+        }
+        let base = memory.as_mut_ptr();
+        Ok(self
+            .runs
+            .iter()
+            .map(|&(offset, length)| {
+                // SAFETY: every run lies inside `memory` (checked against the type's true
+                // bounds in `new`), no two runs overlap (checked above), and the slices
+                // borrow `memory` mutably for 'a, so nothing else can reach those bytes.
+                unsafe { std::slice::from_raw_parts_mut(base.add(offset), length) }
+            })
+            .collect())
+    }
+}
+
+fn file_range_error(error: RemoteError) -> ClientError {
+    match error.code {
+        ErrorCode::LimitExceeded => ClientError::InvalidArgument(error.message),
+        _ => ClientError::InvalidArgument(format!("file type: {}", error.message)),
+    }
+}
+
+/// The runs of stream bytes `[start, end)` of a file type as file pieces.
+fn file_runs(
+    filetype: &Datatype,
+    displacement: u64,
+    start: u64,
+    end: u64,
+) -> Result<impl Iterator<Item = Piece> + '_, ClientError> {
+    check_file_range(filetype, displacement, start, end).map_err(file_range_error)?;
+    #[allow(clippy::cast_possible_wrap)] // checked against file_bytes_max
+    let runs = filetype
+        .runs(displacement as i64, start, end)
+        .map_err(|err| ClientError::InvalidArgument(err.to_string()))?;
+    Ok(runs.map(|run| {
+        Piece::new(
+            u64::try_from(run.offset).expect("checked by check_file_range"),
+            run.length,
+        )
+    }))
+}
+
+fn piece_count(request: &RequestPlan) -> u32 {
+    u32::try_from(request.pieces.len()).expect("bounded by request_pieces_max")
+}
+
+impl File {
+    fn file_type(&self, position: usize, filetype: &Datatype, displacement: u64) -> FileType {
+        FileType {
+            layout: self.layout.clone(),
+            position: u16::try_from(position).expect("positions are below servers_max"),
+            filetype: filetype.clone(),
+            displacement,
+        }
+    }
+
+    /// Sends the planned writes, one request per plan entry, from `memory`.
+    fn send_writes<R: Request<Reply = IoReply>>(
+        &self,
+        plan: &Plan,
+        memory: Vec<&[u8]>,
+        request: impl Fn(&RequestPlan) -> R,
+    ) -> Result<IoReport, ClientError> {
+        let carved = plan.carve(memory);
+        let requests: Vec<(R, PieceData<'_>)> = plan
+            .requests
+            .iter()
+            .zip(carved)
+            .map(|(planned, carved)| {
+                let data = PieceData {
+                    slices: carved
+                        .slices
+                        .into_iter()
+                        .map(std::io::IoSlice::new)
+                        .collect(),
+                    piece_ends: carved.piece_ends,
+                };
+                (request(planned), data)
+            })
+            .collect();
+        let mode = self.transfer;
+        let mut report = self.execute(
+            plan,
+            |connection, index, _| {
+                let (request, data) = &requests[index];
+                connection.send_data(request, mode, &plan.requests[index].pieces, data)
+            },
+            |connection, _| connection.recv_write(),
+        )?;
+        report.servers = plan.server_positions().len() as u64;
+        Ok(report)
+    }
+
+    /// Sends the planned reads, one request per plan entry, into `memory`.
+    fn send_reads<R: Request<Reply = IoReply>>(
+        &self,
+        plan: &Plan,
+        memory: Vec<&mut [u8]>,
+        request: impl Fn(&RequestPlan) -> R,
+    ) -> Result<IoReport, ClientError> {
+        let requests: Vec<R> = plan.requests.iter().map(request).collect();
+        let mut destinations: Vec<PieceDataMut<'_>> = plan
+            .carve(memory)
+            .into_iter()
+            .map(|carved| PieceDataMut {
+                slices: carved
+                    .slices
+                    .into_iter()
+                    .map(std::io::IoSliceMut::new)
+                    .collect(),
+                piece_ends: carved.piece_ends,
+            })
+            .collect();
+        let mode = self.transfer;
+        let mut report = self.execute(
+            plan,
+            |connection, index, _| connection.send_request(&requests[index]),
+            |connection, index| {
+                connection.recv_data(mode, &plan.requests[index].pieces, &mut destinations[index])
+            },
+        )?;
+        report.servers = plan.server_positions().len() as u64;
+        Ok(report)
+    }
+
+    /// Writes `count` instances of `memtype` from `memory` into the stream of `filetype`
+    /// tiled from file offset `displacement` (MPI's write with a file view, in one call).
+    /// Each involved server gets one request carrying the encoded file type, never a list.
+    pub fn write_type(
+        &self,
+        memory: &[u8],
+        memtype: &Datatype,
+        count: u64,
+        filetype: &Datatype,
+        displacement: u64,
+    ) -> Result<IoReport, ClientError> {
+        self.check("write", &[], &[])?;
+        let runs = MemoryRuns::new(memory.len(), memtype, count)?;
+        let plan = Plan::from_runs(
+            &self.layout,
+            0,
+            file_runs(filetype, displacement, 0, runs.total)?,
+        );
+        self.send_writes(&plan, runs.slices(memory), |planned| WriteType {
+            handle: self.handle,
+            capability: Capability::default(),
+            mode: self.transfer,
+            file: self.file_type(planned.server_position, filetype, displacement),
+            start: planned.stream.0,
+            end: planned.stream.1,
+            pieces: piece_count(planned),
+        })
+    }
+
+    /// Reads the stream of `filetype` tiled from `displacement` into `count` instances of
+    /// `memtype` over `memory`. Bytes never written read as zeros.
+    pub fn read_type(
+        &self,
+        memory: &mut [u8],
+        memtype: &Datatype,
+        count: u64,
+        filetype: &Datatype,
+        displacement: u64,
+    ) -> Result<IoReport, ClientError> {
+        self.check("read", &[], &[])?;
+        let runs = MemoryRuns::new(memory.len(), memtype, count)?;
+        let plan = Plan::from_runs(
+            &self.layout,
+            0,
+            file_runs(filetype, displacement, 0, runs.total)?,
+        );
+        let slices = runs.slices_mut(memory)?;
+        self.send_reads(&plan, slices, |planned| ReadType {
+            handle: self.handle,
+            capability: Capability::default(),
+            mode: self.transfer,
+            file: self.file_type(planned.server_position, filetype, displacement),
+            start: planned.stream.0,
+            end: planned.stream.1,
+        })
+    }
+
+    /// Declares a view: the stream of `filetype` tiled from file offset `displacement`
+    /// becomes a contiguous byte space, declared once on the servers it touches. The view
+    /// lives until it is released or the file is closed ([`File::close`]).
+    pub fn set_view(&self, displacement: u64, filetype: &Datatype) -> Result<View, ClientError> {
+        if filetype.size() == 0 {
+            return Err(ClientError::InvalidArgument(format!(
+                "view of {}: the file type selects no bytes",
+                self.path
+            )));
+        }
+        check_file_range(filetype, displacement, 0, filetype.size()).map_err(file_range_error)?;
+        let positions: Vec<usize> = touched_positions(&self.layout, filetype, displacement)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(position, touched)| touched.then_some(position))
+            .collect();
+        let view = View {
+            file: self.clone(),
+            id: new_view_id(),
+            filetype: filetype.clone(),
+            displacement,
+            positions,
+        };
+        view.declare(&view.positions)?;
+        self.views
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(view.id);
+        Ok(view)
+    }
+
+    /// Releases every view declared through this file (or its clones) on the servers.
+    pub fn close(self) -> Result<(), ClientError> {
+        let views: Vec<u64> = std::mem::take(
+            &mut *self
+                .views
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let mut first_error = None;
+        for view_id in views {
+            for &server in self.layout.servers() {
+                let released = self
+                    .client
+                    .inner
+                    .iods
+                    .with(usize::from(server), |connection| {
+                        connection.call(&ReleaseView {
+                            handle: self.handle,
+                            view_id,
+                        })
+                    });
+                if let Err(error) = released {
+                    first_error.get_or_insert(ClientError::from(error));
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// A process-unique, cluster-unlikely-to-collide view id (a server refuses an id declared
+/// with another type, so a collision is an error, never a wrong access).
+fn new_view_id() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u32(std::process::id());
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos()),
+    );
+    hasher.finish()
+}
+
+/// A file type declared once on the servers: accesses name (view id, offset, length).
+#[derive(Debug, Clone)]
+pub struct View {
+    file: File,
+    id: u64,
+    filetype: Datatype,
+    displacement: u64,
+    /// Positions of the servers the view was declared on.
+    positions: Vec<usize>,
+}
+
+impl View {
+    /// The id the servers know the view by.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Positions (in the layout) of the servers the view was declared on.
+    pub fn positions(&self) -> &[usize] {
+        &self.positions
+    }
+
+    fn declare(&self, positions: &[usize]) -> Result<(), ClientError> {
+        for &position in positions {
+            let declare = DeclareView {
+                handle: self.file.handle,
+                view_id: self.id,
+                file: self
+                    .file
+                    .file_type(position, &self.filetype, self.displacement),
+            };
+            self.file
+                .client
+                .inner
+                .iods
+                .with(self.file.server_of(position), |connection| {
+                    connection.call(&declare)
+                })
+                .map_err(|error| self.file.name_file(error.into()))?;
+        }
+        Ok(())
+    }
+
+    /// Runs `attempt`; if a server had lost the view, declares it again on every server of
+    /// the plan and runs `attempt` once more.
+    fn with_redeclare(
+        &self,
+        plan: &Plan,
+        mut attempt: impl FnMut() -> Result<IoReport, ClientError>,
+    ) -> Result<IoReport, ClientError> {
+        match attempt() {
+            Err(error) if error.code() == Some(ErrorCode::UnknownView) => {
+                tracing::debug!("view {:#x}: declared again after {error}", self.id);
+                let mut positions = plan.server_positions();
+                positions.extend_from_slice(&self.positions);
+                positions.sort_unstable();
+                positions.dedup();
+                self.declare(&positions)?;
+                attempt()
+            }
+            other => other,
+        }
+    }
+
+    fn plan(&self, offset: u64, length: u64) -> Result<Plan, ClientError> {
+        let end = offset.checked_add(length).ok_or_else(|| {
+            ClientError::InvalidArgument(format!("view range {offset}+{length} overflows"))
+        })?;
+        Ok(Plan::from_runs(
+            &self.file.layout,
+            offset,
+            file_runs(&self.filetype, self.displacement, offset, end)?,
+        ))
+    }
+
+    fn write_runs(
+        &self,
+        offset: u64,
+        memory: &[u8],
+        runs: &MemoryRuns,
+    ) -> Result<IoReport, ClientError> {
+        self.file.check("write", &[], &[])?;
+        let plan = self.plan(offset, runs.total)?;
+        self.with_redeclare(&plan, || {
+            self.file
+                .send_writes(&plan, runs.slices(memory), |planned| WriteView {
+                    handle: self.file.handle,
+                    capability: Capability::default(),
+                    mode: self.file.transfer,
+                    view_id: self.id,
+                    start: planned.stream.0,
+                    end: planned.stream.1,
+                    pieces: piece_count(planned),
+                })
+        })
+    }
+
+    fn read_runs(
+        &self,
+        offset: u64,
+        memory: &mut [u8],
+        runs: &MemoryRuns,
+    ) -> Result<IoReport, ClientError> {
+        self.file.check("read", &[], &[])?;
+        let plan = self.plan(offset, runs.total)?;
+        self.with_redeclare(&plan, || {
+            let slices = runs.slices_mut(memory)?;
+            self.file.send_reads(&plan, slices, |planned| ReadView {
+                handle: self.file.handle,
+                capability: Capability::default(),
+                mode: self.file.transfer,
+                view_id: self.id,
+                start: planned.stream.0,
+                end: planned.stream.1,
+            })
+        })
+    }
+
+    /// Writes `data` at byte `offset` of the view.
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<IoReport, ClientError> {
+        self.write_runs(offset, data, &MemoryRuns::contiguous(data.len()))
+    }
+
+    /// Reads `data.len()` bytes at byte `offset` of the view.
+    pub fn read_at(&self, offset: u64, data: &mut [u8]) -> Result<IoReport, ClientError> {
+        let runs = MemoryRuns::contiguous(data.len());
+        self.read_runs(offset, data, &runs)
+    }
+
+    /// Writes `count` instances of `memtype` from `memory` at byte `offset` of the view.
+    pub fn write_typed(
+        &self,
+        offset: u64,
+        memory: &[u8],
+        memtype: &Datatype,
+        count: u64,
+    ) -> Result<IoReport, ClientError> {
+        let runs = MemoryRuns::new(memory.len(), memtype, count)?;
+        self.write_runs(offset, memory, &runs)
+    }
+
+    /// Reads into `count` instances of `memtype` over `memory` from byte `offset` of the
+    /// view.
+    pub fn read_typed(
+        &self,
+        offset: u64,
+        memory: &mut [u8],
+        memtype: &Datatype,
+        count: u64,
+    ) -> Result<IoReport, ClientError> {
+        let runs = MemoryRuns::new(memory.len(), memtype, count)?;
+        self.read_runs(offset, memory, &runs)
+    }
+
+    /// Forgets the view on its servers now, rather than at [`File::close`].
+    pub fn release(self) -> Result<(), ClientError> {
+        self.file
+            .views
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|&id| id != self.id);
+        for &server in self.file.layout.servers() {
+            self.file
+                .client
+                .inner
+                .iods
+                .with(usize::from(server), |connection| {
+                    connection.call(&ReleaseView {
+                        handle: self.file.handle,
+                        view_id: self.id,
+                    })
+                })?;
+        }
+        Ok(())
+    }
+}
