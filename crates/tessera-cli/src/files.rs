@@ -74,6 +74,22 @@ pub struct PutArgs {
     cluster: ClusterArg,
 }
 
+/// Arguments of `create`.
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    /// Path of the new file.
+    path: String,
+    /// Physical layout: `stripe[:UNIT[:SERVERS]]`, `columns:ROW_BYTES[:SERVERS]`,
+    /// `rows:ROW_BYTES:ROWS[:SERVERS]` or `blocks:ROW_BYTES:ROWS:P:Q` (see docs/LAYOUTS.md).
+    #[arg(long, default_value = "stripe")]
+    layout: String,
+    /// Permission bits, in octal.
+    #[arg(long, default_value = "644")]
+    mode: String,
+    #[command(flatten)]
+    cluster: ClusterArg,
+}
+
 /// Arguments of `get`.
 #[derive(Debug, clap::Args)]
 pub struct GetArgs {
@@ -159,6 +175,22 @@ pub fn stat(args: &PathArgs) -> Result<(), String> {
     if let Some(layout) = attr.layout {
         println!("layout:  {}", layout.describe());
     }
+    Ok(())
+}
+
+/// `tessera create`: an empty file with the given layout; fails if the name exists.
+pub fn create(args: &CreateArgs) -> Result<(), String> {
+    let client = client(&args.cluster)?;
+    let servers = u16::try_from(client.server_count()).unwrap_or(u16::MAX);
+    let mut options = tessera_client::layouts::parse(&args.layout, servers)
+        .map_err(|why| format!("create {}: {why}", args.path))?;
+    options.mode = u32::from_str_radix(&args.mode, 8)
+        .map_err(|_| format!("create {}: mode {:?} is not octal", args.path, args.mode))?;
+    options.exclusive = true;
+    let file = client
+        .create(&args.path, &options)
+        .map_err(|err| failed("create", &args.path, &err))?;
+    println!("{}: {}", args.path, file.layout().describe());
     Ok(())
 }
 

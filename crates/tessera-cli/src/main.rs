@@ -49,6 +49,8 @@ enum Command {
     Ls(files::LsArgs),
     /// Show the attributes of a path.
     Stat(files::PathArgs),
+    /// Create an empty file with a stripe or pattern layout.
+    Create(files::CreateArgs),
     /// Create a directory.
     Mkdir(files::MkdirArgs),
     /// Remove a file, or an empty directory.
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Command::Iod(args) => servers::run_iod(&args),
         Command::Ls(args) => files::ls(&args),
         Command::Stat(args) => files::stat(&args),
+        Command::Create(args) => files::create(&args),
         Command::Mkdir(args) => files::mkdir(&args),
         Command::Rm(args) => files::rm(&args),
         Command::Mv(args) => files::mv(&args),

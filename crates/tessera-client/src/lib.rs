@@ -23,6 +23,7 @@ mod client;
 pub mod config;
 mod error;
 mod file;
+pub mod layouts;
 pub mod plan;
 mod typed;
 
