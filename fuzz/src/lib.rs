@@ -22,7 +22,8 @@ use tessera_proto::{
     Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync,
     ObjectTruncate, Opcode, Piece, Ping, PingReply, Read, Readdir, ReaddirReply, RemoteError,
     Rename, Request, Rmdir, Stat, StatHandle, StripeLayout, TransferMode, Truncate, Unlink, Wire,
-    WireError, Write,
+    WireError, Write, Datatype, DeclareView, FileType, Layout, PatternLayout, ReadType, ReadView,
+    ReleaseView, WriteType, WriteView,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -121,6 +122,12 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::Write => operation::<Write>(body, reply),
         Opcode::Read => operation::<Read>(body, reply),
         Opcode::ObjectSync => operation::<ObjectSync>(body, reply),
+        Opcode::WriteType => operation::<WriteType>(body, reply),
+        Opcode::ReadType => operation::<ReadType>(body, reply),
+        Opcode::DeclareView => operation::<DeclareView>(body, reply),
+        Opcode::WriteView => operation::<WriteView>(body, reply),
+        Opcode::ReadView => operation::<ReadView>(body, reply),
+        Opcode::ReleaseView => operation::<ReleaseView>(body, reply),
         // Bulk-only frames: the body is empty in both directions.
         Opcode::Data => check::<Empty>(body).is_some(),
     }
@@ -173,7 +180,16 @@ body_kinds! {
     "io-reply" => IoReply,
     "remote-error" => RemoteError,
     "stripe-layout" => StripeLayout,
-    "optional-layout" => Option<StripeLayout>,
+    "optional-layout" => Option<Layout>,
+    "layout" => Layout,
+    "file-type" => FileType,
+    "datatype" => Datatype,
+    "write-type" => WriteType,
+    "read-type" => ReadType,
+    "declare-view" => DeclareView,
+    "write-view" => WriteView,
+    "read-view" => ReadView,
+    "release-view" => ReleaseView,
     "credentials" => Credentials,
     "dir-entry" => DirEntry,
     "dir-entries" => Vec<DirEntry>,
@@ -264,8 +280,26 @@ fn attr() -> Attr {
         mtime_ns: 1_700_000_000_000_000_001,
         ctime_ns: 1_700_000_000_000_000_002,
         nlink: 1,
-        layout: Some(layout()),
+        layout: Some(layout().into()),
     }
+}
+
+/// A (*,BLOCK) pattern layout of 64-byte rows over two servers.
+fn pattern_layout() -> Layout {
+    let half = |first: i64| {
+        Datatype::resized(0, 64, &Datatype::hindexed(&[32], &[first], &Datatype::byte()).expect("type"))
+            .expect("type")
+    };
+    Layout::Pattern(std::sync::Arc::new(PatternLayout::new(vec![1, 0], vec![half(0), half(32)]).expect("pattern")))
+}
+
+/// A column block of a 16 x 64 byte array.
+fn columns() -> Datatype {
+    Datatype::subarray(&[16, 64], &[16, 8], &[0, 8], tessera_proto::dtype::Order::C, &Datatype::byte()).expect("type")
+}
+
+fn file_type() -> FileType {
+    FileType { layout: pattern_layout(), position: 1, filetype: columns(), displacement: 4096 }
 }
 
 fn frame(opcode: Opcode, flags: u16, body: &[u8], bulk: &[u8]) -> Vec<u8> {
@@ -299,7 +333,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     seeds.extend(exchange(
         "create",
         Opcode::Create,
-        &Create { credentials: who.clone(), path: path.clone(), mode: 0o644, exclusive: true, stripe_unit_bytes: 65536, server_count: 3 },
+        &Create { credentials: who.clone(), path: path.clone(), mode: 0o644, exclusive: true, stripe_unit_bytes: 65536, server_count: 3, pattern: Vec::new() },
         &attr(),
     ));
     let dir_attr = Attr { kind: FileKind::Directory, mode: 0o755, nlink: 2, layout: None, size: 0, ..attr() };
@@ -346,6 +380,17 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     // A write whose bulk data follows the body (short, to keep the seed small).
     let small = Write { pieces: vec![Piece::new(0, 8)], ..write };
     seeds.push(("write-with-bulk".into(), frame(Opcode::Write, 0, &small.to_body(), b"01234567")));
+    let io = IoReply { bytes: 128, storage_pieces: 1 };
+    let typed = WriteType { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, file: file_type(), start: 0, end: 128, pieces: 1 };
+    seeds.extend(exchange("write-type", Opcode::WriteType, &typed, &io));
+    let read_type = ReadType { handle: 42, capability: Capability::default(), mode: TransferMode::Pack, file: file_type(), start: 8, end: 64 };
+    seeds.extend(exchange("read-type", Opcode::ReadType, &read_type, &io));
+    seeds.extend(exchange("declare-view", Opcode::DeclareView, &DeclareView { handle: 42, view_id: 0x5eed, file: file_type() }, &Empty {}));
+    let write_view = WriteView { handle: 42, capability: Capability::default(), mode: TransferMode::Multiple, view_id: 0x5eed, start: 0, end: 128, pieces: 1 };
+    seeds.extend(exchange("write-view", Opcode::WriteView, &write_view, &io));
+    let read_view = ReadView { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, view_id: 0x5eed, start: 0, end: 128 };
+    seeds.extend(exchange("read-view", Opcode::ReadView, &read_view, &io));
+    seeds.extend(exchange("release-view", Opcode::ReleaseView, &ReleaseView { handle: 42, view_id: 0x5eed }, &Empty {}));
     seeds.push(("data".into(), frame(Opcode::Data, 0, &[], b"01234567")));
     seeds.push(("data-reply".into(), frame(Opcode::Data, FLAG_REPLY, &[], b"89abcdef")));
     seeds.push((
@@ -395,7 +440,16 @@ pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
         ("io-reply", body_of("write-reply")),
         ("remote-error", body_of("error-reply")),
         ("stripe-layout", layout().to_body()),
-        ("optional-layout", Some(layout()).to_body()),
+        ("optional-layout", Some(Layout::from(layout())).to_body()),
+        ("layout", pattern_layout().to_body()),
+        ("file-type", file_type().to_body()),
+        ("datatype", columns().to_body()),
+        ("write-type", body_of("write-type-request")),
+        ("read-type", body_of("read-type-request")),
+        ("declare-view", body_of("declare-view-request")),
+        ("write-view", body_of("write-view-request")),
+        ("read-view", body_of("read-view-request")),
+        ("release-view", body_of("release-view-request")),
         ("credentials", credentials().to_body()),
         ("dir-entry", DirEntry { name: "output.dat".into(), handle: 42, kind: FileKind::File }.to_body()),
         ("dir-entries", ReaddirReply::from_body(&body_of("readdir-reply")).expect("reply").entries.to_body()),

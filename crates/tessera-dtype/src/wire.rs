@@ -33,6 +33,8 @@ const TAG_VECTOR: u8 = 2;
 const TAG_INDEXED: u8 = 3;
 const TAG_STRUCT: u8 = 4;
 const TAG_RESIZED: u8 = 5;
+/// The shortest node: a struct without blocks.
+const NODE_BYTES_MIN: usize = 5;
 
 /// Encodes `datatype`; fails only if it has more distinct nodes or blocks than the limits.
 pub fn encode(datatype: &Datatype) -> Result<Vec<u8>, DatatypeError> {
@@ -69,7 +71,9 @@ impl Encoding {
         // Children first, so every reference points backwards.
         let children: Vec<u32> = match &node.kind {
             Kind::Bytes(_) => Vec::new(),
-            Kind::Vector { child, .. } | Kind::Indexed { child, .. } | Kind::Resized { child, .. } => {
+            Kind::Vector { child, .. }
+            | Kind::Indexed { child, .. }
+            | Kind::Resized { child, .. } => {
                 vec![self.node(&child.0)?]
             }
             Kind::Struct { fields, .. } => fields
@@ -168,9 +172,13 @@ pub fn decode(bytes: &[u8]) -> Result<Datatype, DatatypeError> {
             DATATYPE_NODES_MAX as u128,
         ));
     }
-    // Every node takes at least 9 bytes, so the table can be no longer than the input allows.
-    if count > reader.left() / 9 {
-        return Err(reader.malformed(format!("{count} nodes cannot fit in {} bytes", reader.left())));
+    // Every node takes at least 5 bytes (a struct without blocks: tag and block count), so
+    // the table can be no longer than the input allows.
+    if count > reader.left() / NODE_BYTES_MIN {
+        return Err(reader.malformed(format!(
+            "{count} nodes cannot fit in {} bytes",
+            reader.left()
+        )));
     }
     let mut nodes: Vec<Datatype> = Vec::with_capacity(count);
     let mut blocks_total = 0usize;
@@ -212,8 +220,9 @@ pub fn decode(bytes: &[u8]) -> Result<Datatype, DatatypeError> {
                 let child = reader.child(&nodes)?;
                 let lb = reader.i64()?;
                 let extent = reader.u64()?;
-                let extent = i64::try_from(extent)
-                    .map_err(|_| DatatypeError::invalid("resized", format!("extent {extent} is too large")))?;
+                let extent = i64::try_from(extent).map_err(|_| {
+                    DatatypeError::invalid("resized", format!("extent {extent} is too large"))
+                })?;
                 Datatype::resized(lb, extent, &child)?
             }
             tag => {
@@ -226,7 +235,16 @@ pub fn decode(bytes: &[u8]) -> Result<Datatype, DatatypeError> {
     if reader.left() != 0 {
         return Err(reader.malformed(format!("{} bytes after the last node", reader.left())));
     }
-    Ok(nodes.pop().expect("count is at least 1"))
+    let root = nodes.pop().expect("count is at least 1");
+    // One type, one encoding: nodes in the encoder's order, each once, none unused. This
+    // keeps equality of types a comparison of bytes.
+    if encode(&root).ok().as_deref() != Some(bytes) {
+        return Err(DatatypeError::Malformed {
+            at: 0,
+            detail: "not the canonical encoding (nodes out of order, repeated or unused)".into(),
+        });
+    }
+    Ok(root)
 }
 
 struct Reader<'a> {
@@ -293,7 +311,10 @@ impl Reader<'_> {
             ));
         }
         if blocks > self.left() / bytes_each {
-            return Err(self.malformed(format!("{blocks} blocks cannot fit in {} bytes", self.left())));
+            return Err(self.malformed(format!(
+                "{blocks} blocks cannot fit in {} bytes",
+                self.left()
+            )));
         }
         Ok(blocks)
     }
