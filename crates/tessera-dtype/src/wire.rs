@@ -112,7 +112,7 @@ impl Encoding {
                 out.push(TAG_INDEXED);
                 out.extend_from_slice(&children[0].to_le_bytes());
                 out.extend_from_slice(&u32::try_from(blocks.len()).expect("bounded").to_le_bytes());
-                for (displacement, blocklen) in blocks.iter() {
+                for (displacement, blocklen) in &**blocks {
                     out.extend_from_slice(&displacement.to_le_bytes());
                     out.extend_from_slice(&blocklen.to_le_bytes());
                 }

@@ -116,15 +116,7 @@ impl Inner {
     }
 
     fn create(&self, request: &Create) -> Result<Attr, RemoteError> {
-        let plan = self.namespace.plan_create(
-            &request.credentials,
-            &request.path,
-            request.mode,
-            request.exclusive,
-            request.stripe_unit_bytes,
-            request.server_count,
-            &request.pattern,
-        )?;
+        let plan = self.namespace.plan_create(request)?;
         let (handle, inode) = match plan {
             CreatePlan::Existing(handle, inode) => return self.attr(handle, &inode),
             CreatePlan::New(handle, inode) => (handle, inode),

@@ -15,8 +15,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 use serde::{Deserialize, Serialize};
 use tessera_proto::limits::{NAME_BYTES_MAX, PATH_DEPTH_MAX, READDIR_ENTRIES_MAX, SERVERS_MAX};
 use tessera_proto::{
-    Attr, Credentials, Datatype, DirEntry, ErrorCode, FileKind, Layout, PatternLayout,
-    ReaddirReply, RemoteError, StripeLayout,
+    Attr, Create, Credentials, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, ReaddirReply,
+    RemoteError, StripeLayout,
 };
 
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
@@ -403,16 +403,18 @@ impl Namespace {
 
     /// Checks a create and, for a new file, picks its handle and layout. The caller creates
     /// the file's objects on the iods before [`Namespace::commit_create`] makes it visible.
-    pub fn plan_create(
-        &self,
-        credentials: &Credentials,
-        path: &str,
-        mode: u32,
-        exclusive: bool,
-        stripe_unit_bytes: u64,
-        server_count: u16,
-        pattern: &[Datatype],
-    ) -> Result<CreatePlan, RemoteError> {
+    pub fn plan_create(&self, request: &Create) -> Result<CreatePlan, RemoteError> {
+        let Create {
+            credentials,
+            path,
+            mode,
+            exclusive,
+            stripe_unit_bytes,
+            server_count,
+            pattern,
+        } = request;
+        let (path, mode, exclusive) = (path.as_str(), *mode, *exclusive);
+        let (stripe_unit_bytes, server_count) = (*stripe_unit_bytes, *server_count);
         check_mode(mode)?;
         let txn = self.db.begin_read().map_err(store_error)?;
         let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
@@ -476,7 +478,7 @@ impl Namespace {
             StripeLayout::new(stripe_unit_bytes, servers.clone()).map_err(invalid)?;
             Vec::new()
         } else {
-            PatternLayout::new(servers.clone(), pattern.to_vec()).map_err(invalid)?;
+            PatternLayout::new(servers.clone(), pattern.clone()).map_err(invalid)?;
             pattern
                 .iter()
                 .map(|datatype| {
@@ -844,7 +846,13 @@ mod tests {
 
     fn create(namespace: &Namespace, path: &str) -> u64 {
         match namespace
-            .plan_create(&CREDENTIALS, path, 0o644, true, 0, 0, &[])
+            .plan_create(&Create {
+                credentials: CREDENTIALS,
+                path: path.to_owned(),
+                mode: 0o644,
+                exclusive: true,
+                ..Create::default()
+            })
             .unwrap()
         {
             CreatePlan::New(handle, inode) => {
