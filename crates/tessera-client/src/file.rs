@@ -54,7 +54,7 @@ pub struct IoReport {
     pub bytes: u64,
     /// Bytes copied through pack buffers on the client.
     pub bytes_copied: u64,
-    /// Distinct servers the call reached (filled in by datatype and view calls).
+    /// Distinct servers the call reached.
     pub servers: u64,
 }
 
@@ -280,6 +280,7 @@ impl File {
         let capability = Capability::default();
         let mut report = IoReport {
             bytes: plan.total_bytes,
+            servers: plan.server_positions().len() as u64,
             ..IoReport::default()
         };
         for mut round in plan.rounds() {

@@ -181,16 +181,14 @@ impl File {
             })
             .collect();
         let mode = self.transfer;
-        let mut report = self.execute(
+        self.execute(
             plan,
             |connection, index, _| {
                 let (request, data) = &requests[index];
                 connection.send_data(request, mode, &plan.requests[index].pieces, data)
             },
             |connection, _| connection.recv_write(),
-        )?;
-        report.servers = plan.server_positions().len() as u64;
-        Ok(report)
+        )
     }
 
     /// Sends the planned reads, one request per plan entry, into `memory`.
@@ -214,15 +212,13 @@ impl File {
             })
             .collect();
         let mode = self.transfer;
-        let mut report = self.execute(
+        self.execute(
             plan,
             |connection, index, _| connection.send_request(&requests[index]),
             |connection, index| {
                 connection.recv_data(mode, &plan.requests[index].pieces, &mut destinations[index])
             },
-        )?;
-        report.servers = plan.server_positions().len() as u64;
-        Ok(report)
+        )
     }
 
     /// Writes `count` instances of `memtype` from `memory` into the stream of `filetype`
