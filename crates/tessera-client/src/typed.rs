@@ -115,21 +115,51 @@ impl MemoryRuns {
     }
 }
 
-fn file_range_error(error: RemoteError) -> ClientError {
-    match error.code {
-        ErrorCode::LimitExceeded => ClientError::InvalidArgument(error.message),
-        _ => ClientError::InvalidArgument(format!("file type: {}", error.message)),
-    }
-}
-
-/// The runs of stream bytes `[start, end)` of a file type as file pieces.
-fn file_runs(
+/// Checks stream bytes `[start, end)` of `filetype` tiled from `displacement` for an
+/// `operation` on `file`. A range reaching past `file_bytes_max` is a `LimitExceeded`, as
+/// it is for list calls; any other refusal is a bad argument. Both name the file.
+fn check_range(
+    file: &File,
+    operation: &str,
     filetype: &Datatype,
     displacement: u64,
     start: u64,
     end: u64,
-) -> Result<impl Iterator<Item = Piece> + '_, ClientError> {
-    check_file_range(filetype, displacement, start, end).map_err(file_range_error)?;
+) -> Result<(), ClientError> {
+    check_file_range(filetype, displacement, start, end).map_err(|error: RemoteError| {
+        let what = format!("{operation} of {}", file.path);
+        match error.code {
+            ErrorCode::LimitExceeded => ClientError::LimitExceeded {
+                what,
+                limit: "file_bytes_max",
+                value: if displacement > FILE_BYTES_MAX {
+                    displacement
+                } else {
+                    #[allow(clippy::cast_possible_wrap)] // displacement ≤ file_bytes_max
+                    filetype
+                        .span(displacement as i64, start, end)
+                        .map_or(u64::MAX, |(_, high)| {
+                            u64::try_from(high).unwrap_or(u64::MAX)
+                        })
+                },
+                max: FILE_BYTES_MAX,
+            },
+            _ => ClientError::InvalidArgument(format!("{what}: file type: {}", error.message)),
+        }
+    })
+}
+
+/// The runs of stream bytes `[start, end)` of a file type as file pieces, checked first
+/// ([`check_range`]).
+fn file_runs<'a>(
+    file: &File,
+    operation: &str,
+    filetype: &'a Datatype,
+    displacement: u64,
+    start: u64,
+    end: u64,
+) -> Result<impl Iterator<Item = Piece> + 'a, ClientError> {
+    check_range(file, operation, filetype, displacement, start, end)?;
     #[allow(clippy::cast_possible_wrap)] // checked against file_bytes_max
     let runs = filetype
         .runs(displacement as i64, start, end)
@@ -237,7 +267,7 @@ impl File {
         let plan = Plan::from_runs(
             &self.layout,
             0,
-            file_runs(filetype, displacement, 0, runs.total)?,
+            file_runs(self, "write", filetype, displacement, 0, runs.total)?,
         );
         self.send_writes(&plan, runs.slices(memory), |planned| WriteType {
             handle: self.handle,
@@ -265,7 +295,7 @@ impl File {
         let plan = Plan::from_runs(
             &self.layout,
             0,
-            file_runs(filetype, displacement, 0, runs.total)?,
+            file_runs(self, "read", filetype, displacement, 0, runs.total)?,
         );
         let slices = runs.slices_mut(memory)?;
         self.send_reads(&plan, slices, |planned| ReadType {
@@ -288,7 +318,7 @@ impl File {
                 self.path
             )));
         }
-        check_file_range(filetype, displacement, 0, filetype.size()).map_err(file_range_error)?;
+        check_range(self, "view", filetype, displacement, 0, filetype.size())?;
         let positions: Vec<usize> = touched_positions(&self.layout, filetype, displacement)
             .into_iter()
             .enumerate()
@@ -302,10 +332,6 @@ impl File {
             positions,
         };
         view.declare(&view.positions)?;
-        self.views
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(view.id);
         Ok(view)
     }
 
@@ -381,7 +407,21 @@ impl View {
         &self.positions
     }
 
+    /// Declares the view on the servers at `positions`. Every declaration, a first one or
+    /// one again after `UnknownView` (also after [`File::close`] released it), puts the
+    /// view back on its file's list first, so the next close releases it and a declaration
+    /// that failed partway leaves nothing behind once the file is closed.
     fn declare(&self, positions: &[usize]) -> Result<(), ClientError> {
+        {
+            let mut views = self
+                .file
+                .views
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !views.contains(&self.id) {
+                views.push(self.id);
+            }
+        }
         for &position in positions {
             let declare = DeclareView {
                 handle: self.file.handle,
@@ -423,14 +463,21 @@ impl View {
         }
     }
 
-    fn plan(&self, offset: u64, length: u64) -> Result<Plan, ClientError> {
+    fn plan(&self, operation: &str, offset: u64, length: u64) -> Result<Plan, ClientError> {
         let end = offset.checked_add(length).ok_or_else(|| {
             ClientError::InvalidArgument(format!("view range {offset}+{length} overflows"))
         })?;
         Ok(Plan::from_runs(
             &self.file.layout,
             offset,
-            file_runs(&self.filetype, self.displacement, offset, end)?,
+            file_runs(
+                &self.file,
+                operation,
+                &self.filetype,
+                self.displacement,
+                offset,
+                end,
+            )?,
         ))
     }
 
@@ -441,7 +488,7 @@ impl View {
         runs: &MemoryRuns,
     ) -> Result<IoReport, ClientError> {
         self.file.check("write", &[], &[])?;
-        let plan = self.plan(offset, runs.total)?;
+        let plan = self.plan("write", offset, runs.total)?;
         self.with_redeclare(&plan, || {
             self.file
                 .send_writes(&plan, runs.slices(memory), |planned| WriteView {
@@ -463,7 +510,7 @@ impl View {
         runs: &MemoryRuns,
     ) -> Result<IoReport, ClientError> {
         self.file.check("read", &[], &[])?;
-        let plan = self.plan(offset, runs.total)?;
+        let plan = self.plan("read", offset, runs.total)?;
         self.with_redeclare(&plan, || {
             let slices = runs.slices_mut(memory)?;
             self.file.send_reads(&plan, slices, |planned| ReadView {
