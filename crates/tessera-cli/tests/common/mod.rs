@@ -90,6 +90,80 @@ impl Cluster {
             .address
             .clone()
     }
+
+    /// Restarts iod `index` in place: stops its process (SIGTERM, as `tessera down` does),
+    /// then starts a new one on the same address and data directory, so a client that keeps
+    /// the old address reaches the new process. Its memory (open objects, declared views) is
+    /// gone; its objects are files and stay.
+    pub fn restart_iod(&self, index: usize) {
+        use std::os::unix::process::CommandExt;
+
+        let name = format!("iod-{index}");
+        let pid = self.pid(&name);
+        // SAFETY: signalling a server process of this test's cluster; no memory is involved.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        // Gone, or a zombie (empty command line) waiting for its parent to reap it.
+        while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| !line.is_empty()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} (pid {pid}) ignored SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let address = self.iod_address(index);
+        let run = self.path().join("run");
+        let address_file = run.join(format!("{name}.addr"));
+        let log_path = self.path().join("log").join(format!("{name}.log"));
+        loop {
+            let _ = std::fs::remove_file(&address_file);
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .expect("iod log");
+            let mut child = Command::new(TESSERA)
+                .args(["iod", "--index", &index.to_string(), "--data"])
+                .arg(self.path().join(&name))
+                .args(["--listen", &address, "--address-file"])
+                .arg(&address_file)
+                .stdin(std::process::Stdio::null())
+                .stdout(log.try_clone().expect("iod log"))
+                .stderr(log)
+                .process_group(0)
+                .spawn()
+                .expect("tessera iod starts");
+            std::fs::write(run.join(format!("{name}.pid")), child.id().to_string())
+                .expect("pid file");
+            // Wait for the address; if the old port is not free yet, the child exits: retry.
+            let exited = loop {
+                if address_file.exists() {
+                    break false;
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break true;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{name} did not restart on {address}:\n{}",
+                    self.log(&name)
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            if !exited {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Restarts every iod in place ([`Cluster::restart_iod`]).
+    pub fn restart_iods(&self) {
+        let count = ClusterConfig::load(&self.file()).unwrap().iods.len();
+        for index in 0..count {
+            self.restart_iod(index);
+        }
+    }
 }
 
 impl Drop for Cluster {
