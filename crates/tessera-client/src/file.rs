@@ -286,52 +286,62 @@ impl File {
         for mut round in plan.rounds() {
             // Lock connections in cluster-index order so concurrent calls cannot deadlock.
             round.sort_by_key(|&index| self.server_of(plan.requests[index].server_position));
-            let mut leases: Vec<(usize, Lease<'_>)> = Vec::with_capacity(round.len());
-            let mut failure: Option<ClientError> = None;
-            let mut send_failed = false;
-            for &index in &round {
-                let server = self.server_of(plan.requests[index].server_position);
-                let sent = pool.lease(server).and_then(|mut lease| {
-                    match send(lease.connection(), index, &capability) {
-                        Ok(counts) => Ok((lease, counts)),
+            // A kept connection may have died with a server restart since its last use: such
+            // a round is run again (every request is idempotent). Each failed attempt drops
+            // at least one dead connection, so at most one retry per server is needed.
+            for attempt in 0..=round.len() {
+                let mut reused = false;
+                let mut leases: Vec<(usize, Lease<'_>)> = Vec::with_capacity(round.len());
+                let mut failure: Option<ClientError> = None;
+                let mut send_failed = false;
+                for &index in &round {
+                    let server = self.server_of(plan.requests[index].server_position);
+                    let sent = pool.lease(server).and_then(|mut lease| {
+                        reused |= lease.reused();
+                        match send(lease.connection(), index, &capability) {
+                            Ok(counts) => Ok((lease, counts)),
+                            Err(error) => {
+                                lease.discard();
+                                Err(error)
+                            }
+                        }
+                    });
+                    match sent {
+                        Ok((lease, counts)) => {
+                            report.requests += 1;
+                            report.add_counts(counts);
+                            leases.push((index, lease));
+                        }
                         Err(error) => {
-                            lease.discard();
-                            Err(error)
+                            failure = Some(error.into());
+                            send_failed = true;
+                            break;
                         }
                     }
-                });
-                match sent {
-                    Ok((lease, counts)) => {
-                        report.requests += 1;
-                        report.add_counts(counts);
-                        leases.push((index, lease));
+                }
+                for (index, mut lease) in leases {
+                    if send_failed {
+                        // A send failed: abandon the outstanding replies with their connections.
+                        lease.discard();
+                        continue;
                     }
-                    Err(error) => {
-                        failure = Some(error.into());
-                        send_failed = true;
-                        break;
+                    match recv(lease.connection(), index) {
+                        Ok((reply, counts)) => {
+                            report.add_counts(counts);
+                            report.storage_pieces += u64::from(reply.storage_pieces);
+                        }
+                        Err(error) => {
+                            lease.discard_after(&error);
+                            failure.get_or_insert(error.into());
+                        }
                     }
                 }
-            }
-            for (index, mut lease) in leases {
-                if send_failed {
-                    // A send failed: abandon the outstanding replies with their connections.
-                    lease.discard();
-                    continue;
+                match failure {
+                    Some(ClientError::Net(NetError::Io { .. }))
+                        if attempt < round.len() && reused => {}
+                    Some(failure) => return Err(self.name_file(failure)),
+                    None => break,
                 }
-                match recv(lease.connection(), index) {
-                    Ok((reply, counts)) => {
-                        report.add_counts(counts);
-                        report.storage_pieces += u64::from(reply.storage_pieces);
-                    }
-                    Err(error) => {
-                        lease.discard_after(&error);
-                        failure.get_or_insert(error.into());
-                    }
-                }
-            }
-            if let Some(failure) = failure {
-                return Err(self.name_file(failure));
             }
         }
         Ok(report)

@@ -31,6 +31,8 @@ pub struct Pool {
 #[derive(Debug)]
 pub struct Lease<'a> {
     slot: MutexGuard<'a, Option<Connection>>,
+    /// The connection was opened by an earlier lease (and may have died since).
+    reused: bool,
 }
 
 impl Lease<'_> {
@@ -39,6 +41,11 @@ impl Lease<'_> {
         self.slot
             .as_mut()
             .expect("a lease always holds a connection")
+    }
+
+    /// The connection was opened by an earlier lease (it may have died since).
+    pub fn reused(&self) -> bool {
+        self.reused
     }
 
     /// Closes the connection unconditionally (an exchange on it was abandoned midway).
@@ -80,6 +87,7 @@ impl Pool {
         let mut slot = self.connections[index]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let reused = slot.is_some();
         if slot.is_none() {
             let peer = &self.peers[index];
             *slot = Some(Connection::connect(
@@ -88,21 +96,37 @@ impl Pool {
                 self.timeout,
             )?);
         }
-        Ok(Lease { slot })
+        Ok(Lease { slot, reused })
     }
 
     /// Runs `exchange` on the connection to server `index`, dropping the connection if the
-    /// exchange failed in a way that may leave the stream out of step.
+    /// exchange failed in a way that may leave the stream out of step. A kept connection that
+    /// turns out to be dead (the server restarted since it was opened) is replaced and the
+    /// exchange run once more on a fresh one; callers pass only idempotent exchanges.
     pub fn with<T>(
         &self,
         index: usize,
-        exchange: impl FnOnce(&mut Connection) -> Result<T, NetError>,
+        mut exchange: impl FnMut(&mut Connection) -> Result<T, NetError>,
     ) -> Result<T, NetError> {
         let mut lease = self.lease(index)?;
+        let reused = lease.reused;
         let result = exchange(lease.connection());
-        if let Err(error) = &result {
-            lease.discard_after(error);
+        match result {
+            Err(NetError::Io { .. }) if reused => {
+                lease.discard();
+                drop(lease);
+                let mut lease = self.lease(index)?;
+                let result = exchange(lease.connection());
+                if let Err(error) = &result {
+                    lease.discard_after(error);
+                }
+                result
+            }
+            Err(error) => {
+                lease.discard_after(&error);
+                Err(error)
+            }
+            ok => ok,
         }
-        result
     }
 }
