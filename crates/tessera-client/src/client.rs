@@ -14,6 +14,7 @@ use tessera_proto::{
 use crate::config::ClusterConfig;
 use crate::error::ClientError;
 use crate::file::{File, OpenMode};
+use crate::typed::check_encodable;
 
 /// Environment variable overriding the default timeout, in milliseconds.
 pub const TIMEOUT_ENV: &str = "TESSERA_TIMEOUT_MS";
@@ -139,6 +140,15 @@ impl Client {
             .with(0, |connection| connection.call(request))?)
     }
 
+    /// As [`Client::mds_call`] for calls that must not be repeated (their first attempt may
+    /// have taken effect before the connection died): no retry on a dead connection.
+    fn mds_call_once<R: Request>(&self, request: &R) -> Result<R::Reply, ClientError> {
+        Ok(self
+            .inner
+            .mds
+            .with_once(0, |connection| connection.call(request))?)
+    }
+
     fn credentials(&self) -> Credentials {
         self.inner.credentials.clone()
     }
@@ -185,7 +195,7 @@ impl Client {
 
     /// Creates a directory.
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
-        self.mds_call(&Mkdir {
+        self.mds_call_once(&Mkdir {
             credentials: self.credentials(),
             path: path.to_owned(),
             mode,
@@ -194,7 +204,7 @@ impl Client {
 
     /// Removes an empty directory.
     pub fn rmdir(&self, path: &str) -> Result<(), ClientError> {
-        self.mds_call(&Rmdir {
+        self.mds_call_once(&Rmdir {
             credentials: self.credentials(),
             path: path.to_owned(),
         })
@@ -203,7 +213,7 @@ impl Client {
 
     /// Removes a file and its data.
     pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
-        self.mds_call(&Unlink {
+        self.mds_call_once(&Unlink {
             credentials: self.credentials(),
             path: path.to_owned(),
         })
@@ -212,7 +222,7 @@ impl Client {
 
     /// Moves `source` to `target`, replacing a file (or empty directory) there.
     pub fn rename(&self, source: &str, target: &str) -> Result<(), ClientError> {
-        self.mds_call(&Rename {
+        self.mds_call_once(&Rename {
             credentials: self.credentials(),
             source: source.to_owned(),
             target: target.to_owned(),
@@ -250,7 +260,10 @@ impl Client {
 
     /// Creates (or, unless `exclusive`, opens) a file for reading and writing.
     pub fn create(&self, path: &str, options: &CreateOptions) -> Result<File, ClientError> {
-        let attr = self.mds_call(&Create {
+        for datatype in &options.pattern {
+            check_encodable("pattern layout", datatype)?;
+        }
+        let create = Create {
             credentials: self.credentials(),
             path: path.to_owned(),
             mode: options.mode,
@@ -258,7 +271,13 @@ impl Client {
             stripe_unit_bytes: options.stripe_unit_bytes,
             server_count: options.server_count,
             pattern: options.pattern.clone(),
-        })?;
+        };
+        // An exclusive create repeated after it took effect would report `Exists`.
+        let attr = if options.exclusive {
+            self.mds_call_once(&create)?
+        } else {
+            self.mds_call(&create)?
+        };
         File::new(self.clone(), path, attr, OpenMode::ReadWrite)
     }
 

@@ -172,6 +172,14 @@ fn file_runs<'a>(
     }))
 }
 
+/// Checks that a type can be sent: within the node, block and encoded-size limits that
+/// only its encoding measures (a type built by the constructors may still exceed them).
+pub(crate) fn check_encodable(what: &str, datatype: &Datatype) -> Result<(), ClientError> {
+    tessera_proto::dtype::wire::encode(datatype)
+        .map(drop)
+        .map_err(|err| ClientError::InvalidArgument(format!("{what}: {err}")))
+}
+
 fn piece_count(request: &RequestPlan) -> u32 {
     u32::try_from(request.pieces.len()).expect("bounded by request_pieces_max")
 }
@@ -263,6 +271,7 @@ impl File {
         displacement: u64,
     ) -> Result<IoReport, ClientError> {
         self.check("write", &[], &[])?;
+        check_encodable("file type", filetype)?;
         let runs = MemoryRuns::new(memory.len(), memtype, count)?;
         let plan = Plan::from_runs(
             &self.layout,
@@ -291,6 +300,7 @@ impl File {
         displacement: u64,
     ) -> Result<IoReport, ClientError> {
         self.check("read", &[], &[])?;
+        check_encodable("file type", filetype)?;
         let runs = MemoryRuns::new(memory.len(), memtype, count)?;
         let plan = Plan::from_runs(
             &self.layout,
@@ -319,6 +329,7 @@ impl File {
             )));
         }
         check_range(self, "view", filetype, displacement, 0, filetype.size())?;
+        check_encodable("file type", filetype)?;
         let positions: Vec<usize> = touched_positions(&self.layout, filetype, displacement)
             .into_iter()
             .enumerate()

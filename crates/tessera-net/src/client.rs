@@ -267,14 +267,23 @@ impl Connection {
         bulk: &mut [IoSlice<'_>],
         bulk_bytes: u32,
     ) -> Result<(), NetError> {
+        let body_max = tessera_proto::limits::MESSAGE_BODY_BYTES_MAX;
+        if body.len() > body_max as usize {
+            // Refused before a byte is sent, so the connection stays in step.
+            return Err(NetError::Remote {
+                peer: self.peer.clone(),
+                error: RemoteError::over_limit(
+                    "message_body_bytes_max",
+                    body.len() as u64,
+                    u64::from(body_max),
+                ),
+            });
+        }
         let header = Header {
             opcode: opcode as u8,
             flags,
             request_id,
-            body_bytes: u32::try_from(body.len()).map_err(|_| NetError::Protocol {
-                peer: self.peer.clone(),
-                detail: "message body over message_body_bytes_max".to_owned(),
-            })?,
+            body_bytes: u32::try_from(body.len()).expect("checked against the body limit"),
             bulk_bytes,
         }
         .encode();

@@ -99,6 +99,21 @@ impl Pool {
         Ok(Lease { slot, reused })
     }
 
+    /// Runs a non-idempotent `exchange` once on the connection to server `index`, dropping
+    /// the connection if the exchange failed in a way that may leave the stream out of step.
+    pub fn with_once<T>(
+        &self,
+        index: usize,
+        exchange: impl FnOnce(&mut Connection) -> Result<T, NetError>,
+    ) -> Result<T, NetError> {
+        let mut lease = self.lease(index)?;
+        let result = exchange(lease.connection());
+        if let Err(error) = &result {
+            lease.discard_after(error);
+        }
+        result
+    }
+
     /// Runs `exchange` on the connection to server `index`, dropping the connection if the
     /// exchange failed in a way that may leave the stream out of step. A kept connection that
     /// turns out to be dead (the server restarted since it was opened) is replaced and the
