@@ -5,6 +5,12 @@
 //! builds its buffers, then answers `ready`) and `go` (every worker starts at once, runs the
 //! timed I/O, verifies what it read outside the timed part, and answers with its figures).
 //! The prepare/go split is the barrier: no process starts its I/O before all are ready.
+//!
+//! A [`Pattern::Matrix`] step (seed 002 §4) takes its file pieces from the flattening of the
+//! process's `darray` file type and its memory from one contiguous buffer; its method is
+//! `list` (one list call) or `view` (the type declared as a view in `prepare`, then one
+//! `write_at`/`read_at` of the whole share). Its `prepare` also makes one untimed list call
+//! of the same access, so every method starts its timed calls on open connections.
 
 use std::io::{BufRead, BufReader, IoSlice, IoSliceMut, Write};
 use std::path::PathBuf;
@@ -12,9 +18,13 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use tessera_client::dtype::{Distribution, Order};
+use tessera_client::plan::Plan;
 use tessera_client::{
-    Client, ClientOptions, ClusterConfig, File, IoReport, OpenMode, Piece, TransferMode,
+    Client, ClientOptions, ClusterConfig, Datatype, File, IoReport, Layout, OpenMode, Piece,
+    TransferMode, View,
 };
+use tessera_proto::{DeclareView, FileType, Wire};
 
 /// Arguments of the hidden `tessera worker` command.
 #[derive(Debug, clap::Args)]
@@ -59,6 +69,17 @@ pub enum Pattern {
         /// Bytes per piece.
         piece_bytes: usize,
     },
+    /// The share of process `rank` of an `n` x `n` matrix of bytes, dealt over four
+    /// processes by `distribution` (seed 002 §4); memory is one contiguous buffer. Methods:
+    /// `list` or `view`.
+    Matrix {
+        /// Rank of the process (row-major in the process grid).
+        rank: usize,
+        /// Rows and columns of the matrix.
+        n: u64,
+        /// How the matrix is dealt.
+        distribution: MatrixDistribution,
+    },
     /// One block of a `rows` x `columns` array of `element_bytes` elements in a block-block
     /// distribution over a `grid_rows` x `grid_columns` process grid; in memory the block sits
     /// inside a local array with a one-element halo, so both sides are noncontiguous.
@@ -78,6 +99,62 @@ pub enum Pattern {
     },
 }
 
+/// Processes sharing a [`Pattern::Matrix`].
+pub const MATRIX_PROCESSES: usize = 4;
+
+/// Bytes of access description a list request carries per file piece (offset and length).
+pub const LIST_OFFSET_BYTES_PER_PIECE: u64 = 16;
+
+/// Bytes of access description a view request carries: its stream range (start, end).
+pub const VIEW_OFFSET_BYTES_PER_REQUEST: u64 = 16;
+
+/// How [`MATRIX_PROCESSES`] processes deal a square byte matrix (HPF distributions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MatrixDistribution {
+    /// (BLOCK,BLOCK) over a 2 x 2 grid: an n/2 x n/2 block each.
+    BlockBlock,
+    /// (*,BLOCK) over a 1 x 4 grid: n/4 whole columns each.
+    StarBlock,
+    /// (CYCLIC(k),CYCLIC(k)) over a 2 x 2 grid: k x k tiles dealt round-robin both ways.
+    CyclicCyclic {
+        /// k, in bytes (= elements).
+        block_bytes: u64,
+    },
+}
+
+impl MatrixDistribution {
+    /// The name the paper uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BlockBlock => "(BLOCK,BLOCK)",
+            Self::StarBlock => "(*,BLOCK)",
+            Self::CyclicCyclic { .. } => "(CYCLIC,CYCLIC)",
+        }
+    }
+
+    /// The file type of process `rank` over an `n` x `n` byte matrix (C order): an
+    /// MPI darray, lower bound 0 and extent n*n.
+    pub fn filetype(self, n: u64, rank: usize) -> Result<Datatype, String> {
+        let (distributions, grid) = match self {
+            Self::BlockBlock => ([Distribution::Block(None); 2], [2, 2]),
+            Self::StarBlock => ([Distribution::None, Distribution::Block(None)], [1, 4]),
+            Self::CyclicCyclic { block_bytes } => {
+                ([Distribution::Cyclic(Some(block_bytes)); 2], [2, 2])
+            }
+        };
+        Datatype::darray(
+            MATRIX_PROCESSES as u64,
+            rank as u64,
+            &[n, n],
+            &distributions,
+            &grid,
+            Order::C,
+            &Datatype::byte(),
+        )
+        .map_err(|err| format!("{} n={n} rank {rank}: {err}", self.name()))
+    }
+}
+
 /// The pieces of an access: memory (offset into the process buffer, length) and file pieces.
 pub struct Access {
     /// Bytes of the process's memory buffer.
@@ -89,9 +166,51 @@ pub struct Access {
 }
 
 impl Pattern {
+    /// The file type of a [`Pattern::Matrix`] access (none for the list-only patterns).
+    pub fn filetype(&self) -> Result<Option<Datatype>, String> {
+        match *self {
+            Self::Matrix {
+                rank,
+                n,
+                distribution,
+            } => distribution.filetype(n, rank).map(Some),
+            Self::Interleaved { .. } | Self::Block2d { .. } => Ok(None),
+        }
+    }
+
+    /// The memory and file pieces of this access, or why they cannot be built.
+    pub fn try_access(&self) -> Result<Access, String> {
+        let Some(filetype) = self.filetype()? else {
+            return Ok(self.access());
+        };
+        let total = filetype.size();
+        let file = filetype
+            .runs(0, 0, total)
+            .map_err(|err| format!("flattening the file type: {err}"))?
+            .map(|run| {
+                Piece::new(
+                    u64::try_from(run.offset).expect("a darray starts at byte 0"),
+                    run.length,
+                )
+            })
+            .collect();
+        let buffer_bytes =
+            usize::try_from(total).map_err(|_| format!("a share of {total} bytes"))?;
+        Ok(Access {
+            buffer_bytes,
+            memory: vec![(0, buffer_bytes)],
+            file,
+        })
+    }
+
     /// The memory and file pieces of this access.
+    ///
+    /// # Panics
+    ///
+    /// For a [`Pattern::Matrix`] whose type cannot be built (use [`Pattern::try_access`]).
     pub fn access(&self) -> Access {
         match *self {
+            Self::Matrix { .. } => self.try_access().expect("a valid matrix distribution"),
             Self::Interleaved {
                 rank,
                 processes,
@@ -167,6 +286,19 @@ pub struct StepResult {
     pub file_pieces: u64,
     /// Every byte read back was as expected (always true for writes).
     pub verified: bool,
+    /// Bytes of access description sent per call: 16 per file piece of every list request,
+    /// 16 (the stream range) per view request.
+    #[serde(default)]
+    pub offset_bytes: u64,
+    /// Cluster indices of the servers one call reached.
+    #[serde(default)]
+    pub servers: Vec<u16>,
+    /// Bytes of the view declaration messages (views only; sent once, before timing).
+    #[serde(default)]
+    pub declare_bytes: u64,
+    /// Seconds `set_view` took (views only; before timing).
+    #[serde(default)]
+    pub declare_seconds: f64,
     /// Why the step failed, if it did.
     pub error: Option<String>,
 }
@@ -177,6 +309,9 @@ enum Message {
     Ready,
     Go,
     Done(StepResult),
+    /// After every worker is done: check what was read (matrix steps) and release the view.
+    Check,
+    Checked(bool),
     Failed(String),
 }
 
@@ -185,6 +320,109 @@ struct Prepared {
     file: File,
     buffer: Vec<u8>,
     access: Access,
+    /// The declared view of a `view` step.
+    view: Option<View>,
+    /// Offset bytes and servers (cluster indices) of one list call of a matrix access.
+    list_plan: Option<(u64, Vec<u16>)>,
+    declare_bytes: u64,
+    declare_seconds: f64,
+}
+
+/// How a step moves its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    List(TransferMode),
+    View,
+}
+
+fn via(task: &Task) -> Result<Via, String> {
+    let matrix = matches!(task.pattern, Pattern::Matrix { .. });
+    match task.method.as_str() {
+        "list" if matrix => Ok(Via::List(TransferMode::Gather)),
+        "view" if matrix => Ok(Via::View),
+        name => TransferMode::from_name(name)
+            .map(Via::List)
+            .ok_or_else(|| format!("unknown method {name}")),
+    }
+}
+
+/// Bytes of the `DeclareView` frames of `view` (header and body, one per server).
+fn declare_bytes(file: &File, view: &View, filetype: &Datatype) -> u64 {
+    view.positions()
+        .iter()
+        .map(|&position| {
+            let declare = DeclareView {
+                handle: file.handle(),
+                view_id: view.id(),
+                file: FileType {
+                    layout: file.layout().clone(),
+                    position: u16::try_from(position).expect("positions are below servers_max"),
+                    filetype: filetype.clone(),
+                    displacement: 0,
+                },
+            };
+            (tessera_proto::limits::HEADER_BYTES + declare.to_body().len()) as u64
+        })
+        .sum()
+}
+
+fn list_call(
+    file: &File,
+    buffer: &mut [u8],
+    access: &Access,
+    write: bool,
+) -> Result<IoReport, String> {
+    if write {
+        let memory: Vec<IoSlice<'_>> = access
+            .memory
+            .iter()
+            .map(|&(start, length)| IoSlice::new(&buffer[start..start + length]))
+            .collect();
+        file.write_list(&memory, &access.file)
+    } else {
+        let mut memory: Vec<IoSliceMut<'_>> = Vec::with_capacity(access.memory.len());
+        let mut rest: &mut [u8] = buffer;
+        let mut consumed = 0;
+        for &(start, length) in &access.memory {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(start - consumed);
+            let (piece, tail) = tail.split_at_mut(length);
+            memory.push(IoSliceMut::new(piece));
+            rest = tail;
+            consumed = start + length;
+        }
+        file.read_list(&mut memory, &access.file)
+    }
+    .map_err(|err| err.to_string())
+}
+
+/// One byte of a matrix access on every server the access reaches: a list call of these
+/// opens the connections the timed calls will use, at a cost independent of the access size.
+/// (The memory of a matrix access is one buffer in stream order.)
+fn warm_up_access(layout: &Layout, access: &Access) -> Access {
+    debug_assert_eq!(access.memory, [(0, access.buffer_bytes)]);
+    let mut seen = vec![false; layout.servers().len()];
+    let mut warm_up = Access {
+        buffer_bytes: access.buffer_bytes,
+        memory: Vec::new(),
+        file: Vec::new(),
+    };
+    let mut stream = 0u64;
+    for piece in &access.file {
+        for segment in layout.map(piece.offset, piece.length) {
+            if !std::mem::replace(&mut seen[segment.server_position], true) {
+                let at = stream + (segment.logical_offset - piece.offset);
+                warm_up
+                    .memory
+                    .push((usize::try_from(at).expect("inside the buffer"), 1));
+                warm_up.file.push(Piece::new(segment.logical_offset, 1));
+            }
+        }
+        stream += piece.length;
+        if seen.iter().all(|&seen| seen) {
+            break;
+        }
+    }
+    warm_up
 }
 
 fn prepare(task: Task) -> Result<Prepared, String> {
@@ -198,10 +436,11 @@ fn prepare(task: Task) -> Result<Prepared, String> {
     let mut file = client
         .open(&task.path, mode)
         .map_err(|err| err.to_string())?;
-    let method = TransferMode::from_name(&task.method)
-        .ok_or_else(|| format!("unknown method {}", task.method))?;
-    file.set_transfer_mode(method);
-    let access = task.pattern.access();
+    let via = via(&task)?;
+    if let Via::List(method) = via {
+        file.set_transfer_mode(method);
+    }
+    let access = task.pattern.try_access()?;
     // Gaps hold a sentinel so a read that writes outside its pieces is caught.
     let mut buffer = vec![0xA5u8; access.buffer_bytes];
     if task.write {
@@ -216,12 +455,56 @@ fn prepare(task: Task) -> Result<Prepared, String> {
             }
         }
     }
-    Ok(Prepared {
+    let mut prepared = Prepared {
         task,
         file,
         buffer,
         access,
-    })
+        view: None,
+        list_plan: None,
+        declare_bytes: 0,
+        declare_seconds: 0.0,
+    };
+    if let Some(filetype) = prepared.task.pattern.filetype()? {
+        prepare_matrix(&mut prepared, via, &filetype)?;
+    }
+    Ok(prepared)
+}
+
+/// Warms the connections with one untimed list call of the access, plans the list call's
+/// offset bytes, and declares the view of a `view` step (timed on its own).
+fn prepare_matrix(prepared: &mut Prepared, via: Via, filetype: &Datatype) -> Result<(), String> {
+    let write = prepared.task.write;
+    let warm_up = warm_up_access(prepared.file.layout(), &prepared.access);
+    list_call(&prepared.file, &mut prepared.buffer, &warm_up, write)
+        .map_err(|err| format!("warm-up call: {err}"))?;
+    if !write {
+        prepared.buffer.fill(0xA5);
+    }
+    let layout = prepared.file.layout();
+    let plan = Plan::new(layout, &prepared.access.file);
+    let offset_bytes = plan
+        .requests
+        .iter()
+        .map(|request| request.pieces.len() as u64 * LIST_OFFSET_BYTES_PER_PIECE)
+        .sum();
+    let servers = plan
+        .server_positions()
+        .into_iter()
+        .map(|position| layout.servers()[position])
+        .collect();
+    prepared.list_plan = Some((offset_bytes, servers));
+    if via == Via::View {
+        let started = Instant::now();
+        let view = prepared
+            .file
+            .set_view(0, filetype)
+            .map_err(|err| format!("set_view: {err}"))?;
+        prepared.declare_seconds = started.elapsed().as_secs_f64();
+        prepared.declare_bytes = declare_bytes(&prepared.file, &view, filetype);
+        prepared.view = Some(view);
+    }
+    Ok(())
 }
 
 fn verify(prepared: &Prepared) -> bool {
@@ -250,33 +533,36 @@ fn verify(prepared: &Prepared) -> bool {
 fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
     let mut total = IoReport::default();
     let started = Instant::now();
+    let write = prepared.task.write;
     for _ in 0..prepared.task.iterations {
-        let report = if prepared.task.write {
-            let memory: Vec<IoSlice<'_>> = prepared
-                .access
-                .memory
-                .iter()
-                .map(|&(start, length)| IoSlice::new(&prepared.buffer[start..start + length]))
-                .collect();
-            prepared.file.write_list(&memory, &prepared.access.file)
-        } else {
-            let mut memory: Vec<IoSliceMut<'_>> = Vec::with_capacity(prepared.access.memory.len());
-            let mut rest: &mut [u8] = &mut prepared.buffer;
-            let mut consumed = 0;
-            for &(start, length) in &prepared.access.memory {
-                let (_, tail) = std::mem::take(&mut rest).split_at_mut(start - consumed);
-                let (piece, tail) = tail.split_at_mut(length);
-                memory.push(IoSliceMut::new(piece));
-                rest = tail;
-                consumed = start + length;
-            }
-            prepared.file.read_list(&mut memory, &prepared.access.file)
-        }
-        .map_err(|err| err.to_string())?;
-        total += report;
+        total += match &prepared.view {
+            Some(view) if write => view
+                .write_at(0, &prepared.buffer)
+                .map_err(|err| err.to_string())?,
+            Some(view) => view
+                .read_at(0, &mut prepared.buffer)
+                .map_err(|err| err.to_string())?,
+            None => list_call(
+                &prepared.file,
+                &mut prepared.buffer,
+                &prepared.access,
+                write,
+            )?,
+        };
     }
     let seconds = started.elapsed().as_secs_f64();
-    let verified = prepared.task.write || verify(prepared);
+    // A matrix step checks its data only at `Check`, once every process is done, so no
+    // process verifies on a core another one still needs for its timed calls.
+    let deferred = matches!(prepared.task.pattern, Pattern::Matrix { .. });
+    let verified = prepared.task.write || (!deferred && verify(prepared));
+    let calls = u64::from(prepared.task.iterations.max(1));
+    // A view call over the whole share reaches the servers its list call would.
+    let (list_offset_bytes, servers) = prepared.list_plan.clone().unwrap_or_default();
+    let offset_bytes = if prepared.view.is_some() {
+        total.requests / calls * VIEW_OFFSET_BYTES_PER_REQUEST
+    } else {
+        list_offset_bytes
+    };
     Ok(StepResult {
         seconds,
         requests: total.requests,
@@ -287,7 +573,21 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
         file_pieces: prepared.access.file.len() as u64,
         verified,
         error: None,
+        offset_bytes,
+        servers,
+        declare_bytes: prepared.declare_bytes,
+        declare_seconds: prepared.declare_seconds,
     })
+}
+
+/// The untimed end of a step: verifies a read and releases the view.
+fn check(prepared: &mut Prepared) -> Result<bool, String> {
+    let verified = prepared.task.write || verify(prepared);
+    if let Some(view) = prepared.view.take() {
+        view.release()
+            .map_err(|err| format!("releasing the view: {err}"))?;
+    }
+    Ok(verified)
 }
 
 fn send(out: &mut impl Write, message: &Message) -> Result<(), String> {
@@ -330,6 +630,11 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
                 Some(Ok(result)) => Message::Done(result),
                 Some(Err(err)) => Message::Failed(format!("worker {}: {err}", args.rank)),
                 None => Message::Failed(format!("worker {}: go before prepare", args.rank)),
+            },
+            Message::Check => match prepared.as_mut().map(check) {
+                Some(Ok(verified)) => Message::Checked(verified),
+                Some(Err(err)) => Message::Failed(format!("worker {}: {err}", args.rank)),
+                None => Message::Failed(format!("worker {}: check before prepare", args.rank)),
             },
             other => Message::Failed(format!("worker {}: unexpected {other:?}", args.rank)),
         };
@@ -398,6 +703,22 @@ impl Workers {
         }
         Ok((results, started.elapsed().as_secs_f64()))
     }
+
+    /// [`Workers::step`], then a second barrier at which every worker verifies what it read
+    /// (outside the timed part of every process) and reports it in `verified`.
+    pub fn step_checked(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
+        let (mut results, wall_seconds) = self.step(tasks)?;
+        for (_, stdin, _) in &mut self.children {
+            send(stdin, &Message::Check)?;
+        }
+        for (rank, result) in results.iter_mut().enumerate() {
+            match self.expect(rank)? {
+                Message::Checked(verified) => result.verified = verified,
+                other => return Err(format!("worker {rank}: expected checked, got {other:?}")),
+            }
+        }
+        Ok((results, wall_seconds))
+    }
 }
 
 impl Drop for Workers {
@@ -434,6 +755,63 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&count| count == 1));
+    }
+
+    #[test]
+    fn matrix_shares_tile_the_matrix_exactly_once() {
+        const N: u64 = 64;
+        for distribution in [
+            MatrixDistribution::BlockBlock,
+            MatrixDistribution::StarBlock,
+            MatrixDistribution::CyclicCyclic { block_bytes: 8 },
+        ] {
+            let mut seen = vec![0u8; usize::try_from(N * N).unwrap()];
+            for rank in 0..MATRIX_PROCESSES {
+                let access = Pattern::Matrix {
+                    rank,
+                    n: N,
+                    distribution,
+                }
+                .try_access()
+                .unwrap();
+                assert_eq!(access.buffer_bytes as u64, N * N / 4, "{distribution:?}");
+                assert_eq!(access.memory, [(0, access.buffer_bytes)]);
+                for piece in access.file {
+                    for offset in piece.offset..piece.offset + piece.length {
+                        seen[usize::try_from(offset).unwrap()] += 1;
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&count| count == 1), "{distribution:?}");
+        }
+        // (CYCLIC(8),CYCLIC(8)): rank 3 (grid row 1, column 1) starts at row 8, column 8.
+        let access = Pattern::Matrix {
+            rank: 3,
+            n: N,
+            distribution: MatrixDistribution::CyclicCyclic { block_bytes: 8 },
+        }
+        .access();
+        assert_eq!(access.file[0], Piece::new(8 * N + 8, 8));
+        assert_eq!(access.file.len() as u64, (N / 2) * (N / 16));
+    }
+
+    #[test]
+    fn warm_up_touches_each_server_of_the_access_once() {
+        let layout =
+            Layout::Stripe(tessera_client::StripeLayout::new(64, vec![0, 1, 2, 3]).unwrap());
+        let access = Pattern::Matrix {
+            rank: 1,
+            n: 64,
+            distribution: MatrixDistribution::StarBlock,
+        }
+        .access();
+        let warm_up = warm_up_access(&layout, &access);
+        // Rank 1 holds columns 16..32; rows of 64 bytes fall on servers 0, 1, 2, 3 in turn.
+        assert_eq!(
+            warm_up.file,
+            [16, 80, 144, 208].map(|offset| Piece::new(offset, 1))
+        );
+        assert_eq!(warm_up.memory, [(0, 1), (16, 1), (32, 1), (48, 1)]);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 mod listio;
+mod views;
 
 /// Arguments of `tessera bench`.
 #[derive(Debug, clap::Args)]
@@ -24,6 +25,17 @@ pub struct BenchArgs {
 enum Experiment {
     /// 4 clients x 4 servers, 128 pieces of 128 B to 8 KiB: multiple vs pack vs gather (000 Fig. 4).
     Listio(CommonArgs),
+    /// 4 clients x 4 servers, n x n byte matrix, 3 distributions: list vs view I/O, and a
+    /// view on stripes vs a matching pattern layout (002 Tables 2-3, Figs. 2-4).
+    Views(CommonArgs),
+}
+
+impl Experiment {
+    fn common(&self) -> &CommonArgs {
+        match self {
+            Self::Listio(common) | Self::Views(common) => common,
+        }
+    }
 }
 
 /// Options every benchmark takes.
@@ -126,9 +138,9 @@ impl Drop for BenchCluster {
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     let report = match &args.experiment {
         Experiment::Listio(common) => listio::run(common)?,
+        Experiment::Views(common) => views::run(common)?,
     };
-    let Experiment::Listio(common) = &args.experiment;
-    if common.json {
+    if args.experiment.common().json {
         println!(
             "{}",
             serde_json::to_string_pretty(&report).map_err(|err| err.to_string())?
