@@ -78,9 +78,9 @@ fn dims_fastest_first(
 
 /// Extent of the whole array.
 fn array_extent(sizes: &[u64], element_extent: i64) -> i64 {
-    let total = sizes
-        .iter()
-        .fold(i128::from(element_extent), |acc, &size| acc * i128::from(size));
+    let total = sizes.iter().fold(i128::from(element_extent), |acc, &size| {
+        acc * i128::from(size)
+    });
     i64::try_from(total).expect("bounded by dims_fastest_first")
 }
 
@@ -126,7 +126,11 @@ impl Datatype {
             displacement += i128::from(starts[d]) * i128::from(stride);
         }
         let displacement = i64::try_from(displacement).expect("inside the array extent");
-        Self::resized(0, array_extent(sizes, old.extent()), &at(displacement, &current)?)
+        Self::resized(
+            0,
+            array_extent(sizes, old.extent()),
+            &at(displacement, &current)?,
+        )
     }
 
     /// The share of process `rank` of a distributed array (MPI_Type_create_darray) over a
@@ -170,7 +174,10 @@ impl Datatype {
         for (d, stride) in dims_fastest_first(WHAT, gsizes, order, old.extent())? {
             let (global, processes, coord) = (gsizes[d], psizes[d], coords[d]);
             if global == 0 {
-                return Err(DatatypeError::invalid(WHAT, format!("dimension {d} has size 0")));
+                return Err(DatatypeError::invalid(
+                    WHAT,
+                    format!("dimension {d} has size 0"),
+                ));
             }
             let element = Self::resized(0, stride, &current)?;
             current = match distributions[d] {
@@ -178,7 +185,9 @@ impl Datatype {
                     if processes != 1 {
                         return Err(DatatypeError::invalid(
                             WHAT,
-                            format!("dimension {d} is not distributed but has {processes} processes"),
+                            format!(
+                                "dimension {d} is not distributed but has {processes} processes"
+                            ),
                         ));
                     }
                     Self::contiguous(global, &element)?
@@ -195,7 +204,10 @@ impl Datatype {
                     }
                     let first = coord * block;
                     let count = block.min(global.saturating_sub(first));
-                    at(Self::offset(WHAT, first, stride)?, &Self::contiguous(count, &element)?)?
+                    at(
+                        Self::offset(WHAT, first, stride)?,
+                        &Self::contiguous(count, &element)?,
+                    )?
                 }
                 Distribution::Cyclic(block) => {
                     let block = block.unwrap_or(1);
@@ -218,7 +230,12 @@ impl Datatype {
             .ok()
             .filter(|bytes| bytes.unsigned_abs() <= DATATYPE_BYTES_MAX)
             .ok_or_else(|| {
-                DatatypeError::over(what, "datatype_bytes_max", bytes.unsigned_abs(), u128::from(DATATYPE_BYTES_MAX))
+                DatatypeError::over(
+                    what,
+                    "datatype_bytes_max",
+                    bytes.unsigned_abs(),
+                    u128::from(DATATYPE_BYTES_MAX),
+                )
             })
     }
 

@@ -50,8 +50,10 @@ pub struct Runs<'a> {
     skip: u64,
     /// Stream bytes still to return.
     remaining: u64,
-    /// A run held back to be merged with the next one.
-    pending: Option<Run>,
+    /// A run held back to be merged with the next one (none when its length is 0). Two
+    /// plain words rather than an `Option<Run>`: the hot loop moves them in registers.
+    pending_offset: i64,
+    pending_length: u64,
 }
 
 impl Datatype {
@@ -69,7 +71,12 @@ impl Datatype {
             .ok()
             .filter(|&end| end <= DATATYPE_BYTES_MAX)
             .ok_or_else(|| {
-                DatatypeError::over("stream", "datatype_bytes_max", end, u128::from(DATATYPE_BYTES_MAX))
+                DatatypeError::over(
+                    "stream",
+                    "datatype_bytes_max",
+                    end,
+                    u128::from(DATATYPE_BYTES_MAX),
+                )
             })?;
         Runs::new(self, 0, 0, end)
     }
@@ -106,7 +113,8 @@ impl<'a> Runs<'a> {
             stack: Vec::with_capacity(root.depth as usize),
             skip: 0,
             remaining: end.saturating_sub(start),
-            pending: None,
+            pending_offset: 0,
+            pending_length: 0,
         };
         if runs.remaining == 0 {
             return Ok(runs);
@@ -208,8 +216,50 @@ impl<'a> Runs<'a> {
 
     /// The next run as the tree gives it, before merging.
     #[inline]
-    #[allow(clippy::cast_possible_wrap)] // offsets were bounded in `new`
     pub fn next_unmerged(&mut self) -> Option<Run> {
+        match self.next_in_block() {
+            Some(run) => Some(run),
+            None => self.next_unmerged_walk(),
+        }
+    }
+
+    /// The common step, small enough to inline into the caller: the next run is a whole
+    /// block of the top frame whose children tile, or one dense child, so no frame is pushed
+    /// or popped. Exactly the first pass of [`Runs::next_unmerged_walk`]'s loop in those
+    /// cases; `None` means "take the general walk", not "the end".
+    #[inline]
+    #[allow(clippy::cast_possible_wrap)] // offsets were bounded in `new`
+    fn next_in_block(&mut self) -> Option<Run> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let frame = self.stack.last_mut()?;
+        if frame.block >= frame.node.block_count() {
+            return None;
+        }
+        let (displacement, blocklen, child) = frame.node.block(frame.block);
+        if blocklen == 0 || child.size == 0 {
+            return None;
+        }
+        if child.tiles() {
+            frame.block += 1;
+            let offset = frame.base + displacement + child.true_lb;
+            return Some(self.emit(offset, blocklen * child.size));
+        }
+        if !child.dense {
+            return None;
+        }
+        let child_base =
+            frame.base + displacement + (frame.element as i64).wrapping_mul(child.extent());
+        Self::advance(frame, blocklen);
+        Some(self.emit(child_base + child.true_lb, child.size))
+    }
+
+    /// The general step: starts instances, pops finished frames, skips empty blocks and
+    /// descends until a run comes out.
+    #[inline(never)]
+    #[allow(clippy::cast_possible_wrap)] // offsets were bounded in `new`
+    fn next_unmerged_walk(&mut self) -> Option<Run> {
         loop {
             if self.remaining == 0 {
                 return None;
@@ -235,7 +285,7 @@ impl<'a> Runs<'a> {
             }
             let (displacement, blocklen, child) = frame.node.block(frame.block);
             if blocklen == 0 || child.size == 0 {
-                frame.block += 1;
+                frame.block = frame.node.skip_empty(frame.block);
                 frame.element = 0;
                 continue;
             }
@@ -261,7 +311,7 @@ impl<'a> Runs<'a> {
 
     /// Stream bytes not yet returned (including a run held back for merging).
     pub fn remaining(&self) -> u64 {
-        self.remaining + self.pending.map_or(0, |run| run.length)
+        self.remaining + self.pending_length
     }
 }
 
@@ -270,12 +320,20 @@ impl Iterator for Runs<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<Run> {
-        let mut current = self.pending.take().or_else(|| self.next_unmerged())?;
+        let mut current = if self.pending_length > 0 {
+            Run {
+                offset: self.pending_offset,
+                length: std::mem::take(&mut self.pending_length),
+            }
+        } else {
+            self.next_unmerged()?
+        };
         while let Some(run) = self.next_unmerged() {
             if run.offset == current.end() {
                 current.length += run.length;
             } else {
-                self.pending = Some(run);
+                self.pending_offset = run.offset;
+                self.pending_length = run.length;
                 break;
             }
         }

@@ -53,9 +53,8 @@ pub const DATATYPE_ENCODED_BYTES_MAX: usize = 3 << 19;
 
 // The largest type the limits allow (20 bytes a struct block, at most 33 bytes a node besides
 // its blocks) must fit the encoding limit, which leaves room in a 2 MiB message body.
-const _: () = assert!(
-    DATATYPE_BLOCKS_MAX * 20 + DATATYPE_NODES_MAX * 33 + 5 <= DATATYPE_ENCODED_BYTES_MAX
-);
+const _: () =
+    assert!(DATATYPE_BLOCKS_MAX * 20 + DATATYPE_NODES_MAX * 33 + 5 <= DATATYPE_ENCODED_BYTES_MAX);
 // Products of a count and a byte bound stay far inside i128.
 const _: () = assert!((DATATYPE_COUNT_MAX as u128) * (DATATYPE_BYTES_MAX as u128) < (1u128 << 126));
 
@@ -157,7 +156,11 @@ pub(crate) enum Kind {
         prefix: Box<[u64]>,
     },
     /// The child with its lower bound and extent set.
-    Resized { lb: i64, extent: u64, child: Datatype },
+    Resized {
+        lb: i64,
+        extent: u64,
+        child: Datatype,
+    },
 }
 
 impl Node {
@@ -198,6 +201,21 @@ impl Node {
             Kind::Indexed { blocks, child, .. } => (blocks[j].0, blocks[j].1, &child.0),
             Kind::Struct { fields, .. } => (fields[j].0, fields[j].1, &fields[j].2 .0),
             Kind::Resized { child, .. } => (0, 1, &child.0),
+        }
+    }
+
+    /// Block `j` holds no data: the next block that does (`block_count` if none), found in
+    /// O(log blocks) so that a walk never steps over empty blocks one at a time.
+    pub(crate) fn skip_empty(&self, j: usize) -> usize {
+        match &self.kind {
+            Kind::Indexed { prefix, .. } | Kind::Struct { prefix, .. } => {
+                if prefix[j] >= self.size {
+                    self.block_count()
+                } else {
+                    self.block_at(prefix[j]).0
+                }
+            }
+            _ => j + 1,
         }
     }
 
@@ -247,7 +265,11 @@ impl Bounds {
     /// Includes elements spanning `[lb, ub)`, with data in `[true_lb, true_ub)` when `size`
     /// (their total data bytes) is not zero.
     fn include(&mut self, lb: i128, ub: i128, true_lb: i128, true_ub: i128, size: u128) {
-        self.ub = if self.lb.is_none() { ub } else { self.ub.max(ub) };
+        self.ub = if self.lb.is_none() {
+            ub
+        } else {
+            self.ub.max(ub)
+        };
         self.lb = Some(self.lb.map_or(lb, |old| old.min(lb)));
         if size > 0 {
             self.true_ub = if self.true_lb.is_none() {
@@ -316,9 +338,11 @@ impl Datatype {
             Kind::Vector { child, .. }
             | Kind::Indexed { child, .. }
             | Kind::Resized { child, .. } => child.0.depth,
-            Kind::Struct { fields, .. } => {
-                fields.iter().map(|field| field.2 .0.depth).max().unwrap_or(0)
-            }
+            Kind::Struct { fields, .. } => fields
+                .iter()
+                .map(|field| field.2 .0.depth)
+                .max()
+                .unwrap_or(0),
         };
         if depth > DATATYPE_DEPTH_MAX {
             return Err(DatatypeError::over(
@@ -379,7 +403,12 @@ impl Datatype {
 
     /// `count` blocks of `blocklen` copies of `old`, block starts `stride` extents of `old`
     /// apart (MPI_Type_vector).
-    pub fn vector(count: u64, blocklen: u64, stride: i64, old: &Self) -> Result<Self, DatatypeError> {
+    pub fn vector(
+        count: u64,
+        blocklen: u64,
+        stride: i64,
+        old: &Self,
+    ) -> Result<Self, DatatypeError> {
         let stride_bytes = checked_bound(
             "vector stride",
             i128::from(stride) * i128::from(old.extent()),
@@ -449,21 +478,33 @@ impl Datatype {
 
     /// Blocks of copies of `old` at displacements counted in extents of `old`
     /// (MPI_Type_indexed).
-    pub fn indexed(blocklens: &[u64], displacements: &[i64], old: &Self) -> Result<Self, DatatypeError> {
+    pub fn indexed(
+        blocklens: &[u64],
+        displacements: &[i64],
+        old: &Self,
+    ) -> Result<Self, DatatypeError> {
         let bytes = Self::scale_displacements("indexed", displacements, old)?;
         Self::hindexed(blocklens, &bytes, old)
     }
 
     /// Blocks of `blocklen` copies of `old` at displacements counted in extents of `old`
     /// (MPI_Type_create_indexed_block).
-    pub fn indexed_block(blocklen: u64, displacements: &[i64], old: &Self) -> Result<Self, DatatypeError> {
+    pub fn indexed_block(
+        blocklen: u64,
+        displacements: &[i64],
+        old: &Self,
+    ) -> Result<Self, DatatypeError> {
         let bytes = Self::scale_displacements("indexed block", displacements, old)?;
         Self::hindexed(&vec![blocklen; bytes.len()], &bytes, old)
     }
 
     /// Blocks of `blocklen` copies of `old` at byte displacements
     /// (MPI_Type_create_hindexed_block).
-    pub fn hindexed_block(blocklen: u64, displacements: &[i64], old: &Self) -> Result<Self, DatatypeError> {
+    pub fn hindexed_block(
+        blocklen: u64,
+        displacements: &[i64],
+        old: &Self,
+    ) -> Result<Self, DatatypeError> {
         Self::check_blocks("hindexed block", displacements.len())?;
         Self::hindexed(&vec![blocklen; displacements.len()], displacements, old)
     }
@@ -493,7 +534,11 @@ impl Datatype {
     }
 
     /// Blocks of copies of `old` at byte displacements (MPI_Type_create_hindexed).
-    pub fn hindexed(blocklens: &[u64], displacements: &[i64], old: &Self) -> Result<Self, DatatypeError> {
+    pub fn hindexed(
+        blocklens: &[u64],
+        displacements: &[i64],
+        old: &Self,
+    ) -> Result<Self, DatatypeError> {
         const WHAT: &str = "hindexed";
         Self::check_blocks(WHAT, blocklens.len())?;
         if blocklens.len() != displacements.len() {

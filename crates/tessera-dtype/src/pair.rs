@@ -80,15 +80,45 @@ mod tests {
 
     #[test]
     fn splits_at_both_sides_boundaries() {
-        let memory = [Run { offset: 0, length: 5 }, Run { offset: 10, length: 3 }];
-        let file = [Run { offset: 100, length: 2 }, Run { offset: 200, length: 6 }];
+        let memory = [
+            Run {
+                offset: 0,
+                length: 5,
+            },
+            Run {
+                offset: 10,
+                length: 3,
+            },
+        ];
+        let file = [
+            Run {
+                offset: 100,
+                length: 2,
+            },
+            Run {
+                offset: 200,
+                length: 6,
+            },
+        ];
         let transfers: Vec<_> = pair(memory, file).collect();
         assert_eq!(
             transfers,
             vec![
-                Transfer { memory: 0, file: 100, length: 2 },
-                Transfer { memory: 2, file: 200, length: 3 },
-                Transfer { memory: 10, file: 203, length: 3 },
+                Transfer {
+                    memory: 0,
+                    file: 100,
+                    length: 2
+                },
+                Transfer {
+                    memory: 2,
+                    file: 200,
+                    length: 3
+                },
+                Transfer {
+                    memory: 10,
+                    file: 203,
+                    length: 3
+                },
             ]
         );
     }

@@ -73,7 +73,10 @@ impl Gather {
         let (lb, ub) = (at + i128::from(child.lb), at + i128::from(child.ub));
         self.outer = Some(self.outer.map_or((lb, ub), |(l, u)| (l.min(lb), u.max(ub))));
         if child.size > 0 {
-            let (lb, ub) = (at + i128::from(child.true_lb), at + i128::from(child.true_ub));
+            let (lb, ub) = (
+                at + i128::from(child.true_lb),
+                at + i128::from(child.true_ub),
+            );
             self.data = Some(self.data.map_or((lb, ub), |(l, u)| (l.min(lb), u.max(ub))));
         }
     }
@@ -86,7 +89,10 @@ impl Gather {
             return;
         }
         self.element(at, child);
-        self.element(at + i128::from(child.extent()) * i128::from(blocklen - 1), child);
+        self.element(
+            at + i128::from(child.extent()) * i128::from(blocklen - 1),
+            child,
+        );
         self.size += u128::from(blocklen) * u128::from(child.size);
     }
 
@@ -141,19 +147,20 @@ impl BoundsCache {
                     gather.block(0, *blocklen, &child);
                     let last = i128::from(*stride) * i128::from(*count - 1);
                     gather.block(last, *blocklen, &child);
-                    gather.size = u128::from(*count) * u128::from(*blocklen) * u128::from(child.size);
+                    gather.size =
+                        u128::from(*count) * u128::from(*blocklen) * u128::from(child.size);
                 }
                 gather.finish()
             }
             Kind::Indexed { blocks, child, .. } => {
                 let child = self.of(&child.0);
-                for &(displacement, blocklen) in blocks.iter() {
+                for &(displacement, blocklen) in blocks {
                     gather.block(i128::from(displacement), blocklen, &child);
                 }
                 gather.finish()
             }
             Kind::Struct { fields, .. } => {
-                for (displacement, blocklen, child) in fields.iter() {
+                for (displacement, blocklen, child) in fields {
                     let child = self.of(&child.0);
                     gather.block(i128::from(*displacement), *blocklen, &child);
                 }
@@ -220,7 +227,7 @@ impl Walk {
     /// Lists the runs of one instance of `node` placed at `base`.
     fn node(&mut self, node: &Node, base: i128) {
         // Subtrees without data list nothing; skipping them keeps the work bounded by the
-        // bytes listed, however many empty elements a hostile type claims.
+        // bytes listed times the blocks of the type (blocks of length 0 are still visited).
         if self.cache.of(node).size == 0 {
             return;
         }
@@ -241,12 +248,12 @@ impl Walk {
                 }
             }
             Kind::Indexed { blocks, child, .. } => {
-                for &(displacement, blocklen) in blocks.iter() {
+                for &(displacement, blocklen) in blocks {
                     self.block(base + i128::from(displacement), blocklen, &child.0);
                 }
             }
             Kind::Struct { fields, .. } => {
-                for (displacement, blocklen, child) in fields.iter() {
+                for (displacement, blocklen, child) in fields {
                     self.block(base + i128::from(*displacement), *blocklen, &child.0);
                 }
             }
@@ -261,7 +268,10 @@ impl Walk {
             return;
         }
         for k in 0..blocklen {
-            self.node(child, at + i128::from(child_bounds.extent()) * i128::from(k));
+            self.node(
+                child,
+                at + i128::from(child_bounds.extent()) * i128::from(k),
+            );
         }
     }
 }
@@ -320,7 +330,8 @@ fn linear_index(index: &[u64], sizes: &[u64], order: Order) -> u64 {
         Order::C => (0..sizes.len()).collect(),
         Order::Fortran => (0..sizes.len()).rev().collect(),
     };
-    dims.into_iter().fold(0, |linear, d| linear * sizes[d] + index[d])
+    dims.into_iter()
+        .fold(0, |linear, d| linear * sizes[d] + index[d])
 }
 
 /// Every multi-index of an array of `sizes` in storage order (the fastest dimension last in
@@ -353,7 +364,12 @@ fn all_indices(sizes: &[u64], order: Order) -> Vec<Vec<u64>> {
 /// The elements of a subarray (MPI_Type_create_subarray) in stream order, as linear indices
 /// into the whole array: every element whose index lies in `[starts[d], starts[d] +
 /// subsizes[d])` in each dimension `d`, in the array's storage order.
-pub fn subarray_elements(sizes: &[u64], subsizes: &[u64], starts: &[u64], order: Order) -> Vec<u64> {
+pub fn subarray_elements(
+    sizes: &[u64],
+    subsizes: &[u64],
+    starts: &[u64],
+    order: Order,
+) -> Vec<u64> {
     assert!(
         sizes.len() == subsizes.len() && sizes.len() == starts.len(),
         "reference subarray: argument arrays of different lengths"
@@ -388,8 +404,15 @@ pub fn darray_elements(
         distributions.len() == dims && psizes.len() == dims,
         "reference darray: argument arrays of different lengths"
     );
-    assert_eq!(psizes.iter().product::<u64>(), size, "reference darray: grid is not `size`");
-    assert!(rank < size, "reference darray: rank {rank} not below size {size}");
+    assert_eq!(
+        psizes.iter().product::<u64>(),
+        size,
+        "reference darray: grid is not `size`"
+    );
+    assert!(
+        rank < size,
+        "reference darray: rank {rank} not below size {size}"
+    );
     let mut coords = vec![0u64; dims];
     let mut rest = rank;
     for d in (0..dims).rev() {
@@ -434,10 +457,7 @@ mod tests {
             flatten(&vector, 1),
             vec![(0, 2), (2, 2), (-8, 2), (-6, 2), (-16, 2), (-14, 2)]
         );
-        assert_eq!(
-            merge(&flatten(&vector, 1)),
-            vec![(0, 4), (-8, 4), (-16, 4)]
-        );
+        assert_eq!(merge(&flatten(&vector, 1)), vec![(0, 4), (-8, 4), (-16, 4)]);
         let expected = Bounds {
             size: 12,
             lb: -16,
@@ -448,7 +468,10 @@ mod tests {
         assert_eq!(bounds(&vector), expected);
         // Instance 1 starts one extent (20) after instance 0.
         assert_eq!(flatten(&vector, 2)[6], (20, 2));
-        assert_eq!(slice(&flatten(&vector, 2), 3, 14), vec![(3, 1), (-8, 2), (-6, 2), (-16, 2), (-14, 2), (20, 2)]);
+        assert_eq!(
+            slice(&flatten(&vector, 2), 3, 14),
+            vec![(3, 1), (-8, 2), (-6, 2), (-16, 2), (-14, 2), (20, 2)]
+        );
         assert_eq!(byte_offsets(&[(5, 2), (-1, 1)]), vec![5, 6, -1]);
     }
 
@@ -474,15 +497,27 @@ mod tests {
     #[test]
     fn array_models_list_elements_in_storage_order() {
         // 3x4 array, 2x2 block at (1, 1).
-        assert_eq!(subarray_elements(&[3, 4], &[2, 2], &[1, 1], Order::C), vec![5, 6, 9, 10]);
+        assert_eq!(
+            subarray_elements(&[3, 4], &[2, 2], &[1, 1], Order::C),
+            vec![5, 6, 9, 10]
+        );
         // Column-major: element (i, j) at j * 3 + i.
-        assert_eq!(subarray_elements(&[3, 4], &[2, 2], &[1, 1], Order::Fortran), vec![4, 5, 7, 8]);
+        assert_eq!(
+            subarray_elements(&[3, 4], &[2, 2], &[1, 1], Order::Fortran),
+            vec![4, 5, 7, 8]
+        );
         // 7 elements cyclic(2) over 2 processes: rank 1 has 2, 3 and 6.
         let cyclic = [Distribution::Cyclic(Some(2))];
-        assert_eq!(darray_elements(2, 1, &[7], &cyclic, &[2], Order::C), vec![2, 3, 6]);
+        assert_eq!(
+            darray_elements(2, 1, &[7], &cyclic, &[2], Order::C),
+            vec![2, 3, 6]
+        );
         // 5 elements block over 2 processes: blocks of 3; rank 1 has 3 and 4.
         let block = [Distribution::Block(None)];
-        assert_eq!(darray_elements(2, 1, &[5], &block, &[2], Order::C), vec![3, 4]);
+        assert_eq!(
+            darray_elements(2, 1, &[5], &block, &[2], Order::C),
+            vec![3, 4]
+        );
         assert_eq!(element_runs(&[3, 4], 8), vec![(24, 8), (32, 8)]);
     }
 

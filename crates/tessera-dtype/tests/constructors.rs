@@ -36,8 +36,12 @@ fn indexed_struct_resized() {
     let resized = Datatype::resized(-4, 32, &indexed).unwrap();
     assert_eq!((resized.lb(), resized.extent()), (-4, 32));
     assert_eq!(runs(&resized, 0, 8, 20), vec![(0, 4), (44, 8)]);
-    let structure =
-        Datatype::structure(&[1, 2], &[0, 8], &[Datatype::bytes(3).unwrap(), int.clone()]).unwrap();
+    let structure = Datatype::structure(
+        &[1, 2],
+        &[0, 8],
+        &[Datatype::bytes(3).unwrap(), int.clone()],
+    )
+    .unwrap();
     assert_eq!(structure.size(), 11);
     assert_eq!(runs(&structure, 0, 1, 11), vec![(1, 2), (8, 8)]);
     assert!(!structure.is_dense());
@@ -61,8 +65,16 @@ fn subarray_c_and_fortran() {
 fn darray_block_and_cyclic() {
     let byte = Datatype::byte();
     // 1-D, 10 elements, cyclic(3) over 2 processes: rank 1 has 3..6 and 9..10.
-    let cyclic = Datatype::darray(2, 1, &[10], &[Distribution::Cyclic(Some(3))], &[2], Order::C, &byte)
-        .unwrap();
+    let cyclic = Datatype::darray(
+        2,
+        1,
+        &[10],
+        &[Distribution::Cyclic(Some(3))],
+        &[2],
+        Order::C,
+        &byte,
+    )
+    .unwrap();
     assert_eq!(runs(&cyclic, 0, 0, cyclic.size()), vec![(3, 3), (9, 1)]);
     assert_eq!(cyclic.extent(), 10);
     // 2-D (BLOCK, BLOCK) over 2x2, 4x4 array: rank 3 holds rows 2..4, columns 2..4.
@@ -83,6 +95,12 @@ fn darray_block_and_cyclic() {
 fn a_million_blocks_stream_in_bounded_memory() {
     let vector = Datatype::vector(1 << 20, 1, 2, &Datatype::byte()).unwrap();
     let mut runs = vector.runs(0, 0, 1 << 20).unwrap();
-    assert_eq!(runs.next(), Some(Run { offset: 0, length: 1 }));
+    assert_eq!(
+        runs.next(),
+        Some(Run {
+            offset: 0,
+            length: 1
+        })
+    );
     assert_eq!(runs.by_ref().count(), (1 << 20) - 1);
 }
