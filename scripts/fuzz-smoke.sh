@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Short fuzzing run of every cargo-fuzz target in fuzz/ (the tessera-proto decoders).
+# Short fuzzing run of every cargo-fuzz target in fuzz/ (the wire and datatype decoders).
 #
 #   scripts/fuzz-smoke.sh            # FUZZ_SECONDS=15 per target
 #   FUZZ_SECONDS=300 scripts/fuzz-smoke.sh
