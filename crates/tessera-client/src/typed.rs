@@ -259,6 +259,29 @@ impl File {
         )
     }
 
+    /// Checks a datatype call and plans it: the memory runs of `count` instances of
+    /// `memtype` over a buffer of `memory_len` bytes, and one request per involved server for
+    /// the file stream of the same length.
+    fn type_plan(
+        &self,
+        operation: &'static str,
+        memory_len: usize,
+        memtype: &Datatype,
+        count: u64,
+        filetype: &Datatype,
+        displacement: u64,
+    ) -> Result<(MemoryRuns, Plan), ClientError> {
+        self.check(operation, &[], &[])?;
+        check_encodable("file type", filetype)?;
+        let runs = MemoryRuns::new(memory_len, memtype, count)?;
+        let plan = Plan::from_runs(
+            &self.layout,
+            0,
+            file_runs(self, operation, filetype, displacement, 0, runs.total)?,
+        );
+        Ok((runs, plan))
+    }
+
     /// Writes `count` instances of `memtype` from `memory` into the stream of `filetype`
     /// tiled from file offset `displacement` (MPI's write with a file view, in one call).
     /// Each involved server gets one request carrying the encoded file type, never a list.
@@ -270,14 +293,14 @@ impl File {
         filetype: &Datatype,
         displacement: u64,
     ) -> Result<IoReport, ClientError> {
-        self.check("write", &[], &[])?;
-        check_encodable("file type", filetype)?;
-        let runs = MemoryRuns::new(memory.len(), memtype, count)?;
-        let plan = Plan::from_runs(
-            &self.layout,
-            0,
-            file_runs(self, "write", filetype, displacement, 0, runs.total)?,
-        );
+        let (runs, plan) = self.type_plan(
+            "write",
+            memory.len(),
+            memtype,
+            count,
+            filetype,
+            displacement,
+        )?;
         self.send_writes(&plan, runs.slices(memory), |planned| WriteType {
             handle: self.handle,
             capability: Capability::default(),
@@ -299,14 +322,8 @@ impl File {
         filetype: &Datatype,
         displacement: u64,
     ) -> Result<IoReport, ClientError> {
-        self.check("read", &[], &[])?;
-        check_encodable("file type", filetype)?;
-        let runs = MemoryRuns::new(memory.len(), memtype, count)?;
-        let plan = Plan::from_runs(
-            &self.layout,
-            0,
-            file_runs(self, "read", filetype, displacement, 0, runs.total)?,
-        );
+        let (runs, plan) =
+            self.type_plan("read", memory.len(), memtype, count, filetype, displacement)?;
         let slices = runs.slices_mut(memory)?;
         self.send_reads(&plan, slices, |planned| ReadType {
             handle: self.handle,

@@ -299,6 +299,30 @@ impl Bounds {
     }
 }
 
+impl Bounds {
+    /// Includes one block of an indexed or struct node (`blocklen` copies of `old` at byte
+    /// `displacement`), after recording in `prefix` the data bytes before it.
+    fn add_block(
+        &mut self,
+        what: &'static str,
+        prefix: &mut Vec<u64>,
+        displacement: i64,
+        blocklen: u64,
+        old: &Datatype,
+    ) -> Result<(), DatatypeError> {
+        checked_count(what, blocklen)?;
+        checked_bound(what, i128::from(displacement))?;
+        prefix.push(u64::try_from(self.size).unwrap_or(u64::MAX));
+        self.add(
+            i128::from(displacement),
+            i128::from(old.extent()),
+            blocklen,
+            &old.0,
+        );
+        Ok(())
+    }
+}
+
 fn checked_count(what: &'static str, value: u64) -> Result<u64, DatatypeError> {
     if value > DATATYPE_COUNT_MAX {
         return Err(DatatypeError::over(
@@ -555,15 +579,7 @@ impl Datatype {
         let mut prefix = Vec::with_capacity(blocklens.len());
         let mut blocks = Vec::with_capacity(blocklens.len());
         for (&blocklen, &displacement) in blocklens.iter().zip(displacements) {
-            checked_count(WHAT, blocklen)?;
-            checked_bound(WHAT, i128::from(displacement))?;
-            prefix.push(u64::try_from(bounds.size.min(u128::from(u64::MAX))).unwrap_or(u64::MAX));
-            bounds.add(
-                i128::from(displacement),
-                i128::from(old.extent()),
-                blocklen,
-                &old.0,
-            );
+            bounds.add_block(WHAT, &mut prefix, displacement, blocklen, old)?;
             blocks.push((displacement, blocklen));
         }
         Self::from_parts(
@@ -601,15 +617,7 @@ impl Datatype {
         let mut prefix = Vec::with_capacity(blocklens.len());
         let mut fields = Vec::with_capacity(blocklens.len());
         for ((&blocklen, &displacement), old) in blocklens.iter().zip(displacements).zip(types) {
-            checked_count(WHAT, blocklen)?;
-            checked_bound(WHAT, i128::from(displacement))?;
-            prefix.push(u64::try_from(bounds.size.min(u128::from(u64::MAX))).unwrap_or(u64::MAX));
-            bounds.add(
-                i128::from(displacement),
-                i128::from(old.extent()),
-                blocklen,
-                &old.0,
-            );
+            bounds.add_block(WHAT, &mut prefix, displacement, blocklen, old)?;
             fields.push((displacement, blocklen, old.clone()));
         }
         Self::from_parts(
