@@ -58,6 +58,25 @@ pub struct Inode {
 }
 
 impl Inode {
+    /// A new, empty directory in `parent`, owned by `owner`, with times set to now.
+    fn directory(mode: u32, owner: &Credentials, parent: u64) -> Self {
+        let now = now_ns();
+        Self {
+            kind: KIND_DIRECTORY,
+            mode,
+            uid: owner.uid,
+            gid: owner.gid,
+            atime_ns: now,
+            mtime_ns: now,
+            ctime_ns: now,
+            nlink: 2,
+            parent,
+            stripe_unit_bytes: 0,
+            servers: Vec::new(),
+            pattern: Vec::new(),
+        }
+    }
+
     /// True for directories.
     pub fn is_directory(&self) -> bool {
         self.kind == KIND_DIRECTORY
@@ -333,21 +352,7 @@ impl Namespace {
                 }
             }
             if inodes.get(ROOT_HANDLE).map_err(store_error)?.is_none() {
-                let now = now_ns();
-                let root = Inode {
-                    kind: KIND_DIRECTORY,
-                    mode: 0o755,
-                    uid: 0,
-                    gid: 0,
-                    atime_ns: now,
-                    mtime_ns: now,
-                    ctime_ns: now,
-                    nlink: 2,
-                    parent: ROOT_HANDLE,
-                    stripe_unit_bytes: 0,
-                    servers: Vec::new(),
-                    pattern: Vec::new(),
-                };
+                let root = Inode::directory(0o755, &Credentials { uid: 0, gid: 0 }, ROOT_HANDLE);
                 inodes
                     .insert(ROOT_HANDLE, encode_inode(&root)?.as_slice())
                     .map_err(store_error)?;
@@ -589,21 +594,7 @@ impl Namespace {
                 ));
             }
             let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
-            let now = now_ns();
-            let inode = Inode {
-                kind: KIND_DIRECTORY,
-                mode,
-                uid: credentials.uid,
-                gid: credentials.gid,
-                atime_ns: now,
-                mtime_ns: now,
-                ctime_ns: now,
-                nlink: 2,
-                parent,
-                stripe_unit_bytes: 0,
-                servers: Vec::new(),
-                pattern: Vec::new(),
-            };
+            let inode = Inode::directory(mode, credentials, parent);
             inodes
                 .insert(handle, encode_inode(&inode)?.as_slice())
                 .map_err(store_error)?;
@@ -611,8 +602,8 @@ impl Namespace {
                 .insert((parent, name), handle)
                 .map_err(store_error)?;
             parent_inode.nlink += 1;
-            parent_inode.mtime_ns = now;
-            parent_inode.ctime_ns = now;
+            parent_inode.mtime_ns = inode.mtime_ns;
+            parent_inode.ctime_ns = inode.mtime_ns;
             inodes
                 .insert(parent, encode_inode(&parent_inode)?.as_slice())
                 .map_err(store_error)?;
