@@ -421,6 +421,28 @@ fn unknown_handle_and_malformed_messages() {
     }
 }
 
+/// Waits (up to 10 s) until process `pid` is in one of `states` (as `/proc/PID/stat` shows
+/// them) or gone: signals are delivered asynchronously, and a loaded machine may take a
+/// while to stop or reap a server.
+fn wait_for_state(pid: i32, states: &[char]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return;
+        };
+        // The state follows the command name, which is in parentheses.
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.trim().chars().next());
+        if state.is_some_and(|state| states.contains(&state)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("process {pid} did not reach state {states:?}");
+}
+
 #[test]
 fn a_down_or_silent_server_is_named_within_the_timeout() {
     let cluster = Cluster::start(3);
@@ -432,6 +454,7 @@ fn a_down_or_silent_server_is_named_within_the_timeout() {
     let pid = cluster.pid("iod-1");
     // SAFETY: signalling a child process of the test's cluster.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
+    wait_for_state(pid, &['T']);
     let started = Instant::now();
     let mut buffer = vec![0u8; 300_000];
     let (found, message) = code(file.read_at(0, &mut buffer));
@@ -449,9 +472,10 @@ fn a_down_or_silent_server_is_named_within_the_timeout() {
     assert!(buffer.iter().all(|&byte| byte == 9));
 
     // A killed server: an error naming it, at once.
+    let pid = cluster.pid("iod-2");
     // SAFETY: as above.
-    unsafe { libc::kill(cluster.pid("iod-2"), libc::SIGKILL) };
-    std::thread::sleep(Duration::from_millis(100));
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    wait_for_state(pid, &['Z', 'X']);
     let (found, message) = code(file.read_at(0, &mut buffer));
     assert_eq!(found, ErrorCode::Unavailable);
     assert!(message.contains("iod 2"), "{message}");
