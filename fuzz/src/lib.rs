@@ -23,7 +23,8 @@ use tessera_proto::{
     ObjectTruncate, Opcode, Piece, Ping, PingReply, Read, Readdir, ReaddirReply, RemoteError,
     Rename, Request, Rmdir, Stat, StatHandle, StripeLayout, TransferMode, Truncate, Unlink, Wire,
     WireError, Write, Datatype, DeclareView, FileType, Layout, PatternLayout, ReadType, ReadView,
-    ReleaseView, WriteType, WriteView,
+    ReleaseView, WriteType, WriteView, StoragePlan, LockRange, LockGranted, UnlockRange,
+    ServerStats, ServerStatsReply, StorageCounters,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -128,6 +129,9 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::WriteView => operation::<WriteView>(body, reply),
         Opcode::ReadView => operation::<ReadView>(body, reply),
         Opcode::ReleaseView => operation::<ReleaseView>(body, reply),
+        Opcode::LockRange => operation::<LockRange>(body, reply),
+        Opcode::UnlockRange => operation::<UnlockRange>(body, reply),
+        Opcode::ServerStats => operation::<ServerStats>(body, reply),
         // Bulk-only frames: the body is empty in both directions.
         Opcode::Data => check::<Empty>(body).is_some(),
     }
@@ -373,23 +377,29 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     seeds.extend(exchange("object-sync", Opcode::ObjectSync, &ObjectSync { handle: 42 }, &Empty {}));
     let pieces = vec![Piece::new(0, 4096), Piece::new(65536, 100)];
     let capability = Capability(vec![0xAA, 0xBB]);
-    let write = Write { handle: 42, capability: capability.clone(), mode: TransferMode::Gather, pieces: pieces.clone() };
-    seeds.extend(exchange("write", Opcode::Write, &write, &IoReply { bytes: 4196, storage_pieces: 2 }));
-    let read = Read { handle: 42, capability, mode: TransferMode::Multiple, pieces };
-    seeds.extend(exchange("read", Opcode::Read, &read, &IoReply { bytes: 4196, storage_pieces: 2 }));
+    let write = Write { handle: 42, capability: capability.clone(), mode: TransferMode::Gather, storage: StoragePlan::Auto, pieces: pieces.clone() };
+    seeds.extend(exchange("write", Opcode::Write, &write, &IoReply { bytes: 4196, storage_pieces: 2, storage_bytes: 8192, plan: StoragePlan::Sieve }));
+    let read = Read { handle: 42, capability, mode: TransferMode::Multiple, storage: StoragePlan::Auto, pieces };
+    seeds.extend(exchange("read", Opcode::Read, &read, &IoReply { bytes: 4196, storage_pieces: 2, storage_bytes: 8192, plan: StoragePlan::Sieve }));
     // A write whose bulk data follows the body (short, to keep the seed small).
     let small = Write { pieces: vec![Piece::new(0, 8)], ..write };
     seeds.push(("write-with-bulk".into(), frame(Opcode::Write, 0, &small.to_body(), b"01234567")));
-    let io = IoReply { bytes: 128, storage_pieces: 1 };
-    let typed = WriteType { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, file: file_type(), start: 0, end: 128, pieces: 1 };
+    let io = IoReply { bytes: 128, storage_pieces: 1, storage_bytes: 128, plan: StoragePlan::PerPiece };
+    let typed = WriteType { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, storage: StoragePlan::Auto, file: file_type(), start: 0, end: 128, pieces: 1 };
     seeds.extend(exchange("write-type", Opcode::WriteType, &typed, &io));
-    let read_type = ReadType { handle: 42, capability: Capability::default(), mode: TransferMode::Pack, file: file_type(), start: 8, end: 64 };
+    let read_type = ReadType { handle: 42, capability: Capability::default(), mode: TransferMode::Pack, storage: StoragePlan::Auto, file: file_type(), start: 8, end: 64 };
     seeds.extend(exchange("read-type", Opcode::ReadType, &read_type, &io));
     seeds.extend(exchange("declare-view", Opcode::DeclareView, &DeclareView { handle: 42, view_id: 0x5eed, file: file_type() }, &Empty {}));
-    let write_view = WriteView { handle: 42, capability: Capability::default(), mode: TransferMode::Multiple, view_id: 0x5eed, start: 0, end: 128, pieces: 1 };
+    let write_view = WriteView { handle: 42, capability: Capability::default(), mode: TransferMode::Multiple, storage: StoragePlan::Auto, view_id: 0x5eed, start: 0, end: 128, pieces: 1 };
     seeds.extend(exchange("write-view", Opcode::WriteView, &write_view, &io));
-    let read_view = ReadView { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, view_id: 0x5eed, start: 0, end: 128 };
+    let read_view = ReadView { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, storage: StoragePlan::Auto, view_id: 0x5eed, start: 0, end: 128 };
     seeds.extend(exchange("read-view", Opcode::ReadView, &read_view, &io));
+    let lock = LockRange { handle: 42, start: 0, end: 4096, exclusive: true, wait_ms: 1000, lease_ms: 5000 };
+    seeds.extend(exchange("lock-range", Opcode::LockRange, &lock, &LockGranted { lock_id: 7 }));
+    seeds.extend(exchange("unlock-range", Opcode::UnlockRange, &UnlockRange { handle: 42, lock_id: 7 }, &Empty {}));
+    let counters = StorageCounters { requests: 3, pieces: 300, calls: 6, bytes_wanted: 4800, bytes_storage: 19200, per_piece: 1, batched: 0, sieve: 2 };
+    let stats = ServerStatsReply { reads: counters.clone(), writes: counters, io_uring: true, model: "read_op_us=0.6 write_op_us=1.1".into() };
+    seeds.extend(exchange("server-stats", Opcode::ServerStats, &ServerStats {}, &stats));
     seeds.extend(exchange("release-view", Opcode::ReleaseView, &ReleaseView { handle: 42, view_id: 0x5eed }, &Empty {}));
     seeds.push(("data".into(), frame(Opcode::Data, 0, &[], b"01234567")));
     seeds.push(("data-reply".into(), frame(Opcode::Data, FLAG_REPLY, &[], b"89abcdef")));

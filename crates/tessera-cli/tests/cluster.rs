@@ -343,6 +343,7 @@ fn unknown_handle_and_malformed_messages() {
         handle: 0xdead_beef,
         capability: Capability::default(),
         mode: TransferMode::Gather,
+        storage: tessera_proto::StoragePlan::Auto,
         pieces: vec![Piece::new(0, 10)],
     };
     connection.send_request(&read).unwrap();

@@ -11,7 +11,8 @@ use std::io::{IoSlice, IoSliceMut};
 use tessera_net::{Lease, NetError, PieceData, PieceDataMut, TransferCounts};
 use tessera_proto::limits::{FILE_BYTES_MAX, LIST_PIECES_MAX, PIECE_BYTES_MAX};
 use tessera_proto::{
-    Attr, Capability, ErrorCode, FileKind, Layout, ObjectSync, Piece, Read, TransferMode, Write,
+    Attr, Capability, ErrorCode, FileKind, Layout, ObjectSync, Piece, Read, StoragePlan,
+    TransferMode, Write,
 };
 
 use crate::client::Client;
@@ -50,6 +51,10 @@ pub struct IoReport {
     pub messages_received: u64,
     /// Contiguous storage pieces the servers touched (after merging adjacent pieces).
     pub storage_pieces: u64,
+    /// Bytes the servers moved to and from storage (more than `bytes` where they sieved).
+    pub storage_bytes: u64,
+    /// Requests the servers served by sieving.
+    pub sieved: u64,
     /// Bytes moved.
     pub bytes: u64,
     /// Bytes copied through pack buffers on the client.
@@ -64,6 +69,8 @@ impl std::ops::AddAssign for IoReport {
         self.messages_sent += other.messages_sent;
         self.messages_received += other.messages_received;
         self.storage_pieces += other.storage_pieces;
+        self.storage_bytes += other.storage_bytes;
+        self.sieved += other.sieved;
         self.bytes += other.bytes;
         self.bytes_copied += other.bytes_copied;
         self.servers = self.servers.max(other.servers);
@@ -87,6 +94,7 @@ pub struct File {
     pub(crate) layout: Layout,
     pub(crate) mode: OpenMode,
     pub(crate) transfer: TransferMode,
+    pub(crate) storage: StoragePlan,
     /// Ids of the views declared through this file and its clones, released at close.
     pub(crate) views: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
 }
@@ -124,6 +132,7 @@ impl File {
             layout,
             mode,
             transfer: TransferMode::Gather,
+            storage: StoragePlan::Auto,
             views: std::sync::Arc::default(),
         })
     }
@@ -151,6 +160,17 @@ impl File {
     /// Chooses how bulk data moves for later calls.
     pub fn set_transfer_mode(&mut self, mode: TransferMode) {
         self.transfer = mode;
+    }
+
+    /// How the servers turn this file's requests into storage calls (default
+    /// [`StoragePlan::Auto`]: each server's cost model chooses).
+    pub fn storage_plan(&self) -> StoragePlan {
+        self.storage
+    }
+
+    /// Asks the servers to serve later calls by `plan` (for experiments; `Auto` is best).
+    pub fn set_storage_plan(&mut self, plan: StoragePlan) {
+        self.storage = plan;
     }
 
     /// Attributes, with the size computed from the servers.
@@ -329,6 +349,8 @@ impl File {
                         Ok((reply, counts)) => {
                             report.add_counts(counts);
                             report.storage_pieces += u64::from(reply.storage_pieces);
+                            report.storage_bytes += reply.storage_bytes;
+                            report.sieved += u64::from(reply.plan == StoragePlan::Sieve);
                         }
                         Err(error) => {
                             lease.discard_after(&error);
@@ -377,6 +399,7 @@ impl File {
                     handle: self.handle,
                     capability: Capability::default(),
                     mode: self.transfer,
+                    storage: self.storage,
                     pieces: request.pieces.clone(),
                 };
                 let data = PieceData {
@@ -411,6 +434,7 @@ impl File {
                 handle: self.handle,
                 capability: Capability::default(),
                 mode: self.transfer,
+                storage: self.storage,
                 pieces: request.pieces.clone(),
             })
             .collect();

@@ -14,8 +14,8 @@ use tessera_proto::limits::{FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_B
 use tessera_proto::{
     DeclareView, Empty, ErrorCode, FileType, Header, IoReply, ObjectCreate, ObjectRemove,
     ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read,
-    ReadType, ReadView, ReleaseView, RemoteError, TransferMode, Write, WriteType, WriteView,
-    ROLE_IOD,
+    ReadType, ReadView, ReleaseView, RemoteError, StoragePlan, TransferMode, Write, WriteType,
+    WriteView, ROLE_IOD,
 };
 use tokio::sync::Semaphore;
 
@@ -244,6 +244,8 @@ impl Iod {
                 store.write(handle, &pieces, &data).map(|calls| IoReply {
                     bytes: total,
                     storage_pieces: calls,
+                    storage_bytes: total,
+                    plan: StoragePlan::PerPiece,
                 })
             })
             .await;
@@ -303,6 +305,8 @@ impl Iod {
                 let reply = IoReply {
                     bytes: total,
                     storage_pieces: calls,
+                    storage_bytes: total,
+                    plan: StoragePlan::PerPiece,
                 };
                 if mode == TransferMode::Multiple {
                     connection.reply(header, &reply, &[]).await?;

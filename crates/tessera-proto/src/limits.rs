@@ -7,7 +7,7 @@
 //! compile-time assertions at the bottom of the file.
 
 /// Version of the frame header and message encodings; a peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 2;
+pub const PROTOCOL_VERSION: u8 = 3;
 
 /// Bytes in the fixed frame header that starts every message.
 pub const HEADER_BYTES: usize = 24;
@@ -83,6 +83,24 @@ pub const IOD_VIEWS_MAX: usize = 4096;
 /// server does to find its share of the request's range. Clients cut requests at half of it.
 pub const REQUEST_SEGMENTS_MAX: u64 = 1 << 22;
 
+/// Largest buffer an I/O server reads one sieving chunk into (seed 001 §3.3; ROMIO's
+/// `ind_rd_buffer_size` is also 4 MiB). Pieces further apart than the model's break-even gap
+/// start a new chunk.
+pub const SIEVE_CHUNK_BYTES_MAX: u64 = 4 << 20;
+
+/// Most storage operations in one io_uring submission; a larger batch is submitted in
+/// several rounds.
+pub const URING_BATCH_ENTRIES_MAX: u32 = 256;
+
+/// Most byte-range locks (held and waited for) the mds keeps, over all files.
+pub const RANGE_LOCKS_MAX: usize = 65_536;
+
+/// Longest a `LockRange` request may wait for its lock, in milliseconds.
+pub const RANGE_LOCK_WAIT_MS_MAX: u32 = 60_000;
+
+/// Longest a range lock may be held before the mds drops it, in milliseconds.
+pub const RANGE_LOCK_LEASE_MS_MAX: u32 = 600_000;
+
 // A request with the most pieces must fit the body limit (16 bytes a piece, plus the fixed part).
 const _: () = assert!(
     REQUEST_PIECES_MAX as u64 * 16 + CAPABILITY_BYTES_MAX as u64 + 64
@@ -98,3 +116,5 @@ const _: () = assert!(STRIPE_UNIT_BYTES_MIN <= STRIPE_UNIT_BYTES_DEFAULT);
 const _: () = assert!(STRIPE_UNIT_BYTES_DEFAULT <= STRIPE_UNIT_BYTES_MAX);
 const _: () = assert!(SERVERS_MAX <= u16::MAX as usize + 1);
 const _: () = assert!(PIECE_BYTES_MAX < FILE_BYTES_MAX);
+// A sieving chunk buffer is a small part of the buffer budget.
+const _: () = assert!(SIEVE_CHUNK_BYTES_MAX * 16 <= IOD_BUFFER_BYTES_MAX);

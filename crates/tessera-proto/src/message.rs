@@ -41,6 +41,10 @@ pub enum Opcode {
     StatHandle = 0x18,
     /// mds: set the size of a file.
     Truncate = 0x19,
+    /// mds: take a byte-range lock on a file (waits until it is free).
+    LockRange = 0x1A,
+    /// mds: release a byte-range lock.
+    UnlockRange = 0x1B,
     /// iod: create (or empty) the local object of a handle.
     ObjectCreate = 0x30,
     /// iod: remove the local object of a handle.
@@ -67,6 +71,8 @@ pub enum Opcode {
     ReadView = 0x3B,
     /// iod: forget a view.
     ReleaseView = 0x3C,
+    /// iod: storage counters and the cost model in use.
+    ServerStats = 0x3D,
     /// A bulk-only frame of the `multiple` transfer mode: one piece of data.
     Data = 0x3F,
 }
@@ -86,6 +92,8 @@ impl Opcode {
             0x17 => Self::Stat,
             0x18 => Self::StatHandle,
             0x19 => Self::Truncate,
+            0x1A => Self::LockRange,
+            0x1B => Self::UnlockRange,
             0x30 => Self::ObjectCreate,
             0x31 => Self::ObjectRemove,
             0x32 => Self::ObjectStat,
@@ -99,6 +107,7 @@ impl Opcode {
             0x3A => Self::WriteView,
             0x3B => Self::ReadView,
             0x3C => Self::ReleaseView,
+            0x3D => Self::ServerStats,
             0x3F => Self::Data,
             opcode => return Err(WireError::UnknownOpcode { opcode }),
         })
@@ -417,6 +426,60 @@ impl Wire for TransferMode {
     }
 }
 
+/// How an I/O server turns the pieces of one request into storage calls (seed 001 §3.3,
+/// with a batched plan added).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[repr(u8)]
+pub enum StoragePlan {
+    /// The server's cost model chooses (Active Data Sieving).
+    #[default]
+    Auto = 0,
+    /// One `pread`/`pwrite` per merged piece.
+    PerPiece = 1,
+    /// All pieces in one io_uring submission (per-piece where io_uring is unavailable).
+    Batched = 2,
+    /// Read covering chunks and scatter out (reads) or read-modify-write them (writes).
+    Sieve = 3,
+}
+
+impl StoragePlan {
+    /// Every plan, in the order reports list them.
+    pub const ALL: [Self; 4] = [Self::Auto, Self::PerPiece, Self::Batched, Self::Sieve];
+
+    /// The name used by the CLI, configs and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::PerPiece => "per-piece",
+            Self::Batched => "batched",
+            Self::Sieve => "sieve",
+        }
+    }
+
+    /// Parses a name given by [`StoragePlan::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|plan| plan.name() == name)
+    }
+}
+
+impl Wire for StoragePlan {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.u8(*self as u8);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        match decoder.u8()? {
+            0 => Ok(Self::Auto),
+            1 => Ok(Self::PerPiece),
+            2 => Ok(Self::Batched),
+            3 => Ok(Self::Sieve),
+            other => Err(WireError::BadValue {
+                field: "storage plan",
+                value: u64::from(other),
+            }),
+        }
+    }
+}
+
 wire_struct! {
     /// A reply with no fields.
     pub struct Empty {}
@@ -657,6 +720,47 @@ wire_struct! {
 }
 request!(Truncate => Truncate, Attr);
 
+wire_struct! {
+    /// Takes a lock on bytes `[start, end)` of a file: shared (`exclusive` false) or exclusive
+    /// (true). The mds answers when the lock is granted, or with `Busy` after `wait_ms`
+    /// (at most `RANGE_LOCK_WAIT_MS_MAX`). A lock not released within `lease_ms` (at most
+    /// `RANGE_LOCK_LEASE_MS_MAX`) is dropped, so a client that died cannot block others.
+    pub struct LockRange {
+        /// File handle.
+        pub handle: u64,
+        /// First byte.
+        pub start: u64,
+        /// One past the last byte.
+        pub end: u64,
+        /// A writer's lock (true) or a reader's.
+        pub exclusive: bool,
+        /// How long to wait for the lock.
+        pub wait_ms: u32,
+        /// How long the lock may be held.
+        pub lease_ms: u32,
+    }
+}
+
+wire_struct! {
+    /// A granted range lock.
+    pub struct LockGranted {
+        /// Names the lock in `UnlockRange`.
+        pub lock_id: u64,
+    }
+}
+request!(LockRange => LockRange, LockGranted);
+
+wire_struct! {
+    /// Releases a range lock (an expired or unknown id is not an error).
+    pub struct UnlockRange {
+        /// File handle.
+        pub handle: u64,
+        /// The lock.
+        pub lock_id: u64,
+    }
+}
+request!(UnlockRange => UnlockRange, Empty);
+
 // ---------------------------------------------------------------------------------------------
 // I/O server.
 
@@ -727,6 +831,8 @@ wire_struct! {
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
+        /// How the server turns the pieces into storage calls.
+        pub storage: StoragePlan,
         /// Local pieces, in data order.
         pub pieces: Vec<Piece>,
     }
@@ -737,8 +843,13 @@ wire_struct! {
     pub struct IoReply {
         /// Bytes moved.
         pub bytes: u64,
-        /// Contiguous storage pieces the server touched (after merging adjacent ones).
+        /// Storage calls the server made: one per merged piece, per batch entry, or per
+        /// sieving chunk (a read-modify-write counts its read and its write).
         pub storage_pieces: u32,
+        /// Bytes the server read from and wrote to storage (more than `bytes` when it sieved).
+        pub storage_bytes: u64,
+        /// The plan the server followed.
+        pub plan: StoragePlan,
     }
 }
 request!(Write => Write, IoReply);
@@ -754,6 +865,8 @@ wire_struct! {
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
+        /// How the server turns the pieces into storage calls.
+        pub storage: StoragePlan,
         /// Local pieces, in data order.
         pub pieces: Vec<Piece>,
     }
@@ -825,6 +938,8 @@ wire_struct! {
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
+        /// How the server turns the pieces into storage calls.
+        pub storage: StoragePlan,
         /// The file type.
         pub file: FileType,
         /// First stream byte.
@@ -848,6 +963,8 @@ wire_struct! {
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
+        /// How the server turns the pieces into storage calls.
+        pub storage: StoragePlan,
         /// The file type.
         pub file: FileType,
         /// First stream byte.
@@ -881,6 +998,8 @@ wire_struct! {
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
+        /// How the server turns the pieces into storage calls.
+        pub storage: StoragePlan,
         /// A declared view.
         pub view_id: u64,
         /// First view byte.
@@ -902,6 +1021,8 @@ wire_struct! {
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
+        /// How the server turns the pieces into storage calls.
+        pub storage: StoragePlan,
         /// A declared view.
         pub view_id: u64,
         /// First view byte.
@@ -922,6 +1043,49 @@ wire_struct! {
     }
 }
 request!(ReleaseView => ReleaseView, Empty);
+
+wire_struct! {
+    /// Asks an iod for its storage counters.
+    pub struct ServerStats {}
+}
+
+wire_struct! {
+    /// What an iod's storage planner did for one direction (reads or writes) since start.
+    pub struct StorageCounters {
+        /// Requests served.
+        pub requests: u64,
+        /// Pieces the requests asked for.
+        pub pieces: u64,
+        /// Storage calls made (see `IoReply::storage_pieces`).
+        pub calls: u64,
+        /// Bytes the requests asked for.
+        pub bytes_wanted: u64,
+        /// Bytes moved to or from storage.
+        pub bytes_storage: u64,
+        /// Requests served one call per merged piece.
+        pub per_piece: u64,
+        /// Requests served by one batched submission.
+        pub batched: u64,
+        /// Requests served by sieving.
+        pub sieve: u64,
+    }
+}
+
+wire_struct! {
+    /// An iod's storage counters and cost model.
+    pub struct ServerStatsReply {
+        /// Reads.
+        pub reads: StorageCounters,
+        /// Writes.
+        pub writes: StorageCounters,
+        /// Whether batched plans go through io_uring (else they fall back to per-piece).
+        pub io_uring: bool,
+        /// The cost model's parameters, one line of `key=value` pairs (decoded under the
+        /// string limit, `path_bytes_max`).
+        pub model: String,
+    }
+}
+request!(ServerStats => ServerStats, ServerStatsReply);
 
 impl Write {
     /// Bytes of data the request carries (the sum of its piece lengths).
@@ -953,16 +1117,19 @@ mod tests {
             handle: 0x0102,
             capability: Capability(vec![0xAA]),
             mode: TransferMode::Multiple,
+            storage: StoragePlan::Sieve,
             pieces: vec![Piece::new(8, 16)],
         };
         let body = round_trip(&write);
-        // handle u64 | capability u32 len + bytes | mode u8 | count u32 | (offset u64, length u64)*
-        assert_eq!(body.len(), 8 + 4 + 1 + 1 + 4 + 16);
+        // handle u64 | capability u32 len + bytes | mode u8 | storage u8 | count u32 |
+        // (offset u64, length u64)*
+        assert_eq!(body.len(), 8 + 4 + 1 + 1 + 1 + 4 + 16);
         assert_eq!(&body[0..8], &0x0102u64.to_le_bytes());
         assert_eq!(&body[8..13], &[1, 0, 0, 0, 0xAA]);
         assert_eq!(body[13], 3);
-        assert_eq!(&body[14..18], &1u32.to_le_bytes());
-        assert_eq!(&body[18..26], &8u64.to_le_bytes());
+        assert_eq!(body[14], 3);
+        assert_eq!(&body[15..19], &1u32.to_le_bytes());
+        assert_eq!(&body[19..27], &8u64.to_le_bytes());
     }
 
     #[test]
