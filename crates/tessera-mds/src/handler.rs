@@ -5,6 +5,11 @@
 //! create makes the objects first and then commits the name; unlink and rename commit the
 //! name change first and then remove the objects (a failure there leaves only orphans,
 //! logged). Sizes are computed from the objects on every `Stat` (see `docs/SEMANTICS.md`).
+//!
+//! Range locks are the exception: `LockRange` and `UnlockRange` touch only the in-memory
+//! [`LockTable`], and a `LockRange` waits for its lock asynchronously on the connection's task
+//! (only the check that the handle names a file goes to a blocking thread), so waiting
+//! requests hold no thread.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,11 +18,12 @@ use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_net::{NetError, Peer, Pool};
 use tessera_proto::limits::FILE_BYTES_MAX;
 use tessera_proto::{
-    Attr, Create, Empty, ErrorCode, Layout, Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat,
-    ObjectTruncate, Opcode, PingReply, Readdir, RemoteError, Rename, Request, Rmdir, Stat,
-    StatHandle, Truncate, Unlink, Wire, ROLE_MDS,
+    Attr, Create, Empty, ErrorCode, Layout, LockGranted, LockRange, Lookup, Mkdir, ObjectCreate,
+    ObjectRemove, ObjectStat, ObjectTruncate, Opcode, PingReply, Readdir, RemoteError, Rename,
+    Request, Rmdir, Stat, StatHandle, Truncate, Unlink, UnlockRange, Wire, ROLE_MDS,
 };
 
+use crate::locks::{LockRequest, LockTable};
 use crate::namespace::{CreatePlan, Inode, Namespace};
 
 /// The metadata server.
@@ -30,6 +36,7 @@ pub struct Mds {
 struct Inner {
     namespace: Namespace,
     iods: Pool,
+    locks: LockTable,
 }
 
 impl Mds {
@@ -47,6 +54,7 @@ impl Mds {
             inner: Arc::new(Inner {
                 namespace,
                 iods: Pool::new(peers, timeout),
+                locks: LockTable::new(),
             }),
         }
     }
@@ -262,6 +270,44 @@ impl Inner {
     }
 }
 
+/// Runs `work` on a blocking thread (redb and the iod connections block).
+async fn run_blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, Result<RemoteError, ConnectionError>> + Send + 'static,
+) -> Result<T, Result<RemoteError, ConnectionError>> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|err| {
+            Err(Ok(RemoteError::new(
+                ErrorCode::Internal,
+                format!("request task failed: {err}"),
+            )))
+        })
+}
+
+impl Mds {
+    /// Checks the request and that its handle names a file, then waits for the lock.
+    async fn lock_range(&self, lock: &LockRange) -> Result<u64, RemoteError> {
+        let request = LockRequest::new(lock)?;
+        let inner = self.inner.clone();
+        let handle = request.handle;
+        run_blocking(move || {
+            let inode = inner.namespace.get(handle).map_err(Ok)?;
+            if inode.is_directory() {
+                return Err(Ok(RemoteError::new(
+                    ErrorCode::IsDirectory,
+                    format!("range lock on handle {handle:#x}: a directory has no bytes to lock"),
+                )));
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|error| {
+            error.unwrap_or_else(|fatal| RemoteError::new(ErrorCode::Internal, fatal.to_string()))
+        })?;
+        self.inner.locks.lock(&request).await
+    }
+}
+
 impl Service for Mds {
     fn name(&self) -> String {
         "mds".to_owned()
@@ -279,15 +325,24 @@ impl Service for Mds {
                 "metadata requests carry no bulk data",
             )));
         }
-        let inner = self.inner.clone();
-        let outcome = tokio::task::spawn_blocking(move || inner.serve(&request))
-            .await
-            .unwrap_or_else(|err| {
-                Err(Ok(RemoteError::new(
-                    ErrorCode::Internal,
-                    format!("request task failed: {err}"),
-                )))
-            });
+        let outcome = match request.opcode {
+            Opcode::LockRange => {
+                let lock: LockRange = request.decode()?;
+                self.lock_range(&lock)
+                    .await
+                    .map(|lock_id| LockGranted { lock_id }.to_body())
+                    .map_err(Ok)
+            }
+            Opcode::UnlockRange => {
+                let UnlockRange { handle, lock_id } = request.decode()?;
+                self.inner.locks.unlock(handle, lock_id);
+                Ok(Empty {}.to_body())
+            }
+            _ => {
+                let inner = self.inner.clone();
+                run_blocking(move || inner.serve(&request)).await
+            }
+        };
         match outcome {
             Ok(body) => connection.reply_raw(&header, &body).await,
             Err(Ok(error)) => connection.reply_error(&header, &error).await,

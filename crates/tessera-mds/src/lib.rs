@@ -4,9 +4,11 @@
 //! stripe layout, in an embedded redb store that survives restarts. It never touches file
 //! data, but it is the one client of the iods for object life cycle: it creates a file's
 //! objects before the name becomes visible, removes them after an unlink, and computes a
-//! file's size from the sizes of its objects ([`handler`]).
+//! file's size from the sizes of its objects ([`handler`]). It also keeps the byte-range
+//! locks clients take for read-modify-write ([`locks`]), in memory only: a restart drops them.
 
 pub mod handler;
+pub mod locks;
 pub mod namespace;
 
 pub use handler::Mds;
