@@ -45,6 +45,14 @@ pub struct IodArgs {
     /// Write the bound address here once listening.
     #[arg(long)]
     address_file: Option<PathBuf>,
+    /// Measure the storage cost model again on the data directory, keep it in
+    /// DATA/cost-model.toml, print it and exit (a running server picks it up at restart).
+    #[arg(long)]
+    calibrate: bool,
+    /// A TOML file of cost-model parameters that override the measured ones (any subset of
+    /// the keys in DATA/cost-model.toml).
+    #[arg(long)]
+    cost_model: Option<PathBuf>,
 }
 
 /// How long the mds waits for an iod before naming it in an error.
@@ -111,7 +119,23 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
 
 /// Runs an I/O server.
 pub fn run_iod(args: &IodArgs) -> Result<(), String> {
-    let store = tessera_iod::ObjectStore::open(&args.data).map_err(|err| {
+    std::fs::create_dir_all(&args.data)
+        .map_err(|err| format!("iod {}: data directory {}: {err}", args.index, args.data.display()))?;
+    let model = tessera_iod::cost::load_or_calibrate(
+        &args.data,
+        args.calibrate,
+        args.cost_model.as_deref(),
+    )
+    .map_err(|err| format!("iod {}: cost model: {err}", args.index))?;
+    if args.calibrate {
+        let kept = args.data.join(tessera_iod::cost::COST_MODEL_FILE);
+        println!("# {}", kept.display());
+        print!("{}", toml::to_string(&model).expect("a cost model serializes"));
+        println!("# {}", model.describe());
+        return Ok(());
+    }
+    tracing::info!("iod {}: cost model {}", args.index, model.describe());
+    let store = tessera_iod::ObjectStore::open_with(&args.data, model).map_err(|err| {
         format!(
             "iod {}: data directory {}: {err}",
             args.index,

@@ -10,16 +10,18 @@ use std::sync::Arc;
 
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_proto::access::{server_share, Share};
-use tessera_proto::limits::{FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_BYTES_MAX};
+use tessera_proto::limits::{
+    FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, SIEVE_CHUNK_BYTES_MAX,
+};
 use tessera_proto::{
     DeclareView, Empty, ErrorCode, FileType, Header, IoReply, ObjectCreate, ObjectRemove,
     ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read,
-    ReadType, ReadView, ReleaseView, RemoteError, StoragePlan, TransferMode, Write, WriteType,
-    WriteView, ROLE_IOD,
+    ReadType, ReadView, ReleaseView, RemoteError, ServerStats, StoragePlan, TransferMode, Write,
+    WriteType, WriteView, ROLE_IOD,
 };
 use tokio::sync::Semaphore;
 
-use crate::store::ObjectStore;
+use crate::store::{ObjectStore, Outcome};
 use crate::views::ViewTable;
 
 /// Requests moving at most this many bytes run their storage calls on the async worker: a
@@ -28,6 +30,15 @@ const INLINE_STORAGE_BYTES_MAX: u64 = 64 << 10;
 
 /// Buffer budget is counted in units of this many bytes.
 const BUFFER_PERMIT_BYTES: u64 = 1024;
+
+fn reply_of(bytes: u64, outcome: Outcome) -> IoReply {
+    IoReply {
+        bytes,
+        storage_pieces: outcome.calls,
+        storage_bytes: outcome.storage_bytes,
+        plan: outcome.plan,
+    }
+}
 
 /// One I/O server.
 #[derive(Debug)]
@@ -147,21 +158,37 @@ impl Iod {
             })
     }
 
+    /// Buffer budget a request may need beyond its data: one sieving chunk, which is never
+    /// larger than the extent its pieces span nor than `SIEVE_CHUNK_BYTES_MAX`.
+    fn sieve_budget(pieces: &[Piece], storage: StoragePlan) -> u64 {
+        if pieces.len() < 2 || !matches!(storage, StoragePlan::Auto | StoragePlan::Sieve) {
+            return 0;
+        }
+        let start = pieces.iter().map(|piece| piece.offset).min().unwrap_or(0);
+        let end = pieces
+            .iter()
+            .map(|piece| piece.offset + piece.length)
+            .max()
+            .unwrap_or(0);
+        (end - start).min(SIEVE_CHUNK_BYTES_MAX)
+    }
+
     async fn write(
         &self,
         request: &Incoming,
         connection: &mut ServerConnection,
     ) -> Result<(), ConnectionError> {
         let header = &request.header;
-        let (handle, mode, pieces, total) = match request.opcode {
+        let (handle, mode, storage, pieces, total) = match request.opcode {
             Opcode::WriteType | Opcode::WriteView => {
-                let (handle, mode, file, start, end, frames) =
+                let (handle, mode, storage, file, start, end, frames) =
                     if request.opcode == Opcode::WriteType {
                         let write: WriteType = request.decode()?;
                         let file = Ok(Arc::new(write.file));
                         (
                             write.handle,
                             write.mode,
+                            write.storage,
                             file,
                             write.start,
                             write.end,
@@ -173,6 +200,7 @@ impl Iod {
                         (
                             write.handle,
                             write.mode,
+                            write.storage,
                             file,
                             write.start,
                             write.end,
@@ -185,7 +213,7 @@ impl Iod {
                 };
                 match share {
                     Ok(share) if share.pieces.len() == frames as usize => {
-                        (handle, mode, share.pieces, share.bytes)
+                        (handle, mode, storage, share.pieces, share.bytes)
                     }
                     Ok(share) => {
                         return Err(ConnectionError::Refused(RemoteError::new(
@@ -212,7 +240,7 @@ impl Iod {
             _ => {
                 let write: Write = request.decode()?;
                 let total = Self::check_pieces(&write.pieces).map_err(ConnectionError::Refused)?;
-                (write.handle, write.mode, write.pieces, total)
+                (write.handle, write.mode, write.storage, write.pieces, total)
             }
         };
         let expected_bulk = if mode == TransferMode::Multiple {
@@ -229,7 +257,9 @@ impl Iod {
                 ),
             )));
         }
-        let _budget = self.buffer_budget(total).await;
+        let _budget = self
+            .buffer_budget(total + Self::sieve_budget(&pieces, storage))
+            .await;
         let data = if mode == TransferMode::Multiple {
             let mut data = vec![0u8; usize::try_from(total).expect("bounded by the bulk limit")];
             connection
@@ -241,12 +271,9 @@ impl Iod {
         };
         let result = self
             .storage(total, move |store| {
-                store.write(handle, &pieces, &data).map(|calls| IoReply {
-                    bytes: total,
-                    storage_pieces: calls,
-                    storage_bytes: total,
-                    plan: StoragePlan::PerPiece,
-                })
+                store
+                    .write(handle, &pieces, &data, storage)
+                    .map(|outcome| reply_of(total, outcome))
             })
             .await;
         Self::answer(connection, header, result).await
@@ -256,25 +283,40 @@ impl Iod {
     async fn read_pieces(
         &self,
         request: &Incoming,
-    ) -> Result<(u64, TransferMode, Vec<Piece>, u64), Result<RemoteError, ConnectionError>> {
+    ) -> Result<
+        (u64, TransferMode, StoragePlan, Vec<Piece>, u64),
+        Result<RemoteError, ConnectionError>,
+    > {
         Ok(match request.opcode {
             Opcode::ReadType => {
                 let read: ReadType = request.decode().map_err(Err)?;
                 let share = Self::share(Arc::new(read.file), read.start, read.end)
                     .await
                     .map_err(Ok)?;
-                (read.handle, read.mode, share.pieces, share.bytes)
+                (
+                    read.handle,
+                    read.mode,
+                    read.storage,
+                    share.pieces,
+                    share.bytes,
+                )
             }
             Opcode::ReadView => {
                 let read: ReadView = request.decode().map_err(Err)?;
                 let file = self.views.get(read.handle, read.view_id).map_err(Ok)?;
                 let share = Self::share(file, read.start, read.end).await.map_err(Ok)?;
-                (read.handle, read.mode, share.pieces, share.bytes)
+                (
+                    read.handle,
+                    read.mode,
+                    read.storage,
+                    share.pieces,
+                    share.bytes,
+                )
             }
             _ => {
                 let read: Read = request.decode().map_err(Err)?;
                 let total = Self::check_pieces(&read.pieces).map_err(Ok)?;
-                (read.handle, read.mode, read.pieces, total)
+                (read.handle, read.mode, read.storage, read.pieces, total)
             }
         })
     }
@@ -285,29 +327,26 @@ impl Iod {
         connection: &mut ServerConnection,
     ) -> Result<(), ConnectionError> {
         let header = &request.header;
-        let (handle, mode, pieces, total) = match self.read_pieces(request).await {
+        let (handle, mode, storage, pieces, total) = match self.read_pieces(request).await {
             Ok(found) => found,
             Err(Ok(error)) => return connection.reply_error(header, &error).await,
             Err(Err(error)) => return Err(error),
         };
-        let _budget = self.buffer_budget(total).await;
+        let _budget = self
+            .buffer_budget(total + Self::sieve_budget(&pieces, storage))
+            .await;
         let result = self
             .storage(total, move |store| {
                 let mut data =
                     vec![0u8; usize::try_from(total).expect("bounded by the bulk limit")];
-                let calls = store.read(handle, &pieces, &mut data)?;
-                Ok((data, pieces, calls))
+                let outcome = store.read(handle, &pieces, &mut data, storage)?;
+                Ok((data, pieces, outcome))
             })
             .await;
         match result {
             Err(error) => connection.reply_error(header, &error).await,
-            Ok((data, pieces, calls)) => {
-                let reply = IoReply {
-                    bytes: total,
-                    storage_pieces: calls,
-                    storage_bytes: total,
-                    plan: StoragePlan::PerPiece,
-                };
+            Ok((data, pieces, outcome)) => {
+                let reply = reply_of(total, outcome);
                 if mode == TransferMode::Multiple {
                     connection.reply(header, &reply, &[]).await?;
                     connection.send_data_frames(header, &pieces, &data).await
@@ -355,6 +394,10 @@ impl Service for Iod {
             }
             Opcode::Read | Opcode::ReadType | Opcode::ReadView => {
                 self.read(&request, connection).await
+            }
+            Opcode::ServerStats => {
+                let ServerStats {} = request.decode()?;
+                connection.reply(&header, &self.store.stats(), &[]).await
             }
             Opcode::DeclareView => {
                 let DeclareView {

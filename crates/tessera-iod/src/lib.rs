@@ -4,11 +4,18 @@
 //! units of the file in logical order ([`store`]). Each client call reaches it as one request
 //! describing all of the call's pieces on this server; [`handler`] moves the data in and out
 //! of the socket by the request's transfer mode and turns the pieces into storage calls,
-//! merging pieces that are adjacent in the object. Bulk buffers come out of a fixed budget
+//! merging pieces that are adjacent in the object, and its [`plan`]ner decides per request,
+//! with a [`cost`] model measured on the server's own storage, whether to serve the runs one
+//! call each, in one io_uring batch ([`uring`]), or by sieving — Active Data Sieving, under
+//! server-local [`extent`] locks. Bulk buffers come out of a fixed budget
 //! (`IOD_BUFFER_BYTES_MAX`), so memory stays bounded however many clients write at once.
 
+pub mod cost;
+pub mod extent;
 pub mod handler;
+pub mod plan;
 pub mod store;
+pub mod uring;
 pub mod views;
 
 pub use handler::Iod;

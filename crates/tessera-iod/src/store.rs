@@ -1,11 +1,14 @@
 //! Local objects: one file per handle in `DATA_DIR/objects/`, holding the server's share of
 //! the file in logical order.
 //!
-//! Each request is applied under the object's lock — shared for reads, exclusive for writes
-//! and truncates — so a request is atomic on this server: a reader sees all of a concurrent
-//! write to this object or none of it. Pieces that are adjacent in the object and consecutive
-//! in the request become one storage call; overlapping pieces of one write apply in list
-//! order (the later piece wins).
+//! Each request holds the object's extent lock over the bytes its pieces span — shared for
+//! reads, exclusive for writes, the whole object for truncates — so a request is atomic on
+//! this server: a reader sees all of a concurrent overlapping write or none of it. Pieces
+//! that are adjacent in the object and consecutive in the request become one run; the
+//! [`Planner`] then serves the runs one call each, in one io_uring batch, or by sieving
+//! (Active Data Sieving). Overlapping pieces of one write apply in list order (the later
+//! piece wins) under every plan. Every request is counted per direction for
+//! `tessera status --servers`.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -13,18 +16,112 @@ use std::io::{self, ErrorKind};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
 use tessera_proto::limits::IOD_OPEN_OBJECTS_MAX;
-use tessera_proto::{ErrorCode, Piece, RemoteError};
+use tessera_proto::{
+    ErrorCode, Piece, RemoteError, ServerStatsReply, StorageCounters, StoragePlan,
+};
+
+use crate::cost::{CostModel, Direction};
+use crate::extent::ExtentLocks;
+use crate::plan::{merge_runs, Decision, Planner, Run};
+use crate::uring;
 
 /// An open local object.
 #[derive(Debug)]
 struct Object {
     file: File,
-    /// Serialises writers against readers of this object (see the module comment).
-    lock: RwLock<()>,
+    /// Serialises overlapping requests on this object (see the module comment).
+    extents: ExtentLocks,
+}
+
+/// What serving one request did at the storage layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Storage calls (a sieving read-modify-write counts two per chunk).
+    pub calls: u32,
+    /// Bytes moved to and from storage.
+    pub storage_bytes: u64,
+    /// The plan followed.
+    pub plan: StoragePlan,
+}
+
+/// Running totals of one direction.
+#[derive(Debug, Default)]
+struct Counters {
+    requests: AtomicU64,
+    pieces: AtomicU64,
+    calls: AtomicU64,
+    bytes_wanted: AtomicU64,
+    bytes_storage: AtomicU64,
+    per_piece: AtomicU64,
+    batched: AtomicU64,
+    sieve: AtomicU64,
+}
+
+impl Counters {
+    fn record(&self, pieces: usize, wanted: u64, outcome: &Outcome) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.pieces.fetch_add(pieces as u64, Ordering::Relaxed);
+        self.calls
+            .fetch_add(u64::from(outcome.calls), Ordering::Relaxed);
+        self.bytes_wanted.fetch_add(wanted, Ordering::Relaxed);
+        self.bytes_storage
+            .fetch_add(outcome.storage_bytes, Ordering::Relaxed);
+        let plan = match outcome.plan {
+            StoragePlan::Batched => &self.batched,
+            StoragePlan::Sieve => &self.sieve,
+            StoragePlan::PerPiece | StoragePlan::Auto => &self.per_piece,
+        };
+        plan.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> StorageCounters {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        StorageCounters {
+            requests: load(&self.requests),
+            pieces: load(&self.pieces),
+            calls: load(&self.calls),
+            bytes_wanted: load(&self.bytes_wanted),
+            bytes_storage: load(&self.bytes_storage),
+            per_piece: load(&self.per_piece),
+            batched: load(&self.batched),
+            sieve: load(&self.sieve),
+        }
+    }
+}
+
+/// Reads `target.len()` bytes at `offset`; bytes past the end of the file read as zeros.
+pub(crate) fn read_full(file: &File, target: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < target.len() {
+        match file.read_at(&mut target[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    target[filled..].fill(0);
+    Ok(())
+}
+
+/// The object extent `[first offset, last end)` the runs span.
+fn extent_of(runs: &[Run]) -> (u64, u64) {
+    let start = runs.iter().map(|run| run.offset).min().unwrap_or(0);
+    let end = runs.iter().map(Run::end).max().unwrap_or(0);
+    (start, end)
+}
+
+fn length_of(run: &Run) -> usize {
+    usize::try_from(run.length).expect("a run lies within one bulk buffer")
+}
+
+/// Offset of `run` inside a chunk starting at `chunk_start`.
+fn position_in(run: &Run, chunk_start: u64) -> usize {
+    usize::try_from(run.offset - chunk_start).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX")
 }
 
 /// The objects of one I/O server.
@@ -34,42 +131,56 @@ pub struct ObjectStore {
     /// Open objects, at most `IOD_OPEN_OBJECTS_MAX`.
     open: Mutex<HashMap<u64, Arc<Object>>>,
     object_count: AtomicU64,
-}
-
-/// Groups consecutive pieces that are adjacent in the object: yields (object offset, length,
-/// data offset) per storage call.
-fn storage_runs(pieces: &[Piece]) -> impl Iterator<Item = (u64, u64, usize)> + '_ {
-    let mut index = 0;
-    let mut data_offset = 0usize;
-    std::iter::from_fn(move || {
-        let first = pieces.get(index)?;
-        let (offset, mut length) = (first.offset, first.length);
-        index += 1;
-        while let Some(next) = pieces.get(index) {
-            if next.offset != offset + length {
-                break;
-            }
-            length += next.length;
-            index += 1;
-        }
-        let run = (offset, length, data_offset);
-        data_offset += usize::try_from(length).expect("runs lie within one bulk buffer");
-        Some(run)
-    })
-    .filter(|&(_, length, _)| length > 0)
+    planner: Planner,
+    reads: Counters,
+    writes: Counters,
 }
 
 impl ObjectStore {
-    /// Opens (creating if needed) the object directory under `data_directory`.
+    /// Opens (creating if needed) the object directory under `data_directory`, planning
+    /// storage calls with the default cost model (see [`ObjectStore::open_with`]).
     pub fn open(data_directory: &Path) -> io::Result<Self> {
+        Self::open_with(data_directory, CostModel::default())
+    }
+
+    /// Opens the object directory under `data_directory`, planning storage calls with
+    /// `model` (batched plans only where io_uring works; the reason is logged once if not).
+    pub fn open_with(data_directory: &Path, model: CostModel) -> io::Result<Self> {
         let directory = data_directory.join("objects");
         fs::create_dir_all(&directory)?;
         let count = fs::read_dir(&directory)?.count() as u64;
+        let batching = match uring::available() {
+            Ok(()) => true,
+            Err(reason) => {
+                tracing::warn!(
+                    "io_uring is unavailable ({reason}): batched storage plans fall back to one call per piece"
+                );
+                false
+            }
+        };
         Ok(Self {
             directory,
             open: Mutex::new(HashMap::new()),
             object_count: AtomicU64::new(count),
+            planner: Planner::new(model, batching),
+            reads: Counters::default(),
+            writes: Counters::default(),
         })
+    }
+
+    /// The storage planner.
+    pub fn planner(&self) -> &Planner {
+        &self.planner
+    }
+
+    /// Counters of every request served since start, and the model in use.
+    pub fn stats(&self) -> ServerStatsReply {
+        ServerStatsReply {
+            reads: self.reads.snapshot(),
+            writes: self.writes.snapshot(),
+            io_uring: self.planner.batching(),
+            model: self.planner.model().describe(),
+        }
     }
 
     /// Objects stored.
@@ -126,7 +237,7 @@ impl ObjectStore {
         }
         let object = Arc::new(Object {
             file,
-            lock: RwLock::new(()),
+            extents: ExtentLocks::default(),
         });
         open.insert(handle, object.clone());
         Ok(object)
@@ -183,7 +294,7 @@ impl ObjectStore {
     /// Sets the size of the object of `handle`.
     pub fn truncate(&self, handle: u64, size: u64) -> Result<(), RemoteError> {
         let object = self.object(handle)?;
-        let _guard = object.lock.write().expect("object lock");
+        let _guard = object.extents.lock(0, u64::MAX, true);
         object
             .file
             .set_len(size)
@@ -199,60 +310,193 @@ impl ObjectStore {
             .map_err(|err| self.io_error(handle, "sync", &err))
     }
 
-    /// Writes `data` to `pieces` (back to back in `data`). Returns the storage calls made.
-    pub fn write(&self, handle: u64, pieces: &[Piece], data: &[u8]) -> Result<u32, RemoteError> {
+    /// Writes `data` to `pieces` (back to back in `data`) by the plan `requested`
+    /// ([`StoragePlan::Auto`]: the cost model chooses).
+    pub fn write(
+        &self,
+        handle: u64,
+        pieces: &[Piece],
+        data: &[u8],
+        requested: StoragePlan,
+    ) -> Result<Outcome, RemoteError> {
         debug_assert_eq!(
             pieces.iter().map(|p| p.length).sum::<u64>(),
             data.len() as u64
         );
         let object = self.object(handle)?;
-        let _guard = object.lock.write().expect("object lock");
-        let mut calls = 0u32;
-        for (offset, length, start) in storage_runs(pieces) {
-            let end = start + usize::try_from(length).expect("run within buffer");
-            object
-                .file
-                .write_all_at(&data[start..end], offset)
-                .map_err(|err| self.io_error(handle, "write", &err))?;
-            calls += 1;
-        }
-        Ok(calls)
+        let runs = merge_runs(pieces);
+        let decision = self.planner.plan(Direction::Write, &runs, requested);
+        let (start, end) = extent_of(&runs);
+        let guard = object.extents.lock(start, end, true);
+        let outcome = Self::write_runs(&object.file, &runs, data, &decision)
+            .map_err(|err| self.io_error(handle, "write", &err))?;
+        drop(guard);
+        self.writes
+            .record(pieces.len(), data.len() as u64, &outcome);
+        Ok(outcome)
     }
 
-    /// Reads `pieces` into `buffer`, back to back; bytes past the end of the object are zeros.
-    /// Returns the storage calls made.
+    /// Reads `pieces` into `buffer`, back to back, by the plan `requested`; bytes past the
+    /// end of the object are zeros.
     pub fn read(
         &self,
         handle: u64,
         pieces: &[Piece],
         buffer: &mut [u8],
-    ) -> Result<u32, RemoteError> {
+        requested: StoragePlan,
+    ) -> Result<Outcome, RemoteError> {
         debug_assert_eq!(
             pieces.iter().map(|p| p.length).sum::<u64>(),
             buffer.len() as u64
         );
         let object = self.object(handle)?;
-        let _guard = object.lock.read().expect("object lock");
-        let mut calls = 0u32;
-        for (offset, length, start) in storage_runs(pieces) {
-            let target =
-                &mut buffer[start..start + usize::try_from(length).expect("run within buffer")];
-            let mut filled = 0;
-            while filled < target.len() {
-                match object
-                    .file
-                    .read_at(&mut target[filled..], offset + filled as u64)
-                {
-                    Ok(0) => break,
-                    Ok(read) => filled += read,
-                    Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                    Err(err) => return Err(self.io_error(handle, "read", &err)),
+        let runs = merge_runs(pieces);
+        let decision = self.planner.plan(Direction::Read, &runs, requested);
+        let (start, end) = extent_of(&runs);
+        let guard = object.extents.lock(start, end, false);
+        let outcome = Self::read_runs(&object.file, &runs, buffer, &decision)
+            .map_err(|err| self.io_error(handle, "read", &err))?;
+        drop(guard);
+        self.reads
+            .record(pieces.len(), buffer.len() as u64, &outcome);
+        Ok(outcome)
+    }
+
+    fn write_runs(
+        file: &File,
+        runs: &[Run],
+        data: &[u8],
+        decision: &Decision,
+    ) -> io::Result<Outcome> {
+        let wanted: u64 = runs.iter().map(|run| run.length).sum();
+        let calls = u32::try_from(runs.len()).expect("runs are bounded by request_pieces_max");
+        let direct =
+            |run: &Run| file.write_all_at(&data[run.data..run.data + length_of(run)], run.offset);
+        match decision.plan {
+            StoragePlan::Batched => uring::write(file, runs, data)?,
+            StoragePlan::Sieve => return Self::sieve_write(file, runs, data, decision),
+            StoragePlan::PerPiece | StoragePlan::Auto => runs.iter().try_for_each(direct)?,
+        }
+        Ok(Outcome {
+            calls,
+            storage_bytes: wanted,
+            plan: decision.plan,
+        })
+    }
+
+    fn read_runs(
+        file: &File,
+        runs: &[Run],
+        buffer: &mut [u8],
+        decision: &Decision,
+    ) -> io::Result<Outcome> {
+        let wanted: u64 = runs.iter().map(|run| run.length).sum();
+        let calls = u32::try_from(runs.len()).expect("runs are bounded by request_pieces_max");
+        match decision.plan {
+            StoragePlan::Batched => uring::read(file, runs, buffer)?,
+            StoragePlan::Sieve => return Self::sieve_read(file, runs, buffer, decision),
+            StoragePlan::PerPiece | StoragePlan::Auto => {
+                for run in runs {
+                    read_full(
+                        file,
+                        &mut buffer[run.data..run.data + length_of(run)],
+                        run.offset,
+                    )?;
                 }
             }
-            target[filled..].fill(0);
-            calls += 1;
         }
-        Ok(calls)
+        Ok(Outcome {
+            calls,
+            storage_bytes: wanted,
+            plan: decision.plan,
+        })
+    }
+
+    /// Reads each chunk of several runs with one call into a chunk buffer and copies the runs
+    /// out; a chunk of one run is read directly.
+    fn sieve_read(
+        file: &File,
+        runs: &[Run],
+        buffer: &mut [u8],
+        decision: &Decision,
+    ) -> io::Result<Outcome> {
+        let mut chunk_buffer = Vec::new();
+        let (mut calls, mut storage_bytes) = (0u32, 0u64);
+        for chunk in &decision.chunks {
+            let members = &decision.order[chunk.members.clone()];
+            calls += 1;
+            if let [only] = members {
+                let run = &runs[*only];
+                read_full(
+                    file,
+                    &mut buffer[run.data..run.data + length_of(run)],
+                    run.offset,
+                )?;
+                storage_bytes += run.length;
+                continue;
+            }
+            let bytes =
+                usize::try_from(chunk.bytes()).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX");
+            chunk_buffer.resize(bytes, 0);
+            read_full(file, &mut chunk_buffer, chunk.start)?;
+            storage_bytes += chunk.bytes();
+            for &index in members {
+                let run = &runs[index];
+                let from = position_in(run, chunk.start);
+                buffer[run.data..run.data + length_of(run)]
+                    .copy_from_slice(&chunk_buffer[from..from + length_of(run)]);
+            }
+        }
+        Ok(Outcome {
+            calls,
+            storage_bytes,
+            plan: StoragePlan::Sieve,
+        })
+    }
+
+    /// Read-modify-write of each chunk of several runs (the runs applied in list order); a
+    /// chunk of one run is written directly. The caller holds the extent lock over all
+    /// chunks, so no other write can land between the read and the write of a chunk.
+    fn sieve_write(
+        file: &File,
+        runs: &[Run],
+        data: &[u8],
+        decision: &Decision,
+    ) -> io::Result<Outcome> {
+        let mut chunk_buffer = Vec::new();
+        let mut members_in_list_order = Vec::new();
+        let (mut calls, mut storage_bytes) = (0u32, 0u64);
+        for chunk in &decision.chunks {
+            let members = &decision.order[chunk.members.clone()];
+            if let [only] = members {
+                let run = &runs[*only];
+                file.write_all_at(&data[run.data..run.data + length_of(run)], run.offset)?;
+                calls += 1;
+                storage_bytes += run.length;
+                continue;
+            }
+            let bytes =
+                usize::try_from(chunk.bytes()).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX");
+            chunk_buffer.resize(bytes, 0);
+            read_full(file, &mut chunk_buffer, chunk.start)?;
+            members_in_list_order.clear();
+            members_in_list_order.extend_from_slice(members);
+            members_in_list_order.sort_unstable();
+            for &index in &members_in_list_order {
+                let run = &runs[index];
+                let to = position_in(run, chunk.start);
+                chunk_buffer[to..to + length_of(run)]
+                    .copy_from_slice(&data[run.data..run.data + length_of(run)]);
+            }
+            file.write_all_at(&chunk_buffer, chunk.start)?;
+            calls += 2;
+            storage_bytes += 2 * chunk.bytes();
+        }
+        Ok(Outcome {
+            calls,
+            storage_bytes,
+            plan: StoragePlan::Sieve,
+        })
     }
 }
 
@@ -271,16 +515,23 @@ mod tests {
             Piece::new(2, 2),
             Piece::new(100, 0),
         ];
-        let calls = store.write(5, &pieces, b"aaaabbbbcc").unwrap();
+        let outcome = store
+            .write(5, &pieces, b"aaaabbbbcc", StoragePlan::PerPiece)
+            .unwrap();
         assert_eq!(
-            calls, 2,
+            outcome.calls, 2,
             "the first two pieces are one storage call; the empty one is none"
         );
         let mut buffer = [0u8; 10];
         let reads = store
-            .read(5, &[Piece::new(0, 8), Piece::new(8, 2)], &mut buffer)
+            .read(
+                5,
+                &[Piece::new(0, 8), Piece::new(8, 2)],
+                &mut buffer,
+                StoragePlan::Auto,
+            )
             .unwrap();
-        assert_eq!(reads, 1);
+        assert_eq!(reads.calls, 1);
         assert_eq!(
             &buffer, b"aaccbbbb\0\0",
             "later piece wins; past the end reads zeros"
@@ -294,7 +545,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(dir.path()).unwrap();
         let err = store
-            .read(0xabc, &[Piece::new(0, 1)], &mut [0])
+            .read(0xabc, &[Piece::new(0, 1)], &mut [0], StoragePlan::Auto)
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::UnknownHandle);
         assert!(err.message.contains("0xabc"), "{}", err.message);

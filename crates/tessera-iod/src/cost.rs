@@ -1,0 +1,625 @@
+//! The storage cost model of Active Data Sieving (seed 001 §3.3, Table 3.1), with a batched
+//! (io_uring) plan added, and its calibration.
+//!
+//! The parameters are what one storage call costs on this server's own data directory:
+//! per-call overheads (`O_r`, `O_w`), the extra cost of a call that does not continue where the
+//! previous one ended (`O_seek`), bandwidth by call size (`B_r(s)`, `B_w(s)`), memory copy
+//! bandwidth (`B_mem`), the extent-lock costs (`O_lock`, `O_unlock`) and, for the batched plan,
+//! the cost of one submission and of each entry in it. [`calibrate`] measures them at start-up
+//! in a scratch file under the data directory; [`load_or_calibrate`] keeps the result in
+//! `DATA/cost-model.toml` so later starts reuse it, and an operator's file overrides any of
+//! them. The planner ([`crate::plan`]) only ever asks this module "how long would this call
+//! take".
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use tessera_proto::limits::URING_BATCH_ENTRIES_MAX;
+
+use crate::extent::ExtentLocks;
+use crate::uring;
+
+/// File name of the kept calibration inside a data directory.
+pub const COST_MODEL_FILE: &str = "cost-model.toml";
+
+/// Bytes of the scratch file calibration measures on.
+const CALIBRATION_FILE_BYTES: usize = 8 << 20;
+
+/// Call sizes at which bandwidth is measured (and between which it is interpolated).
+const CALIBRATION_SIZES: [usize; 4] = [4 << 10, 64 << 10, 1 << 20, 4 << 20];
+
+/// Bytes moved by each call of the per-call overhead measurements.
+const PROBE_BYTES: usize = 64;
+
+/// Bandwidth at one call size.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BandwidthPoint {
+    /// Bytes per call.
+    pub bytes: u64,
+    /// MiB per second moved by calls of that size, not counting the per-call overhead.
+    pub mib_s: f64,
+}
+
+/// Which way data moves between the server and storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Storage to the server.
+    Read,
+    /// The server to storage.
+    Write,
+}
+
+/// The parameters of seed 001 Table 3.1, measured on this server's storage, plus io_uring.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostModel {
+    /// `O_r`: overhead of one read call, µs.
+    pub read_op_us: f64,
+    /// `O_w`: overhead of one write call, µs.
+    pub write_op_us: f64,
+    /// `O_seek`: extra cost of a call that does not continue the previous one, µs.
+    pub seek_us: f64,
+    /// `O_lock`: taking the server-local extent lock, µs.
+    pub lock_us: f64,
+    /// `O_unlock`: releasing it, µs.
+    pub unlock_us: f64,
+    /// `B_mem`: memory copy bandwidth, MiB/s.
+    pub memory_mib_s: f64,
+    /// One io_uring submission and wait, µs (0 entries).
+    pub batch_submit_us: f64,
+    /// Each read entry of an io_uring batch, µs.
+    pub batch_read_entry_us: f64,
+    /// Each write entry of an io_uring batch, µs.
+    pub batch_write_entry_us: f64,
+    /// `B_r(s)`, ascending `bytes`.
+    pub read_bandwidth: Vec<BandwidthPoint>,
+    /// `B_w(s)`, ascending `bytes`.
+    pub write_bandwidth: Vec<BandwidthPoint>,
+}
+
+impl Default for CostModel {
+    /// Typical figures of a page-cache-backed ext4 directory on a small VM, used by tests and
+    /// until a calibration exists.
+    fn default() -> Self {
+        let curve = |mib_s: [f64; 4]| {
+            CALIBRATION_SIZES
+                .iter()
+                .zip(mib_s)
+                .map(|(&bytes, mib_s)| BandwidthPoint {
+                    bytes: bytes as u64,
+                    mib_s,
+                })
+                .collect()
+        };
+        Self {
+            read_op_us: 0.8,
+            write_op_us: 1.5,
+            seek_us: 0.1,
+            lock_us: 0.05,
+            unlock_us: 0.05,
+            memory_mib_s: 8000.0,
+            batch_submit_us: 1.5,
+            batch_read_entry_us: 0.4,
+            batch_write_entry_us: 1.0,
+            read_bandwidth: curve([4000.0, 6000.0, 6000.0, 5000.0]),
+            write_bandwidth: curve([2000.0, 3000.0, 3000.0, 2500.0]),
+        }
+    }
+}
+
+/// A cost model that cannot be used, with the reason.
+#[derive(Debug, thiserror::Error)]
+pub enum CostModelError {
+    /// Reading or writing a model file, or measuring, failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// What failed.
+        source: io::Error,
+    },
+    /// A model file does not parse, or a value in it is out of range.
+    #[error("{path}: {detail}")]
+    Invalid {
+        /// The file involved.
+        path: PathBuf,
+        /// What is wrong, naming the key.
+        detail: String,
+    },
+}
+
+impl CostModel {
+    /// Checks every parameter: finite, not negative, bandwidths positive, curves ascending.
+    pub fn validate(&self) -> Result<(), String> {
+        let scalars = [
+            ("read_op_us", self.read_op_us),
+            ("write_op_us", self.write_op_us),
+            ("seek_us", self.seek_us),
+            ("lock_us", self.lock_us),
+            ("unlock_us", self.unlock_us),
+            ("batch_submit_us", self.batch_submit_us),
+            ("batch_read_entry_us", self.batch_read_entry_us),
+            ("batch_write_entry_us", self.batch_write_entry_us),
+        ];
+        for (key, value) in scalars {
+            if !value.is_finite() || value < 0.0 {
+                return Err(format!("{key} = {value} must be a finite number >= 0"));
+            }
+        }
+        if !self.memory_mib_s.is_finite() || self.memory_mib_s <= 0.0 {
+            return Err(format!(
+                "memory_mib_s = {} must be a finite number > 0",
+                self.memory_mib_s
+            ));
+        }
+        for (key, curve) in [
+            ("read_bandwidth", &self.read_bandwidth),
+            ("write_bandwidth", &self.write_bandwidth),
+        ] {
+            if curve.is_empty() {
+                return Err(format!("{key} needs at least one point"));
+            }
+            for (index, point) in curve.iter().enumerate() {
+                if !point.mib_s.is_finite() || point.mib_s <= 0.0 || point.bytes == 0 {
+                    return Err(format!(
+                        "{key}[{index}] = ({} bytes, {} MiB/s) needs bytes > 0 and a finite MiB/s > 0",
+                        point.bytes, point.mib_s
+                    ));
+                }
+                if index > 0 && curve[index - 1].bytes >= point.bytes {
+                    return Err(format!("{key} sizes must ascend (see point {index})"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Per-call overhead of `direction`, µs.
+    pub fn op_us(&self, direction: Direction) -> f64 {
+        match direction {
+            Direction::Read => self.read_op_us,
+            Direction::Write => self.write_op_us,
+        }
+    }
+
+    /// Microseconds per byte of a call of `bytes` bytes (`1 / B(s)`), interpolated on log size
+    /// between measured points and flat past the ends.
+    pub fn us_per_byte(&self, direction: Direction, bytes: u64) -> f64 {
+        let curve = match direction {
+            Direction::Read => &self.read_bandwidth,
+            Direction::Write => &self.write_bandwidth,
+        };
+        let per_byte = |point: &BandwidthPoint| 1.0 / (point.mib_s * 1.048_576);
+        let first = &curve[0];
+        let last = &curve[curve.len() - 1];
+        if bytes <= first.bytes {
+            return per_byte(first);
+        }
+        if bytes >= last.bytes {
+            return per_byte(last);
+        }
+        let upper = curve.partition_point(|point| point.bytes < bytes);
+        let (low, high) = (&curve[upper - 1], &curve[upper]);
+        let (x0, x1, x) = (
+            (low.bytes as f64).ln(),
+            (high.bytes as f64).ln(),
+            (bytes as f64).ln(),
+        );
+        let weight = (x - x0) / (x1 - x0);
+        per_byte(low) + weight * (per_byte(high) - per_byte(low))
+    }
+
+    /// One storage call of `bytes` bytes (`O + S/B(S)`), µs; `seek` adds `O_seek`.
+    pub fn call_us(&self, direction: Direction, bytes: u64, seek: bool) -> f64 {
+        let seek_us = if seek { self.seek_us } else { 0.0 };
+        self.op_us(direction) + seek_us + bytes as f64 * self.us_per_byte(direction, bytes)
+    }
+
+    /// Copying `bytes` bytes in memory (`S/B_mem`), µs.
+    pub fn copy_us(&self, bytes: u64) -> f64 {
+        bytes as f64 / (self.memory_mib_s * 1.048_576)
+    }
+
+    /// Each entry of an io_uring batch, µs.
+    pub fn batch_entry_us(&self, direction: Direction) -> f64 {
+        match direction {
+            Direction::Read => self.batch_read_entry_us,
+            Direction::Write => self.batch_write_entry_us,
+        }
+    }
+
+    /// The widest gap between two pieces that sieving should read through rather than start
+    /// a new chunk: where moving the gap's bytes costs as much as the calls a split adds.
+    pub fn gap_break_bytes(&self, direction: Direction) -> u64 {
+        let large = 1 << 20;
+        let (split_us, gap_us_per_byte) = match direction {
+            Direction::Read => (
+                self.read_op_us + self.seek_us,
+                self.us_per_byte(Direction::Read, large),
+            ),
+            Direction::Write => (
+                self.read_op_us + self.write_op_us + 2.0 * self.seek_us,
+                self.us_per_byte(Direction::Read, large)
+                    + self.us_per_byte(Direction::Write, large),
+            ),
+        };
+        // Float to integer: the result is a byte count far below 2^53, rounded down.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let bytes = (split_us / gap_us_per_byte) as u64;
+        bytes
+    }
+
+    /// One line of `key=value` pairs for logs and `tessera status --servers`.
+    pub fn describe(&self) -> String {
+        let curve = |points: &[BandwidthPoint]| {
+            points
+                .iter()
+                .map(|point| format!("{}K:{:.0}", point.bytes >> 10, point.mib_s))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        format!(
+            "read_op_us={:.2} write_op_us={:.2} seek_us={:.2} lock_us={:.3} unlock_us={:.3} \
+             memory_mib_s={:.0} batch_submit_us={:.2} batch_read_entry_us={:.2} \
+             batch_write_entry_us={:.2} read_mib_s={} write_mib_s={} \
+             gap_break_read={} gap_break_write={}",
+            self.read_op_us,
+            self.write_op_us,
+            self.seek_us,
+            self.lock_us,
+            self.unlock_us,
+            self.memory_mib_s,
+            self.batch_submit_us,
+            self.batch_read_entry_us,
+            self.batch_write_entry_us,
+            curve(&self.read_bandwidth),
+            curve(&self.write_bandwidth),
+            self.gap_break_bytes(Direction::Read),
+            self.gap_break_bytes(Direction::Write),
+        )
+    }
+
+    /// This model with every key present in the TOML text `overrides` replaced (a partial
+    /// model: an operator sets only what they know better). `source` names the text in errors.
+    pub fn with_overrides(&self, overrides: &str, source: &Path) -> Result<Self, CostModelError> {
+        let invalid = |detail: String| CostModelError::Invalid {
+            path: source.to_owned(),
+            detail,
+        };
+        let table: toml::Table =
+            toml::from_str(overrides).map_err(|err| invalid(err.to_string()))?;
+        let mut merged = toml::Table::try_from(self).map_err(|err| invalid(err.to_string()))?;
+        for (key, value) in table {
+            if !merged.contains_key(&key) {
+                return Err(invalid(format!("unknown cost model key `{key}`")));
+            }
+            merged.insert(key, value);
+        }
+        let model: Self = merged.try_into().map_err(|err| invalid(err.to_string()))?;
+        model.validate().map_err(invalid)?;
+        Ok(model)
+    }
+}
+
+/// Loads `DATA/cost-model.toml` if it exists, otherwise measures the model ([`calibrate`])
+/// and keeps it there; with `recalibrate` it always measures. Then applies the operator's
+/// `overrides` file, if given.
+pub fn load_or_calibrate(
+    data_directory: &Path,
+    recalibrate: bool,
+    overrides: Option<&Path>,
+) -> Result<CostModel, CostModelError> {
+    let kept = data_directory.join(COST_MODEL_FILE);
+    let io = |path: &Path, source: io::Error| CostModelError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let model = match fs::read_to_string(&kept) {
+        Ok(text) if !recalibrate => CostModel::default().with_overrides(&text, &kept)?,
+        Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(io(&kept, err)),
+        _ => {
+            let model = calibrate(data_directory).map_err(|err| io(data_directory, err))?;
+            let text = toml::to_string(&model).expect("a cost model serializes");
+            let temporary = kept.with_extension("tmp");
+            fs::write(&temporary, text)
+                .and_then(|()| fs::rename(&temporary, &kept))
+                .map_err(|err| io(&kept, err))?;
+            model
+        }
+    };
+    match overrides {
+        None => Ok(model),
+        Some(path) => {
+            let text = fs::read_to_string(path).map_err(|err| io(path, err))?;
+            model.with_overrides(&text, path)
+        }
+    }
+}
+
+/// The median of `samples` runs of `measure`, each returning seconds per call.
+fn median_of(samples: usize, mut measure: impl FnMut() -> io::Result<f64>) -> io::Result<f64> {
+    let mut times = (0..samples)
+        .map(|_| measure())
+        .collect::<io::Result<Vec<f64>>>()?;
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+/// A deterministic scatter of `count` 4 KiB-aligned offsets inside the scratch file.
+fn scattered_offsets(count: usize, bytes: usize) -> Vec<u64> {
+    let slots = (CALIBRATION_FILE_BYTES / 4096 - 1) as u64;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    (0..count)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % slots) * 4096 + (4096 - bytes as u64).min(64)
+        })
+        .collect()
+}
+
+/// Seconds per call of `calls` calls of `call(offset, index)`.
+fn per_call(calls: &[u64], mut call: impl FnMut(u64, usize) -> io::Result<()>) -> io::Result<f64> {
+    let started = Instant::now();
+    for (index, &offset) in calls.iter().enumerate() {
+        call(offset, index)?;
+    }
+    Ok(started.elapsed().as_secs_f64() / calls.len() as f64)
+}
+
+/// Measures the model on a scratch file in `data_directory` (about 50 ms on a small VM; the
+/// file is removed afterwards). Measurements run against the page cache, as the server's own
+/// calls do: the model is conservative for data that must come from the device, where
+/// sieving pays more (seed 001 §3.3.1).
+pub fn calibrate(data_directory: &Path) -> io::Result<CostModel> {
+    let path = data_directory.join(".calibrate.tmp");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
+    let result = calibrate_on(&file);
+    drop(file);
+    let _ = fs::remove_file(&path);
+    result
+}
+
+fn calibrate_on(file: &File) -> io::Result<CostModel> {
+    let pattern: Vec<u8> = (0..CALIBRATION_FILE_BYTES)
+        .map(|index| u8::try_from(index % 251).expect("below 251"))
+        .collect();
+    file.write_all_at(&pattern, 0)?;
+    let mut buffer = vec![0u8; CALIBRATION_SIZES[CALIBRATION_SIZES.len() - 1]];
+    // Warm the cache with one pass.
+    for offset in (0..CALIBRATION_FILE_BYTES).step_by(buffer.len()) {
+        file.read_exact_at(&mut buffer, offset as u64)?;
+    }
+
+    let probes = 2048;
+    let sequential: Vec<u64> = (0..probes).map(|i| (i * PROBE_BYTES) as u64).collect();
+    let scattered = scattered_offsets(probes, PROBE_BYTES);
+    let mut probe = [0u8; PROBE_BYTES];
+    let read_sequential = median_of(3, || {
+        per_call(&sequential, |offset, _| {
+            file.read_exact_at(&mut probe, offset)
+        })
+    })?;
+    let read_scattered = median_of(3, || {
+        per_call(&scattered, |offset, _| {
+            file.read_exact_at(&mut probe, offset)
+        })
+    })?;
+    let write_sequential = median_of(3, || {
+        per_call(&sequential, |offset, _| {
+            file.write_all_at(&pattern[..PROBE_BYTES], offset)
+        })
+    })?;
+    let write_scattered = median_of(3, || {
+        per_call(&scattered, |offset, _| {
+            file.write_all_at(&pattern[..PROBE_BYTES], offset)
+        })
+    })?;
+    let read_op = read_sequential;
+    let write_op = write_sequential;
+    let seek = f64::midpoint(
+        read_scattered - read_sequential,
+        write_scattered - write_sequential,
+    );
+
+    let mut read_bandwidth = Vec::new();
+    let mut write_bandwidth = Vec::new();
+    for &size in &CALIBRATION_SIZES {
+        let calls: Vec<u64> = (0..(CALIBRATION_FILE_BYTES / size).clamp(4, 256))
+            .map(|i| ((i * size) % CALIBRATION_FILE_BYTES) as u64)
+            .collect();
+        let read = median_of(3, || {
+            per_call(&calls, |offset, _| {
+                file.read_exact_at(&mut buffer[..size], offset)
+            })
+        })?;
+        let write = median_of(3, || {
+            per_call(&calls, |offset, _| {
+                file.write_all_at(&pattern[..size], offset)
+            })
+        })?;
+        // Bandwidth net of the per-call overhead, never below a tenth of the gross figure.
+        let net = |seconds: f64, op: f64| (seconds - op).max(seconds / 10.0);
+        let mib_s = |seconds: f64| size as f64 / seconds / f64::from(1u32 << 20);
+        read_bandwidth.push(BandwidthPoint {
+            bytes: size as u64,
+            mib_s: mib_s(net(read, read_op)),
+        });
+        write_bandwidth.push(BandwidthPoint {
+            bytes: size as u64,
+            mib_s: mib_s(net(write, write_op)),
+        });
+    }
+
+    let copy_bytes = 4 << 20;
+    let mut target = vec![0u8; copy_bytes];
+    let copy = median_of(5, || {
+        let started = Instant::now();
+        target.copy_from_slice(&pattern[..copy_bytes]);
+        std::hint::black_box(&mut target);
+        Ok(started.elapsed().as_secs_f64())
+    })?;
+
+    let locks = ExtentLocks::default();
+    let rounds = 10_000;
+    let lock_pair = median_of(3, || {
+        let started = Instant::now();
+        for round in 0..rounds {
+            let guard = locks.lock(round, round + 1, true);
+            std::hint::black_box(&guard);
+        }
+        Ok(started.elapsed().as_secs_f64() / rounds as f64)
+    })?;
+
+    let (batch_submit, batch_read_entry, batch_write_entry) = match uring::available() {
+        Ok(()) => calibrate_batches(file, &scattered, &pattern)?,
+        // No io_uring: the planner never chooses a batch, so these are never used.
+        Err(_) => (1e-6, 1e-6, 1e-6),
+    };
+
+    let us = |seconds: f64| (seconds * 1e6).max(0.0);
+    let model = CostModel {
+        read_op_us: us(read_op),
+        write_op_us: us(write_op),
+        seek_us: us(seek),
+        lock_us: us(lock_pair / 2.0),
+        unlock_us: us(lock_pair / 2.0),
+        memory_mib_s: copy_bytes as f64 / copy / f64::from(1u32 << 20),
+        batch_submit_us: us(batch_submit),
+        batch_read_entry_us: us(batch_read_entry),
+        batch_write_entry_us: us(batch_write_entry),
+        read_bandwidth,
+        write_bandwidth,
+    };
+    model.validate().map_err(|detail| {
+        io::Error::other(format!("calibration gave an unusable model: {detail}"))
+    })?;
+    Ok(model)
+}
+
+/// Seconds of one io_uring submission and of each read and write entry in one.
+fn calibrate_batches(file: &File, offsets: &[u64], pattern: &[u8]) -> io::Result<(f64, f64, f64)> {
+    use crate::plan::Run;
+    let entries = URING_BATCH_ENTRIES_MAX as usize;
+    let runs = |count: usize| -> Vec<Run> {
+        offsets[..count]
+            .iter()
+            .enumerate()
+            .map(|(index, &offset)| Run {
+                offset,
+                length: PROBE_BYTES as u64,
+                data: index * PROBE_BYTES,
+            })
+            .collect()
+    };
+    let (one, full) = (runs(1), runs(entries));
+    let mut buffer = vec![0u8; entries * PROBE_BYTES];
+    let read_one = median_of(5, || {
+        let started = Instant::now();
+        uring::read(file, &one, &mut buffer)?;
+        Ok(started.elapsed().as_secs_f64())
+    })?;
+    let read_full = median_of(5, || {
+        let started = Instant::now();
+        uring::read(file, &full, &mut buffer)?;
+        Ok(started.elapsed().as_secs_f64())
+    })?;
+    let data = &pattern[..entries * PROBE_BYTES];
+    let write_one = median_of(5, || {
+        let started = Instant::now();
+        uring::write(file, &one, data)?;
+        Ok(started.elapsed().as_secs_f64())
+    })?;
+    let write_full = median_of(5, || {
+        let started = Instant::now();
+        uring::write(file, &full, data)?;
+        Ok(started.elapsed().as_secs_f64())
+    })?;
+    let spread = (entries - 1) as f64;
+    let read_entry = ((read_full - read_one) / spread).max(0.0);
+    let write_entry = ((write_full - write_one) / spread).max(0.0);
+    let submit = (read_one - read_entry).max(0.0);
+    Ok((submit, read_entry, write_entry))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_interpolates_on_log_size_and_is_flat_past_the_ends() {
+        let model = CostModel {
+            read_bandwidth: vec![
+                BandwidthPoint {
+                    bytes: 1024,
+                    mib_s: 1000.0,
+                },
+                BandwidthPoint {
+                    bytes: 1 << 20,
+                    mib_s: 4000.0,
+                },
+            ],
+            ..CostModel::default()
+        };
+        let at = |bytes| model.us_per_byte(Direction::Read, bytes);
+        assert!((at(1) - at(1024)).abs() < 1e-15);
+        assert!((at(1 << 30) - at(1 << 20)).abs() < 1e-15);
+        let middle = at(32 << 10);
+        assert!(middle < at(1024) && middle > at(1 << 20), "{middle}");
+        // Halfway on the log scale is halfway between the two per-byte costs.
+        let halfway = f64::midpoint(at(1024), at(1 << 20));
+        assert!((middle - halfway).abs() < 1e-12);
+    }
+
+    #[test]
+    fn overrides_replace_named_keys_and_refuse_unknown_or_bad_ones() {
+        let base = CostModel::default();
+        let path = Path::new("/etc/tessera/cost.toml");
+        let changed = base.with_overrides("seek_us = 40.0\n", path).unwrap();
+        assert!((changed.seek_us - 40.0).abs() < f64::EPSILON);
+        assert!((changed.read_op_us - base.read_op_us).abs() < f64::EPSILON);
+        let unknown = base.with_overrides("seek_ms = 1.0\n", path).unwrap_err();
+        assert!(unknown.to_string().contains("seek_ms"), "{unknown}");
+        assert!(unknown.to_string().contains("/etc/tessera/cost.toml"));
+        let negative = base.with_overrides("lock_us = -1.0\n", path).unwrap_err();
+        assert!(negative.to_string().contains("lock_us"), "{negative}");
+        let unsorted = base
+            .with_overrides(
+                "read_bandwidth = [{ bytes = 4096, mib_s = 1.0 }, { bytes = 16, mib_s = 1.0 }]\n",
+                path,
+            )
+            .unwrap_err();
+        assert!(unsorted.to_string().contains("ascend"), "{unsorted}");
+    }
+
+    #[test]
+    fn calibration_measures_a_usable_model_and_keeps_it() {
+        let directory = tempfile::tempdir().unwrap();
+        let model = load_or_calibrate(directory.path(), false, None).unwrap();
+        model.validate().unwrap();
+        assert!(model.read_op_us > 0.0 && model.write_op_us > 0.0);
+        assert_eq!(model.read_bandwidth.len(), CALIBRATION_SIZES.len());
+        let kept = directory.path().join(COST_MODEL_FILE);
+        assert!(kept.exists());
+        assert!(!directory.path().join(".calibrate.tmp").exists());
+        // A second start reads the kept model instead of measuring again.
+        fs::write(&kept, "read_op_us = 123.0\n").unwrap();
+        let again = load_or_calibrate(directory.path(), false, None).unwrap();
+        assert!((again.read_op_us - 123.0).abs() < f64::EPSILON);
+        let broken = directory.path().join("bad.toml");
+        fs::write(&broken, "read_op_us = \"fast\"\n").unwrap();
+        let err = load_or_calibrate(directory.path(), false, Some(&broken)).unwrap_err();
+        assert!(err.to_string().contains("bad.toml"), "{err}");
+    }
+}
