@@ -49,6 +49,10 @@ pub struct StatusArgs {
     /// Cluster directory given to `tessera up` (else the cluster file is used).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Also show every iod's storage counters (requests, pieces, storage calls, bytes
+    /// wanted vs. moved, and the plans its cost model chose) and its cost model.
+    #[arg(long)]
+    servers: bool,
     #[command(flatten)]
     cluster: crate::ClusterArg,
 }
@@ -171,6 +175,31 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Measures the storage cost model once, in `iod-0`'s data directory, and gives every iod
+/// without a model of its own a copy: the data directories of a local cluster share one
+/// file system, and iods calibrating all at once on a small machine would measure each
+/// other rather than the storage.
+fn share_cost_model(dir: &Path, servers: u16) -> Result<(), String> {
+    let first = dir.join("iod-0");
+    fs::create_dir_all(&first)
+        .map_err(|err| format!("cannot create {}: {err}", first.display()))?;
+    tessera_iod::cost::load_or_calibrate(&first, false, None)
+        .map_err(|err| format!("iod 0: cost model: {err}"))?;
+    let measured = first.join(tessera_iod::cost::COST_MODEL_FILE);
+    for index in 1..servers {
+        let data = dir.join(format!("iod-{index}"));
+        let kept = data.join(tessera_iod::cost::COST_MODEL_FILE);
+        if !kept.exists() {
+            fs::create_dir_all(&data)
+                .and_then(|()| fs::copy(&measured, &kept).map(drop))
+                .map_err(|err| {
+                    format!("cannot copy the cost model to {}: {err}", kept.display())
+                })?;
+        }
+    }
+    Ok(())
+}
+
 /// Starts a cluster of `servers` iods in `dir`, writes `dir/cluster.toml` and returns once
 /// every server answers. On failure nothing is left running.
 pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig, String> {
@@ -192,6 +221,7 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
         }
         let _ = fs::remove_file(pid_file);
     }
+    share_cost_model(dir, servers)?;
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     let result = (|| {
         let mut iods = Vec::new();
@@ -356,9 +386,58 @@ pub fn status(args: &StatusArgs) -> Result<(), String> {
             }
         }
     }
+    if args.servers {
+        print_storage_counters(&client);
+    }
     if down == 0 {
         Ok(())
     } else {
         Err(format!("{down} server(s) not answering"))
+    }
+}
+
+/// The `--servers` table: one line per iod and direction, then each cost model.
+fn print_storage_counters(client: &Client) {
+    println!();
+    println!(
+        "{:<6} {:<5} {:>9} {:>10} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}",
+        "iod",
+        "op",
+        "requests",
+        "pieces",
+        "calls",
+        "wanted",
+        "moved",
+        "per-piece",
+        "batched",
+        "sieve",
+        "io_uring"
+    );
+    let mut models = Vec::new();
+    for index in 0..client.server_count() {
+        match client.server_stats(index) {
+            Ok(stats) => {
+                for (op, counters) in [("read", &stats.reads), ("write", &stats.writes)] {
+                    println!(
+                        "{index:<6} {op:<5} {:>9} {:>10} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}",
+                        counters.requests,
+                        counters.pieces,
+                        counters.calls,
+                        counters.bytes_wanted,
+                        counters.bytes_storage,
+                        counters.per_piece,
+                        counters.batched,
+                        counters.sieve,
+                        if stats.io_uring { "yes" } else { "no" },
+                    );
+                }
+                models.push(format!("iod {index}: {}", stats.model));
+            }
+            Err(err) => println!("{index:<6} -     {err}"),
+        }
+    }
+    println!();
+    for model in models {
+        println!("{model}");
     }
 }

@@ -8,7 +8,7 @@ use tessera_net::{Peer, Pool};
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 use tessera_proto::{
     Attr, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, Ping, PingReply, Readdir, Rename,
-    Request, Rmdir, Stat, StatHandle, Truncate, Unlink,
+    Request, Rmdir, ServerStats, ServerStatsReply, Stat, StatHandle, Truncate, Unlink,
 };
 
 use crate::config::ClusterConfig;
@@ -171,6 +171,20 @@ impl Client {
             replies.push((peer.name.clone(), reply));
         }
         replies
+    }
+
+    /// The storage counters and cost model of iod `index` (its Active Data Sieving decisions).
+    pub fn server_stats(&self, index: usize) -> Result<ServerStatsReply, ClientError> {
+        if index >= self.server_count() {
+            return Err(ClientError::Config {
+                path: format!("iod {index}"),
+                detail: format!("the cluster has {} iods", self.server_count()),
+            });
+        }
+        self.inner
+            .iods
+            .with(index, |connection| connection.call(&ServerStats {}))
+            .map_err(ClientError::from)
     }
 
     /// Number of I/O servers in the cluster.
