@@ -119,8 +119,13 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
 
 /// Runs an I/O server.
 pub fn run_iod(args: &IodArgs) -> Result<(), String> {
-    std::fs::create_dir_all(&args.data)
-        .map_err(|err| format!("iod {}: data directory {}: {err}", args.index, args.data.display()))?;
+    std::fs::create_dir_all(&args.data).map_err(|err| {
+        format!(
+            "iod {}: data directory {}: {err}",
+            args.index,
+            args.data.display()
+        )
+    })?;
     let model = tessera_iod::cost::load_or_calibrate(
         &args.data,
         args.calibrate,
@@ -130,7 +135,10 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
     if args.calibrate {
         let kept = args.data.join(tessera_iod::cost::COST_MODEL_FILE);
         println!("# {}", kept.display());
-        print!("{}", toml::to_string(&model).expect("a cost model serializes"));
+        print!(
+            "{}",
+            toml::to_string(&model).expect("a cost model serializes")
+        );
         println!("# {}", model.describe());
         return Ok(());
     }
