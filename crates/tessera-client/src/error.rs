@@ -43,6 +43,19 @@ pub enum ClientError {
         /// What was attempted.
         operation: &'static str,
     },
+    /// A range lock's lease ended before the work it guarded was done, so another writer may
+    /// have changed the locked bytes meanwhile: the outcome of that work is unknown.
+    #[error("{path}: the lock on bytes [{start}, {end}) outlived its lease of {lease_ms} ms before the write under it finished; a concurrent writer may have changed those bytes")]
+    LeaseExpired {
+        /// The file.
+        path: String,
+        /// First locked byte.
+        start: u64,
+        /// One past the last locked byte.
+        end: u64,
+        /// The lease asked for.
+        lease_ms: u64,
+    },
     /// The cluster file is missing or malformed.
     #[error("cluster file {path}: {detail}")]
     Config {
@@ -63,6 +76,7 @@ impl ClientError {
             Self::BadMode { .. } => Some(ErrorCode::PermissionDenied),
             Self::Net(NetError::Remote { error, .. }) => Some(error.code),
             Self::Net(_) => Some(ErrorCode::Unavailable),
+            Self::LeaseExpired { .. } => Some(ErrorCode::Busy),
             Self::Config { .. } => None,
         }
     }

@@ -61,6 +61,8 @@ pub struct IoReport {
     pub bytes_copied: u64,
     /// Distinct servers the call reached.
     pub servers: u64,
+    /// Range locks the call took on the mds (`File::write_sieve`: one per chunk).
+    pub locks: u64,
 }
 
 impl std::ops::AddAssign for IoReport {
@@ -74,6 +76,7 @@ impl std::ops::AddAssign for IoReport {
         self.bytes += other.bytes;
         self.bytes_copied += other.bytes_copied;
         self.servers = self.servers.max(other.servers);
+        self.locks += other.locks;
     }
 }
 

@@ -4,7 +4,10 @@
 //! [`File`]s. A file's I/O goes straight to the I/O servers: `read_at`/`write_at` for one
 //! contiguous range, and `read_list`/`write_list` for many memory pieces against many file
 //! pieces in one call, which reaches each involved server as one request (see [`plan`]) while
-//! the servers work in parallel.
+//! the servers work in parallel. For comparison, [`File`] also has the baseline methods: one
+//! call per piece ([`File::write_multiple`], [`File::read_multiple`]) and client-side data
+//! sieving ([`File::write_sieve`], [`File::read_sieve`]), whose writes hold byte-range locks
+//! from the mds ([`File::lock_range`]).
 //!
 //! ```no_run
 //! use std::io::IoSlice;
@@ -24,6 +27,7 @@ pub mod config;
 mod error;
 mod file;
 pub mod layouts;
+mod methods;
 pub mod plan;
 mod typed;
 
@@ -31,6 +35,10 @@ pub use client::{Client, ClientOptions, CreateOptions};
 pub use config::ClusterConfig;
 pub use error::ClientError;
 pub use file::{File, IoReport, OpenMode};
+pub use methods::{
+    LockOptions, RangeLock, SieveOptions, LOCK_LEASE_DEFAULT, LOCK_WAIT_DEFAULT,
+    SIEVE_READ_BUFFER_BYTES_DEFAULT, SIEVE_WRITE_BUFFER_BYTES_DEFAULT,
+};
 pub use tessera_proto::dtype;
 pub use tessera_proto::{
     Attr, Datatype, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, Piece, StripeLayout,
