@@ -254,6 +254,8 @@ fn transfer_modes_move_the_same_bytes_with_their_message_counts() {
     let cluster = Cluster::start(4);
     let client = cluster.client();
     let mut file = client.create("/modes", &CreateOptions::default()).unwrap();
+    // One storage call per piece, so the counts below do not depend on the cost model.
+    file.set_storage_plan(tessera_proto::StoragePlan::PerPiece);
     // 64 pieces of 100 bytes every 1000 bytes: all inside the first stripe unit of iod 0's
     // share... spread over the 4 servers by choosing offsets in 4 different units.
     let pieces: Vec<Piece> = (0..64u64)
