@@ -108,6 +108,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
                 method: args.method.clone(),
                 iterations: 1,
                 generation: 2024,
+                sync: false,
                 pattern: Pattern::Block2d {
                     rank,
                     rows: args.size,

@@ -11,6 +11,15 @@
 //! `list` (one list call) or `view` (the type declared as a view in `prepare`, then one
 //! `write_at`/`read_at` of the whole share). Its `prepare` also makes one untimed list call
 //! of the same access, so every method starts its timed calls on open connections.
+//!
+//! A [`Pattern::Array`] step (seed 001 §3.4) is built the same way from an [`ArrayShare`]'s
+//! file type — a block-column share, an mpi-tile-io tile or the cells of one NAS BT-IO output
+//! step — and runs one of the four [`ArrayMethod`]s: `multiple` (one request per file
+//! piece), `sieve` (client-side data sieving), `list` (one list call, the servers making one
+//! storage call per merged piece) or `list+ads` (one list call, each server's cost model
+//! choosing: Active Data Sieving). With [`Task::sync`] every timed write is followed by
+//! [`File::sync`] inside the timing. [`Workers::step_checked_with`] runs a hook between the
+//! barrier and the start (the benchmarks drop the servers' page cache there).
 
 use std::io::{BufRead, BufReader, IoSlice, IoSliceMut, Write};
 use std::path::PathBuf;
@@ -22,9 +31,9 @@ use tessera_client::dtype::{Distribution, Order};
 use tessera_client::plan::Plan;
 use tessera_client::{
     Client, ClientOptions, ClusterConfig, Datatype, File, IoReport, Layout, OpenMode, Piece,
-    TransferMode, View,
+    SieveOptions, TransferMode, View,
 };
-use tessera_proto::{DeclareView, FileType, Wire};
+use tessera_proto::{DeclareView, FileType, StoragePlan, Wire};
 
 /// Arguments of the hidden `tessera worker` command.
 #[derive(Debug, clap::Args)]
@@ -49,6 +58,10 @@ pub struct Task {
     pub iterations: u32,
     /// Tag mixed into the data so each write is told apart from the previous ones.
     pub generation: u64,
+    /// After every timed write call, flush the file to stable storage ([`File::sync`]) inside
+    /// the timing.
+    #[serde(default)]
+    pub sync: bool,
     /// The access.
     pub pattern: Pattern,
 }
@@ -97,6 +110,238 @@ pub enum Pattern {
         /// Process-grid columns.
         grid_columns: usize,
     },
+    /// The share of process `rank` of a global array (seed 001 §3.4), described by its MPI
+    /// file type; memory is one contiguous buffer in the order of the type's stream.
+    /// Methods: the [`ArrayMethod`] names.
+    Array {
+        /// Rank of the process.
+        rank: usize,
+        /// The array and how it is dealt.
+        share: ArrayShare,
+    },
+}
+
+/// Bytes of one element of NAS BT's solution array: 5 doubles.
+pub const BTIO_POINT_BYTES: u64 = 5 * 8;
+
+/// A global array dealt over processes, each share an MPI file type (seed 001 §3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArrayShare {
+    /// 1-D block-column distribution (seed 001 Fig. 3.5): an `n` x `n` array of
+    /// `element_bytes` elements in C order; process r owns columns [r*n/p, (r+1)*n/p), so
+    /// its share is `n` file pieces of n/p elements, one per row.
+    BlockColumn {
+        /// Rows and columns.
+        n: u64,
+        /// Bytes per element.
+        element_bytes: u64,
+        /// Processes p sharing the columns.
+        processes: u64,
+    },
+    /// mpi-tile-io (seed 001 §3.4.3): a `grid_rows` x `grid_columns` grid of tiles of
+    /// `tile_rows` x `tile_columns` elements, in C order; process r owns tile r (row-major),
+    /// so its share is `tile_rows` file pieces of one tile row each.
+    Tile {
+        /// Element rows of a tile.
+        tile_rows: u64,
+        /// Element columns of a tile.
+        tile_columns: u64,
+        /// Bytes per element.
+        element_bytes: u64,
+        /// Tile rows of the grid.
+        grid_rows: u64,
+        /// Tile columns of the grid.
+        grid_columns: u64,
+    },
+    /// Output step `step` of NAS BT-IO (seed 001 §3.4.4): a `points`^3 grid of
+    /// [`BTIO_POINT_BYTES`] per point in Fortran order, appended at `step` times its size.
+    /// BT's multi-partition over `processes` (a square P) cuts the grid into sqrt(P)^3 cells
+    /// and gives each process sqrt(P) of them, one per z layer, moving diagonally in x and y
+    /// from layer to layer (NPB `make_set`); its file type is a struct of one subarray per
+    /// cell, as BT-IO's `full_mpiio` builds it.
+    Btio {
+        /// Points per side.
+        points: u64,
+        /// Processes, a square.
+        processes: u64,
+        /// Output step (0-based).
+        step: u64,
+    },
+}
+
+impl ArrayShare {
+    /// Processes the array is dealt over.
+    pub fn processes(self) -> u64 {
+        match self {
+            Self::BlockColumn { processes, .. } | Self::Btio { processes, .. } => processes,
+            Self::Tile {
+                grid_rows,
+                grid_columns,
+                ..
+            } => grid_rows * grid_columns,
+        }
+    }
+
+    /// Bytes of the whole array (of one output step, for BT-IO).
+    pub fn array_bytes(self) -> u64 {
+        match self {
+            Self::BlockColumn {
+                n, element_bytes, ..
+            } => n * n * element_bytes,
+            Self::Tile {
+                tile_rows,
+                tile_columns,
+                element_bytes,
+                grid_rows,
+                grid_columns,
+            } => tile_rows * grid_rows * tile_columns * grid_columns * element_bytes,
+            Self::Btio { points, .. } => points * points * points * BTIO_POINT_BYTES,
+        }
+    }
+
+    /// File offset the file type is tiled from.
+    pub fn displacement(self) -> u64 {
+        match self {
+            Self::Btio { step, .. } => step * self.array_bytes(),
+            Self::BlockColumn { .. } | Self::Tile { .. } => 0,
+        }
+    }
+
+    /// The (x, y, z) cell coordinates of the cells of process `rank` in BT's multi-partition
+    /// over `cells` x `cells` processes: cell c lies in z layer c (NPB `make_set`).
+    pub fn btio_cells(cells: u64, rank: u64) -> Vec<[u64; 3]> {
+        let (x, y) = (rank % cells, rank / cells);
+        (0..cells)
+            .map(|c| [(x + c) % cells, (y + cells * c - c) % cells, c])
+            .collect()
+    }
+
+    /// The file type of process `rank`: lower bound 0, extent the array.
+    pub fn filetype(self, rank: usize) -> Result<Datatype, String> {
+        let rank = rank as u64;
+        let what =
+            |err: tessera_client::dtype::DatatypeError| format!("{self:?} rank {rank}: {err}");
+        if rank >= self.processes() {
+            return Err(format!(
+                "{self:?}: rank {rank} of {} processes",
+                self.processes()
+            ));
+        }
+        match self {
+            Self::BlockColumn {
+                n,
+                element_bytes,
+                processes,
+            } => {
+                if n % processes != 0 {
+                    return Err(format!(
+                        "{self:?}: {n} columns do not divide over {processes} processes"
+                    ));
+                }
+                let columns = n / processes;
+                let element = Datatype::bytes(element_bytes).map_err(what)?;
+                Datatype::subarray(
+                    &[n, n],
+                    &[n, columns],
+                    &[0, rank * columns],
+                    Order::C,
+                    &element,
+                )
+                .map_err(what)
+            }
+            Self::Tile {
+                tile_rows,
+                tile_columns,
+                element_bytes,
+                grid_rows,
+                grid_columns,
+            } => {
+                let (row, column) = (rank / grid_columns, rank % grid_columns);
+                let element = Datatype::bytes(element_bytes).map_err(what)?;
+                Datatype::subarray(
+                    &[grid_rows * tile_rows, grid_columns * tile_columns],
+                    &[tile_rows, tile_columns],
+                    &[row * tile_rows, column * tile_columns],
+                    Order::C,
+                    &element,
+                )
+                .map_err(what)
+            }
+            Self::Btio {
+                points, processes, ..
+            } => {
+                let cells = (1..=processes)
+                    .find(|cells| cells * cells >= processes)
+                    .unwrap_or(0);
+                if cells * cells != processes || points % cells != 0 {
+                    return Err(format!(
+                        "{self:?}: BT needs a square number of processes whose root divides the grid"
+                    ));
+                }
+                let side = points / cells;
+                let element =
+                    Datatype::contiguous(BTIO_POINT_BYTES / 8, &Datatype::bytes(8).map_err(what)?)
+                        .map_err(what)?;
+                let subarrays = Self::btio_cells(cells, rank)
+                    .into_iter()
+                    .map(|cell| {
+                        Datatype::subarray(
+                            &[points; 3],
+                            &[side; 3],
+                            &cell.map(|coordinate| coordinate * side),
+                            Order::Fortran,
+                            &element,
+                        )
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(what)?;
+                let count = subarrays.len();
+                Datatype::structure(&vec![1; count], &vec![0; count], &subarrays).map_err(what)
+            }
+        }
+    }
+}
+
+/// How a [`Pattern::Array`] step moves its pieces (seed 001 §3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrayMethod {
+    /// One request per file piece ("Multiple I/O").
+    Multiple,
+    /// Client-side data sieving over large contiguous requests (ROMIO data sieving).
+    Sieve,
+    /// One list call; the servers make one storage call per merged piece.
+    List,
+    /// One list call; each server's cost model chooses (Active Data Sieving).
+    ListAds,
+}
+
+impl ArrayMethod {
+    /// Every method, in the order the tables list them.
+    pub const ALL: [Self; 4] = [Self::Multiple, Self::Sieve, Self::List, Self::ListAds];
+
+    /// The name in tasks and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Multiple => "multiple",
+            Self::Sieve => "sieve",
+            Self::List => "list",
+            Self::ListAds => "list+ads",
+        }
+    }
+
+    /// Parses [`ArrayMethod::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|method| method.name() == name)
+    }
+
+    /// The storage plan the servers are asked for. Only `list+ads` lets the cost model
+    /// choose; the others stand for servers without Active Data Sieving, as in the paper.
+    fn storage_plan(self) -> StoragePlan {
+        match self {
+            Self::ListAds => StoragePlan::Auto,
+            Self::Multiple | Self::Sieve | Self::List => StoragePlan::PerPiece,
+        }
+    }
 }
 
 /// Processes sharing a [`Pattern::Matrix`].
@@ -166,7 +411,8 @@ pub struct Access {
 }
 
 impl Pattern {
-    /// The file type of a [`Pattern::Matrix`] access (none for the list-only patterns).
+    /// The file type of a [`Pattern::Matrix`] or [`Pattern::Array`] access (none for the
+    /// list-only patterns).
     pub fn filetype(&self) -> Result<Option<Datatype>, String> {
         match *self {
             Self::Matrix {
@@ -174,8 +420,22 @@ impl Pattern {
                 n,
                 distribution,
             } => distribution.filetype(n, rank).map(Some),
+            Self::Array { rank, share } => share.filetype(rank).map(Some),
             Self::Interleaved { .. } | Self::Block2d { .. } => Ok(None),
         }
+    }
+
+    /// The file offset the file type is tiled from.
+    fn displacement(&self) -> u64 {
+        match *self {
+            Self::Array { share, .. } => share.displacement(),
+            Self::Matrix { .. } | Self::Interleaved { .. } | Self::Block2d { .. } => 0,
+        }
+    }
+
+    /// A typed access: its data is checked at `Check`, once every process is done.
+    fn typed(&self) -> bool {
+        matches!(self, Self::Matrix { .. } | Self::Array { .. })
     }
 
     /// The memory and file pieces of this access, or why they cannot be built.
@@ -184,12 +444,14 @@ impl Pattern {
             return Ok(self.access());
         };
         let total = filetype.size();
+        let displacement = i64::try_from(self.displacement())
+            .map_err(|_| format!("displacement {}", self.displacement()))?;
         let file = filetype
-            .runs(0, 0, total)
+            .runs(displacement, 0, total)
             .map_err(|err| format!("flattening the file type: {err}"))?
             .map(|run| {
                 Piece::new(
-                    u64::try_from(run.offset).expect("a darray starts at byte 0"),
+                    u64::try_from(run.offset).expect("darrays and subarrays start at byte 0"),
                     run.length,
                 )
             })
@@ -207,10 +469,13 @@ impl Pattern {
     ///
     /// # Panics
     ///
-    /// For a [`Pattern::Matrix`] whose type cannot be built (use [`Pattern::try_access`]).
+    /// For a [`Pattern::Matrix`] or [`Pattern::Array`] whose type cannot be built (use
+    /// [`Pattern::try_access`]).
     pub fn access(&self) -> Access {
         match *self {
-            Self::Matrix { .. } => self.try_access().expect("a valid matrix distribution"),
+            Self::Matrix { .. } | Self::Array { .. } => {
+                self.try_access().expect("a valid typed access")
+            }
             Self::Interleaved {
                 rank,
                 processes,
@@ -278,12 +543,26 @@ pub struct StepResult {
     pub messages: u64,
     /// Storage pieces the servers touched.
     pub storage_pieces: u64,
+    /// Bytes the servers moved to and from storage, over all timed calls (more than
+    /// `bytes` where they sieved).
+    #[serde(default)]
+    pub storage_bytes: u64,
+    /// Requests the servers served by sieving, over all timed calls.
+    #[serde(default)]
+    pub sieved: u64,
+    /// Range locks taken on the mds, over all timed calls (client-side sieving writes).
+    #[serde(default)]
+    pub locks: u64,
     /// Bytes moved, over all timed calls.
     pub bytes: u64,
     /// Memory and file pieces of one call.
     pub memory_pieces: u64,
     /// File pieces of one call.
     pub file_pieces: u64,
+    /// Useful bytes of one call: the sum of its file pieces (`bytes` also counts the holes a
+    /// sieving method moves).
+    #[serde(default)]
+    pub access_bytes: u64,
     /// Every byte read back was as expected (always true for writes).
     pub verified: bool,
     /// Bytes of access description sent per call: 16 per file piece of every list request,
@@ -317,6 +596,7 @@ enum Message {
 
 struct Prepared {
     task: Task,
+    via: Via,
     file: File,
     buffer: Vec<u8>,
     access: Access,
@@ -333,16 +613,32 @@ struct Prepared {
 enum Via {
     List(TransferMode),
     View,
+    /// One request per file piece.
+    Multiple,
+    /// Client-side data sieving.
+    Sieve,
 }
 
-fn via(task: &Task) -> Result<Via, String> {
-    let matrix = matches!(task.pattern, Pattern::Matrix { .. });
-    match task.method.as_str() {
-        "list" if matrix => Ok(Via::List(TransferMode::Gather)),
-        "view" if matrix => Ok(Via::View),
-        name => TransferMode::from_name(name)
-            .map(Via::List)
-            .ok_or_else(|| format!("unknown method {name}")),
+/// How a step moves its data, and the storage plan it asks the servers for.
+fn via(task: &Task) -> Result<(Via, StoragePlan), String> {
+    let unknown = |name: &str| format!("unknown method {name} for {:?}", task.pattern);
+    match (&task.pattern, task.method.as_str()) {
+        (Pattern::Matrix { .. }, "list") => {
+            Ok((Via::List(TransferMode::Gather), StoragePlan::Auto))
+        }
+        (Pattern::Matrix { .. }, "view") => Ok((Via::View, StoragePlan::Auto)),
+        (Pattern::Array { .. }, name) => {
+            let method = ArrayMethod::from_name(name).ok_or_else(|| unknown(name))?;
+            let via = match method {
+                ArrayMethod::Multiple => Via::Multiple,
+                ArrayMethod::Sieve => Via::Sieve,
+                ArrayMethod::List | ArrayMethod::ListAds => Via::List(TransferMode::Gather),
+            };
+            Ok((via, method.storage_plan()))
+        }
+        (_, name) => TransferMode::from_name(name)
+            .map(|mode| (Via::List(mode), StoragePlan::Auto))
+            .ok_or_else(|| unknown(name)),
     }
 }
 
@@ -372,13 +668,29 @@ fn list_call(
     access: &Access,
     write: bool,
 ) -> Result<IoReport, String> {
+    io_call(file, buffer, access, write, Via::List(file.transfer_mode()))
+}
+
+/// One call of `access` by `via` (a list call for [`Via::View`], whose calls are made on
+/// the view).
+fn io_call(
+    file: &File,
+    buffer: &mut [u8],
+    access: &Access,
+    write: bool,
+    via: Via,
+) -> Result<IoReport, String> {
     if write {
         let memory: Vec<IoSlice<'_>> = access
             .memory
             .iter()
             .map(|&(start, length)| IoSlice::new(&buffer[start..start + length]))
             .collect();
-        file.write_list(&memory, &access.file)
+        match via {
+            Via::Multiple => file.write_multiple(&memory, &access.file),
+            Via::Sieve => file.write_sieve(&memory, &access.file, &SieveOptions::default()),
+            Via::List(_) | Via::View => file.write_list(&memory, &access.file),
+        }
     } else {
         let mut memory: Vec<IoSliceMut<'_>> = Vec::with_capacity(access.memory.len());
         let mut rest: &mut [u8] = buffer;
@@ -390,7 +702,11 @@ fn list_call(
             rest = tail;
             consumed = start + length;
         }
-        file.read_list(&mut memory, &access.file)
+        match via {
+            Via::Multiple => file.read_multiple(&mut memory, &access.file),
+            Via::Sieve => file.read_sieve(&mut memory, &access.file, &SieveOptions::default()),
+            Via::List(_) | Via::View => file.read_list(&mut memory, &access.file),
+        }
     }
     .map_err(|err| err.to_string())
 }
@@ -428,18 +744,20 @@ fn warm_up_access(layout: &Layout, access: &Access) -> Access {
 fn prepare(task: Task) -> Result<Prepared, String> {
     let config = ClusterConfig::load(&task.cluster).map_err(|err| err.to_string())?;
     let client = Client::new(&config, &ClientOptions::default());
-    let mode = if task.write {
-        OpenMode::WriteOnly
-    } else {
-        OpenMode::ReadOnly
+    let (via, storage_plan) = via(&task)?;
+    let mode = match (task.write, via) {
+        // A sieving write reads the chunks it modifies.
+        (true, Via::Sieve) => OpenMode::ReadWrite,
+        (true, _) => OpenMode::WriteOnly,
+        (false, _) => OpenMode::ReadOnly,
     };
     let mut file = client
         .open(&task.path, mode)
         .map_err(|err| err.to_string())?;
-    let via = via(&task)?;
     if let Via::List(method) = via {
         file.set_transfer_mode(method);
     }
+    file.set_storage_plan(storage_plan);
     let access = task.pattern.try_access()?;
     // Gaps hold a sentinel so a read that writes outside its pieces is caught.
     let mut buffer = vec![0xA5u8; access.buffer_bytes];
@@ -457,6 +775,7 @@ fn prepare(task: Task) -> Result<Prepared, String> {
     }
     let mut prepared = Prepared {
         task,
+        via,
         file,
         buffer,
         access,
@@ -466,14 +785,14 @@ fn prepare(task: Task) -> Result<Prepared, String> {
         declare_seconds: 0.0,
     };
     if let Some(filetype) = prepared.task.pattern.filetype()? {
-        prepare_matrix(&mut prepared, via, &filetype)?;
+        prepare_typed(&mut prepared, &filetype)?;
     }
     Ok(prepared)
 }
 
 /// Warms the connections with one untimed list call of the access, plans the list call's
 /// offset bytes, and declares the view of a `view` step (timed on its own).
-fn prepare_matrix(prepared: &mut Prepared, via: Via, filetype: &Datatype) -> Result<(), String> {
+fn prepare_typed(prepared: &mut Prepared, filetype: &Datatype) -> Result<(), String> {
     let write = prepared.task.write;
     let warm_up = warm_up_access(prepared.file.layout(), &prepared.access);
     list_call(&prepared.file, &mut prepared.buffer, &warm_up, write)
@@ -494,7 +813,7 @@ fn prepare_matrix(prepared: &mut Prepared, via: Via, filetype: &Datatype) -> Res
         .map(|position| layout.servers()[position])
         .collect();
     prepared.list_plan = Some((offset_bytes, servers));
-    if via == Via::View {
+    if prepared.via == Via::View {
         let started = Instant::now();
         let view = prepared
             .file
@@ -542,18 +861,22 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
             Some(view) => view
                 .read_at(0, &mut prepared.buffer)
                 .map_err(|err| err.to_string())?,
-            None => list_call(
+            None => io_call(
                 &prepared.file,
                 &mut prepared.buffer,
                 &prepared.access,
                 write,
+                prepared.via,
             )?,
         };
+        if write && prepared.task.sync {
+            prepared.file.sync().map_err(|err| format!("sync: {err}"))?;
+        }
     }
     let seconds = started.elapsed().as_secs_f64();
-    // A matrix step checks its data only at `Check`, once every process is done, so no
+    // A typed step checks its data only at `Check`, once every process is done, so no
     // process verifies on a core another one still needs for its timed calls.
-    let deferred = matches!(prepared.task.pattern, Pattern::Matrix { .. });
+    let deferred = prepared.task.pattern.typed();
     let verified = prepared.task.write || (!deferred && verify(prepared));
     let calls = u64::from(prepared.task.iterations.max(1));
     // A view call over the whole share reaches the servers its list call would.
@@ -568,9 +891,13 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
         requests: total.requests,
         messages: total.messages_sent,
         storage_pieces: total.storage_pieces,
+        storage_bytes: total.storage_bytes,
+        sieved: total.sieved,
+        locks: total.locks,
         bytes: total.bytes,
         memory_pieces: prepared.access.memory.len() as u64,
         file_pieces: prepared.access.file.len() as u64,
+        access_bytes: prepared.access.file.iter().map(|piece| piece.length).sum(),
         verified,
         error: None,
         offset_bytes,
@@ -680,6 +1007,16 @@ impl Workers {
     /// Runs one step: task `i` on worker `i`, all starting together. Returns each worker's
     /// result and the wall time from the common start to the last finish.
     pub fn step(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
+        self.step_with(tasks, || Ok(()))
+    }
+
+    /// [`Workers::step`], running `before_go` once every worker is ready and before any
+    /// starts (outside every timing).
+    pub fn step_with(
+        &mut self,
+        tasks: Vec<Task>,
+        before_go: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(Vec<StepResult>, f64), String> {
         assert_eq!(tasks.len(), self.children.len(), "one task per worker");
         for ((_, stdin, _), task) in self.children.iter_mut().zip(tasks) {
             send(stdin, &Message::Prepare(Box::new(task)))?;
@@ -690,6 +1027,7 @@ impl Workers {
                 other => return Err(format!("worker {rank}: expected ready, got {other:?}")),
             }
         }
+        before_go()?;
         let started = Instant::now();
         for (_, stdin, _) in &mut self.children {
             send(stdin, &Message::Go)?;
@@ -707,7 +1045,16 @@ impl Workers {
     /// [`Workers::step`], then a second barrier at which every worker verifies what it read
     /// (outside the timed part of every process) and reports it in `verified`.
     pub fn step_checked(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
-        let (mut results, wall_seconds) = self.step(tasks)?;
+        self.step_checked_with(tasks, || Ok(()))
+    }
+
+    /// [`Workers::step_checked`] with [`Workers::step_with`]'s hook.
+    pub fn step_checked_with(
+        &mut self,
+        tasks: Vec<Task>,
+        before_go: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(Vec<StepResult>, f64), String> {
+        let (mut results, wall_seconds) = self.step_with(tasks, before_go)?;
         for (_, stdin, _) in &mut self.children {
             send(stdin, &Message::Check)?;
         }
@@ -812,6 +1159,71 @@ mod tests {
             [16, 80, 144, 208].map(|offset| Piece::new(offset, 1))
         );
         assert_eq!(warm_up.memory, [(0, 1), (16, 1), (32, 1), (48, 1)]);
+    }
+
+    #[test]
+    fn block_column_shares_are_one_piece_per_row_and_tile_the_array_once() {
+        const N: u64 = 32;
+        let mut seen = vec![0u8; usize::try_from(N * N * 4).unwrap()];
+        for rank in 0..4 {
+            let share = ArrayShare::BlockColumn {
+                n: N,
+                element_bytes: 4,
+                processes: 4,
+            };
+            let access = Pattern::Array { rank, share }.access();
+            assert_eq!(access.file.len() as u64, N, "rank {rank}");
+            assert_eq!(access.file[1], Piece::new(N * 4 + rank as u64 * N, N));
+            assert_eq!(access.memory, [(0, usize::try_from(N * N).unwrap())]);
+            for piece in access.file {
+                for offset in piece.offset..piece.offset + piece.length {
+                    seen[usize::try_from(offset).unwrap()] += 1;
+                }
+            }
+        }
+        assert!(seen.iter().all(|&count| count == 1));
+    }
+
+    #[test]
+    fn array_methods_choose_their_path_and_storage_plan() {
+        let task = |method: &str| Task {
+            cluster: PathBuf::new(),
+            path: String::new(),
+            write: true,
+            method: method.to_owned(),
+            iterations: 1,
+            generation: 0,
+            sync: false,
+            pattern: Pattern::Array {
+                rank: 0,
+                share: ArrayShare::BlockColumn {
+                    n: 8,
+                    element_bytes: 4,
+                    processes: 4,
+                },
+            },
+        };
+        for method in ArrayMethod::ALL {
+            assert_eq!(ArrayMethod::from_name(method.name()), Some(method));
+        }
+        assert_eq!(
+            via(&task("multiple")).unwrap(),
+            (Via::Multiple, StoragePlan::PerPiece)
+        );
+        assert_eq!(
+            via(&task("sieve")).unwrap(),
+            (Via::Sieve, StoragePlan::PerPiece)
+        );
+        assert_eq!(
+            via(&task("list")).unwrap(),
+            (Via::List(TransferMode::Gather), StoragePlan::PerPiece)
+        );
+        assert_eq!(
+            via(&task("list+ads")).unwrap(),
+            (Via::List(TransferMode::Gather), StoragePlan::Auto)
+        );
+        assert!(via(&task("view")).is_err());
+        assert!(via(&task("gather")).is_err());
     }
 
     #[test]

@@ -72,6 +72,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                             method: method.name().to_owned(),
                             iterations,
                             generation,
+                            sync: false,
                             pattern: Pattern::Interleaved {
                                 rank,
                                 processes: PROCESSES,
@@ -112,6 +113,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                     bytes,
                     seconds,
                     extra: json!({ "messages": messages, "iterations": iterations, "repetitions": repetitions }),
+                    skipped: None,
                 });
             }
         }

@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+mod blockcol;
+mod btio;
 mod listio;
+mod tile;
 mod views;
 
 /// Arguments of `tessera bench`.
@@ -28,12 +31,26 @@ enum Experiment {
     /// 4 clients x 4 servers, n x n byte matrix, 3 distributions: list vs view I/O, and a
     /// view on stripes vs a matching pattern layout (002 Tables 2-3, Figs. 2-4).
     Views(CommonArgs),
+    /// 1-D block-column view of n x n ints over 4 clients x 4 servers, n = 512..8192:
+    /// multiple, client sieve, list, list+ADS; writes with and without sync, reads cached and
+    /// uncached (001 Figs. 3.6-3.7).
+    Blockcol(CommonArgs),
+    /// mpi-tile-io: 2 x 2 tiles of 1024 x 768 24-bit elements, same methods and cases
+    /// (001 Figs. 3.8-3.9).
+    Tile(CommonArgs),
+    /// NAS BT-IO class A output pattern (64^3 x 5 doubles, 4 processes): I/O time,
+    /// requests and storage calls per method (000 Table 4, 001 Table 3.2).
+    Btio(CommonArgs),
 }
 
 impl Experiment {
     fn common(&self) -> &CommonArgs {
         match self {
-            Self::Listio(common) | Self::Views(common) => common,
+            Self::Listio(common)
+            | Self::Views(common)
+            | Self::Blockcol(common)
+            | Self::Tile(common)
+            | Self::Btio(common) => common,
         }
     }
 }
@@ -74,6 +91,9 @@ pub struct Row {
     pub seconds: f64,
     /// Experiment-specific figures.
     pub extra: serde_json::Value,
+    /// Why this (case, method) was not measured; its figures are then 0 or null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 /// The whole output of one run.
@@ -96,6 +116,7 @@ pub struct BenchCluster {
     /// Its cluster file.
     pub file: PathBuf,
     private_dir: Option<PathBuf>,
+    servers: u16,
 }
 
 impl BenchCluster {
@@ -105,6 +126,7 @@ impl BenchCluster {
             return Ok(Self {
                 file: file.to_owned(),
                 private_dir: None,
+                servers: 0,
             });
         }
         let dir = std::env::temp_dir().join(format!("tessera-bench-{}", std::process::id()));
@@ -121,8 +143,60 @@ impl BenchCluster {
         Ok(Self {
             file: dir.join("cluster.toml"),
             private_dir: Some(dir),
+            servers,
         })
     }
+
+    /// The data directories of the iods (`DIR/iod-N`, see `cluster.rs`), known only for a
+    /// private cluster.
+    pub fn iod_data_dirs(&self) -> Option<Vec<PathBuf>> {
+        let dir = self.private_dir.as_ref()?;
+        Some(
+            (0..self.servers)
+                .map(|index| dir.join(format!("iod-{index}")))
+                .collect(),
+        )
+    }
+}
+
+/// Drops the page cache of every object file of the iods whose data directories are
+/// `data_dirs`, so the next read of them reaches the disk: each file's dirty pages are written
+/// first (`fdatasync`), then its cached pages dropped (`POSIX_FADV_DONTNEED`). Returns the
+/// files dropped.
+pub fn drop_page_cache(data_dirs: &[PathBuf]) -> Result<usize, String> {
+    use std::os::fd::AsRawFd;
+    let mut dropped = 0;
+    for dir in data_dirs {
+        let objects = dir.join("objects");
+        let entries = std::fs::read_dir(&objects)
+            .map_err(|err| format!("cannot list {}: {err}", objects.display()))?;
+        for entry in entries {
+            let path = entry
+                .map_err(|err| format!("cannot list {}: {err}", objects.display()))?
+                .path();
+            let file = match std::fs::File::open(&path) {
+                Ok(file) => file,
+                // Removed since it was listed (another benchmark's file).
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(format!("cannot open {}: {err}", path.display())),
+            };
+            file.sync_data()
+                .map_err(|err| format!("cannot sync {}: {err}", path.display()))?;
+            // SAFETY: posix_fadvise only advises the kernel about the open descriptor `file`
+            // owns for the whole call; no memory of ours is passed.
+            let status =
+                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            if status != 0 {
+                return Err(format!(
+                    "posix_fadvise(DONTNEED) on {}: {}",
+                    path.display(),
+                    std::io::Error::from_raw_os_error(status)
+                ));
+            }
+            dropped += 1;
+        }
+    }
+    Ok(dropped)
 }
 
 impl Drop for BenchCluster {
@@ -139,6 +213,9 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let report = match &args.experiment {
         Experiment::Listio(common) => listio::run(common)?,
         Experiment::Views(common) => views::run(common)?,
+        Experiment::Blockcol(common) => blockcol::run(common)?,
+        Experiment::Tile(common) => tile::run(common)?,
+        Experiment::Btio(common) => btio::run(common)?,
     };
     if args.experiment.common().json {
         println!(

@@ -209,6 +209,7 @@ impl Run<'_> {
                     method: turn.via.to_owned(),
                     iterations: u32::try_from(calls).expect("at most step_calls_max"),
                     generation: self.generation,
+                    sync: false,
                     pattern: Pattern::Matrix {
                         rank,
                         n,
@@ -414,6 +415,7 @@ fn size_rows(n: u64, turns: &[Turn], measured: &[[Measured; 2]], repetitions: us
                 bytes: figures.bytes,
                 seconds,
                 extra,
+                skipped: None,
             };
             if turn.distribution == MatrixDistribution::StarBlock && turn.via == "view" {
                 if turn.pattern_file {
