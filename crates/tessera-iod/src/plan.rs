@@ -182,14 +182,17 @@ impl Planner {
             batched_us,
             sieve_us,
         };
-        let best_other = batched_us.unwrap_or(f64::INFINITY).min(per_piece_us);
+        let margin = self.model.plan_margin;
+        let best_other = batched_us
+            .filter(|&cost| cost < per_piece_us * margin)
+            .unwrap_or(per_piece_us);
         if let (Some(mut decision), Some(cost)) = (sieve, sieve_us) {
-            if cost < best_other {
+            if cost < best_other * margin {
                 decision.estimates = estimates;
                 return decision;
             }
         }
-        let plan = if batched_us.is_some_and(|cost| cost < per_piece_us) {
+        let plan = if batched_us.is_some_and(|cost| cost < per_piece_us * margin) {
             StoragePlan::Batched
         } else {
             StoragePlan::PerPiece
