@@ -1,9 +1,9 @@
 //! `tessera bench blockcol` (seed 001 §3.4.2, Figs. 3.6-3.7), and the sweep it shares with
 //! `tessera bench tile`.
 //!
-//! Four client processes share an n x n array of 4-byte ints (MPI_INT) in one file striped
+//! Four client processes share an n x n array of bytes (MPI_BYTE) in one file striped
 //! over four servers (64 KiB units), dealt by 1-D block columns: process r owns columns
-//! [r*n/4, (r+1)*n/4), so its file view is n pieces of n/4 ints, one per row, and its memory
+//! [r*n/4, (r+1)*n/4), so its file view is n pieces of n/4 bytes, one per row, and its memory
 //! one contiguous buffer. Each process moves its share by four methods: `multiple` (one
 //! request per piece), `sieve` (client-side ROMIO data sieving: large contiguous reads, and
 //! locked read-modify-write chunks for writes), `list` (one list call, the servers making one
@@ -28,8 +28,11 @@ use crate::workers::{ArrayMethod, ArrayShare, Pattern, StepResult, Task, Workers
 
 const PROCESSES: u64 = 4;
 const SERVERS: u16 = 4;
-/// MPI_INT.
-const ELEMENT_BYTES: u64 = 4;
+/// Bytes (MPI_BYTE), as in the `views` bench: a process touches n/4 columns = n/4 bytes per
+/// row, 128 to 2048 as seed 001 §3.4.2 counts them. With 4-byte ints the pieces are 4x larger,
+/// small writes here cost 0.4-0.7 µs each, and the servers' gain from sieving shrinks to about
+/// 1.2x at n = 512 (measured on 2026-11-22; see the issue 4 note).
+const ELEMENT_BYTES: u64 = 1;
 const SIZES_QUICK: [u64; 3] = [512, 1024, 2048];
 const SIZES_FULL: [u64; 5] = [512, 1024, 2048, 4096, 8192];
 /// Bytes all processes move per timed step at least in the cached cases: a smaller array
@@ -500,7 +503,7 @@ fn table(report: &Report, sizes: &[u64]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "blockcol: {PROCESSES} client processes x {SERVERS} I/O servers, n x n ints, 1-D block columns, 64 KiB stripes, tcp (MiB/s, all processes, median per call)"
+        "blockcol: {PROCESSES} client processes x {SERVERS} I/O servers, n x n bytes, 1-D block columns, 64 KiB stripes, tcp (MiB/s, all processes, median per call)"
     );
     let _ = writeln!(
         out,
@@ -597,7 +600,7 @@ fn write_outputs(common: &CommonArgs, report: &Report, sizes: &[u64]) -> Result<
         }
         let plot = Plot {
             title: format!("blockcol ({figure}): 4 clients x 4 servers, tcp"),
-            x_label: "array side n (ints)".to_owned(),
+            x_label: "array side n (bytes)".to_owned(),
             y_label: "MiB/s".to_owned(),
             log2_x: true,
             series,

@@ -103,16 +103,22 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             for (method_index, method) in TransferMode::ALL.into_iter().enumerate() {
                 let slot = op_index * TransferMode::ALL.len() + method_index;
                 let seconds = median(&mut samples[slot]);
-                let (requests, pieces, bytes, messages) = last[slot];
+                let (requests, storage_calls, bytes, messages) = last[slot];
                 rows.push(Row {
                     case: format!("{op} seg={piece_bytes}"),
                     method: method.name().to_owned(),
                     mib_s: mib_s(bytes, seconds),
                     requests,
-                    pieces,
+                    // File pieces of the access; how the servers stored them is in `extra`.
+                    pieces: (PIECES * PROCESSES) as u64,
                     bytes,
                     seconds,
-                    extra: json!({ "messages": messages, "iterations": iterations, "repetitions": repetitions }),
+                    extra: json!({
+                        "messages": messages,
+                        "iterations": iterations,
+                        "repetitions": repetitions,
+                        "storage_calls": storage_calls,
+                    }),
                     skipped: None,
                 });
             }
