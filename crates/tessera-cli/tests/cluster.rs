@@ -534,10 +534,7 @@ fn demo_and_bench_verify_their_data() {
                 .find(|row| row["case"] == case && row["method"] == method)
                 .unwrap();
             assert_eq!(row["requests"], requests, "{method} {case}");
-            assert_eq!(
-                row["pieces"], 512,
-                "{method} {case}: 4 x 128 file pieces"
-            );
+            assert_eq!(row["pieces"], 512, "{method} {case}: 4 x 128 file pieces");
             assert_eq!(row["bytes"], 4 * 128 * piece_bytes);
             assert!(row["mib_s"].as_f64().unwrap() > 0.0);
         }
