@@ -1096,6 +1096,8 @@ fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() 
     for mode in TransferMode::ALL {
         let mut file = file.clone();
         file.set_transfer_mode(mode);
+        // One storage call per piece, so the counts do not depend on the cost model.
+        file.set_storage_plan(tessera_proto::StoragePlan::PerPiece);
         let view = file.set_view(0, &columns).unwrap();
         let data = common::bytes(7, 1024);
         let report = view.write_at(0, &data).unwrap();
@@ -1653,6 +1655,8 @@ fn shares_past_the_request_limits_split_into_rounds_both_sides_agree_on() {
     for (region, mode) in TransferMode::ALL.into_iter().enumerate() {
         let mut file = file.clone();
         file.set_transfer_mode(mode);
+        // One storage call per piece, so the counts do not depend on the cost model.
+        file.set_storage_plan(tessera_proto::StoragePlan::PerPiece);
         let displacement = (region * 2 * total) as u64;
         let data = common::bytes(region as u64, total);
         let report = file
