@@ -319,21 +319,14 @@ impl ObjectStore {
         data: &[u8],
         requested: StoragePlan,
     ) -> Result<Outcome, RemoteError> {
-        debug_assert_eq!(
-            pieces.iter().map(|p| p.length).sum::<u64>(),
-            data.len() as u64
-        );
-        let object = self.object(handle)?;
-        let runs = merge_runs(pieces);
-        let decision = self.planner.plan(Direction::Write, &runs, requested);
-        let (start, end) = extent_of(&runs);
-        let guard = object.extents.lock(start, end, true);
-        let outcome = Self::write_runs(&object.file, &runs, data, &decision)
-            .map_err(|err| self.io_error(handle, "write", &err))?;
-        drop(guard);
-        self.writes
-            .record(pieces.len(), data.len() as u64, &outcome);
-        Ok(outcome)
+        self.serve(
+            handle,
+            pieces,
+            data.len(),
+            Direction::Write,
+            requested,
+            |file, runs, decision| Self::write_runs(file, runs, data, decision),
+        )
     }
 
     /// Reads `pieces` into `buffer`, back to back, by the plan `requested`; bytes past the
@@ -345,20 +338,42 @@ impl ObjectStore {
         buffer: &mut [u8],
         requested: StoragePlan,
     ) -> Result<Outcome, RemoteError> {
-        debug_assert_eq!(
-            pieces.iter().map(|p| p.length).sum::<u64>(),
-            buffer.len() as u64
-        );
+        let bytes = buffer.len();
+        self.serve(
+            handle,
+            pieces,
+            bytes,
+            Direction::Read,
+            requested,
+            |file, runs, decision| Self::read_runs(file, runs, buffer, decision),
+        )
+    }
+
+    /// The path both directions share: merge the pieces into runs, plan them, hold the
+    /// extent they span (exclusive for writes), run `execute`, count the outcome.
+    fn serve(
+        &self,
+        handle: u64,
+        pieces: &[Piece],
+        bytes: usize,
+        direction: Direction,
+        requested: StoragePlan,
+        execute: impl FnOnce(&File, &[Run], &Decision) -> io::Result<Outcome>,
+    ) -> Result<Outcome, RemoteError> {
+        debug_assert_eq!(pieces.iter().map(|p| p.length).sum::<u64>(), bytes as u64);
         let object = self.object(handle)?;
         let runs = merge_runs(pieces);
-        let decision = self.planner.plan(Direction::Read, &runs, requested);
+        let decision = self.planner.plan(direction, &runs, requested);
         let (start, end) = extent_of(&runs);
-        let guard = object.extents.lock(start, end, false);
-        let outcome = Self::read_runs(&object.file, &runs, buffer, &decision)
-            .map_err(|err| self.io_error(handle, "read", &err))?;
+        let (exclusive, what, counters) = match direction {
+            Direction::Write => (true, "write", &self.writes),
+            Direction::Read => (false, "read", &self.reads),
+        };
+        let guard = object.extents.lock(start, end, exclusive);
+        let outcome = execute(&object.file, &runs, &decision)
+            .map_err(|err| self.io_error(handle, what, &err))?;
         drop(guard);
-        self.reads
-            .record(pieces.len(), buffer.len() as u64, &outcome);
+        counters.record(pieces.len(), bytes as u64, &outcome);
         Ok(outcome)
     }
 
