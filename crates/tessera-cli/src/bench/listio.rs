@@ -228,13 +228,7 @@ fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
         log2_x: true,
         series,
     };
-    let png_path = common.out.join("listio.png");
-    plot.write_png(&png_path)
-        .map_err(|err| format!("cannot write {}: {err}", png_path.display()))?;
-    eprintln!(
-        "bench: wrote {} and {}",
-        csv_path.display(),
-        png_path.display()
-    );
+    let png_path = super::write_plot(common, "listio.png", &plot)?;
+    super::report_written(&[csv_path, png_path]);
     Ok(())
 }

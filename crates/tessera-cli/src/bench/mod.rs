@@ -163,6 +163,27 @@ impl BenchCluster {
 /// `data_dirs`, so the next read of them reaches the disk: each file's dirty pages are written
 /// first (`fdatasync`), then its cached pages dropped (`POSIX_FADV_DONTNEED`). Returns the
 /// files dropped.
+/// Writes `plot` as `OUT/file_name`; returns its path.
+pub fn write_plot(
+    common: &CommonArgs,
+    file_name: &str,
+    plot: &crate::plot::Plot,
+) -> Result<PathBuf, String> {
+    let path = common.out.join(file_name);
+    plot.write_png(&path)
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    Ok(path)
+}
+
+/// Tells standard error which files a run wrote.
+pub fn report_written(paths: &[PathBuf]) {
+    let names: Vec<String> = paths
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect();
+    eprintln!("bench: wrote {}", names.join(", "));
+}
+
 pub fn drop_page_cache(data_dirs: &[PathBuf]) -> Result<usize, String> {
     use std::os::fd::AsRawFd;
     let mut dropped = 0;

@@ -176,14 +176,8 @@ fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
         log2_x: false,
         series,
     };
-    let png_path = common.out.join("tile.png");
-    plot.write_png(&png_path)
-        .map_err(|err| format!("cannot write {}: {err}", png_path.display()))?;
-    eprintln!(
-        "bench: wrote {} and {}",
-        csv_path.display(),
-        png_path.display()
-    );
+    let png_path = super::write_plot(common, "tile.png", &plot)?;
+    super::report_written(&[csv_path, png_path]);
     Ok(())
 }
 

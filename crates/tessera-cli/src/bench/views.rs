@@ -729,19 +729,9 @@ fn write_outputs(common: &CommonArgs, report: &Report, sizes: &[u64]) -> Result<
             log2_x: true,
             series,
         };
-        let png_path = common.out.join(file_name);
-        plot.write_png(&png_path)
-            .map_err(|err| format!("cannot write {}: {err}", png_path.display()))?;
-        written.push(png_path);
+        written.push(super::write_plot(common, file_name, &plot)?);
     }
-    eprintln!(
-        "bench: wrote {}",
-        written
-            .iter()
-            .map(|path| path.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    super::report_written(&written);
     Ok(())
 }
 
