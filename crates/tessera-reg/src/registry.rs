@@ -1,0 +1,1410 @@
+//! The registry: what the transport calls to have a list of segments registered.
+//!
+//! Segments come in through [`Registry::acquire`]; a [`Registration`] guard goes out, holding
+//! for each segment the key, descriptor and region of a registration that covers it, and
+//! releasing them per policy when dropped. Between the two, per segment:
+//!
+//! 1. an **arena** covering it ([`Registry::register_arena`]) serves it with no registrar call;
+//! 2. else, with a cache, a **cached registration** covering it serves it (a hit). With FMRD a
+//!    registration already evicted but still waiting in the deregistration queue is revived;
+//! 3. the rest are **misses**: grouped per [`Grouping`] (each on its own, or by OGR,
+//!    [`crate::ogr`]) and registered outside the cache lock.
+//!
+//! With a cache, new registrations enter it in use; on release an entry becomes idle and joins
+//! the LRU order; room for new entries is made by evicting the least recently released idle
+//! entries, never one in use (reference counts). **Pin-down** deregisters an evicted entry at
+//! once, on the acquiring thread. **FMRD** (seed 001 §4.2, Fig. 4.3) queues it instead; when
+//! [`FMRD_BATCH`] are queued the batch goes to a deregistration thread, so neither release nor
+//! acquire waits for a deregistration. Without a cache every registration is deregistered when
+//! its guard drops (seed 001's "dynamic").
+//!
+//! **Invalidation.** A registration is a promise about the memory under it. A caller that frees
+//! or unmaps memory must call [`Registry::invalidate`] on the range first (the MPI-IO shim will
+//! hook `free`/`munmap`): every cached entry, queued entry and arena overlapping it is removed
+//! and deregistered (one still held by a guard is removed at once and deregistered when
+//! released), and no acquire returns it afterwards. A registration made concurrently with an
+//! invalidation is used once and never cached.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use crate::error::RegError;
+use crate::ogr::{plan_groups, register_group, Group, Made};
+use crate::registrar::{RegHandle, Registrar};
+use crate::segment::{page_bytes, Segment};
+use crate::stats::{bump, Counters, RegStats};
+
+/// Most segments in one acquire.
+pub const ACQUIRE_SEGMENTS_MAX: usize = 1 << 16;
+/// Largest `CacheCapacity::entries_max` a policy may ask for.
+pub const CACHE_ENTRIES_MAX: usize = 1 << 16;
+/// Default `CacheCapacity::entries_max`.
+pub const CACHE_ENTRIES_DEFAULT: usize = 4096;
+/// Default `CacheCapacity::bytes_max`: 1 GiB.
+pub const CACHE_BYTES_DEFAULT: usize = 1 << 30;
+/// FMRD deregisters evicted entries in batches of this many.
+pub const FMRD_BATCH: usize = 32;
+/// Batches waiting for the FMRD thread at most; past this the acquiring thread deregisters
+/// the batch itself (back-pressure rather than an unbounded queue).
+pub const FMRD_BATCHES_QUEUED_MAX: usize = 4;
+/// Most arenas registered at once.
+pub const ARENAS_MAX: usize = 64;
+
+const _: () = assert!(FMRD_BATCH >= 1 && FMRD_BATCH <= CACHE_ENTRIES_MAX);
+const _: () = assert!(CACHE_ENTRIES_DEFAULT <= CACHE_ENTRIES_MAX);
+// An acquire of individually registered segments fits a cache of the largest size.
+const _: () = assert!(ACQUIRE_SEGMENTS_MAX <= CACHE_ENTRIES_MAX);
+
+/// How the misses of one acquire are registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grouping {
+    /// One registration per distinct segment.
+    Individual,
+    /// Optimistic Group Registration.
+    Ogr,
+}
+
+/// What happens to a registration once its guard is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caching {
+    /// Deregistered at once ("dynamic").
+    None,
+    /// Cached; an evicted entry is deregistered at once.
+    PinDown,
+    /// Cached; evicted entries are deregistered in batches by a thread of the registry.
+    Fmrd,
+}
+
+impl Grouping {
+    /// "individual" or "ogr".
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Individual => "individual",
+            Self::Ogr => "ogr",
+        }
+    }
+}
+
+impl Caching {
+    /// "none", "pin-down" or "fmrd".
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::PinDown => "pin-down",
+            Self::Fmrd => "fmrd",
+        }
+    }
+}
+
+/// The cache's limits; an entry is evicted when adding one would pass either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheCapacity {
+    /// Registrations cached at once, idle or in use (1..=[`CACHE_ENTRIES_MAX`]).
+    pub entries_max: usize,
+    /// Bytes those cover at once (at least 1).
+    pub bytes_max: usize,
+}
+
+impl Default for CacheCapacity {
+    fn default() -> Self {
+        Self {
+            entries_max: CACHE_ENTRIES_DEFAULT,
+            bytes_max: CACHE_BYTES_DEFAULT,
+        }
+    }
+}
+
+/// How a [`Registry`] registers and keeps registrations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// How misses are grouped.
+    pub grouping: Grouping,
+    /// What is cached.
+    pub caching: Caching,
+    /// The cache's limits (unused without a cache).
+    pub capacity: CacheCapacity,
+}
+
+impl Policy {
+    /// `grouping` and `caching` with the default capacity.
+    pub fn new(grouping: Grouping, caching: Caching) -> Self {
+        Self {
+            grouping,
+            caching,
+            capacity: CacheCapacity::default(),
+        }
+    }
+
+    /// The same policy with at most `entries_max` cached registrations.
+    #[must_use]
+    pub fn with_entries_max(mut self, entries_max: usize) -> Self {
+        self.capacity.entries_max = entries_max;
+        self
+    }
+
+    /// The same policy with at most `bytes_max` cached bytes.
+    #[must_use]
+    pub fn with_bytes_max(mut self, bytes_max: usize) -> Self {
+        self.capacity.bytes_max = bytes_max;
+        self
+    }
+
+    fn check(&self) -> Result<(), RegError> {
+        let entries = self.capacity.entries_max;
+        if entries == 0 || entries > CACHE_ENTRIES_MAX {
+            return Err(RegError::Policy(format!(
+                "CacheCapacity::entries_max is {entries}; it must be 1..={CACHE_ENTRIES_MAX} \
+                 (CACHE_ENTRIES_MAX)"
+            )));
+        }
+        if self.capacity.bytes_max == 0 {
+            return Err(RegError::Policy(
+                "CacheCapacity::bytes_max is 0; it must be at least 1".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for Policy {
+    /// OGR with FMRD: what the transport should use.
+    fn default() -> Self {
+        Self::new(Grouping::Ogr, Caching::Fmrd)
+    }
+}
+
+/// The registration covering one segment of an acquire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cover {
+    /// The segment asked for.
+    pub segment: Segment,
+    /// The registered region holding it.
+    pub region: Segment,
+    /// The region's key.
+    pub key: u64,
+    /// The region's local descriptor, if the registrar has one.
+    pub descriptor: Option<usize>,
+}
+
+/// Segments an acquire registered, held until dropped.
+#[derive(Debug)]
+pub struct Registration<'r> {
+    registry: &'r Registry,
+    covers: Vec<Cover>,
+    held: Vec<Held>,
+}
+
+impl Registration<'_> {
+    /// One cover per segment, in the order given to `acquire`.
+    pub fn covers(&self) -> &[Cover] {
+        &self.covers
+    }
+
+    /// The key covering segment `index`.
+    pub fn key(&self, index: usize) -> u64 {
+        self.covers[index].key
+    }
+
+    /// Segments.
+    pub fn len(&self) -> usize {
+        self.covers.len()
+    }
+
+    /// Whether no segment was given.
+    pub fn is_empty(&self) -> bool {
+        self.covers.is_empty()
+    }
+
+    /// Distinct registrations this guard holds.
+    pub fn registrations(&self) -> usize {
+        self.held.len()
+    }
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        self.registry.release(std::mem::take(&mut self.held));
+    }
+}
+
+#[derive(Debug)]
+enum Held {
+    /// A cache entry or arena; released by reference count.
+    Entry(u64),
+    /// A registration of no cache, deregistered on release.
+    Transient(RegHandle),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// In the cache (idle when `holders == 0`, then also in the LRU order).
+    Cached,
+    /// Evicted, waiting in the FMRD queue; still found by lookups (and revived).
+    Queued,
+    /// An arena.
+    Arena,
+    /// Invalidated while held: in no index, deregistered on its last release.
+    Doomed,
+}
+
+#[derive(Debug)]
+struct Entry {
+    handle: RegHandle,
+    holders: u32,
+    place: Place,
+    /// Position in the LRU order while idle and cached.
+    stamp: u64,
+}
+
+/// Deregistrations decided under the lock, done after it.
+#[derive(Debug, Default)]
+struct Deferred {
+    /// Each deregistered on its own (pin-down evictions, dynamic releases, invalidation).
+    now: Vec<RegHandle>,
+    /// FMRD batches for the deregistration thread.
+    batches: Vec<Vec<RegHandle>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<u64, Entry>,
+    /// Cached and queued entries by (region address, id).
+    index: BTreeSet<(usize, u64)>,
+    /// Region length → indexed entries of that length; the largest bounds lookups.
+    lengths: BTreeMap<usize, usize>,
+    /// Idle cached entries by stamp, least recently released first.
+    lru: BTreeMap<u64, u64>,
+    /// Bytes of the entries in `lru`.
+    idle_bytes: usize,
+    clock: u64,
+    next_id: u64,
+    cached_entries: usize,
+    cached_bytes: usize,
+    queue: Vec<u64>,
+    arenas: Vec<u64>,
+    /// Bumped by every invalidation.
+    generation: u64,
+}
+
+impl State {
+    fn index_insert(&mut self, id: u64, region: Segment) {
+        self.index.insert((region.address, id));
+        *self.lengths.entry(region.length).or_insert(0) += 1;
+    }
+
+    fn index_remove(&mut self, id: u64, region: Segment) {
+        if self.index.remove(&(region.address, id)) {
+            if let Some(count) = self.lengths.get_mut(&region.length) {
+                *count -= 1;
+                if *count == 0 {
+                    self.lengths.remove(&region.length);
+                }
+            }
+        }
+    }
+
+    /// Indexed entries whose region overlaps (`covering == false`) or covers
+    /// (`covering == true`) `segment`, highest (address, id) first.
+    fn indexed_near(&self, segment: Segment, covering: bool) -> Vec<u64> {
+        let longest = self.lengths.keys().next_back().copied().unwrap_or(0);
+        let low = segment.address.saturating_sub(longest);
+        let high = if covering {
+            segment.address
+        } else {
+            segment.end().saturating_sub(1)
+        };
+        self.index
+            .range((low, 0)..=(high, u64::MAX))
+            .rev()
+            .map(|&(_, id)| id)
+            .filter(|id| {
+                let region = self.entries[id].handle.segment;
+                if covering {
+                    region.covers(&segment)
+                } else {
+                    region.overlaps(&segment)
+                }
+            })
+            .collect()
+    }
+
+    /// The cached or queued entry serving `segment`: of those covering it, the one with the
+    /// highest (address, id).
+    fn find_cached(&self, segment: Segment) -> Option<u64> {
+        let longest = self.lengths.keys().next_back().copied().unwrap_or(0);
+        let low = segment.address.saturating_sub(longest);
+        self.index
+            .range((low, 0)..=(segment.address, u64::MAX))
+            .rev()
+            .map(|&(_, id)| id)
+            .find(|id| self.entries[id].handle.segment.covers(&segment))
+    }
+
+    fn find_arena(&self, segment: Segment) -> Option<u64> {
+        self.arenas
+            .iter()
+            .copied()
+            .find(|id| self.entries[id].handle.segment.covers(&segment))
+    }
+
+    /// Takes one hold on `id`; an idle cached entry leaves the LRU order.
+    fn hold(&mut self, id: u64) {
+        let entry = self.entries.get_mut(&id).expect("held entry exists");
+        if entry.place == Place::Cached
+            && entry.holders == 0
+            && self.lru.remove(&entry.stamp).is_some()
+        {
+            self.idle_bytes -= entry.handle.segment.length;
+        }
+        entry.holders += 1;
+    }
+
+    /// Evicts idle entries, least recently released first, until `entries` more entries of
+    /// `bytes` more bytes fit.
+    fn make_room(
+        &mut self,
+        policy: &Policy,
+        entries: usize,
+        bytes: usize,
+        counters: &Counters,
+        deferred: &mut Deferred,
+    ) -> Result<(), RegError> {
+        let capacity = policy.capacity;
+        // What no eviction can free: refuse before evicting anything.
+        let in_use_entries = self.cached_entries - self.lru.len() + entries;
+        let in_use_bytes = (self.cached_bytes - self.idle_bytes).saturating_add(bytes);
+        if in_use_entries > capacity.entries_max {
+            return Err(RegError::CacheFull {
+                limit: "CacheCapacity::entries_max",
+                unit: "entries",
+                max: capacity.entries_max,
+                needed: in_use_entries,
+            });
+        }
+        if in_use_bytes > capacity.bytes_max {
+            return Err(RegError::CacheFull {
+                limit: "CacheCapacity::bytes_max",
+                unit: "bytes",
+                max: capacity.bytes_max,
+                needed: in_use_bytes,
+            });
+        }
+        loop {
+            let entries_needed = self.cached_entries + entries;
+            let bytes_needed = self.cached_bytes.saturating_add(bytes);
+            if entries_needed <= capacity.entries_max && bytes_needed <= capacity.bytes_max {
+                return Ok(());
+            }
+            let (_, victim) = self
+                .lru
+                .pop_first()
+                .expect("the in-use part fits, so an idle entry is left to evict");
+            bump(&counters.evictions, 1);
+            let region = self.entries[&victim].handle.segment;
+            self.idle_bytes -= region.length;
+            self.cached_entries -= 1;
+            self.cached_bytes -= region.length;
+            if policy.caching == Caching::Fmrd {
+                self.entries.get_mut(&victim).expect("victim exists").place = Place::Queued;
+                self.queue.push(victim);
+                if self.queue.len() >= FMRD_BATCH {
+                    let batch = std::mem::take(&mut self.queue);
+                    deferred.batches.push(self.take_entries(batch));
+                }
+            } else {
+                self.index_remove(victim, region);
+                let entry = self.entries.remove(&victim).expect("victim exists");
+                deferred.now.push(entry.handle);
+            }
+        }
+    }
+
+    /// Removes queued entries from the index and the table, returning their handles.
+    fn take_entries(&mut self, ids: Vec<u64>) -> Vec<RegHandle> {
+        ids.into_iter()
+            .map(|id| {
+                let entry = self.entries.remove(&id).expect("queued entry exists");
+                self.index_remove(id, entry.handle.segment);
+                entry.handle
+            })
+            .collect()
+    }
+
+    /// Adds a new registration as a cached entry held once.
+    fn insert_cached(&mut self, handle: RegHandle) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.cached_entries += 1;
+        self.cached_bytes += handle.segment.length;
+        self.index_insert(id, handle.segment);
+        self.entries.insert(
+            id,
+            Entry {
+                handle,
+                holders: 1,
+                place: Place::Cached,
+                stamp: 0,
+            },
+        );
+        id
+    }
+
+    /// Removes `id` from every index; returns its handle if nobody holds it (to deregister
+    /// now), else marks it doomed.
+    fn unlink(&mut self, id: u64) -> Option<RegHandle> {
+        let entry = &self.entries[&id];
+        let (region, place, holders, stamp) = (
+            entry.handle.segment,
+            entry.place,
+            entry.holders,
+            entry.stamp,
+        );
+        match place {
+            Place::Cached => {
+                self.index_remove(id, region);
+                self.cached_entries -= 1;
+                self.cached_bytes -= region.length;
+                if holders == 0 && self.lru.remove(&stamp).is_some() {
+                    self.idle_bytes -= region.length;
+                }
+            }
+            Place::Queued => {
+                self.index_remove(id, region);
+                self.queue.retain(|&queued| queued != id);
+            }
+            Place::Arena => self.arenas.retain(|&arena| arena != id),
+            Place::Doomed => return None,
+        }
+        if holders == 0 {
+            Some(self.entries.remove(&id).expect("entry exists").handle)
+        } else {
+            self.entries.get_mut(&id).expect("entry exists").place = Place::Doomed;
+            None
+        }
+    }
+}
+
+/// The FMRD deregistration thread and the batches in flight to it.
+#[derive(Debug)]
+struct Fmd {
+    sender: Option<SyncSender<Vec<RegHandle>>>,
+    in_flight: Arc<(Mutex<usize>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves the state consistent before anything that can panic.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Fmd {
+    fn start(registrar: Arc<dyn Registrar>, counters: Arc<Counters>) -> Result<Self, RegError> {
+        let (sender, receiver) = sync_channel::<Vec<RegHandle>>(FMRD_BATCHES_QUEUED_MAX);
+        let in_flight = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let worker_in_flight = Arc::clone(&in_flight);
+        let thread = std::thread::Builder::new()
+            .name("tessera-fmd".to_owned())
+            .spawn(move || {
+                for batch in receiver {
+                    counters.deregister(registrar.as_ref(), batch, true);
+                    let (count, done) = &*worker_in_flight;
+                    *lock(count) -= 1;
+                    done.notify_all();
+                }
+            })
+            .map_err(RegError::Thread)?;
+        Ok(Self {
+            sender: Some(sender),
+            in_flight,
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands `batch` to the thread, or returns it when the thread's queue is full.
+    fn submit(&self, batch: Vec<RegHandle>) -> Option<Vec<RegHandle>> {
+        let Some(sender) = &self.sender else {
+            return Some(batch);
+        };
+        let (count, _) = &*self.in_flight;
+        *lock(count) += 1;
+        match sender.try_send(batch) {
+            Ok(()) => None,
+            Err(TrySendError::Full(batch) | TrySendError::Disconnected(batch)) => {
+                *lock(count) -= 1;
+                Some(batch)
+            }
+        }
+    }
+
+    /// Waits until every submitted batch is deregistered.
+    fn wait_idle(&self) {
+        let (count, done) = &*self.in_flight;
+        let mut pending = lock(count);
+        while *pending > 0 {
+            pending = done.wait(pending).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Registers segments for transfers, per a [`Policy`]; see the module documentation.
+pub struct Registry {
+    registrar: Arc<dyn Registrar>,
+    policy: Policy,
+    page_bytes: usize,
+    state: Mutex<State>,
+    counters: Arc<Counters>,
+    fmd: Option<Fmd>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("registrar", &self.registrar.name())
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// A registry over `registrar` with `policy`; FMRD starts its deregistration thread.
+    pub fn new(registrar: Arc<dyn Registrar>, policy: Policy) -> Result<Self, RegError> {
+        policy.check()?;
+        let counters = Arc::new(Counters::default());
+        let fmd = if policy.caching == Caching::Fmrd {
+            Some(Fmd::start(Arc::clone(&registrar), Arc::clone(&counters))?)
+        } else {
+            None
+        };
+        Ok(Self {
+            registrar,
+            policy,
+            page_bytes: page_bytes(),
+            state: Mutex::new(State::default()),
+            counters,
+            fmd,
+        })
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// The registrar.
+    pub fn registrar(&self) -> &Arc<dyn Registrar> {
+        &self.registrar
+    }
+
+    /// Registers (or finds registrations for) every segment; the guard releases them.
+    pub fn acquire(&self, segments: &[Segment]) -> Result<Registration<'_>, RegError> {
+        if segments.len() > ACQUIRE_SEGMENTS_MAX {
+            return Err(RegError::TooManySegments {
+                count: segments.len(),
+                max: ACQUIRE_SEGMENTS_MAX,
+            });
+        }
+        for (index, segment) in segments.iter().enumerate() {
+            if segment.length == 0 {
+                return Err(RegError::EmptySegment { index });
+            }
+            if segment.checked_end().is_none() {
+                return Err(RegError::AddressOverflow {
+                    address: segment.address,
+                    length: segment.length,
+                });
+            }
+        }
+        let mut guard = Registration {
+            registry: self,
+            covers: Vec::with_capacity(segments.len()),
+            held: Vec::new(),
+        };
+        let mut covers: Vec<Option<Cover>> = vec![None; segments.len()];
+        let mut misses = Vec::new();
+        let mut deferred = Deferred::default();
+        let generation;
+        // Counted only when the acquire succeeds.
+        let (mut hits, mut arena_hits, mut revivals) = (0u64, 0u64, 0u64);
+        {
+            let mut state = lock(&self.state);
+            generation = state.generation;
+            let mut held_ids = HashSet::new();
+            // The registration that served the previous segment: rows of one array usually
+            // share one, and checking it first keeps a hit O(1).
+            let mut previous: Option<(u64, Segment)> = None;
+            for (index, &segment) in segments.iter().enumerate() {
+                let found =
+                    if let Some((id, _)) = previous.filter(|(_, region)| region.covers(&segment)) {
+                        if state.entries[&id].place == Place::Arena {
+                            arena_hits += 1;
+                        }
+                        Some(id)
+                    } else if let Some(id) = state.find_arena(segment) {
+                        arena_hits += 1;
+                        Some(id)
+                    } else if self.policy.caching == Caching::None {
+                        None
+                    } else {
+                        state.find_cached(segment)
+                    };
+                let Some(id) = found else {
+                    misses.push(index);
+                    continue;
+                };
+                hits += 1;
+                if state.entries[&id].place == Place::Queued {
+                    revivals += 1;
+                    state.queue.retain(|&queued| queued != id);
+                    let region = state.entries[&id].handle.segment;
+                    if let Err(err) = state.make_room(
+                        &self.policy,
+                        1,
+                        region.length,
+                        &self.counters,
+                        &mut deferred,
+                    ) {
+                        // Back into the queue; the guard's drop releases what it holds.
+                        state.queue.push(id);
+                        drop(state);
+                        self.finish(deferred);
+                        return Err(err);
+                    }
+                    let entry = state.entries.get_mut(&id).expect("revived entry exists");
+                    entry.place = Place::Cached;
+                    state.cached_entries += 1;
+                    state.cached_bytes += region.length;
+                }
+                if held_ids.insert(id) {
+                    state.hold(id);
+                    guard.held.push(Held::Entry(id));
+                }
+                let handle = &state.entries[&id].handle;
+                previous = Some((id, handle.segment));
+                covers[index] = Some(Cover {
+                    segment,
+                    region: handle.segment,
+                    key: handle.key,
+                    descriptor: handle.descriptor,
+                });
+            }
+        }
+        self.finish(std::mem::take(&mut deferred));
+        if !misses.is_empty() {
+            let made = self.register_misses(segments, &misses)?;
+            self.adopt(made, segments, generation, &mut guard, &mut covers)?;
+        }
+        bump(&self.counters.cache_hits, hits);
+        bump(&self.counters.arena_hits, arena_hits);
+        bump(&self.counters.revivals, revivals);
+        bump(&self.counters.cache_misses, misses.len() as u64);
+        guard.covers = covers
+            .into_iter()
+            .map(|cover| cover.expect("every segment is covered"))
+            .collect();
+        Ok(guard)
+    }
+
+    /// Registers the segments at `misses` per the grouping; on error nothing stays registered.
+    fn register_misses(
+        &self,
+        segments: &[Segment],
+        misses: &[usize],
+    ) -> Result<Vec<Made>, RegError> {
+        let missed: Vec<Segment> = misses.iter().map(|&index| segments[index]).collect();
+        let groups = match self.policy.grouping {
+            Grouping::Ogr => plan_groups(&missed, &self.registrar.cost(), self.page_bytes),
+            Grouping::Individual => {
+                let mut order: Vec<usize> = (0..missed.len()).collect();
+                order.sort_by_key(|&index| missed[index]);
+                let mut groups: Vec<Group> = Vec::new();
+                for index in order {
+                    match groups.last_mut() {
+                        Some(group) if group.hull == missed[index] => group.members.push(index),
+                        _ => groups.push(Group {
+                            hull: missed[index],
+                            members: vec![index],
+                        }),
+                    }
+                }
+                groups
+            }
+        };
+        if self.policy.caching != Caching::None {
+            // Refuse before registering when the groups cannot fit beside what is in use.
+            let state = lock(&self.state);
+            let in_use = state.cached_entries - state.lru.len();
+            let needed = in_use + groups.len();
+            if needed > self.policy.capacity.entries_max {
+                return Err(RegError::CacheFull {
+                    limit: "CacheCapacity::entries_max",
+                    unit: "entries",
+                    max: self.policy.capacity.entries_max,
+                    needed,
+                });
+            }
+        }
+        let mut made: Vec<Made> = Vec::with_capacity(groups.len());
+        for group in &groups {
+            let result = match self.policy.grouping {
+                Grouping::Ogr => {
+                    register_group(self.registrar.as_ref(), &self.counters, group, &missed)
+                }
+                Grouping::Individual => self
+                    .counters
+                    .register(self.registrar.as_ref(), group.hull)
+                    .map(|handle| {
+                        vec![Made {
+                            handle,
+                            members: group.members.clone(),
+                        }]
+                    }),
+            };
+            match result {
+                Ok(parts) => made.extend(parts),
+                Err(err) => {
+                    let handles = made.into_iter().map(|made| made.handle).collect();
+                    self.deregister_each(handles);
+                    return Err(err);
+                }
+            }
+        }
+        // Members index `missed`; map them back to the acquire's segments.
+        for part in &mut made {
+            for member in &mut part.members {
+                *member = misses[*member];
+            }
+        }
+        Ok(made)
+    }
+
+    /// Puts new registrations into the guard: cached when there is a cache and no
+    /// invalidation ran since the acquire began, else transient.
+    fn adopt(
+        &self,
+        made: Vec<Made>,
+        segments: &[Segment],
+        generation: u64,
+        guard: &mut Registration<'_>,
+        covers: &mut [Option<Cover>],
+    ) -> Result<(), RegError> {
+        let mut deferred = Deferred::default();
+        let mut cache = self.policy.caching != Caching::None;
+        if cache {
+            let mut state = lock(&self.state);
+            if state.generation == generation {
+                let bytes = made.iter().map(|part| part.handle.segment.length).sum();
+                if let Err(err) = state.make_room(
+                    &self.policy,
+                    made.len(),
+                    bytes,
+                    &self.counters,
+                    &mut deferred,
+                ) {
+                    drop(state);
+                    self.finish(deferred);
+                    self.deregister_each(made.into_iter().map(|part| part.handle).collect());
+                    return Err(err);
+                }
+                for part in &made {
+                    let id = state.insert_cached(part.handle.clone());
+                    guard.held.push(Held::Entry(id));
+                }
+            } else {
+                cache = false;
+            }
+        }
+        for part in made {
+            let cover_of = |index: usize| Cover {
+                segment: segments[index],
+                region: part.handle.segment,
+                key: part.handle.key,
+                descriptor: part.handle.descriptor,
+            };
+            for &member in &part.members {
+                covers[member] = Some(cover_of(member));
+            }
+            if !cache {
+                guard.held.push(Held::Transient(part.handle));
+            }
+        }
+        self.finish(deferred);
+        Ok(())
+    }
+
+    /// Gives back what a guard held.
+    fn release(&self, held: Vec<Held>) {
+        let mut deferred = Deferred::default();
+        {
+            let mut state = lock(&self.state);
+            for item in held {
+                match item {
+                    Held::Transient(handle) => deferred.now.push(handle),
+                    Held::Entry(id) => {
+                        let entry = state.entries.get_mut(&id).expect("held entry exists");
+                        entry.holders -= 1;
+                        if entry.holders > 0 {
+                            continue;
+                        }
+                        match entry.place {
+                            Place::Cached => {
+                                state.clock += 1;
+                                let stamp = state.clock;
+                                state.entries.get_mut(&id).expect("entry exists").stamp = stamp;
+                                state.lru.insert(stamp, id);
+                                state.idle_bytes += state.entries[&id].handle.segment.length;
+                            }
+                            Place::Doomed => {
+                                let entry = state.entries.remove(&id).expect("entry exists");
+                                deferred.now.push(entry.handle);
+                            }
+                            Place::Arena | Place::Queued => {}
+                        }
+                    }
+                }
+            }
+        }
+        self.finish(deferred);
+    }
+
+    /// Runs deregistrations decided under the lock.
+    fn finish(&self, deferred: Deferred) -> Option<RegError> {
+        let mut first_failure = self.deregister_each(deferred.now);
+        for batch in deferred.batches {
+            let inline = match &self.fmd {
+                Some(fmd) => fmd.submit(batch),
+                None => Some(batch),
+            };
+            if let Some(batch) = inline {
+                let failure = self
+                    .counters
+                    .deregister(self.registrar.as_ref(), batch, false);
+                first_failure = first_failure.or(failure);
+            }
+        }
+        first_failure
+    }
+
+    /// Deregisters each handle with its own call.
+    fn deregister_each(&self, handles: Vec<RegHandle>) -> Option<RegError> {
+        let mut first_failure = None;
+        for handle in handles {
+            let failure = self
+                .counters
+                .deregister(self.registrar.as_ref(), vec![handle], false);
+            first_failure = first_failure.or(failure);
+        }
+        first_failure
+    }
+
+    /// Registers `segment` as an arena: registered once, every acquired segment inside it is a
+    /// hit with no registrar call, until [`Self::deregister_arena`] or an invalidation.
+    pub fn register_arena(&self, segment: Segment) -> Result<u64, RegError> {
+        if segment.length == 0 {
+            return Err(RegError::EmptySegment { index: 0 });
+        }
+        if segment.checked_end().is_none() {
+            return Err(RegError::AddressOverflow {
+                address: segment.address,
+                length: segment.length,
+            });
+        }
+        if lock(&self.state).arenas.len() >= ARENAS_MAX {
+            return Err(RegError::TooManyArenas { max: ARENAS_MAX });
+        }
+        let handle = self.counters.register(self.registrar.as_ref(), segment)?;
+        let mut state = lock(&self.state);
+        if state.arenas.len() >= ARENAS_MAX {
+            drop(state);
+            self.deregister_each(vec![handle]);
+            return Err(RegError::TooManyArenas { max: ARENAS_MAX });
+        }
+        let id = state.next_id;
+        state.next_id += 1;
+        state.entries.insert(
+            id,
+            Entry {
+                handle,
+                holders: 0,
+                place: Place::Arena,
+                stamp: 0,
+            },
+        );
+        state.arenas.push(id);
+        Ok(id)
+    }
+
+    /// Deregisters an arena no guard holds.
+    pub fn deregister_arena(&self, arena: u64) -> Result<(), RegError> {
+        let handle = {
+            let mut state = lock(&self.state);
+            let Some(entry) = state
+                .entries
+                .get(&arena)
+                .filter(|e| e.place == Place::Arena)
+            else {
+                return Err(RegError::UnknownArena(arena));
+            };
+            if entry.holders > 0 {
+                return Err(RegError::ArenaInUse {
+                    id: arena,
+                    holders: entry.holders,
+                });
+            }
+            state.unlink(arena).expect("an idle arena is removed")
+        };
+        self.deregister_each(vec![handle]).map_or(Ok(()), Err)
+    }
+
+    /// Forgets and deregisters every registration overlapping `segment` — cached, queued or
+    /// arena — and returns how many. Call it before freeing or unmapping memory that may have
+    /// been registered. One held by a guard is deregistered when that guard drops; none is
+    /// returned by an acquire after this call. Returns the first deregistration failure (the
+    /// registrations are forgotten regardless).
+    pub fn invalidate(&self, segment: Segment) -> Result<usize, RegError> {
+        let mut deferred = Deferred::default();
+        let removed = {
+            let mut state = lock(&self.state);
+            state.generation += 1;
+            let mut ids = state.indexed_near(segment, false);
+            ids.extend(
+                state
+                    .arenas
+                    .iter()
+                    .copied()
+                    .filter(|id| state.entries[id].handle.segment.overlaps(&segment)),
+            );
+            for &id in &ids {
+                if let Some(handle) = state.unlink(id) {
+                    deferred.now.push(handle);
+                }
+            }
+            ids.len()
+        };
+        bump(&self.counters.invalidated, removed as u64);
+        let failure = self.finish(deferred);
+        if let Some(fmd) = &self.fmd {
+            // A batch in flight may hold a registration of this range; it is out of every
+            // index already, but the caller is about to unmap: let it finish first.
+            fmd.wait_idle();
+        }
+        failure.map_or(Ok(removed), Err)
+    }
+
+    /// Deregisters the FMRD queue now (on this thread) and waits for batches in flight.
+    pub fn flush(&self) -> Result<(), RegError> {
+        let batch = {
+            let mut state = lock(&self.state);
+            let queue = std::mem::take(&mut state.queue);
+            state.take_entries(queue)
+        };
+        let failure = self
+            .counters
+            .deregister(self.registrar.as_ref(), batch, false);
+        if let Some(fmd) = &self.fmd {
+            fmd.wait_idle();
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Deregisters every idle cached entry and the FMRD queue (arenas and entries in use
+    /// stay); returns how many cached entries were dropped.
+    pub fn clear(&self) -> Result<usize, RegError> {
+        let handles = {
+            let mut state = lock(&self.state);
+            let idle: Vec<u64> = state.lru.values().copied().collect();
+            let mut handles: Vec<RegHandle> =
+                idle.iter().filter_map(|&id| state.unlink(id)).collect();
+            let queue = std::mem::take(&mut state.queue);
+            handles.extend(state.take_entries(queue));
+            handles
+        };
+        let dropped = handles.len();
+        let failure = self.deregister_each(handles);
+        if let Some(fmd) = &self.fmd {
+            fmd.wait_idle();
+        }
+        failure.map_or(Ok(dropped), Err)
+    }
+
+    /// Counters since creation, and the cache's size now.
+    pub fn stats(&self) -> RegStats {
+        let mut stats = self.counters.snapshot();
+        let state = lock(&self.state);
+        stats.cached_entries = state.cached_entries;
+        stats.cached_bytes = state.cached_bytes;
+        stats.queued = state.queue.len();
+        stats.arenas = state.arenas.len();
+        stats
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        // No guard outlives the registry (they borrow it), so everything is idle.
+        let handles: Vec<RegHandle> = {
+            let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+            state.lru.clear();
+            state.idle_bytes = 0;
+            state.queue.clear();
+            state.index.clear();
+            state.arenas.clear();
+            state
+                .entries
+                .drain()
+                .map(|(_, entry)| entry.handle)
+                .collect()
+        };
+        if let Some(fmd) = &mut self.fmd {
+            fmd.sender = None;
+            if let Some(thread) = fmd.thread.take() {
+                let _ = thread.join();
+            }
+        }
+        if !handles.is_empty() {
+            self.counters
+                .deregister(self.registrar.as_ref(), handles, false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registrar::{CostModel, NoneRegistrar};
+
+    const PAGE: usize = 4096;
+
+    fn registry(
+        grouping: Grouping,
+        caching: Caching,
+        entries_max: usize,
+    ) -> (Arc<NoneRegistrar>, Registry) {
+        let registrar = Arc::new(NoneRegistrar::with_cost(CostModel::PIN_DEFAULT));
+        let registry = Registry::new(
+            registrar.clone(),
+            Policy::new(grouping, caching).with_entries_max(entries_max),
+        )
+        .unwrap();
+        (registrar, registry)
+    }
+
+    fn page_segment(page: usize) -> Segment {
+        Segment::new((1 << 30) + page * PAGE, 100)
+    }
+
+    #[test]
+    fn dynamic_individual_registers_and_deregisters_each_segment() {
+        let (registrar, registry) = registry(Grouping::Individual, Caching::None, 16);
+        let segments = [
+            page_segment(0),
+            page_segment(10),
+            page_segment(20),
+            page_segment(10),
+        ];
+        {
+            let guard = registry.acquire(&segments).unwrap();
+            assert_eq!(guard.len(), 4);
+            assert_eq!(guard.registrations(), 3, "the repeated segment shares one");
+            assert_eq!(guard.key(1), guard.key(3));
+            assert_ne!(guard.key(0), guard.key(1));
+            for (cover, segment) in guard.covers().iter().zip(segments) {
+                assert_eq!(cover.segment, segment);
+                assert!(cover.region.covers(&segment));
+            }
+            assert_eq!(registrar.deregisters(), 0);
+        }
+        assert_eq!((registrar.registers(), registrar.deregisters()), (3, 3));
+        let stats = registry.stats();
+        assert_eq!((stats.registrations, stats.deregistrations), (3, 3));
+        assert_eq!((stats.cache_hits, stats.cache_misses), (0, 4));
+    }
+
+    #[test]
+    fn ogr_registers_a_subarray_once() {
+        let (registrar, registry) = registry(Grouping::Ogr, Caching::None, 16);
+        let rows: Vec<Segment> = (0..1024)
+            .map(|row| Segment::new((1 << 30) + 16 + row * 8192, 4096))
+            .collect();
+        let guard = registry.acquire(&rows).unwrap();
+        assert_eq!(guard.registrations(), 1);
+        assert_eq!(registrar.registers(), 1);
+        let region = guard.covers()[0].region;
+        assert_eq!(region, Segment::new(rows[0].address, 1023 * 8192 + 4096));
+        assert!(guard.covers().iter().all(|cover| cover.region == region));
+        drop(guard);
+        assert_eq!(registrar.deregisters(), 1);
+    }
+
+    #[test]
+    fn pin_down_hits_evicts_lru_at_once_and_never_an_entry_in_use() {
+        let (registrar, registry) = registry(Grouping::Individual, Caching::PinDown, 2);
+        drop(registry.acquire(&[page_segment(0)]).unwrap());
+        drop(registry.acquire(&[page_segment(1)]).unwrap());
+        // A sub-range of a cached registration is a hit.
+        let inner = Segment::new(page_segment(0).address + 10, 20);
+        drop(registry.acquire(&[inner]).unwrap());
+        assert_eq!(registrar.registers(), 2);
+        // Page 1 is now the least recently released: evicted and deregistered at once.
+        drop(registry.acquire(&[page_segment(2)]).unwrap());
+        assert_eq!((registrar.registers(), registrar.deregisters()), (3, 1));
+        let stats = registry.stats();
+        assert_eq!(
+            (stats.cache_hits, stats.cache_misses, stats.evictions),
+            (1, 3, 1)
+        );
+        // Both entries in use: a third cannot be added.
+        let first = registry.acquire(&[page_segment(0)]).unwrap();
+        let second = registry.acquire(&[page_segment(2)]).unwrap();
+        let err = registry.acquire(&[page_segment(3)]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RegError::CacheFull {
+                    limit: "CacheCapacity::entries_max",
+                    max: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(registrar.registers(), 3, "refused before registering");
+        drop((first, second));
+        assert_eq!(registry.clear().unwrap(), 2);
+        assert_eq!(registrar.deregisters(), 3);
+    }
+
+    #[test]
+    fn byte_capacity_evicts_too() {
+        let registrar = Arc::new(NoneRegistrar::new());
+        let registry = Registry::new(
+            registrar.clone(),
+            Policy::new(Grouping::Individual, Caching::PinDown).with_bytes_max(250),
+        )
+        .unwrap();
+        for page in 0..3 {
+            drop(registry.acquire(&[page_segment(page)]).unwrap());
+        }
+        let stats = registry.stats();
+        assert_eq!(
+            (stats.cached_entries, stats.cached_bytes, stats.evictions),
+            (2, 200, 1)
+        );
+        let err = registry.acquire(&[Segment::new(1 << 20, 300)]).unwrap_err();
+        assert!(
+            matches!(err, RegError::CacheFull { unit: "bytes", .. }),
+            "{err}"
+        );
+        // Refused without evicting what could not make room anyway, and the refused
+        // registration is not left behind.
+        assert_eq!(registry.stats().cached_entries, 2);
+        assert_eq!(registrar.registers(), registrar.deregisters() + 2);
+    }
+
+    #[test]
+    fn fmrd_queues_evictions_deregisters_in_batches_and_revives() {
+        let (registrar, registry) = registry(Grouping::Individual, Caching::Fmrd, 1);
+        drop(registry.acquire(&[page_segment(0)]).unwrap());
+        drop(registry.acquire(&[page_segment(1)]).unwrap());
+        // Page 0 waits in the queue; asking for it again revives it without a registration.
+        drop(registry.acquire(&[page_segment(0)]).unwrap());
+        let stats = registry.stats();
+        assert_eq!(
+            (stats.registrations, stats.revivals, stats.cache_hits),
+            (2, 1, 1)
+        );
+        assert_eq!((stats.queued, stats.deregistrations), (1, 0));
+        for page in 2..(2 + FMRD_BATCH) {
+            drop(registry.acquire(&[page_segment(page)]).unwrap());
+        }
+        registry.flush().unwrap();
+        let stats = registry.stats();
+        assert_eq!(stats.evictions, 2 + FMRD_BATCH as u64);
+        assert_eq!(stats.deregistrations, 1 + FMRD_BATCH as u64);
+        assert_eq!(
+            stats.deregistration_batches, 1,
+            "one full batch; the flush held one entry"
+        );
+        assert_eq!(stats.queued, 0);
+        assert!(stats.background_deregistration_us > 0.0);
+        assert_eq!(registrar.deregisters(), stats.deregistrations);
+    }
+
+    #[test]
+    fn arenas_serve_every_segment_inside_them_without_a_registrar_call() {
+        let (registrar, registry) = registry(Grouping::Individual, Caching::None, 4);
+        let arena = registry
+            .register_arena(Segment::new(1 << 30, 64 * PAGE))
+            .unwrap();
+        let segments: Vec<Segment> = (0..32).map(|page| page_segment(page * 2)).collect();
+        let guard = registry.acquire(&segments).unwrap();
+        assert_eq!(registrar.registers(), 1);
+        assert_eq!(guard.registrations(), 1);
+        assert!(matches!(
+            registry.deregister_arena(arena),
+            Err(RegError::ArenaInUse { holders: 1, .. })
+        ));
+        drop(guard);
+        let stats = registry.stats();
+        assert_eq!(
+            (stats.arena_hits, stats.cache_hits, stats.cache_misses),
+            (32, 32, 0)
+        );
+        registry.deregister_arena(arena).unwrap();
+        assert!(matches!(
+            registry.deregister_arena(arena),
+            Err(RegError::UnknownArena(_))
+        ));
+        assert_eq!(registrar.deregisters(), 1);
+        // Past the arena: a miss.
+        drop(registry.acquire(&[page_segment(0)]).unwrap());
+        assert_eq!(registrar.registers(), 2);
+    }
+
+    #[test]
+    fn invalidate_removes_cached_queued_held_and_arena_registrations() {
+        let (registrar, registry) = registry(Grouping::Individual, Caching::Fmrd, 2);
+        let first = registry.acquire(&[page_segment(0)]).unwrap();
+        let old_key = first.key(0);
+        drop(first);
+        let held = registry.acquire(&[page_segment(1)]).unwrap();
+        drop(registry.acquire(&[page_segment(2)]).unwrap()); // page 0 → queue
+        registry
+            .register_arena(Segment::new(page_segment(1).address, 10))
+            .unwrap();
+        assert_eq!(registry.stats().queued, 1);
+        // Pages 0..=1 hold a queued entry, a held entry and an arena.
+        let removed = registry
+            .invalidate(Segment::new(page_segment(0).address, 2 * PAGE))
+            .unwrap();
+        assert_eq!(removed, 3);
+        let stats = registry.stats();
+        assert_eq!(
+            (stats.queued, stats.arenas, stats.cached_entries),
+            (0, 0, 1)
+        );
+        assert_eq!(stats.invalidated, 3);
+        // The held one is deregistered when its guard drops, not before.
+        let deregistered = registrar.deregisters();
+        let again = registry.acquire(&[page_segment(1)]).unwrap();
+        assert_ne!(
+            again.key(0),
+            held.key(0),
+            "a stale registration was returned"
+        );
+        drop(held);
+        assert_eq!(registrar.deregisters(), deregistered + 1);
+        let fresh = registry.acquire(&[page_segment(0)]).unwrap();
+        assert_ne!(fresh.key(0), old_key, "a stale registration was returned");
+    }
+
+    #[test]
+    fn bad_input_is_refused_with_errors() {
+        let (_, registry) = registry(Grouping::Ogr, Caching::PinDown, 4);
+        assert!(matches!(
+            registry.acquire(&[page_segment(0), Segment::new(1 << 30, 0)]),
+            Err(RegError::EmptySegment { index: 1 })
+        ));
+        assert!(matches!(
+            registry.acquire(&[Segment::new(usize::MAX - 1, 5)]),
+            Err(RegError::AddressOverflow { .. })
+        ));
+        let many = vec![page_segment(0); ACQUIRE_SEGMENTS_MAX + 1];
+        assert!(matches!(
+            registry.acquire(&many),
+            Err(RegError::TooManySegments { .. })
+        ));
+        assert!(registry.acquire(&[]).unwrap().is_empty());
+        let registrar: Arc<dyn Registrar> = Arc::new(NoneRegistrar::new());
+        for entries in [0, CACHE_ENTRIES_MAX + 1] {
+            let policy = Policy::default().with_entries_max(entries);
+            assert!(matches!(
+                Registry::new(registrar.clone(), policy),
+                Err(RegError::Policy(_))
+            ));
+        }
+    }
+
+    /// Refuses every registration that overlaps one of its forbidden ranges.
+    struct Refusing {
+        inner: NoneRegistrar,
+        forbidden: Vec<Segment>,
+    }
+
+    impl Registrar for Refusing {
+        fn name(&self) -> &'static str {
+            "refusing"
+        }
+        fn register(&self, segment: Segment) -> Result<RegHandle, RegError> {
+            if self.forbidden.iter().any(|bad| bad.overlaps(&segment)) {
+                return Err(RegError::Registrar {
+                    registrar: "refusing".to_owned(),
+                    operation: "register",
+                    segment,
+                    message: "forbidden".to_owned(),
+                });
+            }
+            self.inner.register(segment)
+        }
+        fn deregister(&self, handle: RegHandle) -> Result<(), RegError> {
+            self.inner.deregister(handle)
+        }
+        fn cost(&self) -> CostModel {
+            CostModel::PIN_DEFAULT
+        }
+    }
+
+    #[test]
+    fn ogr_registers_a_small_refused_group_as_given() {
+        let registrar = Arc::new(Refusing {
+            inner: NoneRegistrar::new(),
+            forbidden: vec![Segment::new(page_segment(1).address, 1)],
+        });
+        let registry =
+            Registry::new(registrar.clone(), Policy::new(Grouping::Ogr, Caching::None)).unwrap();
+        let segments = [page_segment(0), page_segment(2), page_segment(4)];
+        let guard = registry.acquire(&segments).unwrap();
+        assert_eq!(guard.registrations(), 3);
+        let stats = registry.stats();
+        assert_eq!((stats.failed_optimistic, stats.hole_queries), (1, 0));
+        assert_eq!(stats.registrations, 3);
+        drop(guard);
+        // A wanted segment the registrar refuses is an error, and nothing stays registered.
+        let err = registry
+            .acquire(&[page_segment(0), page_segment(1)])
+            .unwrap_err();
+        assert!(matches!(err, RegError::Registrar { .. }), "{err}");
+        assert_eq!(registrar.inner.registers(), registrar.inner.deregisters());
+    }
+
+    #[test]
+    fn concurrent_acquires_leave_nothing_registered() {
+        let (registrar, registry) = registry(Grouping::Ogr, Caching::Fmrd, 8);
+        let registry = Arc::new(registry);
+        let threads: Vec<_> = (0..4)
+            .map(|thread| {
+                let registry = Arc::clone(&registry);
+                std::thread::spawn(move || {
+                    for round in 0..500 {
+                        let base = (round * 7 + thread * 13) % 40;
+                        let segments = [page_segment(base), page_segment(base + 1)];
+                        let guard = registry.acquire(&segments).unwrap();
+                        assert_eq!(guard.len(), 2);
+                        if round % 50 == 0 {
+                            registry.invalidate(page_segment(base + 20)).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        registry.clear().unwrap();
+        let stats = registry.stats();
+        assert_eq!(stats.cached_entries, 0);
+        assert_eq!(stats.registrations, stats.deregistrations);
+        assert_eq!(registrar.registers(), registrar.deregisters());
+    }
+}
