@@ -22,6 +22,7 @@
 //! # Ok::<(), tessera_client::ClientError>(())
 //! ```
 
+pub mod access;
 mod client;
 pub mod config;
 mod error;
@@ -29,8 +30,10 @@ mod file;
 pub mod layouts;
 mod methods;
 pub mod plan;
+pub mod shared_pointer;
 mod typed;
 
+pub use access::{Method, ViewedFile};
 pub use client::{Client, ClientOptions, CreateOptions};
 pub use config::ClusterConfig;
 pub use error::ClientError;
@@ -44,4 +47,5 @@ pub use tessera_proto::{
     Attr, Datatype, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, Piece, StripeLayout,
     TransferMode,
 };
+pub use shared_pointer::SharedPointer;
 pub use typed::View;

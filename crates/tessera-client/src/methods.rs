@@ -131,7 +131,7 @@ impl RangeLock {
             .map_err(|error| name_path(&self.path, self.handle, error))
     }
 
-    fn lease_error(&self) -> ClientError {
+    pub(crate) fn lease_error(&self) -> ClientError {
         ClientError::LeaseExpired {
             path: self.path.clone(),
             start: self.start,
@@ -458,7 +458,7 @@ impl File {
 }
 
 /// A byte slice that can be cut in two: `&[u8]` for writes, `&mut [u8]` for reads.
-trait Part: Sized {
+pub(crate) trait Part: Sized {
     fn length(&self) -> usize;
     fn cut(self, at: usize) -> (Self, Self);
 }

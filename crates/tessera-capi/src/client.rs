@@ -1,0 +1,288 @@
+//! Connecting to a cluster and the namespace calls: create, open, delete, mkdir, stat.
+//!
+//! A `TesseraClient` wraps one `tessera_client::Client` (its connections are made on first
+//! use and shared by every file opened through it). Paths are Tessera paths (`/dir/file`).
+
+use std::ffi::{c_char, c_int};
+use std::path::PathBuf;
+
+use tessera_client::config::CLUSTER_ENV;
+use tessera_client::{Attr, Client, CreateOptions, FileKind, Layout, OpenMode, ViewedFile};
+
+use crate::error::{guard, handle, put, text, Failure, TESSERA_ERR_CONFIG};
+use crate::file::{FileState, TesseraFile};
+
+/// A connection to one cluster.
+pub struct TesseraClient {
+    pub(crate) client: Client,
+}
+
+/// Open for reading only.
+pub const TESSERA_MODE_READ_ONLY: c_int = 1;
+/// Open for writing only.
+pub const TESSERA_MODE_WRITE_ONLY: c_int = 2;
+/// Open for reading and writing.
+pub const TESSERA_MODE_READ_WRITE: c_int = 3;
+
+/// How [`tessera_create`] makes a file. Fill it with [`tessera_create_options_init`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct TesseraCreateOptions {
+    /// Permission bits (default 0644).
+    pub mode: u32,
+    /// Non-zero: fail with `TESSERA_ERR_EXISTS` if the name exists (default 0: open it).
+    pub exclusive: c_int,
+    /// Stripe unit in bytes (default 64 KiB).
+    pub stripe_unit_bytes: u64,
+    /// Servers to stripe over; 0 means all (default).
+    pub server_count: u32,
+}
+
+/// What [`tessera_stat`] and [`tessera_file_stat`] report.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TesseraStat {
+    /// The file handle.
+    pub handle: u64,
+    /// Size in bytes (computed from the servers).
+    pub size: u64,
+    /// Permission bits.
+    pub mode: u32,
+    /// Non-zero for a directory.
+    pub is_directory: c_int,
+    /// Last data or name change, ns since the Unix epoch.
+    pub mtime_ns: u64,
+    /// Stripe unit of a striped file (0 for a directory or a pattern layout).
+    pub stripe_unit_bytes: u64,
+    /// Servers the file's layout spans (0 for a directory).
+    pub server_count: u32,
+}
+
+impl From<&Attr> for TesseraStat {
+    fn from(attr: &Attr) -> Self {
+        let (stripe_unit_bytes, server_count) = match &attr.layout {
+            Some(Layout::Stripe(stripe)) => (stripe.stripe_unit_bytes, stripe.servers.len()),
+            Some(layout) => (0, layout.servers().len()),
+            None => (0, 0),
+        };
+        Self {
+            handle: attr.handle,
+            size: attr.size,
+            mode: attr.mode,
+            is_directory: c_int::from(attr.kind == FileKind::Directory),
+            mtime_ns: attr.mtime_ns,
+            stripe_unit_bytes,
+            server_count: u32::try_from(server_count).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// The cluster file named by `cluster`, or by `$TESSERA_CLUSTER` when it is empty; a
+/// directory stands for the `cluster.toml` in it.
+fn cluster_file(cluster: &str) -> Result<PathBuf, Failure> {
+    let named = if cluster.is_empty() {
+        std::env::var(CLUSTER_ENV).map_err(|_| Failure {
+            code: TESSERA_ERR_CONFIG,
+            message: format!("no cluster file given and ${CLUSTER_ENV} is not set"),
+        })?
+    } else {
+        cluster.to_owned()
+    };
+    let path = PathBuf::from(named);
+    Ok(if path.is_dir() {
+        path.join("cluster.toml")
+    } else {
+        path
+    })
+}
+
+/// Connects to the cluster described by the cluster file `cluster` (a path to
+/// `cluster.toml` or to the directory holding it). With `cluster` null or empty,
+/// `$TESSERA_CLUSTER` names it. Connections are made on first use.
+///
+/// # Safety
+/// `cluster` is null or a NUL-terminated string; `out` is valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_connect(
+    cluster: *const c_char,
+    out: *mut *mut TesseraClient,
+) -> c_int {
+    guard(|| {
+        let cluster = if cluster.is_null() {
+            ""
+        } else {
+            // SAFETY: not null; the caller guarantees a NUL-terminated string.
+            unsafe { text(cluster, "cluster")? }
+        };
+        let client = Client::from_file(&cluster_file(cluster)?)?;
+        let boxed = Box::into_raw(Box::new(TesseraClient { client }));
+        // SAFETY: the caller guarantees `out` is valid for one write.
+        unsafe { put(out, boxed, "out") }.inspect_err(|_| {
+            // SAFETY: `boxed` came from Box::into_raw above and was not handed out.
+            drop(unsafe { Box::from_raw(boxed) });
+        })
+    })
+}
+
+/// Frees a client. Files opened through it stay usable. Null is ignored.
+///
+/// # Safety
+/// `client` is null or a pointer from [`tessera_connect`] not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_client_free(client: *mut TesseraClient) {
+    if !client.is_null() {
+        // SAFETY: the caller guarantees the pointer came from tessera_connect, once.
+        drop(unsafe { Box::from_raw(client) });
+    }
+}
+
+/// Fills `options` with the defaults: mode 0644, not exclusive, 64 KiB stripe unit, all
+/// servers.
+///
+/// # Safety
+/// `options` is valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_create_options_init(options: *mut TesseraCreateOptions) -> c_int {
+    guard(|| {
+        let defaults = CreateOptions::default();
+        let value = TesseraCreateOptions {
+            mode: defaults.mode,
+            exclusive: 0,
+            stripe_unit_bytes: defaults.stripe_unit_bytes,
+            server_count: u32::from(defaults.server_count),
+        };
+        // SAFETY: the caller guarantees `options` is valid for one write.
+        unsafe { put(options, value, "options") }
+    })
+}
+
+fn hand_out(
+    client: &Client,
+    file: tessera_client::File,
+    out: *mut *mut TesseraFile,
+) -> Result<(), Failure> {
+    let state = FileState::new(ViewedFile::new(file));
+    let boxed = Box::into_raw(Box::new(TesseraFile::new(client.clone(), state)));
+    // SAFETY: the exported callers guarantee `out` is valid for one write.
+    unsafe { put(out, boxed, "out") }.inspect_err(|_| {
+        // SAFETY: `boxed` came from Box::into_raw above and was not handed out.
+        drop(unsafe { Box::from_raw(boxed) });
+    })
+}
+
+/// Creates the file `path` (or opens it when it exists and `options->exclusive` is 0; an
+/// existing file is not truncated), open for reading and writing. `options` may be null
+/// for the defaults.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string; `options` is
+/// null or points at a `TesseraCreateOptions`; `out` is valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_create(
+    client: *const TesseraClient,
+    path: *const c_char,
+    options: *const TesseraCreateOptions,
+    out: *mut *mut TesseraFile,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        let mut create = CreateOptions::default();
+        // SAFETY: the caller guarantees `options` is null or points at options.
+        if let Some(options) = unsafe { options.as_ref() } {
+            create.mode = options.mode;
+            create.exclusive = options.exclusive != 0;
+            create.stripe_unit_bytes = options.stripe_unit_bytes;
+            create.server_count = u16::try_from(options.server_count).map_err(|_| {
+                Failure::invalid(format!(
+                    "create {path}: server_count {} is too large",
+                    options.server_count
+                ))
+            })?;
+        }
+        hand_out(&client.client, client.client.create(path, &create)?, out)
+    })
+}
+
+/// Opens the existing file `path` with `mode` (`TESSERA_MODE_*`).
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string; `out` is
+/// valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_open(
+    client: *const TesseraClient,
+    path: *const c_char,
+    mode: c_int,
+    out: *mut *mut TesseraFile,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        let mode = match mode {
+            TESSERA_MODE_READ_ONLY => OpenMode::ReadOnly,
+            TESSERA_MODE_WRITE_ONLY => OpenMode::WriteOnly,
+            TESSERA_MODE_READ_WRITE => OpenMode::ReadWrite,
+            other => {
+                return Err(Failure::invalid(format!(
+                    "open {path}: mode {other} is not one of TESSERA_MODE_READ_ONLY, _WRITE_ONLY, _READ_WRITE"
+                )))
+            }
+        };
+        hand_out(&client.client, client.client.open(path, mode)?, out)
+    })
+}
+
+/// Removes the file `path` and its data.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_delete(
+    client: *const TesseraClient,
+    path: *const c_char,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        Ok(client.client.unlink(path)?)
+    })
+}
+
+/// Creates the directory `path` with permission bits `mode`.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_mkdir(
+    client: *const TesseraClient,
+    path: *const c_char,
+    mode: u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        client.client.mkdir(path, mode).map(drop)?;
+        Ok(())
+    })
+}
+
+/// Attributes of `path`, the size computed from the servers.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string; `out` is
+/// valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_stat(
+    client: *const TesseraClient,
+    path: *const c_char,
+    out: *mut TesseraStat,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        let attr = client.client.stat(path)?;
+        // SAFETY: the caller guarantees `out` is valid for one write.
+        unsafe { put(out, TesseraStat::from(&attr), "out") }
+    })
+}
