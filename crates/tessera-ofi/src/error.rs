@@ -29,35 +29,8 @@ pub enum OfiError {
         message: String,
     },
     /// A read or write finished with an error completion.
-    #[error(
-        "provider {provider}: {operation} with peer {peer} failed on local pieces \
-         {local_first}..={local_last} and remote pieces {remote_first}..={remote_last} \
-         ({bytes} bytes): {message} (error {code}, provider error {provider_code})"
-    )]
-    Completion {
-        /// The provider.
-        provider: String,
-        /// `read` or `write`.
-        operation: &'static str,
-        /// The peer's printable address.
-        peer: String,
-        /// First local piece (index into the caller's list) the failed operation touched.
-        local_first: usize,
-        /// Last local piece it touched.
-        local_last: usize,
-        /// First remote piece it touched.
-        remote_first: usize,
-        /// Last remote piece it touched.
-        remote_last: usize,
-        /// Bytes of the failed operation.
-        bytes: u64,
-        /// `fi_strerror` of the code, with the provider's own explanation when it gives one.
-        message: String,
-        /// Positive `FI_E*` code.
-        code: i32,
-        /// The provider's own error number.
-        provider_code: i32,
-    },
+    #[error("{0}")]
+    Completion(Box<CompletionFailure>),
     /// Operations did not complete in time; the endpoint was closed so that no late completion
     /// can touch the caller's memory after the call returned.
     #[error(
@@ -165,4 +138,36 @@ pub enum OfiError {
         /// The provider.
         provider: String,
     },
+}
+
+/// Which operation of a transfer failed and why: the provider, the peer and the pieces.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "provider {provider}: {operation} with peer {peer} failed on local pieces \
+     {local_first}..={local_last} and remote pieces {remote_first}..={remote_last} \
+     ({bytes} bytes): {message} (error {code}, provider error {provider_code})"
+)]
+pub struct CompletionFailure {
+    /// The provider.
+    pub provider: String,
+    /// `read` or `write`.
+    pub operation: &'static str,
+    /// The peer's printable address.
+    pub peer: String,
+    /// First local piece (index into the caller's list) the failed operation touched.
+    pub local_first: usize,
+    /// Last local piece it touched.
+    pub local_last: usize,
+    /// First remote piece it touched.
+    pub remote_first: usize,
+    /// Last remote piece it touched.
+    pub remote_last: usize,
+    /// Bytes of the failed operation.
+    pub bytes: u64,
+    /// `fi_strerror` of the code, with the provider's own explanation when it gives one.
+    pub message: String,
+    /// Positive `FI_E*` code.
+    pub code: i32,
+    /// The provider's own error number.
+    pub provider_code: i32,
 }

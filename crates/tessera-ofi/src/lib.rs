@@ -33,18 +33,22 @@ mod mem;
 #[cfg(feature = "ofi")]
 mod progress;
 #[cfg(feature = "ofi")]
+mod registrar;
+#[cfg(feature = "ofi")]
 mod rma;
 
 #[cfg(feature = "ofi")]
 pub use endpoint::{Endpoint, Peer};
 #[cfg(feature = "ofi")]
-pub use error::OfiError;
+pub use error::{CompletionFailure, OfiError};
 #[cfg(feature = "ofi")]
 pub use fabric::{Addressing, Domain, Limits};
 #[cfg(feature = "ofi")]
 pub use mem::{Access, Descriptor, LocalIov, MemoryRegion, RemoteIov, RemoteRegion};
 #[cfg(feature = "ofi")]
 pub use progress::ProgressThread;
+#[cfg(feature = "ofi")]
+pub use registrar::{OfiRegistrar, OFI_COST_DEFAULT, OFI_REGISTRATIONS_MAX};
 #[cfg(feature = "ofi")]
 pub use rma::TransferCounts;
 

@@ -59,6 +59,16 @@ impl Descriptor {
     /// No descriptor: for providers without `FI_MR_LOCAL`.
     pub const NONE: Descriptor = Descriptor(ptr::null_mut());
 
+    /// The descriptor a registrar handed out as a number (`RegHandle::descriptor`,
+    /// `Cover::descriptor` in `tessera-reg`); `None` gives [`Descriptor::NONE`].
+    ///
+    /// # Safety
+    /// `value` must be `fi_mr_desc` of a registration that stays live for as long as the
+    /// descriptor is used in a transfer.
+    pub unsafe fn from_raw(value: Option<usize>) -> Descriptor {
+        Descriptor(value.map_or(ptr::null_mut(), |value| value as *mut c_void))
+    }
+
     /// Whether this is [`Descriptor::NONE`].
     pub fn is_none(self) -> bool {
         self.0.is_null()

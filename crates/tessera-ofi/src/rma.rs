@@ -20,7 +20,7 @@ use std::time::Instant;
 use tessera_ofi_sys as sys;
 
 use crate::endpoint::{Endpoint, EndpointState, Peer, Slot};
-use crate::error::OfiError;
+use crate::error::{CompletionFailure, OfiError};
 use crate::fabric::check;
 use crate::mem::{Descriptor, LocalIov, MemoryRegion, RemoteIov};
 use crate::TRANSFER_PIECES_MAX;
@@ -321,7 +321,7 @@ impl Endpoint {
                 slot.busy = false;
                 completed += 1;
                 if let (Some(error), None) = (completion.error, failure.as_ref()) {
-                    failure = Some(OfiError::Completion {
+                    failure = Some(OfiError::Completion(Box::new(CompletionFailure {
                         provider: provider.to_owned(),
                         operation: direction.name(),
                         peer: peer.label.to_string(),
@@ -333,7 +333,7 @@ impl Endpoint {
                         message: error.message,
                         code: error.code,
                         provider_code: error.provider_code,
-                    });
+                    })));
                 }
             });
             pending -= completed;

@@ -12,11 +12,13 @@ pub const PROVIDERS: [(&str, Option<&str>); 2] =
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator starting from `seed`.
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
-    pub fn next(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -26,14 +28,22 @@ impl Rng {
 
     /// Uniform in `low..=high`.
     pub fn range(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next() % (high - low + 1)
+        low + self.next_u64() % (high - low + 1)
+    }
+
+    /// Uniform in `low..=high`.
+    pub fn range_usize(&mut self, low: usize, high: usize) -> usize {
+        let value = self.range(low as u64, high as u64);
+        usize::try_from(value).expect("inside low..=high, which are usize")
     }
 }
 
 /// A piece: offset into its side's buffer, and length.
 #[derive(Debug, Clone, Copy)]
 pub struct Piece {
+    /// Offset into its side's buffer.
     pub offset: usize,
+    /// Length in bytes.
     pub length: usize,
 }
 
@@ -43,8 +53,8 @@ pub fn pieces(rng: &mut Rng, count: usize, min: usize, max: usize) -> (Vec<Piece
     let mut offset = 0;
     let mut list = Vec::with_capacity(count);
     for _ in 0..count {
-        offset += rng.range(0, 64) as usize;
-        let length = rng.range(min as u64, max as u64) as usize;
+        offset += rng.range_usize(0, 64);
+        let length = rng.range_usize(min, max);
         list.push(Piece { offset, length });
         offset += length;
     }
@@ -63,14 +73,14 @@ pub fn pieces_for_total(
     let mut left = total;
     let mut list = Vec::new();
     while left > 0 {
-        offset += rng.range(0, 64) as usize;
-        let length = (rng.range(min as u64, max as u64) as usize).min(left);
+        offset += rng.range_usize(0, 64);
+        let length = rng.range_usize(min, max).min(left);
         list.push(Piece { offset, length });
         offset += length;
         left -= length;
     }
     for index in (1..list.len()).rev() {
-        let other = rng.range(0, index as u64) as usize;
+        let other = rng.range_usize(0, index);
         list.swap(index, other);
     }
     (list, offset)
@@ -83,10 +93,16 @@ pub fn hash(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Lower-case hex of the bytes.
 pub fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut text, byte| {
+        let _ = write!(text, "{byte:02x}");
+        text
+    })
 }
 
+/// The bytes of lower-case hex text.
 pub fn from_hex(text: &str) -> Vec<u8> {
     (0..text.len())
         .step_by(2)
