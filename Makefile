@@ -3,10 +3,11 @@ SHELL := /bin/bash
 CARGO ?= cargo
 DEMO_DIR ?= /tmp/tessera-demo
 TESSERA := target/release/tessera
-# Debian packages the build and tests need (C toolchain for cc-based crates and the fuzzer).
-APT_PACKAGES := build-essential pkg-config
+# Debian packages the build and tests need (C toolchain for cc-based crates and the fuzzer;
+# libfabric and libclang for the `ofi` backend, whose -sys crate runs bindgen at build time).
+APT_PACKAGES := build-essential pkg-config libfabric-dev libfabric-bin libclang-dev
 
-.PHONY: all deps build demo test check fmt clippy unit fuzz-smoke bench clean
+.PHONY: all deps build demo test check fmt clippy unit ofi fuzz-smoke bench clean
 
 all: build
 
@@ -38,11 +39,17 @@ clippy:
 unit:
 	$(CARGO) test --workspace
 
+# The libfabric backend, built only with its `ofi` feature (the workspace builds without
+# libfabric): lints, then list round trips over the tcp;ofi_rxm and shm providers.
+ofi:
+	$(CARGO) clippy -p tessera-ofi-sys -p tessera-ofi --features tessera-ofi/ofi --all-targets -- -D warnings
+	$(CARGO) test -p tessera-ofi --features tessera-ofi/ofi
+
 fuzz-smoke:
 	FUZZ_SECONDS=$${FUZZ_SECONDS:-15} bash scripts/fuzz-smoke.sh
 
 # What CI runs: formatting, lints, every test tier, and a short fuzz run of every decoder.
-test: deps fmt clippy unit fuzz-smoke
+test: deps fmt clippy unit ofi fuzz-smoke
 
 check: test
 

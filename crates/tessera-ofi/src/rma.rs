@@ -532,3 +532,213 @@ fn backoff(idle_polls: u32) {
         std::thread::sleep(std::time::Duration::from_micros(20));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty_slot(limits: PlanLimits) -> Slot {
+        Slot {
+            context: sys::fi_context2::default(),
+            local: Vec::with_capacity(limits.iov_limit),
+            descriptors: Vec::with_capacity(limits.iov_limit),
+            remote: Vec::with_capacity(limits.rma_iov_limit),
+            busy: false,
+            bytes: 0,
+            local_first: 0,
+            local_last: 0,
+            remote_first: 0,
+            remote_last: 0,
+        }
+    }
+
+    /// splitmix64, for reproducible lists.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, bound: u64) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) % bound
+        }
+
+        fn below_usize(&mut self, bound: usize) -> usize {
+            usize::try_from(self.below(bound as u64)).expect("below a usize")
+        }
+    }
+
+    /// Every byte address of the pieces, in list order.
+    fn bytes_of(pieces: impl Iterator<Item = (u64, u64)>) -> Vec<u64> {
+        pieces
+            .flat_map(|(address, length)| address..address + length)
+            .collect()
+    }
+
+    /// Random lists with zero-length pieces and mismatched boundaries are cut into operations
+    /// that obey every limit, line up byte for byte, and cover both lists exactly, in order.
+    #[test]
+    fn plans_obey_limits_and_cover_both_lists() {
+        let mut rng = Rng(5);
+        for case in 0..400 {
+            let limits = PlanLimits {
+                iov_limit: 1 + rng.below_usize(5),
+                rma_iov_limit: 1 + rng.below_usize(5),
+                max_msg_size: if case % 3 == 0 {
+                    1 + rng.below(700)
+                } else {
+                    u64::MAX
+                },
+            };
+            let mut local = Vec::new();
+            let mut address = 0x10_000;
+            let mut total = 0_u64;
+            for _ in 0..rng.below(40) {
+                let length = if rng.below(8) == 0 {
+                    0
+                } else {
+                    1 + rng.below_usize(300)
+                };
+                address += rng.below_usize(3) * 16; // sometimes adjacent
+                local.push(LocalIov {
+                    address,
+                    length,
+                    descriptor: Descriptor::NONE,
+                });
+                address += length;
+                total += length as u64;
+            }
+            let mut remote = Vec::new();
+            let mut left = total;
+            let mut offset = 0_u64;
+            while left > 0 || rng.below(4) == 0 {
+                let length = if rng.below(8) == 0 {
+                    0
+                } else {
+                    (1 + rng.below(400)).min(left)
+                };
+                offset += rng.below(2) * 32;
+                remote.push(RemoteIov {
+                    address: offset,
+                    length,
+                    key: 7,
+                });
+                offset += length;
+                left -= length;
+            }
+            let mut planner = Planner::new(&local, &remote, limits);
+            let mut slot = empty_slot(limits);
+            let (mut planned_local, mut planned_remote) = (Vec::new(), Vec::new());
+            let mut operations = 0;
+            while planner.next_operation(&mut slot) {
+                operations += 1;
+                assert!(slot.local.len() <= limits.iov_limit, "case {case}");
+                assert!(slot.remote.len() <= limits.rma_iov_limit, "case {case}");
+                assert_eq!(slot.descriptors.len(), slot.local.len());
+                assert!(
+                    slot.bytes >= 1 && slot.bytes <= limits.max_msg_size,
+                    "case {case}"
+                );
+                let local_bytes: usize = slot.local.iter().map(|iov| iov.iov_len).sum();
+                let remote_bytes: usize = slot.remote.iter().map(|iov| iov.len).sum();
+                assert_eq!(local_bytes as u64, slot.bytes, "case {case}");
+                assert_eq!(remote_bytes as u64, slot.bytes, "case {case}");
+                assert!(
+                    slot.local_first <= slot.local_last && slot.remote_first <= slot.remote_last
+                );
+                for iov in &slot.local {
+                    let start = iov.iov_base as usize;
+                    let piece = &local[slot.local_first..=slot.local_last];
+                    assert!(
+                        piece
+                            .iter()
+                            .any(|p| start >= p.address
+                                && start + iov.iov_len <= p.address + p.length),
+                        "case {case}: a local entry spans two pieces or leaves its pieces"
+                    );
+                    planned_local.push((start as u64, iov.iov_len as u64));
+                }
+                for iov in &slot.remote {
+                    assert_eq!(iov.key, 7);
+                    planned_remote.push((iov.addr, iov.len as u64));
+                }
+            }
+            assert!(planner.is_done());
+            assert_eq!(operations == 0, total == 0, "case {case}");
+            let wanted_local = bytes_of(local.iter().map(|p| (p.address as u64, p.length as u64)));
+            let wanted_remote = bytes_of(remote.iter().map(|p| (p.address, p.length)));
+            assert_eq!(
+                bytes_of(planned_local.into_iter()),
+                wanted_local,
+                "case {case}"
+            );
+            assert_eq!(
+                bytes_of(planned_remote.into_iter()),
+                wanted_remote,
+                "case {case}"
+            );
+        }
+    }
+
+    /// Pieces that line up pack `min(iov_limit, rma_iov_limit)` to an operation.
+    #[test]
+    fn aligned_pieces_fill_operations() {
+        let limits = PlanLimits {
+            iov_limit: 4,
+            rma_iov_limit: 4,
+            max_msg_size: u64::MAX,
+        };
+        let local: Vec<LocalIov> = (0..10)
+            .map(|index| LocalIov {
+                address: 0x1000 + index * 200,
+                length: 100,
+                descriptor: Descriptor::NONE,
+            })
+            .collect();
+        let remote: Vec<RemoteIov> = (0..10)
+            .map(|index| RemoteIov {
+                address: index * 300,
+                length: 100,
+                key: 1,
+            })
+            .collect();
+        let mut planner = Planner::new(&local, &remote, limits);
+        let mut slot = empty_slot(limits);
+        let mut sizes = Vec::new();
+        while planner.next_operation(&mut slot) {
+            sizes.push((slot.local.len(), slot.remote.len(), slot.bytes));
+        }
+        assert_eq!(sizes, vec![(4, 4, 400), (4, 4, 400), (2, 2, 200)]);
+    }
+
+    /// One long remote piece against many short local ones continues across operations at
+    /// the right offset.
+    #[test]
+    fn long_piece_resumes_at_its_offset() {
+        let limits = PlanLimits {
+            iov_limit: 2,
+            rma_iov_limit: 4,
+            max_msg_size: u64::MAX,
+        };
+        let local: Vec<LocalIov> = (0..5)
+            .map(|index| LocalIov {
+                address: 0x1000 + index * 64,
+                length: 10,
+                descriptor: Descriptor::NONE,
+            })
+            .collect();
+        let remote = [RemoteIov {
+            address: 500,
+            length: 50,
+            key: 3,
+        }];
+        let mut planner = Planner::new(&local, &remote, limits);
+        let mut slot = empty_slot(limits);
+        let mut remote_entries = Vec::new();
+        while planner.next_operation(&mut slot) {
+            remote_entries.extend(slot.remote.iter().map(|iov| (iov.addr, iov.len)));
+        }
+        assert_eq!(remote_entries, vec![(500, 20), (520, 20), (540, 10)]);
+    }
+}

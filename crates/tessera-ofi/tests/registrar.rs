@@ -70,7 +70,9 @@ fn registry_over_ofi_serves_server_initiated_transfers() {
             .collect::<Result<_, _>>()
             .expect("pieces inside their regions");
         let total: usize = layout.iter().map(|piece| piece.length).sum();
-        let source: Vec<u8> = (0..total).map(|index| (index % 251) as u8 ^ 0x3C).collect();
+        let source: Vec<u8> = (0..total)
+            .map(|index| u8::try_from(index % 251).expect("below 251") ^ 0x3C)
+            .collect();
         let counts = server
             .write_from(&peer, &[&source], None, &remote)
             .expect("server pushes");
