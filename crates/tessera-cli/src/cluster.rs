@@ -200,6 +200,28 @@ fn share_cost_model(dir: &Path, servers: u16) -> Result<(), String> {
     Ok(())
 }
 
+/// Longest Unix socket path the kernel takes (`sun_path` holds 108 bytes with the NUL).
+const UNIX_SOCKET_PATH_BYTES_MAX: usize = 107;
+
+/// Where iod `index` of the cluster in `dir` listens for same-host clients, unless the path
+/// is too long for a Unix socket (then that iod is reached by TCP only).
+fn local_socket(dir: &Path, index: u16) -> Option<std::path::PathBuf> {
+    let path = absolute(&dir.join("run").join(format!("iod-{index}.sock")));
+    if path.as_os_str().len() <= UNIX_SOCKET_PATH_BYTES_MAX {
+        Some(path)
+    } else {
+        tracing::warn!(
+            "iod {index}: {} is too long for a Unix socket; clients use tcp",
+            path.display()
+        );
+        None
+    }
+}
+
+fn absolute(path: &Path) -> std::path::PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// Starts a cluster of `servers` iods in `dir`, writes `dir/cluster.toml` and returns once
 /// every server answers. On failure nothing is left running.
 pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig, String> {
@@ -227,17 +249,17 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
         let mut iods = Vec::new();
         for index in 0..servers {
             let data = dir.join(format!("iod-{index}"));
-            let server = spawn_server(
-                dir,
-                &format!("iod-{index}"),
-                &[
-                    "iod".into(),
-                    "--index".into(),
-                    index.to_string(),
-                    "--data".into(),
-                    data.display().to_string(),
-                ],
-            )?;
+            let mut args = vec![
+                "iod".into(),
+                "--index".into(),
+                index.to_string(),
+                "--data".into(),
+                data.display().to_string(),
+            ];
+            if let Some(socket) = local_socket(dir, index) {
+                args.extend(["--local-socket".into(), socket.display().to_string()]);
+            }
+            let server = spawn_server(dir, &format!("iod-{index}"), &args)?;
             iods.push(server);
         }
         let mut iod_addresses = Vec::new();
@@ -264,7 +286,11 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
             iods: iod_addresses
                 .into_iter()
                 .zip(0u16..)
-                .map(|(address, index)| IodEntry { index, address })
+                .map(|(address, index)| IodEntry {
+                    index,
+                    address,
+                    local: local_socket(dir, index).map(|path| absolute(&path)),
+                })
                 .collect(),
         };
         let cluster_file = dir.join("cluster.toml");
@@ -284,6 +310,7 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
 fn wait_until_answering(config: &ClusterConfig, deadline: Instant) -> Result<(), String> {
     let options = ClientOptions {
         timeout: Duration::from_secs(2),
+        ..ClientOptions::default()
     };
     loop {
         let client = Client::new(config, &options);
@@ -367,6 +394,7 @@ pub fn status(args: &StatusArgs) -> Result<(), String> {
         &config,
         &ClientOptions {
             timeout: Duration::from_secs(2),
+            ..ClientOptions::default()
         },
     );
     let mut down = 0;

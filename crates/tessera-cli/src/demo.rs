@@ -21,8 +21,9 @@ pub struct DemoArgs {
     /// Client processes per grid side (the grid is square).
     #[arg(long, default_value_t = 2)]
     grid: usize,
-    /// Transfer mode: gather, pack or multiple.
-    #[arg(long, default_value = "gather")]
+    /// Transfer mechanism: auto (the cost model picks per request), gather, pack, multiple
+    /// or inline.
+    #[arg(long, default_value = "auto")]
     method: String,
     #[command(flatten)]
     cluster: crate::ClusterArg,
@@ -124,8 +125,16 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     for (name, write) in [("write", true), ("read", false)] {
         let (results, wall) = workers.step(tasks(write))?;
         let (requests, memory, file, storage, bytes, seconds) = summary(&results, wall);
+        let one_sided: u64 = results.iter().map(|result| result.one_sided).sum();
+        let transport = if one_sided == requests {
+            "local: servers moved the data one-sidedly"
+        } else if one_sided == 0 {
+            "tcp: data in messages"
+        } else {
+            "local and tcp"
+        };
         println!(
-            "  {name:<5} {processes} processes x 1 list call: {requests} requests ({:.1} per process), {memory} memory pieces -> {file} file pieces -> {storage} storage pieces, {:.1} MiB in {:.3} s = {:.0} MiB/s ({})",
+            "  {name:<5} {processes} processes x 1 list call: {requests} requests ({:.1} per process), {memory} memory pieces -> {file} file pieces -> {storage} storage pieces, {:.1} MiB in {:.3} s = {:.0} MiB/s ({}; {transport})",
             requests as f64 / processes as f64,
             mib(bytes),
             seconds,

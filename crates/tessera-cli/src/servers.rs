@@ -53,6 +53,29 @@ pub struct IodArgs {
     /// the keys in DATA/cost-model.toml).
     #[arg(long)]
     cost_model: Option<PathBuf>,
+    /// Also listen on this Unix socket, for clients on this host: their data then moves
+    /// one-sidedly (the `local` backend). A stale socket file is replaced.
+    #[arg(long)]
+    local_socket: Option<PathBuf>,
+}
+
+/// Binds the Unix socket at `path`, replacing a stale socket file (never another kind of
+/// file), readable and writable by the owner only.
+fn bind_local(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_socket() {
+            std::fs::remove_file(path)?;
+        } else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "exists and is not a socket",
+            ));
+        }
+    }
+    let listener = tokio::net::UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    Ok(listener)
 }
 
 /// How long the mds waits for an iod before naming it in an error.
@@ -153,12 +176,25 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
     let iod = Arc::new(tessera_iod::Iod::new(args.index, store));
     runtime()?.block_on(async {
         let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
+        let local = match &args.local_socket {
+            Some(path) => Some(bind_local(path).map_err(|err| {
+                format!("iod {}: local socket {}: {err}", args.index, path.display())
+            })?),
+            None => None,
+        };
         tracing::info!(
-            "iod {}: listening on {address}, data in {}",
+            "iod {}: listening on {address}{}, data in {}",
             args.index,
+            args.local_socket
+                .as_ref()
+                .map(|path| format!(" and {}", path.display()))
+                .unwrap_or_default(),
             args.data.display()
         );
-        tessera_net::server::serve(listener, iod, shutdown_signal()).await;
+        tessera_net::server::serve_with_local(listener, local, iod, shutdown_signal()).await;
+        if let Some(path) = &args.local_socket {
+            let _ = std::fs::remove_file(path);
+        }
         tracing::info!("iod {}: stopped", args.index);
         Ok(())
     })

@@ -31,7 +31,7 @@ use tessera_client::dtype::{Distribution, Order};
 use tessera_client::plan::Plan;
 use tessera_client::{
     Client, ClientOptions, ClusterConfig, Datatype, File, IoReport, Layout, OpenMode, Piece,
-    SieveOptions, TransferMode, View,
+    SieveOptions, TransferPolicy, View,
 };
 use tessera_proto::{DeclareView, FileType, StoragePlan, Wire};
 
@@ -555,6 +555,12 @@ pub struct StepResult {
     pub locks: u64,
     /// Bytes moved, over all timed calls.
     pub bytes: u64,
+    /// Requests whose data the servers moved one-sidedly (the `local` backend).
+    #[serde(default)]
+    pub one_sided: u64,
+    /// Bytes copied through pack buffers on the client.
+    #[serde(default)]
+    pub bytes_copied: u64,
     /// Memory and file pieces of one call.
     pub memory_pieces: u64,
     /// File pieces of one call.
@@ -611,7 +617,7 @@ struct Prepared {
 /// How a step moves its data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Via {
-    List(TransferMode),
+    List(TransferPolicy),
     View,
     /// One request per file piece.
     Multiple,
@@ -624,7 +630,7 @@ fn via(task: &Task) -> Result<(Via, StoragePlan), String> {
     let unknown = |name: &str| format!("unknown method {name} for {:?}", task.pattern);
     match (&task.pattern, task.method.as_str()) {
         (Pattern::Matrix { .. }, "list") => {
-            Ok((Via::List(TransferMode::Gather), StoragePlan::Auto))
+            Ok((Via::List(TransferPolicy::Auto), StoragePlan::Auto))
         }
         (Pattern::Matrix { .. }, "view") => Ok((Via::View, StoragePlan::Auto)),
         (Pattern::Array { .. }, name) => {
@@ -632,12 +638,12 @@ fn via(task: &Task) -> Result<(Via, StoragePlan), String> {
             let via = match method {
                 ArrayMethod::Multiple => Via::Multiple,
                 ArrayMethod::Sieve => Via::Sieve,
-                ArrayMethod::List | ArrayMethod::ListAds => Via::List(TransferMode::Gather),
+                ArrayMethod::List | ArrayMethod::ListAds => Via::List(TransferPolicy::Auto),
             };
             Ok((via, method.storage_plan()))
         }
-        (_, name) => TransferMode::from_name(name)
-            .map(|mode| (Via::List(mode), StoragePlan::Auto))
+        (_, name) => TransferPolicy::from_name(name)
+            .map(|policy| (Via::List(policy), StoragePlan::Auto))
             .ok_or_else(|| unknown(name)),
     }
 }
@@ -668,7 +674,13 @@ fn list_call(
     access: &Access,
     write: bool,
 ) -> Result<IoReport, String> {
-    io_call(file, buffer, access, write, Via::List(file.transfer_mode()))
+    io_call(
+        file,
+        buffer,
+        access,
+        write,
+        Via::List(file.transfer_policy()),
+    )
 }
 
 /// One call of `access` by `via` (a list call for [`Via::View`], whose calls are made on
@@ -755,7 +767,7 @@ fn prepare(task: Task) -> Result<Prepared, String> {
         .open(&task.path, mode)
         .map_err(|err| err.to_string())?;
     if let Via::List(method) = via {
-        file.set_transfer_mode(method);
+        file.set_transfer_policy(method);
     }
     file.set_storage_plan(storage_plan);
     let access = task.pattern.try_access()?;
@@ -895,6 +907,8 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
         sieved: total.sieved,
         locks: total.locks,
         bytes: total.bytes,
+        one_sided: total.one_sided,
+        bytes_copied: total.bytes_copied,
         memory_pieces: prepared.access.memory.len() as u64,
         file_pieces: prepared.access.file.len() as u64,
         access_bytes: prepared.access.file.iter().map(|piece| piece.length).sum(),
@@ -1216,11 +1230,11 @@ mod tests {
         );
         assert_eq!(
             via(&task("list")).unwrap(),
-            (Via::List(TransferMode::Gather), StoragePlan::PerPiece)
+            (Via::List(TransferPolicy::Auto), StoragePlan::PerPiece)
         );
         assert_eq!(
             via(&task("list+ads")).unwrap(),
-            (Via::List(TransferMode::Gather), StoragePlan::Auto)
+            (Via::List(TransferPolicy::Auto), StoragePlan::Auto)
         );
         assert!(via(&task("view")).is_err());
         assert!(via(&task("gather")).is_err());

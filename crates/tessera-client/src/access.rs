@@ -236,6 +236,23 @@ impl ViewedFile {
             .ok_or_else(|| self.invalid(format_args!("view offset {offset} has no byte")))
     }
 
+    /// How many view bytes lie at file bytes below `file_byte`: the view offset of the end
+    /// of a file of that size (MPI_SEEK_END). The view must hold its bytes in increasing file
+    /// order, as MPI asks of file types; then view byte `v` lies at or past file byte `v`, and
+    /// the count is found by bisection.
+    pub fn view_bytes_below(&self, file_byte: u64) -> Result<u64, ClientError> {
+        let (mut low, mut high) = (0u64, file_byte);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if self.byte_offset(middle)? < file_byte {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        Ok(low)
+    }
+
     /// The declared view, declaring it on first use.
     fn view(&mut self) -> Result<View, ClientError> {
         if let Some(view) = &self.declared {

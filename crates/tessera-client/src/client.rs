@@ -25,7 +25,14 @@ pub struct ClientOptions {
     /// How long to wait to connect to, send to or hear from a server before naming it in an
     /// error (default 30 s, or `$TESSERA_TIMEOUT_MS`).
     pub timeout: Duration,
+    /// Reach servers on this host through their Unix sockets and move data one-sidedly
+    /// (the `local` backend) where the cluster file names a socket (default true; false
+    /// with `$TESSERA_TRANSPORT=tcp`).
+    pub local: bool,
 }
+
+/// The environment variable that chooses the transport: `tcp` or `local` (the default).
+pub const TRANSPORT_ENV: &str = "TESSERA_TRANSPORT";
 
 impl Default for ClientOptions {
     fn default() -> Self {
@@ -33,8 +40,10 @@ impl Default for ClientOptions {
             .ok()
             .and_then(|value| value.parse().ok())
             .unwrap_or(30_000);
+        let local = std::env::var(TRANSPORT_ENV).map_or(true, |value| value != "tcp");
         Self {
             timeout: Duration::from_millis(timeout_ms),
+            local,
         }
     }
 }
@@ -92,10 +101,10 @@ impl Client {
     /// A client of the cluster described by `config`. Connections are made on first use.
     pub fn new(config: &ClusterConfig, options: &ClientOptions) -> Self {
         let mds = Pool::new(
-            vec![Peer {
-                name: format!("mds at {}", config.mds.address),
-                address: config.mds.address.clone(),
-            }],
+            vec![Peer::tcp(
+                format!("mds at {}", config.mds.address),
+                config.mds.address.clone(),
+            )],
             options.timeout,
         );
         let iods = Pool::new(
@@ -105,6 +114,7 @@ impl Client {
                 .map(|iod| Peer {
                     name: format!("iod {} at {}", iod.index, iod.address),
                     address: iod.address.clone(),
+                    local: iod.local.clone().filter(|_| options.local),
                 })
                 .collect(),
             options.timeout,

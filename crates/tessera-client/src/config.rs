@@ -35,6 +35,10 @@ pub struct IodEntry {
     pub index: u16,
     /// `host:port`.
     pub address: String,
+    /// The server's Unix socket, for clients on its host (the `local` backend: data moves
+    /// one-sidedly with `process_vm_readv`/`process_vm_writev`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<std::path::PathBuf>,
 }
 
 /// Where a cluster's servers are.
@@ -108,10 +112,12 @@ mod tests {
                 IodEntry {
                     index: 0,
                     address: "127.0.0.1:2".into(),
+                    local: Some("/run/tessera/iod-0.sock".into()),
                 },
                 IodEntry {
                     index: 1,
                     address: "127.0.0.1:3".into(),
+                    local: None,
                 },
             ],
         };

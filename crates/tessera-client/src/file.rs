@@ -8,6 +8,7 @@
 
 use std::io::{IoSlice, IoSliceMut};
 
+use tessera_net::local::policy::{Mechanism, Transfer, TransferPolicy};
 use tessera_net::{Lease, NetError, PieceData, PieceDataMut, TransferCounts};
 use tessera_proto::limits::{FILE_BYTES_MAX, LIST_PIECES_MAX, PIECE_BYTES_MAX};
 use tessera_proto::{
@@ -63,6 +64,8 @@ pub struct IoReport {
     pub servers: u64,
     /// Range locks the call took on the mds (`File::write_sieve`: one per chunk).
     pub locks: u64,
+    /// Requests whose data the servers moved one-sidedly (the `local` backend).
+    pub one_sided: u64,
 }
 
 impl std::ops::AddAssign for IoReport {
@@ -77,6 +80,7 @@ impl std::ops::AddAssign for IoReport {
         self.bytes_copied += other.bytes_copied;
         self.servers = self.servers.max(other.servers);
         self.locks += other.locks;
+        self.one_sided += other.one_sided;
     }
 }
 
@@ -85,6 +89,7 @@ impl IoReport {
         self.messages_sent += counts.messages_sent;
         self.messages_received += counts.messages_received;
         self.bytes_copied += counts.bytes_copied;
+        self.one_sided += counts.one_sided;
     }
 }
 
@@ -96,7 +101,7 @@ pub struct File {
     pub(crate) handle: u64,
     pub(crate) layout: Layout,
     pub(crate) mode: OpenMode,
-    pub(crate) transfer: TransferMode,
+    pub(crate) transfer: TransferPolicy,
     pub(crate) storage: StoragePlan,
     /// Ids of the views declared through this file and its clones, released at close.
     pub(crate) views: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
@@ -134,7 +139,7 @@ impl File {
             handle: attr.handle,
             layout,
             mode,
-            transfer: TransferMode::Gather,
+            transfer: TransferPolicy::Auto,
             storage: StoragePlan::Auto,
             views: std::sync::Arc::default(),
         })
@@ -155,14 +160,39 @@ impl File {
         &self.layout
     }
 
-    /// How bulk data moves (default [`TransferMode::Gather`]).
-    pub fn transfer_mode(&self) -> TransferMode {
+    /// How the mechanism that moves each request's data is chosen (default
+    /// [`TransferPolicy::Auto`]: by the transfer cost model, per request).
+    pub fn transfer_policy(&self) -> TransferPolicy {
         self.transfer
     }
 
-    /// Chooses how bulk data moves for later calls.
+    /// Chooses how later calls move their data (forcing a mechanism is for experiments).
+    pub fn set_transfer_policy(&mut self, policy: TransferPolicy) {
+        self.transfer = policy;
+    }
+
+    /// Forces the mechanism a framed transfer mode names: gather, pack or multiple (on the
+    /// `local` backend the one-sided mechanism of the same name).
     pub fn set_transfer_mode(&mut self, mode: TransferMode) {
-        self.transfer = mode;
+        self.transfer = TransferPolicy::Force(match mode {
+            TransferMode::Gather | TransferMode::Remote => Mechanism::Gather,
+            TransferMode::Pack => Mechanism::Pack,
+            TransferMode::Multiple => Mechanism::Multiple,
+        });
+    }
+
+    /// The transfer for a request to the server at layout `position` moving `bytes` bytes in
+    /// `segments` memory slices. Connects to the server to learn whether it moves data
+    /// one-sidedly; a server that cannot be reached gets a framed transfer, and the send
+    /// reports the failure.
+    pub(crate) fn transfer_for(&self, position: usize, bytes: u64, segments: usize) -> Transfer {
+        let one_sided = self
+            .client
+            .inner
+            .iods
+            .one_sided(self.server_of(position))
+            .unwrap_or(false);
+        Transfer::choose(self.transfer, one_sided, bytes, segments)
     }
 
     /// How the servers turn this file's requests into storage calls (default
@@ -393,15 +423,17 @@ impl File {
         self.check("write", &lengths, file)?;
         let plan = Plan::new(&self.layout, file);
         let carved = plan.carve(memory.iter().map(|slice| &**slice));
-        let requests: Vec<(Write, PieceData<'_>)> = plan
+        let requests: Vec<(Write, Transfer, PieceData<'_>)> = plan
             .requests
             .iter()
             .zip(carved)
             .map(|(request, carved)| {
+                let transfer =
+                    self.transfer_for(request.server_position, request.bytes, carved.slices.len());
                 let write = Write {
                     handle: self.handle,
                     capability: Capability::default(),
-                    mode: self.transfer,
+                    mode: transfer.wire_mode(),
                     storage: self.storage,
                     pieces: request.pieces.clone(),
                 };
@@ -409,12 +441,15 @@ impl File {
                     slices: carved.slices.into_iter().map(IoSlice::new).collect(),
                     piece_ends: carved.piece_ends,
                 };
-                (write, data)
+                (write, transfer, data)
             })
             .collect();
         self.execute(
             &plan,
-            |connection, index, _| connection.send_write(&requests[index].0, &requests[index].1),
+            |connection, index, _| {
+                let (write, transfer, data) = &requests[index];
+                connection.send_write(write, *transfer, data)
+            },
             |connection, _| connection.recv_write(),
         )
     }
@@ -430,28 +465,39 @@ impl File {
         self.check("read", &lengths, file)?;
         let plan = Plan::new(&self.layout, file);
         let carved = plan.carve(memory.iter_mut().map(|slice| &mut **slice));
-        let reads: Vec<Read> = plan
-            .requests
-            .iter()
-            .map(|request| Read {
-                handle: self.handle,
-                capability: Capability::default(),
-                mode: self.transfer,
-                storage: self.storage,
-                pieces: request.pieces.clone(),
-            })
-            .collect();
-        let mut destinations: Vec<PieceDataMut<'_>> = carved
-            .into_iter()
-            .map(|carved| PieceDataMut {
+        let mut reads: Vec<(Read, Transfer)> = Vec::with_capacity(plan.requests.len());
+        let mut destinations: Vec<PieceDataMut<'_>> = Vec::with_capacity(plan.requests.len());
+        for (request, carved) in plan.requests.iter().zip(carved) {
+            let transfer =
+                self.transfer_for(request.server_position, request.bytes, carved.slices.len());
+            reads.push((
+                Read {
+                    handle: self.handle,
+                    capability: Capability::default(),
+                    mode: transfer.wire_mode(),
+                    storage: self.storage,
+                    pieces: request.pieces.clone(),
+                },
+                transfer,
+            ));
+            destinations.push(PieceDataMut {
                 slices: carved.slices.into_iter().map(IoSliceMut::new).collect(),
                 piece_ends: carved.piece_ends,
-            })
-            .collect();
+            });
+        }
+        // Each closure needs the destinations (send lends them one-sidedly, recv fills
+        // them); they take turns, so a cell hands them over.
+        let destinations = std::cell::RefCell::new(destinations);
         self.execute(
             &plan,
-            |connection, index, _| connection.send_request(&reads[index]),
-            |connection, index| connection.recv_read(&reads[index], &mut destinations[index]),
+            |connection, index, _| {
+                let (read, transfer) = &reads[index];
+                connection.send_read(read, *transfer, &mut destinations.borrow_mut()[index])
+            },
+            |connection, index| {
+                let (read, transfer) = &reads[index];
+                connection.recv_read(read, *transfer, &mut destinations.borrow_mut()[index])
+            },
         )
     }
 }

@@ -42,10 +42,12 @@ pub use methods::{
     LockOptions, RangeLock, SieveOptions, LOCK_LEASE_DEFAULT, LOCK_WAIT_DEFAULT,
     SIEVE_READ_BUFFER_BYTES_DEFAULT, SIEVE_WRITE_BUFFER_BYTES_DEFAULT,
 };
+pub use shared_pointer::SharedPointer;
+pub use tessera_net::local::policy::{Mechanism, Transfer, TransferPolicy};
+pub use tessera_net::Registration;
 pub use tessera_proto::dtype;
 pub use tessera_proto::{
     Attr, Datatype, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, Piece, StripeLayout,
     TransferMode,
 };
-pub use shared_pointer::SharedPointer;
 pub use typed::View;

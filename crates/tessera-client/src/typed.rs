@@ -14,9 +14,11 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use tessera_net::local::policy::Transfer;
 use tessera_net::{PieceData, PieceDataMut};
 use tessera_proto::access::{check_file_range, touched_positions};
 use tessera_proto::limits::FILE_BYTES_MAX;
+use tessera_proto::TransferMode;
 use tessera_proto::{
     Capability, Datatype, DeclareView, ErrorCode, FileType, IoReply, Piece, ReadType, ReadView,
     ReleaseView, RemoteError, Request, WriteType, WriteView,
@@ -199,14 +201,16 @@ impl File {
         &self,
         plan: &Plan,
         memory: Vec<&[u8]>,
-        request: impl Fn(&RequestPlan) -> R,
+        request: impl Fn(&RequestPlan, TransferMode) -> R,
     ) -> Result<IoReport, ClientError> {
         let carved = plan.carve(memory);
-        let requests: Vec<(R, PieceData<'_>)> = plan
+        let requests: Vec<(R, Transfer, PieceData<'_>)> = plan
             .requests
             .iter()
             .zip(carved)
             .map(|(planned, carved)| {
+                let transfer =
+                    self.transfer_for(planned.server_position, planned.bytes, carved.slices.len());
                 let data = PieceData {
                     slices: carved
                         .slices
@@ -215,15 +219,14 @@ impl File {
                         .collect(),
                     piece_ends: carved.piece_ends,
                 };
-                (request(planned), data)
+                (request(planned, transfer.wire_mode()), transfer, data)
             })
             .collect();
-        let mode = self.transfer;
         self.execute(
             plan,
             |connection, index, _| {
-                let (request, data) = &requests[index];
-                connection.send_data(request, mode, &plan.requests[index].pieces, data)
+                let (request, transfer, data) = &requests[index];
+                connection.send_data(request, *transfer, &plan.requests[index].pieces, data)
             },
             |connection, _| connection.recv_write(),
         )
@@ -234,27 +237,35 @@ impl File {
         &self,
         plan: &Plan,
         memory: Vec<&mut [u8]>,
-        request: impl Fn(&RequestPlan) -> R,
+        request: impl Fn(&RequestPlan, TransferMode) -> R,
     ) -> Result<IoReport, ClientError> {
-        let requests: Vec<R> = plan.requests.iter().map(request).collect();
-        let mut destinations: Vec<PieceDataMut<'_>> = plan
-            .carve(memory)
-            .into_iter()
-            .map(|carved| PieceDataMut {
+        let mut requests: Vec<(R, Transfer)> = Vec::with_capacity(plan.requests.len());
+        let mut destinations: Vec<PieceDataMut<'_>> = Vec::with_capacity(plan.requests.len());
+        for (planned, carved) in plan.requests.iter().zip(plan.carve(memory)) {
+            let transfer =
+                self.transfer_for(planned.server_position, planned.bytes, carved.slices.len());
+            requests.push((request(planned, transfer.wire_mode()), transfer));
+            destinations.push(PieceDataMut {
                 slices: carved
                     .slices
                     .into_iter()
                     .map(std::io::IoSliceMut::new)
                     .collect(),
                 piece_ends: carved.piece_ends,
-            })
-            .collect();
-        let mode = self.transfer;
+            });
+        }
+        // Send lends the destinations one-sidedly and recv fills them; they take turns.
+        let destinations = std::cell::RefCell::new(destinations);
         self.execute(
             plan,
-            |connection, index, _| connection.send_request(&requests[index]),
+            |connection, index, _| {
+                let (request, transfer) = &requests[index];
+                connection.send_read(request, *transfer, &mut destinations.borrow_mut()[index])
+            },
             |connection, index| {
-                connection.recv_data(mode, &plan.requests[index].pieces, &mut destinations[index])
+                let transfer = requests[index].1;
+                let pieces = &plan.requests[index].pieces;
+                connection.recv_data(transfer, pieces, &mut destinations.borrow_mut()[index])
             },
         )
     }
@@ -301,10 +312,10 @@ impl File {
             filetype,
             displacement,
         )?;
-        self.send_writes(&plan, runs.slices(memory), |planned| WriteType {
+        self.send_writes(&plan, runs.slices(memory), |planned, mode| WriteType {
             handle: self.handle,
             capability: Capability::default(),
-            mode: self.transfer,
+            mode,
             storage: self.storage,
             file: self.file_type(planned.server_position, filetype, displacement),
             start: planned.stream.0,
@@ -326,10 +337,10 @@ impl File {
         let (runs, plan) =
             self.type_plan("read", memory.len(), memtype, count, filetype, displacement)?;
         let slices = runs.slices_mut(memory)?;
-        self.send_reads(&plan, slices, |planned| ReadType {
+        self.send_reads(&plan, slices, |planned, mode| ReadType {
             handle: self.handle,
             capability: Capability::default(),
-            mode: self.transfer,
+            mode,
             storage: self.storage,
             file: self.file_type(planned.server_position, filetype, displacement),
             start: planned.stream.0,
@@ -521,10 +532,10 @@ impl View {
         let plan = self.plan("write", offset, runs.total)?;
         self.with_redeclare(&plan, || {
             self.file
-                .send_writes(&plan, runs.slices(memory), |planned| WriteView {
+                .send_writes(&plan, runs.slices(memory), |planned, mode| WriteView {
                     handle: self.file.handle,
                     capability: Capability::default(),
-                    mode: self.file.transfer,
+                    mode,
                     storage: self.file.storage,
                     view_id: self.id,
                     start: planned.stream.0,
@@ -544,15 +555,16 @@ impl View {
         let plan = self.plan("read", offset, runs.total)?;
         self.with_redeclare(&plan, || {
             let slices = runs.slices_mut(memory)?;
-            self.file.send_reads(&plan, slices, |planned| ReadView {
-                handle: self.file.handle,
-                capability: Capability::default(),
-                mode: self.file.transfer,
-                storage: self.file.storage,
-                view_id: self.id,
-                start: planned.stream.0,
-                end: planned.stream.1,
-            })
+            self.file
+                .send_reads(&plan, slices, |planned, mode| ReadView {
+                    handle: self.file.handle,
+                    capability: Capability::default(),
+                    mode,
+                    storage: self.file.storage,
+                    view_id: self.id,
+                    start: planned.stream.0,
+                    end: planned.stream.1,
+                })
         })
     }
 

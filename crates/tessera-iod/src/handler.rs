@@ -16,11 +16,13 @@ use tessera_proto::limits::{
 use tessera_proto::{
     DeclareView, Empty, ErrorCode, FileType, Header, IoReply, ObjectCreate, ObjectRemove,
     ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read,
-    ReadType, ReadView, ReleaseView, RemoteError, ServerStats, StoragePlan, TransferMode, Write,
-    WriteType, WriteView, ROLE_IOD,
+    ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError, RemoteMemory, RemoteProbe,
+    RemoteProbeReply, ServerStats, StoragePlan, TransferMode, Wire, Write, WriteType, WriteView,
+    ROLE_IOD,
 };
 use tokio::sync::Semaphore;
 
+use crate::remote;
 use crate::store::{ObjectStore, Outcome};
 use crate::views::ViewTable;
 
@@ -102,6 +104,91 @@ impl Iod {
             Ok(reply) => connection.reply(header, &reply, &[]).await,
             Err(error) => connection.reply_error(header, &error).await,
         }
+    }
+
+    /// The one-sided peer of a request whose bulk is a [`RemoteMemory`]: the process at the
+    /// other end of a same-host Unix socket, by the kernel's word. A malformed descriptor
+    /// closes the connection; one that cannot be served here is an error reply.
+    fn remote_client(
+        connection: &ServerConnection,
+        descriptor: &[u8],
+    ) -> Result<Result<remote::Client, RemoteError>, ConnectionError> {
+        let memory = RemoteMemory::from_body(descriptor)
+            .map_err(|err| ConnectionError::Refused(err.into()))?;
+        if memory.access != RemoteAccess::Process {
+            return Ok(Err(RemoteError::new(
+                ErrorCode::RemoteAccessRefused,
+                "fabric one-sided access is not served on this connection",
+            )));
+        }
+        let Some(pid) = connection.peer_pid() else {
+            return Ok(Err(RemoteError::new(
+                ErrorCode::RemoteAccessRefused,
+                format!(
+                    "one-sided transfers need a same-host Unix socket whose peer is visible; {} is not",
+                    connection.peer()
+                ),
+            )));
+        };
+        Ok(Ok(remote::Client { pid, memory }))
+    }
+
+    async fn probe(
+        &self,
+        request: &Incoming,
+        connection: &mut ServerConnection,
+    ) -> Result<(), ConnectionError> {
+        let RemoteProbe {} = request.decode()?;
+        let descriptor = connection.read_bulk(&request.header).await?;
+        let client = match Self::remote_client(connection, &descriptor)? {
+            Ok(client) => client,
+            Err(error) => return connection.reply_error(&request.header, &error).await,
+        };
+        let mut token = [0u8; 8];
+        let result = if client.memory.segments.iter().map(|s| s.length).sum::<u64>() == 8 {
+            tessera_net::local::rma::pull(client.pid, &client.memory.segments, 0, &mut token)
+                .map_err(|err| err.to_remote())
+        } else {
+            Err(RemoteError::new(
+                ErrorCode::Protocol,
+                "a remote probe names exactly 8 bytes",
+            ))
+        };
+        let result = result.map(|_| RemoteProbeReply {
+            token: u64::from_le_bytes(token),
+        });
+        Self::answer(connection, &request.header, result).await
+    }
+
+    /// Serves a write or read whose data the server moves one-sidedly.
+    async fn serve_remote(
+        &self,
+        header: &Header,
+        connection: &mut ServerConnection,
+        write: bool,
+        (handle, storage, pieces, total): (u64, StoragePlan, Vec<Piece>, u64),
+        descriptor: &[u8],
+    ) -> Result<(), ConnectionError> {
+        let client = match Self::remote_client(connection, descriptor)? {
+            Ok(client) => client,
+            Err(error) => return connection.reply_error(header, &error).await,
+        };
+        // Pipelined requests hold two units at a time, not the whole request.
+        let buffered = total.min(2 * tessera_proto::limits::PIPELINE_UNIT_BYTES);
+        let _budget = self
+            .buffer_budget(buffered + Self::sieve_budget(&pieces, storage))
+            .await;
+        let result = self
+            .storage(total, move |store| {
+                let outcome = if write {
+                    remote::write(store, handle, &pieces, storage, &client)
+                } else {
+                    remote::read(store, handle, &pieces, storage, &client)
+                };
+                outcome.map(|outcome| reply_of(total, outcome))
+            })
+            .await;
+        Self::answer(connection, header, result).await
     }
 
     /// Checks a piece list: every piece inside the file limit, total within one bulk.
@@ -243,6 +330,13 @@ impl Iod {
                 (write.handle, write.mode, write.storage, write.pieces, total)
             }
         };
+        if mode == TransferMode::Remote {
+            let descriptor = connection.read_bulk(header).await?;
+            let request = (handle, storage, pieces, total);
+            return self
+                .serve_remote(header, connection, true, request, &descriptor)
+                .await;
+        }
         let expected_bulk = if mode == TransferMode::Multiple {
             0
         } else {
@@ -327,11 +421,33 @@ impl Iod {
         connection: &mut ServerConnection,
     ) -> Result<(), ConnectionError> {
         let header = &request.header;
+        // A one-sided read's bulk is its memory descriptor; read it before anything can fail
+        // so the stream stays in step.
+        let descriptor = if header.bulk_bytes > 0 {
+            Some(connection.read_bulk(header).await?)
+        } else {
+            None
+        };
         let (handle, mode, storage, pieces, total) = match self.read_pieces(request).await {
             Ok(found) => found,
             Err(Ok(error)) => return connection.reply_error(header, &error).await,
             Err(Err(error)) => return Err(error),
         };
+        match (mode, descriptor) {
+            (TransferMode::Remote, Some(descriptor)) => {
+                let request = (handle, storage, pieces, total);
+                return self
+                    .serve_remote(header, connection, false, request, &descriptor)
+                    .await;
+            }
+            (TransferMode::Remote, None) | (_, Some(_)) => {
+                return Err(ConnectionError::Refused(RemoteError::new(
+                    ErrorCode::Protocol,
+                    "a read carries a memory descriptor as bulk exactly when its mode is remote",
+                )));
+            }
+            _ => {}
+        }
         let _budget = self
             .buffer_budget(total + Self::sieve_budget(&pieces, storage))
             .await;
@@ -369,9 +485,17 @@ impl Service for Iod {
         connection: &mut ServerConnection,
     ) -> Result<(), ConnectionError> {
         let header = request.header;
+        // Writes carry data (or, one-sidedly, a memory descriptor); reads and probes carry
+        // a memory descriptor when one-sided.
         let carries_bulk = matches!(
             request.opcode,
-            Opcode::Write | Opcode::WriteType | Opcode::WriteView
+            Opcode::Write
+                | Opcode::WriteType
+                | Opcode::WriteView
+                | Opcode::Read
+                | Opcode::ReadType
+                | Opcode::ReadView
+                | Opcode::RemoteProbe
         );
         if header.bulk_bytes != 0 && !carries_bulk {
             return Err(ConnectionError::Refused(RemoteError::new(
@@ -395,6 +519,7 @@ impl Service for Iod {
             Opcode::Read | Opcode::ReadType | Opcode::ReadView => {
                 self.read(&request, connection).await
             }
+            Opcode::RemoteProbe => self.probe(&request, connection).await,
             Opcode::ServerStats => {
                 let ServerStats {} = request.decode()?;
                 connection.reply(&header, &self.store.stats(), &[]).await

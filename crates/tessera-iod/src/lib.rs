@@ -14,6 +14,7 @@ pub mod cost;
 pub mod extent;
 pub mod handler;
 pub mod plan;
+pub mod remote;
 pub mod store;
 pub mod uring;
 pub mod views;

@@ -93,6 +93,56 @@ impl Counters {
     }
 }
 
+/// The storage side of a request served in units ([`ObjectStore::serve_units`]).
+#[derive(Debug)]
+pub struct Units<'a> {
+    store: &'a ObjectStore,
+    file: &'a File,
+    handle: u64,
+    write: bool,
+    requested: StoragePlan,
+    outcome: Outcome,
+}
+
+impl Units<'_> {
+    /// Writes `data` to `pieces`, one unit of the request.
+    pub fn write(&mut self, pieces: &[Piece], data: &[u8]) -> Result<(), RemoteError> {
+        debug_assert!(self.write, "a read request writes no unit");
+        let runs = merge_runs(pieces);
+        let decision = self
+            .store
+            .planner
+            .plan(Direction::Write, &runs, self.requested);
+        let outcome = ObjectStore::write_runs(self.file, &runs, data, &decision)
+            .map_err(|err| self.store.io_error(self.handle, "write", &err))?;
+        self.add(outcome);
+        Ok(())
+    }
+
+    /// Reads `pieces` into `buffer`, one unit of the request.
+    pub fn read(&mut self, pieces: &[Piece], buffer: &mut [u8]) -> Result<(), RemoteError> {
+        debug_assert!(!self.write, "a write request reads no unit");
+        let runs = merge_runs(pieces);
+        let decision = self
+            .store
+            .planner
+            .plan(Direction::Read, &runs, self.requested);
+        let outcome = ObjectStore::read_runs(self.file, &runs, buffer, &decision)
+            .map_err(|err| self.store.io_error(self.handle, "read", &err))?;
+        self.add(outcome);
+        Ok(())
+    }
+
+    /// Totals the units; the plan reported is the last non-per-piece one.
+    fn add(&mut self, outcome: Outcome) {
+        self.outcome.calls += outcome.calls;
+        self.outcome.storage_bytes += outcome.storage_bytes;
+        if outcome.plan != StoragePlan::PerPiece {
+            self.outcome.plan = outcome.plan;
+        }
+    }
+}
+
 /// Reads `target.len()` bytes at `offset`; bytes past the end of the file read as zeros.
 pub(crate) fn read_full(file: &File, target: &mut [u8], offset: u64) -> io::Result<()> {
     let mut filled = 0;
@@ -374,6 +424,43 @@ impl ObjectStore {
             .map_err(|err| self.io_error(handle, what, &err))?;
         drop(guard);
         counters.record(pieces.len(), bytes as u64, &outcome);
+        Ok(outcome)
+    }
+
+    /// Serves one request in units, for a transfer pipelined with storage: `drive` gets a
+    /// [`Units`] through which it serves each unit's pieces (a sub-list of `pieces`, cut at
+    /// unit boundaries) as the unit's data arrives or is wanted. The extent of the whole
+    /// request is held throughout, so the request stays atomic on this server; each unit is
+    /// planned on its own.
+    pub fn serve_units(
+        &self,
+        handle: u64,
+        pieces: &[Piece],
+        write: bool,
+        requested: StoragePlan,
+        drive: impl FnOnce(&mut Units<'_>) -> Result<(), RemoteError>,
+    ) -> Result<Outcome, RemoteError> {
+        let object = self.object(handle)?;
+        let (start, end) = extent_of(&merge_runs(pieces));
+        let guard = object.extents.lock(start, end, write);
+        let mut units = Units {
+            store: self,
+            file: &object.file,
+            handle,
+            write,
+            requested,
+            outcome: Outcome {
+                calls: 0,
+                storage_bytes: 0,
+                plan: StoragePlan::PerPiece,
+            },
+        };
+        drive(&mut units)?;
+        let outcome = units.outcome;
+        drop(guard);
+        let bytes = pieces.iter().map(|piece| piece.length).sum();
+        let counters = if write { &self.writes } else { &self.reads };
+        counters.record(pieces.len(), bytes, &outcome);
         Ok(outcome)
     }
 

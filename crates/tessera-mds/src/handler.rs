@@ -45,10 +45,7 @@ impl Mds {
         let peers = iod_addresses
             .iter()
             .enumerate()
-            .map(|(index, address)| Peer {
-                name: format!("iod {index} at {address}"),
-                address: address.clone(),
-            })
+            .map(|(index, address)| Peer::tcp(format!("iod {index} at {address}"), address.clone()))
             .collect();
         Self {
             inner: Arc::new(Inner {

@@ -9,16 +9,29 @@
 
 use std::io::{self, IoSlice, IoSliceMut, Read};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_proto::limits::HEADER_BYTES;
+use tessera_proto::limits::{HEADER_BYTES, REMOTE_SEGMENTS_MAX};
 use tessera_proto::{
-    Header, IoReply, Opcode, Piece, Read as ReadRequest, RemoteError, Request, TransferMode, Wire,
-    Write,
+    ErrorCode, Header, IoReply, Opcode, Piece, Read as ReadRequest, RemoteAccess, RemoteError,
+    RemoteMemory, RemoteProbe, RemoteSegment, Request, TransferMode, Wire, Write,
 };
 
 use crate::error::NetError;
 use crate::iov::{read_exact_vectored, write_all_vectored};
+use crate::local::policy::Transfer;
+use crate::stream::Stream;
+
+/// Memory registration for one-sided transfers: the client registers the segments a server
+/// will reach before it sends the request and releases them after the reply (what an RDMA
+/// fabric needs; on the `local` backend it measures the registration policies). The returned
+/// guard releases on drop.
+pub trait Registration: Send + Sync + std::fmt::Debug {
+    /// Registers `segments` (address, length) of this process's memory.
+    fn acquire(&self, segments: &[(usize, usize)]) -> Result<Box<dyn Send>, String>;
+}
 
 /// The data of a write: memory slices, grouped by file piece.
 ///
@@ -50,6 +63,8 @@ pub struct TransferCounts {
     pub messages_received: u64,
     /// Bytes copied through a pack buffer on this side.
     pub bytes_copied: u64,
+    /// Requests whose data the server moved one-sidedly.
+    pub one_sided: u64,
 }
 
 impl std::ops::AddAssign for TransferCounts {
@@ -57,18 +72,53 @@ impl std::ops::AddAssign for TransferCounts {
         self.messages_sent += other.messages_sent;
         self.messages_received += other.messages_received;
         self.bytes_copied += other.bytes_copied;
+        self.one_sided += other.one_sided;
     }
 }
 
 /// A blocking connection to one server.
 #[derive(Debug)]
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     peer: String,
     timeout: Duration,
     next_request_id: u64,
     /// Id and opcode of the request whose reply has not been read yet.
     outstanding: Option<(u64, Opcode)>,
+    /// The server can reach this process's memory (a same-host Unix socket whose probe
+    /// succeeded).
+    one_sided: bool,
+    /// Registers memory before one-sided transfers.
+    registration: Option<Arc<dyn Registration>>,
+    /// What the outstanding one-sided request lends the server until its reply: the pack
+    /// buffer (unpacked into the caller's slices after a read) and the registration.
+    lent: Option<Lent>,
+}
+
+/// Memory lent to the server for the outstanding request.
+struct Lent {
+    /// The pack buffer, when the transfer packs.
+    packed: Option<Vec<u8>>,
+    /// Keeps the segments registered.
+    _registration: Option<Box<dyn Send>>,
+}
+
+impl Drop for Connection {
+    /// A connection dropped with a one-sided request outstanding (a failed round abandons
+    /// its replies) must not return the memory before the server has let go of it.
+    fn drop(&mut self) {
+        if self.lent.is_some() {
+            self.settle();
+        }
+    }
+}
+
+impl std::fmt::Debug for Lent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lent")
+            .field("packed", &self.packed.as_ref().map(Vec::len))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Connection {
@@ -99,13 +149,7 @@ impl Connection {
                     stream
                         .set_write_timeout(Some(timeout))
                         .map_err(connect_error)?;
-                    return Ok(Self {
-                        stream,
-                        peer,
-                        timeout,
-                        next_request_id: 1,
-                        outstanding: None,
-                    });
+                    return Ok(Self::over(Stream::Tcp(stream), peer, timeout));
                 }
                 Err(err) => last_error = err,
             }
@@ -113,9 +157,103 @@ impl Connection {
         Err(connect_error(last_error))
     }
 
+    /// Connects to a same-host server by its Unix socket at `path` and checks that it can
+    /// reach this process's memory; if the socket cannot be reached, connects to `address`
+    /// by TCP instead. Either fallback is logged once per connection.
+    pub fn connect_local(
+        peer: impl Into<String>,
+        path: &Path,
+        address: &str,
+        timeout: Duration,
+    ) -> Result<Self, NetError> {
+        let peer = peer.into();
+        let stream = match Stream::connect_unix(path, timeout) {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::info!(
+                    "{peer}: no local socket at {} ({err}); using tcp",
+                    path.display()
+                );
+                return Self::connect(peer, address, timeout);
+            }
+        };
+        let mut connection = Self::over(stream, peer, timeout);
+        match connection.probe() {
+            Ok(()) => {
+                connection.one_sided = true;
+                // Measure the transfer model now, not in the first timed transfer.
+                crate::local::policy::model();
+            }
+            Err(NetError::Remote { error, .. }) if error.code == ErrorCode::RemoteAccessRefused => {
+                tracing::warn!(
+                    "{}: one-sided access refused ({}); moving data in messages",
+                    connection.peer,
+                    error.message
+                );
+            }
+            Err(other) => return Err(other),
+        }
+        Ok(connection)
+    }
+
+    fn over(stream: Stream, peer: String, timeout: Duration) -> Self {
+        Self {
+            stream,
+            peer,
+            timeout,
+            next_request_id: 1,
+            outstanding: None,
+            one_sided: false,
+            registration: None,
+            lent: None,
+        }
+    }
+
+    /// Asks the server to pull a token out of this process's memory.
+    fn probe(&mut self) -> Result<(), NetError> {
+        let token: u64 = u64::from(std::process::id()) << 32 | 0x7e55_e7a0;
+        let bytes = token.to_le_bytes();
+        let memory = RemoteMemory {
+            access: RemoteAccess::Process,
+            endpoint: tessera_proto::RemoteEndpoint::default(),
+            segments_per_call: 0,
+            segments: vec![segment_of(bytes.as_ptr(), bytes.len())],
+        };
+        let descriptor = memory.to_body();
+        let body = RemoteProbe {}.to_body();
+        let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
+        self.send_frame(
+            RemoteProbe::OPCODE,
+            &body,
+            &mut [IoSlice::new(&descriptor)],
+            bulk_bytes,
+        )?;
+        let (reply, _) = self.recv_reply::<tessera_proto::RemoteProbeReply>(None)?;
+        // `bytes` must stay in memory until the reply: the server reads it in between.
+        std::hint::black_box(&bytes);
+        if reply.token == token {
+            Ok(())
+        } else {
+            Err(self.protocol(format!(
+                "the remote probe read {:#x}, not the token {token:#x}",
+                reply.token
+            )))
+        }
+    }
+
     /// The server's name, as used in errors.
     pub fn peer(&self) -> &str {
         &self.peer
+    }
+
+    /// Whether the server can move data one-sidedly from and into this process's memory.
+    pub fn one_sided(&self) -> bool {
+        self.one_sided
+    }
+
+    /// Registers the memory of later one-sided transfers through `registration`.
+    pub fn set_registration(&mut self, registration: Option<Arc<dyn Registration>>) {
+        self.registration = registration;
     }
 
     /// Sends a request without bulk data and waits for its reply.
@@ -135,25 +273,42 @@ impl Connection {
         })
     }
 
-    /// Sends a `Write` and its data by the request's transfer mode.
+    /// Sends a `Write` and its data by `transfer` (whose mode the request names).
     pub fn send_write(
         &mut self,
         request: &Write,
+        transfer: Transfer,
         data: &PieceData<'_>,
     ) -> Result<TransferCounts, NetError> {
-        self.send_data(request, request.mode, &request.pieces, data)
+        debug_assert_eq!(request.mode, transfer.wire_mode());
+        self.send_data(request, transfer, &request.pieces, data)
     }
 
     /// Sends a write request of any form (`Write`, `WriteType`, `WriteView`) with its data
-    /// by `mode`; `pieces` are the local pieces the server will find (one `Data` frame each
-    /// in the multiple mode).
+    /// by `transfer`, whose mode the request must name; `pieces` are the local pieces the
+    /// server will find (one `Data` frame each in the framed multiple mode).
     pub fn send_data<R: Request<Reply = IoReply>>(
         &mut self,
         request: &R,
-        mode: TransferMode,
+        transfer: Transfer,
         pieces: &[Piece],
         data: &PieceData<'_>,
     ) -> Result<TransferCounts, NetError> {
+        let mode = match transfer {
+            Transfer::Framed(mode) => mode,
+            Transfer::Remote {
+                pack,
+                segments_per_call,
+            } => {
+                let slices: Vec<(*const u8, usize)> = data
+                    .slices
+                    .iter()
+                    .map(|slice| (slice.as_ptr(), slice.len()))
+                    .collect();
+                let body = request.to_body();
+                return self.send_remote(R::OPCODE, &body, &slices, pack, segments_per_call);
+            }
+        };
         let data_bytes: u64 = pieces.iter().map(|piece| piece.length).sum();
         debug_assert_eq!(data.piece_ends.len(), pieces.len());
         debug_assert_eq!(
@@ -170,6 +325,11 @@ impl Connection {
             ..TransferCounts::default()
         };
         match mode {
+            TransferMode::Remote => {
+                return Err(self.protocol(
+                    "the remote mode travels as Transfer::Remote, not in frames".to_owned(),
+                ));
+            }
             TransferMode::Gather => {
                 let mut slices = data.slices.clone();
                 self.send_frame(R::OPCODE, &body, &mut slices, bulk_bytes)?;
@@ -204,30 +364,192 @@ impl Connection {
         Ok(counts)
     }
 
-    /// Receives the reply to the outstanding write of any form.
-    pub fn recv_write(&mut self) -> Result<(IoReply, TransferCounts), NetError> {
-        self.recv_reply::<IoReply>(None)
+    /// Sends a read request of any form (`Read`, `ReadType`, `ReadView`) whose data will land
+    /// in `data` by `transfer` (whose mode the request must name): one-sidedly, the request
+    /// lends the server `data`'s memory (or a pack buffer) until [`Connection::recv_data`].
+    pub fn send_read<R: Request<Reply = IoReply>>(
+        &mut self,
+        request: &R,
+        transfer: Transfer,
+        data: &mut PieceDataMut<'_>,
+    ) -> Result<TransferCounts, NetError> {
+        match transfer {
+            Transfer::Framed(_) => self.send_request(request),
+            Transfer::Remote {
+                pack,
+                segments_per_call,
+            } => {
+                let slices: Vec<(*const u8, usize)> = data
+                    .slices
+                    .iter_mut()
+                    .map(|slice| (slice.as_mut_ptr().cast_const(), slice.len()))
+                    .collect();
+                let body = request.to_body();
+                self.send_remote(R::OPCODE, &body, &slices, pack, segments_per_call)
+            }
+        }
     }
 
-    /// Receives the reply to the outstanding `Read`, placing its data into `data` by mode.
+    /// Sends a request whose data the server moves one-sidedly from or into `slices`
+    /// (packed into one buffer first with `pack`), with the descriptor as the frame's bulk.
+    fn send_remote(
+        &mut self,
+        opcode: Opcode,
+        body: &[u8],
+        slices: &[(*const u8, usize)],
+        pack: bool,
+        segments_per_call: u16,
+    ) -> Result<TransferCounts, NetError> {
+        if !self.one_sided {
+            return Err(self.protocol(
+                "a one-sided transfer was asked of a connection without one-sided access"
+                    .to_owned(),
+            ));
+        }
+        let mut counts = TransferCounts {
+            messages_sent: 1,
+            one_sided: 1,
+            ..TransferCounts::default()
+        };
+        // More slices than a descriptor may hold: pack them (one segment) instead.
+        let pack = pack || slices.len() > REMOTE_SEGMENTS_MAX;
+        let packed = pack.then(|| {
+            let total = slices.iter().map(|&(_, len)| len).sum();
+            let mut packed = Vec::with_capacity(total);
+            for &(pointer, len) in slices {
+                // SAFETY: every slice was made from a live `&[u8]`/`&mut [u8]` the caller
+                // lends for this call.
+                packed.extend_from_slice(unsafe { std::slice::from_raw_parts(pointer, len) });
+            }
+            packed
+        });
+        let segments: Vec<(usize, usize)> = match &packed {
+            Some(packed) => vec![(packed.as_ptr() as usize, packed.len())],
+            None => slices
+                .iter()
+                .filter(|&&(_, len)| len > 0)
+                .map(|&(pointer, len)| (pointer as usize, len))
+                .collect(),
+        };
+        if let Some(packed) = &packed {
+            counts.bytes_copied = packed.len() as u64;
+        }
+        let registration = match &self.registration {
+            Some(registration) => {
+                Some(
+                    registration
+                        .acquire(&segments)
+                        .map_err(|detail| NetError::Register {
+                            peer: self.peer.clone(),
+                            detail,
+                        })?,
+                )
+            }
+            None => None,
+        };
+        let memory = RemoteMemory {
+            access: RemoteAccess::Process,
+            endpoint: tessera_proto::RemoteEndpoint::default(),
+            segments_per_call,
+            segments: segments
+                .iter()
+                .map(|&(address, length)| segment_of(address as *const u8, length))
+                .collect(),
+        };
+        let descriptor = memory.to_body();
+        let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
+        self.send_frame(opcode, body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
+        // Set for every one-sided request: marks the memory as lent until the reply.
+        self.lent = Some(Lent {
+            packed,
+            _registration: registration,
+        });
+        Ok(counts)
+    }
+
+    /// Receives the reply to the outstanding write of any form.
+    pub fn recv_write(&mut self) -> Result<(IoReply, TransferCounts), NetError> {
+        let result = self.recv_reply::<IoReply>(None);
+        drop(self.settle_lent(&result));
+        result
+    }
+
+    /// Takes back the memory lent for the outstanding one-sided request once its reply has
+    /// come. If no reply came, the server may still be moving data from or into that memory,
+    /// so first make sure it has let go: stop sending and wait, at most one more timeout, for
+    /// the server to finish the request and close the stream.
+    fn settle_lent<T>(&mut self, result: &Result<T, NetError>) -> Option<Lent> {
+        if result.is_err() && self.lent.is_some() {
+            self.settle();
+        }
+        self.lent.take()
+    }
+
+    /// Waits for the server to close the stream (it finishes the request in progress first).
+    fn settle(&mut self) {
+        let _ = self.stream.shutdown_write();
+        let _ = self.stream.set_read_timeout(Some(self.timeout));
+        let deadline = std::time::Instant::now() + self.timeout;
+        let mut scratch = [0u8; 4096];
+        while std::time::Instant::now() < deadline {
+            match self.stream.read(&mut scratch) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        tracing::error!(
+            "{}: the server did not let go of a one-sided transfer within {} ms; it may still \
+             write into the memory of that request",
+            self.peer,
+            self.timeout.as_millis()
+        );
+    }
+
+    /// Receives the reply to the outstanding `Read`, placing its data into `data` by
+    /// `transfer`.
     pub fn recv_read(
         &mut self,
         request: &ReadRequest,
+        transfer: Transfer,
         data: &mut PieceDataMut<'_>,
     ) -> Result<(IoReply, TransferCounts), NetError> {
-        self.recv_data(request.mode, &request.pieces, data)
+        self.recv_data(transfer, &request.pieces, data)
     }
 
     /// Receives the reply to the outstanding read of any form (`Read`, `ReadType`,
-    /// `ReadView`), whose local pieces are `pieces`, placing its data into `data` by `mode`.
+    /// `ReadView`), whose local pieces are `pieces`, placing its data into `data` by
+    /// `transfer` (one-sidedly the server has put it there before replying).
     pub fn recv_data(
         &mut self,
-        mode: TransferMode,
+        transfer: Transfer,
         pieces: &[Piece],
         data: &mut PieceDataMut<'_>,
     ) -> Result<(IoReply, TransferCounts), NetError> {
         debug_assert_eq!(data.piece_ends.len(), pieces.len());
-        self.recv_reply::<IoReply>(Some((mode, pieces, data)))
+        match transfer {
+            Transfer::Framed(mode) => self.recv_reply::<IoReply>(Some((mode, pieces, data))),
+            Transfer::Remote { .. } => {
+                let result = self.recv_reply::<IoReply>(None);
+                let lent = self.settle_lent(&result);
+                let (reply, mut counts) = result?;
+                if let Some(Lent {
+                    packed: Some(packed),
+                    ..
+                }) = lent
+                {
+                    let mut cursor = 0;
+                    for slice in &mut data.slices {
+                        let len = slice.len();
+                        slice.copy_from_slice(&packed[cursor..cursor + len]);
+                        cursor += len;
+                    }
+                    counts.bytes_copied += packed.len() as u64;
+                }
+                Ok((reply, counts))
+            }
+        }
     }
 
     fn bulk_len(&self, bytes: u64) -> Result<u32, NetError> {
@@ -353,6 +675,11 @@ impl Connection {
         let expected: u64 = pieces.iter().map(|piece| piece.length).sum();
         let body;
         match mode {
+            TransferMode::Remote => {
+                return Err(self.protocol(
+                    "the remote mode travels as Transfer::Remote, not in frames".to_owned(),
+                ));
+            }
             TransferMode::Gather => {
                 self.expect_bulk(header.bulk_bytes, expected)?;
                 // Body and data arrive with one readv: the data lands in the caller's pieces.
@@ -429,5 +756,13 @@ impl Connection {
                 source: err,
             },
         }
+    }
+}
+
+fn segment_of(address: *const u8, length: usize) -> RemoteSegment {
+    RemoteSegment {
+        address: address as u64,
+        length: length as u64,
+        key: 0,
     }
 }

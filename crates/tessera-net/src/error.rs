@@ -38,6 +38,14 @@ pub enum NetError {
         /// What was wrong.
         detail: String,
     },
+    /// Memory for a one-sided transfer could not be registered.
+    #[error("registering memory for a transfer with {peer} failed: {detail}")]
+    Register {
+        /// The server.
+        peer: String,
+        /// What the registrar said.
+        detail: String,
+    },
     /// The server refused the request.
     #[error("{peer}: {error}")]
     Remote {

@@ -11,9 +11,11 @@
 mod client;
 mod error;
 pub mod iov;
+pub mod local;
 mod pool;
 pub mod server;
+pub mod stream;
 
-pub use client::{Connection, PieceData, PieceDataMut, TransferCounts};
+pub use client::{Connection, PieceData, PieceDataMut, Registration, TransferCounts};
 pub use error::NetError;
 pub use pool::{Lease, Peer, Pool};

@@ -4,10 +4,11 @@
 //! server. A connection is made on first use, reused while it works, and dropped after any
 //! failure that may have left the stream out of step, so the next call starts clean.
 
-use std::sync::{Mutex, MutexGuard};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::client::Connection;
+use crate::client::{Connection, Registration};
 use crate::error::NetError;
 
 /// One server of a pool: its name for errors and its address.
@@ -17,6 +18,20 @@ pub struct Peer {
     pub name: String,
     /// `host:port`.
     pub address: String,
+    /// The server's Unix socket, when it runs on this host: data then moves one-sidedly
+    /// (the `local` backend), with TCP as the fallback.
+    pub local: Option<PathBuf>,
+}
+
+impl Peer {
+    /// A server reached by TCP only.
+    pub fn tcp(name: impl Into<String>, address: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            address: address.into(),
+            local: None,
+        }
+    }
 }
 
 /// Connections to a list of servers, at most one per server.
@@ -25,6 +40,7 @@ pub struct Pool {
     peers: Vec<Peer>,
     connections: Vec<Mutex<Option<Connection>>>,
     timeout: Duration,
+    registration: Mutex<Option<Arc<dyn Registration>>>,
 }
 
 /// A connection checked out of a pool; dropped from the pool with [`Lease::discard`].
@@ -69,7 +85,22 @@ impl Pool {
             peers,
             connections,
             timeout,
+            registration: Mutex::new(None),
         }
+    }
+
+    /// Registers the memory of one-sided transfers on every connection through
+    /// `registration` (`None`: no registration).
+    pub fn set_registration(&self, registration: Option<Arc<dyn Registration>>) {
+        *self
+            .registration
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = registration;
+    }
+
+    /// Whether the connection to server `index` moves data one-sidedly (connecting if needed).
+    pub fn one_sided(&self, index: usize) -> Result<bool, NetError> {
+        Ok(self.lease(index)?.connection().one_sided())
     }
 
     /// The servers of the pool.
@@ -90,12 +121,21 @@ impl Pool {
         let reused = slot.is_some();
         if slot.is_none() {
             let peer = &self.peers[index];
-            *slot = Some(Connection::connect(
-                peer.name.clone(),
-                &peer.address,
-                self.timeout,
-            )?);
+            *slot = Some(match &peer.local {
+                Some(path) => {
+                    Connection::connect_local(peer.name.clone(), path, &peer.address, self.timeout)?
+                }
+                None => Connection::connect(peer.name.clone(), &peer.address, self.timeout)?,
+            });
         }
+        let registration = self
+            .registration
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        slot.as_mut()
+            .expect("connected above")
+            .set_registration(registration);
         Ok(Lease { slot, reused })
     }
 

@@ -8,14 +8,15 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use tessera_proto::header::{FLAG_ERROR, FLAG_REPLY};
 use tessera_proto::limits::{CONNECTIONS_MAX, HEADER_BYTES, SERVER_REQUESTS_INFLIGHT_MAX};
 use tessera_proto::{Header, Opcode, Piece, RemoteError, Wire, WireError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 
 /// Why a connection is being closed.
@@ -68,14 +69,79 @@ pub trait Service: Send + Sync + 'static {
 /// The server's end of one client connection.
 #[derive(Debug)]
 pub struct ServerConnection {
-    stream: TcpStream,
-    peer: SocketAddr,
+    stream: ServerStream,
+    peer: String,
+    peer_pid: Option<u32>,
+}
+
+/// A connection's socket: TCP, or a Unix socket from a process on this host.
+#[derive(Debug)]
+enum ServerStream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl AsyncRead for ServerStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Tcp(stream) => Pin::new(stream).poll_read(cx, buf),
+            Self::Unix(stream) => Pin::new(stream).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ServerStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Tcp(stream) => Pin::new(stream).poll_write(cx, buf),
+            Self::Unix(stream) => Pin::new(stream).poll_write(cx, buf),
+        }
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Tcp(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+            Self::Unix(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+        }
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Tcp(stream) => Pin::new(stream).poll_flush(cx),
+            Self::Unix(stream) => Pin::new(stream).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Tcp(stream) => Pin::new(stream).poll_shutdown(cx),
+            Self::Unix(stream) => Pin::new(stream).poll_shutdown(cx),
+        }
+    }
 }
 
 impl ServerConnection {
-    /// The client's address.
-    pub fn peer(&self) -> SocketAddr {
-        self.peer
+    /// The client's address, for log lines.
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// The client's process id, from the kernel (`SO_PEERCRED`), on a Unix socket whose peer
+    /// is visible in this pid namespace; `None` over TCP.
+    pub fn peer_pid(&self) -> Option<u32> {
+        self.peer_pid
     }
 
     async fn read_incoming(&mut self) -> Result<Option<Incoming>, ConnectionError> {
@@ -284,20 +350,60 @@ pub async fn serve<S: Service>(
     service: Arc<S>,
     shutdown: impl Future<Output = ()>,
 ) {
+    serve_with_local(listener, None, service, shutdown).await;
+}
+
+/// Accepts on `listener`, or waits forever without one.
+async fn accept_local(
+    listener: Option<&UnixListener>,
+) -> io::Result<(ServerStream, String, Option<u32>)> {
+    let Some(listener) = listener else {
+        return std::future::pending().await;
+    };
+    let (stream, _) = listener.accept().await?;
+    let pid = stream
+        .peer_cred()
+        .ok()
+        .and_then(|credentials| credentials.pid())
+        .and_then(|pid| u32::try_from(pid).ok())
+        .filter(|&pid| pid != 0);
+    let peer = match pid {
+        Some(pid) => format!("local pid {pid}"),
+        None => "local peer".to_owned(),
+    };
+    Ok((ServerStream::Unix(stream), peer, pid))
+}
+
+/// Serves `service` on the TCP `listener` and, when given, on the Unix socket `local` (for
+/// clients on this host: the `local` backend) until `shutdown` completes. Both share the
+/// connection and in-flight limits.
+pub async fn serve_with_local<S: Service>(
+    listener: TcpListener,
+    local: Option<UnixListener>,
+    service: Arc<S>,
+    shutdown: impl Future<Output = ()>,
+) {
     let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     let inflight = Arc::new(Semaphore::new(SERVER_REQUESTS_INFLIGHT_MAX));
     tokio::pin!(shutdown);
     loop {
-        let (stream, peer) = tokio::select! {
+        let accepted = tokio::select! {
             () = &mut shutdown => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    tracing::warn!("{}: accept failed: {err}", service.name());
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
+            accepted = listener.accept() => accepted.map(|(stream, peer)| {
+                if let Err(err) = stream.set_nodelay(true) {
+                    tracing::warn!("{}: {peer}: cannot set TCP_NODELAY: {err}", service.name());
                 }
-            },
+                (ServerStream::Tcp(stream), peer.to_string(), None)
+            }),
+            accepted = accept_local(local.as_ref()) => accepted,
+        };
+        let (stream, peer, peer_pid) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                tracing::warn!("{}: accept failed: {err}", service.name());
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
             tracing::warn!(
@@ -307,13 +413,14 @@ pub async fn serve<S: Service>(
             drop(stream);
             continue;
         };
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::warn!("{}: {peer}: cannot set TCP_NODELAY: {err}", service.name());
-        }
         let service = service.clone();
         let inflight = inflight.clone();
         tokio::spawn(async move {
-            let mut connection = ServerConnection { stream, peer };
+            let mut connection = ServerConnection {
+                stream,
+                peer: peer.clone(),
+                peer_pid,
+            };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
                 tracing::warn!("{}: dropping connection from {peer}: {err}", service.name());
             }

@@ -107,6 +107,12 @@ pub enum ErrorCode {
     /// The view id is not declared on this server (never, or lost in a restart or eviction):
     /// declare it again.
     UnknownView = 15,
+    /// The server may not reach the client's memory one-sidedly (the kernel or fabric refused
+    /// it): the client falls back to a transfer in messages.
+    RemoteAccessRefused = 16,
+    /// A memory segment the client described for a one-sided transfer is not mapped, or
+    /// shorter than described: the message names the segment.
+    BadAddress = 17,
 }
 
 impl ErrorCode {
@@ -128,6 +134,8 @@ impl ErrorCode {
             13 => Self::Unavailable,
             14 => Self::Internal,
             15 => Self::UnknownView,
+            16 => Self::RemoteAccessRefused,
+            17 => Self::BadAddress,
             other => {
                 return Err(WireError::BadValue {
                     field: "error code",
@@ -155,6 +163,8 @@ impl ErrorCode {
             Self::Unavailable => "server unavailable",
             Self::Internal => "internal error",
             Self::UnknownView => "unknown view",
+            Self::RemoteAccessRefused => "one-sided access refused",
+            Self::BadAddress => "bad remote address",
         }
     }
 }

@@ -7,7 +7,7 @@
 //! compile-time assertions at the bottom of the file.
 
 /// Version of the frame header and message encodings; a peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 3;
+pub const PROTOCOL_VERSION: u8 = 4;
 
 /// Bytes in the fixed frame header that starts every message.
 pub const HEADER_BYTES: usize = 24;
@@ -100,6 +100,24 @@ pub const RANGE_LOCK_WAIT_MS_MAX: u32 = 60_000;
 
 /// Longest a range lock may be held before the mds drops it, in milliseconds.
 pub const RANGE_LOCK_LEASE_MS_MAX: u32 = 600_000;
+
+/// Most memory segments one request may describe for a one-sided transfer
+/// ([`crate::TransferMode::Remote`]); a client with more slices packs them instead.
+pub const REMOTE_SEGMENTS_MAX: usize = 1 << 18;
+
+/// Most bytes of a remote-memory descriptor (the endpoint name of a fabric peer).
+pub const REMOTE_ENDPOINT_BYTES_MAX: usize = 256;
+
+/// Bytes a server moves per step of a pipelined one-sided transfer: while one unit is copied
+/// between the client's memory and the server's buffer, the previous one is in storage
+/// (seed 001 Fig. 2.12).
+pub const PIPELINE_UNIT_BYTES: u64 = 1 << 20;
+
+// A descriptor with the most segments (24 bytes each) fits one frame's bulk.
+const _: () = assert!(
+    REMOTE_SEGMENTS_MAX as u64 * 24 + REMOTE_ENDPOINT_BYTES_MAX as u64 + 64
+        <= MESSAGE_BULK_BYTES_MAX as u64
+);
 
 // A request with the most pieces must fit the body limit (16 bytes a piece, plus the fixed part).
 const _: () = assert!(

@@ -11,7 +11,8 @@ use crate::layout::Layout;
 use crate::layout::StripeLayout;
 use crate::limits::{
     CAPABILITY_BYTES_MAX, ERROR_MESSAGE_BYTES_MAX, NAME_BYTES_MAX, PATH_BYTES_MAX,
-    READDIR_ENTRIES_MAX, REQUEST_PIECES_MAX, SERVERS_MAX,
+    READDIR_ENTRIES_MAX, REMOTE_ENDPOINT_BYTES_MAX, REMOTE_SEGMENTS_MAX, REQUEST_PIECES_MAX,
+    SERVERS_MAX,
 };
 use tessera_dtype::Datatype;
 
@@ -73,6 +74,8 @@ pub enum Opcode {
     ReleaseView = 0x3C,
     /// iod: storage counters and the cost model in use.
     ServerStats = 0x3D,
+    /// iod: check that one-sided access to the client's memory works.
+    RemoteProbe = 0x3E,
     /// A bulk-only frame of the `multiple` transfer mode: one piece of data.
     Data = 0x3F,
 }
@@ -108,6 +111,7 @@ impl Opcode {
             0x3B => Self::ReadView,
             0x3C => Self::ReleaseView,
             0x3D => Self::ServerStats,
+            0x3E => Self::RemoteProbe,
             0x3F => Self::Data,
             opcode => return Err(WireError::UnknownOpcode { opcode }),
         })
@@ -388,11 +392,19 @@ pub enum TransferMode {
     Pack = 2,
     /// One `Data` frame per file piece after the request or reply frame.
     Multiple = 3,
+    /// One-sided, server-initiated: the request's bulk is a [`RemoteMemory`] describing the
+    /// client's memory, and the server pulls (writes) or pushes (reads) the data itself with
+    /// no data in any frame (same host: `process_vm_readv`/`process_vm_writev`).
+    Remote = 4,
 }
 
 impl TransferMode {
-    /// Every mode, in the order benchmarks report them.
-    pub const ALL: [Self; 3] = [Self::Multiple, Self::Pack, Self::Gather];
+    /// The modes whose data travels in frames (every transport has them), in the order
+    /// benchmarks report them.
+    pub const FRAMED: [Self; 3] = [Self::Multiple, Self::Pack, Self::Gather];
+
+    /// Every mode.
+    pub const ALL: [Self; 4] = [Self::Multiple, Self::Pack, Self::Gather, Self::Remote];
 
     /// The name used by the CLI and benchmarks.
     pub fn name(self) -> &'static str {
@@ -400,6 +412,7 @@ impl TransferMode {
             Self::Gather => "gather",
             Self::Pack => "pack",
             Self::Multiple => "multiple",
+            Self::Remote => "remote",
         }
     }
 
@@ -418,11 +431,114 @@ impl Wire for TransferMode {
             1 => Ok(Self::Gather),
             2 => Ok(Self::Pack),
             3 => Ok(Self::Multiple),
+            4 => Ok(Self::Remote),
             other => Err(WireError::BadValue {
                 field: "transfer mode",
                 value: u64::from(other),
             }),
         }
+    }
+}
+
+/// How the server reaches the client's memory in a [`TransferMode::Remote`] transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[repr(u8)]
+pub enum RemoteAccess {
+    /// Same host: `process_vm_readv`/`process_vm_writev` on the process at the other end of
+    /// the Unix socket (the server takes the pid from the socket's credentials, never from the
+    /// message). Addresses are virtual addresses in that process; keys are unused.
+    #[default]
+    Process = 1,
+    /// A fabric (libfabric RMA): `endpoint` names the client's endpoint, each segment carries
+    /// the key of its registration.
+    Fabric = 2,
+}
+
+impl Wire for RemoteAccess {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.u8(*self as u8);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        match decoder.u8()? {
+            1 => Ok(Self::Process),
+            2 => Ok(Self::Fabric),
+            other => Err(WireError::BadValue {
+                field: "remote access",
+                value: u64::from(other),
+            }),
+        }
+    }
+}
+
+/// One contiguous range of the client's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct RemoteSegment {
+    /// Address in the client's address space (or fabric address for the key).
+    pub address: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// Registration key (fabric access); 0 otherwise.
+    pub key: u64,
+}
+
+impl Wire for RemoteSegment {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.u64(self.address);
+        encoder.u64(self.length);
+        encoder.u64(self.key);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        Ok(Self {
+            address: decoder.u64()?,
+            length: decoder.u64()?,
+            key: decoder.u64()?,
+        })
+    }
+}
+
+impl Wire for Vec<RemoteSegment> {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.count(self.len());
+        for segment in self {
+            segment.encode(encoder);
+        }
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let count = decoder.count("remote_segments_max", REMOTE_SEGMENTS_MAX, 24)?;
+        (0..count).map(|_| RemoteSegment::decode(decoder)).collect()
+    }
+}
+
+wire_struct! {
+    /// The client's memory for a [`TransferMode::Remote`] request: travels as the bulk of
+    /// the request frame. The segments hold the request's data bytes in data order.
+    pub struct RemoteMemory {
+        /// How the server reaches the memory.
+        pub access: RemoteAccess,
+        /// The client's fabric endpoint name (fabric access); empty otherwise.
+        pub endpoint: RemoteEndpoint,
+        /// Most segments per one-sided call: 1 moves each segment by a call of its own (the
+        /// multiple-message mechanism); 0 means as many as the backend allows.
+        pub segments_per_call: u16,
+        /// The memory, in data order.
+        pub segments: Vec<RemoteSegment>,
+    }
+}
+
+/// A fabric endpoint name, at most [`REMOTE_ENDPOINT_BYTES_MAX`] bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
+pub struct RemoteEndpoint(pub Vec<u8>);
+
+impl Wire for RemoteEndpoint {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.bytes(&self.0);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        Ok(Self(
+            decoder
+                .bytes("remote_endpoint_bytes_max", REMOTE_ENDPOINT_BYTES_MAX)?
+                .to_vec(),
+        ))
     }
 }
 
@@ -1086,6 +1202,23 @@ wire_struct! {
     }
 }
 request!(ServerStats => ServerStats, ServerStatsReply);
+
+wire_struct! {
+    /// Asks an iod to pull 8 bytes of the client's memory one-sidedly: the request's bulk is a
+    /// [`RemoteMemory`] with one 8-byte segment holding a token. A client sends it once per
+    /// new same-host connection; a refusal (`RemoteAccessRefused`) makes it move data in
+    /// messages on that connection.
+    pub struct RemoteProbe {}
+}
+
+wire_struct! {
+    /// The token the server found in the client's memory.
+    pub struct RemoteProbeReply {
+        /// The 8 bytes, little-endian.
+        pub token: u64,
+    }
+}
+request!(RemoteProbe => RemoteProbe, RemoteProbeReply);
 
 impl Write {
     /// Bytes of data the request carries (the sum of its piece lengths).

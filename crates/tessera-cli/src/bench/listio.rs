@@ -56,12 +56,12 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         let budget = if common.quick { 2 << 20 } else { 16 << 20 };
         let iterations = u32::try_from((budget / call_bytes).clamp(4, 256)).expect("small");
         // seconds per (op, method), one entry per repetition
-        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); 2 * TransferMode::ALL.len()];
-        let mut last = vec![(0u64, 0u64, 0u64, 0u64); 2 * TransferMode::ALL.len()];
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); 2 * TransferMode::FRAMED.len()];
+        let mut last = vec![(0u64, 0u64, 0u64, 0u64); 2 * TransferMode::FRAMED.len()];
         for repetition in 0..repetitions {
-            for turn in 0..TransferMode::ALL.len() {
-                let method_index = (turn + repetition) % TransferMode::ALL.len();
-                let method = TransferMode::ALL[method_index];
+            for turn in 0..TransferMode::FRAMED.len() {
+                let method_index = (turn + repetition) % TransferMode::FRAMED.len();
+                let method = TransferMode::FRAMED[method_index];
                 generation += 1;
                 for (op_index, write) in [(0, true), (1, false)] {
                     let tasks = (0..PROCESSES)
@@ -87,7 +87,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                         .iter()
                         .map(|result| result.seconds)
                         .fold(0.0, f64::max);
-                    let slot = op_index * TransferMode::ALL.len() + method_index;
+                    let slot = op_index * TransferMode::FRAMED.len() + method_index;
                     samples[slot].push(seconds / f64::from(iterations));
                     let per_call = |total: u64| total / u64::from(iterations);
                     last[slot] = (
@@ -100,8 +100,8 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             }
         }
         for (op_index, op) in ["write", "read"].into_iter().enumerate() {
-            for (method_index, method) in TransferMode::ALL.into_iter().enumerate() {
-                let slot = op_index * TransferMode::ALL.len() + method_index;
+            for (method_index, method) in TransferMode::FRAMED.into_iter().enumerate() {
+                let slot = op_index * TransferMode::FRAMED.len() + method_index;
                 let seconds = median(&mut samples[slot]);
                 let (requests, storage_calls, bytes, messages) = last[slot];
                 rows.push(Row {
@@ -205,7 +205,7 @@ fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
         .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
     let mut series = Vec::new();
     for op in ["write", "read"] {
-        for method in TransferMode::ALL {
+        for method in TransferMode::FRAMED {
             let points = PIECE_SIZES
                 .iter()
                 .map(|&size| {

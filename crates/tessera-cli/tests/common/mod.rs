@@ -69,7 +69,25 @@ impl Cluster {
 
     pub fn client_with_timeout(&self, timeout: Duration) -> Client {
         let config = ClusterConfig::load(&self.file()).expect("cluster file");
-        Client::new(&config, &ClientOptions { timeout })
+        Client::new(
+            &config,
+            &ClientOptions {
+                timeout,
+                ..ClientOptions::default()
+            },
+        )
+    }
+
+    /// A client that reaches every server by TCP (data in messages), whatever the host.
+    pub fn tcp_client(&self) -> Client {
+        let config = ClusterConfig::load(&self.file()).expect("cluster file");
+        Client::new(
+            &config,
+            &ClientOptions {
+                timeout: Duration::from_secs(30),
+                local: false,
+            },
+        )
     }
 
     pub fn pid(&self, server: &str) -> i32 {
@@ -127,6 +145,8 @@ impl Cluster {
                 .arg(self.path().join(&name))
                 .args(["--listen", &address, "--address-file"])
                 .arg(&address_file)
+                .arg("--local-socket")
+                .arg(run.join(format!("{name}.sock")))
                 .stdin(std::process::Stdio::null())
                 .stdout(log.try_clone().expect("iod log"))
                 .stderr(log)

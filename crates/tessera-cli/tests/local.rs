@@ -1,0 +1,219 @@
+//! The `local` backend against real server processes: data moved one-sidedly by the servers
+//! (`process_vm_readv`/`process_vm_writev`) for every mechanism the transfer policy has,
+//! checked byte for byte against a plain buffer; large requests pipelined; a bad memory
+//! descriptor answered with an error naming the segment; and the fallback to TCP.
+
+mod common;
+
+use std::io::{IoSlice, IoSliceMut, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use common::{bytes, Cluster};
+use tessera_client::{
+    Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, Mechanism, OpenMode, Piece,
+    TransferPolicy,
+};
+use tessera_proto::{
+    Capability, Header, Opcode, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory,
+    RemoteSegment, StoragePlan, TransferMode, Wire,
+};
+
+/// Scattered memory (100-byte slices with 28-byte gaps) to scattered file pieces over four
+/// servers, for each policy; every byte is read back through a different policy too.
+#[test]
+fn every_mechanism_moves_the_same_bytes_one_sidedly() {
+    let cluster = Cluster::start(4);
+    let client = cluster.client();
+    let mut file = client
+        .create(
+            "/local",
+            &CreateOptions {
+                stripe_unit_bytes: 4096,
+                ..CreateOptions::default()
+            },
+        )
+        .unwrap();
+    file.set_storage_plan(StoragePlan::PerPiece);
+    let pieces: Vec<Piece> = (0..256u64)
+        .map(|i| Piece::new(i * 700 + (i % 3) * 11, 100))
+        .collect();
+    let policies = [
+        TransferPolicy::Auto,
+        TransferPolicy::Force(Mechanism::Pack),
+        TransferPolicy::Force(Mechanism::Gather),
+        TransferPolicy::Force(Mechanism::Multiple),
+        TransferPolicy::Force(Mechanism::Inline),
+    ];
+    for (round, policy) in policies.into_iter().enumerate() {
+        let source = bytes(round as u64 + 1, 256 * 128);
+        let memory: Vec<IoSlice<'_>> = source
+            .chunks(128)
+            .map(|chunk| IoSlice::new(&chunk[..100]))
+            .collect();
+        file.set_transfer_policy(policy);
+        let report = file.write_list(&memory, &pieces).unwrap();
+        assert_eq!(report.bytes, 25_600, "{policy:?}");
+        // 6400 bytes a server: the model sends such small requests inline.
+        let one_sided = !matches!(
+            policy,
+            TransferPolicy::Auto | TransferPolicy::Force(Mechanism::Inline)
+        );
+        assert_eq!(
+            report.one_sided,
+            if one_sided { report.requests } else { 0 },
+            "{policy:?}: {report:?}"
+        );
+        // Only requests are sent: one-sidedly no frame carries data.
+        assert_eq!(report.messages_sent, report.requests, "{policy:?}");
+        if policy == TransferPolicy::Force(Mechanism::Pack) {
+            assert_eq!(report.bytes_copied, 25_600);
+        } else if policy == TransferPolicy::Force(Mechanism::Gather) {
+            assert_eq!(report.bytes_copied, 0);
+        }
+        // Read back through the next policy, into scattered memory.
+        file.set_transfer_policy(policies[(round + 1) % policies.len()]);
+        let mut back = vec![0u8; 256 * 128];
+        let mut slices: Vec<IoSliceMut<'_>> = back
+            .chunks_mut(128)
+            .map(|chunk| IoSliceMut::new(&mut chunk[..100]))
+            .collect();
+        file.read_list(&mut slices, &pieces).unwrap();
+        for (index, (got, want)) in back.chunks(128).zip(source.chunks(128)).enumerate() {
+            assert_eq!(&got[..100], &want[..100], "{policy:?}: slice {index}");
+            assert!(got[100..].iter().all(|&b| b == 0), "gap {index} written");
+        }
+    }
+}
+
+/// A 12 MiB request is served in 1 MiB units, pulling and storing at once; the data and the
+/// file size come out whole, and a read pushes it back the same way.
+#[test]
+fn large_requests_are_pipelined_and_whole() {
+    let cluster = Cluster::start(2);
+    let client = cluster.client();
+    let mut file = client
+        .create(
+            "/big",
+            &CreateOptions {
+                stripe_unit_bytes: 8 << 20,
+                ..CreateOptions::default()
+            },
+        )
+        .unwrap();
+    file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
+    let data = bytes(77, 12 << 20);
+    let memory: Vec<IoSlice<'_>> = data.chunks(64 << 10).map(IoSlice::new).collect();
+    let report = file.write_list(&memory, &[Piece::new(0, 12 << 20)]).unwrap();
+    assert_eq!(report.one_sided, report.requests);
+    assert_eq!(file.stat().unwrap().size, 12 << 20);
+    let mut back = vec![0u8; 12 << 20];
+    let mut slices: Vec<IoSliceMut<'_>> = back.chunks_mut(48 << 10).map(IoSliceMut::new).collect();
+    let report = file.read_list(&mut slices, &[Piece::new(0, 12 << 20)]).unwrap();
+    assert_eq!(report.one_sided, report.requests);
+    assert!(back == data, "read-back differs");
+}
+
+/// Datatype and view calls take the same one-sided path.
+#[test]
+fn datatype_calls_move_one_sidedly() {
+    use tessera_client::dtype::{Datatype, Order};
+    let cluster = Cluster::start(3);
+    let client = cluster.client();
+    let mut file = client.create("/typed", &CreateOptions::default()).unwrap();
+    file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
+    let byte = Datatype::byte();
+    // Every other 512-byte block of a 256 KiB region.
+    let filetype = Datatype::vector(256, 512, 1024, &byte).unwrap();
+    let memtype = Datatype::subarray(&[512, 512], &[256, 512], &[0, 0], Order::C, &byte).unwrap();
+    let data = bytes(5, 512 * 512);
+    let report = file.write_type(&data, &memtype, 1, &filetype, 4096).unwrap();
+    assert!(report.one_sided > 0 && report.one_sided == report.requests, "{report:?}");
+    let mut back = vec![0u8; 512 * 512];
+    file.read_type(&mut back, &memtype, 1, &filetype, 4096).unwrap();
+    assert_eq!(&back[..256 * 512], &data[..256 * 512]);
+    assert!(back[256 * 512..].iter().all(|&b| b == 0));
+}
+
+/// A descriptor that points at memory the client does not have is answered with an error
+/// naming the segment, and the connection stays usable.
+#[test]
+fn an_unmapped_client_segment_is_named_in_the_error() {
+    let cluster = Cluster::start(1);
+    let client = cluster.client();
+    let file = client.create("/bad", &CreateOptions::default()).unwrap();
+    let config = ClusterConfig::load(&cluster.file()).unwrap();
+    let socket = config.iods[0].local.clone().expect("a local socket");
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let good = [9u8; 64];
+    let memory = RemoteMemory {
+        access: RemoteAccess::Process,
+        endpoint: RemoteEndpoint::default(),
+        segments_per_call: 0,
+        segments: vec![
+            RemoteSegment {
+                address: good.as_ptr() as u64,
+                length: 64,
+                key: 0,
+            },
+            // The first page is never mapped.
+            RemoteSegment {
+                address: 16,
+                length: 64,
+                key: 0,
+            },
+        ],
+    };
+    let write = tessera_proto::Write {
+        handle: file.handle(),
+        capability: Capability::default(),
+        mode: TransferMode::Remote,
+        storage: StoragePlan::Auto,
+        pieces: vec![Piece::new(0, 128)],
+    };
+    let body = write.to_body();
+    let descriptor = memory.to_body();
+    let header = Header {
+        opcode: Opcode::Write as u8,
+        flags: 0,
+        request_id: 7,
+        body_bytes: body.len() as u32,
+        bulk_bytes: descriptor.len() as u32,
+    };
+    stream.write_all(&header.encode()).unwrap();
+    stream.write_all(&body).unwrap();
+    stream.write_all(&descriptor).unwrap();
+    let mut reply = [0u8; tessera_proto::limits::HEADER_BYTES];
+    stream.read_exact(&mut reply).unwrap();
+    let reply = Header::decode(&reply).unwrap();
+    assert!(reply.is_error(), "{reply:?}");
+    let mut body = vec![0u8; reply.body_bytes as usize];
+    stream.read_exact(&mut body).unwrap();
+    let error = RemoteError::from_body(&body).unwrap();
+    assert_eq!(error.code, ErrorCode::BadAddress, "{}", error.message);
+    assert!(error.message.contains("segment 1"), "{}", error.message);
+    std::hint::black_box(&good);
+    // Nothing of the failed write reached the file, and the file is still served.
+    assert_eq!(file.stat().unwrap().size, 0);
+}
+
+/// A cluster file naming a socket that is not there: the client uses TCP and says so.
+#[test]
+fn a_missing_socket_falls_back_to_tcp() {
+    let cluster = Cluster::start(2);
+    let mut config = ClusterConfig::load(&cluster.file()).unwrap();
+    for iod in &mut config.iods {
+        iod.local = Some(cluster.path().join("run").join("nowhere.sock"));
+    }
+    let client = Client::new(&config, &ClientOptions::default());
+    let mut file = client.create("/fallback", &CreateOptions::default()).unwrap();
+    file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
+    let data = bytes(3, 300_000);
+    let report = file.write_at(0, &data).unwrap();
+    assert_eq!(report.one_sided, 0);
+    let file = client.open("/fallback", OpenMode::ReadOnly).unwrap();
+    let mut back = vec![0u8; 300_000];
+    file.read_at(0, &mut back).unwrap();
+    assert!(back == data);
+}

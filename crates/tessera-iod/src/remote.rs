@@ -1,0 +1,304 @@
+//! Serving one-sided requests: the data of a write is pulled out of the client's memory and
+//! the data of a read pushed into it by this server (`process_vm_readv`/`process_vm_writev`,
+//! the `local` backend), with no data in any frame.
+//!
+//! A request larger than one [`PIPELINE_UNIT_BYTES`] unit is pipelined (seed 001 Fig. 2.12):
+//! the request's data stream is cut into units, and one thread moves unit `k + 1` between the
+//! client and a server buffer while the other serves unit `k` to or from storage, with two
+//! unit buffers in rotation. The whole request's extent stays locked throughout
+//! ([`ObjectStore::serve_units`]), so a pipelined request is as atomic as any other.
+
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+
+use tessera_net::local::rma::{self, RmaError};
+use tessera_proto::limits::PIPELINE_UNIT_BYTES;
+use tessera_proto::{ErrorCode, Piece, RemoteError, RemoteMemory, RemoteSegment, StoragePlan};
+
+use crate::store::{ObjectStore, Outcome};
+
+/// One unit of a pipelined request: its share of the file pieces and of the client's memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Unit {
+    bytes: usize,
+    pieces: Vec<Piece>,
+    segments: Vec<RemoteSegment>,
+}
+
+/// The client, as a one-sided peer: its pid (from the socket) and its memory.
+#[derive(Debug)]
+pub struct Client {
+    /// The client's process id, from `SO_PEERCRED`.
+    pub pid: u32,
+    /// Where its data lies.
+    pub memory: RemoteMemory,
+}
+
+fn rma_error(err: &RmaError) -> RemoteError {
+    err.to_remote()
+}
+
+/// Writes `pieces` of object `handle` with data pulled from the client's memory.
+pub fn write(
+    store: &ObjectStore,
+    handle: u64,
+    pieces: &[Piece],
+    requested: StoragePlan,
+    client: &Client,
+) -> Result<Outcome, RemoteError> {
+    check(pieces, client)?;
+    let per_call = client.memory.segments_per_call;
+    let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
+    if let [unit] = units.as_slice() {
+        let mut data = vec![0u8; unit.bytes];
+        rma::pull(client.pid, &unit.segments, per_call, &mut data).map_err(|e| rma_error(&e))?;
+        return store.write(handle, pieces, &data, requested);
+    }
+    let (buffers, full, empty) = rotation(&units);
+    let units = &units;
+    std::thread::scope(|scope| {
+        let (full_tx, empty_rx) = (full.0, empty.1);
+        let puller = scope.spawn(move || -> Result<(), RemoteError> {
+            for unit in units {
+                let Ok(mut buffer) = empty_rx.recv() else {
+                    return Ok(()); // the storage side stopped; its error is the answer
+                };
+                buffer.resize(unit.bytes, 0);
+                rma::pull(client.pid, &unit.segments, per_call, &mut buffer)
+                    .map_err(|e| rma_error(&e))?;
+                if full_tx.send(buffer).is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        });
+        let (full_rx, empty_tx) = (full.1, empty.0);
+        for buffer in buffers {
+            empty_tx
+                .send(buffer)
+                .expect("the puller holds the receiver");
+        }
+        let stored = store.serve_units(handle, pieces, true, requested, |storage| {
+            for unit in units {
+                let Ok(buffer) = full_rx.recv() else {
+                    return Err(stopped());
+                };
+                storage.write(&unit.pieces, &buffer)?;
+                let _ = empty_tx.send(buffer);
+            }
+            Ok(())
+        });
+        drop(full_rx);
+        drop(empty_tx);
+        let pulled = puller.join().unwrap_or_else(|_| Err(panicked()));
+        // The puller's error explains a storage side that stopped for want of data.
+        match (pulled, stored) {
+            (Err(error), _) | (Ok(()), Err(error)) => Err(error),
+            (Ok(()), Ok(outcome)) => Ok(outcome),
+        }
+    })
+}
+
+/// Reads `pieces` of object `handle` and pushes the data into the client's memory.
+pub fn read(
+    store: &ObjectStore,
+    handle: u64,
+    pieces: &[Piece],
+    requested: StoragePlan,
+    client: &Client,
+) -> Result<Outcome, RemoteError> {
+    check(pieces, client)?;
+    let per_call = client.memory.segments_per_call;
+    let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
+    if let [unit] = units.as_slice() {
+        let mut data = vec![0u8; unit.bytes];
+        let outcome = store.read(handle, pieces, &mut data, requested)?;
+        rma::push(client.pid, &data, &unit.segments, per_call).map_err(|e| rma_error(&e))?;
+        return Ok(outcome);
+    }
+    let (buffers, full, empty) = rotation(&units);
+    let units = &units;
+    std::thread::scope(|scope| {
+        let (full_tx, empty_rx) = (full.0, empty.1);
+        let reader = scope.spawn(move || {
+            store.serve_units(handle, pieces, false, requested, |storage| {
+                for unit in units {
+                    let Ok(mut buffer) = empty_rx.recv() else {
+                        return Err(stopped());
+                    };
+                    buffer.resize(unit.bytes, 0);
+                    storage.read(&unit.pieces, &mut buffer)?;
+                    if full_tx.send(buffer).is_err() {
+                        return Err(stopped());
+                    }
+                }
+                Ok(())
+            })
+        });
+        let (full_rx, empty_tx) = (full.1, empty.0);
+        for buffer in buffers {
+            empty_tx
+                .send(buffer)
+                .expect("the reader holds the receiver");
+        }
+        let mut pushed = Ok(());
+        for unit in units {
+            let Ok(buffer) = full_rx.recv() else {
+                break; // the reader stopped; its error is the answer
+            };
+            if let Err(err) = rma::push(client.pid, &buffer, &unit.segments, per_call) {
+                pushed = Err(rma_error(&err));
+                break;
+            }
+            let _ = empty_tx.send(buffer);
+        }
+        drop(full_rx);
+        drop(empty_tx);
+        let read = reader.join().unwrap_or_else(|_| Err(panicked()));
+        match (pushed, read) {
+            (Err(error), _) | (Ok(()), Err(error)) => Err(error),
+            (Ok(()), Ok(outcome)) => Ok(outcome),
+        }
+    })
+}
+
+type Channel = (SyncSender<Vec<u8>>, Receiver<Vec<u8>>);
+
+/// Two unit buffers and the channels they rotate through: `empty` to the producing side,
+/// `full` to the consuming side.
+fn rotation(units: &[Unit]) -> ([Vec<u8>; 2], Channel, Channel) {
+    let largest = units.iter().map(|unit| unit.bytes).max().unwrap_or(0);
+    let buffers = [Vec::with_capacity(largest), Vec::with_capacity(largest)];
+    (buffers, sync_channel(2), sync_channel(2))
+}
+
+fn stopped() -> RemoteError {
+    RemoteError::new(
+        ErrorCode::Internal,
+        "the other stage of a pipelined transfer stopped",
+    )
+}
+
+fn panicked() -> RemoteError {
+    RemoteError::new(ErrorCode::Internal, "a pipelined transfer stage panicked")
+}
+
+/// The client's segments must hold exactly the request's bytes.
+fn check(pieces: &[Piece], client: &Client) -> Result<(), RemoteError> {
+    let wanted: u64 = pieces.iter().map(|piece| piece.length).sum();
+    let described: u64 = client
+        .memory
+        .segments
+        .iter()
+        .map(|segment| segment.length)
+        .sum();
+    if wanted == described {
+        Ok(())
+    } else {
+        Err(RemoteError::new(
+            ErrorCode::Protocol,
+            format!("the client's memory segments hold {described} bytes, its pieces {wanted}"),
+        ))
+    }
+}
+
+/// Cuts the request's data stream into units of `unit_bytes`: each unit gets the pieces and
+/// the memory segments (both cut at the unit's boundaries) that hold its bytes.
+fn cut(pieces: &[Piece], segments: &[RemoteSegment], unit_bytes: u64) -> Vec<Unit> {
+    let total: u64 = pieces.iter().map(|piece| piece.length).sum();
+    let count = total.div_ceil(unit_bytes).max(1);
+    let mut units: Vec<Unit> = (0..count)
+        .map(|k| Unit {
+            bytes: usize::try_from(unit_bytes.min(total - k * unit_bytes))
+                .expect("a unit fits memory"),
+            pieces: Vec::new(),
+            segments: Vec::new(),
+        })
+        .collect();
+    let mut position = 0u64;
+    for piece in pieces {
+        let mut offset = piece.offset;
+        let mut left = piece.length;
+        while left > 0 {
+            let unit = position / unit_bytes;
+            let room = (unit + 1) * unit_bytes - position;
+            let step = left.min(room);
+            units[usize::try_from(unit).expect("few units")]
+                .pieces
+                .push(Piece::new(offset, step));
+            offset += step;
+            position += step;
+            left -= step;
+        }
+    }
+    position = 0;
+    for segment in segments {
+        let mut address = segment.address;
+        let mut left = segment.length;
+        while left > 0 {
+            let unit = position / unit_bytes;
+            let room = (unit + 1) * unit_bytes - position;
+            let step = left.min(room);
+            units[usize::try_from(unit).expect("few units")]
+                .segments
+                .push(RemoteSegment {
+                    address,
+                    length: step,
+                    key: segment.key,
+                });
+            address += step;
+            position += step;
+            left -= step;
+        }
+    }
+    units
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_cut_pieces_and_segments_at_the_same_bytes() {
+        let pieces = [Piece::new(0, 5), Piece::new(100, 7), Piece::new(50, 4)];
+        let segments = [
+            RemoteSegment {
+                address: 1000,
+                length: 3,
+                key: 0,
+            },
+            RemoteSegment {
+                address: 2000,
+                length: 13,
+                key: 0,
+            },
+        ];
+        let units = cut(&pieces, &segments, 6);
+        assert_eq!(units.len(), 3);
+        assert_eq!(
+            units.iter().map(|unit| unit.bytes).collect::<Vec<_>>(),
+            [6, 6, 4]
+        );
+        assert_eq!(units[0].pieces, [Piece::new(0, 5), Piece::new(100, 1)]);
+        assert_eq!(units[1].pieces, [Piece::new(101, 6)]);
+        assert_eq!(units[2].pieces, [Piece::new(50, 4)]);
+        let addresses: Vec<Vec<(u64, u64)>> = units
+            .iter()
+            .map(|unit| {
+                unit.segments
+                    .iter()
+                    .map(|segment| (segment.address, segment.length))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            addresses,
+            [vec![(1000, 3), (2000, 3)], vec![(2003, 6)], vec![(2009, 4)]]
+        );
+        for unit in &units {
+            let piece_bytes: u64 = unit.pieces.iter().map(|piece| piece.length).sum();
+            let segment_bytes: u64 = unit.segments.iter().map(|segment| segment.length).sum();
+            assert_eq!(piece_bytes, unit.bytes as u64);
+            assert_eq!(segment_bytes, unit.bytes as u64);
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! One-sided copies between this process and another one on the host, with
+//! `process_vm_readv` (pull) and `process_vm_writev` (push).
+//!
+//! The remote side is a list of segments in the other process's address space; the local
+//! side is one contiguous buffer of this process. Each system call moves at most
+//! [`IOV_PIECES_MAX`] segments (the kernel's `UIO_MAXIOV`), fewer when the request asks for
+//! fewer (`segments_per_call = 1` is the multiple-message mechanism). The kernel moves whole
+//! segments until one fails, so a short count points at the segment that is not mapped; that
+//! becomes [`RmaError::BadSegment`] naming it. A refused access (`EPERM`, `ESRCH`, `ENOSYS`)
+//! is [`RmaError::Refused`], on which the client falls back to a transfer in messages.
+
+use std::io;
+
+use tessera_proto::limits::IOV_PIECES_MAX;
+use tessera_proto::{ErrorCode, RemoteError, RemoteSegment};
+
+/// A one-sided copy that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RmaError {
+    /// The kernel refused to reach the process at all.
+    #[error("process_vm access to pid {pid} refused: {source}")]
+    Refused {
+        /// The other process.
+        pid: u32,
+        /// The kernel's answer.
+        source: io::Error,
+    },
+    /// A segment of the other process's memory is not mapped (or not all of it).
+    #[error(
+        "segment {index} of the client's memory ({length} bytes at {address:#x}) is not mapped: \
+         moved {moved} of {length} bytes"
+    )]
+    BadSegment {
+        /// Index in the descriptor's segment list.
+        index: usize,
+        /// Its address in the other process.
+        address: u64,
+        /// Its length.
+        length: u64,
+        /// Bytes of it that did move.
+        moved: u64,
+    },
+    /// The descriptor does not add up to the local buffer.
+    #[error("the client's segments hold {described} bytes, the request {expected}")]
+    Mismatch {
+        /// Bytes the segments describe.
+        described: u64,
+        /// Bytes the request moves.
+        expected: u64,
+    },
+}
+
+impl RmaError {
+    /// The error reply for the client.
+    pub fn to_remote(&self) -> RemoteError {
+        let code = match self {
+            Self::Refused { .. } => ErrorCode::RemoteAccessRefused,
+            Self::BadSegment { .. } => ErrorCode::BadAddress,
+            Self::Mismatch { .. } => ErrorCode::Protocol,
+        };
+        RemoteError::new(code, self.to_string())
+    }
+}
+
+/// What a transfer cost: system calls made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RmaCounts {
+    /// `process_vm_*` calls.
+    pub calls: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Pull,
+    Push,
+}
+
+/// Copies the segments of process `pid`, in order, into `local` (which they must fill).
+pub fn pull(
+    pid: u32,
+    remote: &[RemoteSegment],
+    segments_per_call: u16,
+    local: &mut [u8],
+) -> Result<RmaCounts, RmaError> {
+    let base = local.as_mut_ptr();
+    let len = local.len();
+    copy(pid, remote, segments_per_call, base, len, Direction::Pull)
+}
+
+/// Copies `local` into the segments of process `pid`, in order (they must hold it exactly).
+pub fn push(
+    pid: u32,
+    local: &[u8],
+    remote: &[RemoteSegment],
+    segments_per_call: u16,
+) -> Result<RmaCounts, RmaError> {
+    // The push only reads through this pointer (process_vm_writev's local side).
+    let base = local.as_ptr().cast_mut();
+    copy(
+        pid,
+        remote,
+        segments_per_call,
+        base,
+        local.len(),
+        Direction::Push,
+    )
+}
+
+fn copy(
+    pid: u32,
+    remote: &[RemoteSegment],
+    segments_per_call: u16,
+    local: *mut u8,
+    local_len: usize,
+    direction: Direction,
+) -> Result<RmaCounts, RmaError> {
+    let described: u64 = remote.iter().map(|segment| segment.length).sum();
+    if described != local_len as u64 {
+        return Err(RmaError::Mismatch {
+            described,
+            expected: local_len as u64,
+        });
+    }
+    let per_call = match segments_per_call {
+        0 => IOV_PIECES_MAX,
+        n => usize::from(n).min(IOV_PIECES_MAX),
+    };
+    let pid_t = libc::pid_t::try_from(pid).map_err(|_| RmaError::Refused {
+        pid,
+        source: io::Error::from_raw_os_error(libc::ESRCH),
+    })?;
+    let mut counts = RmaCounts::default();
+    let mut cursor = 0usize;
+    let mut remote_iovs: Vec<libc::iovec> = Vec::with_capacity(per_call.min(remote.len()));
+    for (chunk_index, chunk) in remote.chunks(per_call).enumerate() {
+        remote_iovs.clear();
+        let mut chunk_bytes = 0usize;
+        let first = chunk_index * per_call;
+        for (index, segment) in chunk.iter().enumerate() {
+            let length = usize::try_from(segment.length).expect("segments add up to a buffer");
+            let Ok(address) = usize::try_from(segment.address) else {
+                return Err(RmaError::BadSegment {
+                    index: first + index,
+                    address: segment.address,
+                    length: segment.length,
+                    moved: 0,
+                });
+            };
+            remote_iovs.push(libc::iovec {
+                iov_base: address as *mut libc::c_void,
+                iov_len: length,
+            });
+            chunk_bytes += length;
+        }
+        let mut done = 0usize;
+        while done < chunk_bytes {
+            // After a partial move, go on from where the kernel stopped: a second short move
+            // then starts at the segment it cannot reach, which the error names.
+            let rest;
+            let remote_now: &[libc::iovec] = if done == 0 {
+                &remote_iovs
+            } else {
+                rest = remaining(&remote_iovs, done);
+                &rest
+            };
+            let local_iov = libc::iovec {
+                // SAFETY: `cursor + done < cursor + chunk_bytes <= local_len`, so the pointer
+                // stays inside the caller's buffer.
+                iov_base: unsafe { local.add(cursor + done) }.cast(),
+                iov_len: chunk_bytes - done,
+            };
+            let remote_count = remote_now.len() as libc::c_ulong;
+            let moved = match direction {
+                // SAFETY: the local iovec covers bytes of the caller's buffer, lent mutably
+                // (pull) for this call; the remote iovecs name memory of another process,
+                // which the kernel checks, so no memory of this process outside the local
+                // iovec is touched.
+                Direction::Pull => unsafe {
+                    libc::process_vm_readv(
+                        pid_t,
+                        &raw const local_iov,
+                        1,
+                        remote_now.as_ptr(),
+                        remote_count,
+                        0,
+                    )
+                },
+                // SAFETY: as above; process_vm_writev only reads the local iovec.
+                Direction::Push => unsafe {
+                    libc::process_vm_writev(
+                        pid_t,
+                        &raw const local_iov,
+                        1,
+                        remote_now.as_ptr(),
+                        remote_count,
+                        0,
+                    )
+                },
+            };
+            counts.calls += 1;
+            match usize::try_from(moved) {
+                Ok(0) => return Err(bad_segment(remote, first, done)),
+                Ok(moved) => done += moved,
+                Err(_) => {
+                    let err = io::Error::last_os_error();
+                    match err.raw_os_error() {
+                        Some(libc::EINTR) => {}
+                        Some(libc::EFAULT) => return Err(bad_segment(remote, first, done)),
+                        _ => return Err(RmaError::Refused { pid, source: err }),
+                    }
+                }
+            }
+        }
+        cursor += chunk_bytes;
+    }
+    Ok(counts)
+}
+
+/// The remote iovecs from byte `done` of the chunk on (the first one cut at its start).
+fn remaining(iovs: &[libc::iovec], mut done: usize) -> Vec<libc::iovec> {
+    let mut out = Vec::with_capacity(iovs.len());
+    for iov in iovs {
+        if done >= iov.iov_len {
+            done -= iov.iov_len;
+            continue;
+        }
+        out.push(libc::iovec {
+            iov_base: (iov.iov_base as usize + done) as *mut libc::c_void,
+            iov_len: iov.iov_len - done,
+        });
+        done = 0;
+    }
+    out
+}
+
+/// The segment holding byte `done` of the chunk starting at segment `first`.
+fn bad_segment(remote: &[RemoteSegment], first: usize, mut done: usize) -> RmaError {
+    for (index, segment) in remote.iter().enumerate().skip(first) {
+        let length = usize::try_from(segment.length).expect("segments add up to a buffer");
+        if done < length {
+            return RmaError::BadSegment {
+                index,
+                address: segment.address,
+                length: segment.length,
+                moved: done as u64,
+            };
+        }
+        done -= length;
+    }
+    RmaError::Mismatch {
+        described: remote.iter().map(|segment| segment.length).sum(),
+        expected: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segments_of(buffer: &[u8], lengths: &[usize]) -> Vec<RemoteSegment> {
+        let mut offset = 0;
+        lengths
+            .iter()
+            .map(|&length| {
+                let segment = RemoteSegment {
+                    address: buffer[offset..].as_ptr() as u64,
+                    length: length as u64,
+                    key: 0,
+                };
+                // Leave a one-byte gap between segments so they are really scattered.
+                offset += length + 1;
+                segment
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pull_and_push_scatter_over_more_segments_than_one_call_takes() {
+        let pid = std::process::id();
+        let lengths: Vec<usize> = (0..2500).map(|i| 1 + i % 37).collect();
+        let total: usize = lengths.iter().sum();
+        let source: Vec<u8> = (0..total + lengths.len())
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        let segments = segments_of(&source, &lengths);
+        let mut expected = Vec::with_capacity(total);
+        for segment in &segments {
+            let start = usize::try_from(segment.address - source.as_ptr() as u64).unwrap();
+            expected.extend_from_slice(&source[start..start + segment.length as usize]);
+        }
+        for per_call in [0u16, 1, 3] {
+            let mut pulled = vec![0u8; total];
+            let counts = pull(pid, &segments, per_call, &mut pulled).unwrap();
+            assert_eq!(pulled, expected, "per_call {per_call}");
+            let calls = match per_call {
+                0 => lengths.len().div_ceil(IOV_PIECES_MAX),
+                n => lengths.len().div_ceil(usize::from(n)),
+            };
+            assert_eq!(counts.calls, calls as u64, "per_call {per_call}");
+        }
+        let target = vec![0u8; source.len()];
+        let target_segments = segments_of(&target, &lengths);
+        push(pid, &expected, &target_segments, 0).unwrap();
+        let mut back = vec![0u8; total];
+        pull(pid, &target_segments, 0, &mut back).unwrap();
+        assert_eq!(back, expected);
+        // The gaps stayed untouched.
+        let mut offset = 0;
+        for &length in &lengths {
+            offset += length;
+            assert_eq!(target[offset], 0);
+            offset += 1;
+        }
+    }
+
+    #[test]
+    fn an_unmapped_segment_is_named() {
+        let pid = std::process::id();
+        let page = 4096usize;
+        // SAFETY: a fresh anonymous mapping of three pages; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                3 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let base = base as u64;
+        // SAFETY: unmaps the middle page of the mapping made above; only addresses (never
+        // references) into it are used below.
+        assert_eq!(
+            unsafe { libc::munmap((base as usize + page) as *mut libc::c_void, page) },
+            0
+        );
+        let segments = [
+            RemoteSegment {
+                address: base,
+                length: 100,
+                key: 0,
+            },
+            RemoteSegment {
+                address: base + 200,
+                length: 100,
+                key: 0,
+            },
+            RemoteSegment {
+                address: base + page as u64 + 8,
+                length: 64,
+                key: 0,
+            },
+            RemoteSegment {
+                address: base + 2 * page as u64,
+                length: 64,
+                key: 0,
+            },
+        ];
+        let mut local = vec![0u8; 328];
+        let err = pull(pid, &segments, 0, &mut local).unwrap_err();
+        match err {
+            RmaError::BadSegment { index, moved, .. } => {
+                assert_eq!(index, 2, "{err}");
+                assert_eq!(moved, 0);
+            }
+            other => panic!("expected a bad segment, got {other}"),
+        }
+        assert_eq!(err.to_remote().code, ErrorCode::BadAddress);
+        assert!(err.to_string().contains("segment 2"), "{err}");
+        // SAFETY: unmaps the rest of the mapping made above.
+        unsafe {
+            libc::munmap(base as usize as *mut libc::c_void, page);
+            libc::munmap((base as usize + 2 * page) as *mut libc::c_void, page);
+        }
+    }
+
+    #[test]
+    fn a_missing_process_is_refused_and_a_short_descriptor_mismatched() {
+        let source = [1u8; 16];
+        let segments = [RemoteSegment {
+            address: source.as_ptr() as u64,
+            length: 16,
+            key: 0,
+        }];
+        let mut local = [0u8; 16];
+        // Pid 0x7fff_fff0 is above the kernel's pid_max, so no process has it.
+        let err = pull(0x7fff_fff0, &segments, 0, &mut local).unwrap_err();
+        assert!(matches!(err, RmaError::Refused { .. }), "{err}");
+        assert_eq!(err.to_remote().code, ErrorCode::RemoteAccessRefused);
+        let mut short = [0u8; 8];
+        let err = pull(std::process::id(), &segments, 0, &mut short).unwrap_err();
+        assert!(matches!(err, RmaError::Mismatch { .. }), "{err}");
+    }
+}
