@@ -135,6 +135,16 @@ impl Client {
         }
     }
 
+    /// Registers the memory of every later one-sided transfer through `registry` (`None`:
+    /// no registration, the default). Connections made after this call use it too.
+    pub fn set_registration(&self, registry: Option<Arc<tessera_reg::Registry>>) {
+        let registration = registry.map(|registry| {
+            Arc::new(crate::registration::RegistryRegistration(registry))
+                as Arc<dyn tessera_net::Registration>
+        });
+        self.inner.iods.set_registration(registration);
+    }
+
     /// A client of the cluster in the cluster file at `path`, with default options.
     pub fn from_file(path: &Path) -> Result<Self, ClientError> {
         Ok(Self::new(

@@ -22,7 +22,7 @@
 //! # Ok::<(), tessera_client::ClientError>(())
 //! ```
 
-pub mod access;
+mod access;
 mod client;
 pub mod config;
 mod error;
@@ -30,6 +30,7 @@ mod file;
 pub mod layouts;
 mod methods;
 pub mod plan;
+pub mod registration;
 pub mod shared_pointer;
 mod typed;
 
@@ -42,6 +43,7 @@ pub use methods::{
     LockOptions, RangeLock, SieveOptions, LOCK_LEASE_DEFAULT, LOCK_WAIT_DEFAULT,
     SIEVE_READ_BUFFER_BYTES_DEFAULT, SIEVE_WRITE_BUFFER_BYTES_DEFAULT,
 };
+pub use registration::RegistryRegistration;
 pub use shared_pointer::SharedPointer;
 pub use tessera_net::local::policy::{Mechanism, Transfer, TransferPolicy};
 pub use tessera_net::Registration;
@@ -50,4 +52,5 @@ pub use tessera_proto::{
     Attr, Datatype, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, Piece, StripeLayout,
     TransferMode,
 };
+pub use tessera_reg;
 pub use typed::View;

@@ -40,9 +40,9 @@ pub use ogr::{plan_groups, Group, OGR_QUERY_SEGMENTS_MIN};
 pub use pin::{memlock_limit, PinRegistrar};
 pub use registrar::{calibrate, CostModel, NoneRegistrar, RegHandle, Registrar};
 pub use registry::{
-    CacheCapacity, Caching, Cover, Grouping, Policy, Registration, Registry, ACQUIRE_SEGMENTS_MAX,
-    ARENAS_MAX, CACHE_BYTES_DEFAULT, CACHE_ENTRIES_DEFAULT, CACHE_ENTRIES_MAX, FMRD_BATCH,
-    FMRD_BATCHES_QUEUED_MAX,
+    CacheCapacity, Caching, Cover, Grouping, OwnedRegistration, Policy, Registration, Registry,
+    ACQUIRE_SEGMENTS_MAX, ARENAS_MAX, CACHE_BYTES_DEFAULT, CACHE_ENTRIES_DEFAULT,
+    CACHE_ENTRIES_MAX, FMRD_BATCH, FMRD_BATCHES_QUEUED_MAX,
 };
 pub use segment::{page_bytes, Segment};
 pub use stats::RegStats;

@@ -229,6 +229,33 @@ impl Drop for Registration<'_> {
     }
 }
 
+/// A [`Registration`] that holds its registry by `Arc`, for holders that keep it past a
+/// borrow (a transport keeps one per outstanding request). Released on drop.
+#[derive(Debug)]
+pub struct OwnedRegistration {
+    registry: Arc<Registry>,
+    covers: Vec<Cover>,
+    held: Vec<Held>,
+}
+
+impl OwnedRegistration {
+    /// One cover per segment, in the order given to `acquire`.
+    pub fn covers(&self) -> &[Cover] {
+        &self.covers
+    }
+
+    /// Distinct registrations this guard holds.
+    pub fn registrations(&self) -> usize {
+        self.held.len()
+    }
+}
+
+impl Drop for OwnedRegistration {
+    fn drop(&mut self) {
+        self.registry.release(std::mem::take(&mut self.held));
+    }
+}
+
 #[derive(Debug)]
 enum Held {
     /// A cache entry or arena; released by reference count.
@@ -896,6 +923,23 @@ impl Registry {
             first_failure = first_failure.or(failure);
         }
         first_failure
+    }
+
+    /// As [`Registry::acquire`], with a guard that holds the registry by `Arc`.
+    pub fn acquire_owned(
+        self: &Arc<Self>,
+        segments: &[Segment],
+    ) -> Result<OwnedRegistration, RegError> {
+        let mut borrowed = self.acquire(segments)?;
+        let covers = std::mem::take(&mut borrowed.covers);
+        let held = std::mem::take(&mut borrowed.held);
+        // Releases nothing: the owned guard took what the borrowed one held.
+        drop(borrowed);
+        Ok(OwnedRegistration {
+            registry: self.clone(),
+            covers,
+            held,
+        })
     }
 
     /// Registers `segment` as an arena: registered once, every acquired segment inside it is a
