@@ -61,8 +61,9 @@ pub const TRANSFER_PIECES_MAX: usize = 1 << 20;
 pub const PEERS_MAX: usize = 4096;
 /// Bytes of an endpoint name (`fi_getname`) this crate accepts.
 pub const ENDPOINT_NAME_BYTES_MAX: usize = 256;
-/// How long a transfer waits for its completions before the endpoint is closed and the call
-/// fails; [`Endpoint::set_completion_timeout`] changes it per endpoint.
+/// How long a transfer with operations in flight waits without any completion before the
+/// endpoint is closed and the call fails; [`Endpoint::set_completion_timeout`] changes it per
+/// endpoint.
 pub const COMPLETION_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(30);
 
 const _: () = assert!(OPS_INFLIGHT_MAX > 0 && OPS_INFLIGHT_MAX <= 1024);

@@ -9,9 +9,9 @@
 //! endpoint keeps up to its slot count (at most [`crate::OPS_INFLIGHT_MAX`], at most the
 //! transmit queue size) operations in flight, posts again as completions free slots, and
 //! returns once every posted operation has completed, so the caller's memory is free when it
-//! returns, also on error. If completions do not arrive within the endpoint's completion
-//! timeout, the endpoint is closed (which ends the provider's work on those operations) and the
-//! call fails.
+//! returns, also on error. If no completion arrives for the endpoint's completion timeout,
+//! the endpoint is closed (which ends the provider's work on those operations) and the call
+//! fails.
 
 use std::ffi::c_void;
 use std::ptr;
@@ -274,7 +274,10 @@ impl Endpoint {
                 provider: provider.to_owned(),
             });
         }
-        let deadline = Instant::now() + state.completion_timeout;
+        // An inactivity deadline: moved on by every post and completion, so a long transfer
+        // that keeps completing never times out, and a stuck one does after the timeout.
+        let timeout = state.completion_timeout;
+        let mut deadline = Instant::now() + timeout;
         let mut planner = Planner::new(local, remote, plan_limits);
         let mut pending = 0_usize;
         let mut operations = 0_u64;
@@ -298,6 +301,7 @@ impl Endpoint {
                             pending += 1;
                             operations += 1;
                             idle_polls = 0;
+                            deadline = Instant::now() + timeout;
                             continue;
                         }
                         Ok(false) => {} // queue full: poll, then post again
@@ -308,7 +312,7 @@ impl Endpoint {
                     }
                 }
             }
-            if pending == 0 && (staged.is_none() && planner.is_done() || failure.is_some()) {
+            if pending == 0 && ((staged.is_none() && planner.is_done()) || failure.is_some()) {
                 break;
             }
             let mut completed = 0_usize;
@@ -352,7 +356,10 @@ impl Endpoint {
                     idle_polls = idle_polls.saturating_add(1);
                     backoff(idle_polls);
                 }
-                Ok(_) => idle_polls = 0,
+                Ok(_) => {
+                    idle_polls = 0;
+                    deadline = Instant::now() + timeout;
+                }
                 Err(error) => {
                     // The queue itself failed: nothing more can be learnt about the pending
                     // operations, so close the endpoint before their memory is handed back.

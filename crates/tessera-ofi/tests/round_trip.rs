@@ -293,6 +293,8 @@ fn gather(buffer: &[u8], pieces: &[Piece]) -> Vec<u8> {
 /// Counts of a round trip, for the callers' assertions.
 struct RoundTrip {
     bytes: u64,
+    /// Seconds spent in the writes (printed as a rate, never asserted).
+    write_seconds: f64,
     write_operations: u64,
     read_operations: u64,
 }
@@ -318,6 +320,7 @@ fn round_trip(
     let mut model = vec![TARGET_FILL; TARGET_BYTES];
     let mut result = RoundTrip {
         bytes: 0,
+        write_seconds: 0.0,
         write_operations: 0,
         read_operations: 0,
     };
@@ -358,6 +361,7 @@ fn round_trip(
         let source_region =
             // SAFETY: `source` outlives the region and is only read while registered.
             unsafe { domain.register(source.as_ptr() as usize, source.len(), Access::LOCAL) }.expect("register source");
+        let started = Instant::now();
         let counts = if round == 0 {
             let slices: Vec<&[u8]> = source_pieces
                 .iter()
@@ -391,6 +395,7 @@ fn round_trip(
         );
         result.write_operations += counts.operations;
         result.bytes += counts.bytes;
+        result.write_seconds += started.elapsed().as_secs_f64();
 
         // The model of the target's memory, checked by hash.
         let mut position = 0;
@@ -499,8 +504,11 @@ fn process_round_trip(provider: &str, node: Option<&str>, seed: u64) {
     let (domain, endpoint) = initiator(provider, node);
     let result = round_trip(&domain, &endpoint, &info, seed, || target.hash());
     eprintln!(
-        "{provider} (processes): {} bytes, {} write and {} read operations",
-        result.bytes, result.write_operations, result.read_operations
+        "{provider} (processes): {} bytes, {} write and {} read operations, writes at {:.0} MB/s",
+        result.bytes,
+        result.write_operations,
+        result.read_operations,
+        result.bytes as f64 / result.write_seconds / 1e6
     );
 }
 
