@@ -1344,6 +1344,19 @@ mod tests {
     }
 
     #[test]
+    fn owned_guards_can_leave_the_thread_and_release_on_drop() {
+        let (registrar, registry) = registry(Grouping::Ogr, Caching::None, 4);
+        let registry = Arc::new(registry);
+        let guard = registry
+            .acquire_owned(&[page_segment(0), page_segment(1)])
+            .unwrap();
+        assert_eq!((guard.covers().len(), guard.registrations()), (2, 1));
+        let boxed: Box<dyn Send> = Box::new(guard);
+        std::thread::spawn(move || drop(boxed)).join().unwrap();
+        assert_eq!((registrar.registers(), registrar.deregisters()), (1, 1));
+    }
+
+    #[test]
     fn bad_input_is_refused_with_errors() {
         let (_, registry) = registry(Grouping::Ogr, Caching::PinDown, 4);
         assert!(matches!(
