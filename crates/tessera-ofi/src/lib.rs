@@ -46,7 +46,7 @@ pub use fabric::{Addressing, Domain, Limits};
 #[cfg(feature = "ofi")]
 pub use mem::{Access, Descriptor, LocalIov, MemoryRegion, RemoteIov, RemoteRegion};
 #[cfg(feature = "ofi")]
-pub use progress::ProgressThread;
+pub use progress::{ProgressThread, PROGRESS_IDLE_SLEEP};
 #[cfg(feature = "ofi")]
 pub use registrar::{OfiRegistrar, OFI_COST_DEFAULT, OFI_REGISTRATIONS_MAX};
 #[cfg(feature = "ofi")]
