@@ -517,6 +517,13 @@ int tessera_file_set_sieve_buffers(const struct TesseraFile *file,
 // `file` is a live handle; `out` is valid for one write.
 int tessera_file_byte_offset(const struct TesseraFile *file, uint64_t offset, uint64_t *out);
 
+// The view offset, in etypes, of the end of a file of `file_bytes` bytes: the number of
+// view bytes lying below that file byte, rounded up to whole etypes (MPI_SEEK_END).
+//
+// # Safety
+// `file` is a live handle; `out` is valid for one write.
+int tessera_file_offset_of_byte(const struct TesseraFile *file, uint64_t file_bytes, uint64_t *out);
+
 // Writes `count` instances of `memtype` (null: `count` bytes) from `buffer` at etype
 // `offset` of the file's view, by the file's method. `report` may be null.
 //

@@ -520,6 +520,26 @@ pub unsafe extern "C" fn tessera_file_byte_offset(
     })
 }
 
+/// The view offset, in etypes, of the end of a file of `file_bytes` bytes: the number of
+/// view bytes lying below that file byte, rounded up to whole etypes (MPI_SEEK_END).
+///
+/// # Safety
+/// `file` is a live handle; `out` is valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_file_offset_of_byte(
+    file: *const TesseraFile,
+    file_bytes: u64,
+    out: *mut u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantee.
+        let state = unsafe { file_ref(file)? }.lock();
+        let below = state.viewed.view_bytes_below(file_bytes)?;
+        // SAFETY: the caller guarantees `out` is valid for one write.
+        unsafe { put(out, below.div_ceil(state.etype_bytes), "out") }
+    })
+}
+
 /// The caller's memory for one access: the bytes from the memory type's true lower to its
 /// true upper bound as one slice, and the memory type and count shifted to count from the
 /// slice's first byte.

@@ -1,0 +1,296 @@
+/* The shim's process-wide state: the table from MPI_File handles to Tessera files, which
+ * names are Tessera's, the one cluster connection, and errors.
+ *
+ * Errors leave as MPI error codes whose class is the MPI class the failure maps to
+ * (tsr_tessera_error). Where the MPI library keeps a string added to a dynamic code
+ * (Open MPI), each class gets one dynamic code whose string is replaced by the latest
+ * message, so MPI_Error_string shows Tessera's message; where it does not (MPICH 4.0 mixes
+ * dynamic codes of predefined classes with its error stacks), the class itself is returned.
+ * The message is printed to stderr when $TESSERA_MPIIO_VERBOSE is set or before an
+ * MPI_ERRORS_ARE_FATAL handler aborts. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+static pthread_mutex_t tsr_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tsr_file *tsr_files[TSR_OPEN_FILES_MAX];
+static TesseraClient *tsr_cluster;
+
+/* The latest message, for stderr and for tessera_mpiio_last_error(). */
+static char tsr_message[TSR_MESSAGE_BYTES_MAX];
+
+/* One dynamic code per error class (index: class), and whether strings set on them stick. */
+#define TSR_CLASSES_MAX 128
+static int tsr_class_codes[TSR_CLASSES_MAX];
+static int tsr_dynamic_codes = -1; /* -1: not probed yet; 0: no; 1: yes */
+
+/* The message of the last error the shim raised in this process. */
+const char *tessera_mpiio_last_error(void) { return tsr_message; }
+
+TesseraClient *tsr_client(int *mpi_error) {
+    pthread_mutex_lock(&tsr_lock);
+    if (tsr_cluster == NULL) {
+        TesseraClient *client = NULL;
+        int rc = tessera_connect(NULL, &client);
+        if (rc == TESSERA_OK)
+            tsr_cluster = client;
+        else
+            *mpi_error = tsr_error(MPI_ERR_IO, "tessera: cannot reach the cluster: %s",
+                                   tessera_last_error());
+    }
+    TesseraClient *client = tsr_cluster;
+    pthread_mutex_unlock(&tsr_lock);
+    return client;
+}
+
+/* Copies `source` into `path` if it fits. */
+static int tsr_copy(char *path, size_t path_bytes, const char *source) {
+    size_t length = strlen(source);
+    if (length + 1 > path_bytes)
+        return 0;
+    memcpy(path, source, length + 1);
+    return 1;
+}
+
+/* Is `filename` a Tessera file? If so, its Tessera path goes to `path`. "tessera:/a/b" is
+ * "/a/b"; with TESSERA_MPIIO_PATHS=/mnt/t:/scratch, "/mnt/t/a/b" (or "a/b" relative to a
+ * working directory of /mnt/t) is "/a/b", as if the cluster were mounted there. */
+int tsr_route(const char *filename, char *path, size_t path_bytes) {
+    if (filename == NULL)
+        return 0;
+    if (strncmp(filename, "tessera:", 8) == 0) {
+        const char *rest = filename + 8;
+        if (rest[0] == '/')
+            return tsr_copy(path, path_bytes, rest);
+        if (path_bytes < 2)
+            return 0;
+        path[0] = '/';
+        return tsr_copy(path + 1, path_bytes - 1, rest);
+    }
+    const char *mounts = getenv("TESSERA_MPIIO_PATHS");
+    if (mounts == NULL || mounts[0] == '\0')
+        return 0;
+    char absolute[TSR_PATH_BYTES_MAX];
+    if (filename[0] == '/') {
+        if (!tsr_copy(absolute, sizeof absolute, filename))
+            return 0;
+    } else {
+        if (getcwd(absolute, sizeof absolute) == NULL)
+            return 0;
+        size_t used = strlen(absolute);
+        if (used + 1 + strlen(filename) + 1 > sizeof absolute)
+            return 0;
+        absolute[used] = '/';
+        strcpy(absolute + used + 1, filename);
+    }
+    const char *start = mounts;
+    while (*start) {
+        const char *end = strchr(start, ':');
+        size_t length = end ? (size_t)(end - start) : strlen(start);
+        while (length > 1 && start[length - 1] == '/')
+            length--;
+        if (length > 0 && strncmp(absolute, start, length) == 0 &&
+            (absolute[length] == '/' || absolute[length] == '\0')) {
+            const char *rest = absolute + length;
+            if (rest[0] == '\0')
+                rest = "/";
+            return tsr_copy(path, path_bytes, rest);
+        }
+        if (!end)
+            break;
+        start = end + 1;
+    }
+    return 0;
+}
+
+struct tsr_file *tsr_lookup(MPI_File handle) {
+    if (handle == MPI_FILE_NULL)
+        return NULL;
+    struct tsr_file *found = NULL;
+    pthread_mutex_lock(&tsr_lock);
+    for (int i = 0; i < TSR_OPEN_FILES_MAX; i++)
+        if (tsr_files[i] != NULL && tsr_files[i]->handle == handle) {
+            found = tsr_files[i];
+            break;
+        }
+    pthread_mutex_unlock(&tsr_lock);
+    return found;
+}
+
+int tsr_register(struct tsr_file *file) {
+    int rc = tsr_error(MPI_ERR_NO_MEM,
+                       "tessera: %s: more than %d Tessera files open (TSR_OPEN_FILES_MAX)",
+                       file->path, TSR_OPEN_FILES_MAX);
+    pthread_mutex_lock(&tsr_lock);
+    for (int i = 0; i < TSR_OPEN_FILES_MAX; i++)
+        if (tsr_files[i] == NULL) {
+            tsr_files[i] = file;
+            rc = MPI_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&tsr_lock);
+    return rc;
+}
+
+void tsr_unregister(struct tsr_file *file) {
+    pthread_mutex_lock(&tsr_lock);
+    for (int i = 0; i < TSR_OPEN_FILES_MAX; i++)
+        if (tsr_files[i] == file)
+            tsr_files[i] = NULL;
+    pthread_mutex_unlock(&tsr_lock);
+}
+
+/* Does this MPI keep strings added to a dynamic code of a predefined class? */
+static int tsr_probe_dynamic_codes(void) {
+    int code;
+    if (PMPI_Add_error_code(MPI_ERR_OTHER, &code) != MPI_SUCCESS)
+        return 0;
+    tsr_class_codes[MPI_ERR_OTHER] = code;
+    const char *probe = "tessera probe";
+    if (PMPI_Add_error_string(code, (char *)probe) != MPI_SUCCESS)
+        return 0;
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0, error_class = -1;
+    PMPI_Error_string(code, text, &length);
+    PMPI_Error_class(code, &error_class);
+    return strcmp(text, probe) == 0 && error_class == MPI_ERR_OTHER;
+}
+
+int tsr_error(int error_class, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    pthread_mutex_lock(&tsr_lock);
+    vsnprintf(tsr_message, sizeof tsr_message, format, args);
+    va_end(args);
+    if (getenv("TESSERA_MPIIO_VERBOSE"))
+        fprintf(stderr, "%s\n", tsr_message);
+    int code = error_class;
+    int initialized = 0;
+    PMPI_Initialized(&initialized);
+    if (initialized && error_class > 0 && error_class < TSR_CLASSES_MAX) {
+        if (tsr_dynamic_codes < 0)
+            tsr_dynamic_codes = tsr_probe_dynamic_codes();
+        if (tsr_dynamic_codes) {
+            if (tsr_class_codes[error_class] == 0 &&
+                PMPI_Add_error_code(error_class, &tsr_class_codes[error_class]) != MPI_SUCCESS)
+                tsr_class_codes[error_class] = 0;
+            if (tsr_class_codes[error_class] != 0) {
+                char text[MPI_MAX_ERROR_STRING];
+                size_t length = strlen(tsr_message);
+                if (length >= sizeof text)
+                    length = sizeof text - 1; /* MPI keeps strings this long at most */
+                memcpy(text, tsr_message, length);
+                text[length] = '\0';
+                PMPI_Add_error_string(tsr_class_codes[error_class], text);
+                code = tsr_class_codes[error_class];
+            }
+        }
+    }
+    pthread_mutex_unlock(&tsr_lock);
+    return code;
+}
+
+int tsr_tessera_error(int tessera_code, const char *what, const char *path) {
+    int error_class;
+    switch (tessera_code) {
+    case TESSERA_ERR_NOT_FOUND:
+        error_class = MPI_ERR_NO_SUCH_FILE;
+        break;
+    case TESSERA_ERR_EXISTS:
+        error_class = MPI_ERR_FILE_EXISTS;
+        break;
+    case TESSERA_ERR_NOT_DIRECTORY:
+    case TESSERA_ERR_IS_DIRECTORY:
+    case TESSERA_ERR_UNKNOWN_HANDLE:
+        error_class = MPI_ERR_BAD_FILE;
+        break;
+    case TESSERA_ERR_NOT_EMPTY:
+        error_class = MPI_ERR_FILE_IN_USE;
+        break;
+    case TESSERA_ERR_INVALID_ARGUMENT:
+    case TESSERA_ERR_LIMIT_EXCEEDED:
+        error_class = MPI_ERR_ARG;
+        break;
+    case TESSERA_ERR_PERMISSION_DENIED:
+        error_class = MPI_ERR_ACCESS;
+        break;
+    default:
+        error_class = MPI_ERR_IO;
+        break;
+    }
+    return tsr_error(error_class, "tessera: %s %s: %s", what, path, tessera_last_error());
+}
+
+/* Prints the message and aborts when `handler` is MPI_ERRORS_ARE_FATAL. */
+static void tsr_fatal_check(MPI_Errhandler handler, int code) {
+    if (handler == MPI_ERRORS_ARE_FATAL) {
+        fprintf(stderr, "%s\n", tsr_message);
+        PMPI_Abort(MPI_COMM_WORLD, code);
+    }
+}
+
+/* Hands `code` to the error handler of `file` (the one the program attached to its handle)
+ * and returns it. */
+int tsr_raise(struct tsr_file *file, int code) {
+    if (code == MPI_SUCCESS)
+        return code;
+    MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+    PMPI_File_get_errhandler(file->handle, &handler);
+    tsr_fatal_check(handler, code);
+    if (handler != MPI_ERRORS_RETURN)
+        PMPI_File_call_errhandler(file->handle, code);
+    /* The handle from MPI_File_get_errhandler is not freed: MPICH's ROMIO hands out no
+     * reference with it (freeing it breaks the program's own), and Open MPI's costs only a
+     * count. */
+    return code;
+}
+
+/* As tsr_raise for calls without a file (open, delete): MPI_FILE_NULL's error handler. A
+ * program-defined one is called on a scratch handle of /dev/null, which inherits it. */
+int tsr_raise_default(int code) {
+    if (code == MPI_SUCCESS)
+        return code;
+    MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+    PMPI_File_get_errhandler(MPI_FILE_NULL, &handler);
+    tsr_fatal_check(handler, code);
+    if (handler != MPI_ERRORS_RETURN && handler != MPI_ERRHANDLER_NULL) {
+        MPI_File scratch;
+        if (PMPI_File_open(MPI_COMM_SELF, "/dev/null", MPI_MODE_RDONLY, MPI_INFO_NULL,
+                           &scratch) == MPI_SUCCESS) {
+            PMPI_File_call_errhandler(scratch, code);
+            PMPI_File_close(&scratch);
+        }
+    }
+    /* The handle from MPI_File_get_errhandler is not freed: MPICH's ROMIO hands out no
+     * reference with it (freeing it breaks the program's own), and Open MPI's costs only a
+     * count. */
+    return code;
+}
+
+/* Reads hint `key` into `value`; returns 1 if it is set. */
+int tsr_hint(MPI_Info info, const char *key, char *value, int value_bytes) {
+    int flag = 0;
+    if (info == MPI_INFO_NULL)
+        return 0;
+    PMPI_Info_get(info, (char *)key, value_bytes - 1, value, &flag);
+    if (flag)
+        value[value_bytes - 1] = '\0';
+    return flag;
+}
+
+void tsr_status(MPI_Status *status, MPI_Count bytes) {
+    if (status == MPI_STATUS_IGNORE)
+        return;
+    PMPI_Status_set_elements_x(status, MPI_BYTE, bytes);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    status->MPI_ERROR = MPI_SUCCESS;
+}

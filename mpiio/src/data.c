@@ -1,0 +1,330 @@
+/* Every read and write form of MPI-IO on a Tessera file.
+ *
+ * Each MPI_File_{read,write}* function is one line: it finds its file (or hands the call to
+ * PMPI) and calls tsr_access with where the access starts (an explicit offset, the
+ * individual pointer, the shared pointer, or the shared pointer in rank order), whether it
+ * is collective, and how it completes. tsr_access then
+ *   - sends collective forms through tsr_collective, the single entry point of collective
+ *     I/O (today: each process's access done independently, then a barrier; two-phase and
+ *     server-directed collective I/O will replace its body);
+ *   - sends the rest through tsr_independent, which turns the pointer into an offset and
+ *     calls tsr_transfer, which hands (offset in etypes, buffer, count, memory type) to
+ *     tessera_file_write/read: the file's view and method (a hint) decide the requests;
+ *   - completes the call: a status for blocking forms; for nonblocking forms a generalized
+ *     request that is already complete; for split collectives, the status kept for _end.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+int tsr_transfer(struct tsr_file *f, int write, MPI_Offset offset, void *buffer,
+                 MPI_Count count, MPI_Datatype type, MPI_Count *bytes, const char *op) {
+    *bytes = 0;
+    if (write && (f->amode & MPI_MODE_RDONLY))
+        return tsr_error(MPI_ERR_READ_ONLY, "tessera: %s %s: the file is open read-only", op,
+                         f->path);
+    if (!write && (f->amode & MPI_MODE_WRONLY))
+        return tsr_error(MPI_ERR_ACCESS, "tessera: %s %s: the file is open write-only", op,
+                         f->path);
+    if (count < 0)
+        return tsr_error(MPI_ERR_COUNT, "tessera: %s %s: negative count %lld", op, f->path,
+                         (long long)count);
+    if (offset < 0)
+        return tsr_error(MPI_ERR_ARG, "tessera: %s %s: negative offset %lld", op, f->path,
+                         (long long)offset);
+    if (type == MPI_DATATYPE_NULL)
+        return tsr_error(MPI_ERR_TYPE, "tessera: %s %s: MPI_DATATYPE_NULL", op, f->path);
+    MPI_Count type_bytes = 0;
+    PMPI_Type_size_x(type, &type_bytes);
+    MPI_Count total = type_bytes * count;
+    if (total % f->etype_bytes != 0)
+        return tsr_error(MPI_ERR_ARG,
+                         "tessera: %s %s: %lld bytes are not a whole number of etypes of %lld "
+                         "bytes", op, f->path, (long long)total, (long long)f->etype_bytes);
+    if (total == 0)
+        return MPI_SUCCESS;
+    const TesseraDatatype *memtype = NULL;
+    uint64_t elements = (uint64_t)count;
+    MPI_Count plain = 0;
+    if (tsr_type_is_contiguous(type, &plain)) {
+        elements = (uint64_t)total; /* plain bytes: no memory type */
+    } else {
+        int rc = tsr_type(type, &memtype);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    int code = write ? tessera_file_write(f->file, (uint64_t)offset, buffer, elements, memtype,
+                                          NULL)
+                     : tessera_file_read(f->file, (uint64_t)offset, buffer, elements, memtype,
+                                         NULL);
+    if (code != TESSERA_OK)
+        return tsr_tessera_error(code, op, f->path);
+    *bytes = total;
+    return MPI_SUCCESS;
+}
+
+/* Etypes in `count` instances of `type` (the caller checked divisibility in tsr_transfer). */
+static MPI_Offset tsr_etypes(struct tsr_file *f, MPI_Count count, MPI_Datatype type) {
+    MPI_Count type_bytes = 0;
+    if (type != MPI_DATATYPE_NULL)
+        PMPI_Type_size_x(type, &type_bytes);
+    return (MPI_Offset)(type_bytes * count / f->etype_bytes);
+}
+
+static int tsr_independent(struct tsr_file *f, int write, enum tsr_position position,
+                           MPI_Offset offset, void *buffer, MPI_Count count, MPI_Datatype type,
+                           MPI_Count *bytes, const char *op) {
+    switch (position) {
+    case TSR_AT:
+        return tsr_transfer(f, write, offset, buffer, count, type, bytes, op);
+    case TSR_INDIVIDUAL: {
+        int rc = tsr_transfer(f, write, f->pointer, buffer, count, type, bytes, op);
+        if (rc == MPI_SUCCESS)
+            f->pointer += (MPI_Offset)(*bytes / f->etype_bytes);
+        return rc;
+    }
+    case TSR_SHARED: {
+        TesseraSharedPointer *shared = NULL;
+        int rc = tsr_shared_pointer(f, &shared);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        uint64_t before = 0;
+        int code = tessera_shared_pointer_fetch_add(shared, (uint64_t)tsr_etypes(f, count, type),
+                                                    &before);
+        if (code != TESSERA_OK)
+            return tsr_tessera_error(code, "shared file pointer of", f->path);
+        return tsr_transfer(f, write, f->shared_base + (MPI_Offset)before, buffer, count, type,
+                            bytes, op);
+    }
+    case TSR_ORDERED:
+        break;
+    }
+    return tsr_error(MPI_ERR_INTERN, "tessera: %s: ordered access reached the independent path",
+                     op);
+}
+
+/* The offset of this process's part of an ordered access: the shared pointer advances by
+ * everyone's etypes, process 0 first. */
+static int tsr_ordered_offset(struct tsr_file *f, MPI_Offset etypes, MPI_Offset *offset) {
+    long long mine = etypes, before = 0, total = 0;
+    PMPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, f->comm);
+    if (f->rank == 0)
+        before = 0;
+    PMPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, f->comm);
+    struct {
+        long long base;
+        int rc;
+    } outcome = {0, MPI_SUCCESS};
+    if (f->rank == 0) {
+        TesseraSharedPointer *shared = NULL;
+        outcome.rc = tsr_shared_pointer(f, &shared);
+        uint64_t value = 0;
+        if (outcome.rc == MPI_SUCCESS &&
+            tessera_shared_pointer_fetch_add(shared, (uint64_t)total, &value) != TESSERA_OK)
+            outcome.rc = tsr_tessera_error(TESSERA_ERR_IO, "shared file pointer of", f->path);
+        outcome.base = (long long)value;
+    }
+    PMPI_Bcast(&outcome, sizeof outcome, MPI_BYTE, 0, f->comm);
+    if (outcome.rc != MPI_SUCCESS)
+        return f->rank == 0 ? outcome.rc
+                            : tsr_error(MPI_ERR_IO, "tessera: ordered access to %s: the shared "
+                                        "pointer failed on process 0", f->path);
+    *offset = f->shared_base + (MPI_Offset)(outcome.base + before);
+    return MPI_SUCCESS;
+}
+
+/* THE COLLECTIVE HOOK. Every collective data access arrives here: read_all/write_all,
+ * read_at_all/write_at_all, their split (_begin) and nonblocking (i..._all) forms, and
+ * read_ordered/write_ordered. Every process of the file's communicator calls it in the same
+ * order. Today each process does its own part independently and all meet in a barrier
+ * afterwards; the collective algorithms (two_phase, server_directed: tessera_coll hint)
+ * will go here, behind the communicator trait, without touching the entry points. */
+static int tsr_collective(struct tsr_file *f, int write, enum tsr_position position,
+                          MPI_Offset offset, void *buffer, MPI_Count count, MPI_Datatype type,
+                          MPI_Count *bytes, const char *op) {
+    int rc = MPI_SUCCESS;
+    if (position == TSR_ORDERED) {
+        rc = tsr_ordered_offset(f, tsr_etypes(f, count, type), &offset);
+        position = TSR_AT;
+    }
+    if (rc == MPI_SUCCESS)
+        rc = tsr_independent(f, write, position, offset, buffer, count, type, bytes, op);
+    PMPI_Barrier(f->comm);
+    return rc;
+}
+
+static int tsr_query(void *extra, MPI_Status *status) {
+    tsr_status(status, *(MPI_Count *)extra);
+    return MPI_SUCCESS;
+}
+
+static int tsr_free_request(void *extra) {
+    free(extra);
+    return MPI_SUCCESS;
+}
+
+static int tsr_cancel(void *extra, int complete) {
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+/* A generalized request that is complete already and reports `bytes`. */
+static int tsr_completed_request(MPI_Count bytes, MPI_Request *request) {
+    MPI_Count *extra = malloc(sizeof *extra);
+    if (extra == NULL)
+        return tsr_error(MPI_ERR_NO_MEM, "tessera: no memory for a request");
+    *extra = bytes;
+    int rc = PMPI_Grequest_start(tsr_query, tsr_free_request, tsr_cancel, extra, request);
+    if (rc != MPI_SUCCESS) {
+        free(extra);
+        return rc;
+    }
+    return PMPI_Grequest_complete(*request);
+}
+
+static int tsr_access(struct tsr_file *f, int write, int collective,
+                      enum tsr_position position, MPI_Offset offset, const void *buffer,
+                      MPI_Count count, MPI_Datatype type, MPI_Status *status,
+                      MPI_Request *request, enum tsr_completion completion, const char *op) {
+    if (request)
+        *request = MPI_REQUEST_NULL;
+    if (completion == TSR_SPLIT_BEGIN && f->split_active)
+        return tsr_raise(f, tsr_error(MPI_ERR_OTHER, "tessera: %s %s: a split collective is "
+                                      "already active on this file", op, f->path));
+    MPI_Count bytes = 0;
+    int rc = collective || position == TSR_ORDERED
+                 ? tsr_collective(f, write, position, offset, (void *)buffer, count, type,
+                                  &bytes, op)
+                 : tsr_independent(f, write, position, offset, (void *)buffer, count, type,
+                                   &bytes, op);
+    if (rc != MPI_SUCCESS)
+        return tsr_raise(f, rc);
+    switch (completion) {
+    case TSR_BLOCKING:
+        tsr_status(status, bytes);
+        break;
+    case TSR_NONBLOCKING:
+        rc = tsr_completed_request(bytes, request);
+        break;
+    case TSR_SPLIT_BEGIN:
+        f->split_active = 1;
+        f->split_bytes = bytes;
+        break;
+    }
+    return rc == MPI_SUCCESS ? rc : tsr_raise(f, rc);
+}
+
+static int tsr_split_end(struct tsr_file *f, MPI_Status *status, const char *op) {
+    if (!f->split_active)
+        return tsr_raise(f, tsr_error(MPI_ERR_OTHER, "tessera: %s %s: no split collective is "
+                                      "active on this file", op, f->path));
+    f->split_active = 0;
+    tsr_status(status, f->split_bytes);
+    return MPI_SUCCESS;
+}
+
+/* The entry points, by shape. W: 1 for writes. C: 1 for collective. */
+#define TSR_AT_BLOCKING(NAME, BUF, COUNT, W, C)                                             \
+    int MPI_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, COUNT count, MPI_Datatype type, \
+                   MPI_Status *status) {                                                    \
+        struct tsr_file *f = tsr_lookup(fh);                                                \
+        if (f == NULL)                                                                      \
+            return PMPI_##NAME(fh, offset, buf, count, type, status);                       \
+        return tsr_access(f, W, C, TSR_AT, offset, buf, count, type, status, NULL,          \
+                          TSR_BLOCKING, "MPI_" #NAME);                                      \
+    }
+#define TSR_POINTER_BLOCKING(NAME, BUF, COUNT, W, C, POSITION)                              \
+    int MPI_##NAME(MPI_File fh, BUF buf, COUNT count, MPI_Datatype type,                    \
+                   MPI_Status *status) {                                                    \
+        struct tsr_file *f = tsr_lookup(fh);                                                \
+        if (f == NULL)                                                                      \
+            return PMPI_##NAME(fh, buf, count, type, status);                               \
+        return tsr_access(f, W, C, POSITION, 0, buf, count, type, status, NULL,             \
+                          TSR_BLOCKING, "MPI_" #NAME);                                      \
+    }
+#define TSR_AT_NONBLOCKING(NAME, BUF, COUNT, W, C)                                          \
+    int MPI_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, COUNT count, MPI_Datatype type, \
+                   MPI_Request *request) {                                                  \
+        struct tsr_file *f = tsr_lookup(fh);                                                \
+        if (f == NULL)                                                                      \
+            return PMPI_##NAME(fh, offset, buf, count, type, request);                      \
+        return tsr_access(f, W, C, TSR_AT, offset, buf, count, type, NULL, request,         \
+                          TSR_NONBLOCKING, "MPI_" #NAME);                                   \
+    }
+#define TSR_POINTER_NONBLOCKING(NAME, BUF, COUNT, W, C, POSITION)                           \
+    int MPI_##NAME(MPI_File fh, BUF buf, COUNT count, MPI_Datatype type,                    \
+                   MPI_Request *request) {                                                  \
+        struct tsr_file *f = tsr_lookup(fh);                                                \
+        if (f == NULL)                                                                      \
+            return PMPI_##NAME(fh, buf, count, type, request);                              \
+        return tsr_access(f, W, C, POSITION, 0, buf, count, type, NULL, request,            \
+                          TSR_NONBLOCKING, "MPI_" #NAME);                                   \
+    }
+#define TSR_AT_BEGIN(NAME, BUF, COUNT, W)                                                   \
+    int MPI_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, COUNT count, MPI_Datatype type) { \
+        struct tsr_file *f = tsr_lookup(fh);                                                \
+        if (f == NULL)                                                                      \
+            return PMPI_##NAME(fh, offset, buf, count, type);                               \
+        return tsr_access(f, W, 1, TSR_AT, offset, buf, count, type, NULL, NULL,            \
+                          TSR_SPLIT_BEGIN, "MPI_" #NAME);                                   \
+    }
+#define TSR_POINTER_BEGIN(NAME, BUF, COUNT, W, POSITION)                                    \
+    int MPI_##NAME(MPI_File fh, BUF buf, COUNT count, MPI_Datatype type) {                  \
+        struct tsr_file *f = tsr_lookup(fh);                                                \
+        if (f == NULL)                                                                      \
+            return PMPI_##NAME(fh, buf, count, type);                                       \
+        return tsr_access(f, W, 1, POSITION, 0, buf, count, type, NULL, NULL,               \
+                          TSR_SPLIT_BEGIN, "MPI_" #NAME);                                   \
+    }
+#define TSR_END(NAME, BUF)                                                                  \
+    int MPI_##NAME(MPI_File fh, BUF buf, MPI_Status *status) {                              \
+        struct tsr_file *f = tsr_lookup(fh);                                                \
+        if (f == NULL)                                                                      \
+            return PMPI_##NAME(fh, buf, status);                                            \
+        return tsr_split_end(f, status, "MPI_" #NAME);                                      \
+    }
+
+/* One set per count type: int (MPI-3) and MPI_Count (the _c forms of MPI-4). */
+#define TSR_ALL_FORMS(SUFFIX, COUNT)                                                        \
+    TSR_AT_BLOCKING(File_read_at##SUFFIX, void *, COUNT, 0, 0)                              \
+    TSR_AT_BLOCKING(File_write_at##SUFFIX, const void *, COUNT, 1, 0)                       \
+    TSR_AT_BLOCKING(File_read_at_all##SUFFIX, void *, COUNT, 0, 1)                          \
+    TSR_AT_BLOCKING(File_write_at_all##SUFFIX, const void *, COUNT, 1, 1)                   \
+    TSR_POINTER_BLOCKING(File_read##SUFFIX, void *, COUNT, 0, 0, TSR_INDIVIDUAL)            \
+    TSR_POINTER_BLOCKING(File_write##SUFFIX, const void *, COUNT, 1, 0, TSR_INDIVIDUAL)     \
+    TSR_POINTER_BLOCKING(File_read_all##SUFFIX, void *, COUNT, 0, 1, TSR_INDIVIDUAL)        \
+    TSR_POINTER_BLOCKING(File_write_all##SUFFIX, const void *, COUNT, 1, 1, TSR_INDIVIDUAL) \
+    TSR_POINTER_BLOCKING(File_read_shared##SUFFIX, void *, COUNT, 0, 0, TSR_SHARED)         \
+    TSR_POINTER_BLOCKING(File_write_shared##SUFFIX, const void *, COUNT, 1, 0, TSR_SHARED)  \
+    TSR_POINTER_BLOCKING(File_read_ordered##SUFFIX, void *, COUNT, 0, 1, TSR_ORDERED)       \
+    TSR_POINTER_BLOCKING(File_write_ordered##SUFFIX, const void *, COUNT, 1, 1, TSR_ORDERED) \
+    TSR_AT_NONBLOCKING(File_iread_at##SUFFIX, void *, COUNT, 0, 0)                          \
+    TSR_AT_NONBLOCKING(File_iwrite_at##SUFFIX, const void *, COUNT, 1, 0)                   \
+    TSR_AT_NONBLOCKING(File_iread_at_all##SUFFIX, void *, COUNT, 0, 1)                      \
+    TSR_AT_NONBLOCKING(File_iwrite_at_all##SUFFIX, const void *, COUNT, 1, 1)               \
+    TSR_POINTER_NONBLOCKING(File_iread##SUFFIX, void *, COUNT, 0, 0, TSR_INDIVIDUAL)        \
+    TSR_POINTER_NONBLOCKING(File_iwrite##SUFFIX, const void *, COUNT, 1, 0, TSR_INDIVIDUAL) \
+    TSR_POINTER_NONBLOCKING(File_iread_all##SUFFIX, void *, COUNT, 0, 1, TSR_INDIVIDUAL)    \
+    TSR_POINTER_NONBLOCKING(File_iwrite_all##SUFFIX, const void *, COUNT, 1, 1, TSR_INDIVIDUAL) \
+    TSR_POINTER_NONBLOCKING(File_iread_shared##SUFFIX, void *, COUNT, 0, 0, TSR_SHARED)     \
+    TSR_POINTER_NONBLOCKING(File_iwrite_shared##SUFFIX, const void *, COUNT, 1, 0, TSR_SHARED) \
+    TSR_AT_BEGIN(File_read_at_all_begin##SUFFIX, void *, COUNT, 0)                          \
+    TSR_AT_BEGIN(File_write_at_all_begin##SUFFIX, const void *, COUNT, 1)                   \
+    TSR_POINTER_BEGIN(File_read_all_begin##SUFFIX, void *, COUNT, 0, TSR_INDIVIDUAL)        \
+    TSR_POINTER_BEGIN(File_write_all_begin##SUFFIX, const void *, COUNT, 1, TSR_INDIVIDUAL) \
+    TSR_POINTER_BEGIN(File_read_ordered_begin##SUFFIX, void *, COUNT, 0, TSR_ORDERED)       \
+    TSR_POINTER_BEGIN(File_write_ordered_begin##SUFFIX, const void *, COUNT, 1, TSR_ORDERED)
+
+TSR_ALL_FORMS(, int)
+#if MPI_VERSION >= 4
+TSR_ALL_FORMS(_c, MPI_Count)
+#endif
+
+TSR_END(File_read_at_all_end, void *)
+TSR_END(File_write_at_all_end, const void *)
+TSR_END(File_read_all_end, void *)
+TSR_END(File_write_all_end, const void *)
+TSR_END(File_read_ordered_end, void *)
+TSR_END(File_write_ordered_end, const void *)

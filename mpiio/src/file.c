@@ -1,0 +1,620 @@
+/* Opening, closing and deleting Tessera files, and the per-file state MPI-IO keeps: size,
+ * hints, the view, the individual and shared file pointers, sync and atomicity.
+ *
+ * Open is collective: process 0 creates or looks up the file (so an exclusive create has one
+ * winner and every process sees the same outcome), broadcasts the result and a random id for
+ * the shared file pointer, then every other process opens it; the processes agree that all
+ * opens worked before any returns a handle. Each process then opens /dev/null on
+ * MPI_COMM_SELF through PMPI to get the handle it gives the program (see shim.h). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+#define TSR_ALL_MODES                                                                      \
+    (MPI_MODE_RDONLY | MPI_MODE_RDWR | MPI_MODE_WRONLY | MPI_MODE_CREATE | MPI_MODE_EXCL |  \
+     MPI_MODE_DELETE_ON_CLOSE | MPI_MODE_UNIQUE_OPEN | MPI_MODE_SEQUENTIAL | MPI_MODE_APPEND)
+
+static int tsr_check_amode(int amode, const char *filename) {
+    int access = (amode & MPI_MODE_RDONLY ? 1 : 0) + (amode & MPI_MODE_RDWR ? 1 : 0) +
+                 (amode & MPI_MODE_WRONLY ? 1 : 0);
+    const char *problem = NULL;
+    if (amode & ~TSR_ALL_MODES)
+        problem = "unknown mode bits";
+    else if (access != 1)
+        problem = "exactly one of MPI_MODE_RDONLY, MPI_MODE_RDWR, MPI_MODE_WRONLY is required";
+    else if ((amode & MPI_MODE_RDONLY) && (amode & (MPI_MODE_CREATE | MPI_MODE_EXCL)))
+        problem = "MPI_MODE_RDONLY cannot be combined with MPI_MODE_CREATE or MPI_MODE_EXCL";
+    else if ((amode & MPI_MODE_RDWR) && (amode & MPI_MODE_SEQUENTIAL))
+        problem = "MPI_MODE_RDWR cannot be combined with MPI_MODE_SEQUENTIAL";
+    if (problem == NULL)
+        return MPI_SUCCESS;
+    return tsr_error(MPI_ERR_AMODE, "tessera: open %s: mode %#x: %s", filename, amode, problem);
+}
+
+/* What process 0 tells the others after its create or lookup. */
+struct tsr_open_outcome {
+    int tessera_code;
+    int error_class;
+    uint64_t id;
+    uint64_t size;
+    char message[TSR_MESSAGE_BYTES_MAX];
+};
+
+static void tsr_free_file(struct tsr_file *f) {
+    if (f->file)
+        tessera_close(f->file);
+    if (f->shared)
+        tessera_shared_pointer_free(f->shared);
+    if (f->hints != MPI_INFO_NULL)
+        PMPI_Info_free(&f->hints);
+    if (f->comm != MPI_COMM_NULL)
+        PMPI_Comm_free(&f->comm);
+    free(f);
+}
+
+/* Forgets the view's types (our references to them). */
+static void tsr_drop_view_types(struct tsr_file *f) {
+    int integers, addresses, datatypes, combiner;
+    MPI_Datatype *types[2] = {&f->etype, &f->filetype};
+    for (int i = 0; i < 2; i++) {
+        if (*types[i] == MPI_DATATYPE_NULL)
+            continue;
+        PMPI_Type_get_envelope(*types[i], &integers, &addresses, &datatypes, &combiner);
+        if (combiner != MPI_COMBINER_NAMED)
+            PMPI_Type_free(types[i]);
+        *types[i] = MPI_DATATYPE_NULL;
+    }
+}
+
+static int tsr_hint_u64(MPI_Info info, const char *key, uint64_t *value) {
+    char text[TSR_HINT_BYTES_MAX];
+    if (!tsr_hint(info, key, text, sizeof text))
+        return 0;
+    char *end = NULL;
+    unsigned long long parsed = strtoull(text, &end, 10);
+    if (end == text || *end != '\0')
+        return 0;
+    *value = parsed;
+    return 1;
+}
+
+int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
+    if (info == MPI_INFO_NULL)
+        return MPI_SUCCESS;
+    int keys = 0;
+    PMPI_Info_get_nkeys(info, &keys);
+    for (int i = 0; i < keys; i++) {
+        char key[MPI_MAX_INFO_KEY + 1], value[TSR_HINT_BYTES_MAX];
+        PMPI_Info_get_nthkey(info, i, key);
+        if (tsr_hint(info, key, value, sizeof value))
+            PMPI_Info_set(f->hints, key, value);
+    }
+    char value[TSR_HINT_BYTES_MAX];
+    /* Hints that cannot be honoured are ignored, as MPI asks; $TESSERA_MPIIO_VERBOSE says so. */
+    if (tsr_hint(info, "tessera_method", value, sizeof value) &&
+        tessera_file_set_method(f->file, value) != TESSERA_OK)
+        tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_method=%s ignored: %s", value,
+                  tessera_last_error());
+    if (tsr_hint(info, "tessera_transfer", value, sizeof value) &&
+        tessera_file_set_transfer_mode(f->file, value) != TESSERA_OK)
+        tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_transfer=%s ignored: %s", value,
+                  tessera_last_error());
+    if (tsr_hint(info, "tessera_storage", value, sizeof value) &&
+        tessera_file_set_storage_plan(f->file, value) != TESSERA_OK)
+        tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_storage=%s ignored: %s", value,
+                  tessera_last_error());
+    uint64_t read_bytes = 0, write_bytes = 0;
+    tsr_hint_u64(info, "ind_rd_buffer_size", &read_bytes);
+    tsr_hint_u64(info, "ind_wr_buffer_size", &write_bytes);
+    if ((read_bytes || write_bytes) &&
+        tessera_file_set_sieve_buffers(f->file, read_bytes, write_bytes) != TESSERA_OK)
+        tsr_error(MPI_ERR_INFO_VALUE, "tessera: sieve buffer hints ignored: %s",
+                  tessera_last_error());
+    return MPI_SUCCESS;
+}
+
+/* Opens the shared file pointer's side file on first use. */
+int tsr_shared_pointer(struct tsr_file *f, TesseraSharedPointer **out) {
+    if (f->shared == NULL) {
+        int rc = MPI_SUCCESS;
+        TesseraClient *client = tsr_client(&rc);
+        if (client == NULL)
+            return rc;
+        int code = tessera_shared_pointer_open(client, f->shared_name, &f->shared);
+        if (code != TESSERA_OK)
+            return tsr_tessera_error(code, "shared file pointer of", f->path);
+    }
+    *out = f->shared;
+    return MPI_SUCCESS;
+}
+
+static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int amode,
+                    MPI_Info info, MPI_File *fh) {
+    int rc = tsr_check_amode(amode, filename);
+    if (rc != MPI_SUCCESS)
+        return tsr_raise_default(rc);
+    TesseraClient *client = tsr_client(&rc);
+    if (client == NULL)
+        return tsr_raise_default(rc);
+    struct tsr_file *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return tsr_raise_default(tsr_error(MPI_ERR_NO_MEM, "tessera: open %s: no memory", path));
+    f->comm = MPI_COMM_NULL;
+    f->hints = MPI_INFO_NULL;
+    f->etype = MPI_BYTE;
+    f->filetype = MPI_BYTE;
+    f->etype_bytes = 1;
+    f->amode = amode;
+    snprintf(f->path, sizeof f->path, "%s", path);
+    PMPI_Comm_dup(comm, &f->comm);
+    PMPI_Comm_rank(f->comm, &f->rank);
+    PMPI_Comm_size(f->comm, &f->size);
+    PMPI_Info_create(&f->hints);
+
+    struct tsr_open_outcome outcome;
+    memset(&outcome, 0, sizeof outcome);
+    if (f->rank == 0) {
+        int code;
+        if (amode & MPI_MODE_CREATE) {
+            TesseraCreateOptions options;
+            tessera_create_options_init(&options);
+            options.exclusive = (amode & MPI_MODE_EXCL) != 0;
+            uint64_t value;
+            if (tsr_hint_u64(info, "striping_unit", &value) && value > 0)
+                options.stripe_unit_bytes = value;
+            if (tsr_hint_u64(info, "striping_factor", &value) && value > 0 && value < 65536)
+                options.server_count = (uint32_t)value;
+            code = tessera_create(client, path, &options, &f->file);
+        } else {
+            code = tessera_open(client, path, TESSERA_MODE_READ_WRITE, &f->file);
+        }
+        TesseraStat stat;
+        if (code == TESSERA_OK && (code = tessera_file_stat(f->file, &stat)) == TESSERA_OK) {
+            outcome.size = stat.size;
+            outcome.id = stat.handle;
+        }
+        outcome.tessera_code = code;
+        if (code != TESSERA_OK) {
+            int error = tsr_tessera_error(code, "open", path);
+            PMPI_Error_class(error, &outcome.error_class);
+            snprintf(outcome.message, sizeof outcome.message, "%s", tessera_mpiio_last_error());
+        }
+        /* The shared pointer's name: the handle and a random id of this open. */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        uint64_t id = ((uint64_t)now.tv_nsec << 20) ^ (uint64_t)now.tv_sec ^
+                      ((uint64_t)getpid() << 40) ^ (uint64_t)rand();
+        snprintf(f->shared_name, sizeof f->shared_name, "%016llx-%016llx",
+                 (unsigned long long)outcome.id, (unsigned long long)id);
+    }
+    PMPI_Bcast(&outcome, sizeof outcome, MPI_BYTE, 0, f->comm);
+    PMPI_Bcast(f->shared_name, sizeof f->shared_name, MPI_CHAR, 0, f->comm);
+    int failed = 0;
+    if (outcome.tessera_code != TESSERA_OK) {
+        rc = tsr_error(outcome.error_class, "%s", outcome.message);
+        failed = 1;
+    } else if (f->rank != 0) {
+        int code = tessera_open(client, path, TESSERA_MODE_READ_WRITE, &f->file);
+        if (code != TESSERA_OK) {
+            rc = tsr_tessera_error(code, "open", path);
+            failed = 1;
+        }
+    }
+    int any_failed = failed;
+    PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, f->comm);
+    if (any_failed && !failed)
+        rc = tsr_error(MPI_ERR_IO, "tessera: open %s failed on another process", path);
+    if (!any_failed) {
+        f->handle_id = outcome.id;
+        f->shared_base = (amode & MPI_MODE_APPEND) ? (MPI_Offset)outcome.size : 0;
+        f->pointer = (amode & MPI_MODE_APPEND) ? (MPI_Offset)outcome.size : 0;
+        TesseraStat stat;
+        if (tessera_file_stat(f->file, &stat) == TESSERA_OK) {
+            f->stripe_unit_bytes = stat.stripe_unit_bytes;
+            f->server_count = stat.server_count;
+        }
+        tsr_apply_hints(f, info);
+        if (PMPI_File_open(MPI_COMM_SELF, "/dev/null", MPI_MODE_RDWR, MPI_INFO_NULL,
+                           &f->handle) != MPI_SUCCESS)
+            rc = tsr_error(MPI_ERR_IO, "tessera: open %s: cannot open /dev/null for the handle",
+                           path);
+        else if ((rc = tsr_register(f)) != MPI_SUCCESS)
+            PMPI_File_close(&f->handle);
+    }
+    if (any_failed || rc != MPI_SUCCESS) {
+        tsr_free_file(f);
+        *fh = MPI_FILE_NULL;
+        return tsr_raise_default(rc);
+    }
+    *fh = f->handle;
+    return MPI_SUCCESS;
+}
+
+int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
+    char path[TSR_PATH_BYTES_MAX];
+    if (!tsr_route(filename, path, sizeof path))
+        return PMPI_File_open(comm, filename, amode, info, fh);
+    return tsr_open(comm, filename, path, amode, info, fh);
+}
+
+int MPI_File_close(MPI_File *fh) {
+    struct tsr_file *f = fh ? tsr_lookup(*fh) : NULL;
+    if (f == NULL)
+        return PMPI_File_close(fh);
+    int rc = MPI_SUCCESS;
+    int code = tessera_close(f->file);
+    f->file = NULL;
+    if (code != TESSERA_OK)
+        rc = tsr_tessera_error(code, "close", f->path);
+    /* Everyone has closed; whoever used the shared pointer says so, and process 0 removes
+     * its side file and, for MPI_MODE_DELETE_ON_CLOSE, the file. */
+    int used = f->shared != NULL, any_used = 0;
+    PMPI_Allreduce(&used, &any_used, 1, MPI_INT, MPI_MAX, f->comm);
+    if (f->rank == 0) {
+        TesseraClient *client = tsr_client(&rc);
+        if (client && any_used)
+            tessera_shared_pointer_remove(client, f->shared_name);
+        if (client && (f->amode & MPI_MODE_DELETE_ON_CLOSE)) {
+            code = tessera_delete(client, f->path);
+            if (code != TESSERA_OK && rc == MPI_SUCCESS)
+                rc = tsr_tessera_error(code, "delete on close", f->path);
+        }
+    }
+    tsr_drop_view_types(f);
+    if (rc != MPI_SUCCESS)
+        tsr_raise(f, rc);
+    tsr_unregister(f);
+    PMPI_File_close(&f->handle);
+    tsr_free_file(f);
+    *fh = MPI_FILE_NULL;
+    return rc;
+}
+
+int MPI_File_delete(const char *filename, MPI_Info info) {
+    char path[TSR_PATH_BYTES_MAX];
+    if (!tsr_route(filename, path, sizeof path))
+        return PMPI_File_delete(filename, info);
+    int rc = MPI_SUCCESS;
+    TesseraClient *client = tsr_client(&rc);
+    if (client == NULL)
+        return tsr_raise_default(rc);
+    int code = tessera_delete(client, path);
+    if (code != TESSERA_OK)
+        return tsr_raise_default(tsr_tessera_error(code, "delete", path));
+    return MPI_SUCCESS;
+}
+
+/* Runs `code` of process 0 and gives every process its outcome (collective calls whose work
+ * is done once). */
+static int tsr_on_root(struct tsr_file *f, int tessera_code, const char *what) {
+    struct {
+        int code;
+        char message[TSR_MESSAGE_BYTES_MAX];
+    } outcome;
+    memset(&outcome, 0, sizeof outcome);
+    outcome.code = tessera_code;
+    if (f->rank == 0 && tessera_code != TESSERA_OK)
+        snprintf(outcome.message, sizeof outcome.message, "%s", tessera_last_error());
+    PMPI_Bcast(&outcome, sizeof outcome, MPI_BYTE, 0, f->comm);
+    if (outcome.code == TESSERA_OK)
+        return MPI_SUCCESS;
+    int error_class = MPI_ERR_IO;
+    PMPI_Error_class(tsr_tessera_error(outcome.code, what, f->path), &error_class);
+    return tsr_raise(f, tsr_error(error_class, "tessera: %s %s: %s", what, f->path,
+                                  outcome.message));
+}
+
+int MPI_File_set_size(MPI_File fh, MPI_Offset size) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_set_size(fh, size);
+    if (size < 0)
+        return tsr_raise(f, tsr_error(MPI_ERR_ARG, "tessera: set_size %s: negative size %lld",
+                                      f->path, (long long)size));
+    if (f->amode & MPI_MODE_RDONLY)
+        return tsr_raise(f, tsr_error(MPI_ERR_READ_ONLY, "tessera: set_size %s: read-only",
+                                      f->path));
+    PMPI_Barrier(f->comm);
+    int code = f->rank == 0 ? tessera_file_set_size(f->file, (uint64_t)size) : TESSERA_OK;
+    return tsr_on_root(f, code, "set_size");
+}
+
+int MPI_File_preallocate(MPI_File fh, MPI_Offset size) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_preallocate(fh, size);
+    if (size < 0)
+        return tsr_raise(f, tsr_error(MPI_ERR_ARG, "tessera: preallocate %s: negative size",
+                                      f->path));
+    if (f->amode & MPI_MODE_RDONLY)
+        return tsr_raise(f, tsr_error(MPI_ERR_READ_ONLY, "tessera: preallocate %s: read-only",
+                                      f->path));
+    PMPI_Barrier(f->comm);
+    int code = TESSERA_OK;
+    if (f->rank == 0) {
+        /* Tessera allocates on write; preallocating only grows the size. */
+        TesseraStat stat;
+        code = tessera_file_stat(f->file, &stat);
+        if (code == TESSERA_OK && stat.size < (uint64_t)size)
+            code = tessera_file_set_size(f->file, (uint64_t)size);
+    }
+    return tsr_on_root(f, code, "preallocate");
+}
+
+int MPI_File_get_size(MPI_File fh, MPI_Offset *size) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_get_size(fh, size);
+    TesseraStat stat;
+    int code = tessera_file_stat(f->file, &stat);
+    if (code != TESSERA_OK)
+        return tsr_raise(f, tsr_tessera_error(code, "get_size", f->path));
+    *size = (MPI_Offset)stat.size;
+    return MPI_SUCCESS;
+}
+
+int MPI_File_get_group(MPI_File fh, MPI_Group *group) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_get_group(fh, group);
+    return PMPI_Comm_group(f->comm, group);
+}
+
+int MPI_File_get_amode(MPI_File fh, int *amode) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_get_amode(fh, amode);
+    *amode = f->amode;
+    return MPI_SUCCESS;
+}
+
+int MPI_File_set_info(MPI_File fh, MPI_Info info) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_set_info(fh, info);
+    return tsr_apply_hints(f, info);
+}
+
+int MPI_File_get_info(MPI_File fh, MPI_Info *info) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_get_info(fh, info);
+    PMPI_Info_dup(f->hints, info);
+    const char *method = "auto";
+    tessera_file_method(f->file, 0, &method);
+    PMPI_Info_set(*info, "tessera_method", (char *)method);
+    char value[32];
+    if (f->stripe_unit_bytes) {
+        snprintf(value, sizeof value, "%llu", (unsigned long long)f->stripe_unit_bytes);
+        PMPI_Info_set(*info, "striping_unit", value);
+    }
+    snprintf(value, sizeof value, "%u", f->server_count);
+    PMPI_Info_set(*info, "striping_factor", value);
+    return MPI_SUCCESS;
+}
+
+/* Resets the shared pointer to `value` etypes (collective): process 0 stores it if anyone
+ * has made the side file. */
+static int tsr_reset_shared(struct tsr_file *f, MPI_Offset value) {
+    int used = f->shared != NULL, any_used = 0;
+    PMPI_Allreduce(&used, &any_used, 1, MPI_INT, MPI_MAX, f->comm);
+    int code = TESSERA_OK;
+    if (f->rank == 0 && any_used) {
+        TesseraSharedPointer *shared = NULL;
+        int rc = tsr_shared_pointer(f, &shared);
+        if (rc != MPI_SUCCESS)
+            code = TESSERA_ERR_IO;
+        else
+            code = tessera_shared_pointer_store(shared, (uint64_t)(value - f->shared_base));
+    }
+    int rc = tsr_on_root(f, code, "shared file pointer of");
+    PMPI_Barrier(f->comm);
+    return rc;
+}
+
+int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+                      const char *datarep, MPI_Info info) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+    if (datarep == NULL || (strcmp(datarep, "native") != 0 && strcmp(datarep, "internal") != 0))
+        return tsr_raise(f, tsr_error(MPI_ERR_UNSUPPORTED_DATAREP,
+                                      "tessera: set_view %s: data representation %s is not "
+                                      "supported (native and internal are)",
+                                      f->path, datarep ? datarep : "(null)"));
+    if (disp == MPI_DISPLACEMENT_CURRENT || disp < 0)
+        return tsr_raise(f, tsr_error(MPI_ERR_ARG,
+                                      "tessera: set_view %s: displacement %lld is not supported",
+                                      f->path, (long long)disp));
+    const TesseraDatatype *etree = NULL, *ftree = NULL;
+    int rc = tsr_type(etype, &etree);
+    if (rc == MPI_SUCCESS)
+        rc = tsr_type(filetype, &ftree);
+    if (rc != MPI_SUCCESS)
+        return tsr_raise(f, rc);
+    int code = tessera_file_set_view(f->file, (uint64_t)disp, etree, ftree);
+    if (code != TESSERA_OK)
+        return tsr_raise(f, tsr_tessera_error(code, "set_view", f->path));
+    tsr_drop_view_types(f);
+    MPI_Datatype *mine[2] = {&f->etype, &f->filetype};
+    MPI_Datatype given[2] = {etype, filetype};
+    for (int i = 0; i < 2; i++) {
+        int integers, addresses, datatypes, combiner;
+        PMPI_Type_get_envelope(given[i], &integers, &addresses, &datatypes, &combiner);
+        if (combiner == MPI_COMBINER_NAMED)
+            *mine[i] = given[i];
+        else
+            PMPI_Type_dup(given[i], mine[i]);
+    }
+    f->displacement = disp;
+    PMPI_Type_size_x(etype, &f->etype_bytes);
+    f->pointer = 0;
+    f->shared_base = 0;
+    tsr_apply_hints(f, info);
+    return tsr_reset_shared(f, 0);
+}
+
+int MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype,
+                      MPI_Datatype *filetype, char *datarep) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_get_view(fh, disp, etype, filetype, datarep);
+    *disp = f->displacement;
+    MPI_Datatype mine[2] = {f->etype, f->filetype};
+    MPI_Datatype *out[2] = {etype, filetype};
+    for (int i = 0; i < 2; i++) {
+        int integers, addresses, datatypes, combiner;
+        PMPI_Type_get_envelope(mine[i], &integers, &addresses, &datatypes, &combiner);
+        if (combiner == MPI_COMBINER_NAMED)
+            *out[i] = mine[i];
+        else
+            PMPI_Type_dup(mine[i], out[i]);
+    }
+    strcpy(datarep, "native");
+    return MPI_SUCCESS;
+}
+
+/* The view offset, in etypes, of the end of the file. */
+static int tsr_end_of_file(struct tsr_file *f, MPI_Offset *offset) {
+    TesseraStat stat;
+    int code = tessera_file_stat(f->file, &stat);
+    uint64_t etypes = 0;
+    if (code == TESSERA_OK)
+        code = tessera_file_offset_of_byte(f->file, stat.size, &etypes);
+    if (code != TESSERA_OK)
+        return tsr_tessera_error(code, "end of file of", f->path);
+    *offset = (MPI_Offset)etypes;
+    return MPI_SUCCESS;
+}
+
+static int tsr_seek_target(struct tsr_file *f, MPI_Offset current, MPI_Offset offset,
+                           int whence, MPI_Offset *target) {
+    MPI_Offset base = 0;
+    if (whence == MPI_SEEK_SET)
+        base = 0;
+    else if (whence == MPI_SEEK_CUR)
+        base = current;
+    else if (whence == MPI_SEEK_END) {
+        int rc = tsr_end_of_file(f, &base);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    } else
+        return tsr_error(MPI_ERR_ARG, "tessera: seek %s: whence %d is not MPI_SEEK_SET, "
+                                      "_CUR or _END", f->path, whence);
+    if (base + offset < 0)
+        return tsr_error(MPI_ERR_ARG, "tessera: seek %s: the pointer would be negative (%lld)",
+                         f->path, (long long)(base + offset));
+    *target = base + offset;
+    return MPI_SUCCESS;
+}
+
+int MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_seek(fh, offset, whence);
+    MPI_Offset target;
+    int rc = tsr_seek_target(f, f->pointer, offset, whence, &target);
+    if (rc != MPI_SUCCESS)
+        return tsr_raise(f, rc);
+    f->pointer = target;
+    return MPI_SUCCESS;
+}
+
+int MPI_File_get_position(MPI_File fh, MPI_Offset *offset) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_get_position(fh, offset);
+    *offset = f->pointer;
+    return MPI_SUCCESS;
+}
+
+int MPI_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offset *disp) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_get_byte_offset(fh, offset, disp);
+    if (offset < 0)
+        return tsr_raise(f, tsr_error(MPI_ERR_ARG, "tessera: get_byte_offset %s: negative "
+                                                   "offset", f->path));
+    uint64_t byte = 0;
+    int code = tessera_file_byte_offset(f->file, (uint64_t)offset, &byte);
+    if (code != TESSERA_OK)
+        return tsr_raise(f, tsr_tessera_error(code, "get_byte_offset", f->path));
+    *disp = (MPI_Offset)byte;
+    return MPI_SUCCESS;
+}
+
+int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_seek_shared(fh, offset, whence);
+    MPI_Offset current = f->shared_base, target = 0;
+    int rc = MPI_SUCCESS;
+    if (whence == MPI_SEEK_CUR && f->rank == 0) {
+        TesseraSharedPointer *shared = NULL;
+        uint64_t value = 0;
+        rc = tsr_shared_pointer(f, &shared);
+        if (rc == MPI_SUCCESS && tessera_shared_pointer_load(shared, &value) != TESSERA_OK)
+            rc = tsr_tessera_error(TESSERA_ERR_IO, "shared file pointer of", f->path);
+        current += (MPI_Offset)value;
+    }
+    if (rc == MPI_SUCCESS && f->rank == 0)
+        rc = tsr_seek_target(f, current, offset, whence, &target);
+    int failed = rc != MPI_SUCCESS;
+    PMPI_Bcast(&failed, 1, MPI_INT, 0, f->comm);
+    if (failed)
+        return tsr_raise(f, f->rank == 0 ? rc
+                                         : tsr_error(MPI_ERR_IO, "tessera: seek_shared %s "
+                                                     "failed on process 0", f->path));
+    PMPI_Bcast(&target, 1, MPI_OFFSET, 0, f->comm);
+    /* tsr_reset_shared stores relative to shared_base, so make the new base the target. */
+    f->shared_base = 0;
+    return tsr_reset_shared(f, target);
+}
+
+int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_get_position_shared(fh, offset);
+    TesseraSharedPointer *shared = NULL;
+    int rc = tsr_shared_pointer(f, &shared);
+    if (rc != MPI_SUCCESS)
+        return tsr_raise(f, rc);
+    uint64_t value = 0;
+    int code = tessera_shared_pointer_load(shared, &value);
+    if (code != TESSERA_OK)
+        return tsr_raise(f, tsr_tessera_error(code, "shared file pointer of", f->path));
+    *offset = f->shared_base + (MPI_Offset)value;
+    return MPI_SUCCESS;
+}
+
+int MPI_File_sync(MPI_File fh) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_sync(fh);
+    /* Every write acknowledged before the barrier is on the servers; one sync covers all. */
+    PMPI_Barrier(f->comm);
+    int code = f->rank == 0 ? tessera_file_sync(f->file) : TESSERA_OK;
+    return tsr_on_root(f, code, "sync");
+}
+
+int MPI_File_set_atomicity(MPI_File fh, int flag) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_set_atomicity(fh, flag);
+    f->atomic = flag != 0;
+    PMPI_Barrier(f->comm);
+    return MPI_SUCCESS;
+}
+
+int MPI_File_get_atomicity(MPI_File fh, int *flag) {
+    struct tsr_file *f = tsr_lookup(fh);
+    if (f == NULL)
+        return PMPI_File_get_atomicity(fh, flag);
+    *flag = f->atomic;
+    return MPI_SUCCESS;
+}

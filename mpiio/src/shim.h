@@ -1,0 +1,108 @@
+/* libtessera_mpiio: MPI-IO on Tessera through PMPI interposition.
+ *
+ * The library defines MPI_File_* and serves the files it recognises (names starting with
+ * "tessera:", or lying under a directory listed in $TESSERA_MPIIO_PATHS) through the Tessera
+ * C API (crates/tessera-capi); every other file goes to the real MPI-IO through PMPI_File_*.
+ *
+ * The handle a program holds for a Tessera file is a real MPI_File: the library opens
+ * /dev/null on MPI_COMM_SELF through PMPI and keeps a table from that handle to its own
+ * state (struct tsr_file). So the real MPI never sees a handle it did not make, the calls the
+ * library does not define (MPI_File_set_errhandler, get_errhandler, call_errhandler, c2f,
+ * f2c, get_type_extent) work on it unchanged, and errors can be raised through the error
+ * handler the program attached to it.
+ *
+ * Files: core.c (the table, path routing, the cluster connection, errors), types.c (MPI
+ * datatypes into Tessera datatype trees, cached per type), file.c (open, close, delete,
+ * size, info, view, pointers, sync, atomicity), data.c (every read and write form, the
+ * collective hook, nonblocking and split forms, shared and ordered pointers).
+ */
+#ifndef TESSERA_MPIIO_SHIM_H
+#define TESSERA_MPIIO_SHIM_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "tessera.h"
+
+/* Most Tessera files one process may have open at once through the shim. */
+#define TSR_OPEN_FILES_MAX 1024
+/* Longest Tessera path (the protocol's path_bytes_max). */
+#define TSR_PATH_BYTES_MAX 4096
+/* Longest error message kept (MPI's own strings are shorter; the rest is cut). */
+#define TSR_MESSAGE_BYTES_MAX 1024
+/* Longest hint value the shim reads. */
+#define TSR_HINT_BYTES_MAX 256
+/* Most named (predefined) datatypes cached. */
+#define TSR_NAMED_TYPES_MAX 256
+
+/* Where a data access starts. */
+enum tsr_position {
+    TSR_AT,         /* an explicit offset (_at forms) */
+    TSR_INDIVIDUAL, /* the process's own file pointer */
+    TSR_SHARED,     /* the shared file pointer, in the order the calls reach it */
+    TSR_ORDERED     /* the shared file pointer, in rank order (collective) */
+};
+
+/* How a data access completes. */
+enum tsr_completion {
+    TSR_BLOCKING,
+    TSR_NONBLOCKING, /* completes in the call; a generalized request reports it */
+    TSR_SPLIT_BEGIN  /* completes in the call; the matching _end reports it */
+};
+
+struct tsr_file {
+    MPI_File handle;        /* the PMPI handle (of /dev/null) the program holds */
+    TesseraFile *file;
+    MPI_Comm comm;          /* a duplicate of the communicator the file was opened on */
+    int rank, size;
+    int amode;
+    char path[TSR_PATH_BYTES_MAX]; /* the Tessera path */
+    uint64_t handle_id;     /* the Tessera file handle */
+    MPI_Info hints;         /* the hints set so far (open, set_info, set_view) */
+    /* The view. */
+    MPI_Offset displacement;
+    MPI_Datatype etype, filetype; /* our own references (duplicates of derived types) */
+    MPI_Count etype_bytes;
+    MPI_Offset pointer;     /* the individual file pointer, in etypes */
+    int atomic;
+    /* The shared file pointer: a side file named after the handle and an id that the
+     * opening processes agreed on, opened on first use. Its value counts etypes from
+     * shared_base. */
+    char shared_name[64];
+    TesseraSharedPointer *shared;
+    MPI_Offset shared_base;
+    /* An active split collective. */
+    int split_active;
+    MPI_Count split_bytes;
+    uint64_t stripe_unit_bytes;
+    uint32_t server_count;
+};
+
+/* core.c */
+const char *tessera_mpiio_last_error(void);
+TesseraClient *tsr_client(int *mpi_error);
+int tsr_route(const char *filename, char *path, size_t path_bytes);
+struct tsr_file *tsr_lookup(MPI_File handle);
+int tsr_register(struct tsr_file *file);
+void tsr_unregister(struct tsr_file *file);
+int tsr_error(int error_class, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+int tsr_tessera_error(int tessera_code, const char *what, const char *path);
+int tsr_raise(struct tsr_file *file, int code);
+int tsr_raise_default(int code);
+int tsr_hint(MPI_Info info, const char *key, char *value, int value_bytes);
+void tsr_status(MPI_Status *status, MPI_Count bytes);
+
+/* types.c */
+int tsr_type(MPI_Datatype type, const TesseraDatatype **out);
+int tsr_type_is_contiguous(MPI_Datatype type, MPI_Count *bytes);
+
+/* file.c */
+int tsr_apply_hints(struct tsr_file *file, MPI_Info info);
+int tsr_shared_pointer(struct tsr_file *file, TesseraSharedPointer **out);
+
+/* data.c */
+int tsr_transfer(struct tsr_file *file, int write, MPI_Offset offset, void *buffer,
+                 MPI_Count count, MPI_Datatype type, MPI_Count *bytes, const char *op);
+
+#endif
