@@ -24,7 +24,8 @@ use tessera_proto::{
     Rename, Request, Rmdir, Stat, StatHandle, StripeLayout, TransferMode, Truncate, Unlink, Wire,
     WireError, Write, Datatype, DeclareView, FileType, Layout, PatternLayout, ReadType, ReadView,
     ReleaseView, WriteType, WriteView, StoragePlan, LockRange, LockGranted, UnlockRange,
-    ServerStats, ServerStatsReply, StorageCounters,
+    ServerStats, ServerStatsReply, StorageCounters, RemoteProbe, RemoteProbeReply, RemoteMemory,
+    RemoteAccess, RemoteEndpoint, RemoteSegment,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -132,6 +133,7 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::LockRange => operation::<LockRange>(body, reply),
         Opcode::UnlockRange => operation::<UnlockRange>(body, reply),
         Opcode::ServerStats => operation::<ServerStats>(body, reply),
+        Opcode::RemoteProbe => operation::<RemoteProbe>(body, reply),
         // Bulk-only frames: the body is empty in both directions.
         Opcode::Data => check::<Empty>(body).is_some(),
     }
@@ -202,6 +204,7 @@ body_kinds! {
     "capability" => Capability,
     "file-kind" => FileKind,
     "transfer-mode" => TransferMode,
+    "remote-memory" => RemoteMemory,
     "path" => String,
 }
 
@@ -400,6 +403,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     let counters = StorageCounters { requests: 3, pieces: 300, calls: 6, bytes_wanted: 4800, bytes_storage: 19200, per_piece: 1, batched: 0, sieve: 2 };
     let stats = ServerStatsReply { reads: counters.clone(), writes: counters, io_uring: true, model: "read_op_us=0.6 write_op_us=1.1".into() };
     seeds.extend(exchange("server-stats", Opcode::ServerStats, &ServerStats {}, &stats));
+    seeds.extend(exchange("remote-probe", Opcode::RemoteProbe, &RemoteProbe {}, &RemoteProbeReply { token: 0x7e55_e7a0 }));
     seeds.extend(exchange("release-view", Opcode::ReleaseView, &ReleaseView { handle: 42, view_id: 0x5eed }, &Empty {}));
     seeds.push(("data".into(), frame(Opcode::Data, 0, &[], b"01234567")));
     seeds.push(("data-reply".into(), frame(Opcode::Data, FLAG_REPLY, &[], b"89abcdef")));
@@ -408,6 +412,18 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         frame(Opcode::Lookup, FLAG_REPLY | FLAG_ERROR, &RemoteError::new(ErrorCode::NotFound, "no such path: /x").to_body(), &[]),
     ));
     seeds
+}
+
+fn remote_memory() -> RemoteMemory {
+    RemoteMemory {
+        access: RemoteAccess::Fabric,
+        endpoint: RemoteEndpoint(vec![0x0a, 0, 0, 1]),
+        segments_per_call: 4,
+        segments: vec![
+            RemoteSegment { address: 0x7f00_0000_1000, length: 4096, key: 9 },
+            RemoteSegment { address: 0x7f00_0000_3000, length: 100, key: 9 },
+        ],
+    }
 }
 
 /// Valid bodies: one per body kind of the `bodies` target, prefixed with its selector.
@@ -468,6 +484,7 @@ pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
         ("capability", Capability(vec![1, 2, 3]).to_body()),
         ("file-kind", FileKind::Directory.to_body()),
         ("transfer-mode", TransferMode::Pack.to_body()),
+        ("remote-memory", remote_memory().to_body()),
         ("path", "/data/run-1".to_owned().to_body()),
         ("layout-math", math),
     ];
