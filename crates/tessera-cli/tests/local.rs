@@ -104,12 +104,16 @@ fn large_requests_are_pipelined_and_whole() {
     file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
     let data = bytes(77, 12 << 20);
     let memory: Vec<IoSlice<'_>> = data.chunks(64 << 10).map(IoSlice::new).collect();
-    let report = file.write_list(&memory, &[Piece::new(0, 12 << 20)]).unwrap();
+    let report = file
+        .write_list(&memory, &[Piece::new(0, 12 << 20)])
+        .unwrap();
     assert_eq!(report.one_sided, report.requests);
     assert_eq!(file.stat().unwrap().size, 12 << 20);
     let mut back = vec![0u8; 12 << 20];
     let mut slices: Vec<IoSliceMut<'_>> = back.chunks_mut(48 << 10).map(IoSliceMut::new).collect();
-    let report = file.read_list(&mut slices, &[Piece::new(0, 12 << 20)]).unwrap();
+    let report = file
+        .read_list(&mut slices, &[Piece::new(0, 12 << 20)])
+        .unwrap();
     assert_eq!(report.one_sided, report.requests);
     assert!(back == data, "read-back differs");
 }
@@ -127,10 +131,16 @@ fn datatype_calls_move_one_sidedly() {
     let filetype = Datatype::vector(256, 512, 1024, &byte).unwrap();
     let memtype = Datatype::subarray(&[512, 512], &[256, 512], &[0, 0], Order::C, &byte).unwrap();
     let data = bytes(5, 512 * 512);
-    let report = file.write_type(&data, &memtype, 1, &filetype, 4096).unwrap();
-    assert!(report.one_sided > 0 && report.one_sided == report.requests, "{report:?}");
+    let report = file
+        .write_type(&data, &memtype, 1, &filetype, 4096)
+        .unwrap();
+    assert!(
+        report.one_sided > 0 && report.one_sided == report.requests,
+        "{report:?}"
+    );
     let mut back = vec![0u8; 512 * 512];
-    file.read_type(&mut back, &memtype, 1, &filetype, 4096).unwrap();
+    file.read_type(&mut back, &memtype, 1, &filetype, 4096)
+        .unwrap();
     assert_eq!(&back[..256 * 512], &data[..256 * 512]);
     assert!(back[256 * 512..].iter().all(|&b| b == 0));
 }
@@ -145,7 +155,9 @@ fn an_unmapped_client_segment_is_named_in_the_error() {
     let config = ClusterConfig::load(&cluster.file()).unwrap();
     let socket = config.iods[0].local.clone().expect("a local socket");
     let mut stream = UnixStream::connect(socket).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let good = [9u8; 64];
     let memory = RemoteMemory {
         access: RemoteAccess::Process,
@@ -207,7 +219,9 @@ fn a_missing_socket_falls_back_to_tcp() {
         iod.local = Some(cluster.path().join("run").join("nowhere.sock"));
     }
     let client = Client::new(&config, &ClientOptions::default());
-    let mut file = client.create("/fallback", &CreateOptions::default()).unwrap();
+    let mut file = client
+        .create("/fallback", &CreateOptions::default())
+        .unwrap();
     file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
     let data = bytes(3, 300_000);
     let report = file.write_at(0, &data).unwrap();

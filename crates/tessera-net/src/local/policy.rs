@@ -255,11 +255,11 @@ impl TransferModel {
             let _ = super::rma::pull(pid, &whole, 0, &mut target);
         })
         .unwrap_or(defaults.remote_bytes_per_us);
-        // Many small segments in one call: the per-segment cost.
+        // Many small segments in one call, each on a page of its own as scattered pieces
+        // are: the per-segment cost, pinning its page included.
         let small: Vec<RemoteSegment> = source
-            .chunks(64)
-            .take(IOV_PIECES_MAX)
-            .map(segment_of)
+            .chunks(4096)
+            .map(|page| segment_of(&page[..64]))
             .collect();
         let small_bytes = 64 * small.len();
         let gathered_us = best_us(|| {
@@ -375,6 +375,7 @@ mod tests {
     #[test]
     fn measured_model_is_sane() {
         let model = TransferModel::measure();
+        eprintln!("{model:?}");
         assert!(model.copy_bytes_per_us > 100.0, "{model:?}");
         assert!(model.remote_bytes_per_us > 100.0, "{model:?}");
         assert!(model.remote_segment_us < 50.0, "{model:?}");
