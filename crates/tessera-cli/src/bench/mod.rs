@@ -13,6 +13,7 @@ use serde::Serialize;
 mod blockcol;
 mod btio;
 mod listio;
+mod subarray;
 mod tile;
 mod views;
 
@@ -28,6 +29,10 @@ pub struct BenchArgs {
 enum Experiment {
     /// 4 clients x 4 servers, 128 pieces of 128 B to 8 KiB: multiple vs pack vs gather (000 Fig. 4).
     Listio(CommonArgs),
+    /// One 2-D subarray client -> server over `local`: contiguous, pack (reg / no reg),
+    /// gather (per-row / one / cached registration), hybrid; 64 KiB pieces vs raw
+    /// process_vm_writev (000 Fig. 3).
+    Subarray(CommonArgs),
     /// 4 clients x 4 servers, n x n byte matrix, 3 distributions: list vs view I/O, and a
     /// view on stripes vs a matching pattern layout (002 Tables 2-3, Figs. 2-4).
     Views(CommonArgs),
@@ -47,6 +52,7 @@ impl Experiment {
     fn common(&self) -> &CommonArgs {
         match self {
             Self::Listio(common)
+            | Self::Subarray(common)
             | Self::Views(common)
             | Self::Blockcol(common)
             | Self::Tile(common)
@@ -233,6 +239,7 @@ impl Drop for BenchCluster {
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     let report = match &args.experiment {
         Experiment::Listio(common) => listio::run(common)?,
+        Experiment::Subarray(common) => subarray::run(common)?,
         Experiment::Views(common) => views::run(common)?,
         Experiment::Blockcol(common) => blockcol::run(common)?,
         Experiment::Tile(common) => tile::run(common)?,
