@@ -755,7 +755,15 @@ fn warm_up_access(layout: &Layout, access: &Access) -> Access {
 
 fn prepare(task: Task) -> Result<Prepared, String> {
     let config = ClusterConfig::load(&task.cluster).map_err(|err| err.to_string())?;
-    let client = Client::new(&config, &ClientOptions::default());
+    // A `tcp:` method prefix reaches the servers by TCP even on their host.
+    let (method, tcp) = match task.method.strip_prefix("tcp:") {
+        Some(method) => (method.to_owned(), true),
+        None => (task.method.clone(), false),
+    };
+    let mut options = ClientOptions::default();
+    options.local &= !tcp;
+    let client = Client::new(&config, &options);
+    let task = Task { method, ..task };
     let (via, storage_plan) = via(&task)?;
     let mode = match (task.write, via) {
         // A sieving write reads the chunks it modifies.

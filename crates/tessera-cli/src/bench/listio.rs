@@ -10,9 +10,7 @@
 use std::fmt::Write as _;
 
 use serde_json::json;
-use tessera_client::{
-    Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, TransferMode,
-};
+use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode};
 
 use super::{BenchCluster, CommonArgs, Report, Row};
 use crate::plot::{Plot, Series};
@@ -22,6 +20,19 @@ const PROCESSES: usize = 4;
 const SERVERS: u16 = 4;
 const PIECES: usize = 128;
 const PIECE_SIZES: [usize; 7] = [128, 256, 512, 1024, 2048, 4096, 8192];
+
+/// The compared methods: the mechanisms over the `local` backend (the servers move the data
+/// one-sidedly), the transfer model's choice (`hybrid`), and the framed modes over TCP.
+/// A worker reads a `tcp:` prefix as "reach the servers by TCP".
+const METHODS: [&str; 7] = [
+    "multiple",
+    "pack",
+    "gather",
+    "hybrid",
+    "tcp:multiple",
+    "tcp:pack",
+    "tcp:gather",
+];
 
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -56,12 +67,12 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         let budget = if common.quick { 2 << 20 } else { 16 << 20 };
         let iterations = u32::try_from((budget / call_bytes).clamp(4, 256)).expect("small");
         // seconds per (op, method), one entry per repetition
-        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); 2 * TransferMode::FRAMED.len()];
-        let mut last = vec![(0u64, 0u64, 0u64, 0u64); 2 * TransferMode::FRAMED.len()];
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); 2 * METHODS.len()];
+        let mut last = vec![(0u64, 0u64, 0u64, 0u64); 2 * METHODS.len()];
         for repetition in 0..repetitions {
-            for turn in 0..TransferMode::FRAMED.len() {
-                let method_index = (turn + repetition) % TransferMode::FRAMED.len();
-                let method = TransferMode::FRAMED[method_index];
+            for turn in 0..METHODS.len() {
+                let method_index = (turn + repetition) % METHODS.len();
+                let method = METHODS[method_index];
                 generation += 1;
                 for (op_index, write) in [(0, true), (1, false)] {
                     let tasks = (0..PROCESSES)
@@ -69,7 +80,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                             cluster: cluster.file.clone(),
                             path: path.clone(),
                             write,
-                            method: method.name().to_owned(),
+                            method: method.to_owned(),
                             iterations,
                             generation,
                             sync: false,
@@ -87,7 +98,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                         .iter()
                         .map(|result| result.seconds)
                         .fold(0.0, f64::max);
-                    let slot = op_index * TransferMode::FRAMED.len() + method_index;
+                    let slot = op_index * METHODS.len() + method_index;
                     samples[slot].push(seconds / f64::from(iterations));
                     let per_call = |total: u64| total / u64::from(iterations);
                     last[slot] = (
@@ -100,13 +111,13 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             }
         }
         for (op_index, op) in ["write", "read"].into_iter().enumerate() {
-            for (method_index, method) in TransferMode::FRAMED.into_iter().enumerate() {
-                let slot = op_index * TransferMode::FRAMED.len() + method_index;
+            for (method_index, method) in METHODS.into_iter().enumerate() {
+                let slot = op_index * METHODS.len() + method_index;
                 let seconds = median(&mut samples[slot]);
                 let (requests, storage_calls, bytes, messages) = last[slot];
                 rows.push(Row {
                     case: format!("{op} seg={piece_bytes}"),
-                    method: method.name().to_owned(),
+                    method: method.to_owned(),
                     mib_s: mib_s(bytes, seconds),
                     requests,
                     // File pieces of the access; how the servers stored them is in `extra`.
@@ -131,7 +142,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         config: json!({
             "servers": SERVERS,
             "clients": PROCESSES,
-            "transport": "tcp",
+            "transport": "local (tcp: rows over TCP)",
             "pieces_per_client": PIECES,
             "piece_bytes": PIECE_SIZES,
             "stripe_unit_bytes": tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
@@ -159,7 +170,7 @@ fn rate(report: &Report, case: &str, method: &str) -> f64 {
 
 fn table(report: &Report) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "listio: {PROCESSES} client processes x {SERVERS} I/O servers, {PIECES} pieces per process, tcp (MiB/s, all processes)");
+    let _ = writeln!(out, "listio: {PROCESSES} client processes x {SERVERS} I/O servers, {PIECES} pieces per process, local backend (MiB/s, all processes; hybrid and tcp: rows of --json)");
     let _ = writeln!(
         out,
         "{:<6} {:>6} {:>10} {:>10} {:>10} {:>12} {:>10}",
@@ -205,24 +216,24 @@ fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
         .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
     let mut series = Vec::new();
     for op in ["write", "read"] {
-        for method in TransferMode::FRAMED {
+        for method in METHODS {
             let points = PIECE_SIZES
                 .iter()
                 .map(|&size| {
                     (
                         size as f64,
-                        rate(report, &format!("{op} seg={size}"), method.name()),
+                        rate(report, &format!("{op} seg={size}"), method),
                     )
                 })
                 .collect();
             series.push(Series {
-                name: format!("{op} {}", method.name()),
+                name: format!("{op} {method}"),
                 points,
             });
         }
     }
     let plot = Plot {
-        title: "listio: 4 clients x 4 servers, 128 pieces (tcp)".to_owned(),
+        title: "listio: 4 clients x 4 servers, 128 pieces (local and tcp)".to_owned(),
         x_label: "piece size (bytes)".to_owned(),
         y_label: "MiB/s".to_owned(),
         log2_x: true,
