@@ -36,7 +36,8 @@ pub enum RegError {
     Unmapped {
         /// The range asked for.
         segment: Segment,
-        /// The first unmapped part found in it.
+        /// An unmapped part of it: the first unmapped page (pin registrar), or the whole hole
+        /// before the first mapped run holding the segment (OGR's hole query).
         hole: Segment,
         /// The errno the kernel gave.
         source: std::io::Error,

@@ -41,6 +41,40 @@ pub fn mapped_runs(segment: Segment, method: HoleQuery) -> Result<Vec<Segment>, 
     }
 }
 
+/// The address of the first unmapped page of `segment`'s pages, if any: a binary search on
+/// prefixes, about log2(pages) `mincore` calls — what undoing a failed `mlock` needs (the
+/// kernel locks the mappings in order and stops at the first hole).
+pub fn first_unmapped_page(segment: Segment) -> Result<Option<usize>, RegError> {
+    if segment.checked_end().is_none() {
+        return Err(RegError::AddressOverflow {
+            address: segment.address,
+            length: segment.length,
+        });
+    }
+    let page = page_bytes();
+    let (first, end) = segment.page_span(page);
+    let mut scratch = vec![0u8; MINCORE_PAGES_MAX];
+    let mut chunk_first = first;
+    while chunk_first < end {
+        let pages = MINCORE_PAGES_MAX.min(end - chunk_first);
+        if !mincore_all_mapped(chunk_first, pages, &mut scratch)? {
+            // A prefix of `mapped` pages is mapped; one of `holed` pages holds a hole.
+            let (mut mapped, mut holed) = (0, pages);
+            while holed - mapped > 1 {
+                let middle = mapped + (holed - mapped) / 2;
+                if mincore_all_mapped(chunk_first, middle, &mut scratch)? {
+                    mapped = middle;
+                } else {
+                    holed = middle;
+                }
+            }
+            return Ok(Some((chunk_first + mapped) * page));
+        }
+        chunk_first += pages;
+    }
+    Ok(None)
+}
+
 /// The first page-aligned unmapped part of `segment`'s pages, if any.
 pub fn first_hole(segment: Segment, runs: &[Segment]) -> Option<Segment> {
     let span = segment.page_aligned(page_bytes());
@@ -163,10 +197,11 @@ fn proc_maps_runs(segment: Segment) -> Result<Vec<Segment>, RegError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mapping::AnonymousMapping;
+    use crate::mapping::{serial, AnonymousMapping};
 
     #[test]
     fn both_methods_find_the_same_holes() {
+        let _serial = serial();
         let page = page_bytes();
         let mut mapping = AnonymousMapping::new(64).unwrap();
         for (first, pages) in [(3, 1), (10, 4), (40, 2), (63, 1)] {
@@ -184,10 +219,22 @@ mod tests {
             first_hole(queried, &expected),
             Some(Segment::new(mapping.address() + 3 * page, page))
         );
+        assert_eq!(
+            first_unmapped_page(queried).unwrap(),
+            Some(mapping.address() + 3 * page)
+        );
+        let after_first = Segment::new(mapping.address() + 4 * page, 30 * page);
+        assert_eq!(
+            first_unmapped_page(after_first).unwrap(),
+            Some(mapping.address() + 10 * page)
+        );
+        let mapped = Segment::new(mapping.address() + 4 * page, 6 * page);
+        assert_eq!(first_unmapped_page(mapped).unwrap(), None);
     }
 
     #[test]
     fn fully_mapped_range_is_one_run() {
+        let _serial = serial();
         let mapping = AnonymousMapping::new(8).unwrap();
         let runs = mapped_runs(mapping.segment(), HoleQuery::Mincore).unwrap();
         assert_eq!(runs, vec![mapping.segment()]);
@@ -196,6 +243,7 @@ mod tests {
 
     #[test]
     fn unmapped_range_has_no_run() {
+        let _serial = serial();
         let mut mapping = AnonymousMapping::new(4).unwrap();
         let hole = mapping.punch_hole(1, 2).unwrap();
         for method in [HoleQuery::Mincore, HoleQuery::ProcMaps] {
@@ -206,10 +254,15 @@ mod tests {
 
     #[test]
     fn large_ranges_are_chunked() {
+        let _serial = serial();
         let pages = MINCORE_PAGES_MAX + 100;
         let mut mapping = AnonymousMapping::new(pages).unwrap();
         mapping.punch_hole(MINCORE_PAGES_MAX + 5, 1).unwrap();
         let runs = mapped_runs(mapping.segment(), HoleQuery::Mincore).unwrap();
         assert_eq!(runs, mapping.mapped_parts());
+        assert_eq!(
+            first_unmapped_page(mapping.segment()).unwrap(),
+            Some(mapping.address() + (MINCORE_PAGES_MAX + 5) * page_bytes())
+        );
     }
 }

@@ -24,6 +24,7 @@
 //! registrar's a and b; [`mapping::AnonymousMapping`] makes memory with holes for the tests and
 //! benchmarks.
 
+mod cache;
 pub mod error;
 pub mod holes;
 pub mod mapping;

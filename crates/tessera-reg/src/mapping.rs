@@ -197,12 +197,23 @@ impl Drop for AnonymousMapping {
     }
 }
 
+/// Serialises the unit tests that punch holes and then inspect them: the kernel may place a
+/// mapping another test makes into a hole (it is free address space) and fill it.
+#[cfg(test)]
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn holes_are_tracked_and_refused_twice() {
+        let _serial = serial();
         let mut mapping = AnonymousMapping::new(8).unwrap();
         let page = page_bytes();
         let hole = mapping.punch_hole(2, 2).unwrap();

@@ -9,9 +9,12 @@
 //!   ranges of its live registrations and, on deregistration, unlocks only the pages no other
 //!   registration still covers.
 //! - A failed `mlock` over a range with an unmapped hole has already locked the mappings
-//!   before the hole. The registrar finds the mapped runs ([`crate::holes`]) and unlocks those
-//!   (again only pages no other registration covers), so a failure leaves nothing locked, and
-//!   it reports the hole, or RLIMIT_MEMLOCK when the range was wholly mapped.
+//!   before the hole (the kernel flags them in address order and stops at the first gap). The
+//!   registrar finds the first unmapped page ([`crate::holes::first_unmapped_page`]) and
+//!   unlocks everything before it (again only pages no other registration covers), so a
+//!   failure leaves nothing locked, and it reports the hole, or RLIMIT_MEMLOCK when the range
+//!   was wholly mapped (then the whole range is unlocked: a failure after the flags were set,
+//!   while faulting pages in, leaves all of them flagged).
 //!
 //! Calls are serialised by one mutex around the coverage and the system call, which the
 //! kernel serialises anyway (it takes the address-space write lock for both).
@@ -21,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::error::RegError;
-use crate::holes::{first_hole, mapped_runs, HoleQuery};
+use crate::holes::{first_unmapped_page, mapped_runs, HoleQuery};
 use crate::registrar::{CostModel, RegHandle, Registrar};
 use crate::segment::{page_bytes, Segment};
 
@@ -179,18 +182,16 @@ impl Registrar for PinRegistrar {
                 })
             }
             Err(source) => {
-                // Undo what the kernel locked before it stopped: the mapped runs, except pages
-                // other registrations hold.
-                let runs = mapped_runs(segment, HoleQuery::Mincore)?;
-                for run in &runs {
-                    let (run_first, run_end) = run.page_span(page);
-                    Self::unlock_uncovered(&coverage, run_first, run_end)?;
-                }
+                // Undo what the kernel locked before it stopped, except pages other
+                // registrations hold.
+                let hole = first_unmapped_page(segment)?;
+                let undo_end = hole.map_or(end, |address| address / page);
+                Self::unlock_uncovered(&coverage, first, undo_end)?;
                 let errno = source.raw_os_error();
-                Err(if let Some(hole) = first_hole(segment, &runs) {
+                Err(if let Some(address) = hole {
                     RegError::Unmapped {
                         segment,
-                        hole,
+                        hole: Segment::new(address, page),
                         source,
                     }
                 } else if matches!(errno, Some(libc::ENOMEM | libc::EAGAIN | libc::EPERM)) {

@@ -25,11 +25,11 @@
 //! released), and no acquire returns it afterwards. A registration made concurrently with an
 //! invalidation is used once and never cached.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
+use crate::cache::{Deferred, Place, Rules, Slot, Table};
 use crate::error::RegError;
 use crate::ogr::{plan_groups, register_group, Group, Made};
 use crate::registrar::{RegHandle, Registrar};
@@ -259,258 +259,9 @@ impl Drop for OwnedRegistration {
 #[derive(Debug)]
 enum Held {
     /// A cache entry or arena; released by reference count.
-    Entry(u64),
+    Entry(Slot),
     /// A registration of no cache, deregistered on release.
     Transient(RegHandle),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
-    /// In the cache (idle when `holders == 0`, then also in the LRU order).
-    Cached,
-    /// Evicted, waiting in the FMRD queue; still found by lookups (and revived).
-    Queued,
-    /// An arena.
-    Arena,
-    /// Invalidated while held: in no index, deregistered on its last release.
-    Doomed,
-}
-
-#[derive(Debug)]
-struct Entry {
-    handle: RegHandle,
-    holders: u32,
-    place: Place,
-    /// Position in the LRU order while idle and cached.
-    stamp: u64,
-}
-
-/// Deregistrations decided under the lock, done after it.
-#[derive(Debug, Default)]
-struct Deferred {
-    /// Each deregistered on its own (pin-down evictions, dynamic releases, invalidation).
-    now: Vec<RegHandle>,
-    /// FMRD batches for the deregistration thread.
-    batches: Vec<Vec<RegHandle>>,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    entries: HashMap<u64, Entry>,
-    /// Cached and queued entries by (region address, id).
-    index: BTreeSet<(usize, u64)>,
-    /// Region length → indexed entries of that length; the largest bounds lookups.
-    lengths: BTreeMap<usize, usize>,
-    /// Idle cached entries by stamp, least recently released first.
-    lru: BTreeMap<u64, u64>,
-    /// Bytes of the entries in `lru`.
-    idle_bytes: usize,
-    clock: u64,
-    next_id: u64,
-    cached_entries: usize,
-    cached_bytes: usize,
-    queue: Vec<u64>,
-    arenas: Vec<u64>,
-    /// Bumped by every invalidation.
-    generation: u64,
-}
-
-impl State {
-    fn index_insert(&mut self, id: u64, region: Segment) {
-        self.index.insert((region.address, id));
-        *self.lengths.entry(region.length).or_insert(0) += 1;
-    }
-
-    fn index_remove(&mut self, id: u64, region: Segment) {
-        if self.index.remove(&(region.address, id)) {
-            if let Some(count) = self.lengths.get_mut(&region.length) {
-                *count -= 1;
-                if *count == 0 {
-                    self.lengths.remove(&region.length);
-                }
-            }
-        }
-    }
-
-    /// Indexed entries whose region overlaps (`covering == false`) or covers
-    /// (`covering == true`) `segment`, highest (address, id) first.
-    fn indexed_near(&self, segment: Segment, covering: bool) -> Vec<u64> {
-        let longest = self.lengths.keys().next_back().copied().unwrap_or(0);
-        let low = segment.address.saturating_sub(longest);
-        let high = if covering {
-            segment.address
-        } else {
-            segment.end().saturating_sub(1)
-        };
-        self.index
-            .range((low, 0)..=(high, u64::MAX))
-            .rev()
-            .map(|&(_, id)| id)
-            .filter(|id| {
-                let region = self.entries[id].handle.segment;
-                if covering {
-                    region.covers(&segment)
-                } else {
-                    region.overlaps(&segment)
-                }
-            })
-            .collect()
-    }
-
-    /// The cached or queued entry serving `segment`: of those covering it, the one with the
-    /// highest (address, id).
-    fn find_cached(&self, segment: Segment) -> Option<u64> {
-        let longest = self.lengths.keys().next_back().copied().unwrap_or(0);
-        let low = segment.address.saturating_sub(longest);
-        self.index
-            .range((low, 0)..=(segment.address, u64::MAX))
-            .rev()
-            .map(|&(_, id)| id)
-            .find(|id| self.entries[id].handle.segment.covers(&segment))
-    }
-
-    fn find_arena(&self, segment: Segment) -> Option<u64> {
-        self.arenas
-            .iter()
-            .copied()
-            .find(|id| self.entries[id].handle.segment.covers(&segment))
-    }
-
-    /// Takes one hold on `id`; an idle cached entry leaves the LRU order.
-    fn hold(&mut self, id: u64) {
-        let entry = self.entries.get_mut(&id).expect("held entry exists");
-        if entry.place == Place::Cached
-            && entry.holders == 0
-            && self.lru.remove(&entry.stamp).is_some()
-        {
-            self.idle_bytes -= entry.handle.segment.length;
-        }
-        entry.holders += 1;
-    }
-
-    /// Evicts idle entries, least recently released first, until `entries` more entries of
-    /// `bytes` more bytes fit.
-    fn make_room(
-        &mut self,
-        policy: &Policy,
-        entries: usize,
-        bytes: usize,
-        counters: &Counters,
-        deferred: &mut Deferred,
-    ) -> Result<(), RegError> {
-        let capacity = policy.capacity;
-        // What no eviction can free: refuse before evicting anything.
-        let in_use_entries = self.cached_entries - self.lru.len() + entries;
-        let in_use_bytes = (self.cached_bytes - self.idle_bytes).saturating_add(bytes);
-        if in_use_entries > capacity.entries_max {
-            return Err(RegError::CacheFull {
-                limit: "CacheCapacity::entries_max",
-                unit: "entries",
-                max: capacity.entries_max,
-                needed: in_use_entries,
-            });
-        }
-        if in_use_bytes > capacity.bytes_max {
-            return Err(RegError::CacheFull {
-                limit: "CacheCapacity::bytes_max",
-                unit: "bytes",
-                max: capacity.bytes_max,
-                needed: in_use_bytes,
-            });
-        }
-        loop {
-            let entries_needed = self.cached_entries + entries;
-            let bytes_needed = self.cached_bytes.saturating_add(bytes);
-            if entries_needed <= capacity.entries_max && bytes_needed <= capacity.bytes_max {
-                return Ok(());
-            }
-            let (_, victim) = self
-                .lru
-                .pop_first()
-                .expect("the in-use part fits, so an idle entry is left to evict");
-            bump(&counters.evictions, 1);
-            let region = self.entries[&victim].handle.segment;
-            self.idle_bytes -= region.length;
-            self.cached_entries -= 1;
-            self.cached_bytes -= region.length;
-            if policy.caching == Caching::Fmrd {
-                self.entries.get_mut(&victim).expect("victim exists").place = Place::Queued;
-                self.queue.push(victim);
-                if self.queue.len() >= FMRD_BATCH {
-                    let batch = std::mem::take(&mut self.queue);
-                    deferred.batches.push(self.take_entries(batch));
-                }
-            } else {
-                self.index_remove(victim, region);
-                let entry = self.entries.remove(&victim).expect("victim exists");
-                deferred.now.push(entry.handle);
-            }
-        }
-    }
-
-    /// Removes queued entries from the index and the table, returning their handles.
-    fn take_entries(&mut self, ids: Vec<u64>) -> Vec<RegHandle> {
-        ids.into_iter()
-            .map(|id| {
-                let entry = self.entries.remove(&id).expect("queued entry exists");
-                self.index_remove(id, entry.handle.segment);
-                entry.handle
-            })
-            .collect()
-    }
-
-    /// Adds a new registration as a cached entry held once.
-    fn insert_cached(&mut self, handle: RegHandle) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.cached_entries += 1;
-        self.cached_bytes += handle.segment.length;
-        self.index_insert(id, handle.segment);
-        self.entries.insert(
-            id,
-            Entry {
-                handle,
-                holders: 1,
-                place: Place::Cached,
-                stamp: 0,
-            },
-        );
-        id
-    }
-
-    /// Removes `id` from every index; returns its handle if nobody holds it (to deregister
-    /// now), else marks it doomed.
-    fn unlink(&mut self, id: u64) -> Option<RegHandle> {
-        let entry = &self.entries[&id];
-        let (region, place, holders, stamp) = (
-            entry.handle.segment,
-            entry.place,
-            entry.holders,
-            entry.stamp,
-        );
-        match place {
-            Place::Cached => {
-                self.index_remove(id, region);
-                self.cached_entries -= 1;
-                self.cached_bytes -= region.length;
-                if holders == 0 && self.lru.remove(&stamp).is_some() {
-                    self.idle_bytes -= region.length;
-                }
-            }
-            Place::Queued => {
-                self.index_remove(id, region);
-                self.queue.retain(|&queued| queued != id);
-            }
-            Place::Arena => self.arenas.retain(|&arena| arena != id),
-            Place::Doomed => return None,
-        }
-        if holders == 0 {
-            Some(self.entries.remove(&id).expect("entry exists").handle)
-        } else {
-            self.entries.get_mut(&id).expect("entry exists").place = Place::Doomed;
-            None
-        }
-    }
 }
 
 /// The FMRD deregistration thread and the batches in flight to it.
@@ -580,7 +331,7 @@ pub struct Registry {
     registrar: Arc<dyn Registrar>,
     policy: Policy,
     page_bytes: usize,
-    state: Mutex<State>,
+    state: Mutex<Table>,
     counters: Arc<Counters>,
     fmd: Option<Fmd>,
 }
@@ -608,7 +359,7 @@ impl Registry {
             registrar,
             policy,
             page_bytes: page_bytes(),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(Table::default()),
             counters,
             fmd,
         })
@@ -622,6 +373,13 @@ impl Registry {
     /// The registrar.
     pub fn registrar(&self) -> &Arc<dyn Registrar> {
         &self.registrar
+    }
+
+    fn rules(&self) -> Rules {
+        Rules {
+            capacity: self.policy.capacity,
+            fmrd: self.policy.caching == Caching::Fmrd,
+        }
     }
 
     /// Registers (or finds registrations for) every segment; the guard releases them.
@@ -654,61 +412,50 @@ impl Registry {
         let generation;
         // Counted only when the acquire succeeds.
         let (mut hits, mut arena_hits, mut revivals) = (0u64, 0u64, 0u64);
+        let mark;
         {
             let mut state = lock(&self.state);
             generation = state.generation;
-            let mut held_ids = HashSet::new();
+            mark = state.new_mark();
+            let rules = self.rules();
             // The registration that served the previous segment: rows of one array usually
-            // share one, and checking it first keeps a hit O(1).
-            let mut previous: Option<(u64, Segment)> = None;
+            // share one, and checking it first keeps such a hit O(1).
+            let mut previous: Option<(Slot, Segment)> = None;
             for (index, &segment) in segments.iter().enumerate() {
-                let found =
-                    if let Some((id, _)) = previous.filter(|(_, region)| region.covers(&segment)) {
-                        if state.entries[&id].place == Place::Arena {
-                            arena_hits += 1;
-                        }
-                        Some(id)
-                    } else if let Some(id) = state.find_arena(segment) {
+                let found = if let Some((slot, _)) =
+                    previous.filter(|(_, region)| region.covers(&segment))
+                {
+                    if state.entry(slot).place == Place::Arena {
                         arena_hits += 1;
-                        Some(id)
-                    } else if self.policy.caching == Caching::None {
-                        None
-                    } else {
-                        state.find_cached(segment)
-                    };
-                let Some(id) = found else {
+                    }
+                    Some(slot)
+                } else if let Some(slot) = state.find_arena(segment) {
+                    arena_hits += 1;
+                    Some(slot)
+                } else if self.policy.caching == Caching::None {
+                    None
+                } else {
+                    state.find_cached(segment)
+                };
+                let Some(slot) = found else {
                     misses.push(index);
                     continue;
                 };
                 hits += 1;
-                if state.entries[&id].place == Place::Queued {
+                if state.entry(slot).place == Place::Queued {
                     revivals += 1;
-                    state.queue.retain(|&queued| queued != id);
-                    let region = state.entries[&id].handle.segment;
-                    if let Err(err) = state.make_room(
-                        &self.policy,
-                        1,
-                        region.length,
-                        &self.counters,
-                        &mut deferred,
-                    ) {
-                        // Back into the queue; the guard's drop releases what it holds.
-                        state.queue.push(id);
+                    if let Err(err) = state.revive(slot, &rules, &self.counters, &mut deferred) {
+                        // The guard's drop releases what it holds.
                         drop(state);
                         self.finish(deferred);
                         return Err(err);
                     }
-                    let entry = state.entries.get_mut(&id).expect("revived entry exists");
-                    entry.place = Place::Cached;
-                    state.cached_entries += 1;
-                    state.cached_bytes += region.length;
                 }
-                if held_ids.insert(id) {
-                    state.hold(id);
-                    guard.held.push(Held::Entry(id));
+                if state.hold(slot, mark) {
+                    guard.held.push(Held::Entry(slot));
                 }
-                let handle = &state.entries[&id].handle;
-                previous = Some((id, handle.segment));
+                let handle = &state.entry(slot).handle;
+                previous = Some((slot, handle.segment));
                 covers[index] = Some(Cover {
                     segment,
                     region: handle.segment,
@@ -720,7 +467,7 @@ impl Registry {
         self.finish(std::mem::take(&mut deferred));
         if !misses.is_empty() {
             let made = self.register_misses(segments, &misses)?;
-            self.adopt(made, segments, generation, &mut guard, &mut covers)?;
+            self.adopt(made, segments, (generation, mark), &mut guard, &mut covers)?;
         }
         bump(&self.counters.cache_hits, hits);
         bump(&self.counters.arena_hits, arena_hits);
@@ -761,8 +508,7 @@ impl Registry {
         if self.policy.caching != Caching::None {
             // Refuse before registering when the groups cannot fit beside what is in use.
             let state = lock(&self.state);
-            let in_use = state.cached_entries - state.lru.len();
-            let needed = in_use + groups.len();
+            let needed = state.held_entries() + groups.len();
             if needed > self.policy.capacity.entries_max {
                 return Err(RegError::CacheFull {
                     limit: "CacheCapacity::entries_max",
@@ -812,7 +558,7 @@ impl Registry {
         &self,
         made: Vec<Made>,
         segments: &[Segment],
-        generation: u64,
+        (generation, mark): (u64, u64),
         guard: &mut Registration<'_>,
         covers: &mut [Option<Cover>],
     ) -> Result<(), RegError> {
@@ -823,7 +569,7 @@ impl Registry {
             if state.generation == generation {
                 let bytes = made.iter().map(|part| part.handle.segment.length).sum();
                 if let Err(err) = state.make_room(
-                    &self.policy,
+                    &self.rules(),
                     made.len(),
                     bytes,
                     &self.counters,
@@ -835,8 +581,8 @@ impl Registry {
                     return Err(err);
                 }
                 for part in &made {
-                    let id = state.insert_cached(part.handle.clone());
-                    guard.held.push(Held::Entry(id));
+                    let slot = state.insert_cached(part.handle.clone(), mark);
+                    guard.held.push(Held::Entry(slot));
                 }
             } else {
                 cache = false;
@@ -868,25 +614,9 @@ impl Registry {
             for item in held {
                 match item {
                     Held::Transient(handle) => deferred.now.push(handle),
-                    Held::Entry(id) => {
-                        let entry = state.entries.get_mut(&id).expect("held entry exists");
-                        entry.holders -= 1;
-                        if entry.holders > 0 {
-                            continue;
-                        }
-                        match entry.place {
-                            Place::Cached => {
-                                state.clock += 1;
-                                let stamp = state.clock;
-                                state.entries.get_mut(&id).expect("entry exists").stamp = stamp;
-                                state.lru.insert(stamp, id);
-                                state.idle_bytes += state.entries[&id].handle.segment.length;
-                            }
-                            Place::Doomed => {
-                                let entry = state.entries.remove(&id).expect("entry exists");
-                                deferred.now.push(entry.handle);
-                            }
-                            Place::Arena | Place::Queued => {}
+                    Held::Entry(slot) => {
+                        if let Some(handle) = state.release(slot) {
+                            deferred.now.push(handle);
                         }
                     }
                 }
@@ -964,39 +694,22 @@ impl Registry {
             self.deregister_each(vec![handle]);
             return Err(RegError::TooManyArenas { max: ARENAS_MAX });
         }
-        let id = state.next_id;
-        state.next_id += 1;
-        state.entries.insert(
-            id,
-            Entry {
-                handle,
-                holders: 0,
-                place: Place::Arena,
-                stamp: 0,
-            },
-        );
-        state.arenas.push(id);
-        Ok(id)
+        let slot = state.insert_arena(handle);
+        Ok(state.entry(slot).sequence)
     }
 
     /// Deregisters an arena no guard holds.
     pub fn deregister_arena(&self, arena: u64) -> Result<(), RegError> {
         let handle = {
             let mut state = lock(&self.state);
-            let Some(entry) = state
-                .entries
-                .get(&arena)
-                .filter(|e| e.place == Place::Arena)
-            else {
+            let Some(slot) = state.arena_by_id(arena) else {
                 return Err(RegError::UnknownArena(arena));
             };
-            if entry.holders > 0 {
-                return Err(RegError::ArenaInUse {
-                    id: arena,
-                    holders: entry.holders,
-                });
+            let holders = state.entry(slot).holders;
+            if holders > 0 {
+                return Err(RegError::ArenaInUse { id: arena, holders });
             }
-            state.unlink(arena).expect("an idle arena is removed")
+            state.unlink(slot).expect("an idle arena is removed")
         };
         self.deregister_each(vec![handle]).map_or(Ok(()), Err)
     }
@@ -1011,20 +724,13 @@ impl Registry {
         let removed = {
             let mut state = lock(&self.state);
             state.generation += 1;
-            let mut ids = state.indexed_near(segment, false);
-            ids.extend(
-                state
-                    .arenas
-                    .iter()
-                    .copied()
-                    .filter(|id| state.entries[id].handle.segment.overlaps(&segment)),
-            );
-            for &id in &ids {
-                if let Some(handle) = state.unlink(id) {
+            let slots = state.overlapping(segment);
+            for &slot in &slots {
+                if let Some(handle) = state.unlink(slot) {
                     deferred.now.push(handle);
                 }
             }
-            ids.len()
+            slots.len()
         };
         bump(&self.counters.invalidated, removed as u64);
         let failure = self.finish(deferred);
@@ -1038,11 +744,7 @@ impl Registry {
 
     /// Deregisters the FMRD queue now (on this thread) and waits for batches in flight.
     pub fn flush(&self) -> Result<(), RegError> {
-        let batch = {
-            let mut state = lock(&self.state);
-            let queue = std::mem::take(&mut state.queue);
-            state.take_entries(queue)
-        };
+        let batch = { lock(&self.state).take_queue() };
         let failure = self
             .counters
             .deregister(self.registrar.as_ref(), batch, false);
@@ -1057,11 +759,12 @@ impl Registry {
     pub fn clear(&self) -> Result<usize, RegError> {
         let handles = {
             let mut state = lock(&self.state);
-            let idle: Vec<u64> = state.lru.values().copied().collect();
-            let mut handles: Vec<RegHandle> =
-                idle.iter().filter_map(|&id| state.unlink(id)).collect();
-            let queue = std::mem::take(&mut state.queue);
-            handles.extend(state.take_entries(queue));
+            let idle = state.idle();
+            let mut handles: Vec<RegHandle> = idle
+                .into_iter()
+                .filter_map(|slot| state.unlink(slot))
+                .collect();
+            handles.extend(state.take_queue());
             handles
         };
         let dropped = handles.len();
@@ -1087,19 +790,11 @@ impl Registry {
 impl Drop for Registry {
     fn drop(&mut self) {
         // No guard outlives the registry (they borrow it), so everything is idle.
-        let handles: Vec<RegHandle> = {
-            let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-            state.lru.clear();
-            state.idle_bytes = 0;
-            state.queue.clear();
-            state.index.clear();
-            state.arenas.clear();
-            state
-                .entries
-                .drain()
-                .map(|(_, entry)| entry.handle)
-                .collect()
-        };
+        let handles = self
+            .state
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain();
         if let Some(fmd) = &mut self.fmd {
             fmd.sender = None;
             if let Some(thread) = fmd.thread.take() {
