@@ -35,18 +35,21 @@ static int tsr_dynamic_codes = -1; /* -1: not probed yet; 0: no; 1: yes */
 const char *tessera_mpiio_last_error(void) { return tsr_message; }
 
 TesseraClient *tsr_client(int *mpi_error) {
+    int connect_failed = 0;
     pthread_mutex_lock(&tsr_lock);
     if (tsr_cluster == NULL) {
         TesseraClient *client = NULL;
-        int rc = tessera_connect(NULL, &client);
-        if (rc == TESSERA_OK)
+        if (tessera_connect(NULL, &client) == TESSERA_OK)
             tsr_cluster = client;
         else
-            *mpi_error = tsr_error(MPI_ERR_IO, "tessera: cannot reach the cluster: %s",
-                                   tessera_last_error());
+            connect_failed = 1;
     }
     TesseraClient *client = tsr_cluster;
     pthread_mutex_unlock(&tsr_lock);
+    /* tsr_error takes the lock itself. */
+    if (connect_failed)
+        *mpi_error = tsr_error(MPI_ERR_IO, "tessera: cannot reach the cluster: %s",
+                               tessera_last_error());
     return client;
 }
 
@@ -125,18 +128,19 @@ struct tsr_file *tsr_lookup(MPI_File handle) {
 }
 
 int tsr_register(struct tsr_file *file) {
-    int rc = tsr_error(MPI_ERR_NO_MEM,
-                       "tessera: %s: more than %d Tessera files open (TSR_OPEN_FILES_MAX)",
-                       file->path, TSR_OPEN_FILES_MAX);
+    int registered = 0;
     pthread_mutex_lock(&tsr_lock);
-    for (int i = 0; i < TSR_OPEN_FILES_MAX; i++)
+    for (int i = 0; i < TSR_OPEN_FILES_MAX && !registered; i++)
         if (tsr_files[i] == NULL) {
             tsr_files[i] = file;
-            rc = MPI_SUCCESS;
-            break;
+            registered = 1;
         }
     pthread_mutex_unlock(&tsr_lock);
-    return rc;
+    if (registered)
+        return MPI_SUCCESS;
+    return tsr_error(MPI_ERR_NO_MEM,
+                     "tessera: %s: more than %d Tessera files open (TSR_OPEN_FILES_MAX)",
+                     file->path, TSR_OPEN_FILES_MAX);
 }
 
 void tsr_unregister(struct tsr_file *file) {

@@ -135,6 +135,7 @@ int tsr_shared_pointer(struct tsr_file *f, TesseraSharedPointer **out) {
 
 static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int amode,
                     MPI_Info info, MPI_File *fh) {
+    *fh = MPI_FILE_NULL;
     int rc = tsr_check_amode(amode, filename);
     if (rc != MPI_SUCCESS)
         return tsr_raise_default(rc);

@@ -52,6 +52,21 @@ run() {
     fi
 }
 
+# launcher N CLUSTER_FILE: sets `launch` to start N processes of the current $mpi with the shim
+# preloaded and the test's environment.
+launcher() {
+    case $mpi in
+    mpich)
+        launch=(mpiexec.mpich -n "$1" -genv LD_PRELOAD "$lib" -genv TSR_TEST_PREFIX "$prefix"
+            -genv TSR_ORACLE_DIR "$oracle" -genv TESSERA_CLUSTER "$2")
+        ;;
+    openmpi)
+        launch=(mpirun.openmpi --allow-run-as-root --oversubscribe -n "$1" -x LD_PRELOAD="$lib"
+            -x TSR_TEST_PREFIX="$prefix" -x TSR_ORACLE_DIR="$oracle" -x TESSERA_CLUSTER="$2")
+        ;;
+    esac
+}
+
 for mpi in $MPIS; do
     lib=$OUT/$mpi/libtessera_mpiio.so
     if [ ! -f "$lib" ]; then
@@ -64,29 +79,79 @@ for mpi in $MPIS; do
     mkdir -p "$bin" "$oracle"
     prefix=tessera:/$mpi
     case $mpi in
-    mpich)
-        launch=(mpiexec.mpich -n 4 -genv LD_PRELOAD "$lib" -genv TSR_TEST_PREFIX "$prefix"
-            -genv TSR_ORACLE_DIR "$oracle" -genv TESSERA_CLUSTER "$TESSERA_CLUSTER")
-        ;;
-    openmpi)
-        launch=(mpirun.openmpi --allow-run-as-root --oversubscribe -n 4 -x LD_PRELOAD="$lib"
-            -x TSR_TEST_PREFIX="$prefix" -x TSR_ORACLE_DIR="$oracle" -x TESSERA_CLUSTER)
-        ;;
+    mpich | openmpi) ;;
     *)
         echo "FAIL $mpi: unknown MPI"
         failed=$((failed + 1))
         continue
         ;;
     esac
-    for program in access pointers errors misc; do
+    for program in access pointers errors misc nocluster; do
         if ! mpicc.$mpi -O1 -Wall -o "$bin/$program" "$TESTS_DIR/$program.c" >"$WORK/cc-$mpi-$program.log" 2>&1; then
             failed=$((failed + 1))
+            failures="$failures $mpi/$program"
             echo "FAIL $mpi/$program: does not compile"
             cat "$WORK/cc-$mpi-$program.log"
             continue
         fi
+        if [ "$program" = nocluster ]; then
+            launcher 4 "$WORK/none.toml" # the cluster file points nowhere
+        else
+            launcher 4 "$TESSERA_CLUSTER"
+        fi
         run "$mpi/$program" "$WORK/$mpi-$program.log" "${launch[@]}" "$bin/$program"
     done
+    # Unmodified HDF5 and PnetCDF programs: the files lie under $TESSERA_MPIIO_PATHS.
+    launcher 4 "$TESSERA_CLUSTER"
+    mount=/tessera-$mpi
+    case $mpi in
+    mpich) paths=(-genv TESSERA_MPIIO_PATHS "$mount") ;;
+    openmpi) paths=(-x TESSERA_MPIIO_PATHS="$mount") ;;
+    esac
+    if command -v "h5pcc.$mpi" >/dev/null; then
+        if "h5pcc.$mpi" -o "$bin/hdf5" "$TESTS_DIR/hdf5_hyperslab.c" >"$WORK/cc-$mpi-hdf5.log" 2>&1; then
+            run "$mpi/hdf5" "$WORK/$mpi-hdf5.log" "${launch[@]}" "${paths[@]}" "$bin/hdf5" "$mount/grid.h5"
+        else
+            failed=$((failed + 1))
+            failures="$failures $mpi/hdf5"
+            echo "FAIL $mpi/hdf5: does not compile"
+            cat "$WORK/cc-$mpi-hdf5.log"
+        fi
+    else
+        echo "SKIP $mpi/hdf5: h5pcc.$mpi is not installed (libhdf5-$mpi-dev)"
+    fi
+    # Debian builds PnetCDF against one MPI only: run it under that one.
+    pnetcdf=$(ldconfig -p | awk '/libpnetcdf\.so /{print $NF; exit}')
+    pnetcdf_mpi=""
+    if [ -n "$pnetcdf" ]; then
+        if ldd "$pnetcdf" | grep -q 'libmpich'; then pnetcdf_mpi=mpich; else pnetcdf_mpi=openmpi; fi
+    fi
+    if [ "$pnetcdf_mpi" = "$mpi" ]; then
+        if mpicc.$mpi -o "$bin/pnetcdf" "$TESTS_DIR/pnetcdf_vara.c" -lpnetcdf >"$WORK/cc-$mpi-pnetcdf.log" 2>&1; then
+            run "$mpi/pnetcdf" "$WORK/$mpi-pnetcdf.log" "${launch[@]}" "${paths[@]}" "$bin/pnetcdf" "$mount/vara.nc"
+            # Debian's own ncmpidump, unmodified, reads the variable back from Tessera.
+            launcher 1 "$TESSERA_CLUSTER"
+            if timeout 300 "${launch[@]}" "${paths[@]}" ncmpidump -v samples "$mount/vara.nc" >"$WORK/ncmpidump.log" 2>&1 &&
+                grep -q 'samples = 0.5, 1.5, 2.5' "$WORK/ncmpidump.log"; then
+                passed=$((passed + 1))
+                echo "PASS $mpi/ncmpidump"
+            else
+                failed=$((failed + 1))
+                failures="$failures $mpi/ncmpidump"
+                echo "FAIL $mpi/ncmpidump:"
+                tail -n 20 "$WORK/ncmpidump.log" | sed 's/^/    /'
+            fi
+        else
+            failed=$((failed + 1))
+            failures="$failures $mpi/pnetcdf"
+            echo "FAIL $mpi/pnetcdf: does not compile"
+            cat "$WORK/cc-$mpi-pnetcdf.log"
+        fi
+    elif [ -z "$pnetcdf_mpi" ]; then
+        echo "SKIP $mpi/pnetcdf: libpnetcdf is not installed (libpnetcdf-dev)"
+    else
+        echo "SKIP $mpi/pnetcdf: Debian's libpnetcdf is built against $pnetcdf_mpi"
+    fi
     # The files are in Tessera, not somewhere local: the tessera command sees them.
     if "$TESSERA" stat --cluster "$TESSERA_CLUSTER" "/$mpi-misc" >"$WORK/stat-$mpi.log" 2>&1 &&
         [ ! -e "tessera:" ]; then
