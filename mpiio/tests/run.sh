@@ -29,6 +29,7 @@ if ! "$TESSERA" up --servers 4 --dir "$CLUSTER" >"$WORK/up.log" 2>&1; then
 fi
 trap cleanup EXIT
 export TESSERA_CLUSTER=$CLUSTER/cluster.toml
+cd "$WORK" # compiler wrappers (h5pcc) leave object files where they run
 
 passed=0
 failed=0
