@@ -190,8 +190,8 @@ fn an_unmapped_client_segment_is_named_in_the_error() {
         opcode: Opcode::Write as u8,
         flags: 0,
         request_id: 7,
-        body_bytes: body.len() as u32,
-        bulk_bytes: descriptor.len() as u32,
+        body_bytes: u32::try_from(body.len()).unwrap(),
+        bulk_bytes: u32::try_from(descriptor.len()).unwrap(),
     };
     stream.write_all(&header.encode()).unwrap();
     stream.write_all(&body).unwrap();
