@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tessera_client::config::{IodEntry, MdsEntry};
+use tessera_client::config::{IodEntry, MdsEntry, OfiEntry};
 use tessera_client::{Client, ClientOptions, ClusterConfig};
 use tessera_proto::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_DEFAULT};
 
@@ -33,6 +33,10 @@ pub struct UpArgs {
     /// Default stripe unit of new files, in bytes.
     #[arg(long, default_value_t = STRIPE_UNIT_BYTES_DEFAULT)]
     stripe_unit: u64,
+    /// Have the iods serve one-sided transfers over this libfabric provider ("tcp;ofi_rxm"
+    /// bound to 127.0.0.1, or "shm"); the cluster file names it for clients.
+    #[arg(long)]
+    ofi_provider: Option<String>,
 }
 
 /// Arguments of `tessera down`.
@@ -161,7 +165,12 @@ fn wait_for_address(server: &mut Starting, deadline: Instant) -> Result<String, 
 
 /// Starts a cluster.
 pub fn up(args: &UpArgs) -> Result<(), String> {
-    let config = start(&args.dir, args.servers, args.stripe_unit)?;
+    let ofi = args.ofi_provider.as_ref().map(|provider| OfiEntry {
+        provider: provider.clone(),
+        // tcp binds to loopback, where the servers listen.
+        node: provider.starts_with("tcp").then(|| "127.0.0.1".to_owned()),
+    });
+    let config = start_with(&args.dir, args.servers, args.stripe_unit, ofi.as_ref())?;
     println!(
         "tessera: cluster up in {}: mds at {}, {} I/O servers",
         args.dir.display(),
@@ -225,6 +234,16 @@ fn absolute(path: &Path) -> std::path::PathBuf {
 /// Starts a cluster of `servers` iods in `dir`, writes `dir/cluster.toml` and returns once
 /// every server answers. On failure nothing is left running.
 pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig, String> {
+    start_with(dir, servers, stripe_unit, None)
+}
+
+/// [`start`], with the iods serving one-sided transfers over the fabric `ofi` names.
+pub fn start_with(
+    dir: &Path,
+    servers: u16,
+    stripe_unit: u64,
+    ofi: Option<&OfiEntry>,
+) -> Result<ClusterConfig, String> {
     if servers == 0 || usize::from(servers) > SERVERS_MAX {
         return Err(format!("--servers {servers} is outside 1..={SERVERS_MAX}"));
     }
@@ -259,6 +278,12 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
             if let Some(socket) = local_socket(dir, index) {
                 args.extend(["--local-socket".into(), socket.display().to_string()]);
             }
+            if let Some(ofi) = ofi {
+                args.extend(["--ofi-provider".into(), ofi.provider.clone()]);
+                if let Some(node) = &ofi.node {
+                    args.extend(["--ofi-node".into(), node.clone()]);
+                }
+            }
             let server = spawn_server(dir, &format!("iod-{index}"), &args)?;
             iods.push(server);
         }
@@ -292,6 +317,7 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
                     local: local_socket(dir, index).map(|path| absolute(&path)),
                 })
                 .collect(),
+            ofi: ofi.cloned(),
         };
         let cluster_file = dir.join("cluster.toml");
         config

@@ -57,6 +57,40 @@ pub struct IodArgs {
     /// one-sidedly (the `local` backend). A stale socket file is replaced.
     #[arg(long)]
     local_socket: Option<PathBuf>,
+    /// Serve one-sided transfers over this libfabric provider too (e.g. "tcp;ofi_rxm" or
+    /// "shm"; needs a build with the `ofi` feature).
+    #[arg(long)]
+    ofi_provider: Option<String>,
+    /// The address the fabric endpoint binds to (`tcp;ofi_rxm`).
+    #[arg(long, requires = "ofi_provider")]
+    ofi_node: Option<String>,
+}
+
+/// The iod's fabric, if `--ofi-provider` names one.
+#[cfg(feature = "ofi")]
+fn open_fabric(args: &IodArgs) -> Result<Option<Arc<tessera_iod::fabric::FabricServer>>, String> {
+    let Some(provider) = &args.ofi_provider else {
+        return Ok(None);
+    };
+    let fabric = tessera_iod::fabric::FabricServer::open(provider, args.ofi_node.as_deref())
+        .map_err(|err| format!("iod {}: fabric: {err}", args.index))?;
+    tracing::info!(
+        "iod {}: serving one-sided transfers over {provider}",
+        args.index
+    );
+    Ok(Some(fabric))
+}
+
+/// Without the `ofi` feature there is no fabric to open.
+#[cfg(not(feature = "ofi"))]
+fn open_fabric(args: &IodArgs) -> Result<Option<Arc<tessera_iod::fabric::FabricServer>>, String> {
+    match &args.ofi_provider {
+        Some(provider) => Err(format!(
+            "iod {}: --ofi-provider {provider}: this tessera was built without the `ofi` feature",
+            args.index
+        )),
+        None => Ok(None),
+    }
 }
 
 /// Binds the Unix socket at `path`, replacing a stale socket file (never another kind of
@@ -173,7 +207,11 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             args.data.display()
         )
     })?;
-    let iod = Arc::new(tessera_iod::Iod::new(args.index, store));
+    let mut iod = tessera_iod::Iod::new(args.index, store);
+    if let Some(fabric) = open_fabric(args)? {
+        iod = iod.with_fabric(fabric);
+    }
+    let iod = Arc::new(iod);
     runtime()?.block_on(async {
         let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
         let local = match &args.local_socket {

@@ -126,6 +126,10 @@ impl Client {
                 gid: libc::getgid(),
             }
         };
+        #[cfg(feature = "ofi")]
+        if let Some(fabric) = crate::fabric::open(config, options) {
+            iods.set_fabric(Some(fabric));
+        }
         Self {
             inner: Arc::new(Inner {
                 mds,

@@ -9,6 +9,10 @@
 //! [[iod]]
 //! index = 0
 //! address = "127.0.0.1:40002"
+//!
+//! [ofi]                  # optional: the iods serve one-sided transfers over libfabric
+//! provider = "tcp;ofi_rxm"
+//! node = "127.0.0.1"
 //! ```
 
 use std::path::Path;
@@ -41,6 +45,17 @@ pub struct IodEntry {
     pub local: Option<std::path::PathBuf>,
 }
 
+/// The libfabric provider the iods serve one-sided transfers over (`tessera up
+/// --ofi-provider`); clients built with the `ofi` feature open the same provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OfiEntry {
+    /// The provider, e.g. `tcp;ofi_rxm` or `shm`.
+    pub provider: String,
+    /// The address endpoints bind to (`tcp;ofi_rxm`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
 /// Where a cluster's servers are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterConfig {
@@ -49,6 +64,9 @@ pub struct ClusterConfig {
     /// The I/O servers, by index.
     #[serde(rename = "iod")]
     pub iods: Vec<IodEntry>,
+    /// The fabric the iods serve one-sided transfers over, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ofi: Option<OfiEntry>,
 }
 
 impl ClusterConfig {
@@ -120,6 +138,10 @@ mod tests {
                     local: None,
                 },
             ],
+            ofi: Some(OfiEntry {
+                provider: "shm".into(),
+                node: None,
+            }),
         };
         let text = toml::to_string(&config).unwrap();
         assert!(text.contains("[[iod]]"), "{text}");

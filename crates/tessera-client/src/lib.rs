@@ -26,6 +26,8 @@ mod access;
 mod client;
 pub mod config;
 mod error;
+#[cfg(feature = "ofi")]
+pub mod fabric;
 mod file;
 pub mod layouts;
 mod methods;

@@ -51,6 +51,8 @@ pub struct Iod {
     buffers: Semaphore,
     /// Declared views.
     views: ViewTable,
+    /// The fabric fabric-access requests are served over (`--ofi-provider`).
+    fabric: Option<Arc<crate::fabric::FabricServer>>,
 }
 
 impl Iod {
@@ -63,7 +65,15 @@ impl Iod {
             store: Arc::new(store),
             buffers: Semaphore::new(permits),
             views: ViewTable::default(),
+            fabric: None,
         }
+    }
+
+    /// Serves one-sided requests with fabric access over `fabric`.
+    #[must_use]
+    pub fn with_fabric(mut self, fabric: Arc<crate::fabric::FabricServer>) -> Self {
+        self.fabric = Some(fabric);
+        self
     }
 
     /// Runs a store call: inline when it moves at most `INLINE_STORAGE_BYTES_MAX` bytes,
@@ -110,11 +120,19 @@ impl Iod {
     /// other end of a same-host Unix socket, by the kernel's word. A malformed descriptor
     /// closes the connection; one that cannot be served here is an error reply.
     fn remote_client(
+        &self,
         connection: &ServerConnection,
         descriptor: &[u8],
     ) -> Result<Result<remote::Client, RemoteError>, ConnectionError> {
         let memory = RemoteMemory::from_body(descriptor)
             .map_err(|err| ConnectionError::Refused(err.into()))?;
+        if let (RemoteAccess::Fabric, Some(fabric)) = (memory.access, &self.fabric) {
+            return Ok(fabric.link(&memory.endpoint.0).map(|link| remote::Client {
+                pid: 0,
+                memory,
+                fabric: Some(link),
+            }));
+        }
         if memory.access != RemoteAccess::Process {
             return Ok(Err(RemoteError::new(
                 ErrorCode::RemoteAccessRefused,
@@ -130,7 +148,11 @@ impl Iod {
                 ),
             )));
         };
-        Ok(Ok(remote::Client { pid, memory }))
+        Ok(Ok(remote::Client {
+            pid,
+            memory,
+            fabric: None,
+        }))
     }
 
     async fn probe(
@@ -140,21 +162,20 @@ impl Iod {
     ) -> Result<(), ConnectionError> {
         let RemoteProbe {} = request.decode()?;
         let descriptor = connection.read_bulk(&request.header).await?;
-        let client = match Self::remote_client(connection, &descriptor)? {
+        let client = match self.remote_client(connection, &descriptor)? {
             Ok(client) => client,
             Err(error) => return connection.reply_error(&request.header, &error).await,
         };
         let mut token = [0u8; 8];
         let result = if client.memory.segments.iter().map(|s| s.length).sum::<u64>() == 8 {
-            tessera_net::local::rma::pull(client.pid, &client.memory.segments, 0, &mut token)
-                .map_err(|err| err.to_remote())
+            client.pull(&client.memory.segments, 0, &mut token)
         } else {
             Err(RemoteError::new(
                 ErrorCode::Protocol,
                 "a remote probe names exactly 8 bytes",
             ))
         };
-        let result = result.map(|_| RemoteProbeReply {
+        let result = result.map(|()| RemoteProbeReply {
             token: u64::from_le_bytes(token),
         });
         Self::answer(connection, &request.header, result).await
@@ -169,7 +190,7 @@ impl Iod {
         (handle, storage, pieces, total): (u64, StoragePlan, Vec<Piece>, u64),
         descriptor: &[u8],
     ) -> Result<(), ConnectionError> {
-        let client = match Self::remote_client(connection, descriptor)? {
+        let client = match self.remote_client(connection, descriptor)? {
             Ok(client) => client,
             Err(error) => return connection.reply_error(header, &error).await,
         };

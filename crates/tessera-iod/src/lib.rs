@@ -12,6 +12,7 @@
 
 pub mod cost;
 pub mod extent;
+pub mod fabric;
 pub mod handler;
 pub mod plan;
 pub mod remote;

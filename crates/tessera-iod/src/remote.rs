@@ -31,6 +31,41 @@ pub struct Client {
     pub pid: u32,
     /// Where its data lies.
     pub memory: RemoteMemory,
+    /// Its fabric endpoint, when the memory is reached over a fabric (`fabric.rs`) rather
+    /// than directly.
+    pub fabric: Option<crate::fabric::Link>,
+}
+
+impl Client {
+    /// Reads the client's `segments` into `data`.
+    pub(crate) fn pull(
+        &self,
+        segments: &[RemoteSegment],
+        per_call: u16,
+        data: &mut [u8],
+    ) -> Result<(), RemoteError> {
+        match &self.fabric {
+            Some(link) => link.pull(segments, data),
+            None => rma::pull(self.pid, segments, per_call, data)
+                .map(drop)
+                .map_err(|e| rma_error(&e)),
+        }
+    }
+
+    /// Writes `data` into the client's `segments`.
+    fn push(
+        &self,
+        data: &[u8],
+        segments: &[RemoteSegment],
+        per_call: u16,
+    ) -> Result<(), RemoteError> {
+        match &self.fabric {
+            Some(link) => link.push(data, segments),
+            None => rma::push(self.pid, data, segments, per_call)
+                .map(drop)
+                .map_err(|e| rma_error(&e)),
+        }
+    }
 }
 
 fn rma_error(err: &RmaError) -> RemoteError {
@@ -50,7 +85,7 @@ pub fn write(
     let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
     if let [unit] = units.as_slice() {
         let mut data = vec![0u8; unit.bytes];
-        rma::pull(client.pid, &unit.segments, per_call, &mut data).map_err(|e| rma_error(&e))?;
+        client.pull(&unit.segments, per_call, &mut data)?;
         return store.write(handle, pieces, &data, requested);
     }
     let (buffers, full, empty) = rotation(&units);
@@ -63,8 +98,7 @@ pub fn write(
                     return Ok(()); // the storage side stopped; its error is the answer
                 };
                 buffer.resize(unit.bytes, 0);
-                rma::pull(client.pid, &unit.segments, per_call, &mut buffer)
-                    .map_err(|e| rma_error(&e))?;
+                client.pull(&unit.segments, per_call, &mut buffer)?;
                 if full_tx.send(buffer).is_err() {
                     return Ok(());
                 }
@@ -112,7 +146,7 @@ pub fn read(
     if let [unit] = units.as_slice() {
         let mut data = vec![0u8; unit.bytes];
         let outcome = store.read(handle, pieces, &mut data, requested)?;
-        rma::push(client.pid, &data, &unit.segments, per_call).map_err(|e| rma_error(&e))?;
+        client.push(&data, &unit.segments, per_call)?;
         return Ok(outcome);
     }
     let (buffers, full, empty) = rotation(&units);
@@ -145,8 +179,8 @@ pub fn read(
             let Ok(buffer) = full_rx.recv() else {
                 break; // the reader stopped; its error is the answer
             };
-            if let Err(err) = rma::push(client.pid, &buffer, &unit.segments, per_call) {
-                pushed = Err(rma_error(&err));
+            if let Err(err) = client.push(&buffer, &unit.segments, per_call) {
+                pushed = Err(err);
                 break;
             }
             let _ = empty_tx.send(buffer);

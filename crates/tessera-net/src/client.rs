@@ -90,6 +90,9 @@ pub struct Connection {
     one_sided: bool,
     /// Registers memory before one-sided transfers.
     registration: Option<Arc<dyn Registration>>,
+    /// The fabric one-sided transfers go over instead of the server reaching this process
+    /// (`RemoteAccess::Fabric`), when the cluster has one.
+    fabric: Option<Arc<dyn crate::fabric::Fabric>>,
     /// What the outstanding one-sided request lends the server until its reply: the pack
     /// buffer (unpacked into the caller's slices after a read) and the registration.
     lent: Option<Lent>,
@@ -101,6 +104,8 @@ struct Lent {
     packed: Option<Vec<u8>>,
     /// Keeps the segments registered.
     _registration: Option<Box<dyn Send>>,
+    /// Keeps the segments registered with the fabric.
+    _lending: Option<Box<dyn Send>>,
 }
 
 impl Drop for Connection {
@@ -205,6 +210,7 @@ impl Connection {
             outstanding: None,
             one_sided: false,
             registration: None,
+            fabric: None,
             lent: None,
         }
     }
@@ -248,7 +254,13 @@ impl Connection {
 
     /// Whether the server can move data one-sidedly from and into this process's memory.
     pub fn one_sided(&self) -> bool {
-        self.one_sided
+        self.one_sided || self.fabric.is_some()
+    }
+
+    /// Moves the data of later one-sided transfers over `fabric` (`None`: the server reaches
+    /// this process directly, where it can).
+    pub fn set_fabric(&mut self, fabric: Option<Arc<dyn crate::fabric::Fabric>>) {
+        self.fabric = fabric;
     }
 
     /// Registers the memory of later one-sided transfers through `registration`.
@@ -400,7 +412,7 @@ impl Connection {
         pack: bool,
         segments_per_call: u16,
     ) -> Result<TransferCounts, NetError> {
-        if !self.one_sided {
+        if !self.one_sided() {
             return Err(self.protocol(
                 "a one-sided transfer was asked of a connection without one-sided access"
                     .to_owned(),
@@ -447,15 +459,7 @@ impl Connection {
             }
             None => None,
         };
-        let memory = RemoteMemory {
-            access: RemoteAccess::Process,
-            endpoint: tessera_proto::RemoteEndpoint::default(),
-            segments_per_call,
-            segments: segments
-                .iter()
-                .map(|&(address, length)| segment_of(address as *const u8, length))
-                .collect(),
-        };
+        let (memory, lending) = self.describe(&segments, segments_per_call)?;
         let descriptor = memory.to_body();
         let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
         self.send_frame(opcode, body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
@@ -463,8 +467,41 @@ impl Connection {
         self.lent = Some(Lent {
             packed,
             _registration: registration,
+            _lending: lending,
         });
         Ok(counts)
+    }
+
+    /// The descriptor of `segments` for the server: its process reaches them directly, or,
+    /// with a fabric, through their registrations (then also the guard keeping them).
+    fn describe(
+        &self,
+        segments: &[(usize, usize)],
+        segments_per_call: u16,
+    ) -> Result<(RemoteMemory, Option<Box<dyn Send>>), NetError> {
+        let Some(fabric) = &self.fabric else {
+            let memory = RemoteMemory {
+                access: RemoteAccess::Process,
+                endpoint: tessera_proto::RemoteEndpoint::default(),
+                segments_per_call,
+                segments: segments
+                    .iter()
+                    .map(|&(address, length)| segment_of(address as *const u8, length))
+                    .collect(),
+            };
+            return Ok((memory, None));
+        };
+        let lending = fabric.lend(segments).map_err(|detail| NetError::Register {
+            peer: self.peer.clone(),
+            detail: format!("{}: {detail}", fabric.provider()),
+        })?;
+        let memory = RemoteMemory {
+            access: RemoteAccess::Fabric,
+            endpoint: tessera_proto::RemoteEndpoint(lending.endpoint),
+            segments_per_call,
+            segments: lending.segments,
+        };
+        Ok((memory, Some(lending.guard)))
     }
 
     /// Receives the reply to the outstanding write of any form.

@@ -10,6 +10,7 @@
 
 mod client;
 mod error;
+pub mod fabric;
 pub mod iov;
 pub mod local;
 mod pool;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::client::{Connection, Registration};
 use crate::error::NetError;
+use crate::fabric::Fabric;
 
 /// One server of a pool: its name for errors and its address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +42,7 @@ pub struct Pool {
     connections: Vec<Mutex<Option<Connection>>>,
     timeout: Duration,
     registration: Mutex<Option<Arc<dyn Registration>>>,
+    fabric: Mutex<Option<Arc<dyn Fabric>>>,
 }
 
 /// A connection checked out of a pool; dropped from the pool with [`Lease::discard`].
@@ -86,6 +88,7 @@ impl Pool {
             connections,
             timeout,
             registration: Mutex::new(None),
+            fabric: Mutex::new(None),
         }
     }
 
@@ -96,6 +99,15 @@ impl Pool {
             .registration
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = registration;
+    }
+
+    /// Moves the data of one-sided transfers on every connection over `fabric` (`None`: the
+    /// servers reach this process directly where they can).
+    pub fn set_fabric(&self, fabric: Option<Arc<dyn Fabric>>) {
+        *self
+            .fabric
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fabric;
     }
 
     /// Whether the connection to server `index` moves data one-sidedly (connecting if needed).
@@ -133,9 +145,14 @@ impl Pool {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        slot.as_mut()
-            .expect("connected above")
-            .set_registration(registration);
+        let fabric = self
+            .fabric
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let connection = slot.as_mut().expect("connected above");
+        connection.set_registration(registration);
+        connection.set_fabric(fabric);
         Ok(Lease { slot, reused })
     }
 

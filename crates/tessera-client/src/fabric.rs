@@ -1,0 +1,36 @@
+//! Choosing the fabric a client's one-sided transfers go over (`ofi` feature).
+//!
+//! The cluster file's `[ofi]` entry names the libfabric provider the iods serve
+//! (`tessera up --ofi-provider`); `$TESSERA_OFI_PROVIDER` overrides it (`off` turns the fabric
+//! off). The client opens its own domain and endpoint on that provider, with a progress thread,
+//! and every iod connection then lends its memory through it (`RemoteAccess::Fabric`). A
+//! provider that cannot be opened is logged once and the client moves data as it would
+//! without one.
+
+use std::sync::Arc;
+
+use tessera_net::fabric::{Fabric, OfiFabric};
+
+use crate::client::ClientOptions;
+use crate::config::ClusterConfig;
+
+/// The environment variable overriding the cluster file's provider (`off`: no fabric).
+pub const OFI_PROVIDER_ENV: &str = "TESSERA_OFI_PROVIDER";
+
+/// The fabric for a client of `config`, if the cluster (or the environment) names one and it
+/// opens.
+pub(crate) fn open(config: &ClusterConfig, _options: &ClientOptions) -> Option<Arc<dyn Fabric>> {
+    let node = config.ofi.as_ref().and_then(|entry| entry.node.clone());
+    let provider = match std::env::var(OFI_PROVIDER_ENV) {
+        Ok(value) if value == "off" => return None,
+        Ok(value) if !value.is_empty() => value,
+        _ => config.ofi.as_ref()?.provider.clone(),
+    };
+    match OfiFabric::open(&provider, node.as_deref()) {
+        Ok(fabric) => Some(Arc::new(fabric)),
+        Err(err) => {
+            tracing::warn!("cannot open the {provider} fabric ({err}); moving data without it");
+            None
+        }
+    }
+}
