@@ -254,6 +254,11 @@ fn bad_segment(remote: &[RemoteSegment], first: usize, mut done: usize) -> RmaEr
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 mod tests {
     use super::*;
 
@@ -332,10 +337,8 @@ mod tests {
         let base = base as u64;
         // SAFETY: unmaps the middle page of the mapping made above; only addresses (never
         // references) into it are used below.
-        assert_eq!(
-            unsafe { libc::munmap((base as usize + page) as *mut libc::c_void, page) },
-            0
-        );
+        let unmapped = unsafe { libc::munmap((base as usize + page) as *mut libc::c_void, page) };
+        assert_eq!(unmapped, 0);
         let segments = [
             RemoteSegment {
                 address: base,
