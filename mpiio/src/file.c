@@ -607,6 +607,9 @@ int MPI_File_set_atomicity(MPI_File fh, int flag) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
         return PMPI_File_set_atomicity(fh, flag);
+    int code = tessera_file_set_atomic(f->file, flag != 0);
+    if (code != TESSERA_OK)
+        return tsr_raise(f, tsr_tessera_error(code, "set_atomicity", f->path));
     f->atomic = flag != 0;
     PMPI_Barrier(f->comm);
     return MPI_SUCCESS;

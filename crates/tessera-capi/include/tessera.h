@@ -511,6 +511,14 @@ int tessera_file_set_sieve_buffers(const struct TesseraFile *file,
                                    uint64_t read_buffer_bytes,
                                    uint64_t write_buffer_bytes);
 
+// MPI's atomic mode (non-zero: on): each later write holds an exclusive, and each read a
+// shared, byte-range lock over the file bytes it spans, so overlapping atomic accesses
+// apply whole, one after the other, even across servers.
+//
+// # Safety
+// `file` is a live handle.
+int tessera_file_set_atomic(const struct TesseraFile *file, int atomic);
+
 // The file byte where etype `offset` of the view lies (MPI_File_get_byte_offset).
 //
 // # Safety

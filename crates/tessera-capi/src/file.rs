@@ -501,6 +501,24 @@ pub unsafe extern "C" fn tessera_file_set_sieve_buffers(
     })
 }
 
+/// MPI's atomic mode (non-zero: on): each later write holds an exclusive, and each read a
+/// shared, byte-range lock over the file bytes it spans, so overlapping atomic accesses
+/// apply whole, one after the other, even across servers.
+///
+/// # Safety
+/// `file` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_file_set_atomic(file: *const TesseraFile, atomic: c_int) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantee.
+        unsafe { file_ref(file)? }
+            .lock()
+            .viewed
+            .set_atomic(atomic != 0);
+        Ok(())
+    })
+}
+
 /// The file byte where etype `offset` of the view lies (MPI_File_get_byte_offset).
 ///
 /// # Safety

@@ -99,6 +99,8 @@ pub struct ViewedFile {
     declared: Option<View>,
     method: Method,
     sieve: SieveOptions,
+    /// Each access holds a range lock over the file bytes it spans (MPI's atomic mode).
+    atomic: bool,
 }
 
 impl ViewedFile {
@@ -112,6 +114,7 @@ impl ViewedFile {
             declared: None,
             method: Method::Auto,
             sieve: SieveOptions::default(),
+            atomic: false,
         }
     }
 
@@ -155,6 +158,21 @@ impl ViewedFile {
         self.sieve = options;
     }
 
+    /// Whether accesses are atomic.
+    pub fn atomic(&self) -> bool {
+        self.atomic
+    }
+
+    /// MPI's atomic mode: from now on each write holds an exclusive, and each read a shared,
+    /// range lock from the mds over the file bytes it spans (first to last byte), so atomic
+    /// accesses that overlap apply one after the other, whole, even across servers. Locks
+    /// keep out only other lockers: accesses made outside atomic mode are not held back. In
+    /// atomic mode the `sieve` method's writes go as `list` (the access's own lock already
+    /// covers its chunks, and a lock of the same client would wait for itself).
+    pub fn set_atomic(&mut self, atomic: bool) {
+        self.atomic = atomic;
+    }
+
     /// The method an access made now would use ([`Method::Auto`] resolved).
     pub fn effective_method(&self) -> Method {
         match self.method {
@@ -162,6 +180,28 @@ impl ViewedFile {
             Method::Auto => Method::View,
             method => method,
         }
+    }
+
+    /// Runs `access` under the range lock of atomic mode over view bytes `[offset, end)`.
+    fn under_lock<T>(
+        &mut self,
+        offset: u64,
+        end: u64,
+        exclusive: bool,
+        access: impl FnOnce(&mut Self) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        if !self.atomic {
+            return access(self);
+        }
+        let first = self.byte_offset(offset)?;
+        let last = self.byte_offset(end - 1)?;
+        let lock = self.file.lock_range(first, last + 1, exclusive)?;
+        let result = access(self);
+        if result.is_ok() && lock.expired() {
+            return Err(lock.lease_error());
+        }
+        lock.release()?;
+        result
     }
 
     fn invalid(&self, detail: impl std::fmt::Display) -> ClientError {
@@ -295,7 +335,25 @@ impl ViewedFile {
             return Ok(IoReport::default());
         }
         let end = self.end_of(offset, total)?;
-        match self.effective_method() {
+        self.under_lock(offset, end, true, |viewed| {
+            viewed.write_unlocked(offset, end, memory, memtype, count)
+        })
+    }
+
+    fn write_unlocked(
+        &mut self,
+        offset: u64,
+        end: u64,
+        memory: &[u8],
+        memtype: &Datatype,
+        count: u64,
+    ) -> Result<IoReport, ClientError> {
+        let total = end - offset;
+        let method = match self.effective_method() {
+            Method::Sieve if self.atomic => Method::List,
+            method => method,
+        };
+        match method {
             Method::View => self.view()?.write_typed(offset, memory, memtype, count),
             Method::Datatype => {
                 let (displacement, within) = self.instance_of(offset)?;
@@ -367,6 +425,20 @@ impl ViewedFile {
             return Ok(IoReport::default());
         }
         let end = self.end_of(offset, total)?;
+        self.under_lock(offset, end, false, |viewed| {
+            viewed.read_unlocked(offset, end, memory, memtype, count)
+        })
+    }
+
+    fn read_unlocked(
+        &mut self,
+        offset: u64,
+        end: u64,
+        memory: &mut [u8],
+        memtype: &Datatype,
+        count: u64,
+    ) -> Result<IoReport, ClientError> {
+        let total = end - offset;
         match self.effective_method() {
             Method::View => self.view()?.read_typed(offset, memory, memtype, count),
             Method::Datatype => {
