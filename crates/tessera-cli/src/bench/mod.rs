@@ -12,7 +12,9 @@ use serde::Serialize;
 
 mod blockcol;
 mod btio;
+mod fmrd;
 mod listio;
+mod ogr;
 mod subarray;
 mod tile;
 mod views;
@@ -43,6 +45,12 @@ enum Experiment {
     /// mpi-tile-io: 2 x 2 tiles of 1024 x 768 24-bit elements, same methods and cases
     /// (001 Figs. 3.8-3.9).
     Tile(CommonArgs),
+    /// 2048 x 2048 ints block-block over 4, each process's 1024 rows as one list write over
+    /// `local`: registration ideal (cached) / per row / OGR / OGR with holes (000 Table 3).
+    Ogr(CommonArgs),
+    /// 1000 writes of 64 KiB from 1000 buffers at 20 % and 80 % reuse: dynamic registration
+    /// vs pin-down cache vs FMRD, cache of 100 (001 Fig. 4.4).
+    Fmrd(CommonArgs),
     /// NAS BT-IO class A output pattern (64^3 x 5 doubles, 4 processes): I/O time,
     /// requests and storage calls per method (000 Table 4, 001 Table 3.2).
     Btio(CommonArgs),
@@ -56,7 +64,9 @@ impl Experiment {
             | Self::Views(common)
             | Self::Blockcol(common)
             | Self::Tile(common)
-            | Self::Btio(common) => common,
+            | Self::Btio(common)
+            | Self::Ogr(common)
+            | Self::Fmrd(common) => common,
         }
     }
 }
@@ -244,6 +254,8 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         Experiment::Blockcol(common) => blockcol::run(common)?,
         Experiment::Tile(common) => tile::run(common)?,
         Experiment::Btio(common) => btio::run(common)?,
+        Experiment::Ogr(common) => ogr::run(common)?,
+        Experiment::Fmrd(common) => fmrd::run(common)?,
     };
     if args.experiment.common().json {
         println!(

@@ -1,0 +1,590 @@
+//! `tessera bench ogr` (seed 000 Table 3, seed 001 Table 4.1): what registering the buffers
+//! of a list write costs, per registration policy.
+//!
+//! A 2048 x 2048 array of 4-byte ints is distributed block-block over 4 processes; each
+//! process writes its 1024 x 1024 block, 1024 rows of 4 KiB lying 8 KiB apart in memory, as
+//! one list call to its own contiguous 4 MiB of the file (stripe unit 4 MiB over 4 servers, so
+//! each process's call is one request to one server). The servers pull the rows one-sidedly
+//! over the `local` backend; before each request the client registers them through a
+//! [`Registry`] over the `pin` registrar (mlock/munlock, the pinning that dominates RDMA
+//! registration), and releases them after the reply. The cases are the seed's:
+//!
+//! - `ideal`: every row's registration was made earlier and is found in a pin-down cache;
+//! - `indiv`: each row registered and deregistered on its own, every call;
+//! - `ogr`: Optimistic Group Registration, every call (the rows' hull, one registration);
+//! - `ogr+holes`: OGR over 1024 one-page buffers of a region with 10 unmapped holes between
+//!   them, so the optimistic registration fails, the holes are found with `mincore` and the
+//!   11 mapped runs are registered;
+//! - `no reg`: no registration at all, for reference.
+//!
+//! The four processes' calls run one after another from this process, so the figures are per
+//! call without contention between the clients' `mlock`s. Each method has its own registry and
+//! its own copy of the memory: the ideal method's cache keeps its rows locked for the whole
+//! run, and `mlock` of pages already locked costs almost nothing, so sharing the memory would
+//! make every other method look cheap.
+//! Each method also has its own client and file. The methods take turns call by call (every
+//! process's call of one iteration), so load on the machine falls on all of them alike; after
+//! each repetition every method's file is read back by a client without registration and
+//! compared with its array, whose contents change every repetition.
+
+use std::fmt::Write as _;
+use std::io::{IoSlice, IoSliceMut};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use tessera_client::tessera_reg::mapping::AnonymousMapping;
+use tessera_client::tessera_reg::{
+    page_bytes, Caching, Grouping, PinRegistrar, Policy, RegStats, Registrar, Registry,
+};
+use tessera_client::{
+    Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, IoReport, Mechanism,
+    Piece, TransferPolicy,
+};
+
+use super::{BenchCluster, CommonArgs, Report, Row};
+use crate::plot::{Plot, Series};
+
+const SERVERS: u16 = 4;
+const PROCESSES: usize = 4;
+/// Ints per row and rows of the whole array.
+const SIDE: usize = 2048;
+const INT_BYTES: usize = 4;
+/// Rows of one process's block, and ints per row of it.
+const BLOCK_SIDE: usize = SIDE / 2;
+const ROW_BYTES: usize = BLOCK_SIDE * INT_BYTES;
+const CALL_BYTES: usize = BLOCK_SIDE * ROW_BYTES;
+/// Unmapped holes between the buffers of the `ogr+holes` case.
+const HOLES: usize = 10;
+
+const _: () = assert!(PROCESSES == 4 && SIDE.is_multiple_of(2));
+
+/// How one method registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Ideal,
+    Indiv,
+    Ogr,
+    OgrHoles,
+    NoReg,
+}
+
+impl Method {
+    const ALL: [Self; 5] = [
+        Self::Ideal,
+        Self::Indiv,
+        Self::Ogr,
+        Self::OgrHoles,
+        Self::NoReg,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Ideal => "ideal",
+            Self::Indiv => "indiv",
+            Self::Ogr => "ogr",
+            Self::OgrHoles => "ogr+holes",
+            Self::NoReg => "no reg",
+        }
+    }
+
+    fn policy(self) -> Option<Policy> {
+        match self {
+            Self::Ideal => Some(
+                Policy::new(Grouping::Individual, Caching::PinDown)
+                    .with_entries_max(PROCESSES * BLOCK_SIDE),
+            ),
+            Self::Indiv => Some(Policy::new(Grouping::Individual, Caching::None)),
+            Self::Ogr | Self::OgrHoles => Some(Policy::new(Grouping::Ogr, Caching::None)),
+            Self::NoReg => None,
+        }
+    }
+
+    /// Seed 000 Table 3, write without sync: MB/s, registrations, overhead µs.
+    fn paper(self) -> Option<(f64, u64, f64)> {
+        match self {
+            Self::Ideal => Some((1010.0, 0, 0.0)),
+            Self::Indiv => Some((424.0, 1024, 5254.0)),
+            Self::Ogr => Some((950.0, 1, 227.0)),
+            Self::OgrHoles => Some((879.0, 11, 496.0)),
+            Self::NoReg => None,
+        }
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn mib_s(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
+}
+
+/// The int at (`row`, `column`) of the array in round `generation`.
+fn element(generation: u64, row: usize, column: usize) -> [u8; INT_BYTES] {
+    let index = (row * SIDE + column) as u64;
+    let mixed = (index ^ generation.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    u32::try_from(mixed >> 32)
+        .expect("the high half fits")
+        .to_le_bytes()
+}
+
+/// One method's copy of the application's memory: the array, and (for `ogr+holes`) per
+/// process the buffers with holes.
+struct Memory {
+    array: Vec<u8>,
+    holed: Vec<AnonymousMapping>,
+}
+
+impl Memory {
+    fn new(with_holes: bool) -> Result<Self, String> {
+        let page = page_bytes();
+        if !ROW_BYTES.is_multiple_of(page) && !page.is_multiple_of(ROW_BYTES) {
+            return Err(format!(
+                "page size {page} does not divide a {ROW_BYTES}-byte row"
+            ));
+        }
+        // One buffer page then one gap page per row; 10 of the gap pages are unmapped.
+        let pages_per_row = ROW_BYTES.div_ceil(page);
+        let mut holed = Vec::with_capacity(PROCESSES);
+        for _ in 0..if with_holes { PROCESSES } else { 0 } {
+            let mut mapping = AnonymousMapping::new(2 * pages_per_row * BLOCK_SIDE)
+                .map_err(|err| format!("cannot map the ogr+holes buffers: {err}"))?;
+            for hole in 0..HOLES {
+                let row = (hole + 1) * BLOCK_SIDE / (HOLES + 1);
+                let gap_page = (2 * row + 1) * pages_per_row;
+                mapping
+                    .punch_hole(gap_page, pages_per_row)
+                    .map_err(|err| format!("cannot punch a hole: {err}"))?;
+            }
+            holed.push(mapping);
+        }
+        Ok(Self {
+            array: vec![0; SIDE * SIDE * INT_BYTES],
+            holed,
+        })
+    }
+
+    /// Byte offset in the array of row `row` of process `rank`'s block.
+    fn row_offset(rank: usize, row: usize) -> usize {
+        let (block_row, block_column) = (rank / 2, rank % 2);
+        ((block_row * BLOCK_SIDE + row) * SIDE + block_column * BLOCK_SIDE) * INT_BYTES
+    }
+
+    /// Byte offset in process `rank`'s holed region of its buffer `row`.
+    fn holed_offset(row: usize) -> usize {
+        2 * row * ROW_BYTES.div_ceil(page_bytes()) * page_bytes()
+    }
+
+    /// New contents for round `generation`, the same in the array and the holed buffers.
+    fn fill(&mut self, generation: u64) -> Result<(), String> {
+        for row in 0..SIDE {
+            for column in 0..SIDE {
+                let offset = (row * SIDE + column) * INT_BYTES;
+                self.array[offset..offset + INT_BYTES]
+                    .copy_from_slice(&element(generation, row, column));
+            }
+        }
+        for rank in 0..self.holed.len() {
+            for row in 0..BLOCK_SIDE {
+                let source = Self::row_offset(rank, row);
+                self.holed[rank]
+                    .write(
+                        Self::holed_offset(row),
+                        &self.array[source..source + ROW_BYTES],
+                    )
+                    .map_err(|err| err.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The 1024 memory pieces of process `rank`'s call.
+    fn pieces(&self, method: Method, rank: usize) -> Result<Vec<IoSlice<'_>>, String> {
+        (0..BLOCK_SIDE)
+            .map(|row| {
+                Ok(IoSlice::new(if method == Method::OgrHoles {
+                    self.holed[rank]
+                        .slice(Self::holed_offset(row), ROW_BYTES)
+                        .map_err(|err| err.to_string())?
+                } else {
+                    let offset = Self::row_offset(rank, row);
+                    &self.array[offset..offset + ROW_BYTES]
+                }))
+            })
+            .collect()
+    }
+}
+
+/// The data-transfer step of one process's call: its rows to its 4 MiB of the file, pulled by
+/// the server over the transport, registered by the client's registry around the request.
+fn write_call(file: &File, memory: &[IoSlice<'_>], rank: usize) -> Result<IoReport, String> {
+    let target = [Piece::new((rank * CALL_BYTES) as u64, CALL_BYTES as u64)];
+    file.write_list(memory, &target)
+        .map_err(|err| format!("write of process {rank}: {err}"))
+}
+
+struct Subject {
+    method: Method,
+    registry: Option<Arc<Registry>>,
+    client: Client,
+    file: File,
+    path: String,
+    memory: Memory,
+}
+
+/// Per call: registrations, registration + deregistration + hole query µs, failed optimistic
+/// attempts, hole queries.
+#[derive(Debug, Default, Clone, Copy)]
+struct Figures {
+    registrations: f64,
+    overhead_us: f64,
+    registration_us: f64,
+    deregistration_us: f64,
+    failed_optimistic: f64,
+    hole_queries: f64,
+    one_sided: u64,
+    requests: u64,
+}
+
+fn figures(before: &RegStats, after: &RegStats, calls: usize) -> Figures {
+    let calls = calls as f64;
+    let registration_us = (after.registration_us - before.registration_us) / calls;
+    let deregistration_us = (after.deregistration_us - before.deregistration_us) / calls;
+    let hole_query_us = (after.hole_query_us - before.hole_query_us) / calls;
+    Figures {
+        registrations: (after.registrations - before.registrations) as f64 / calls,
+        overhead_us: registration_us + deregistration_us + hole_query_us,
+        registration_us,
+        deregistration_us,
+        failed_optimistic: (after.failed_optimistic - before.failed_optimistic) as f64 / calls,
+        hole_queries: (after.hole_queries - before.hole_queries) as f64 / calls,
+        one_sided: 0,
+        requests: 0,
+    }
+}
+
+/// Runs the experiment and returns its report.
+pub fn run(common: &CommonArgs) -> Result<Report, String> {
+    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
+    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
+    let checker = Client::new(&config, &ClientOptions::default());
+    match checker.mkdir("/bench", 0o755) {
+        Ok(_) => {}
+        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
+        Err(err) => return Err(format!("mkdir /bench: {err}")),
+    }
+    let registrar: Arc<dyn Registrar> = Arc::new(PinRegistrar::new());
+    let mut subjects = Vec::new();
+    for (index, method) in Method::ALL.into_iter().enumerate() {
+        let path = format!("/bench/ogr-{}-{index}", std::process::id());
+        checker
+            .create(
+                &path,
+                &CreateOptions {
+                    stripe_unit_bytes: CALL_BYTES as u64,
+                    server_count: SERVERS,
+                    ..CreateOptions::default()
+                },
+            )
+            .map_err(|err| format!("create {path}: {err}"))?;
+        let registry = match method.policy() {
+            Some(policy) => Some(Arc::new(
+                Registry::new(registrar.clone(), policy)
+                    .map_err(|err| format!("{}: {err}", method.name()))?,
+            )),
+            None => None,
+        };
+        // One client per method, so each keeps its registry (and the ideal one its cache).
+        let client = Client::new(&config, &ClientOptions::default());
+        client.set_registration(registry.clone());
+        let mut file = client
+            .open(&path, tessera_client::OpenMode::ReadWrite)
+            .map_err(|err| format!("open {path}: {err}"))?;
+        file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
+        subjects.push(Subject {
+            method,
+            registry,
+            client,
+            file,
+            path,
+            memory: Memory::new(method == Method::OgrHoles)?,
+        });
+    }
+    let syncs: &[bool] = if common.quick {
+        &[false]
+    } else {
+        &[false, true]
+    };
+    let repetitions = if common.quick { 7 } else { 11 };
+    let iterations = if common.quick { 4 } else { 8 };
+    let mut rows = Vec::new();
+    let mut verified = true;
+    let mut generation = 0u64;
+    for &sync in syncs {
+        let case = if sync { "write+sync" } else { "write" };
+        let mut samples = vec![Vec::new(); subjects.len()];
+        let mut last = vec![Figures::default(); subjects.len()];
+        // The ideal case's cache is filled once, before anything is timed.
+        for subject in &mut subjects {
+            subject.memory.fill(generation)?;
+            for rank in 0..PROCESSES {
+                write_call(
+                    &subject.file,
+                    &subject.memory.pieces(subject.method, rank)?,
+                    rank,
+                )?;
+            }
+        }
+        let calls = iterations * PROCESSES;
+        for repetition in 0..repetitions {
+            generation += 1;
+            let mut before = Vec::with_capacity(subjects.len());
+            for subject in &mut subjects {
+                subject.memory.fill(generation)?;
+                before.push(
+                    subject
+                        .registry
+                        .as_ref()
+                        .map(|registry| registry.stats())
+                        .unwrap_or_default(),
+                );
+            }
+            let pieces: Vec<Vec<Vec<IoSlice<'_>>>> = subjects
+                .iter()
+                .map(|subject| {
+                    (0..PROCESSES)
+                        .map(|rank| subject.memory.pieces(subject.method, rank))
+                        .collect::<Result<_, _>>()
+                })
+                .collect::<Result<_, _>>()?;
+            // The methods take turns every iteration (one call of each process), so load on
+            // the machine falls on all of them alike.
+            let mut seconds = vec![0.0f64; subjects.len()];
+            let mut reports = vec![IoReport::default(); subjects.len()];
+            for iteration in 0..iterations {
+                for turn in 0..subjects.len() {
+                    let index = (turn + iteration + repetition) % subjects.len();
+                    let subject = &subjects[index];
+                    let start = Instant::now();
+                    for (rank, memory_pieces) in pieces[index].iter().enumerate() {
+                        reports[index] += write_call(&subject.file, memory_pieces, rank)?;
+                    }
+                    if sync {
+                        subject.file.sync().map_err(|err| err.to_string())?;
+                    }
+                    seconds[index] += start.elapsed().as_secs_f64();
+                }
+            }
+            drop(pieces);
+            for (index, subject) in subjects.iter().enumerate() {
+                samples[index].push(seconds[index] / calls as f64);
+                let after = subject
+                    .registry
+                    .as_ref()
+                    .map(|registry| registry.stats())
+                    .unwrap_or_default();
+                last[index] = Figures {
+                    one_sided: reports[index].one_sided / calls as u64,
+                    requests: reports[index].requests / calls as u64,
+                    ..figures(&before[index], &after, calls)
+                };
+                verified &= verify(&checker, &subject.path, &subject.memory, subject.method)?;
+            }
+        }
+        let ideal_seconds = median(&mut samples[0].clone());
+        for (index, subject) in subjects.iter().enumerate() {
+            let seconds = median(&mut samples[index]);
+            let figures = last[index];
+            let paper = subject.method.paper();
+            rows.push(Row {
+                case: case.to_owned(),
+                method: subject.method.name().to_owned(),
+                mib_s: mib_s(CALL_BYTES as u64, seconds),
+                requests: figures.requests,
+                pieces: 1,
+                bytes: CALL_BYTES as u64,
+                seconds,
+                extra: json!({
+                    "memory_pieces": BLOCK_SIDE,
+                    "registrations": figures.registrations,
+                    "registration_overhead_us": figures.overhead_us,
+                    "registration_us": figures.registration_us,
+                    "deregistration_us": figures.deregistration_us,
+                    "failed_optimistic": figures.failed_optimistic,
+                    "hole_queries": figures.hole_queries,
+                    "one_sided": figures.one_sided > 0,
+                    "of_ideal": ideal_seconds / seconds.max(1e-12),
+                    "paper_mb_s": paper.map(|paper| paper.0),
+                    "paper_registrations": paper.map(|paper| paper.1),
+                    "paper_overhead_us": paper.map(|paper| paper.2),
+                    "iterations": iterations,
+                    "repetitions": repetitions,
+                }),
+                skipped: None,
+            });
+        }
+    }
+    for subject in &subjects {
+        subject.client.set_registration(None);
+        let _ = checker.unlink(&subject.path);
+    }
+    drop(subjects);
+    let report = Report {
+        bench: "ogr".to_owned(),
+        quick: common.quick,
+        config: json!({
+            "servers": SERVERS,
+            "clients": 1,
+            "processes": PROCESSES,
+            "processes_run": "one after another from one client process",
+            "transport": "local",
+            "mechanism": "gather",
+            "array": format!("{SIDE} x {SIDE} ints, block-block over {PROCESSES}"),
+            "memory_pieces_per_call": BLOCK_SIDE,
+            "call_bytes": CALL_BYTES,
+            "stripe_unit_bytes": CALL_BYTES,
+            "registrar": "pin (mlock/munlock)",
+            "cost_model": format!("{:?}", registrar.cost()),
+            "holes": HOLES,
+            "page_bytes": page_bytes(),
+        }),
+        verified,
+        rows,
+    };
+    let table = table(&report);
+    if common.json {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+        write_outputs(common, &report)?;
+    }
+    Ok(report)
+}
+
+/// Reads the four processes' parts of the method's file back and compares them with its
+/// array.
+fn verify(checker: &Client, path: &str, memory: &Memory, method: Method) -> Result<bool, String> {
+    let file = checker
+        .open(path, tessera_client::OpenMode::ReadOnly)
+        .map_err(|err| format!("open {path}: {err}"))?;
+    let mut back = vec![0u8; PROCESSES * CALL_BYTES];
+    let whole = [Piece::new(0, back.len() as u64)];
+    file.read_list(&mut [IoSliceMut::new(&mut back)], &whole)
+        .map_err(|err| format!("read back: {err}"))?;
+    for rank in 0..PROCESSES {
+        for row in 0..BLOCK_SIDE {
+            let source = Memory::row_offset(rank, row);
+            let target = rank * CALL_BYTES + row * ROW_BYTES;
+            if back[target..target + ROW_BYTES] != memory.array[source..source + ROW_BYTES] {
+                eprintln!(
+                    "ogr: {}: process {rank} row {row} read back differs from memory",
+                    method.name()
+                );
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ogr: {SIDE} x {SIDE} ints block-block over {PROCESSES}; each call writes {BLOCK_SIDE} rows of {ROW_BYTES} B over local (gather), pin registrar; figures per call"
+    );
+    let _ = writeln!(
+        out,
+        "{:<11} {:<10} {:>9} {:>8} {:>8} {:>12}   paper: {:>6} {:>6} {:>9}",
+        "case", "method", "MiB/s", "of ideal", "# reg", "overhead µs", "MB/s", "# reg", "overhead"
+    );
+    for row in &report.rows {
+        let extra = &row.extra;
+        let number = |key: &str| extra[key].as_f64().unwrap_or(0.0);
+        let paper = if extra["paper_mb_s"].is_null() {
+            String::new()
+        } else {
+            format!(
+                "{:>6.0} {:>6} {:>9.0}",
+                number("paper_mb_s"),
+                extra["paper_registrations"],
+                number("paper_overhead_us")
+            )
+        };
+        let _ = writeln!(
+            out,
+            "{:<11} {:<10} {:>9.1} {:>7.0}% {:>8.1} {:>12.1}   paper: {paper}",
+            row.case,
+            row.method,
+            row.mib_s,
+            100.0 * number("of_ideal"),
+            number("registrations"),
+            number("registration_overhead_us"),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "paper (InfiniBand, no sync): Indiv -57 %, OGR -6 %, OGR+Q -13 % against Ideal"
+    );
+    let _ = writeln!(out, "verified: {}", report.verified);
+    out
+}
+
+fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
+    std::fs::create_dir_all(&common.out)
+        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
+    let mut csv = String::from(
+        "case,method,mib_s,seconds,registrations,registration_overhead_us,failed_optimistic,hole_queries\n",
+    );
+    for row in &report.rows {
+        let number = |key: &str| row.extra[key].as_f64().unwrap_or(0.0);
+        let _ = writeln!(
+            csv,
+            "{},{},{:.3},{:.9},{},{:.3},{},{}",
+            row.case,
+            row.method,
+            row.mib_s,
+            row.seconds,
+            number("registrations"),
+            number("registration_overhead_us"),
+            number("failed_optimistic"),
+            number("hole_queries"),
+        );
+    }
+    let csv_path = common.out.join("ogr.csv");
+    std::fs::write(&csv_path, csv)
+        .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
+    let mut series = Vec::new();
+    for case in ["write", "write+sync"] {
+        let points: Vec<(f64, f64)> = Method::ALL
+            .iter()
+            .enumerate()
+            .filter_map(|(index, method)| {
+                report
+                    .rows
+                    .iter()
+                    .find(|row| row.case == case && row.method == method.name())
+                    .map(|row| ((index + 1) as f64, row.mib_s))
+            })
+            .collect();
+        if !points.is_empty() {
+            series.push(Series {
+                name: format!("{case} MiB/s"),
+                points,
+            });
+        }
+    }
+    let plot = Plot {
+        title: "ogr (000 Table 3): 1 ideal, 2 indiv, 3 ogr, 4 ogr+holes, 5 no reg".to_owned(),
+        x_label: "method".to_owned(),
+        y_label: "MiB/s per call".to_owned(),
+        log2_x: false,
+        series,
+    };
+    let png_path = super::write_plot(common, "ogr.png", &plot)?;
+    super::report_written(&[csv_path, png_path]);
+    Ok(())
+}
