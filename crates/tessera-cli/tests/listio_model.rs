@@ -37,7 +37,7 @@ fn case() -> impl Strategy<Value = Case> {
     (
         1u16..=8,
         prop_oneof![64u64..512, 512u64..8192],
-        prop::sample::select(TransferMode::ALL.to_vec()),
+        prop::sample::select(TransferMode::FRAMED.to_vec()),
         prop::collection::vec(
             (pieces(), prop::collection::vec(0usize..100_000, 0..8)),
             1..4,

@@ -704,7 +704,7 @@ fn case() -> impl Strategy<Value = Case> {
         });
     (
         layout(),
-        prop::sample::select(TransferMode::ALL.to_vec()),
+        prop::sample::select(TransferMode::FRAMED.to_vec()),
         prop::collection::vec(access, 1..=5),
         prop::collection::vec((any::<usize>(), 0u64..800, 0u64..700), 1..=3),
         prop::collection::vec(memory_type(), 1..=3),
@@ -1093,7 +1093,7 @@ fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() 
         )
         .unwrap();
     let columns = Datatype::vector(64, 16, 64, &byte()).unwrap();
-    for mode in TransferMode::ALL {
+    for mode in TransferMode::FRAMED {
         let mut file = file.clone();
         file.set_transfer_mode(mode);
         // One storage call per piece, so the counts do not depend on the cost model.
@@ -1454,7 +1454,7 @@ fn views_survive_a_restart_of_every_iod() {
     let mut views = Vec::new();
     for (file, mode) in [&striped, &patterned]
         .into_iter()
-        .flat_map(|file| TransferMode::ALL.map(|mode| (file, mode)))
+        .flat_map(|file| TransferMode::FRAMED.map(|mode| (file, mode)))
     {
         let mut file = file.clone();
         file.set_transfer_mode(mode);
@@ -1652,7 +1652,7 @@ fn shares_past_the_request_limits_split_into_rounds_both_sides_agree_on() {
     // each server need two requests of at most request_pieces_max (65 536) pieces.
     let every_other = Datatype::resized(0, 2, &byte()).unwrap();
     let total = 140_000usize;
-    for (region, mode) in TransferMode::ALL.into_iter().enumerate() {
+    for (region, mode) in TransferMode::FRAMED.into_iter().enumerate() {
         let mut file = file.clone();
         file.set_transfer_mode(mode);
         // One storage call per piece, so the counts do not depend on the cost model.

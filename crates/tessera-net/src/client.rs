@@ -516,7 +516,10 @@ impl Connection {
     /// so first make sure it has let go: stop sending and wait, at most one more timeout, for
     /// the server to finish the request and close the stream.
     fn settle_lent<T>(&mut self, result: &Result<T, NetError>) -> Option<Lent> {
-        if result.is_err() && self.lent.is_some() {
+        // An error reply means the server is done with the request; only a missing reply
+        // (timeout, broken stream) leaves it possibly still at work on the memory.
+        let no_reply = matches!(result, Err(error) if error.remote().is_none());
+        if no_reply && self.lent.is_some() {
             self.settle();
         }
         self.lent.take()
