@@ -322,6 +322,7 @@ proptest! {
     #[test]
     fn cache_matches_the_model(
         fmrd in any::<bool>(),
+        fmrd_thread in any::<bool>(),
         entries_max in 1usize..6,
         bytes_max in prop::sample::select(vec![usize::MAX, 3 * PAGE, 6 * PAGE]),
         ops in prop::collection::vec(op(), 1..150),
@@ -332,7 +333,8 @@ proptest! {
             registrar.clone(),
             Policy::new(Grouping::Individual, caching)
                 .with_entries_max(entries_max)
-                .with_bytes_max(bytes_max),
+                .with_bytes_max(bytes_max)
+                .with_fmrd_thread(fmrd_thread),
         )
         .unwrap();
         let mut model = Model {

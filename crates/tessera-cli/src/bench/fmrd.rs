@@ -12,15 +12,18 @@
 //! - `dynamic`: register before and deregister after every write;
 //! - `pin-down`: a pin-down cache of 100 entries; an evicted registration is deregistered at
 //!   once, on the writing thread;
-//! - `fmrd`: the same cache, evicted registrations queued and deregistered in batches of
-//!   `FMRD_BATCH` by the registry's deregistration thread;
+//! - `fmrd`: the same cache, evicted registrations queued (a write may still revive one) and
+//!   deregistered `FMRD_BATCH` at a time by the registry's deregistration thread (the
+//!   default);
+//! - `fmrd inline`: the same, each full batch deregistered in one call on the writing thread;
 //! - `no reg`: no registration, the baseline the seed normalises to.
 //!
 //! Every method replays the same sequence, starting from an empty cache, with its own client,
 //! file and buffer pool (cached registrations keep buffers locked, which would make another
-//! method's `mlock` of them cheap). The methods take turns every 50 writes, so load on the
+//! method's `mlock` of them cheap). The methods take turns every 250 writes, so load on the
 //! machine falls on all of them alike; after a turn of `fmrd` its thread finishes the batches
-//! it was given, inside the turn's time. After each repetition every method's file is read
+//! it was given, inside the turn's time. `normalized` is, per repetition, the `no reg` time
+//! over the method's time, then the median over the repetitions. After each repetition every method's file is read
 //! back by a client without registration and compared with its buffers, whose contents change
 //! every repetition.
 
@@ -54,7 +57,7 @@ const CACHE_ENTRIES: usize = 100;
 /// File slots the writes cycle through.
 const SLOTS: usize = 100;
 /// Writes each method makes before the next takes its turn.
-const CHUNK_OPERATIONS: usize = 50;
+const CHUNK_OPERATIONS: usize = 250;
 /// Shares of writes that reuse a recently used buffer.
 const REUSE_PERCENTS: [u32; 2] = [20, 80];
 
@@ -67,10 +70,17 @@ enum Method {
     Dynamic,
     PinDown,
     Fmrd,
+    FmrdInline,
 }
 
 impl Method {
-    const ALL: [Self; 4] = [Self::NoReg, Self::Dynamic, Self::PinDown, Self::Fmrd];
+    const ALL: [Self; 5] = [
+        Self::NoReg,
+        Self::Dynamic,
+        Self::PinDown,
+        Self::Fmrd,
+        Self::FmrdInline,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -78,15 +88,19 @@ impl Method {
             Self::Dynamic => "dynamic",
             Self::PinDown => "pin-down",
             Self::Fmrd => "fmrd",
+            Self::FmrdInline => "fmrd inline",
         }
     }
 
-    fn caching(self) -> Option<Caching> {
+    fn policy(self) -> Option<Policy> {
+        let policy =
+            |caching| Policy::new(Grouping::Individual, caching).with_entries_max(CACHE_ENTRIES);
         match self {
             Self::NoReg => None,
-            Self::Dynamic => Some(Caching::None),
-            Self::PinDown => Some(Caching::PinDown),
-            Self::Fmrd => Some(Caching::Fmrd),
+            Self::Dynamic => Some(policy(Caching::None)),
+            Self::PinDown => Some(policy(Caching::PinDown)),
+            Self::Fmrd => Some(policy(Caching::Fmrd).with_fmrd_thread(true)),
+            Self::FmrdInline => Some(policy(Caching::Fmrd).with_fmrd_thread(false)),
         }
     }
 }
@@ -240,13 +254,10 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
     let registrar: Arc<dyn Registrar> = Arc::new(PinRegistrar::new());
     let mut subjects = Vec::new();
     for (index, method) in Method::ALL.into_iter().enumerate() {
-        let registry = match method.caching() {
-            Some(caching) => Some(Arc::new(
-                Registry::new(
-                    registrar.clone(),
-                    Policy::new(Grouping::Individual, caching).with_entries_max(CACHE_ENTRIES),
-                )
-                .map_err(|err| format!("{}: {err}", method.name()))?,
+        let registry = match method.policy() {
+            Some(policy) => Some(Arc::new(
+                Registry::new(registrar.clone(), policy)
+                    .map_err(|err| format!("{}: {err}", method.name()))?,
             )),
             None => None,
         };
@@ -343,12 +354,19 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 )?;
             }
         }
-        let baseline = median(&mut samples[0].clone());
         for (index, subject) in subjects.iter().enumerate() {
-            let seconds = median(&mut samples[index]);
+            // Paired within each repetition (the methods took turns), then the median: steadier
+            // than a ratio of medians on a loaded machine.
+            let mut ratios: Vec<f64> = samples[0]
+                .iter()
+                .zip(&samples[index])
+                .map(|(baseline, seconds)| baseline / seconds.max(1e-12))
+                .collect();
+            let normalized = median(&mut ratios);
+            let seconds = median(&mut samples[index].clone());
             let bytes = (OPERATIONS * BUFFER_BYTES) as u64;
             let mut extra = last[index].clone();
-            extra["normalized"] = json!(baseline / seconds.max(1e-12));
+            extra["normalized"] = json!(normalized);
             extra["reuses_drawn"] = json!(reuses);
             extra["one_sided"] = json!(one_sided[index] == OPERATIONS as u64);
             extra["repetitions"] = json!(repetitions);
@@ -447,7 +465,7 @@ fn table(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<10} {:<9} {:>9} {:>10} {:>6} {:>6} {:>6} {:>8} {:>10} {:>10}",
+        "{:<10} {:<12} {:>9} {:>10} {:>6} {:>6} {:>6} {:>8} {:>10} {:>10}",
         "case",
         "method",
         "MiB/s",
@@ -465,7 +483,7 @@ fn table(report: &Report) -> String {
         let number = |key: &str| extra[key].as_f64().unwrap_or(0.0);
         let _ = writeln!(
             out,
-            "{:<10} {:<9} {:>9.1} {:>10.3} {:>6} {:>6} {:>6} {:>8} {:>10.0} {:>10.0}",
+            "{:<10} {:<12} {:>9.1} {:>10.3} {:>6} {:>6} {:>6} {:>8} {:>10.0} {:>10.0}",
             row.case,
             row.method,
             row.mib_s,
