@@ -554,7 +554,7 @@ fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
         })
         .collect();
     let plot = Plot {
-        title: "fmrd (001 Fig. 4.4): 1000 writes of 64 KiB, 1000 buffers, cache 100".to_owned(),
+        title: "fmrd (001 Fig. 4.4): 64 KiB writes, cache 100".to_owned(),
         x_label: "buffer reuse (%)".to_owned(),
         y_label: "bandwidth / no registration".to_owned(),
         log2_x: false,
