@@ -54,4 +54,6 @@ const _: () = {
     send_sync::<Registry>();
     send_sync::<PinRegistrar>();
     send_sync::<NoneRegistrar>();
+    // The transport keeps one per outstanding request, on any thread.
+    send_sync::<OwnedRegistration>();
 };
