@@ -22,7 +22,7 @@ use std::time::Instant;
 use serde_json::json;
 use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode};
 
-use super::{drop_page_cache, BenchCluster, CommonArgs, Report, Row};
+use super::{drop_page_cache, median, mib_s, BenchCluster, CommonArgs, Report, Row};
 use crate::plot::{Plot, Series};
 use crate::workers::{ArrayMethod, ArrayShare, Pattern, StepResult, Task, Workers};
 
@@ -138,19 +138,6 @@ pub(super) struct Measured {
     seconds: Vec<f64>,
     figures: Figures,
     calls: u64,
-}
-
-pub(super) fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
-}
-
-pub(super) fn mib_s(bytes: u64, seconds: f64) -> f64 {
-    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
 }
 
 /// Removes `path` if it exists and creates it empty with the default stripes.

@@ -19,7 +19,8 @@ use std::time::Instant;
 use serde_json::json;
 use tessera_client::{Client, OpenMode};
 
-use super::blockcol::{create, median, mib_s, open_cluster, Figures};
+use super::blockcol::{create, open_cluster, Figures};
+use super::{median, mib_s};
 use super::{CommonArgs, Report, Row};
 use crate::plot::{Plot, Series};
 use crate::workers::{expected_byte, ArrayMethod, ArrayShare, Pattern, Task, Workers};

@@ -42,7 +42,7 @@ use tessera_client::{
     TransferPolicy,
 };
 
-use super::{BenchCluster, CommonArgs, Report, Row};
+use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
 use crate::plot::{Plot, Series};
 
 const SERVERS: u16 = 4;
@@ -103,15 +103,6 @@ impl Method {
             Self::FmrdInline => Some(policy(Caching::Fmrd).with_fmrd_thread(false)),
         }
     }
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn mib_s(bytes: u64, seconds: f64) -> f64 {
-    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
 }
 
 /// splitmix64: a fixed, seedable sequence, so every method replays the same writes.
@@ -357,13 +348,13 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         for (index, subject) in subjects.iter().enumerate() {
             // Paired within each repetition (the methods took turns), then the median: steadier
             // than a ratio of medians on a loaded machine.
-            let mut ratios: Vec<f64> = samples[0]
+            let ratios: Vec<f64> = samples[0]
                 .iter()
                 .zip(&samples[index])
                 .map(|(baseline, seconds)| baseline / seconds.max(1e-12))
                 .collect();
-            let normalized = median(&mut ratios);
-            let seconds = median(&mut samples[index].clone());
+            let normalized = median(&ratios);
+            let seconds = median(&samples[index]);
             let bytes = (OPERATIONS * BUFFER_BYTES) as u64;
             let mut extra = last[index].clone();
             extra["normalized"] = json!(normalized);

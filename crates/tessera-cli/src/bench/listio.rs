@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use serde_json::json;
 use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode};
 
-use super::{BenchCluster, CommonArgs, Report, Row};
+use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
 use crate::plot::{Plot, Series};
 use crate::workers::{Pattern, Task, Workers};
 
@@ -33,15 +33,6 @@ const METHODS: [&str; 7] = [
     "tcp:pack",
     "tcp:gather",
 ];
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn mib_s(bytes: u64, seconds: f64) -> f64 {
-    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
-}
 
 /// Runs the experiment and returns its report.
 pub fn run(common: &CommonArgs) -> Result<Report, String> {
@@ -113,7 +104,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         for (op_index, op) in ["write", "read"].into_iter().enumerate() {
             for (method_index, method) in METHODS.into_iter().enumerate() {
                 let slot = op_index * METHODS.len() + method_index;
-                let seconds = median(&mut samples[slot]);
+                let seconds = median(&samples[slot]);
                 let (requests, storage_calls, bytes, messages) = last[slot];
                 rows.push(Row {
                     case: format!("{op} seg={piece_bytes}"),

@@ -88,6 +88,21 @@ pub struct CommonArgs {
     pub cluster: Option<PathBuf>,
 }
 
+/// The median of `values` (NaN when empty); the values are not reordered.
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+/// MiB (2^20 bytes) per second.
+pub fn mib_s(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
+}
+
 /// One row of the output contract.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {

@@ -42,7 +42,7 @@ use tessera_client::{
     Piece, TransferPolicy,
 };
 
-use super::{BenchCluster, CommonArgs, Report, Row};
+use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
 use crate::plot::{Plot, Series};
 
 const SERVERS: u16 = 4;
@@ -110,15 +110,6 @@ impl Method {
             Self::NoReg => None,
         }
     }
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn mib_s(bytes: u64, seconds: f64) -> f64 {
-    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
 }
 
 /// The int at (`row`, `column`) of the array in round `generation`.
@@ -394,9 +385,9 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 verified &= verify(&checker, &subject.path, &subject.memory, subject.method)?;
             }
         }
-        let ideal_seconds = median(&mut samples[0].clone());
+        let ideal_seconds = median(&samples[0]);
         for (index, subject) in subjects.iter().enumerate() {
-            let seconds = median(&mut samples[index]);
+            let seconds = median(&samples[index]);
             let figures = last[index];
             let paper = subject.method.paper();
             rows.push(Row {

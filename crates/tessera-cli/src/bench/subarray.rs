@@ -27,7 +27,7 @@ use tessera_client::{
     TransferPolicy,
 };
 
-use super::{BenchCluster, CommonArgs, Report, Row};
+use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
 
 const SERVERS: u16 = 1;
 const ELEMENT_BYTES: usize = 4;
@@ -91,15 +91,6 @@ const METHODS: [Method; 8] = [
         contiguous: false,
     },
 ];
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn mib_s(bytes: u64, seconds: f64) -> f64 {
-    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
-}
 
 fn pattern(seed: u64, length: usize) -> Vec<u8> {
     (0..length)
@@ -231,7 +222,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             }
         }
         for (index, subject) in subjects.iter().enumerate() {
-            let seconds = median(&mut samples[index]);
+            let seconds = median(&samples[index]);
             let (requests, one_sided, registrations, registration_us) = last[index];
             rows_out.push(Row {
                 case: format!("n={n}"),
@@ -334,8 +325,8 @@ fn raw_case(
         skipped: None,
     };
     Ok(vec![
-        row("local read", median(&mut local), 1),
-        row("raw process_vm_writev", median(&mut raw), 0),
+        row("local read", median(&local), 1),
+        row("raw process_vm_writev", median(&raw), 0),
     ])
 }
 

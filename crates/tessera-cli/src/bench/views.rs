@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use serde_json::json;
 use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, Datatype, ErrorCode};
 
-use super::{BenchCluster, CommonArgs, Report, Row};
+use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
 use crate::plot::{Plot, Series};
 use crate::workers::{
     MatrixDistribution, Pattern, StepResult, Task, Workers, LIST_OFFSET_BYTES_PER_PIECE,
@@ -152,19 +152,6 @@ struct Measured {
     declare_seconds: Vec<f64>,
     figures: Figures,
     calls: u64,
-}
-
-fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
-}
-
-fn mib_s(bytes: u64, seconds: f64) -> f64 {
-    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
 }
 
 /// (*,BLOCK) as a pattern layout: server i holds columns [i*n/4, (i+1)*n/4) of every row.
