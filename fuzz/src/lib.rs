@@ -25,7 +25,7 @@ use tessera_proto::{
     WireError, Write, Datatype, DeclareView, FileType, Layout, PatternLayout, ReadType, ReadView,
     ReleaseView, WriteType, WriteView, StoragePlan, LockRange, LockGranted, UnlockRange,
     ServerStats, ServerStatsReply, StorageCounters, RemoteProbe, RemoteProbeReply, RemoteMemory,
-    RemoteAccess, RemoteEndpoint, RemoteSegment,
+    RemoteAccess, RemoteEndpoint, RemoteSegment, CollectiveTag, WriteCollective, ReadCollective,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -134,6 +134,8 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::UnlockRange => operation::<UnlockRange>(body, reply),
         Opcode::ServerStats => operation::<ServerStats>(body, reply),
         Opcode::RemoteProbe => operation::<RemoteProbe>(body, reply),
+        Opcode::WriteCollective => operation::<WriteCollective>(body, reply),
+        Opcode::ReadCollective => operation::<ReadCollective>(body, reply),
         // Bulk-only frames: the body is empty in both directions.
         Opcode::Data => check::<Empty>(body).is_some(),
     }
@@ -206,6 +208,9 @@ body_kinds! {
     "transfer-mode" => TransferMode,
     "remote-memory" => RemoteMemory,
     "path" => String,
+    "collective-tag" => CollectiveTag,
+    "write-collective" => WriteCollective,
+    "read-collective" => ReadCollective,
 }
 
 /// The `bodies` target: the first byte picks a body type, the rest is the body. Returns
@@ -397,6 +402,11 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     seeds.extend(exchange("write-view", Opcode::WriteView, &write_view, &io));
     let read_view = ReadView { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, storage: StoragePlan::Auto, view_id: 0x5eed, start: 0, end: 128 };
     seeds.extend(exchange("read-view", Opcode::ReadView, &read_view, &io));
+    let tag = CollectiveTag { id: 0xC011_EC71, round: 0, rank: 1, participants: 2, wait_ms: 20_000 };
+    let write_collective = WriteCollective { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, storage: StoragePlan::Auto, file: file_type(), start: 0, end: 128, pieces: 1, collective: tag.clone() };
+    seeds.extend(exchange("write-collective", Opcode::WriteCollective, &write_collective, &io));
+    let read_collective = ReadCollective { handle: 42, capability: Capability::default(), mode: TransferMode::Pack, storage: StoragePlan::Auto, file: file_type(), start: 8, end: 64, collective: CollectiveTag { round: 1, ..tag } };
+    seeds.extend(exchange("read-collective", Opcode::ReadCollective, &read_collective, &io));
     let lock = LockRange { handle: 42, start: 0, end: 4096, exclusive: true, wait_ms: 1000, lease_ms: 5000 };
     seeds.extend(exchange("lock-range", Opcode::LockRange, &lock, &LockGranted { lock_id: 7 }));
     seeds.extend(exchange("unlock-range", Opcode::UnlockRange, &UnlockRange { handle: 42, lock_id: 7 }, &Empty {}));
@@ -486,6 +496,9 @@ pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
         ("transfer-mode", TransferMode::Pack.to_body()),
         ("remote-memory", remote_memory().to_body()),
         ("path", "/data/run-1".to_owned().to_body()),
+        ("collective-tag", CollectiveTag { id: 7, round: 2, rank: 3, participants: 4, wait_ms: 500 }.to_body()),
+        ("write-collective", body_of("write-collective-request")),
+        ("read-collective", body_of("read-collective-request")),
         ("layout-math", math),
     ];
     assert_eq!(bodies.len(), BODY_KINDS.len(), "one seed per body kind");

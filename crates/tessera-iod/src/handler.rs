@@ -14,7 +14,7 @@ use tessera_proto::limits::{
     FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, SIEVE_CHUNK_BYTES_MAX,
 };
 use tessera_proto::{
-    DeclareView, Empty, ErrorCode, FileType, Header, IoReply, ObjectCreate, ObjectRemove,
+    CollectiveTag, DeclareView, Empty, ReadCollective, WriteCollective, ErrorCode, FileType, Header, IoReply, ObjectCreate, ObjectRemove,
     ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read,
     ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError, RemoteMemory, RemoteProbe,
     RemoteProbeReply, ServerStats, StoragePlan, TransferMode, Wire, Write, WriteType, WriteView,
@@ -22,6 +22,7 @@ use tessera_proto::{
 };
 use tokio::sync::Semaphore;
 
+use crate::collective::{self, Arrival, Collectives, Complete, Done, Joined};
 use crate::remote;
 use crate::store::{ObjectStore, Outcome};
 use crate::views::ViewTable;
@@ -53,6 +54,8 @@ pub struct Iod {
     views: ViewTable,
     /// The fabric fabric-access requests are served over (`--ofi-provider`).
     fabric: Option<Arc<crate::fabric::FabricServer>>,
+    /// Server-directed collectives waiting for participants.
+    collectives: Arc<Collectives>,
 }
 
 impl Iod {
@@ -66,6 +69,7 @@ impl Iod {
             buffers: Semaphore::new(permits),
             views: ViewTable::default(),
             fabric: None,
+            collectives: Arc::default(),
         }
     }
 
@@ -495,6 +499,299 @@ impl Iod {
     }
 }
 
+impl Iod {
+    /// Hands an arrival to its collective and waits for the outcome: as the last arrival,
+    /// serves the collective (`serve` on a blocking thread) and answers the others; otherwise
+    /// waits for the last one, or for the tag's wait to run out.
+    async fn take_part(
+        &self,
+        tag: &CollectiveTag,
+        handle: u64,
+        write: bool,
+        storage: StoragePlan,
+        arrival: Arrival,
+        serve: fn(&ObjectStore, &Complete) -> Vec<Result<Done, RemoteError>>,
+    ) -> Result<Done, RemoteError> {
+        match self
+            .collectives
+            .join(tag, handle, write, storage, arrival)?
+        {
+            Joined::Last(complete) => {
+                let store = self.store.clone();
+                tokio::task::spawn_blocking(move || {
+                    let results = serve(&store, &complete);
+                    complete.answer(results)
+                })
+                .await
+                .unwrap_or_else(|err| {
+                    Err(RemoteError::new(
+                        ErrorCode::Internal,
+                        format!("collective storage task failed: {err}"),
+                    ))
+                })
+            }
+            Joined::Wait(mut receiver) => {
+                let wait = std::time::Duration::from_millis(u64::from(tag.wait_ms));
+                match tokio::time::timeout(wait, &mut receiver).await {
+                    Ok(answer) => answer.unwrap_or_else(|_| Err(Self::abandoned(tag))),
+                    Err(_) => match self.collectives.expire(tag) {
+                        Some(error) => Err(error),
+                        // Completed meanwhile: the answer is on its way.
+                        None => receiver.await.unwrap_or_else(|_| Err(Self::abandoned(tag))),
+                    },
+                }
+            }
+        }
+    }
+
+    fn abandoned(tag: &CollectiveTag) -> RemoteError {
+        RemoteError::new(
+            ErrorCode::Internal,
+            format!(
+                "collective {:#x} round {} was dropped without an answer",
+                tag.id, tag.round
+            ),
+        )
+    }
+
+    /// One participant of a server-directed collective write (seed 004): its share of the
+    /// access is found as for `WriteType`, its data read (or pulled one-sidedly), and the
+    /// collective joined.
+    async fn write_collective(
+        &self,
+        request: &Incoming,
+        connection: &mut ServerConnection,
+    ) -> Result<(), ConnectionError> {
+        let header = &request.header;
+        let write: WriteCollective = request.decode()?;
+        let tag = write.collective.clone();
+        let frames = if write.mode == TransferMode::Multiple {
+            write.pieces
+        } else {
+            0
+        };
+        let share = match collective::check_tag(&tag) {
+            Ok(()) => Self::share(Arc::new(write.file), write.start, write.end).await,
+            Err(error) => Err(error),
+        };
+        let share = match share {
+            Ok(share) if share.pieces.len() != write.pieces as usize => {
+                return Err(ConnectionError::Refused(RemoteError::new(
+                    ErrorCode::Protocol,
+                    format!(
+                        "the client counted {} local pieces in stream bytes {}..{}, this server {}",
+                        write.pieces,
+                        write.start,
+                        write.end,
+                        share.pieces.len()
+                    ),
+                )));
+            }
+            Ok(share) => collective::check_bytes(&tag, share.bytes).map(|()| share),
+            Err(error) => Err(error),
+        };
+        let share = match share {
+            Ok(share) => share,
+            Err(error) => {
+                connection.skip_request_data(header, frames).await?;
+                return connection.reply_error(header, &error).await;
+            }
+        };
+        let total = share.bytes;
+        let length = usize::try_from(total).expect("bounded by collective_bytes_max");
+        let data = match write.mode {
+            TransferMode::Remote => {
+                let descriptor = connection.read_bulk(header).await?;
+                let client = match self.remote_client(connection, &descriptor)? {
+                    Ok(client) => client,
+                    Err(error) => return connection.reply_error(header, &error).await,
+                };
+                let pulled = tokio::task::spawn_blocking(move || {
+                    let described: u64 = client.memory.segments.iter().map(|s| s.length).sum();
+                    if described != total {
+                        return Err(RemoteError::new(
+                            ErrorCode::Protocol,
+                            format!("the client lent {described} bytes for a share of {total}"),
+                        ));
+                    }
+                    let mut data = vec![0u8; length];
+                    client
+                        .pull(
+                            &client.memory.segments,
+                            client.memory.segments_per_call,
+                            &mut data,
+                        )
+                        .map(|()| data)
+                })
+                .await
+                .unwrap_or_else(|err| {
+                    Err(RemoteError::new(
+                        ErrorCode::Internal,
+                        format!("one-sided pull failed: {err}"),
+                    ))
+                });
+                match pulled {
+                    Ok(data) => data,
+                    Err(error) => return connection.reply_error(header, &error).await,
+                }
+            }
+            TransferMode::Multiple => {
+                let mut data = vec![0u8; length];
+                connection
+                    .read_data_frames(header, &share.pieces, &mut data)
+                    .await?;
+                data
+            }
+            TransferMode::Gather | TransferMode::Pack => {
+                if u64::from(header.bulk_bytes) != total {
+                    return Err(ConnectionError::Refused(RemoteError::new(
+                        ErrorCode::Protocol,
+                        format!(
+                            "collective write carries {} bulk bytes but its share is {total}",
+                            header.bulk_bytes
+                        ),
+                    )));
+                }
+                connection.read_bulk(header).await?
+            }
+        };
+        let arrival = Arrival {
+            rank: tag.rank,
+            pieces: share.pieces,
+            data,
+            bytes: total,
+        };
+        let result = self
+            .take_part(&tag, write.handle, true, write.storage, arrival, |store, complete| {
+                let outcome = collective::serve_write(store, complete);
+                let last = complete.arrivals.len() - 1;
+                (0..complete.arrivals.len())
+                    .map(|index| match &outcome {
+                        Ok(outcome) => Ok(Done {
+                            data: Vec::new(),
+                            outcome: if index == last {
+                                *outcome
+                            } else {
+                                crate::store::Outcome {
+                                    plan: outcome.plan,
+                                    ..Default::default()
+                                }
+                            },
+                        }),
+                        Err(error) => Err(error.clone()),
+                    })
+                    .collect()
+            })
+            .await
+            .map(|done| reply_of(total, done.outcome));
+        Self::answer(connection, header, result).await
+    }
+
+    /// One participant of a server-directed collective read: joins with its share, and gets
+    /// its bytes of the union the last participant read.
+    async fn read_collective(
+        &self,
+        request: &Incoming,
+        connection: &mut ServerConnection,
+    ) -> Result<(), ConnectionError> {
+        let header = &request.header;
+        let descriptor = if header.bulk_bytes > 0 {
+            Some(connection.read_bulk(header).await?)
+        } else {
+            None
+        };
+        let read: ReadCollective = request.decode()?;
+        let tag = read.collective.clone();
+        let share = match collective::check_tag(&tag) {
+            Ok(()) => Self::share(Arc::new(read.file), read.start, read.end).await,
+            Err(error) => Err(error),
+        };
+        let share = match share.and_then(|share| {
+            // The union and every answer are held at once: count the share twice.
+            collective::check_bytes(&tag, share.bytes.saturating_mul(2)).map(|()| share)
+        }) {
+            Ok(share) => share,
+            Err(error) => return connection.reply_error(header, &error).await,
+        };
+        let client = match (read.mode, descriptor) {
+            (TransferMode::Remote, Some(descriptor)) => {
+                match self.remote_client(connection, &descriptor)? {
+                    Ok(client) => Some(client),
+                    Err(error) => return connection.reply_error(header, &error).await,
+                }
+            }
+            (TransferMode::Remote, None) | (_, Some(_)) => {
+                return Err(ConnectionError::Refused(RemoteError::new(
+                    ErrorCode::Protocol,
+                    "a read carries a memory descriptor as bulk exactly when its mode is remote",
+                )));
+            }
+            _ => None,
+        };
+        let total = share.bytes;
+        let pieces = share.pieces.clone();
+        let arrival = Arrival {
+            rank: tag.rank,
+            pieces: share.pieces,
+            data: Vec::new(),
+            bytes: total.saturating_mul(2),
+        };
+        let result = self
+            .take_part(&tag, read.handle, false, read.storage, arrival, |store, complete| {
+                let last = complete.arrivals.len() - 1;
+                match collective::serve_read(store, complete) {
+                    Ok((answers, outcome)) => answers
+                        .into_iter()
+                        .enumerate()
+                        .map(|(index, data)| {
+                            Ok(Done {
+                                data,
+                                outcome: if index == last {
+                                    outcome
+                                } else {
+                                    crate::store::Outcome {
+                                        plan: outcome.plan,
+                                        ..Default::default()
+                                    }
+                                },
+                            })
+                        })
+                        .collect(),
+                    Err(error) => (0..complete.arrivals.len()).map(|_| Err(error.clone())).collect(),
+                }
+            })
+            .await;
+        let done = match result {
+            Ok(done) => done,
+            Err(error) => return connection.reply_error(header, &error).await,
+        };
+        let reply = reply_of(total, done.outcome);
+        match (client, read.mode) {
+            (Some(client), _) => {
+                let data = done.data;
+                let pushed = tokio::task::spawn_blocking(move || {
+                    client.push_all(&data)
+                })
+                .await
+                .unwrap_or_else(|err| {
+                    Err(RemoteError::new(
+                        ErrorCode::Internal,
+                        format!("one-sided push failed: {err}"),
+                    ))
+                });
+                Self::answer(connection, header, pushed.map(|()| reply)).await
+            }
+            (None, TransferMode::Multiple) => {
+                connection.reply(header, &reply, &[]).await?;
+                connection
+                    .send_data_frames(header, &pieces, &done.data)
+                    .await
+            }
+            (None, _) => connection.reply(header, &reply, &done.data).await,
+        }
+    }
+}
+
 impl Service for Iod {
     fn name(&self) -> String {
         format!("iod {}", self.index)
@@ -517,6 +814,8 @@ impl Service for Iod {
                 | Opcode::ReadType
                 | Opcode::ReadView
                 | Opcode::RemoteProbe
+                | Opcode::WriteCollective
+                | Opcode::ReadCollective
         );
         if header.bulk_bytes != 0 && !carries_bulk {
             return Err(ConnectionError::Refused(RemoteError::new(
@@ -541,6 +840,8 @@ impl Service for Iod {
                 self.read(&request, connection).await
             }
             Opcode::RemoteProbe => self.probe(&request, connection).await,
+            Opcode::WriteCollective => self.write_collective(&request, connection).await,
+            Opcode::ReadCollective => self.read_collective(&request, connection).await,
             Opcode::ServerStats => {
                 let ServerStats {} = request.decode()?;
                 connection.reply(&header, &self.store.stats(), &[]).await

@@ -52,6 +52,21 @@ impl Client {
         }
     }
 
+    /// Writes `data` into all of the client's memory, segment after segment.
+    pub(crate) fn push_all(&self, data: &[u8]) -> Result<(), RemoteError> {
+        let described: u64 = self.memory.segments.iter().map(|s| s.length).sum();
+        if described != data.len() as u64 {
+            return Err(RemoteError::new(
+                ErrorCode::Protocol,
+                format!(
+                    "the client lent {described} bytes for a read of {} bytes",
+                    data.len()
+                ),
+            ));
+        }
+        self.push(data, &self.memory.segments, self.memory.segments_per_call)
+    }
+
     /// Writes `data` into the client's `segments`.
     fn push(
         &self,

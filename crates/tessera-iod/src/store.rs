@@ -38,7 +38,7 @@ struct Object {
 }
 
 /// What serving one request did at the storage layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Outcome {
     /// Storage calls (a sieving read-modify-write counts two per chunk).
     pub calls: u32,

@@ -7,7 +7,7 @@
 //! compile-time assertions at the bottom of the file.
 
 /// Version of the frame header and message encodings; a peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 4;
+pub const PROTOCOL_VERSION: u8 = 5;
 
 /// Bytes in the fixed frame header that starts every message.
 pub const HEADER_BYTES: usize = 24;
@@ -112,6 +112,34 @@ pub const REMOTE_ENDPOINT_BYTES_MAX: usize = 256;
 /// between the client's memory and the server's buffer, the previous one is in storage
 /// (seed 001 Fig. 2.12).
 pub const PIPELINE_UNIT_BYTES: u64 = 1 << 20;
+
+/// Most bytes one iod holds for one open server-directed collective (the data of every
+/// participant of a write, the union read plus every participant's answer of a read). A
+/// participant whose data would pass it fails the whole collective.
+pub const COLLECTIVE_BYTES_MAX: u64 = 32 << 20;
+
+/// Most server-directed collectives one iod keeps open (waiting for participants) at once.
+pub const IOD_COLLECTIVES_OPEN_MAX: usize = 8;
+
+/// Most participants of one server-directed collective on one iod. Each waiting participant
+/// holds one of the server's `SERVER_REQUESTS_INFLIGHT_MAX` permits, so a collective must
+/// leave permits for the participants still to come and for other requests.
+pub const COLLECTIVE_PARTICIPANTS_MAX: u32 = 32;
+
+/// Longest an iod keeps a server-directed collective open for missing participants, in
+/// milliseconds; then every participant that arrived gets an error naming the collective.
+pub const COLLECTIVE_WAIT_MS_MAX: u32 = 60_000;
+
+/// Failed collectives an iod remembers, so that a participant arriving after the failure gets
+/// the same error at once instead of waiting out its own timeout.
+pub const IOD_COLLECTIVES_FAILED_KEPT: usize = 64;
+
+// The collectives an iod may hold at once fit its bulk-buffer budget, and one participant's
+// largest request fits a collective.
+const _: () = assert!(COLLECTIVE_BYTES_MAX * IOD_COLLECTIVES_OPEN_MAX as u64 <= IOD_BUFFER_BYTES_MAX);
+const _: () = assert!(COLLECTIVE_BYTES_MAX >= MESSAGE_BULK_BYTES_MAX as u64);
+// Waiting participants never take every request permit.
+const _: () = assert!((COLLECTIVE_PARTICIPANTS_MAX as usize) * 2 <= SERVER_REQUESTS_INFLIGHT_MAX);
 
 // A descriptor with the most segments (24 bytes each) fits one frame's bulk.
 const _: () = assert!(

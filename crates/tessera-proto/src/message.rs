@@ -78,6 +78,10 @@ pub enum Opcode {
     RemoteProbe = 0x3E,
     /// A bulk-only frame of the `multiple` transfer mode: one piece of data.
     Data = 0x3F,
+    /// iod: one participant's share of a server-directed collective write.
+    WriteCollective = 0x40,
+    /// iod: one participant's share of a server-directed collective read.
+    ReadCollective = 0x41,
 }
 
 impl Opcode {
@@ -113,6 +117,8 @@ impl Opcode {
             0x3D => Self::ServerStats,
             0x3E => Self::RemoteProbe,
             0x3F => Self::Data,
+            0x40 => Self::WriteCollective,
+            0x41 => Self::ReadCollective,
             opcode => return Err(WireError::UnknownOpcode { opcode }),
         })
     }
@@ -1159,6 +1165,81 @@ wire_struct! {
     }
 }
 request!(ReleaseView => ReleaseView, Empty);
+
+wire_struct! {
+    /// Names the server-directed collective a request takes part in (seed 004, ECIO). The
+    /// participants of one collective agree on `id` beforehand; an iod gathers the requests of
+    /// (`id`, `round`) until `participants` distinct ranks have arrived, then serves them all
+    /// at once.
+    pub struct CollectiveTag {
+        /// Chosen by the participants together, unique per collective call.
+        pub id: u64,
+        /// Which of the collective's request rounds on this server (0, 1, ...): a participant
+        /// whose share does not fit one request sends one request per round.
+        pub round: u32,
+        /// The sender's rank among the participants of the call.
+        pub rank: u32,
+        /// How many participants send a request of this round to this server (at most
+        /// `collective_participants_max`).
+        pub participants: u32,
+        /// How long the server waits for the missing participants, in milliseconds (1 to
+        /// `collective_wait_ms_max`).
+        pub wait_ms: u32,
+    }
+}
+
+wire_struct! {
+    /// One participant's part of a server-directed collective write: this server's share of
+    /// stream bytes `[start, end)` of a file type, as in `WriteType`, with the data following
+    /// as for `Write`. The server holds it until every participant of the tag has arrived,
+    /// then writes all their pieces merged by file offset and answers each.
+    pub struct WriteCollective {
+        /// File handle.
+        pub handle: u64,
+        /// Access right (not yet checked).
+        pub capability: Capability,
+        /// How the data travels.
+        pub mode: TransferMode,
+        /// How the server turns the merged runs into storage calls.
+        pub storage: StoragePlan,
+        /// The sender's file type.
+        pub file: FileType,
+        /// First stream byte.
+        pub start: u64,
+        /// One past the last stream byte.
+        pub end: u64,
+        /// Local pieces the client found in its share, as in `WriteType`.
+        pub pieces: u32,
+        /// The collective.
+        pub collective: CollectiveTag,
+    }
+}
+request!(WriteCollective => WriteCollective, IoReply);
+
+wire_struct! {
+    /// One participant's part of a server-directed collective read: as `ReadType`, but the
+    /// server reads the union of every participant's pieces once, in sorted runs, and then
+    /// answers each with its own data in stream order.
+    pub struct ReadCollective {
+        /// File handle.
+        pub handle: u64,
+        /// Access right (not yet checked).
+        pub capability: Capability,
+        /// How the data travels.
+        pub mode: TransferMode,
+        /// How the server turns the merged runs into storage calls.
+        pub storage: StoragePlan,
+        /// The sender's file type.
+        pub file: FileType,
+        /// First stream byte.
+        pub start: u64,
+        /// One past the last stream byte.
+        pub end: u64,
+        /// The collective.
+        pub collective: CollectiveTag,
+    }
+}
+request!(ReadCollective => ReadCollective, IoReply);
 
 wire_struct! {
     /// Asks an iod for its storage counters.
