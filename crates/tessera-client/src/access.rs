@@ -246,7 +246,7 @@ impl ViewedFile {
     }
 
     /// The file pieces of view bytes `[start, end)` of the current view, checked, lazily.
-    fn pieces(
+    pub(crate) fn pieces(
         &self,
         start: u64,
         end: u64,
@@ -512,7 +512,7 @@ impl ViewedFile {
 }
 
 /// Bytes in `count` instances of `memtype`.
-fn stream_bytes(memtype: &Datatype, count: u64) -> Result<u64, ClientError> {
+pub(crate) fn stream_bytes(memtype: &Datatype, count: u64) -> Result<u64, ClientError> {
     let total = u128::from(memtype.size()) * u128::from(count);
     u64::try_from(total)
         .ok()
@@ -566,7 +566,7 @@ fn memory_runs(
 }
 
 /// The bytes `count` instances of `memtype` select in `memory`, in stream order.
-fn memory_slices<'a>(
+pub(crate) fn memory_slices<'a>(
     memory: &'a [u8],
     memtype: &Datatype,
     count: u64,
@@ -579,7 +579,7 @@ fn memory_slices<'a>(
 
 /// As [`memory_slices`] for a read: the runs are cut out of `memory` in address order
 /// (so no two may overlap) and handed back in stream order.
-fn memory_slices_mut<'a>(
+pub(crate) fn memory_slices_mut<'a>(
     memory: &'a mut [u8],
     memtype: &Datatype,
     count: u64,
@@ -609,11 +609,11 @@ fn memory_slices_mut<'a>(
         .collect())
 }
 
-fn pack(slices: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn pack(slices: &[&[u8]]) -> Vec<u8> {
     slices.concat()
 }
 
-fn unpack(packed: &[u8], targets: Vec<&mut [u8]>) {
+pub(crate) fn unpack(packed: &[u8], targets: Vec<&mut [u8]>) {
     let mut at = 0;
     for target in targets {
         let length = target.len();

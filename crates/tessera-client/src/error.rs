@@ -56,6 +56,10 @@ pub enum ClientError {
         /// The lease asked for.
         lease_ms: u64,
     },
+    /// A collective operation failed among its participants: the communicator broke (a
+    /// process left, a message over its limit, a timeout), or the participants disagree.
+    #[error("collective: {0}")]
+    Collective(String),
     /// The cluster file is missing or malformed.
     #[error("cluster file {path}: {detail}")]
     Config {
@@ -77,6 +81,7 @@ impl ClientError {
             Self::Net(NetError::Remote { error, .. }) => Some(error.code),
             Self::Net(_) => Some(ErrorCode::Unavailable),
             Self::LeaseExpired { .. } => Some(ErrorCode::Busy),
+            Self::Collective(_) => Some(ErrorCode::Unavailable),
             Self::Config { .. } => None,
         }
     }

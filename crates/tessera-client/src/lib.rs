@@ -24,6 +24,7 @@
 
 mod access;
 mod client;
+pub mod collective;
 pub mod config;
 mod error;
 #[cfg(feature = "ofi")]
@@ -38,6 +39,9 @@ mod typed;
 
 pub use access::{Method, ViewedFile};
 pub use client::{Client, ClientOptions, CreateOptions};
+pub use collective::{
+    CollectiveMethod, CollectiveOptions, Communicator, SocketCommunicator, ThreadCommunicator,
+};
 pub use config::ClusterConfig;
 pub use error::ClientError;
 pub use file::{File, IoReport, OpenMode};

@@ -94,7 +94,25 @@ impl Plan {
         stream_start: u64,
         runs: impl IntoIterator<Item = Piece>,
     ) -> Self {
-        let bulk_max = u64::from(MESSAGE_BULK_BYTES_MAX);
+        Self::from_runs_capped(
+            layout,
+            stream_start,
+            runs,
+            u64::from(MESSAGE_BULK_BYTES_MAX),
+        )
+    }
+
+    /// As [`Plan::from_runs`], with requests of at most `bulk_max` bytes (at least 1, at most
+    /// `MESSAGE_BULK_BYTES_MAX`): a server-directed collective keeps each participant's
+    /// requests small enough for every participant's data to fit the server's collective
+    /// limit at once.
+    pub fn from_runs_capped(
+        layout: &Layout,
+        stream_start: u64,
+        runs: impl IntoIterator<Item = Piece>,
+        bulk_max: u64,
+    ) -> Self {
+        let bulk_max = bulk_max.clamp(1, u64::from(MESSAGE_BULK_BYTES_MAX));
         let mut plan = Self::default();
         // Index in `requests` of each server's open request.
         let mut open: Vec<Option<usize>> = vec![None; layout.servers().len()];

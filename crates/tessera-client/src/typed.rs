@@ -182,12 +182,17 @@ pub(crate) fn check_encodable(what: &str, datatype: &Datatype) -> Result<(), Cli
         .map_err(|err| ClientError::InvalidArgument(format!("{what}: {err}")))
 }
 
-fn piece_count(request: &RequestPlan) -> u32 {
+pub(crate) fn piece_count(request: &RequestPlan) -> u32 {
     u32::try_from(request.pieces.len()).expect("bounded by request_pieces_max")
 }
 
 impl File {
-    fn file_type(&self, position: usize, filetype: &Datatype, displacement: u64) -> FileType {
+    pub(crate) fn file_type(
+        &self,
+        position: usize,
+        filetype: &Datatype,
+        displacement: u64,
+    ) -> FileType {
         FileType {
             layout: self.layout.clone(),
             position: u16::try_from(position).expect("positions are below servers_max"),
@@ -197,7 +202,7 @@ impl File {
     }
 
     /// Sends the planned writes, one request per plan entry, from `memory`.
-    fn send_writes<R: Request<Reply = IoReply>>(
+    pub(crate) fn send_writes<R: Request<Reply = IoReply>>(
         &self,
         plan: &Plan,
         memory: Vec<&[u8]>,
@@ -233,7 +238,7 @@ impl File {
     }
 
     /// Sends the planned reads, one request per plan entry, into `memory`.
-    fn send_reads<R: Request<Reply = IoReply>>(
+    pub(crate) fn send_reads<R: Request<Reply = IoReply>>(
         &self,
         plan: &Plan,
         memory: Vec<&mut [u8]>,

@@ -421,7 +421,11 @@ mod tests {
     fn union_runs_merge_overlapping_and_adjacent_pieces_in_offset_order() {
         let arrivals = [
             arrival(0, vec![Piece::new(8, 4), Piece::new(0, 4)], 1),
-            arrival(1, vec![Piece::new(4, 4), Piece::new(20, 2), Piece::new(21, 3)], 2),
+            arrival(
+                1,
+                vec![Piece::new(4, 4), Piece::new(20, 2), Piece::new(21, 3)],
+                2,
+            ),
         ];
         assert_eq!(
             union_runs(&arrivals),
@@ -433,13 +437,25 @@ mod tests {
     fn the_last_arrival_completes_and_mismatches_fail_everyone() {
         let table = Collectives::default();
         let first = table
-            .join(&tag(2), 1, true, StoragePlan::Auto, arrival(0, vec![Piece::new(0, 4)], 1))
+            .join(
+                &tag(2),
+                1,
+                true,
+                StoragePlan::Auto,
+                arrival(0, vec![Piece::new(0, 4)], 1),
+            )
             .unwrap();
         let Joined::Wait(mut waiting) = first else {
             panic!("the first of two waits")
         };
         let Joined::Last(complete) = table
-            .join(&tag(2), 1, true, StoragePlan::Auto, arrival(1, vec![Piece::new(4, 4)], 2))
+            .join(
+                &tag(2),
+                1,
+                true,
+                StoragePlan::Auto,
+                arrival(1, vec![Piece::new(4, 4)], 2),
+            )
             .unwrap()
         else {
             panic!("the second of two completes")

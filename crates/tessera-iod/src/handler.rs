@@ -14,11 +14,11 @@ use tessera_proto::limits::{
     FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, SIEVE_CHUNK_BYTES_MAX,
 };
 use tessera_proto::{
-    CollectiveTag, DeclareView, Empty, ReadCollective, WriteCollective, ErrorCode, FileType, Header, IoReply, ObjectCreate, ObjectRemove,
-    ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read,
-    ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError, RemoteMemory, RemoteProbe,
-    RemoteProbeReply, ServerStats, StoragePlan, TransferMode, Wire, Write, WriteType, WriteView,
-    ROLE_IOD,
+    CollectiveTag, DeclareView, Empty, ErrorCode, FileType, Header, IoReply, ObjectCreate,
+    ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece,
+    PingReply, Read, ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError,
+    RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, StoragePlan, TransferMode, Wire,
+    Write, WriteCollective, WriteType, WriteView, ROLE_IOD,
 };
 use tokio::sync::Semaphore;
 
@@ -662,26 +662,33 @@ impl Iod {
             bytes: total,
         };
         let result = self
-            .take_part(&tag, write.handle, true, write.storage, arrival, |store, complete| {
-                let outcome = collective::serve_write(store, complete);
-                let last = complete.arrivals.len() - 1;
-                (0..complete.arrivals.len())
-                    .map(|index| match &outcome {
-                        Ok(outcome) => Ok(Done {
-                            data: Vec::new(),
-                            outcome: if index == last {
-                                *outcome
-                            } else {
-                                crate::store::Outcome {
-                                    plan: outcome.plan,
-                                    ..Default::default()
-                                }
-                            },
-                        }),
-                        Err(error) => Err(error.clone()),
-                    })
-                    .collect()
-            })
+            .take_part(
+                &tag,
+                write.handle,
+                true,
+                write.storage,
+                arrival,
+                |store, complete| {
+                    let outcome = collective::serve_write(store, complete);
+                    let last = complete.arrivals.len() - 1;
+                    (0..complete.arrivals.len())
+                        .map(|index| match &outcome {
+                            Ok(outcome) => Ok(Done {
+                                data: Vec::new(),
+                                outcome: if index == last {
+                                    *outcome
+                                } else {
+                                    crate::store::Outcome {
+                                        plan: outcome.plan,
+                                        ..Default::default()
+                                    }
+                                },
+                            }),
+                            Err(error) => Err(error.clone()),
+                        })
+                        .collect()
+                },
+            )
             .await
             .map(|done| reply_of(total, done.outcome));
         Self::answer(connection, header, result).await
@@ -737,29 +744,38 @@ impl Iod {
             bytes: total.saturating_mul(2),
         };
         let result = self
-            .take_part(&tag, read.handle, false, read.storage, arrival, |store, complete| {
-                let last = complete.arrivals.len() - 1;
-                match collective::serve_read(store, complete) {
-                    Ok((answers, outcome)) => answers
-                        .into_iter()
-                        .enumerate()
-                        .map(|(index, data)| {
-                            Ok(Done {
-                                data,
-                                outcome: if index == last {
-                                    outcome
-                                } else {
-                                    crate::store::Outcome {
-                                        plan: outcome.plan,
-                                        ..Default::default()
-                                    }
-                                },
+            .take_part(
+                &tag,
+                read.handle,
+                false,
+                read.storage,
+                arrival,
+                |store, complete| {
+                    let last = complete.arrivals.len() - 1;
+                    match collective::serve_read(store, complete) {
+                        Ok((answers, outcome)) => answers
+                            .into_iter()
+                            .enumerate()
+                            .map(|(index, data)| {
+                                Ok(Done {
+                                    data,
+                                    outcome: if index == last {
+                                        outcome
+                                    } else {
+                                        crate::store::Outcome {
+                                            plan: outcome.plan,
+                                            ..Default::default()
+                                        }
+                                    },
+                                })
                             })
-                        })
-                        .collect(),
-                    Err(error) => (0..complete.arrivals.len()).map(|_| Err(error.clone())).collect(),
-                }
-            })
+                            .collect(),
+                        Err(error) => (0..complete.arrivals.len())
+                            .map(|_| Err(error.clone()))
+                            .collect(),
+                    }
+                },
+            )
             .await;
         let done = match result {
             Ok(done) => done,
@@ -769,16 +785,14 @@ impl Iod {
         match (client, read.mode) {
             (Some(client), _) => {
                 let data = done.data;
-                let pushed = tokio::task::spawn_blocking(move || {
-                    client.push_all(&data)
-                })
-                .await
-                .unwrap_or_else(|err| {
-                    Err(RemoteError::new(
-                        ErrorCode::Internal,
-                        format!("one-sided push failed: {err}"),
-                    ))
-                });
+                let pushed = tokio::task::spawn_blocking(move || client.push_all(&data))
+                    .await
+                    .unwrap_or_else(|err| {
+                        Err(RemoteError::new(
+                            ErrorCode::Internal,
+                            format!("one-sided push failed: {err}"),
+                        ))
+                    });
                 Self::answer(connection, header, pushed.map(|()| reply)).await
             }
             (None, TransferMode::Multiple) => {

@@ -136,7 +136,8 @@ pub const IOD_COLLECTIVES_FAILED_KEPT: usize = 64;
 
 // The collectives an iod may hold at once fit its bulk-buffer budget, and one participant's
 // largest request fits a collective.
-const _: () = assert!(COLLECTIVE_BYTES_MAX * IOD_COLLECTIVES_OPEN_MAX as u64 <= IOD_BUFFER_BYTES_MAX);
+const _: () =
+    assert!(COLLECTIVE_BYTES_MAX * IOD_COLLECTIVES_OPEN_MAX as u64 <= IOD_BUFFER_BYTES_MAX);
 const _: () = assert!(COLLECTIVE_BYTES_MAX >= MESSAGE_BULK_BYTES_MAX as u64);
 // Waiting participants never take every request permit.
 const _: () = assert!((COLLECTIVE_PARTICIPANTS_MAX as usize) * 2 <= SERVER_REQUESTS_INFLIGHT_MAX);
