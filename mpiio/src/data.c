@@ -5,22 +5,28 @@
  * individual pointer, the shared pointer, or the shared pointer in rank order), whether it
  * is collective, and how it completes. tsr_access then
  *   - sends collective forms through tsr_collective, the single entry point of collective
- *     I/O (today: each process's access done independently, then a barrier; two-phase and
- *     server-directed collective I/O will replace its body);
+ *     I/O: tessera_file_write_all/read_all with the file's communicator as callbacks
+ *     (two_phase, server_directed or independent, by the tessera_coll hint);
  *   - sends the rest through tsr_independent, which turns the pointer into an offset and
  *     calls tsr_transfer, which hands (offset in etypes, buffer, count, memory type) to
  *     tessera_file_write/read: the file's view and method (a hint) decide the requests;
  *   - completes the call: a status for blocking forms; for nonblocking forms a generalized
  *     request that is already complete; for split collectives, the status kept for _end.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shim.h"
 
-int tsr_transfer(struct tsr_file *f, int write, MPI_Offset offset, void *buffer,
-                 MPI_Count count, MPI_Datatype type, MPI_Count *bytes, const char *op) {
-    *bytes = 0;
+/* Checks an access and converts its memory type: on success `*memtype` is the Tessera type
+ * (NULL for plain bytes), `*elements` the count to hand the C API and `*total` the bytes. */
+static int tsr_prepare(struct tsr_file *f, int write, MPI_Offset offset, MPI_Count count,
+                       MPI_Datatype type, const TesseraDatatype **memtype, uint64_t *elements,
+                       MPI_Count *total, const char *op) {
+    *memtype = NULL;
+    *elements = 0;
+    *total = 0;
     if (write && (f->amode & MPI_MODE_RDONLY))
         return tsr_error(MPI_ERR_READ_ONLY, "tessera: %s %s: the file is open read-only", op,
                          f->path);
@@ -37,27 +43,48 @@ int tsr_transfer(struct tsr_file *f, int write, MPI_Offset offset, void *buffer,
         return tsr_error(MPI_ERR_TYPE, "tessera: %s %s: MPI_DATATYPE_NULL", op, f->path);
     MPI_Count type_bytes = 0;
     PMPI_Type_size_x(type, &type_bytes);
-    MPI_Count total = type_bytes * count;
-    if (total % f->etype_bytes != 0)
+    MPI_Count bytes = type_bytes * count;
+    if (bytes % f->etype_bytes != 0)
         return tsr_error(MPI_ERR_ARG,
                          "tessera: %s %s: %lld bytes are not a whole number of etypes of %lld "
-                         "bytes", op, f->path, (long long)total, (long long)f->etype_bytes);
-    if (total == 0)
+                         "bytes", op, f->path, (long long)bytes, (long long)f->etype_bytes);
+    if (bytes == 0)
         return MPI_SUCCESS;
-    const TesseraDatatype *memtype = NULL;
-    uint64_t elements = (uint64_t)count;
     MPI_Count plain = 0;
     if (tsr_type_is_contiguous(type, &plain)) {
-        elements = (uint64_t)total; /* plain bytes: no memory type */
+        *elements = (uint64_t)bytes; /* plain bytes: no memory type */
     } else {
-        int rc = tsr_type(type, &memtype);
+        int rc = tsr_type(type, memtype);
         if (rc != MPI_SUCCESS)
             return rc;
+        *elements = (uint64_t)count;
     }
+    *total = bytes;
+    return MPI_SUCCESS;
+}
+
+int tsr_transfer(struct tsr_file *f, int write, MPI_Offset offset, void *buffer,
+                 MPI_Count count, MPI_Datatype type, MPI_Count *bytes, const char *op) {
+    *bytes = 0;
+    const TesseraDatatype *memtype = NULL;
+    uint64_t elements = 0;
+    MPI_Count total = 0;
+    int rc = tsr_prepare(f, write, offset, count, type, &memtype, &elements, &total, op);
+    if (rc != MPI_SUCCESS || total == 0)
+        return rc;
+    /* romio_ds_read/write=disable: no data sieving, so the sieve method goes as list. */
+    const char *method = NULL;
+    int unsieve = (write ? f->ds_write_disabled : f->ds_read_disabled) &&
+                  tessera_file_method(f->file, 1, &method) == TESSERA_OK &&
+                  strcmp(method, "sieve") == 0;
+    if (unsieve)
+        tessera_file_set_method(f->file, "list");
     int code = write ? tessera_file_write(f->file, (uint64_t)offset, buffer, elements, memtype,
                                           NULL)
                      : tessera_file_read(f->file, (uint64_t)offset, buffer, elements, memtype,
                                          NULL);
+    if (unsieve)
+        tessera_file_set_method(f->file, "sieve");
     if (code != TESSERA_OK)
         return tsr_tessera_error(code, op, f->path);
     *bytes = total;
@@ -134,24 +161,96 @@ static int tsr_ordered_offset(struct tsr_file *f, MPI_Offset etypes, MPI_Offset 
     return MPI_SUCCESS;
 }
 
+/* The file's communicator as the C API's callbacks (MPI counts are int: the C API refuses
+ * larger messages before calling; these check again). */
+static int tsr_comm_allgather(void *ctx, const void *send, uint64_t bytes, void *recv) {
+    struct tsr_file *f = ctx;
+    if (bytes > INT_MAX)
+        return 1;
+    return PMPI_Allgather((void *)send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
+                          f->comm) == MPI_SUCCESS ? 0 : 1;
+}
+
+static int tsr_comm_alltoallv(void *ctx, const void *send, const uint64_t *send_counts,
+                              const uint64_t *send_displs, void *recv,
+                              const uint64_t *recv_counts, const uint64_t *recv_displs) {
+    struct tsr_file *f = ctx;
+    int n = f->size;
+    int *ints = malloc(4 * (size_t)n * sizeof *ints);
+    if (ints == NULL)
+        return 2;
+    const uint64_t *given[4] = {send_counts, send_displs, recv_counts, recv_displs};
+    for (int k = 0; k < 4; k++)
+        for (int r = 0; r < n; r++) {
+            if (given[k][r] > INT_MAX) {
+                free(ints);
+                return 1;
+            }
+            ints[k * n + r] = (int)given[k][r];
+        }
+    int rc = PMPI_Alltoallv((void *)send, ints, ints + n, MPI_BYTE, recv, ints + 2 * n,
+                            ints + 3 * n, MPI_BYTE, f->comm);
+    free(ints);
+    return rc == MPI_SUCCESS ? 0 : 1;
+}
+
+static int tsr_comm_barrier(void *ctx) {
+    struct tsr_file *f = ctx;
+    return PMPI_Barrier(f->comm) == MPI_SUCCESS ? 0 : 1;
+}
+
 /* THE COLLECTIVE HOOK. Every collective data access arrives here: read_all/write_all,
  * read_at_all/write_at_all, their split (_begin) and nonblocking (i..._all) forms, and
  * read_ordered/write_ordered. Every process of the file's communicator calls it in the same
- * order. Today each process does its own part independently and all meet in a barrier
- * afterwards; the collective algorithms (two_phase, server_directed: tessera_coll hint)
- * will go here, behind the communicator trait, without touching the entry points. */
+ * order. The access goes to tessera_file_write_all/read_all with the file's communicator as
+ * callbacks and the collective hints (tessera_coll: two_phase, server_directed (the default)
+ * or independent; cb_buffer_size; cb_nodes); romio_cb_read/write=disable makes it
+ * independent, then a barrier. A process whose own arguments are wrong still takes part,
+ * with nothing to move, so that no other process waits for it, and returns its error. */
 static int tsr_collective(struct tsr_file *f, int write, enum tsr_position position,
                           MPI_Offset offset, void *buffer, MPI_Count count, MPI_Datatype type,
                           MPI_Count *bytes, const char *op) {
     int rc = MPI_SUCCESS;
+    *bytes = 0;
     if (position == TSR_ORDERED) {
         rc = tsr_ordered_offset(f, tsr_etypes(f, count, type), &offset);
+        if (rc != MPI_SUCCESS)
+            return rc; /* process 0's outcome was broadcast: every process fails alike */
         position = TSR_AT;
     }
-    if (rc == MPI_SUCCESS)
+    if (write ? f->cb_write_disabled : f->cb_read_disabled) {
         rc = tsr_independent(f, write, position, offset, buffer, count, type, bytes, op);
-    PMPI_Barrier(f->comm);
-    return rc;
+        PMPI_Barrier(f->comm);
+        return rc;
+    }
+    MPI_Offset at = position == TSR_INDIVIDUAL ? f->pointer : offset;
+    const TesseraDatatype *memtype = NULL;
+    uint64_t elements = 0;
+    MPI_Count total = 0;
+    rc = tsr_prepare(f, write, at, count, type, &memtype, &elements, &total, op);
+    if (rc != MPI_SUCCESS) {
+        at = 0;
+        elements = 0;
+        memtype = NULL;
+        total = 0;
+    }
+    TesseraCommunicator comm = {f, (uint32_t)f->rank, (uint32_t)f->size, tsr_comm_allgather,
+                                tsr_comm_alltoallv, tsr_comm_barrier};
+    TesseraCollectiveOptions options = {f->coll_method[0] ? f->coll_method : NULL,
+                                        f->cb_buffer_size, f->cb_nodes, 0};
+    void *memory = total == 0 ? NULL : buffer;
+    int code = write ? tessera_file_write_all(f->file, &comm, &options, (uint64_t)at, memory,
+                                              elements, memtype, NULL)
+                     : tessera_file_read_all(f->file, &comm, &options, (uint64_t)at, memory,
+                                             elements, memtype, NULL);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (code != TESSERA_OK)
+        return tsr_tessera_error(code, op, f->path);
+    *bytes = total;
+    if (position == TSR_INDIVIDUAL)
+        f->pointer += (MPI_Offset)(total / f->etype_bytes);
+    return MPI_SUCCESS;
 }
 
 static int tsr_query(void *extra, MPI_Status *status) {

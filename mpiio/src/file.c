@@ -108,6 +108,39 @@ int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
         tessera_file_set_storage_plan(f->file, value) != TESSERA_OK)
         tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_storage=%s ignored: %s", value,
                   tessera_last_error());
+    if (tsr_hint(info, "tessera_coll", value, sizeof value)) {
+        TesseraCollectiveOptions options = {value, 0, 0, 0};
+        if (strlen(value) < sizeof f->coll_method &&
+            tessera_collective_options_check(&options) == TESSERA_OK)
+            snprintf(f->coll_method, sizeof f->coll_method, "%s", value);
+        else
+            tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_coll=%s ignored: %s", value,
+                      tessera_last_error());
+    }
+    uint64_t number = 0;
+    if (tsr_hint_u64(info, "cb_buffer_size", &number) && number > 0)
+        f->cb_buffer_size = number;
+    if (tsr_hint_u64(info, "cb_nodes", &number) && number > 0 && number <= (uint64_t)f->size)
+        f->cb_nodes = (uint32_t)number;
+    /* ROMIO's switches: "disable" turns the feature off, "enable" and "automatic" on. */
+    struct {
+        const char *key;
+        int *disabled;
+    } switches[] = {{"romio_cb_read", &f->cb_read_disabled},
+                    {"romio_cb_write", &f->cb_write_disabled},
+                    {"romio_ds_read", &f->ds_read_disabled},
+                    {"romio_ds_write", &f->ds_write_disabled}};
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
+        if (!tsr_hint(info, switches[i].key, value, sizeof value))
+            continue;
+        if (strcmp(value, "disable") == 0)
+            *switches[i].disabled = 1;
+        else if (strcmp(value, "enable") == 0 || strcmp(value, "automatic") == 0)
+            *switches[i].disabled = 0;
+        else
+            tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint %s=%s ignored: not enable, disable or "
+                      "automatic", switches[i].key, value);
+    }
     uint64_t read_bytes = 0, write_bytes = 0;
     tsr_hint_u64(info, "ind_rd_buffer_size", &read_bytes);
     tsr_hint_u64(info, "ind_wr_buffer_size", &write_bytes);
@@ -396,6 +429,22 @@ int MPI_File_get_info(MPI_File fh, MPI_Info *info) {
     }
     snprintf(value, sizeof value, "%u", f->server_count);
     PMPI_Info_set(*info, "striping_factor", value);
+    /* Collective I/O as it is in effect. */
+    PMPI_Info_set(*info, "tessera_coll",
+                  f->coll_method[0] ? f->coll_method : (char *)"server_directed");
+    snprintf(value, sizeof value, "%llu",
+             (unsigned long long)(f->cb_buffer_size ? f->cb_buffer_size : 16u << 20));
+    PMPI_Info_set(*info, "cb_buffer_size", value);
+    unsigned nodes = f->cb_nodes;
+    if (nodes == 0)
+        nodes = (unsigned)f->size < f->server_count || f->server_count == 0 ? (unsigned)f->size
+                                                                             : f->server_count;
+    snprintf(value, sizeof value, "%u", nodes);
+    PMPI_Info_set(*info, "cb_nodes", value);
+    PMPI_Info_set(*info, "romio_cb_read", f->cb_read_disabled ? "disable" : "enable");
+    PMPI_Info_set(*info, "romio_cb_write", f->cb_write_disabled ? "disable" : "enable");
+    PMPI_Info_set(*info, "romio_ds_read", f->ds_read_disabled ? "disable" : "enable");
+    PMPI_Info_set(*info, "romio_ds_write", f->ds_write_disabled ? "disable" : "enable");
     return MPI_SUCCESS;
 }
 

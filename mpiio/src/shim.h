@@ -76,6 +76,12 @@ struct tsr_file {
     MPI_Count split_bytes;
     uint64_t stripe_unit_bytes;
     uint32_t server_count;
+    /* Collective I/O, from the hints (zero: the default). */
+    char coll_method[24];   /* tessera_coll: two_phase, server_directed, independent */
+    uint64_t cb_buffer_size;
+    uint32_t cb_nodes;
+    int cb_read_disabled, cb_write_disabled; /* romio_cb_read/write=disable: independent */
+    int ds_read_disabled, ds_write_disabled; /* romio_ds_read/write=disable: no sieve method */
 };
 
 /* core.c */

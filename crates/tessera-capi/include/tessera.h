@@ -17,6 +17,10 @@
 // Open for reading and writing.
 #define TESSERA_MODE_READ_WRITE 3
 
+// Most bytes of one message, and the largest displacement, a communicator callback is given
+// (MPI's counts are `int`).
+#define TESSERA_COMM_COUNT_MAX 2147483647
+
 // Row-major order (C): the last dimension varies fastest.
 #define TESSERA_ORDER_C 0
 
@@ -131,6 +135,64 @@ typedef struct TesseraStat {
   uint32_t server_count;
 } TesseraStat;
 
+// How a collective access reaches the servers (MPI hints `tessera_coll`, `cb_buffer_size`,
+// `cb_nodes`).
+typedef struct TesseraCollectiveOptions {
+  // `"two_phase"`, `"server_directed"` or `"independent"`; null is `"server_directed"`.
+  const char *method;
+  // `two_phase`: most bytes per aggregator and round; 0 is the default (16 MiB).
+  uint64_t cb_buffer_size;
+  // `two_phase`: aggregators; 0 is the default (every process, or one per server if
+  // fewer).
+  uint32_t cb_nodes;
+  // `server_directed`: how long a server waits for missing participants, in ms; 0 is the
+  // default (20 s).
+  uint32_t wait_ms;
+} TesseraCollectiveOptions;
+
+// The processes of a collective call, as callbacks. Every callback returns 0 on success and
+// anything else on failure; every process calls them in the same order.
+typedef struct TesseraCommunicator {
+  // Passed to every callback.
+  void *ctx;
+  // This process's rank, `0..size`.
+  uint32_t rank;
+  // Processes in the group (at least 1).
+  uint32_t size;
+  // Every process sends `bytes` bytes from `send`; `recv` receives `size · bytes` bytes,
+  // rank 0's first.
+  int (*allgather)(void *ctx, const void *send, uint64_t bytes, void *recv);
+  // Sends `send_counts[r]` bytes from `send + send_displs[r]` to rank `r`, and receives
+  // `recv_counts[r]` bytes from rank `r` at `recv + recv_displs[r]` (arrays of `size`).
+  int (*alltoallv)(void *ctx, const void *send, const uint64_t *send_counts, const uint64_t *send_displs, void *recv, const uint64_t *recv_counts, const uint64_t *recv_displs);
+  // Returns when every process has called it.
+  int (*barrier)(void *ctx);
+} TesseraCommunicator;
+
+// What one I/O call did (the client library's `IoReport`).
+typedef struct TesseraIoReport {
+  // Requests sent.
+  uint64_t requests;
+  // Frames sent.
+  uint64_t messages_sent;
+  // Frames received.
+  uint64_t messages_received;
+  // Contiguous storage pieces the servers touched.
+  uint64_t storage_pieces;
+  // Bytes the servers moved to and from storage.
+  uint64_t storage_bytes;
+  // Requests the servers served by sieving.
+  uint64_t sieved;
+  // Bytes moved for the caller.
+  uint64_t bytes;
+  // Bytes copied through pack buffers on the client.
+  uint64_t bytes_copied;
+  // Distinct servers reached.
+  uint64_t servers;
+  // Range locks taken.
+  uint64_t locks;
+} TesseraIoReport;
+
 // Sizes and bounds of a datatype, as MPI reports them.
 typedef struct TesseraTypeInfo {
   // Data bytes in one instance.
@@ -162,30 +224,6 @@ typedef struct TesseraFileSegment {
   // Bytes.
   uint64_t length;
 } TesseraFileSegment;
-
-// What one I/O call did (the client library's `IoReport`).
-typedef struct TesseraIoReport {
-  // Requests sent.
-  uint64_t requests;
-  // Frames sent.
-  uint64_t messages_sent;
-  // Frames received.
-  uint64_t messages_received;
-  // Contiguous storage pieces the servers touched.
-  uint64_t storage_pieces;
-  // Bytes the servers moved to and from storage.
-  uint64_t storage_bytes;
-  // Requests the servers served by sieving.
-  uint64_t sieved;
-  // Bytes moved for the caller.
-  uint64_t bytes;
-  // Bytes copied through pack buffers on the client.
-  uint64_t bytes_copied;
-  // Distinct servers reached.
-  uint64_t servers;
-  // Range locks taken.
-  uint64_t locks;
-} TesseraIoReport;
 
 #ifdef __cplusplus
 extern "C" {
@@ -252,6 +290,45 @@ int tessera_mkdir(const struct TesseraClient *client, const char *path, uint32_t
 // `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string; `out` is
 // valid for one write.
 int tessera_stat(const struct TesseraClient *client, const char *path, struct TesseraStat *out);
+
+// Checks collective options without an access: 0 if a later call would accept them.
+//
+// # Safety
+// `options` is null or valid; its `method` is null or NUL-terminated.
+int tessera_collective_options_check(const struct TesseraCollectiveOptions *options_given);
+
+// Writes collectively with every process of `communicator`: as [`crate::tessera_file_write`]
+// (same memory rules), but every process of the group calls it, and the group's
+// `options.method` decides how the data reaches the servers. A process with nothing to
+// write passes a count of 0. Every process gets an error if any failed.
+//
+// # Safety
+// `file` is a live handle; `communicator` is valid and its callbacks are as
+// [`TesseraCommunicator`] says; `options` is null or valid; `memtype` is null or a live
+// handle; the memory is as for [`crate::tessera_file_write`]; `report` is null or valid for
+// one write.
+int tessera_file_write_all(const struct TesseraFile *file,
+                           const struct TesseraCommunicator *communicator,
+                           const struct TesseraCollectiveOptions *options_given,
+                           uint64_t offset,
+                           const void *buffer,
+                           uint64_t count,
+                           const struct TesseraDatatype *memtype,
+                           struct TesseraIoReport *report);
+
+// Reads collectively with every process of `communicator`: as [`crate::tessera_file_read`],
+// with the group as for [`tessera_file_write_all`].
+//
+// # Safety
+// As [`tessera_file_write_all`], with the memory as for [`crate::tessera_file_read`].
+int tessera_file_read_all(const struct TesseraFile *file,
+                          const struct TesseraCommunicator *communicator,
+                          const struct TesseraCollectiveOptions *options_given,
+                          uint64_t offset,
+                          void *buffer,
+                          uint64_t count,
+                          const struct TesseraDatatype *memtype,
+                          struct TesseraIoReport *report);
 
 // `n` contiguous bytes: the basic type (a named MPI type of `n` bytes).
 //

@@ -10,7 +10,9 @@ use std::ffi::{c_char, c_int, c_void};
 use std::io::{IoSlice, IoSliceMut};
 use std::sync::{Mutex, MutexGuard};
 
-use tessera_client::{Client, Datatype, IoReport, Method, Piece, TransferMode, ViewedFile};
+use tessera_client::{
+    Client, ClientError, Datatype, IoReport, Method, Piece, TransferMode, ViewedFile,
+};
 use tessera_proto::StoragePlan;
 
 use crate::client::TesseraStat;
@@ -57,7 +59,7 @@ impl TesseraFile {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, FileState> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, FileState> {
         // A panic inside a call leaves the state as consistent as any failed call does.
         self.state
             .lock()
@@ -130,14 +132,14 @@ pub struct TesseraFileSegment {
 
 /// # Safety
 /// `file` is null or a live handle.
-unsafe fn file_ref<'a>(file: *const TesseraFile) -> Result<&'a TesseraFile, Failure> {
+pub(crate) unsafe fn file_ref<'a>(file: *const TesseraFile) -> Result<&'a TesseraFile, Failure> {
     // SAFETY: the caller's guarantee.
     unsafe { handle(file, "file") }
 }
 
 /// # Safety
 /// `datatype` is null or a live handle.
-unsafe fn optional_type<'a>(datatype: *const TesseraDatatype) -> Option<&'a Datatype> {
+pub(crate) unsafe fn optional_type<'a>(datatype: *const TesseraDatatype) -> Option<&'a Datatype> {
     // SAFETY: the caller's guarantee.
     unsafe { datatype.as_ref() }.map(|datatype| &datatype.datatype)
 }
@@ -634,24 +636,16 @@ pub unsafe extern "C" fn tessera_file_write(
         // SAFETY: the caller's guarantees.
         let (file, memtype) = unsafe { (file_ref(file)?, optional_type(memtype)) };
         let mut state = file.lock();
-        let start = state.view_bytes(offset)?;
-        let done = if buffer.is_null() {
-            let (runs, total) = memory_runs(count, memtype)?;
-            // SAFETY: the caller guarantees the selected bytes at their absolute addresses
-            // are readable.
-            let packed = unsafe { slices(std::ptr::null(), &runs)? }.concat();
-            state
-                .viewed
-                .write(start, &packed, &Datatype::byte(), total)?
-        } else if let Some(span) = span(buffer.cast_mut().cast::<u8>(), memtype, count)? {
-            // SAFETY: the caller guarantees the span is one allocation not written meanwhile.
-            let memory =
-                unsafe { std::slice::from_raw_parts(span.start.cast_const(), span.length) };
-            state
-                .viewed
-                .write(start, memory, &span.memtype, span.count)?
-        } else {
-            IoReport::default()
+        // SAFETY: the caller's guarantees on the memory.
+        let done = unsafe {
+            write_access(
+                &mut state,
+                offset,
+                buffer,
+                count,
+                memtype,
+                |viewed, start, memory, memtype, count| viewed.write(start, memory, memtype, count),
+            )?
         };
         // SAFETY: the caller guarantees `report` is null or valid for one write.
         unsafe { put_optional(report, TesseraIoReport::from(done)) };
@@ -684,35 +678,95 @@ pub unsafe extern "C" fn tessera_file_read(
         // SAFETY: the caller's guarantees.
         let (file, memtype) = unsafe { (file_ref(file)?, optional_type(memtype)) };
         let mut state = file.lock();
-        let start = state.view_bytes(offset)?;
-        let done = if buffer.is_null() {
-            let (runs, total) = memory_runs(count, memtype)?;
-            // SAFETY: the caller guarantees the selected bytes at their absolute addresses
-            // are writable and unused meanwhile.
-            let targets = unsafe { slices_mut(std::ptr::null_mut(), &runs)? };
-            let mut packed = vec![0u8; targets.iter().map(|target| target.len()).sum()];
-            let done = state
-                .viewed
-                .read(start, &mut packed, &Datatype::byte(), total)?;
-            let mut at = 0;
-            for target in targets {
-                let length = target.len();
-                target.copy_from_slice(&packed[at..at + length]);
-                at += length;
-            }
-            done
-        } else if let Some(span) = span(buffer.cast::<u8>(), memtype, count)? {
-            // SAFETY: the caller guarantees the span is one allocation nothing else uses
-            // during the call.
-            let memory = unsafe { std::slice::from_raw_parts_mut(span.start, span.length) };
-            state
-                .viewed
-                .read(start, memory, &span.memtype, span.count)?
-        } else {
-            IoReport::default()
+        // SAFETY: the caller's guarantees on the memory.
+        let done = unsafe {
+            read_access(
+                &mut state,
+                offset,
+                buffer,
+                count,
+                memtype,
+                |viewed, start, memory, memtype, count| viewed.read(start, memory, memtype, count),
+            )?
         };
         // SAFETY: the caller guarantees `report` is null or valid for one write.
         unsafe { put_optional(report, TesseraIoReport::from(done)) };
         Ok(())
     })
+}
+
+/// An access's write with its memory resolved: `call` gets the viewed file, the view byte
+/// the access starts at, and the memory as one slice with its memory type and count. With no
+/// bytes to move, `call` still runs (with an empty memory and a count of 0), so that a
+/// collective call takes part.
+///
+/// # Safety
+/// The memory is as [`tessera_file_write`] describes.
+pub(crate) unsafe fn write_access(
+    state: &mut FileState,
+    offset: u64,
+    buffer: *const c_void,
+    count: u64,
+    memtype: Option<&Datatype>,
+    call: impl FnOnce(&mut ViewedFile, u64, &[u8], &Datatype, u64) -> Result<IoReport, ClientError>,
+) -> Result<IoReport, Failure> {
+    let start = state.view_bytes(offset)?;
+    let done = if buffer.is_null() {
+        let (runs, total) = memory_runs(count, memtype)?;
+        // SAFETY: the caller guarantees the selected bytes at their absolute addresses are
+        // readable.
+        let packed = unsafe { slices(std::ptr::null(), &runs)? }.concat();
+        call(&mut state.viewed, start, &packed, &Datatype::byte(), total)?
+    } else if let Some(span) = span(buffer.cast_mut().cast::<u8>(), memtype, count)? {
+        // SAFETY: the caller guarantees the span is one allocation not written meanwhile.
+        let memory = unsafe { std::slice::from_raw_parts(span.start.cast_const(), span.length) };
+        call(&mut state.viewed, start, memory, &span.memtype, span.count)?
+    } else {
+        call(&mut state.viewed, start, &[], &Datatype::byte(), 0)?
+    };
+    Ok(done)
+}
+
+/// An access's read with its memory resolved, as [`write_access`].
+///
+/// # Safety
+/// The memory is as [`tessera_file_read`] describes.
+pub(crate) unsafe fn read_access(
+    state: &mut FileState,
+    offset: u64,
+    buffer: *mut c_void,
+    count: u64,
+    memtype: Option<&Datatype>,
+    call: impl FnOnce(&mut ViewedFile, u64, &mut [u8], &Datatype, u64) -> Result<IoReport, ClientError>,
+) -> Result<IoReport, Failure> {
+    let start = state.view_bytes(offset)?;
+    let done = if buffer.is_null() {
+        let (runs, total) = memory_runs(count, memtype)?;
+        // SAFETY: the caller guarantees the selected bytes at their absolute addresses are
+        // writable and unused meanwhile.
+        let targets = unsafe { slices_mut(std::ptr::null_mut(), &runs)? };
+        let mut packed = vec![0u8; targets.iter().map(|target| target.len()).sum()];
+        let done = call(
+            &mut state.viewed,
+            start,
+            &mut packed,
+            &Datatype::byte(),
+            total,
+        )?;
+        let mut at = 0;
+        for target in targets {
+            let length = target.len();
+            target.copy_from_slice(&packed[at..at + length]);
+            at += length;
+        }
+        done
+    } else if let Some(span) = span(buffer.cast::<u8>(), memtype, count)? {
+        // SAFETY: the caller guarantees the span is one allocation nothing else uses during
+        // the call.
+        let memory = unsafe { std::slice::from_raw_parts_mut(span.start, span.length) };
+        call(&mut state.viewed, start, memory, &span.memtype, span.count)?
+    } else {
+        call(&mut state.viewed, start, &mut [], &Datatype::byte(), 0)?
+    };
+    Ok(done)
 }

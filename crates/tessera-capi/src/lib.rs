@@ -17,6 +17,7 @@
 //! crate (`make capi-header`).
 
 mod client;
+mod collective;
 mod datatype;
 mod error;
 mod file;
@@ -24,6 +25,7 @@ mod memory;
 mod shared;
 
 pub use client::*;
+pub use collective::*;
 pub use datatype::*;
 pub use error::*;
 pub use file::*;
