@@ -68,6 +68,9 @@ enum Command {
     /// Internal: one client process of the demo or a benchmark.
     #[command(hide = true)]
     Worker(workers::WorkerArgs),
+    /// Internal: one client process of `bench ecio`.
+    #[command(hide = true)]
+    EcioWorker(bench::ecio::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Worker(args) => workers::run(&args),
+        Command::EcioWorker(args) => bench::ecio::run_worker(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -199,6 +199,63 @@ impl Plan {
         rounds
     }
 
+    /// As [`Plan::carve`], but consecutive chunks of one request are cut as one: a request
+    /// whose stream is contiguous in the caller's memory gets one slice, not one per piece.
+    /// The slices then do not end at piece boundaries, so `piece_ends` only says where the
+    /// last piece ends (every entry is the slice count): fit for every transfer but the
+    /// framed `multiple` mode, which sends each piece's slices in a frame of its own.
+    pub fn carve_merged<S: Carve>(
+        &self,
+        memory: impl IntoIterator<Item = S>,
+    ) -> Vec<CarvedRequest<S>> {
+        let mut carved: Vec<CarvedRequest<S>> = self
+            .requests
+            .iter()
+            .map(|_| CarvedRequest {
+                slices: Vec::new(),
+                piece_ends: Vec::new(),
+            })
+            .collect();
+        let mut memory = memory.into_iter().filter(|slice| slice.length() > 0);
+        let mut current: Option<S> = None;
+        let mut chunks = self.chunks.iter().peekable();
+        while let Some(&(index, length)) = chunks.next() {
+            let mut needed = length;
+            while let Some(&&(next, more)) = chunks.peek() {
+                if next != index {
+                    break;
+                }
+                needed += more;
+                chunks.next();
+            }
+            let mut needed =
+                usize::try_from(needed).expect("a request is bounded by the bulk limit");
+            while needed > 0 {
+                let slice = current
+                    .take()
+                    .or_else(|| memory.next())
+                    .expect("memory holds the whole stream");
+                if slice.length() <= needed {
+                    needed -= slice.length();
+                    carved[index].slices.push(slice);
+                } else {
+                    let (head, tail) = slice.cut(needed);
+                    carved[index].slices.push(head);
+                    current = Some(tail);
+                    needed = 0;
+                }
+            }
+        }
+        debug_assert!(
+            current.is_none() && memory.next().is_none(),
+            "memory longer than the stream"
+        );
+        for (request, carved) in self.requests.iter().zip(&mut carved) {
+            carved.piece_ends = vec![carved.slices.len(); request.pieces.len()];
+        }
+        carved
+    }
+
     /// Cuts `memory` (whose lengths add up to `total_bytes`) into each request's slices.
     pub fn carve<S: Carve>(&self, memory: impl IntoIterator<Item = S>) -> Vec<CarvedRequest<S>> {
         let mut carved: Vec<CarvedRequest<S>> = self
@@ -257,6 +314,24 @@ impl Plan {
 mod tests {
     use super::*;
     use tessera_proto::StripeLayout;
+
+    #[test]
+    fn merged_carving_gives_one_slice_per_contiguous_request() {
+        let layout: Layout = StripeLayout::new(64, vec![0, 1]).unwrap().into();
+        // Every other 4-byte int of 256 bytes: stripes of 64 alternate servers.
+        let pieces: Vec<Piece> = (0..32).map(|k| Piece::new(k * 8, 4)).collect();
+        let plan = Plan::new(&layout, &pieces);
+        let memory: Vec<u8> = (0..128).collect();
+        let exact = plan.carve([&memory[..]]);
+        let merged = plan.carve_merged([&memory[..]]);
+        for (exact, merged) in exact.iter().zip(&merged) {
+            assert_eq!(exact.slices.concat(), merged.slices.concat());
+            assert!(merged.slices.len() < exact.slices.len());
+            assert_eq!(merged.piece_ends.len(), exact.piece_ends.len());
+        }
+        // The stream alternates servers every 8 pieces: 4 runs of 8, one slice each.
+        assert_eq!(merged.iter().map(|c| c.slices.len()).sum::<usize>(), 4);
+    }
 
     #[test]
     fn one_request_per_server_with_merged_pieces() {

@@ -201,6 +201,15 @@ impl File {
         }
     }
 
+    /// Whether the file's transfer policy may send a request in the framed `multiple` mode,
+    /// which needs its memory cut at every piece boundary.
+    fn may_send_multiple(&self) -> bool {
+        [false, true].into_iter().any(|one_sided| {
+            Transfer::choose(self.transfer_policy(), one_sided, 0, 1)
+                == Transfer::Framed(TransferMode::Multiple)
+        })
+    }
+
     /// Sends the planned writes, one request per plan entry, from `memory`.
     pub(crate) fn send_writes<R: Request<Reply = IoReply>>(
         &self,
@@ -208,7 +217,11 @@ impl File {
         memory: Vec<&[u8]>,
         request: impl Fn(&RequestPlan, TransferMode) -> R,
     ) -> Result<IoReport, ClientError> {
-        let carved = plan.carve(memory);
+        let carved = if self.may_send_multiple() {
+            plan.carve(memory)
+        } else {
+            plan.carve_merged(memory)
+        };
         let requests: Vec<(R, Transfer, PieceData<'_>)> = plan
             .requests
             .iter()
@@ -246,7 +259,12 @@ impl File {
     ) -> Result<IoReport, ClientError> {
         let mut requests: Vec<(R, Transfer)> = Vec::with_capacity(plan.requests.len());
         let mut destinations: Vec<PieceDataMut<'_>> = Vec::with_capacity(plan.requests.len());
-        for (planned, carved) in plan.requests.iter().zip(plan.carve(memory)) {
+        let carved = if self.may_send_multiple() {
+            plan.carve(memory)
+        } else {
+            plan.carve_merged(memory)
+        };
+        for (planned, carved) in plan.requests.iter().zip(carved) {
             let transfer =
                 self.transfer_for(planned.server_position, planned.bytes, carved.slices.len());
             requests.push((request(planned, transfer.wire_mode()), transfer));

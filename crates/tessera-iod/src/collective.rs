@@ -299,7 +299,8 @@ impl Collectives {
     }
 }
 
-/// The union of every arrival's pieces as sorted, disjoint, non-adjacent runs.
+/// The union of every arrival's pieces as sorted, disjoint, non-adjacent runs, found by
+/// sorting (any pieces).
 fn union_runs(arrivals: &[Arrival]) -> Vec<Piece> {
     let mut all: Vec<Piece> = arrivals
         .iter()
@@ -320,6 +321,99 @@ fn union_runs(arrivals: &[Arrival]) -> Vec<Piece> {
     runs
 }
 
+/// Sets bits `[start, end)` of `words`.
+fn set_bits(words: &mut [u64], start: usize, end: usize) {
+    let mut bit = start;
+    while bit < end {
+        let (word, within) = (bit / 64, bit % 64);
+        let count = (64 - within).min(end - bit);
+        let mask = if count == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << count) - 1) << within
+        };
+        words[word] |= mask;
+        bit += count;
+    }
+}
+
+/// The first bit at or after `from` (below `limit`) whose value is `set`, else `limit`.
+fn next_bit(words: &[u64], from: usize, limit: usize, set: bool) -> usize {
+    let mut bit = from;
+    while bit < limit {
+        let (word, within) = (bit / 64, bit % 64);
+        let value = if set { words[word] } else { !words[word] };
+        let masked = value & (u64::MAX << within);
+        if masked != 0 {
+            return (word * 64 + masked.trailing_zeros() as usize).min(limit);
+        }
+        bit = (word + 1) * 64;
+    }
+    limit
+}
+
+/// Where the pieces of a collective lie while it is served.
+#[derive(Debug)]
+enum Placement {
+    /// The buffer covers file bytes `[low, low + span)`: byte `offset` is at `offset - low`
+    /// (the union was found with a bitmap over that span; holes are compacted away before a
+    /// write and opened up after a read).
+    Span { low: u64, span: usize },
+    /// The buffer holds the runs back to back: `bases[i]` is where run `i` starts.
+    Compact { bases: Vec<usize> },
+}
+
+/// A span over which a bitmap is used is at most this many times the bytes of the pieces
+/// (plus a page): sparser collectives sort their pieces instead.
+const SPAN_PER_BYTE_MAX: u64 = 4;
+
+/// The union of every arrival's pieces, and how the serving buffer is laid out. Pieces that
+/// lie close together (the usual collective: interleaved shares of one range) are merged in
+/// linear time with a bitmap over their span, one bit per byte; sparse ones are sorted.
+fn union(arrivals: &[Arrival]) -> (Vec<Piece>, Placement) {
+    let pieces = || {
+        arrivals
+            .iter()
+            .flat_map(|arrival| arrival.pieces.iter())
+            .filter(|piece| piece.length > 0)
+    };
+    let (Some(low), Some(high)) = (
+        pieces().map(|piece| piece.offset).min(),
+        pieces().map(|piece| piece.offset + piece.length).max(),
+    ) else {
+        return (Vec::new(), Placement::Compact { bases: Vec::new() });
+    };
+    let bytes: u64 = arrivals.iter().map(|arrival| arrival.bytes).sum();
+    let span = high - low;
+    if span > SPAN_PER_BYTE_MAX * bytes + 4096 || span > 2 * COLLECTIVE_BYTES_MAX {
+        let runs = union_runs(arrivals);
+        let (bases, _) = run_bases(&runs);
+        return (runs, Placement::Compact { bases });
+    }
+    let span = usize::try_from(span).expect("bounded above");
+    let mut words = vec![0u64; span.div_ceil(64)];
+    for piece in pieces() {
+        let start = usize::try_from(piece.offset - low).expect("inside the span");
+        set_bits(
+            &mut words,
+            start,
+            start + usize::try_from(piece.length).expect("inside the span"),
+        );
+    }
+    let mut runs = Vec::new();
+    let mut bit = 0;
+    while bit < span {
+        let start = next_bit(&words, bit, span, true);
+        if start == span {
+            break;
+        }
+        let end = next_bit(&words, start, span, false);
+        runs.push(Piece::new(low + start as u64, (end - start) as u64));
+        bit = end;
+    }
+    (runs, Placement::Span { low, span })
+}
+
 /// Where each run starts in a buffer holding the runs back to back, and that buffer's size.
 fn run_bases(runs: &[Piece]) -> (Vec<usize>, usize) {
     let mut bases = Vec::with_capacity(runs.len());
@@ -331,35 +425,82 @@ fn run_bases(runs: &[Piece]) -> (Vec<usize>, usize) {
     (bases, total)
 }
 
-/// The buffer position of file byte `offset`, which lies inside one of `runs`.
-fn position(runs: &[Piece], bases: &[usize], offset: u64) -> usize {
-    let index = runs.partition_point(|run| run.offset + run.length <= offset);
-    debug_assert!(index < runs.len() && runs[index].offset <= offset);
-    bases[index] + usize::try_from(offset - runs[index].offset).expect("inside a run")
+impl Placement {
+    /// Bytes of the serving buffer.
+    fn buffer_bytes(&self, runs: &[Piece]) -> usize {
+        match self {
+            Self::Span { span, .. } => *span,
+            Self::Compact { .. } => run_bases(runs).1,
+        }
+    }
+
+    /// The buffer position of file byte `offset`, which lies inside one of `runs`.
+    fn position(&self, runs: &[Piece], offset: u64) -> usize {
+        match self {
+            Self::Span { low, .. } => usize::try_from(offset - low).expect("inside the span"),
+            Self::Compact { bases } => {
+                let index = runs.partition_point(|run| run.offset + run.length <= offset);
+                debug_assert!(index < runs.len() && runs[index].offset <= offset);
+                bases[index] + usize::try_from(offset - runs[index].offset).expect("inside a run")
+            }
+        }
+    }
+
+    /// Moves the runs of a span buffer to its front, back to back (before a write).
+    fn compact(&self, runs: &[Piece], buffer: &mut [u8]) -> usize {
+        let Self::Span { low, .. } = self else {
+            return buffer.len();
+        };
+        let mut cursor = 0usize;
+        for run in runs {
+            let from = usize::try_from(run.offset - low).expect("inside the span");
+            let length = usize::try_from(run.length).expect("inside the span");
+            buffer.copy_within(from..from + length, cursor);
+            cursor += length;
+        }
+        cursor
+    }
+
+    /// Moves runs read back to back at the front of a span buffer to their places (after a
+    /// read); last run first, so no run overwrites one still to be moved.
+    fn expand(&self, runs: &[Piece], buffer: &mut [u8]) {
+        let Self::Span { low, .. } = self else {
+            return;
+        };
+        let (bases, _) = run_bases(runs);
+        for (run, &base) in runs.iter().zip(&bases).rev() {
+            let to = usize::try_from(run.offset - low).expect("inside the span");
+            let length = usize::try_from(run.length).expect("inside the span");
+            buffer.copy_within(base..base + length, to);
+        }
+    }
 }
 
 /// Serves a complete collective write: merges every participant's pieces into sorted runs
 /// (higher ranks applied last, so their bytes win where participants overlap) and writes the
 /// runs in one store call.
 pub fn serve_write(store: &ObjectStore, complete: &Complete) -> Result<Outcome, RemoteError> {
-    let runs = union_runs(&complete.arrivals);
-    let (bases, total) = run_bases(&runs);
-    let mut buffer = vec![0u8; total];
+    let (runs, placement) = union(&complete.arrivals);
+    if runs.is_empty() {
+        return Ok(Outcome::default());
+    }
+    let mut buffer = vec![0u8; placement.buffer_bytes(&runs)];
     let mut order: Vec<&Arrival> = complete.arrivals.iter().collect();
     order.sort_by_key(|arrival| arrival.rank);
     for arrival in order {
         let mut cursor = 0usize;
         for piece in &arrival.pieces {
             let length = usize::try_from(piece.length).expect("bounded by the bulk limit");
-            let at = position(&runs, &bases, piece.offset);
+            if length == 0 {
+                continue;
+            }
+            let at = placement.position(&runs, piece.offset);
             buffer[at..at + length].copy_from_slice(&arrival.data[cursor..cursor + length]);
             cursor += length;
         }
     }
-    if runs.is_empty() {
-        return Ok(Outcome::default());
-    }
-    store.write(complete.handle, &runs, &buffer, complete.storage)
+    let total = placement.compact(&runs, &mut buffer);
+    store.write(complete.handle, &runs, &buffer[..total], complete.storage)
 }
 
 /// Serves a complete collective read: reads the union of the pieces once, in sorted runs,
@@ -368,13 +509,20 @@ pub fn serve_read(
     store: &ObjectStore,
     complete: &Complete,
 ) -> Result<(Vec<Vec<u8>>, Outcome), RemoteError> {
-    let runs = union_runs(&complete.arrivals);
-    let (bases, total) = run_bases(&runs);
-    let mut buffer = vec![0u8; total];
+    let (runs, placement) = union(&complete.arrivals);
+    let mut buffer = vec![0u8; placement.buffer_bytes(&runs)];
     let outcome = if runs.is_empty() {
         Outcome::default()
     } else {
-        store.read(complete.handle, &runs, &mut buffer, complete.storage)?
+        let (_, total) = run_bases(&runs);
+        let outcome = store.read(
+            complete.handle,
+            &runs,
+            &mut buffer[..total],
+            complete.storage,
+        )?;
+        placement.expand(&runs, &mut buffer);
+        outcome
     };
     let answers = complete
         .arrivals
@@ -382,9 +530,9 @@ pub fn serve_read(
         .map(|arrival| {
             let mut data =
                 Vec::with_capacity(usize::try_from(arrival.bytes).expect("bounded by the limit"));
-            for piece in &arrival.pieces {
+            for piece in arrival.pieces.iter().filter(|piece| piece.length > 0) {
                 let length = usize::try_from(piece.length).expect("bounded by the bulk limit");
-                let at = position(&runs, &bases, piece.offset);
+                let at = placement.position(&runs, piece.offset);
                 data.extend_from_slice(&buffer[at..at + length]);
             }
             data
@@ -431,6 +579,36 @@ mod tests {
             union_runs(&arrivals),
             vec![Piece::new(0, 12), Piece::new(20, 4)]
         );
+    }
+
+    #[test]
+    fn the_bitmap_union_equals_the_sorted_one() {
+        let mut seed = 7u64;
+        for _ in 0..200 {
+            let arrivals: Vec<Arrival> = (0..3)
+                .map(|rank| {
+                    let pieces = (0..20)
+                        .map(|_| {
+                            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                            Piece::new((seed >> 33) % 300, (seed >> 20) % 9)
+                        })
+                        .collect();
+                    arrival(rank, pieces, 0)
+                })
+                .collect();
+            let (runs, placement) = union(&arrivals);
+            assert_eq!(runs, union_runs(&arrivals));
+            assert!(matches!(placement, Placement::Span { .. }), "{placement:?}");
+        }
+        // Sparse pieces are sorted instead.
+        let sparse = [arrival(
+            0,
+            vec![Piece::new(0, 4), Piece::new(1 << 20, 4)],
+            1,
+        )];
+        let (runs, placement) = union(&sparse);
+        assert_eq!(runs, union_runs(&sparse));
+        assert!(matches!(placement, Placement::Compact { .. }));
     }
 
     #[test]

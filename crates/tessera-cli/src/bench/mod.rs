@@ -12,6 +12,7 @@ use serde::Serialize;
 
 mod blockcol;
 mod btio;
+pub mod ecio;
 mod fmrd;
 mod listio;
 mod ogr;
@@ -54,6 +55,9 @@ enum Experiment {
     /// NAS BT-IO class A output pattern (64^3 x 5 doubles, 4 processes): I/O time,
     /// requests and storage calls per method (000 Table 4, 001 Table 3.2).
     Btio(CommonArgs),
+    /// 1 server, 2 and 4 client processes, interleaved ints, count 4k-1M: collective
+    /// two_phase vs server_directed, writes and reads (004 Tables 1-4).
+    Ecio(CommonArgs),
 }
 
 impl Experiment {
@@ -65,6 +69,7 @@ impl Experiment {
             | Self::Blockcol(common)
             | Self::Tile(common)
             | Self::Btio(common)
+            | Self::Ecio(common)
             | Self::Ogr(common)
             | Self::Fmrd(common) => common,
         }
@@ -269,6 +274,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         Experiment::Blockcol(common) => blockcol::run(common)?,
         Experiment::Tile(common) => tile::run(common)?,
         Experiment::Btio(common) => btio::run(common)?,
+        Experiment::Ecio(common) => ecio::run(common)?,
         Experiment::Ogr(common) => ogr::run(common)?,
         Experiment::Fmrd(common) => fmrd::run(common)?,
     };

@@ -134,7 +134,7 @@ mod tests {
         let group = ThreadCommunicator::group(3, Duration::from_secs(10));
         let results: Vec<_> = std::thread::scope(|scope| {
             let handles: Vec<_> = group
-                .iter()
+                .into_iter()
                 .map(|member| {
                     scope.spawn(move || {
                         let rank = member.rank() as u8;
