@@ -644,7 +644,7 @@ pub unsafe extern "C" fn tessera_file_write(
                 buffer,
                 count,
                 memtype,
-                |viewed, start, memory, memtype, count| viewed.write(start, memory, memtype, count),
+                ViewedFile::write,
             )?
         };
         // SAFETY: the caller guarantees `report` is null or valid for one write.
@@ -679,16 +679,8 @@ pub unsafe extern "C" fn tessera_file_read(
         let (file, memtype) = unsafe { (file_ref(file)?, optional_type(memtype)) };
         let mut state = file.lock();
         // SAFETY: the caller's guarantees on the memory.
-        let done = unsafe {
-            read_access(
-                &mut state,
-                offset,
-                buffer,
-                count,
-                memtype,
-                |viewed, start, memory, memtype, count| viewed.read(start, memory, memtype, count),
-            )?
-        };
+        let done =
+            unsafe { read_access(&mut state, offset, buffer, count, memtype, ViewedFile::read)? };
         // SAFETY: the caller guarantees `report` is null or valid for one write.
         unsafe { put_optional(report, TesseraIoReport::from(done)) };
         Ok(())

@@ -79,9 +79,8 @@ impl ClientError {
             Self::InvalidArgument(_) => Some(ErrorCode::InvalidArgument),
             Self::BadMode { .. } => Some(ErrorCode::PermissionDenied),
             Self::Net(NetError::Remote { error, .. }) => Some(error.code),
-            Self::Net(_) => Some(ErrorCode::Unavailable),
+            Self::Net(_) | Self::Collective(_) => Some(ErrorCode::Unavailable),
             Self::LeaseExpired { .. } => Some(ErrorCode::Busy),
-            Self::Collective(_) => Some(ErrorCode::Unavailable),
             Self::Config { .. } => None,
         }
     }

@@ -19,10 +19,11 @@ use std::fmt::Write as _;
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use tessera_client::collective::SOCKET_WAIT_DEFAULT;
 use tessera_client::{
     Client, ClientOptions, ClusterConfig, CollectiveMethod, CollectiveOptions, Communicator,
     CreateOptions, Datatype, ErrorCode, IoReport, OpenMode, SocketCommunicator, ViewedFile,
@@ -143,9 +144,8 @@ fn data(rank: usize, ints: u64, salt: u32) -> Vec<u8> {
 pub fn run_worker(args: &WorkerArgs) -> Result<(), String> {
     let plan: Plan = serde_json::from_str(&args.plan).map_err(|err| format!("plan: {err}"))?;
     let rank = args.rank;
-    let group =
-        SocketCommunicator::join(&plan.meeting, rank, plan.processes, Duration::from_secs(60))
-            .map_err(|err| err.to_string())?;
+    let group = SocketCommunicator::join(&plan.meeting, rank, plan.processes, SOCKET_WAIT_DEFAULT)
+        .map_err(|err| err.to_string())?;
     let config = ClusterConfig::load(&plan.cluster).map_err(|err| err.to_string())?;
     let client = Client::new(&config, &ClientOptions::default());
     let file = client

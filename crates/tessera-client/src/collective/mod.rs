@@ -19,8 +19,12 @@
 //!   them by file offset and makes large sorted accesses. The data crosses the network once.
 //! - `independent`: each process makes its access alone, then a barrier.
 //!
-//! Every method ends with an exchange of outcomes, so that every process returns an error if
-//! any failed (an error names the rank it came from). Where processes' collective writes
+//! Every method agrees before any data moves, so an error one process meets in its arguments
+//! fails them all (the error names the rank it came from). `two_phase` and `independent` also
+//! end with an exchange of outcomes, so that every process returns an error if any failed: in
+//! two-phase a process's data is written by another. `server_directed` needs no such step:
+//! each server answers every participant of a collective with the collective's outcome, and a
+//! participant that never arrives fails the others' requests at the server. Where processes' collective writes
 //! overlap (MPI leaves the result undefined) the process of higher rank wins, in both
 //! collective methods, as long as each process's share of a server fits one request round.
 
@@ -156,8 +160,9 @@ impl ViewedFile {
             CollectiveMethod::TwoPhase => {
                 two_phase::write(self, communicator, options, &access, memory)
             }
+            // The servers answer every participant with the collective's outcome.
             CollectiveMethod::ServerDirected => {
-                server_directed::write(self, communicator, options, &access, memory)
+                return server_directed::write(self, communicator, options, &access, memory)
             }
         };
         settle(communicator, result)
@@ -186,7 +191,7 @@ impl ViewedFile {
                 two_phase::read(self, communicator, options, &access, memory)
             }
             CollectiveMethod::ServerDirected => {
-                server_directed::read(self, communicator, options, &access, memory)
+                return server_directed::read(self, communicator, options, &access, memory)
             }
         };
         settle(communicator, result)

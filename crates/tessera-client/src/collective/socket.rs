@@ -23,7 +23,7 @@ use crate::error::ClientError;
 pub const SOCKET_MESSAGE_BYTES_MAX: u64 = 1 << 30;
 
 /// How long a process waits for another (to join, or to send) by default.
-pub const SOCKET_WAIT_DEFAULT: Duration = Duration::from_secs(60);
+pub const SOCKET_WAIT_DEFAULT: Duration = Duration::from_mins(1);
 
 /// Most processes in one group.
 pub const SOCKET_GROUP_SIZE_MAX: usize = 1024;
@@ -313,6 +313,7 @@ impl Communicator for SocketCommunicator {
 }
 
 #[cfg(test)]
+#[allow(clippy::cast_possible_truncation)] // ranks and targets are below 4
 mod tests {
     use super::*;
 

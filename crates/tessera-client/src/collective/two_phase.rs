@@ -339,13 +339,11 @@ pub(crate) fn write(
             }
         }
     }
-    match failure {
-        Some(error) => Err(error),
-        None => {
-            report.bytes = flat.total;
-            Ok(report)
-        }
+    if let Some(error) = failure {
+        return Err(error);
     }
+    report.bytes = flat.total;
+    Ok(report)
 }
 
 pub(crate) fn read(
