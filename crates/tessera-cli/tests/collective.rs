@@ -409,3 +409,57 @@ fn a_collective_over_the_byte_limit_is_refused_naming_it() {
         assert!(error.contains("collective_bytes_max"), "{error}");
     }
 }
+
+/// `tessera bench ecio --quick --json` against a 1-server cluster: every byte verified, one
+/// row per (direction, processes, count, method), and the server-directed writes reach the
+/// server as one request per process and are stored as one merged run per collective.
+#[test]
+fn ecio_bench_verifies_and_merges_each_collective_into_one_run() {
+    let cluster = Cluster::start(1);
+    let output = std::process::Command::new(common::TESSERA)
+        .env("TESSERA_BENCH_ECIO_SMOKE", "1")
+        .args([
+            "bench",
+            "ecio",
+            "--quick",
+            "--json",
+            "--cluster",
+            cluster.file().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("one JSON object on stdout");
+    assert_eq!(report["bench"], "ecio");
+    assert_eq!(report["verified"], true);
+    let rows = report["rows"].as_array().unwrap();
+    // 2 directions x 2 process counts x 2 counts (the smoke run's) x 2 methods.
+    assert_eq!(rows.len(), 2 * 2 * 2 * 2);
+    for processes in [2u64, 4] {
+        for count in [4000u64, 64_000] {
+            let case = format!("write m={processes} count={count}");
+            let row = |method: &str| {
+                rows.iter()
+                    .find(|row| row["case"] == case && row["method"] == method)
+                    .unwrap_or_else(|| panic!("no row {case} {method}"))
+            };
+            let server = row("server_directed");
+            assert_eq!(server["requests"], processes, "{case}");
+            assert_eq!(
+                server["pieces"], 1,
+                "{case}: one storage call per collective"
+            );
+            assert_eq!(server["bytes"], count * 4);
+            let two_phase = row("two_phase");
+            // Every process is an aggregator and writes its domain as one run.
+            assert_eq!(two_phase["requests"], processes, "{case}");
+            assert_eq!(two_phase["pieces"], processes, "{case}");
+            assert!(server["mib_s"].as_f64().unwrap() > 0.0);
+        }
+    }
+}

@@ -63,6 +63,10 @@ const PAPER_IMPROVEMENT: [(&str, usize, [f64; 9]); 4] = [
     ("read", 4, [6.6, 7.2, 10.8, 12.4, 11.9, 9.2, 8.7, 7.5, 8.2]),
 ];
 
+/// Set (to anything) by the integration tests: the counts 4k and 64k only, one repetition of
+/// one call per measurement — the checks and figures of every row, not the timings.
+pub const SMOKE_ENV: &str = "TESSERA_BENCH_ECIO_SMOKE";
+
 /// Arguments of the hidden `tessera ecio-worker` command.
 #[derive(Debug, clap::Args)]
 pub struct WorkerArgs {
@@ -77,6 +81,8 @@ pub struct WorkerArgs {
 /// What every worker of one group runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Plan {
+    /// Calls per measurement (0: by the count, [`iterations`]).
+    iterations: u32,
     cluster: PathBuf,
     path: String,
     /// Where the workers' sockets meet.
@@ -160,7 +166,11 @@ pub fn run_worker(args: &WorkerArgs) -> Result<(), String> {
     let mut salt = 0u32;
     for &count in &plan.counts {
         let ints = count / plan.processes as u64;
-        let iterations = iterations(count);
+        let iterations = if plan.iterations > 0 {
+            plan.iterations
+        } else {
+            iterations(count)
+        };
         let mut last_salt = 0;
         for write in [true, false] {
             let mut samples = vec![Vec::new(); METHODS.len()];
@@ -307,12 +317,21 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         Err(err) if err.code() == Some(ErrorCode::Exists) => {}
         Err(err) => return Err(format!("mkdir /bench: {err}")),
     }
-    let counts: Vec<u64> = if common.quick {
+    let smoke = std::env::var_os(SMOKE_ENV).is_some();
+    let counts: Vec<u64> = if smoke {
+        vec![COUNTS[0], COUNTS[QUICK_COUNTS - 1]]
+    } else if common.quick {
         COUNTS[..QUICK_COUNTS].to_vec()
     } else {
         COUNTS.to_vec()
     };
-    let repetitions = if common.quick { 5 } else { 3 };
+    let repetitions = if smoke {
+        1
+    } else if common.quick {
+        5
+    } else {
+        3
+    };
     let meeting = std::env::temp_dir().join(format!("tessera-ecio-{}", std::process::id()));
     std::fs::create_dir_all(&meeting)
         .map_err(|err| format!("cannot create {}: {err}", meeting.display()))?;
@@ -330,6 +349,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             )
             .map_err(|err| format!("create {path}: {err}"))?;
         let plan = Plan {
+            iterations: u32::from(smoke),
             cluster: cluster.file.clone(),
             path: path.clone(),
             meeting: meeting.clone(),
@@ -432,7 +452,11 @@ fn table(report: &Report, counts: &[u64]) -> String {
             "{:>9} {:>10} {:>12} {:>12} {:>9} {:>9} {:>10}",
             "count", "file KiB", "two_phase", "server_dir", "speedup", "improve", "paper"
         );
-        for (index, &count) in counts.iter().enumerate() {
+        for &count in counts {
+            let index = COUNTS
+                .iter()
+                .position(|&c| c == count)
+                .expect("a paper count");
             let case = format!("{op} m={processes} count={count}");
             let two_phase = seconds_of(report, &case, CollectiveMethod::TwoPhase);
             let server = seconds_of(report, &case, CollectiveMethod::ServerDirected);
