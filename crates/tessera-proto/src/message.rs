@@ -1347,6 +1347,57 @@ mod tests {
     }
 
     #[test]
+    fn collective_bodies_are_the_type_bodies_plus_a_tag() {
+        let tag = CollectiveTag {
+            id: 0x0102_0304_0506_0708,
+            round: 2,
+            rank: 3,
+            participants: 4,
+            wait_ms: 500,
+        };
+        let tag_body = round_trip(&tag);
+        // id u64 | round u32 | rank u32 | participants u32 | wait_ms u32
+        assert_eq!(tag_body.len(), 24);
+        assert_eq!(&tag_body[0..8], &0x0102_0304_0506_0708u64.to_le_bytes());
+        assert_eq!(&tag_body[20..24], &500u32.to_le_bytes());
+        let typed = WriteType {
+            handle: 9,
+            end: 64,
+            pieces: 1,
+            ..WriteType::default()
+        };
+        let collective = WriteCollective {
+            handle: 9,
+            capability: Capability::default(),
+            mode: typed.mode,
+            storage: typed.storage,
+            file: typed.file.clone(),
+            start: 0,
+            end: 64,
+            pieces: 1,
+            collective: tag.clone(),
+        };
+        let body = round_trip(&collective);
+        assert_eq!(body, [typed.to_body(), tag_body.clone()].concat());
+        let read = ReadCollective {
+            handle: 9,
+            capability: Capability::default(),
+            mode: TransferMode::Gather,
+            storage: StoragePlan::Auto,
+            file: FileType::default(),
+            start: 0,
+            end: 64,
+            collective: tag,
+        };
+        let read_type = ReadType {
+            handle: 9,
+            end: 64,
+            ..ReadType::default()
+        };
+        assert_eq!(round_trip(&read), [read_type.to_body(), tag_body].concat());
+    }
+
+    #[test]
     fn attr_and_readdir_round_trip() {
         let attr = Attr {
             handle: 7,
