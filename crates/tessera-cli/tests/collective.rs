@@ -12,7 +12,7 @@ use common::Cluster;
 use tessera_client::collective::COLLECTIVE_WAIT_MS_DEFAULT;
 use tessera_client::{
     Client, ClientError, CollectiveMethod, CollectiveOptions, Communicator, CreateOptions,
-    Datatype, OpenMode, ThreadCommunicator, ViewedFile,
+    Datatype, OpenMode, ThreadCommunicator, TransferMode, ViewedFile,
 };
 
 const INT: u64 = 4;
@@ -38,7 +38,13 @@ fn values(rank: u64, count: u64, salt: u32) -> Vec<u8> {
 }
 
 struct Case {
+    /// Processes that take part (the pattern has room for `slots` of them).
     processes: u64,
+    /// Processes the interleaved pattern is laid out for (at least `processes`; more leave
+    /// holes in the file).
+    slots: u64,
+    /// Reach the servers by TCP in this transfer mode instead of the default transport.
+    tcp_mode: Option<TransferMode>,
     block: u64,
     count: u64,
     displacement: u64,
@@ -71,16 +77,23 @@ fn run(cluster: &Cluster, path: &str, case: &Case, salt: u32) {
                 let (int, strided) = (&int, &strided);
                 scope.spawn(move || -> Result<(), String> {
                     let rank = member.rank() as u64;
-                    let client = cluster.client();
+                    let client = if case.tcp_mode.is_some() {
+                        cluster.tcp_client()
+                    } else {
+                        cluster.client()
+                    };
                     let mut viewed = ViewedFile::new(
                         client
                             .open(path, OpenMode::ReadWrite)
                             .map_err(|e| e.to_string())?,
                     );
+                    if let Some(mode) = case.tcp_mode {
+                        viewed.file_mut().set_transfer_mode(mode);
+                    }
                     viewed
                         .set_view(
                             case.displacement,
-                            &interleaved(rank, case.processes, case.block),
+                            &interleaved(rank, case.slots, case.block),
                         )
                         .map_err(|e| e.to_string())?;
                     let data = values(rank, case.count, salt);
@@ -123,17 +136,19 @@ fn run(cluster: &Cluster, path: &str, case: &Case, salt: u32) {
     for result in results {
         result.unwrap();
     }
-    // The model: displacement bytes of zeros, then the interleaved blocks.
-    let total_ints = case.count * case.processes;
+    // The model: displacement bytes of zeros, then the interleaved blocks (empty slots zero).
+    let total_ints = case.count.div_ceil(case.block) * case.block * case.slots;
     let mut model = vec![0u8; usize::try_from(case.displacement + total_ints * INT).unwrap()];
+    let mut end_written = 0u64;
     for rank in 0..case.processes {
         let data = values(rank, case.count, salt);
         for k in 0..case.count {
             let (instance, within) = (k / case.block, k % case.block);
-            let int_index = instance * case.block * case.processes + rank * case.block + within;
+            let int_index = instance * case.block * case.slots + rank * case.block + within;
             let at = usize::try_from(case.displacement + int_index * INT).unwrap();
             let from = usize::try_from(k * INT).unwrap();
             model[at..at + 4].copy_from_slice(&data[from..from + 4]);
+            end_written = end_written.max(at as u64 + 4);
         }
     }
     let mut file_bytes = vec![0u8; model.len()];
@@ -147,11 +162,8 @@ fn run(cluster: &Cluster, path: &str, case: &Case, salt: u32) {
         first, None,
         "{path}: the file differs from the model at byte {first:?}"
     );
-    assert_eq!(
-        setup.stat(path).unwrap().size,
-        model.len() as u64,
-        "{path}: size"
-    );
+    // The file ends with the last int written (trailing empty slots are not in it).
+    assert_eq!(setup.stat(path).unwrap().size, end_written, "{path}: size");
 }
 
 fn options(method: CollectiveMethod) -> CollectiveOptions {
@@ -170,6 +182,8 @@ fn interleaved_ints_land_where_the_model_says_for_every_method() {
             for (block, displacement, strided_memory) in [(1, 0, false), (3, 100, true)] {
                 let case = Case {
                     processes,
+                    slots: processes,
+                    tcp_mode: None,
                     block,
                     count: 3000,
                     displacement,
@@ -180,6 +194,35 @@ fn interleaved_ints_land_where_the_model_says_for_every_method() {
                 run(&cluster, &path, &case, salt);
                 salt += 1;
             }
+        }
+    }
+}
+
+#[test]
+fn framed_transfers_and_files_with_holes_for_both_methods() {
+    let cluster = Cluster::start(2);
+    let mut salt = 100;
+    for method in [CollectiveMethod::TwoPhase, CollectiveMethod::ServerDirected] {
+        for (mode, slots) in [
+            (TransferMode::Gather, 3u64),
+            (TransferMode::Pack, 2),
+            (TransferMode::Multiple, 5),
+            // Sparse enough that the servers sort the pieces instead of using a bitmap.
+            (TransferMode::Gather, 20),
+        ] {
+            let case = Case {
+                processes: 2,
+                slots,
+                tcp_mode: Some(mode),
+                block: 2,
+                count: 2000,
+                displacement: 40,
+                options: options(method),
+                strided_memory: mode == TransferMode::Pack,
+            };
+            let path = format!("/framed-{}-{}-{slots}", method.name(), mode.name());
+            run(&cluster, &path, &case, salt);
+            salt += 1;
         }
     }
 }
@@ -198,6 +241,8 @@ fn two_phase_rounds_and_aggregators_follow_the_hints() {
     {
         let case = Case {
             processes: 4,
+            slots: 4,
+            tcp_mode: None,
             block: 5,
             count: 4000,
             displacement: 12,
@@ -218,6 +263,8 @@ fn server_directed_requests_split_into_rounds_stay_correct() {
     let cluster = Cluster::start(2);
     let case = Case {
         processes: 3,
+        slots: 3,
+        tcp_mode: None,
         block: 2,
         count: 30_000,
         displacement: 8,
