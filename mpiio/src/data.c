@@ -163,10 +163,20 @@ static int tsr_ordered_offset(struct tsr_file *f, MPI_Offset etypes, MPI_Offset 
 
 /* The file's communicator as the C API's callbacks (MPI counts are int: the C API refuses
  * larger messages before calling; these check again). */
+/* An empty buffer from Rust is a dangling pointer, (void *)1 for bytes: Open MPI's
+ * MPI_IN_PLACE. Nothing moves through an empty buffer, so it is replaced by an address of
+ * our own, distinct for sending and receiving (a send buffer that is the receive buffer is
+ * refused too). */
+static char tsr_empty_send, tsr_empty_recv;
+
 static int tsr_comm_allgather(void *ctx, const void *send, uint64_t bytes, void *recv) {
     struct tsr_file *f = ctx;
     if (bytes > INT_MAX)
         return 1;
+    if (bytes == 0) {
+        send = &tsr_empty_send;
+        recv = &tsr_empty_recv;
+    }
     return PMPI_Allgather((void *)send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
                           f->comm) == MPI_SUCCESS ? 0 : 1;
 }
@@ -180,6 +190,7 @@ static int tsr_comm_alltoallv(void *ctx, const void *send, const uint64_t *send_
     if (ints == NULL)
         return 2;
     const uint64_t *given[4] = {send_counts, send_displs, recv_counts, recv_displs};
+    uint64_t sent = 0, received = 0;
     for (int k = 0; k < 4; k++)
         for (int r = 0; r < n; r++) {
             if (given[k][r] > INT_MAX) {
@@ -188,6 +199,14 @@ static int tsr_comm_alltoallv(void *ctx, const void *send, const uint64_t *send_
             }
             ints[k * n + r] = (int)given[k][r];
         }
+    for (int r = 0; r < n; r++) {
+        sent += send_counts[r];
+        received += recv_counts[r];
+    }
+    if (sent == 0)
+        send = &tsr_empty_send;
+    if (received == 0)
+        recv = &tsr_empty_recv;
     int rc = PMPI_Alltoallv((void *)send, ints, ints + n, MPI_BYTE, recv, ints + 2 * n,
                             ints + 3 * n, MPI_BYTE, f->comm);
     free(ints);
