@@ -9,7 +9,7 @@
 //! stream order and without copying, into the slices each request sends from or receives into.
 
 use tessera_proto::limits::{MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX, REQUEST_SEGMENTS_MAX};
-use tessera_proto::{Layout, Piece};
+use tessera_proto::{Layout, Piece, SegmentCursor};
 
 /// A datatype or view request may span at most this many layout segments of all servers:
 /// half the server's limit, so the boundary runs the two sides cut differently never matter.
@@ -27,6 +27,9 @@ pub struct RequestPlan {
     /// The stream range `[start, end)` of the access this request serves: the server's share
     /// of exactly this range is `pieces` (used by datatype and view requests).
     pub stream: (u64, u64),
+    /// Local pieces the server will find in its share: `pieces.len()`, except in a plan made
+    /// by [`Plan::counted_from_runs`], whose `pieces` is a placeholder.
+    pub local_pieces: usize,
     /// Index of the layout segment (over all servers) where the request began.
     first_segment: u64,
     /// For each piece, the number of this request's stream chunks up to its end.
@@ -118,8 +121,9 @@ impl Plan {
         let mut open: Vec<Option<usize>> = vec![None; layout.servers().len()];
         let mut stream = stream_start;
         let mut segment_index = 0u64;
+        let mut cursor = SegmentCursor::new(layout);
         for run in runs.into_iter().filter(|run| run.length > 0) {
-            layout.for_each_segment(run.offset, run.length, |segment| {
+            cursor.for_each_segment(run.offset, run.length, |segment| {
                 segment_index += 1;
                 let mut local_offset = segment.local_offset;
                 let mut remaining = segment.length;
@@ -138,6 +142,7 @@ impl Plan {
                                 pieces: Vec::new(),
                                 bytes: 0,
                                 stream: (stream, stream),
+                                local_pieces: 0,
                                 first_segment: segment_index,
                                 piece_chunk_ends: Vec::new(),
                                 chunk_count: 0,
@@ -160,6 +165,7 @@ impl Plan {
                         _ => {
                             request.pieces.push(Piece::new(local_offset, length));
                             request.piece_chunk_ends.push(request.chunk_count);
+                            request.local_pieces += 1;
                         }
                     }
                     request.bytes += length;
@@ -171,6 +177,85 @@ impl Plan {
                     remaining -= length;
                 }
             });
+        }
+        plan
+    }
+
+    /// As [`Plan::from_runs_capped`] for datatype-described requests whose pieces the server
+    /// computes itself: the requests, their stream ranges, bytes and piece counts
+    /// (`local_pieces`) are the same, but no piece list is kept — each request's `pieces` is
+    /// one placeholder piece of its length — and consecutive stream chunks of one request are
+    /// recorded as one. So it costs a counter per run instead of list entries, and its memory
+    /// must be cut with [`Plan::carve_merged`] and sent in a mode other than the framed
+    /// `multiple` (which sends one frame per real piece).
+    pub fn counted_from_runs(
+        layout: &Layout,
+        stream_start: u64,
+        runs: impl IntoIterator<Item = Piece>,
+        bulk_max: u64,
+    ) -> Self {
+        let bulk_max = bulk_max.clamp(1, u64::from(MESSAGE_BULK_BYTES_MAX));
+        let mut plan = Self::default();
+        let mut open: Vec<Option<usize>> = vec![None; layout.servers().len()];
+        // The local end of each request's last piece.
+        let mut local_ends: Vec<u64> = Vec::new();
+        let mut stream = stream_start;
+        let mut segment_index = 0u64;
+        let mut cursor = SegmentCursor::new(layout);
+        for run in runs.into_iter().filter(|run| run.length > 0) {
+            cursor.for_each_segment(run.offset, run.length, |segment| {
+                segment_index += 1;
+                let mut local_offset = segment.local_offset;
+                let mut remaining = segment.length;
+                while remaining > 0 {
+                    let position = segment.server_position;
+                    let index = match open[position] {
+                        Some(index)
+                            if plan.requests[index].bytes < bulk_max
+                                && plan.requests[index].local_pieces
+                                    < REQUEST_PIECES_MAX as usize
+                                && segment_index - plan.requests[index].first_segment
+                                    < PLAN_SEGMENTS_MAX =>
+                        {
+                            index
+                        }
+                        _ => {
+                            plan.requests.push(RequestPlan {
+                                server_position: position,
+                                pieces: Vec::new(),
+                                bytes: 0,
+                                stream: (stream, stream),
+                                local_pieces: 0,
+                                first_segment: segment_index,
+                                piece_chunk_ends: Vec::new(),
+                                chunk_count: 0,
+                            });
+                            local_ends.push(u64::MAX);
+                            open[position] = Some(plan.requests.len() - 1);
+                            plan.requests.len() - 1
+                        }
+                    };
+                    let request = &mut plan.requests[index];
+                    let length = remaining.min(bulk_max - request.bytes);
+                    if local_ends[index] != local_offset {
+                        request.local_pieces += 1;
+                    }
+                    local_ends[index] = local_offset + length;
+                    request.bytes += length;
+                    stream += length;
+                    request.stream.1 = stream;
+                    match plan.chunks.last_mut() {
+                        Some((last, bytes)) if *last == index => *bytes += length,
+                        _ => plan.chunks.push((index, length)),
+                    }
+                    plan.total_bytes += length;
+                    local_offset += length;
+                    remaining -= length;
+                }
+            });
+        }
+        for request in &mut plan.requests {
+            request.pieces = vec![Piece::new(0, request.bytes)];
         }
         plan
     }
@@ -314,6 +399,35 @@ impl Plan {
 mod tests {
     use super::*;
     use tessera_proto::StripeLayout;
+
+    #[test]
+    fn a_counted_plan_has_the_full_plans_requests_without_their_lists() {
+        let layout: Layout = StripeLayout::new(64, vec![0, 1, 2]).unwrap().into();
+        // Runs of 5 bytes every 7, some across unit boundaries; small requests.
+        let runs: Vec<Piece> = (0..500).map(|k| Piece::new(k * 7, 5)).collect();
+        for bulk_max in [16, 100, 1 << 20] {
+            let full = Plan::from_runs_capped(&layout, 3, runs.iter().copied(), bulk_max);
+            let counted = Plan::counted_from_runs(&layout, 3, runs.iter().copied(), bulk_max);
+            assert_eq!(full.requests.len(), counted.requests.len());
+            assert_eq!(full.total_bytes, counted.total_bytes);
+            for (full, counted) in full.requests.iter().zip(&counted.requests) {
+                assert_eq!(full.server_position, counted.server_position);
+                assert_eq!(full.stream, counted.stream);
+                assert_eq!(full.bytes, counted.bytes);
+                assert_eq!(full.local_pieces, full.pieces.len());
+                assert_eq!(counted.local_pieces, full.pieces.len());
+                assert_eq!(counted.pieces, vec![Piece::new(0, full.bytes)]);
+            }
+            let memory: Vec<u8> = (0..2500).map(|k| (k % 251) as u8).collect();
+            for (a, b) in full
+                .carve_merged([&memory[..]])
+                .iter()
+                .zip(&counted.carve_merged([&memory[..]]))
+            {
+                assert_eq!(a.slices.concat(), b.slices.concat());
+            }
+        }
+    }
 
     #[test]
     fn merged_carving_gives_one_slice_per_contiguous_request() {

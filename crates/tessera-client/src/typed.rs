@@ -183,7 +183,7 @@ pub(crate) fn check_encodable(what: &str, datatype: &Datatype) -> Result<(), Cli
 }
 
 pub(crate) fn piece_count(request: &RequestPlan) -> u32 {
-    u32::try_from(request.pieces.len()).expect("bounded by request_pieces_max")
+    u32::try_from(request.local_pieces).expect("bounded by request_pieces_max")
 }
 
 impl File {
@@ -203,7 +203,7 @@ impl File {
 
     /// Whether the file's transfer policy may send a request in the framed `multiple` mode,
     /// which needs its memory cut at every piece boundary.
-    fn may_send_multiple(&self) -> bool {
+    pub(crate) fn may_send_multiple(&self) -> bool {
         [false, true].into_iter().any(|one_sided| {
             Transfer::choose(self.transfer_policy(), one_sided, 0, 1)
                 == Transfer::Framed(TransferMode::Multiple)

@@ -92,9 +92,10 @@ pub fn server_share(file: &FileType, start: u64, end: u64) -> Result<Share, Remo
         .map_err(|err| RemoteError::new(ErrorCode::InvalidArgument, err.to_string()))?;
     let mut segments = 0u64;
     let mut failure = None;
+    let mut cursor = crate::layout::SegmentCursor::new(&file.layout);
     for run in runs {
         let offset = u64::try_from(run.offset).expect("checked by check_file_range");
-        file.layout.for_each_segment(offset, run.length, |segment| {
+        cursor.for_each_segment(offset, run.length, |segment| {
             segments += 1;
             if segment.server_position != position || failure.is_some() {
                 return;

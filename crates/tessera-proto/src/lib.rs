@@ -18,7 +18,7 @@ pub mod pattern;
 pub use codec::{Decoder, Encoder, Wire};
 pub use error::{ErrorCode, RemoteError, WireError};
 pub use header::Header;
-pub use layout::{Layout, Segment, StripeLayout};
+pub use layout::{Layout, Segment, SegmentCursor, StripeLayout};
 pub use message::*;
 pub use pattern::PatternLayout;
 pub use tessera_dtype::{self as dtype, Datatype};

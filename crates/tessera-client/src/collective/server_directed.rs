@@ -63,12 +63,14 @@ fn plan(
     let cap = options
         .request_bytes_max
         .unwrap_or(COLLECTIVE_BYTES_MAX / (2 * processes as u64));
-    Ok(Plan::from_runs_capped(
-        viewed.file().layout(),
-        access.offset,
-        viewed.pieces(access.offset, end)?,
-        cap,
-    ))
+    let (layout, runs) = (viewed.file().layout(), viewed.pieces(access.offset, end)?);
+    // The servers find the pieces themselves; the client needs their count, not their list,
+    // unless each piece travels in a frame of its own.
+    Ok(if viewed.file().may_send_multiple() {
+        Plan::from_runs_capped(layout, access.offset, runs, cap)
+    } else {
+        Plan::counted_from_runs(layout, access.offset, runs, cap)
+    })
 }
 
 /// What the group agreed: the id, and the participants of each (server position, round).
