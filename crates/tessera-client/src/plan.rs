@@ -418,7 +418,9 @@ mod tests {
                 assert_eq!(counted.local_pieces, full.pieces.len());
                 assert_eq!(counted.pieces, vec![Piece::new(0, full.bytes)]);
             }
-            let memory: Vec<u8> = (0..2500).map(|k| (k % 251) as u8).collect();
+            let memory: Vec<u8> = (0..2500u32)
+                .map(|k| u8::try_from(k % 251).unwrap())
+                .collect();
             for (a, b) in full
                 .carve_merged([&memory[..]])
                 .iter()
