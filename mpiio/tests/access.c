@@ -152,18 +152,24 @@ static void one_case(int pattern, const char *method, const char *coll) {
     MPI_Info_set(info, "tessera_method", (char *)method);
     if (collective)
         MPI_Info_set(info, "tessera_coll", (char *)coll);
+    /* The reference file gets only the hints above: with cb_buffer_size=4096 Open MPI's own
+     * MPI-IO now and then read the nested pattern back wrong, which is not under test. */
+    MPI_Info oracle_info;
+    MPI_Info_dup(info, &oracle_info);
     if (collective && strcmp(coll, "two_phase") == 0 && pattern % 2 == 1) {
         /* Small rounds over two aggregators. */
         MPI_Info_set(info, "cb_buffer_size", "4096");
         MPI_Info_set(info, "cb_nodes", "2");
     }
+    MPI_Info infos[2] = {info, oracle_info};
     const char *names[2] = {tessera, oracle};
     long long mine[FIRST + SECOND], all[4 * (FIRST + SECOND)];
     for (int target = 0; target < 2; target++) {
         MPI_File fh;
         CHECK_MPI(MPI_File_open(MPI_COMM_WORLD, names[target], MPI_MODE_CREATE | MPI_MODE_RDWR,
-                                info, &fh));
-        CHECK_MPI(MPI_File_set_view(fh, displacement, MPI_INT, filetype, "native", info));
+                                infos[target], &fh));
+        CHECK_MPI(MPI_File_set_view(fh, displacement, MPI_INT, filetype, "native",
+                                    infos[target]));
         MPI_Status status;
         int count = -1;
         if (collective) {
@@ -206,6 +212,7 @@ static void one_case(int pattern, const char *method, const char *coll) {
                MPI_COMM_WORLD);
     check_same_files(tessera, oracle, all, 4 * (FIRST + SECOND));
     MPI_Info_free(&info);
+    MPI_Info_free(&oracle_info);
     MPI_Type_free(&filetype);
     MPI_Type_free(&first_memory);
     MPI_Type_free(&second_memory);
