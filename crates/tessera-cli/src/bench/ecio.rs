@@ -506,15 +506,20 @@ fn write_outputs(common: &CommonArgs, report: &Report, counts: &[u64]) -> Result
                         (count as f64, mib_s(count * INT, seconds))
                     })
                     .collect();
+                // Short names: the legend cuts at 13 characters.
+                let short = match method {
+                    CollectiveMethod::TwoPhase => "two-phase",
+                    _ => "server-dir",
+                };
                 series.push(Series {
-                    name: format!("{op} m={processes} {}", method.name()),
+                    name: format!("{}{processes} {short}", &op[..1]),
                     points,
                 });
             }
         }
     }
     let plot = Plot {
-        title: "ecio: 1 server, interleaved ints: two_phase vs server_directed".to_owned(),
+        title: "ecio: 1 server, interleaved ints (w/r = write/read, 2/4 clients)".to_owned(),
         x_label: "count (ints in the file)".to_owned(),
         y_label: "MiB/s".to_owned(),
         log2_x: true,
