@@ -698,6 +698,53 @@ mod tests {
     }
 
     #[test]
+    fn open_collectives_are_bounded() {
+        let table = Collectives::default();
+        let mut waiting = Vec::new();
+        for id in 0..IOD_COLLECTIVES_OPEN_MAX as u64 {
+            let Joined::Wait(receiver) = table
+                .join(
+                    &CollectiveTag { id, ..tag(2) },
+                    1,
+                    true,
+                    StoragePlan::Auto,
+                    arrival(0, vec![], 0),
+                )
+                .unwrap()
+            else {
+                panic!("waits")
+            };
+            waiting.push(receiver);
+        }
+        let error = table
+            .join(
+                &CollectiveTag { id: 1000, ..tag(2) },
+                1,
+                true,
+                StoragePlan::Auto,
+                arrival(0, vec![], 0),
+            )
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::LimitExceeded);
+        assert!(
+            error.message.contains("iod_collectives_open_max"),
+            "{error}"
+        );
+        // A participant of an open collective still gets in.
+        assert!(matches!(
+            table.join(
+                &CollectiveTag { id: 0, ..tag(2) },
+                1,
+                true,
+                StoragePlan::Auto,
+                arrival(1, vec![], 0)
+            ),
+            Ok(Joined::Last(_))
+        ));
+        assert_eq!(table.open_count(), IOD_COLLECTIVES_OPEN_MAX - 1);
+    }
+
+    #[test]
     fn bytes_over_the_limit_fail_the_collective_naming_it() {
         let table = Collectives::default();
         let half = COLLECTIVE_BYTES_MAX / 2 + 1;
