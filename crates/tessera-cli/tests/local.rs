@@ -109,13 +109,97 @@ fn large_requests_are_pipelined_and_whole() {
         .unwrap();
     assert_eq!(report.one_sided, report.requests);
     assert_eq!(file.stat().unwrap().size, 12 << 20);
-    let mut back = vec![0u8; 12 << 20];
-    let mut slices: Vec<IoSliceMut<'_>> = back.chunks_mut(48 << 10).map(IoSliceMut::new).collect();
-    let report = file
-        .read_list(&mut slices, &[Piece::new(0, 12 << 20)])
+    // Read back through buffers (a forced plan: storage calls pipelined with pushes) and
+    // from the mapping (the server's own plan).
+    for plan in [StoragePlan::PerPiece, StoragePlan::Auto] {
+        file.set_storage_plan(plan);
+        let before = stats_of(&client);
+        let mut back = vec![0u8; 12 << 20];
+        let mut slices: Vec<IoSliceMut<'_>> =
+            back.chunks_mut(48 << 10).map(IoSliceMut::new).collect();
+        let report = file
+            .read_list(&mut slices, &[Piece::new(0, 12 << 20)])
+            .unwrap();
+        assert_eq!(report.one_sided, report.requests);
+        assert!(back == data, "read-back differs ({plan:?})");
+        let after = stats_of(&client);
+        let mapped = after.0 - before.0;
+        let calls = after.1 - before.1;
+        if plan == StoragePlan::Auto {
+            assert_eq!((mapped, calls), (report.requests, 0), "{plan:?}");
+        } else {
+            assert_eq!(mapped, 0, "{plan:?}");
+            // At least one storage call per 1 MiB unit.
+            assert!(calls >= 12, "{plan:?}: {calls} calls");
+        }
+    }
+}
+
+/// (mapped reads, storage calls of reads) summed over every server.
+fn stats_of(client: &Client) -> (u64, u64) {
+    (0..client.server_count())
+        .map(|index| client.server_stats(index).unwrap().reads)
+        .fold((0, 0), |(mapped, calls), reads| {
+            (mapped + reads.mapped, calls + reads.calls)
+        })
+}
+
+/// A read left to the server is pushed from a mapping of the object: unsorted and
+/// overlapping pieces come back in request order, bytes past the end of the object are
+/// zeros, pieces far apart are served by one request, and no storage call is made.
+#[test]
+fn reads_are_pushed_from_a_mapping_of_the_object() {
+    let cluster = Cluster::start(1);
+    let client = cluster.client();
+    let mut file = client.create("/mapped", &CreateOptions::default()).unwrap();
+    file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
+    let data = bytes(5, 300_000);
+    file.write_list(&[IoSlice::new(&data)], &[Piece::new(0, 300_000)])
         .unwrap();
-    assert_eq!(report.one_sided, report.requests);
-    assert!(back == data, "read-back differs");
+    let pieces = [
+        Piece::new(250_000, 70_000), // runs 20 000 bytes past the end
+        Piece::new(10, 5000),
+        Piece::new(4000, 3000), // overlaps the one before
+        Piece::new(299_999, 1),
+        Piece::new(1_000_000, 100), // wholly past the end
+    ];
+    let mut expected = Vec::new();
+    for piece in &pieces {
+        for offset in piece.offset..piece.offset + piece.length {
+            let offset = usize::try_from(offset).unwrap();
+            expected.push(data.get(offset).copied().unwrap_or(0));
+        }
+    }
+    let before = stats_of(&client);
+    let mut back = vec![0xEEu8; (expected.len() / 900 + 1) * 1000];
+    // Slices of 900 bytes with 100-byte gaps, the last one cut to what the pieces want.
+    let wanted: usize = expected.len();
+    let mut used: Vec<IoSliceMut<'_>> = Vec::new();
+    let mut taken = 0;
+    for chunk in back.chunks_mut(1000) {
+        if taken >= wanted {
+            break;
+        }
+        let length = (wanted - taken).min(900);
+        taken += length;
+        used.push(IoSliceMut::new(&mut chunk[..length]));
+    }
+    let report = file.read_list(&mut used, &pieces).unwrap();
+    assert_eq!(report.requests, 1);
+    assert_eq!(report.one_sided, 1);
+    assert_eq!(report.bytes, wanted as u64);
+    let mut got = Vec::new();
+    for chunk in back.chunks(1000) {
+        got.extend_from_slice(&chunk[..900.min(wanted - got.len()).min(chunk.len())]);
+        if got.len() == wanted {
+            break;
+        }
+    }
+    assert!(got == expected, "mapped read differs from the model");
+    // The gaps of the client's memory stayed untouched.
+    assert!(back[900..1000].iter().all(|&byte| byte == 0xEE));
+    let after = stats_of(&client);
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 0));
 }
 
 /// Datatype and view calls take the same one-sided path.

@@ -2,6 +2,12 @@
 //! the data of a read pushed into it by this server (`process_vm_readv`/`process_vm_writev`,
 //! the `local` backend), with no data in any frame.
 //!
+//! A read whose storage plan is left to the server, from a client on this host, is pushed
+//! straight from a read-only mapping of the object ([`ObjectStore::read_mapped`]): the
+//! client's memory is filled from the page cache in one copy, with no server buffer and no
+//! storage call (a page not cached is faulted in, with the kernel's readahead, as the copy
+//! reaches it). Forced plans and fabric peers go through buffers as below.
+//!
 //! A request larger than one [`PIPELINE_UNIT_BYTES`] unit is pipelined (seed 001 Fig. 2.12):
 //! the request's data stream is cut into units, and one thread moves unit `k + 1` between the
 //! client and a server buffer while the other serves unit `k` to or from storage, with two
@@ -142,6 +148,17 @@ pub fn read(
 ) -> Result<Outcome, RemoteError> {
     check(pieces, client)?;
     let per_call = client.memory.segments_per_call;
+    if client.fabric.is_none() && requested == StoragePlan::Auto {
+        // Same host: push straight from the object's pages, one copy and no buffer.
+        let pushed = store.read_mapped(handle, pieces, |slices| {
+            rma::push_vectored(client.pid, slices, &client.memory.segments, per_call)
+                .map(drop)
+                .map_err(|err| rma_error(&err))
+        })?;
+        if let Some(outcome) = pushed {
+            return Ok(outcome);
+        }
+    }
     let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
     if let [unit] = units.as_slice() {
         let mut data = vec![0u8; unit.bytes];

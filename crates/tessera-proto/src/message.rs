@@ -1184,6 +1184,9 @@ wire_struct! {
         pub batched: u64,
         /// Requests served by sieving.
         pub sieve: u64,
+        /// One-sided reads served straight from a mapping of the object (no storage call:
+        /// the client's memory is filled from the page cache in one copy).
+        pub mapped: u64,
     }
 }
 
