@@ -44,6 +44,7 @@ fn every_mechanism_moves_the_same_bytes_one_sidedly() {
         TransferPolicy::Force(Mechanism::Gather),
         TransferPolicy::Force(Mechanism::Multiple),
         TransferPolicy::Force(Mechanism::Inline),
+        TransferPolicy::Force(Mechanism::Eager),
     ];
     for (round, policy) in policies.into_iter().enumerate() {
         let source = bytes(round as u64 + 1, 256 * 128);
@@ -54,11 +55,9 @@ fn every_mechanism_moves_the_same_bytes_one_sidedly() {
         file.set_transfer_policy(policy);
         let report = file.write_list(&memory, &pieces).unwrap();
         assert_eq!(report.bytes, 25_600, "{policy:?}");
-        // 6400 bytes a server: the model sends such small requests inline.
-        let one_sided = !matches!(
-            policy,
-            TransferPolicy::Auto | TransferPolicy::Force(Mechanism::Inline)
-        );
+        // 6400 bytes a server: the model sends such small requests through the eager buffer
+        // (one-sided for the server, one copy by the client).
+        let one_sided = policy != TransferPolicy::Force(Mechanism::Inline);
         assert_eq!(
             report.one_sided,
             if one_sided { report.requests } else { 0 },
@@ -66,8 +65,11 @@ fn every_mechanism_moves_the_same_bytes_one_sidedly() {
         );
         // Only requests are sent: one-sidedly no frame carries data.
         assert_eq!(report.messages_sent, report.requests, "{policy:?}");
-        if policy == TransferPolicy::Force(Mechanism::Pack) {
-            assert_eq!(report.bytes_copied, 25_600);
+        if matches!(
+            policy,
+            TransferPolicy::Force(Mechanism::Pack | Mechanism::Eager) | TransferPolicy::Auto
+        ) {
+            assert_eq!(report.bytes_copied, 25_600, "{policy:?}");
         } else if policy == TransferPolicy::Force(Mechanism::Gather) {
             assert_eq!(report.bytes_copied, 0);
         }
@@ -292,6 +294,89 @@ fn an_unmapped_client_segment_is_named_in_the_error() {
     std::hint::black_box(&good);
     // Nothing of the failed write reached the file, and the file is still served.
     assert_eq!(file.stat().unwrap().size, 0);
+}
+
+/// Eager requests naming a descriptor that is not an eager buffer, or bytes outside the
+/// buffer, are refused by name; a forced eager request larger than the buffer packs instead.
+#[test]
+fn eager_requests_are_checked_and_large_ones_pack() {
+    use std::os::fd::AsRawFd;
+    let cluster = Cluster::start(1);
+    let client = cluster.client();
+    let mut file = client.create("/eager", &CreateOptions::default()).unwrap();
+    let config = ClusterConfig::load(&cluster.file()).unwrap();
+    let socket = config.iods[0].local.clone().expect("a local socket");
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // A 1 MiB file is no eager buffer (it is over eager_bytes_max); a real one is too small
+    // for the bytes asked.
+    let big = tempfile::tempfile().unwrap();
+    big.set_len(1 << 20).unwrap();
+    let eager = tessera_net::local::eager::EagerBuffer::new().unwrap();
+    let cases = [
+        (
+            u64::try_from(big.as_raw_fd()).unwrap(),
+            0,
+            100,
+            ErrorCode::RemoteAccessRefused,
+            "eager_bytes_max",
+        ),
+        (eager.key(), 65_000, 1000, ErrorCode::BadAddress, "outside"),
+    ];
+    for (request_id, (key, address, length, code, words)) in cases.into_iter().enumerate() {
+        let memory = RemoteMemory {
+            access: RemoteAccess::Shared,
+            endpoint: RemoteEndpoint::default(),
+            segments_per_call: 0,
+            segments: vec![RemoteSegment {
+                address,
+                length,
+                key,
+            }],
+        };
+        let write = tessera_proto::Write {
+            handle: file.handle(),
+            capability: Capability::default(),
+            mode: TransferMode::Remote,
+            storage: StoragePlan::Auto,
+            pieces: vec![Piece::new(0, length)],
+        };
+        let body = write.to_body();
+        let descriptor = memory.to_body();
+        let header = Header {
+            opcode: Opcode::Write as u8,
+            flags: 0,
+            request_id: request_id as u64 + 1,
+            body_bytes: u32::try_from(body.len()).unwrap(),
+            bulk_bytes: u32::try_from(descriptor.len()).unwrap(),
+        };
+        stream.write_all(&header.encode()).unwrap();
+        stream.write_all(&body).unwrap();
+        stream.write_all(&descriptor).unwrap();
+        let mut reply = [0u8; tessera_proto::limits::HEADER_BYTES];
+        stream.read_exact(&mut reply).unwrap();
+        let reply = Header::decode(&reply).unwrap();
+        assert!(reply.is_error(), "{reply:?}");
+        let mut body = vec![0u8; reply.body_bytes as usize];
+        stream.read_exact(&mut body).unwrap();
+        let error = RemoteError::from_body(&body).unwrap();
+        assert_eq!(error.code, code, "{}", error.message);
+        assert!(error.message.contains(words), "{}", error.message);
+    }
+    assert_eq!(file.stat().unwrap().size, 0);
+    // Forced eager, 1 MiB in 16 slices: more than the buffer holds, so it packs.
+    file.set_transfer_policy(TransferPolicy::Force(Mechanism::Eager));
+    let data = bytes(3, 1 << 20);
+    let memory: Vec<IoSlice<'_>> = data.chunks(64 << 10).map(IoSlice::new).collect();
+    let report = file.write_list(&memory, &[Piece::new(0, 1 << 20)]).unwrap();
+    assert_eq!(report.one_sided, report.requests);
+    assert_eq!(report.bytes_copied, 1 << 20);
+    let mut back = vec![0u8; 1 << 20];
+    file.read_list(&mut [IoSliceMut::new(&mut back)], &[Piece::new(0, 1 << 20)])
+        .unwrap();
+    assert!(back == data);
 }
 
 /// A cluster file naming a socket that is not there: the client uses TCP and says so.

@@ -121,7 +121,7 @@ impl Iod {
     /// closes the connection; one that cannot be served here is an error reply.
     fn remote_client(
         &self,
-        connection: &ServerConnection,
+        connection: &mut ServerConnection,
         descriptor: &[u8],
     ) -> Result<Result<remote::Client, RemoteError>, ConnectionError> {
         let memory = RemoteMemory::from_body(descriptor)
@@ -131,7 +131,28 @@ impl Iod {
                 pid: 0,
                 memory,
                 fabric: Some(link),
+                shared: None,
             }));
+        }
+        if memory.access == RemoteAccess::Shared {
+            let [segment] = memory.segments.as_slice() else {
+                return Ok(Err(RemoteError::new(
+                    ErrorCode::Protocol,
+                    format!(
+                        "an eager transfer names one segment of the eager buffer, not {}",
+                        memory.segments.len()
+                    ),
+                )));
+            };
+            return Ok(connection
+                .shared_region(segment.key)
+                .map(|region| remote::Client {
+                    pid: connection.peer_pid().unwrap_or(0),
+                    memory,
+                    fabric: None,
+                    shared: Some(region),
+                })
+                .map_err(|detail| RemoteError::new(ErrorCode::RemoteAccessRefused, detail)));
         }
         if memory.access != RemoteAccess::Process {
             return Ok(Err(RemoteError::new(
@@ -152,6 +173,7 @@ impl Iod {
             pid,
             memory,
             fabric: None,
+            shared: None,
         }))
     }
 

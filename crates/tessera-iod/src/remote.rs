@@ -15,6 +15,10 @@
 //! ([`ObjectStore::serve_units`]), so a pipelined request is as atomic as any other.
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+
+use tessera_net::local::eager::SharedRegion;
+use tessera_proto::limits::EAGER_BYTES_MAX;
 
 use tessera_net::local::rma::{self, RmaError};
 use tessera_proto::limits::PIPELINE_UNIT_BYTES;
@@ -40,6 +44,30 @@ pub struct Client {
     /// Its fabric endpoint, when the memory is reached over a fabric (`fabric.rs`) rather
     /// than directly.
     pub fabric: Option<crate::fabric::Link>,
+    /// Its eager buffer, when the data is there (`RemoteAccess::Shared`): storage is written
+    /// from it and read into it directly.
+    pub shared: Option<Arc<SharedRegion>>,
+}
+
+/// The bytes of an eager request in the client's shared buffer (its one segment).
+fn eager_range(client: &Client) -> Result<(u64, u64), RemoteError> {
+    match client.memory.segments.as_slice() {
+        [segment] => Ok((segment.address, segment.length)),
+        _ => Err(RemoteError::new(
+            ErrorCode::Protocol,
+            "an eager transfer names one segment of the eager buffer",
+        )),
+    }
+}
+
+fn outside_eager(offset: u64, length: u64) -> RemoteError {
+    RemoteError::new(
+        ErrorCode::BadAddress,
+        format!(
+            "{length} bytes at offset {offset} of the eager buffer lie outside it \
+             (eager_bytes_max = {EAGER_BYTES_MAX})"
+        ),
+    )
 }
 
 impl Client {
@@ -87,6 +115,13 @@ pub fn write(
     client: &Client,
 ) -> Result<Outcome, RemoteError> {
     check(pieces, client)?;
+    if let Some(region) = &client.shared {
+        let (offset, length) = eager_range(client)?;
+        let data = region
+            .bytes(offset, length)
+            .ok_or_else(|| outside_eager(offset, length))?;
+        return store.write(handle, pieces, data, requested);
+    }
     let per_call = client.memory.segments_per_call;
     let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
     if let [unit] = units.as_slice() {
@@ -147,6 +182,13 @@ pub fn read(
     client: &Client,
 ) -> Result<Outcome, RemoteError> {
     check(pieces, client)?;
+    if let Some(region) = &client.shared {
+        let (offset, length) = eager_range(client)?;
+        let data = region
+            .bytes_mut(offset, length)
+            .ok_or_else(|| outside_eager(offset, length))?;
+        return store.read(handle, pieces, data, requested);
+    }
     let per_call = client.memory.segments_per_call;
     if client.fabric.is_none() && requested == StoragePlan::Auto {
         // Same host: push straight from the object's pages, one copy and no buffer.

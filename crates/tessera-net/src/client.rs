@@ -21,6 +21,7 @@ use tessera_proto::{
 
 use crate::error::NetError;
 use crate::iov::{read_exact_vectored, write_all_vectored};
+use crate::local::eager::EagerBuffer;
 use crate::local::policy::Transfer;
 use crate::stream::Stream;
 
@@ -96,12 +97,16 @@ pub struct Connection {
     /// What the outstanding one-sided request lends the server until its reply: the pack
     /// buffer (unpacked into the caller's slices after a read) and the registration.
     lent: Option<Lent>,
+    /// The eager buffer the server maps (one-sided same-host connections only).
+    eager: Option<EagerBuffer>,
 }
 
 /// Memory lent to the server for the outstanding request.
 struct Lent {
     /// The pack buffer, when the transfer packs.
     packed: Option<Vec<u8>>,
+    /// The data is in (a read: will be in) the connection's eager buffer.
+    eager: bool,
     /// Keeps the segments registered.
     _registration: Option<Box<dyn Send>>,
     /// Keeps the segments registered with the fabric.
@@ -186,6 +191,16 @@ impl Connection {
         match connection.probe() {
             Ok(()) => {
                 connection.one_sided = true;
+                connection.eager = match EagerBuffer::new() {
+                    Ok(buffer) => Some(buffer),
+                    Err(err) => {
+                        tracing::info!(
+                            "{}: no eager buffer ({err}); small transfers pack instead",
+                            connection.peer
+                        );
+                        None
+                    }
+                };
                 // Measure the transfer model now, not in the first timed transfer.
                 crate::local::policy::model();
             }
@@ -212,6 +227,7 @@ impl Connection {
             registration: None,
             fabric: None,
             lent: None,
+            eager: None,
         }
     }
 
@@ -308,6 +324,15 @@ impl Connection {
     ) -> Result<TransferCounts, NetError> {
         let mode = match transfer {
             Transfer::Framed(mode) => mode,
+            Transfer::Eager => {
+                let slices: Vec<(*const u8, usize)> = data
+                    .slices
+                    .iter()
+                    .map(|slice| (slice.as_ptr(), slice.len()))
+                    .collect();
+                let body = request.to_body();
+                return self.send_eager(R::OPCODE, &body, &slices, true);
+            }
             Transfer::Remote {
                 pack,
                 segments_per_call,
@@ -387,6 +412,15 @@ impl Connection {
     ) -> Result<TransferCounts, NetError> {
         match transfer {
             Transfer::Framed(_) => self.send_request(request),
+            Transfer::Eager => {
+                let slices: Vec<(*const u8, usize)> = data
+                    .slices
+                    .iter_mut()
+                    .map(|slice| (slice.as_mut_ptr().cast_const(), slice.len()))
+                    .collect();
+                let body = request.to_body();
+                self.send_eager(R::OPCODE, &body, &slices, false)
+            }
             Transfer::Remote {
                 pack,
                 segments_per_call,
@@ -400,6 +434,54 @@ impl Connection {
                 self.send_remote(R::OPCODE, &body, &slices, pack, segments_per_call)
             }
         }
+    }
+
+    /// Sends a request whose data goes through the connection's eager buffer: copied into it
+    /// now (`fill`, a write) or out of it at the reply (a read). Without an eager buffer (a
+    /// fabric, or memfd unavailable), or for more data than it holds, the data is packed and
+    /// moved one-sidedly instead.
+    fn send_eager(
+        &mut self,
+        opcode: Opcode,
+        body: &[u8],
+        slices: &[(*const u8, usize)],
+        fill: bool,
+    ) -> Result<TransferCounts, NetError> {
+        let total: usize = slices.iter().map(|&(_, len)| len).sum();
+        let usable = self.fabric.is_none() && self.one_sided;
+        let Some(eager) = self
+            .eager
+            .as_mut()
+            .filter(|eager| usable && total <= eager.len())
+        else {
+            return self.send_remote(opcode, body, slices, true, 0);
+        };
+        let copied = if fill { eager.fill(slices) } else { 0 };
+        let memory = RemoteMemory {
+            access: RemoteAccess::Shared,
+            endpoint: tessera_proto::RemoteEndpoint::default(),
+            segments_per_call: 0,
+            segments: vec![RemoteSegment {
+                address: 0,
+                length: total as u64,
+                key: eager.key(),
+            }],
+        };
+        let descriptor = memory.to_body();
+        let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
+        self.send_frame(opcode, body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
+        self.lent = Some(Lent {
+            packed: None,
+            eager: true,
+            _registration: None,
+            _lending: None,
+        });
+        Ok(TransferCounts {
+            messages_sent: 1,
+            one_sided: 1,
+            bytes_copied: copied as u64,
+            ..TransferCounts::default()
+        })
     }
 
     /// Sends a request whose data the server moves one-sidedly from or into `slices`
@@ -466,6 +548,7 @@ impl Connection {
         // Set for every one-sided request: marks the memory as lent until the reply.
         self.lent = Some(Lent {
             packed,
+            eager: false,
             _registration: registration,
             _lending: lending,
         });
@@ -570,10 +653,15 @@ impl Connection {
         debug_assert_eq!(data.piece_ends.len(), pieces.len());
         match transfer {
             Transfer::Framed(mode) => self.recv_reply::<IoReply>(Some((mode, pieces, data))),
-            Transfer::Remote { .. } => {
+            Transfer::Remote { .. } | Transfer::Eager => {
                 let result = self.recv_reply::<IoReply>(None);
                 let lent = self.settle_lent(&result);
                 let (reply, mut counts) = result?;
+                if let (Some(Lent { eager: true, .. }), Some(eager)) = (&lent, &self.eager) {
+                    let mut slices: Vec<&mut [u8]> =
+                        data.slices.iter_mut().map(|slice| &mut **slice).collect();
+                    counts.bytes_copied += eager.empty_into(&mut slices) as u64;
+                }
                 if let Some(Lent {
                     packed: Some(packed),
                     ..

@@ -113,6 +113,10 @@ pub const REMOTE_ENDPOINT_BYTES_MAX: usize = 256;
 /// (seed 001 Fig. 2.12).
 pub const PIPELINE_UNIT_BYTES: u64 = 1 << 20;
 
+/// Bytes of a connection's eager buffer (`RemoteAccess::Shared`): requests up to this size
+/// move with one copy through it (seed 001 §2.5.3: Fast RDMA below 64 KiB).
+pub const EAGER_BYTES_MAX: u64 = 64 << 10;
+
 // A descriptor with the most segments (24 bytes each) fits one frame's bulk.
 const _: () = assert!(
     REMOTE_SEGMENTS_MAX as u64 * 24 + REMOTE_ENDPOINT_BYTES_MAX as u64 + 64
