@@ -118,9 +118,6 @@ impl Method {
 
     fn policy(self) -> Option<Policy> {
         match self {
-            // On huge pages the ideal case is no registration at all: a pin-down cache
-            // locking each row on its own would split every huge page into 4 KiB ones.
-            Self::IdealHuge => None,
             Self::Ideal => Some(
                 Policy::new(Grouping::Individual, Caching::PinDown)
                     .with_entries_max(PROCESSES * BLOCK_SIDE),
@@ -129,7 +126,9 @@ impl Method {
             Self::Ogr | Self::OgrHoles | Self::OgrHuge => {
                 Some(Policy::new(Grouping::Ogr, Caching::None))
             }
-            Self::NoReg => None,
+            // On huge pages the ideal case is no registration at all: a pin-down cache
+            // locking each row on its own would split every huge page into 4 KiB ones.
+            Self::NoReg | Self::IdealHuge => None,
         }
     }
 
