@@ -401,11 +401,8 @@ fn memory_remapped(provider: &str) {
         remaps += 1;
     }
     // SAFETY: the mapping made above; nothing refers to it past this point.
-    assert_eq!(
-        unsafe { libc::munmap(address.cast(), bytes_mapped) },
-        0,
-        "munmap"
-    );
+    let unmapped = unsafe { libc::munmap(address.cast(), bytes_mapped) };
+    assert_eq!(unmapped, 0, "munmap");
     assert_eq!(remaps, 3);
     let stats = client.fabric_stats().expect("a fabric");
     assert!(stats.invalidated >= 3, "{provider}: {stats:?}");
