@@ -410,7 +410,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     let lock = LockRange { handle: 42, start: 0, end: 4096, exclusive: true, wait_ms: 1000, lease_ms: 5000 };
     seeds.extend(exchange("lock-range", Opcode::LockRange, &lock, &LockGranted { lock_id: 7 }));
     seeds.extend(exchange("unlock-range", Opcode::UnlockRange, &UnlockRange { handle: 42, lock_id: 7 }, &Empty {}));
-    let counters = StorageCounters { requests: 3, pieces: 300, calls: 6, bytes_wanted: 4800, bytes_storage: 19200, per_piece: 1, batched: 0, sieve: 2 };
+    let counters = StorageCounters { requests: 3, pieces: 300, calls: 6, bytes_wanted: 4800, bytes_storage: 19200, per_piece: 1, batched: 0, sieve: 2, mapped: 1 };
     let stats = ServerStatsReply { reads: counters.clone(), writes: counters, io_uring: true, model: "read_op_us=0.6 write_op_us=1.1".into() };
     seeds.extend(exchange("server-stats", Opcode::ServerStats, &ServerStats {}, &stats));
     seeds.extend(exchange("remote-probe", Opcode::RemoteProbe, &RemoteProbe {}, &RemoteProbeReply { token: 0x7e55_e7a0 }));

@@ -454,7 +454,7 @@ pub fn status(args: &StatusArgs) -> Result<(), String> {
 fn print_storage_counters(client: &Client) {
     println!();
     println!(
-        "{:<6} {:<5} {:>9} {:>10} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}",
+        "{:<6} {:<5} {:>9} {:>10} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "iod",
         "op",
         "requests",
@@ -465,6 +465,7 @@ fn print_storage_counters(client: &Client) {
         "per-piece",
         "batched",
         "sieve",
+        "mapped",
         "io_uring"
     );
     let mut models = Vec::new();
@@ -473,7 +474,7 @@ fn print_storage_counters(client: &Client) {
             Ok(stats) => {
                 for (op, counters) in [("read", &stats.reads), ("write", &stats.writes)] {
                     println!(
-                        "{index:<6} {op:<5} {:>9} {:>10} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}",
+                        "{index:<6} {op:<5} {:>9} {:>10} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9}",
                         counters.requests,
                         counters.pieces,
                         counters.calls,
@@ -482,6 +483,7 @@ fn print_storage_counters(client: &Client) {
                         counters.per_piece,
                         counters.batched,
                         counters.sieve,
+                        counters.mapped,
                         if stats.io_uring { "yes" } else { "no" },
                     );
                 }

@@ -530,9 +530,9 @@ fn demo_and_bench_verify_their_data() {
     assert_eq!(report["bench"], "listio");
     assert_eq!(report["verified"], true);
     let rows = report["rows"].as_array().unwrap();
-    // write and read x 7 piece sizes x 7 methods (4 over local, 3 over tcp).
-    assert_eq!(rows.len(), 2 * 7 * 7);
-    for method in ["multiple", "pack", "gather"] {
+    // write and read x 7 piece sizes x 8 methods (5 over local, 3 over tcp).
+    assert_eq!(rows.len(), 2 * 7 * 8);
+    for method in ["multiple", "pack", "gather", "eager"] {
         // At 128 B the 4 x 128 pieces fill one 64 KiB stripe unit: one server, one request
         // per process. At 8 KiB they cover all 4 servers: one request per server per process.
         for (piece_bytes, requests) in [(128, 4), (8192, 16)] {

@@ -44,6 +44,7 @@ fn every_mechanism_moves_the_same_bytes_one_sidedly() {
         TransferPolicy::Force(Mechanism::Gather),
         TransferPolicy::Force(Mechanism::Multiple),
         TransferPolicy::Force(Mechanism::Inline),
+        TransferPolicy::Force(Mechanism::Eager),
     ];
     for (round, policy) in policies.into_iter().enumerate() {
         let source = bytes(round as u64 + 1, 256 * 128);
@@ -54,11 +55,9 @@ fn every_mechanism_moves_the_same_bytes_one_sidedly() {
         file.set_transfer_policy(policy);
         let report = file.write_list(&memory, &pieces).unwrap();
         assert_eq!(report.bytes, 25_600, "{policy:?}");
-        // 6400 bytes a server: the model sends such small requests inline.
-        let one_sided = !matches!(
-            policy,
-            TransferPolicy::Auto | TransferPolicy::Force(Mechanism::Inline)
-        );
+        // 6400 bytes a server: the model sends such small requests through the eager buffer
+        // (one-sided for the server, one copy by the client).
+        let one_sided = policy != TransferPolicy::Force(Mechanism::Inline);
         assert_eq!(
             report.one_sided,
             if one_sided { report.requests } else { 0 },
@@ -66,8 +65,11 @@ fn every_mechanism_moves_the_same_bytes_one_sidedly() {
         );
         // Only requests are sent: one-sidedly no frame carries data.
         assert_eq!(report.messages_sent, report.requests, "{policy:?}");
-        if policy == TransferPolicy::Force(Mechanism::Pack) {
-            assert_eq!(report.bytes_copied, 25_600);
+        if matches!(
+            policy,
+            TransferPolicy::Force(Mechanism::Pack | Mechanism::Eager) | TransferPolicy::Auto
+        ) {
+            assert_eq!(report.bytes_copied, 25_600, "{policy:?}");
         } else if policy == TransferPolicy::Force(Mechanism::Gather) {
             assert_eq!(report.bytes_copied, 0);
         }
@@ -109,13 +111,97 @@ fn large_requests_are_pipelined_and_whole() {
         .unwrap();
     assert_eq!(report.one_sided, report.requests);
     assert_eq!(file.stat().unwrap().size, 12 << 20);
-    let mut back = vec![0u8; 12 << 20];
-    let mut slices: Vec<IoSliceMut<'_>> = back.chunks_mut(48 << 10).map(IoSliceMut::new).collect();
-    let report = file
-        .read_list(&mut slices, &[Piece::new(0, 12 << 20)])
+    // Read back through buffers (a forced plan: storage calls pipelined with pushes) and
+    // from the mapping (the server's own plan).
+    for plan in [StoragePlan::PerPiece, StoragePlan::Auto] {
+        file.set_storage_plan(plan);
+        let before = stats_of(&client);
+        let mut back = vec![0u8; 12 << 20];
+        let mut slices: Vec<IoSliceMut<'_>> =
+            back.chunks_mut(48 << 10).map(IoSliceMut::new).collect();
+        let report = file
+            .read_list(&mut slices, &[Piece::new(0, 12 << 20)])
+            .unwrap();
+        assert_eq!(report.one_sided, report.requests);
+        assert!(back == data, "read-back differs ({plan:?})");
+        let after = stats_of(&client);
+        let mapped = after.0 - before.0;
+        let calls = after.1 - before.1;
+        if plan == StoragePlan::Auto {
+            assert_eq!((mapped, calls), (report.requests, 0), "{plan:?}");
+        } else {
+            assert_eq!(mapped, 0, "{plan:?}");
+            // At least one storage call per 1 MiB unit.
+            assert!(calls >= 12, "{plan:?}: {calls} calls");
+        }
+    }
+}
+
+/// (mapped reads, storage calls of reads) summed over every server.
+fn stats_of(client: &Client) -> (u64, u64) {
+    (0..client.server_count())
+        .map(|index| client.server_stats(index).unwrap().reads)
+        .fold((0, 0), |(mapped, calls), reads| {
+            (mapped + reads.mapped, calls + reads.calls)
+        })
+}
+
+/// A read left to the server is pushed from a mapping of the object: unsorted and
+/// overlapping pieces come back in request order, bytes past the end of the object are
+/// zeros, pieces far apart are served by one request, and no storage call is made.
+#[test]
+fn reads_are_pushed_from_a_mapping_of_the_object() {
+    let cluster = Cluster::start(1);
+    let client = cluster.client();
+    let mut file = client.create("/mapped", &CreateOptions::default()).unwrap();
+    file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
+    let data = bytes(5, 300_000);
+    file.write_list(&[IoSlice::new(&data)], &[Piece::new(0, 300_000)])
         .unwrap();
-    assert_eq!(report.one_sided, report.requests);
-    assert!(back == data, "read-back differs");
+    let pieces = [
+        Piece::new(250_000, 70_000), // runs 20 000 bytes past the end
+        Piece::new(10, 5000),
+        Piece::new(4000, 3000), // overlaps the one before
+        Piece::new(299_999, 1),
+        Piece::new(1_000_000, 100), // wholly past the end
+    ];
+    let mut expected = Vec::new();
+    for piece in &pieces {
+        for offset in piece.offset..piece.offset + piece.length {
+            let offset = usize::try_from(offset).unwrap();
+            expected.push(data.get(offset).copied().unwrap_or(0));
+        }
+    }
+    let before = stats_of(&client);
+    let mut back = vec![0xEEu8; (expected.len() / 900 + 1) * 1000];
+    // Slices of 900 bytes with 100-byte gaps, the last one cut to what the pieces want.
+    let wanted: usize = expected.len();
+    let mut used: Vec<IoSliceMut<'_>> = Vec::new();
+    let mut taken = 0;
+    for chunk in back.chunks_mut(1000) {
+        if taken >= wanted {
+            break;
+        }
+        let length = (wanted - taken).min(900);
+        taken += length;
+        used.push(IoSliceMut::new(&mut chunk[..length]));
+    }
+    let report = file.read_list(&mut used, &pieces).unwrap();
+    assert_eq!(report.requests, 1);
+    assert_eq!(report.one_sided, 1);
+    assert_eq!(report.bytes, wanted as u64);
+    let mut got = Vec::new();
+    for chunk in back.chunks(1000) {
+        got.extend_from_slice(&chunk[..900.min(wanted - got.len()).min(chunk.len())]);
+        if got.len() == wanted {
+            break;
+        }
+    }
+    assert!(got == expected, "mapped read differs from the model");
+    // The gaps of the client's memory stayed untouched.
+    assert!(back[900..1000].iter().all(|&byte| byte == 0xEE));
+    let after = stats_of(&client);
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 0));
 }
 
 /// Datatype and view calls take the same one-sided path.
@@ -208,6 +294,89 @@ fn an_unmapped_client_segment_is_named_in_the_error() {
     std::hint::black_box(&good);
     // Nothing of the failed write reached the file, and the file is still served.
     assert_eq!(file.stat().unwrap().size, 0);
+}
+
+/// Eager requests naming a descriptor that is not an eager buffer, or bytes outside the
+/// buffer, are refused by name; a forced eager request larger than the buffer packs instead.
+#[test]
+fn eager_requests_are_checked_and_large_ones_pack() {
+    use std::os::fd::AsRawFd;
+    let cluster = Cluster::start(1);
+    let client = cluster.client();
+    let mut file = client.create("/eager", &CreateOptions::default()).unwrap();
+    let config = ClusterConfig::load(&cluster.file()).unwrap();
+    let socket = config.iods[0].local.clone().expect("a local socket");
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // A 1 MiB file is no eager buffer (it is over eager_bytes_max); a real one is too small
+    // for the bytes asked.
+    let big = tempfile::tempfile().unwrap();
+    big.set_len(1 << 20).unwrap();
+    let eager = tessera_net::local::eager::EagerBuffer::new().unwrap();
+    let cases = [
+        (
+            u64::try_from(big.as_raw_fd()).unwrap(),
+            0,
+            100,
+            ErrorCode::RemoteAccessRefused,
+            "eager_bytes_max",
+        ),
+        (eager.key(), 65_000, 1000, ErrorCode::BadAddress, "outside"),
+    ];
+    for (request_id, (key, address, length, code, words)) in cases.into_iter().enumerate() {
+        let memory = RemoteMemory {
+            access: RemoteAccess::Shared,
+            endpoint: RemoteEndpoint::default(),
+            segments_per_call: 0,
+            segments: vec![RemoteSegment {
+                address,
+                length,
+                key,
+            }],
+        };
+        let write = tessera_proto::Write {
+            handle: file.handle(),
+            capability: Capability::default(),
+            mode: TransferMode::Remote,
+            storage: StoragePlan::Auto,
+            pieces: vec![Piece::new(0, length)],
+        };
+        let body = write.to_body();
+        let descriptor = memory.to_body();
+        let header = Header {
+            opcode: Opcode::Write as u8,
+            flags: 0,
+            request_id: request_id as u64 + 1,
+            body_bytes: u32::try_from(body.len()).unwrap(),
+            bulk_bytes: u32::try_from(descriptor.len()).unwrap(),
+        };
+        stream.write_all(&header.encode()).unwrap();
+        stream.write_all(&body).unwrap();
+        stream.write_all(&descriptor).unwrap();
+        let mut reply = [0u8; tessera_proto::limits::HEADER_BYTES];
+        stream.read_exact(&mut reply).unwrap();
+        let reply = Header::decode(&reply).unwrap();
+        assert!(reply.is_error(), "{reply:?}");
+        let mut body = vec![0u8; reply.body_bytes as usize];
+        stream.read_exact(&mut body).unwrap();
+        let error = RemoteError::from_body(&body).unwrap();
+        assert_eq!(error.code, code, "{}", error.message);
+        assert!(error.message.contains(words), "{}", error.message);
+    }
+    assert_eq!(file.stat().unwrap().size, 0);
+    // Forced eager, 1 MiB in 16 slices: more than the buffer holds, so it packs.
+    file.set_transfer_policy(TransferPolicy::Force(Mechanism::Eager));
+    let data = bytes(3, 1 << 20);
+    let memory: Vec<IoSlice<'_>> = data.chunks(64 << 10).map(IoSlice::new).collect();
+    let report = file.write_list(&memory, &[Piece::new(0, 1 << 20)]).unwrap();
+    assert_eq!(report.one_sided, report.requests);
+    assert_eq!(report.bytes_copied, 1 << 20);
+    let mut back = vec![0u8; 1 << 20];
+    file.read_list(&mut [IoSliceMut::new(&mut back)], &[Piece::new(0, 1 << 20)])
+        .unwrap();
+    assert!(back == data);
 }
 
 /// A cluster file naming a socket that is not there: the client uses TCP and says so.

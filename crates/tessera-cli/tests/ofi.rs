@@ -3,7 +3,10 @@
 //! go by TCP and whose data the iods move one-sidedly over the fabric (`fi_readmsg` for
 //! writes, `fi_writemsg` for reads), scattered memory to scattered file pieces over three
 //! servers, small and pipelined (over 1 MiB a server) requests, every byte read back and
-//! checked, and every request counted as one-sided.
+//! checked, and every request counted as one-sided. Then the client's registration cache:
+//! repeated calls over the same buffers register nothing new, pack buffers are not kept, a
+//! forgotten and remapped buffer is registered anew; and a cluster file naming a fabric the
+//! iods do not serve: each connection's probe is refused and the data moves in messages.
 
 #![cfg(feature = "ofi")]
 
@@ -176,5 +179,322 @@ fn list_io_round_trips(provider: &str) {
     }
     drop(file);
     drop(client);
+    cluster.down();
+}
+
+/// One write and one read of `pieces` from and into `memory` (pieces of `length` bytes every
+/// `stride` bytes of it) by `policy`; returns the read-back bytes of each piece compared with
+/// what was written, and the requests the two calls made.
+fn write_then_read(
+    file: &mut tessera_client::File,
+    source: &[u8],
+    back: &mut [u8],
+    pieces: &[Piece],
+    (length, stride): (usize, usize),
+    policy: TransferPolicy,
+) -> u64 {
+    file.set_transfer_policy(policy);
+    let memory: Vec<IoSlice<'_>> = source
+        .chunks(stride)
+        .take(pieces.len())
+        .map(|chunk| IoSlice::new(&chunk[..length]))
+        .collect();
+    let wrote = file.write_list(&memory, pieces).unwrap();
+    assert_eq!(wrote.one_sided, wrote.requests, "{policy:?}: {wrote:?}");
+    back.fill(0);
+    let mut slices: Vec<IoSliceMut<'_>> = back
+        .chunks_mut(stride)
+        .take(pieces.len())
+        .map(|chunk| IoSliceMut::new(&mut chunk[..length]))
+        .collect();
+    let read = file.read_list(&mut slices, pieces).unwrap();
+    assert_eq!(read.one_sided, read.requests, "{policy:?}: {read:?}");
+    for index in 0..pieces.len() {
+        let at = index * stride;
+        assert!(
+            source[at..at + length] == back[at..at + length],
+            "{policy:?}: piece {index} differs"
+        );
+    }
+    wrote.requests + read.requests
+}
+
+#[test]
+fn registrations_are_cached_across_calls_over_tcp_rxm() {
+    registrations_are_cached(PROVIDERS[0]);
+}
+
+#[test]
+fn registrations_are_cached_across_calls_over_shm() {
+    registrations_are_cached(PROVIDERS[1]);
+}
+
+/// Repeated list round trips over the same buffers: the first registers (OGR: a handful of
+/// registrations for hundreds of segments), every later one finds its registrations cached;
+/// pack buffers are lent transiently and leave nothing cached behind.
+fn registrations_are_cached(provider: &str) {
+    let cluster = cluster_over(provider);
+    let client = cluster.tcp_client();
+    let mut file = client.create("/cached", &CreateOptions::default()).unwrap();
+    let (length, stride) = (3000, 4096);
+    let pieces: Vec<Piece> = (0..400u64)
+        .map(|i| Piece::new(i * 5000, length as u64))
+        .collect();
+    let source = bytes(7, pieces.len() * stride);
+    let mut back = vec![0u8; pieces.len() * stride];
+    let gather = TransferPolicy::Force(Mechanism::Gather);
+
+    let requests_first = write_then_read(
+        &mut file,
+        &source,
+        &mut back,
+        &pieces,
+        (length, stride),
+        gather,
+    );
+    let first = client.fabric_stats().expect("a fabric");
+    // One probe per server connection, then the requests.
+    assert_eq!(
+        first.lendings,
+        requests_first + u64::from(SERVERS),
+        "{provider}: {first:?}"
+    );
+    assert!(
+        first.registrations < first.segments / 10,
+        "{provider}: OGR groups the segments: {first:?}"
+    );
+
+    let mut requests = requests_first;
+    for _ in 0..5 {
+        requests += write_then_read(
+            &mut file,
+            &source,
+            &mut back,
+            &pieces,
+            (length, stride),
+            gather,
+        );
+    }
+    let later = client.fabric_stats().expect("a fabric");
+    assert_eq!(
+        later.registrations, first.registrations,
+        "{provider}: the same buffers again register nothing: {first:?} then {later:?}"
+    );
+    assert!(
+        later.registrations < requests,
+        "{provider}: fewer registrations ({}) than requests ({requests})",
+        later.registrations
+    );
+    assert!(
+        later.cache_hits >= first.cache_hits + 5 * 2 * pieces.len() as u64,
+        "{provider}: every later segment is a hit: {later:?}"
+    );
+    assert_eq!(later.cache_misses, first.cache_misses, "{provider}");
+
+    // Packed requests lend a buffer of the connection's own, freed after the reply: its
+    // registration is dropped with it, so the cache does not grow.
+    let cached = later.cached_entries;
+    for _ in 0..3 {
+        write_then_read(
+            &mut file,
+            &source,
+            &mut back,
+            &pieces,
+            (length, stride),
+            TransferPolicy::Force(Mechanism::Pack),
+        );
+    }
+    let packed = client.fabric_stats().expect("a fabric");
+    assert!(
+        packed.invalidated >= later.invalidated + 3 * 2 * u64::from(SERVERS),
+        "{provider}: one pack buffer invalidated per request: {later:?} then {packed:?}"
+    );
+    assert!(
+        packed.cached_entries <= cached,
+        "{provider}: pack buffers stay out of the cache: {later:?} then {packed:?}"
+    );
+    drop(file);
+    drop(client);
+    cluster.down();
+}
+
+/// A new anonymous mapping of `bytes`, anywhere, or, when `old` is not null, in place of the
+/// mapping of `bytes` at `old` (`MAP_FIXED`: the old pages are unmapped and new zero pages
+/// mapped at the same address in one call, so no other thread's mapping can land in between).
+fn map_at(old: *mut libc::c_void, bytes: usize) -> *mut u8 {
+    let flags =
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if old.is_null() { 0 } else { libc::MAP_FIXED };
+    let hint = old;
+    // SAFETY: a new private anonymous mapping; with MAP_FIXED it replaces only the test's own
+    // mapping at `old`, which no reference outlives.
+    let address = unsafe {
+        libc::mmap(
+            hint,
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(address, libc::MAP_FAILED, "mmap of {bytes} bytes");
+    if !hint.is_null() {
+        assert_eq!(address, hint, "the new mapping lies where the old one was");
+    }
+    address.cast()
+}
+
+#[test]
+fn memory_unmapped_and_mapped_again_moves_the_new_data_over_tcp_rxm() {
+    memory_remapped(PROVIDERS[0]);
+}
+
+#[test]
+fn memory_unmapped_and_mapped_again_moves_the_new_data_over_shm() {
+    memory_remapped(PROVIDERS[1]);
+}
+
+/// A buffer written and read (so its registrations are cached) is forgotten, then its pages
+/// unmapped and new ones mapped at the same address with other data: the next calls register
+/// it anew (the stale registrations are gone) and move the new bytes.
+fn memory_remapped(provider: &str) {
+    let cluster = cluster_over(provider);
+    let client = cluster.tcp_client();
+    let mut file = client
+        .create("/remapped", &CreateOptions::default())
+        .unwrap();
+    let (length, stride) = (3000, 4096);
+    let pieces: Vec<Piece> = (0..200u64)
+        .map(|i| Piece::new(i * 7000, length as u64))
+        .collect();
+    let bytes_mapped = pieces.len() * stride;
+    let mut back = vec![0u8; bytes_mapped];
+    let gather = TransferPolicy::Force(Mechanism::Gather);
+
+    let mut remaps = 0;
+    let mut address: *mut u8 = std::ptr::null_mut();
+    for round in 0..3u64 {
+        address = map_at(address.cast(), bytes_mapped);
+        // SAFETY: the mapping is `bytes_mapped` bytes, readable and writable, ours alone.
+        let memory = unsafe { std::slice::from_raw_parts_mut(address, bytes_mapped) };
+        memory.copy_from_slice(&bytes(100 + round, bytes_mapped));
+        let before = client.fabric_stats().expect("a fabric");
+        write_then_read(
+            &mut file,
+            memory,
+            &mut back,
+            &pieces,
+            (length, stride),
+            gather,
+        );
+        let after = client.fabric_stats().expect("a fabric");
+        if round > 0 {
+            assert!(
+                after.registrations > before.registrations,
+                "{provider} round {round}: the new mapping is registered anew: {before:?} \
+                 then {after:?}"
+            );
+        }
+        // Forget before the pages go: the next round maps new pages at the same address.
+        let forgotten = client.forget_memory(memory).unwrap();
+        assert!(forgotten >= 1, "{provider} round {round}: {forgotten}");
+        remaps += 1;
+    }
+    // SAFETY: the mapping made above; nothing refers to it past this point.
+    let unmapped = unsafe { libc::munmap(address.cast(), bytes_mapped) };
+    assert_eq!(unmapped, 0, "munmap");
+    assert_eq!(remaps, 3);
+    let stats = client.fabric_stats().expect("a fabric");
+    assert!(stats.invalidated >= 3, "{provider}: {stats:?}");
+    drop(file);
+    drop(client);
+    cluster.down();
+}
+
+/// A writer the test's log lines go into.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// A cluster whose iods serve no fabric, with a cluster file that names one anyway: each
+/// connection's probe is refused, logged once, and the data moves in messages, correctly.
+#[test]
+fn a_refused_fabric_probe_falls_back_to_messages() {
+    let cluster = common::Cluster::start(SERVERS);
+    let mut text = std::fs::read_to_string(cluster.file()).unwrap();
+    text.push_str("\n[ofi]\nprovider = \"tcp;ofi_rxm\"\n");
+    std::fs::write(cluster.file(), text).unwrap();
+
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let client = cluster.tcp_client();
+        let file = client
+            .create("/no-fabric", &CreateOptions::default())
+            .unwrap();
+        let (length, stride) = (3000, 4096);
+        let pieces: Vec<Piece> = (0..300u64)
+            .map(|i| Piece::new(i * 5000, length as u64))
+            .collect();
+        for round in 0..2u64 {
+            let source = bytes(40 + round, pieces.len() * stride);
+            let memory: Vec<IoSlice<'_>> = source
+                .chunks(stride)
+                .map(|chunk| IoSlice::new(&chunk[..length]))
+                .collect();
+            let wrote = file.write_list(&memory, &pieces).unwrap();
+            assert_eq!(wrote.one_sided, 0, "{wrote:?}");
+            assert!(wrote.requests >= u64::from(SERVERS), "{wrote:?}");
+            let mut back = vec![0u8; pieces.len() * length];
+            let mut slices: Vec<IoSliceMut<'_>> =
+                back.chunks_mut(length).map(IoSliceMut::new).collect();
+            let read = file.read_list(&mut slices, &pieces).unwrap();
+            assert_eq!(read.one_sided, 0, "{read:?}");
+            for index in 0..pieces.len() {
+                assert!(
+                    back[index * length..(index + 1) * length]
+                        == source[index * stride..index * stride + length],
+                    "round {round}: piece {index} differs"
+                );
+            }
+        }
+        let stats = client.fabric_stats().expect("the client opened the fabric");
+        assert_eq!(
+            stats.lendings,
+            u64::from(SERVERS),
+            "only the probes: {stats:?}"
+        );
+        assert_eq!(
+            stats.cached_entries, 0,
+            "the probe tokens are not kept: {stats:?}"
+        );
+    });
+    let log = captured.text();
+    assert_eq!(
+        log.matches("cannot reach this process over").count(),
+        usize::from(SERVERS),
+        "one line per connection: {log}"
+    );
     cluster.down();
 }

@@ -149,6 +149,28 @@ impl Client {
         self.inner.iods.set_registration(registration);
     }
 
+    /// What the fabric's memory registrations have done (`None` without a fabric).
+    pub fn fabric_stats(&self) -> Option<tessera_net::fabric::LendStats> {
+        self.inner.iods.fabric().map(|fabric| fabric.stats())
+    }
+
+    /// Forgets every fabric registration overlapping `memory`. Registrations of lent memory
+    /// are cached across calls, so call this before freeing or unmapping memory that was
+    /// written or read with a fabric; returns how many were dropped (0 without a fabric).
+    pub fn forget_memory(&self, memory: &[u8]) -> Result<usize, ClientError> {
+        let Some(fabric) = self.inner.iods.fabric() else {
+            return Ok(0);
+        };
+        fabric
+            .invalidate(memory.as_ptr() as usize, memory.len())
+            .map_err(|detail| {
+                ClientError::Net(tessera_net::NetError::Register {
+                    peer: format!("the {} fabric", fabric.provider()),
+                    detail: format!("forgetting registrations: {detail}"),
+                })
+            })
+    }
+
     /// A client of the cluster in the cluster file at `path`, with default options.
     pub fn from_file(path: &Path) -> Result<Self, ClientError> {
         Ok(Self::new(

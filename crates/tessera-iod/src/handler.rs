@@ -125,7 +125,7 @@ impl Iod {
     /// closes the connection; one that cannot be served here is an error reply.
     fn remote_client(
         &self,
-        connection: &ServerConnection,
+        connection: &mut ServerConnection,
         descriptor: &[u8],
     ) -> Result<Result<remote::Client, RemoteError>, ConnectionError> {
         let memory = RemoteMemory::from_body(descriptor)
@@ -135,7 +135,28 @@ impl Iod {
                 pid: 0,
                 memory,
                 fabric: Some(link),
+                shared: None,
             }));
+        }
+        if memory.access == RemoteAccess::Shared {
+            let [segment] = memory.segments.as_slice() else {
+                return Ok(Err(RemoteError::new(
+                    ErrorCode::Protocol,
+                    format!(
+                        "an eager transfer names one segment of the eager buffer, not {}",
+                        memory.segments.len()
+                    ),
+                )));
+            };
+            return Ok(connection
+                .shared_region(segment.key)
+                .map(|region| remote::Client {
+                    pid: connection.peer_pid().unwrap_or(0),
+                    memory,
+                    fabric: None,
+                    shared: Some(region),
+                })
+                .map_err(|detail| RemoteError::new(ErrorCode::RemoteAccessRefused, detail)));
         }
         if memory.access != RemoteAccess::Process {
             return Ok(Err(RemoteError::new(
@@ -156,6 +177,7 @@ impl Iod {
             pid,
             memory,
             fabric: None,
+            shared: None,
         }))
     }
 
@@ -607,21 +629,8 @@ impl Iod {
                     Err(error) => return connection.reply_error(header, &error).await,
                 };
                 let pulled = tokio::task::spawn_blocking(move || {
-                    let described: u64 = client.memory.segments.iter().map(|s| s.length).sum();
-                    if described != total {
-                        return Err(RemoteError::new(
-                            ErrorCode::Protocol,
-                            format!("the client lent {described} bytes for a share of {total}"),
-                        ));
-                    }
                     let mut data = vec![0u8; length];
-                    client
-                        .pull(
-                            &client.memory.segments,
-                            client.memory.segments_per_call,
-                            &mut data,
-                        )
-                        .map(|()| data)
+                    client.pull_all(&mut data).map(|()| data)
                 })
                 .await
                 .unwrap_or_else(|err| {

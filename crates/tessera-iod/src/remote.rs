@@ -2,6 +2,12 @@
 //! the data of a read pushed into it by this server (`process_vm_readv`/`process_vm_writev`,
 //! the `local` backend), with no data in any frame.
 //!
+//! A read whose storage plan is left to the server, from a client on this host, is pushed
+//! straight from a read-only mapping of the object ([`ObjectStore::read_mapped`]): the
+//! client's memory is filled from the page cache in one copy, with no server buffer and no
+//! storage call (a page not cached is faulted in, with the kernel's readahead, as the copy
+//! reaches it). Forced plans and fabric peers go through buffers as below.
+//!
 //! A request larger than one [`PIPELINE_UNIT_BYTES`] unit is pipelined (seed 001 Fig. 2.12):
 //! the request's data stream is cut into units, and one thread moves unit `k + 1` between the
 //! client and a server buffer while the other serves unit `k` to or from storage, with two
@@ -9,6 +15,10 @@
 //! ([`ObjectStore::serve_units`]), so a pipelined request is as atomic as any other.
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+
+use tessera_net::local::eager::SharedRegion;
+use tessera_proto::limits::EAGER_BYTES_MAX;
 
 use tessera_net::local::rma::{self, RmaError};
 use tessera_proto::limits::PIPELINE_UNIT_BYTES;
@@ -34,6 +44,30 @@ pub struct Client {
     /// Its fabric endpoint, when the memory is reached over a fabric (`fabric.rs`) rather
     /// than directly.
     pub fabric: Option<crate::fabric::Link>,
+    /// Its eager buffer, when the data is there (`RemoteAccess::Shared`): storage is written
+    /// from it and read into it directly.
+    pub shared: Option<Arc<SharedRegion>>,
+}
+
+/// The bytes of an eager request in the client's shared buffer (its one segment).
+fn eager_range(client: &Client) -> Result<(u64, u64), RemoteError> {
+    match client.memory.segments.as_slice() {
+        [segment] => Ok((segment.address, segment.length)),
+        _ => Err(RemoteError::new(
+            ErrorCode::Protocol,
+            "an eager transfer names one segment of the eager buffer",
+        )),
+    }
+}
+
+fn outside_eager(offset: u64, length: u64) -> RemoteError {
+    RemoteError::new(
+        ErrorCode::BadAddress,
+        format!(
+            "{length} bytes at offset {offset} of the eager buffer lie outside it \
+             (eager_bytes_max = {EAGER_BYTES_MAX})"
+        ),
+    )
 }
 
 impl Client {
@@ -52,9 +86,39 @@ impl Client {
         }
     }
 
-    /// Writes `data` into all of the client's memory, segment after segment.
+    /// Bytes the client's memory descriptor names.
+    fn described(&self) -> u64 {
+        self.memory.segments.iter().map(|s| s.length).sum()
+    }
+
+    /// Reads all of the client's memory, segment after segment (or its eager buffer's
+    /// range), into `data`, which must be as long.
+    pub(crate) fn pull_all(&self, data: &mut [u8]) -> Result<(), RemoteError> {
+        let described = self.described();
+        if described != data.len() as u64 {
+            return Err(RemoteError::new(
+                ErrorCode::Protocol,
+                format!(
+                    "the client lent {described} bytes for a share of {}",
+                    data.len()
+                ),
+            ));
+        }
+        if let Some(region) = &self.shared {
+            let (offset, length) = eager_range(self)?;
+            let bytes = region
+                .bytes(offset, length)
+                .ok_or_else(|| outside_eager(offset, length))?;
+            data.copy_from_slice(bytes);
+            return Ok(());
+        }
+        self.pull(&self.memory.segments, self.memory.segments_per_call, data)
+    }
+
+    /// Writes `data` into all of the client's memory, segment after segment (or its eager
+    /// buffer's range).
     pub(crate) fn push_all(&self, data: &[u8]) -> Result<(), RemoteError> {
-        let described: u64 = self.memory.segments.iter().map(|s| s.length).sum();
+        let described = self.described();
         if described != data.len() as u64 {
             return Err(RemoteError::new(
                 ErrorCode::Protocol,
@@ -63,6 +127,14 @@ impl Client {
                     data.len()
                 ),
             ));
+        }
+        if let Some(region) = &self.shared {
+            let (offset, length) = eager_range(self)?;
+            let bytes = region
+                .bytes_mut(offset, length)
+                .ok_or_else(|| outside_eager(offset, length))?;
+            bytes.copy_from_slice(data);
+            return Ok(());
         }
         self.push(data, &self.memory.segments, self.memory.segments_per_call)
     }
@@ -96,6 +168,13 @@ pub fn write(
     client: &Client,
 ) -> Result<Outcome, RemoteError> {
     check(pieces, client)?;
+    if let Some(region) = &client.shared {
+        let (offset, length) = eager_range(client)?;
+        let data = region
+            .bytes(offset, length)
+            .ok_or_else(|| outside_eager(offset, length))?;
+        return store.write(handle, pieces, data, requested);
+    }
     let per_call = client.memory.segments_per_call;
     let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
     if let [unit] = units.as_slice() {
@@ -156,7 +235,25 @@ pub fn read(
     client: &Client,
 ) -> Result<Outcome, RemoteError> {
     check(pieces, client)?;
+    if let Some(region) = &client.shared {
+        let (offset, length) = eager_range(client)?;
+        let data = region
+            .bytes_mut(offset, length)
+            .ok_or_else(|| outside_eager(offset, length))?;
+        return store.read(handle, pieces, data, requested);
+    }
     let per_call = client.memory.segments_per_call;
+    if client.fabric.is_none() && requested == StoragePlan::Auto {
+        // Same host: push straight from the object's pages, one copy and no buffer.
+        let pushed = store.read_mapped(handle, pieces, |slices| {
+            rma::push_vectored(client.pid, slices, &client.memory.segments, per_call)
+                .map(drop)
+                .map_err(|err| rma_error(&err))
+        })?;
+        if let Some(outcome) = pushed {
+            return Ok(outcome);
+        }
+    }
     let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
     if let [unit] = units.as_slice() {
         let mut data = vec![0u8; unit.bytes];

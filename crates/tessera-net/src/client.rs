@@ -21,6 +21,7 @@ use tessera_proto::{
 
 use crate::error::NetError;
 use crate::iov::{read_exact_vectored, write_all_vectored};
+use crate::local::eager::EagerBuffer;
 use crate::local::policy::Transfer;
 use crate::stream::Stream;
 
@@ -91,21 +92,29 @@ pub struct Connection {
     /// Registers memory before one-sided transfers.
     registration: Option<Arc<dyn Registration>>,
     /// The fabric one-sided transfers go over instead of the server reaching this process
-    /// (`RemoteAccess::Fabric`), when the cluster has one.
+    /// (`RemoteAccess::Fabric`), when the cluster has one and the server passed its probe.
     fabric: Option<Arc<dyn crate::fabric::Fabric>>,
+    /// The fabric last offered to this connection and probed (whatever the outcome), so a
+    /// connection probes each fabric once.
+    fabric_probed: Option<Arc<dyn crate::fabric::Fabric>>,
     /// What the outstanding one-sided request lends the server until its reply: the pack
     /// buffer (unpacked into the caller's slices after a read) and the registration.
     lent: Option<Lent>,
+    /// The eager buffer the server maps (one-sided same-host connections only).
+    eager: Option<EagerBuffer>,
 }
 
-/// Memory lent to the server for the outstanding request.
+/// Memory lent to the server for the outstanding request. Fields drop in order: the
+/// registrations go before the pack buffer they cover is freed.
 struct Lent {
-    /// The pack buffer, when the transfer packs.
-    packed: Option<Vec<u8>>,
+    /// The data is in (a read: will be in) the connection's eager buffer.
+    eager: bool,
     /// Keeps the segments registered.
     _registration: Option<Box<dyn Send>>,
-    /// Keeps the segments registered with the fabric.
+    /// Keeps the segments registered with the fabric (a pack buffer's transiently).
     _lending: Option<Box<dyn Send>>,
+    /// The pack buffer, when the transfer packs.
+    packed: Option<Vec<u8>>,
 }
 
 impl Drop for Connection {
@@ -186,6 +195,16 @@ impl Connection {
         match connection.probe() {
             Ok(()) => {
                 connection.one_sided = true;
+                connection.eager = match EagerBuffer::new() {
+                    Ok(buffer) => Some(buffer),
+                    Err(err) => {
+                        tracing::info!(
+                            "{}: no eager buffer ({err}); small transfers pack instead",
+                            connection.peer
+                        );
+                        None
+                    }
+                };
                 // Measure the transfer model now, not in the first timed transfer.
                 crate::local::policy::model();
             }
@@ -211,11 +230,14 @@ impl Connection {
             one_sided: false,
             registration: None,
             fabric: None,
+            fabric_probed: None,
             lent: None,
+            eager: None,
         }
     }
 
-    /// Asks the server to pull a token out of this process's memory.
+    /// Asks the server to pull a token out of this process's memory (directly, on a
+    /// same-host socket).
     fn probe(&mut self) -> Result<(), NetError> {
         let token: u64 = u64::from(std::process::id()) << 32 | 0x7e55_e7a0;
         let bytes = token.to_le_bytes();
@@ -225,6 +247,38 @@ impl Connection {
             segments_per_call: 0,
             segments: vec![segment_of(bytes.as_ptr(), bytes.len())],
         };
+        self.probe_with(&memory, token)?;
+        // `bytes` must stay in memory until the reply: the server reads it in between.
+        std::hint::black_box(&bytes);
+        Ok(())
+    }
+
+    /// Asks the server to read a token out of this process's memory over `fabric` with RMA
+    /// (`RemoteAccess::Fabric`); the token's buffer is lent transiently.
+    fn probe_fabric(&mut self, fabric: &dyn crate::fabric::Fabric) -> Result<(), NetError> {
+        let token: u64 = u64::from(std::process::id()) << 32 | 0x0f1_e7a0;
+        let bytes = Box::new(token.to_le_bytes());
+        let lending = fabric
+            .lend(&[(bytes.as_ptr() as usize, bytes.len())], true)
+            .map_err(|detail| NetError::Register {
+                peer: self.peer.clone(),
+                detail: format!("{}: {detail}", fabric.provider()),
+            })?;
+        let memory = RemoteMemory {
+            access: RemoteAccess::Fabric,
+            endpoint: tessera_proto::RemoteEndpoint(lending.endpoint),
+            segments_per_call: 0,
+            segments: lending.segments,
+        };
+        let result = self.probe_with(&memory, token);
+        // The registration goes (and is invalidated) before the token's memory is freed.
+        drop(lending.guard);
+        drop(bytes);
+        result
+    }
+
+    /// Sends a `RemoteProbe` naming `memory` and checks that the server read `token`.
+    fn probe_with(&mut self, memory: &RemoteMemory, token: u64) -> Result<(), NetError> {
         let descriptor = memory.to_body();
         let body = RemoteProbe {}.to_body();
         let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
@@ -235,8 +289,6 @@ impl Connection {
             bulk_bytes,
         )?;
         let (reply, _) = self.recv_reply::<tessera_proto::RemoteProbeReply>(None)?;
-        // `bytes` must stay in memory until the reply: the server reads it in between.
-        std::hint::black_box(&bytes);
         if reply.token == token {
             Ok(())
         } else {
@@ -258,9 +310,47 @@ impl Connection {
     }
 
     /// Moves the data of later one-sided transfers over `fabric` (`None`: the server reaches
-    /// this process directly, where it can).
-    pub fn set_fabric(&mut self, fabric: Option<Arc<dyn crate::fabric::Fabric>>) {
-        self.fabric = fabric;
+    /// this process directly, where it can). The first time a fabric is offered, the server
+    /// must read a token of this process over it (a `RemoteProbe` with fabric access); if it
+    /// answers with an error instead (it lacks the provider, or cannot reach this endpoint),
+    /// one line is logged and this connection moves data in messages (or as it did before).
+    /// An error here is the connection's own (it broke): drop the connection.
+    pub fn set_fabric(
+        &mut self,
+        fabric: Option<Arc<dyn crate::fabric::Fabric>>,
+    ) -> Result<(), NetError> {
+        let Some(fabric) = fabric else {
+            self.fabric = None;
+            self.fabric_probed = None;
+            return Ok(());
+        };
+        if self
+            .fabric_probed
+            .as_ref()
+            .is_some_and(|probed| Arc::ptr_eq(probed, &fabric))
+        {
+            return Ok(());
+        }
+        self.fabric = None;
+        self.fabric_probed = Some(Arc::clone(&fabric));
+        match self.probe_fabric(fabric.as_ref()) {
+            Ok(()) => self.fabric = Some(fabric),
+            Err(NetError::Remote { error, .. }) => tracing::warn!(
+                "{}: the server cannot reach this process over {} ({}: {}); moving data \
+                 without the fabric on this connection",
+                self.peer,
+                fabric.provider(),
+                error.code,
+                error.message
+            ),
+            Err(other) => return Err(other),
+        }
+        Ok(())
+    }
+
+    /// Whether one-sided transfers on this connection go over a fabric (it passed the probe).
+    pub fn fabric(&self) -> Option<&Arc<dyn crate::fabric::Fabric>> {
+        self.fabric.as_ref()
     }
 
     /// Registers the memory of later one-sided transfers through `registration`.
@@ -308,6 +398,15 @@ impl Connection {
     ) -> Result<TransferCounts, NetError> {
         let mode = match transfer {
             Transfer::Framed(mode) => mode,
+            Transfer::Eager => {
+                let slices: Vec<(*const u8, usize)> = data
+                    .slices
+                    .iter()
+                    .map(|slice| (slice.as_ptr(), slice.len()))
+                    .collect();
+                let body = request.to_body();
+                return self.send_eager(R::OPCODE, &body, &slices, true);
+            }
             Transfer::Remote {
                 pack,
                 segments_per_call,
@@ -387,6 +486,15 @@ impl Connection {
     ) -> Result<TransferCounts, NetError> {
         match transfer {
             Transfer::Framed(_) => self.send_request(request),
+            Transfer::Eager => {
+                let slices: Vec<(*const u8, usize)> = data
+                    .slices
+                    .iter_mut()
+                    .map(|slice| (slice.as_mut_ptr().cast_const(), slice.len()))
+                    .collect();
+                let body = request.to_body();
+                self.send_eager(R::OPCODE, &body, &slices, false)
+            }
             Transfer::Remote {
                 pack,
                 segments_per_call,
@@ -400,6 +508,54 @@ impl Connection {
                 self.send_remote(R::OPCODE, &body, &slices, pack, segments_per_call)
             }
         }
+    }
+
+    /// Sends a request whose data goes through the connection's eager buffer: copied into it
+    /// now (`fill`, a write) or out of it at the reply (a read). Without an eager buffer (a
+    /// fabric, or memfd unavailable), or for more data than it holds, the data is packed and
+    /// moved one-sidedly instead.
+    fn send_eager(
+        &mut self,
+        opcode: Opcode,
+        body: &[u8],
+        slices: &[(*const u8, usize)],
+        fill: bool,
+    ) -> Result<TransferCounts, NetError> {
+        let total: usize = slices.iter().map(|&(_, len)| len).sum();
+        let usable = self.fabric.is_none() && self.one_sided;
+        let Some(eager) = self
+            .eager
+            .as_mut()
+            .filter(|eager| usable && total <= eager.len())
+        else {
+            return self.send_remote(opcode, body, slices, true, 0);
+        };
+        let copied = if fill { eager.fill(slices) } else { 0 };
+        let memory = RemoteMemory {
+            access: RemoteAccess::Shared,
+            endpoint: tessera_proto::RemoteEndpoint::default(),
+            segments_per_call: 0,
+            segments: vec![RemoteSegment {
+                address: 0,
+                length: total as u64,
+                key: eager.key(),
+            }],
+        };
+        let descriptor = memory.to_body();
+        let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
+        self.send_frame(opcode, body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
+        self.lent = Some(Lent {
+            eager: true,
+            _registration: None,
+            _lending: None,
+            packed: None,
+        });
+        Ok(TransferCounts {
+            messages_sent: 1,
+            one_sided: 1,
+            bytes_copied: copied as u64,
+            ..TransferCounts::default()
+        })
     }
 
     /// Sends a request whose data the server moves one-sidedly from or into `slices`
@@ -459,25 +615,28 @@ impl Connection {
             }
             None => None,
         };
-        let (memory, lending) = self.describe(&segments, segments_per_call)?;
+        let (memory, lending) = self.describe(&segments, segments_per_call, packed.is_some())?;
         let descriptor = memory.to_body();
         let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
         self.send_frame(opcode, body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
         // Set for every one-sided request: marks the memory as lent until the reply.
         self.lent = Some(Lent {
-            packed,
+            eager: false,
             _registration: registration,
             _lending: lending,
+            packed,
         });
         Ok(counts)
     }
 
     /// The descriptor of `segments` for the server: its process reaches them directly, or,
-    /// with a fabric, through their registrations (then also the guard keeping them).
+    /// with a fabric, through their registrations (then also the guard keeping them);
+    /// `transient` segments are this connection's own buffer, freed after the reply.
     fn describe(
         &self,
         segments: &[(usize, usize)],
         segments_per_call: u16,
+        transient: bool,
     ) -> Result<(RemoteMemory, Option<Box<dyn Send>>), NetError> {
         let Some(fabric) = &self.fabric else {
             let memory = RemoteMemory {
@@ -491,10 +650,12 @@ impl Connection {
             };
             return Ok((memory, None));
         };
-        let lending = fabric.lend(segments).map_err(|detail| NetError::Register {
-            peer: self.peer.clone(),
-            detail: format!("{}: {detail}", fabric.provider()),
-        })?;
+        let lending = fabric
+            .lend(segments, transient)
+            .map_err(|detail| NetError::Register {
+                peer: self.peer.clone(),
+                detail: format!("{}: {detail}", fabric.provider()),
+            })?;
         let memory = RemoteMemory {
             access: RemoteAccess::Fabric,
             endpoint: tessera_proto::RemoteEndpoint(lending.endpoint),
@@ -570,10 +731,15 @@ impl Connection {
         debug_assert_eq!(data.piece_ends.len(), pieces.len());
         match transfer {
             Transfer::Framed(mode) => self.recv_reply::<IoReply>(Some((mode, pieces, data))),
-            Transfer::Remote { .. } => {
+            Transfer::Remote { .. } | Transfer::Eager => {
                 let result = self.recv_reply::<IoReply>(None);
                 let lent = self.settle_lent(&result);
                 let (reply, mut counts) = result?;
+                if let (Some(Lent { eager: true, .. }), Some(eager)) = (&lent, &self.eager) {
+                    let mut slices: Vec<&mut [u8]> =
+                        data.slices.iter_mut().map(|slice| &mut **slice).collect();
+                    counts.bytes_copied += eager.empty_into(&mut slices) as u64;
+                }
                 if let Some(Lent {
                     packed: Some(packed),
                     ..

@@ -110,6 +110,14 @@ impl Pool {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = fabric;
     }
 
+    /// The fabric one-sided transfers go over, if one is set.
+    pub fn fabric(&self) -> Option<Arc<dyn Fabric>> {
+        self.fabric
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// Whether the connection to server `index` moves data one-sidedly (connecting if needed).
     pub fn one_sided(&self, index: usize) -> Result<bool, NetError> {
         Ok(self.lease(index)?.connection().one_sided())
@@ -152,7 +160,11 @@ impl Pool {
             .clone();
         let connection = slot.as_mut().expect("connected above");
         connection.set_registration(registration);
-        connection.set_fabric(fabric);
+        // Probes the fabric on a connection's first lease with it; a broken connection goes.
+        if let Err(err) = connection.set_fabric(fabric) {
+            *slot = None;
+            return Err(err);
+        }
         Ok(Lease { slot, reused })
     }
 

@@ -72,6 +72,8 @@ pub struct ServerConnection {
     stream: ServerStream,
     peer: String,
     peer_pid: Option<u32>,
+    /// The client's eager buffer, mapped at its first eager request.
+    shared: Option<std::sync::Arc<crate::local::eager::SharedRegion>>,
 }
 
 /// A connection's socket: TCP, or a Unix socket from a process on this host.
@@ -142,6 +144,28 @@ impl ServerConnection {
     /// is visible in this pid namespace; `None` over TCP.
     pub fn peer_pid(&self) -> Option<u32> {
         self.peer_pid
+    }
+
+    /// The client's eager buffer named by descriptor `key`, mapped on first use and kept for
+    /// the connection (`local::eager`). Refused without a same-host peer.
+    pub fn shared_region(
+        &mut self,
+        key: u64,
+    ) -> Result<std::sync::Arc<crate::local::eager::SharedRegion>, String> {
+        if let Some(region) = self.shared.as_ref().filter(|region| region.key() == key) {
+            return Ok(region.clone());
+        }
+        let Some(pid) = self.peer_pid else {
+            return Err(format!(
+                "an eager buffer needs a same-host Unix socket whose peer is visible; {} is not",
+                self.peer
+            ));
+        };
+        let region = crate::local::eager::SharedRegion::open(pid, key)
+            .map_err(|err| format!("the eager buffer of pid {pid} (descriptor {key}): {err}"))?;
+        let region = std::sync::Arc::new(region);
+        self.shared = Some(region.clone());
+        Ok(region)
     }
 
     async fn read_incoming(&mut self) -> Result<Option<Incoming>, ConnectionError> {
@@ -420,6 +444,7 @@ pub async fn serve_with_local<S: Service>(
                 stream,
                 peer: peer.clone(),
                 peer_pid,
+                shared: None,
             };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
                 tracing::warn!("{}: dropping connection from {peer}: {err}", service.name());

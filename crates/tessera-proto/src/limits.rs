@@ -7,7 +7,7 @@
 //! compile-time assertions at the bottom of the file.
 
 /// Version of the frame header and message encodings; a peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 5;
+pub const PROTOCOL_VERSION: u8 = 6;
 
 /// Bytes in the fixed frame header that starts every message.
 pub const HEADER_BYTES: usize = 24;
@@ -141,6 +141,10 @@ const _: () =
 const _: () = assert!(COLLECTIVE_BYTES_MAX >= MESSAGE_BULK_BYTES_MAX as u64);
 // Waiting participants never take every request permit.
 const _: () = assert!((COLLECTIVE_PARTICIPANTS_MAX as usize) * 2 <= SERVER_REQUESTS_INFLIGHT_MAX);
+
+/// Bytes of a connection's eager buffer (`RemoteAccess::Shared`): requests up to this size
+/// move with one copy through it (seed 001 §2.5.3: Fast RDMA below 64 KiB).
+pub const EAGER_BYTES_MAX: u64 = 64 << 10;
 
 // A descriptor with the most segments (24 bytes each) fits one frame's bulk.
 const _: () = assert!(

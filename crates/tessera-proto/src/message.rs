@@ -458,6 +458,12 @@ pub enum RemoteAccess {
     /// A fabric (libfabric RMA): `endpoint` names the client's endpoint, each segment carries
     /// the key of its registration.
     Fabric = 2,
+    /// Same host, the connection's eager buffer (seed 001's Fast RDMA buffers): a shared
+    /// memory file of at most `EAGER_BYTES_MAX` bytes the client made for the connection and
+    /// fills (writes) or empties (reads) with one copy; the server maps it once per connection
+    /// through `/proc/PID/fd/KEY`, with the pid from the socket's credentials. One segment:
+    /// `address` is the offset in the buffer, `key` the client's descriptor number.
+    Shared = 3,
 }
 
 impl Wire for RemoteAccess {
@@ -468,6 +474,7 @@ impl Wire for RemoteAccess {
         match decoder.u8()? {
             1 => Ok(Self::Process),
             2 => Ok(Self::Fabric),
+            3 => Ok(Self::Shared),
             other => Err(WireError::BadValue {
                 field: "remote access",
                 value: u64::from(other),
@@ -1265,6 +1272,9 @@ wire_struct! {
         pub batched: u64,
         /// Requests served by sieving.
         pub sieve: u64,
+        /// One-sided reads served straight from a mapping of the object (no storage call:
+        /// the client's memory is filled from the page cache in one copy).
+        pub mapped: u64,
     }
 }
 

@@ -214,7 +214,7 @@ impl<'a> Sweep<'a> {
                 cluster: self.cluster.file.clone(),
                 path: path.to_owned(),
                 write: case.write(),
-                method: method.name().to_owned(),
+                method: super::over_tcp(method.name()),
                 iterations: u32::try_from(calls).expect("at most step_calls_max"),
                 generation: self.generation,
                 sync: case == Case::WriteSync,

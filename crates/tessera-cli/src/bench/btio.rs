@@ -151,7 +151,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                     cluster: cluster.file.clone(),
                     path: paths[index].clone(),
                     write: true,
-                    method: method.name().to_owned(),
+                    method: super::over_tcp(method.name()),
                     iterations: 1,
                     generation,
                     sync: false,

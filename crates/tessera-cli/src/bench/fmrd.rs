@@ -153,8 +153,12 @@ fn buffer_sequence(reuse_percent: u32, seed: u64) -> (Vec<usize>, usize) {
     (buffers, reuses)
 }
 
-/// The pool: [`BUFFERS`] buffers of [`BUFFER_BYTES`], each followed by one unused page so no
-/// two buffers share a page.
+/// The pool: [`BUFFERS`] buffers of [`BUFFER_BYTES`], each followed by one unmapped page, so
+/// no two buffers share a page and each is a mapping of its own. With the buffers in one
+/// mapping, every `mlock` of one buffer would split the mapping in three and every `munlock`
+/// merge it back, and the more buffers a cache held locked the dearer each later lock became
+/// (measured: 9 µs a registration with none held, 14.5 µs with 100); RDMA registration pins
+/// pages without touching the mappings, so that cost would be an artefact of `mlock`.
 struct Pool {
     mapping: AnonymousMapping,
     stride: usize,
@@ -164,8 +168,13 @@ impl Pool {
     fn new() -> Result<Self, String> {
         let page = page_bytes();
         let stride = BUFFER_BYTES.div_ceil(page) * page + page;
-        let mapping = AnonymousMapping::new(BUFFERS * stride / page)
+        let mut mapping = AnonymousMapping::new(BUFFERS * stride / page)
             .map_err(|err| format!("cannot map the buffer pool: {err}"))?;
+        for index in 0..BUFFERS {
+            mapping
+                .punch_hole((index + 1) * stride / page - 1, 1)
+                .map_err(|err| format!("cannot unmap the page after buffer {index}: {err}"))?;
+        }
         Ok(Self { mapping, stride })
     }
 

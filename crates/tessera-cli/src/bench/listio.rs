@@ -24,10 +24,13 @@ const PIECE_SIZES: [usize; 7] = [128, 256, 512, 1024, 2048, 4096, 8192];
 /// The compared methods: the mechanisms over the `local` backend (the servers move the data
 /// one-sidedly), the transfer model's choice (`hybrid`), and the framed modes over TCP.
 /// A worker reads a `tcp:` prefix as "reach the servers by TCP".
-const METHODS: [&str; 7] = [
+/// `eager` goes through each connection's eager buffer while a request fits it (64 KiB: here
+/// up to 2 KiB pieces, 32 to a server) and packs above that.
+const METHODS: [&str; 8] = [
     "multiple",
     "pack",
     "gather",
+    "eager",
     "hybrid",
     "tcp:multiple",
     "tcp:pack",

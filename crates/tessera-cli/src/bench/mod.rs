@@ -93,6 +93,14 @@ pub struct CommonArgs {
     pub cluster: Option<PathBuf>,
 }
 
+/// The worker method name that reaches the servers by TCP even on their host: the storage
+/// benches (blockcol, tile, btio, views) measure the servers' storage plans and request counts
+/// across a network, as their seeds did, so they must not take the same-host one-sided path
+/// (whose reads skip storage calls altogether, `ObjectStore::read_mapped`).
+pub(super) fn over_tcp(method: &str) -> String {
+    format!("tcp:{method}")
+}
+
 /// The median of `values` (NaN when empty); the values are not reordered.
 pub fn median(values: &[f64]) -> f64 {
     if values.is_empty() {

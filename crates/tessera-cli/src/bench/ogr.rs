@@ -15,7 +15,15 @@
 //! - `ogr+holes`: OGR over 1024 one-page buffers of a region with 10 unmapped holes between
 //!   them, so the optimistic registration fails, the holes are found with `mincore` and the
 //!   11 mapped runs are registered;
-//! - `no reg`: no registration at all, for reference.
+//! - `no reg`: no registration at all, for reference;
+//! - `ideal, 2M pages` and `ogr, 2M pages`: the ideal and OGR cases again with the array in
+//!   transparent huge pages (`MADV_HUGEPAGE`), where pinning costs per 2 MiB page rather than
+//!   per 4 KiB one (the seeds' InfiniBand registration cost ~0.1 µs per 4 KiB page; `mlock`
+//!   here ~0.4 µs, which alone caps OGR on 4 KiB pages near 80 % of ideal). Their `of_ideal`
+//!   is against `ideal, 2M pages`, which registers nothing (the cost an ideal cache has
+//!   during a call; a pin-down cache locking rows one by one would split the huge pages);
+//!   `huge_page_bytes` says how much of the array the kernel backs with huge pages after the
+//!   run (OGR's lock of the rows' hull splits the huge pages its ends cut through).
 //!
 //! The four processes' calls run one after another from this process, so the figures are per
 //! call without contention between the clients' `mlock`s. Each method has its own registry and
@@ -67,16 +75,34 @@ enum Method {
     Ogr,
     OgrHoles,
     NoReg,
+    IdealHuge,
+    OgrHuge,
 }
 
 impl Method {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 7] = [
         Self::Ideal,
         Self::Indiv,
         Self::Ogr,
         Self::OgrHoles,
         Self::NoReg,
+        Self::IdealHuge,
+        Self::OgrHuge,
     ];
+
+    /// Whether its array lives in transparent huge pages.
+    fn huge(self) -> bool {
+        matches!(self, Self::IdealHuge | Self::OgrHuge)
+    }
+
+    /// The method its `of_ideal` compares with.
+    fn ideal(self) -> Self {
+        if self.huge() {
+            Self::IdealHuge
+        } else {
+            Self::Ideal
+        }
+    }
 
     fn name(self) -> &'static str {
         match self {
@@ -85,6 +111,8 @@ impl Method {
             Self::Ogr => "ogr",
             Self::OgrHoles => "ogr+holes",
             Self::NoReg => "no reg",
+            Self::IdealHuge => "ideal, 2M pages",
+            Self::OgrHuge => "ogr, 2M pages",
         }
     }
 
@@ -95,8 +123,12 @@ impl Method {
                     .with_entries_max(PROCESSES * BLOCK_SIDE),
             ),
             Self::Indiv => Some(Policy::new(Grouping::Individual, Caching::None)),
-            Self::Ogr | Self::OgrHoles => Some(Policy::new(Grouping::Ogr, Caching::None)),
-            Self::NoReg => None,
+            Self::Ogr | Self::OgrHoles | Self::OgrHuge => {
+                Some(Policy::new(Grouping::Ogr, Caching::None))
+            }
+            // On huge pages the ideal case is no registration at all: a pin-down cache
+            // locking each row on its own would split every huge page into 4 KiB ones.
+            Self::NoReg | Self::IdealHuge => None,
         }
     }
 
@@ -107,7 +139,7 @@ impl Method {
             Self::Indiv => Some((424.0, 1024, 5254.0)),
             Self::Ogr => Some((950.0, 1, 227.0)),
             Self::OgrHoles => Some((879.0, 11, 496.0)),
-            Self::NoReg => None,
+            Self::NoReg | Self::IdealHuge | Self::OgrHuge => None,
         }
     }
 }
@@ -125,12 +157,143 @@ fn element(generation: u64, row: usize, column: usize) -> [u8; INT_BYTES] {
 /// One method's copy of the application's memory: the array, and (for `ogr+holes`) per
 /// process the buffers with holes.
 struct Memory {
-    array: Vec<u8>,
+    array: Array,
     holed: Vec<AnonymousMapping>,
 }
 
+/// Bytes of a transparent huge page.
+const HUGE_PAGE_BYTES: usize = 2 << 20;
+
+/// The array: on the heap, or in a private anonymous mapping aligned to 2 MiB and advised
+/// `MADV_HUGEPAGE`.
+enum Array {
+    Heap(Vec<u8>),
+    Huge {
+        /// The whole mapping (unmapped on drop) and the aligned array inside it.
+        mapping: (usize, usize),
+        start: usize,
+        len: usize,
+    },
+}
+
+impl Array {
+    fn huge(len: usize) -> Result<Self, String> {
+        let mapped = len + HUGE_PAGE_BYTES;
+        // SAFETY: a new private anonymous mapping chosen by the kernel; checked below, and
+        // unmapped only by Drop.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(format!(
+                "cannot map a {mapped}-byte array: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let start = (base as usize).next_multiple_of(HUGE_PAGE_BYTES);
+        // SAFETY: advises part of the mapping just made; a refusal only loses huge pages,
+        // which `huge_page_bytes` reports.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+        let mut array = Self::Huge {
+            mapping: (base as usize, mapped),
+            start,
+            len,
+        };
+        array.fill(0);
+        Ok(array)
+    }
+
+    /// Bytes of the array the kernel backs with huge pages (`AnonHugePages` of its mapping
+    /// in `/proc/self/smaps`); 0 for the heap array.
+    fn huge_page_bytes(&self) -> u64 {
+        let Self::Huge { start, len, .. } = *self else {
+            return 0;
+        };
+        let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
+            return 0;
+        };
+        // Sum over every mapping overlapping the array (locking parts of it splits it).
+        let mut inside = false;
+        let mut total = 0;
+        for line in smaps.lines() {
+            let range = line
+                .split_once(' ')
+                .and_then(|(range, _)| range.split_once('-'))
+                .and_then(|(low, high)| {
+                    Some((
+                        usize::from_str_radix(low, 16).ok()?,
+                        usize::from_str_radix(high, 16).ok()?,
+                    ))
+                });
+            if let Some((low, high)) = range {
+                inside = low < start + len && start < high;
+                continue;
+            }
+            if let (true, Some(kib)) = (inside, line.strip_prefix("AnonHugePages:")) {
+                let kib: u64 = kib
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .unwrap_or(0);
+                total += kib * 1024;
+            }
+        }
+        total
+    }
+}
+
+impl std::ops::Deref for Array {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Heap(vec) => vec,
+            // SAFETY: `start..start + len` lies inside the live mapping this value owns.
+            Self::Huge { start, len, .. } => unsafe {
+                std::slice::from_raw_parts(*start as *const u8, *len)
+            },
+        }
+    }
+}
+
+impl std::ops::DerefMut for Array {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Self::Heap(vec) => vec,
+            // SAFETY: as in `deref`, and `&mut self` makes this the only view.
+            Self::Huge { start, len, .. } => unsafe {
+                std::slice::from_raw_parts_mut(*start as *mut u8, *len)
+            },
+        }
+    }
+}
+
+impl Drop for Array {
+    fn drop(&mut self) {
+        if let Self::Huge {
+            mapping: (base, mapped),
+            ..
+        } = *self
+        {
+            // SAFETY: the mapping made in `huge`, unmapped only here.
+            unsafe {
+                libc::munmap(base as *mut libc::c_void, mapped);
+            }
+        }
+    }
+}
+
 impl Memory {
-    fn new(with_holes: bool) -> Result<Self, String> {
+    fn new(with_holes: bool, huge: bool) -> Result<Self, String> {
         let page = page_bytes();
         if !ROW_BYTES.is_multiple_of(page) && !page.is_multiple_of(ROW_BYTES) {
             return Err(format!(
@@ -152,10 +315,12 @@ impl Memory {
             }
             holed.push(mapping);
         }
-        Ok(Self {
-            array: vec![0; SIDE * SIDE * INT_BYTES],
-            holed,
-        })
+        let array = if huge {
+            Array::huge(SIDE * SIDE * INT_BYTES)?
+        } else {
+            Array::Heap(vec![0; SIDE * SIDE * INT_BYTES])
+        };
+        Ok(Self { array, holed })
     }
 
     /// Byte offset in the array of row `row` of process `rank`'s block.
@@ -301,7 +466,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             client,
             file,
             path,
-            memory: Memory::new(method == Method::OgrHoles)?,
+            memory: Memory::new(method == Method::OgrHoles, method.huge())?,
         });
     }
     let syncs: &[bool] = if common.quick {
@@ -385,8 +550,12 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 verified &= verify(&checker, &subject.path, &subject.memory, subject.method)?;
             }
         }
-        let ideal_seconds = median(&samples[0]);
         for (index, subject) in subjects.iter().enumerate() {
+            let ideal_index = Method::ALL
+                .iter()
+                .position(|&method| method == subject.method.ideal())
+                .expect("every ideal is a method");
+            let ideal_seconds = median(&samples[ideal_index]);
             let seconds = median(&samples[index]);
             let figures = last[index];
             let paper = subject.method.paper();
@@ -408,6 +577,8 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                     "hole_queries": figures.hole_queries,
                     "one_sided": figures.one_sided > 0,
                     "of_ideal": ideal_seconds / seconds.max(1e-12),
+                    "of_ideal_against": subject.method.ideal().name(),
+                    "huge_page_bytes": subject.memory.array.huge_page_bytes(),
                     "paper_mb_s": paper.map(|paper| paper.0),
                     "paper_registrations": paper.map(|paper| paper.1),
                     "paper_overhead_us": paper.map(|paper| paper.2),
@@ -489,7 +660,7 @@ fn table(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<11} {:<10} {:>9} {:>8} {:>8} {:>12}   paper: {:>6} {:>6} {:>9}",
+        "{:<11} {:<16} {:>9} {:>8} {:>8} {:>12}   paper: {:>6} {:>6} {:>9}",
         "case", "method", "MiB/s", "of ideal", "# reg", "overhead µs", "MB/s", "# reg", "overhead"
     );
     for row in &report.rows {
@@ -507,7 +678,7 @@ fn table(report: &Report) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<11} {:<10} {:>9.1} {:>7.0}% {:>8.1} {:>12.1}   paper: {paper}",
+            "{:<11} {:<16} {:>9.1} {:>7.0}% {:>8.1} {:>12.1}   paper: {paper}",
             row.case,
             row.method,
             row.mib_s,
@@ -569,7 +740,8 @@ fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
         }
     }
     let plot = Plot {
-        title: "ogr (000 Table 3): 1 ideal, 2 indiv, 3 ogr, 4 ogr+holes, 5 no reg".to_owned(),
+        title: "ogr (000 Table 3): 1 ideal, 2 indiv, 3 ogr, 4 ogr+holes, 5 no reg, 6 ideal 2M, 7 ogr 2M"
+            .to_owned(),
         x_label: "method".to_owned(),
         y_label: "MiB/s per call".to_owned(),
         log2_x: false,

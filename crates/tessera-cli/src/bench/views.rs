@@ -193,7 +193,7 @@ impl Run<'_> {
                     cluster: self.cluster.file.clone(),
                     path: path.to_owned(),
                     write,
-                    method: turn.via.to_owned(),
+                    method: super::over_tcp(turn.via),
                     iterations: u32::try_from(calls).expect("at most step_calls_max"),
                     generation: self.generation,
                     sync: false,

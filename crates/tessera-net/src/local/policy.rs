@@ -3,6 +3,8 @@
 //!
 //! The mechanisms, for a request of `bytes` data bytes in `segments` memory slices:
 //! - **inline**: the data rides in the request or reply frame (copied through the socket);
+//! - **eager**: the client copies the data into (or out of) the connection's eager buffer,
+//!   which the server has mapped (seed 001's Fast RDMA; requests up to `EAGER_BYTES_MAX`);
 //! - **pack**: the client packs the slices into one buffer, the server moves it with one
 //!   one-sided call (one extra copy, one segment);
 //! - **gather**: the server moves the slices themselves, up to [`IOV_PIECES_MAX`] per call
@@ -19,7 +21,7 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use tessera_proto::limits::IOV_PIECES_MAX;
+use tessera_proto::limits::{EAGER_BYTES_MAX, IOV_PIECES_MAX};
 use tessera_proto::{RemoteSegment, TransferMode};
 
 /// Largest request whose data may travel inline, in the request or reply frame.
@@ -30,6 +32,8 @@ pub const INLINE_BYTES_MAX: u64 = 16 << 10;
 pub enum Mechanism {
     /// In the request or reply frame.
     Inline,
+    /// Through the connection's pre-allocated shared buffer, one copy.
+    Eager,
     /// Packed into one buffer, then moved as one piece.
     Pack,
     /// The slices themselves, many per call.
@@ -40,12 +44,19 @@ pub enum Mechanism {
 
 impl Mechanism {
     /// Every mechanism, in the order benchmarks report them.
-    pub const ALL: [Self; 4] = [Self::Multiple, Self::Pack, Self::Gather, Self::Inline];
+    pub const ALL: [Self; 5] = [
+        Self::Multiple,
+        Self::Pack,
+        Self::Gather,
+        Self::Inline,
+        Self::Eager,
+    ];
 
     /// The name used by options and benchmarks.
     pub fn name(self) -> &'static str {
         match self {
             Self::Inline => "inline",
+            Self::Eager => "eager",
             Self::Pack => "pack",
             Self::Gather => "gather",
             Self::Multiple => "multiple",
@@ -93,6 +104,9 @@ impl TransferPolicy {
 pub enum Transfer {
     /// In frames over the stream, by this mode.
     Framed(TransferMode),
+    /// Through the connection's eager buffer (one copy by this process), one-sided for the
+    /// server; a connection without one packs instead.
+    Eager,
     /// One-sided by the server, from or into this process's memory.
     Remote {
         /// Pack into (or unpack from) one buffer of this process, moved as one segment.
@@ -107,7 +121,7 @@ impl Transfer {
     pub fn wire_mode(self) -> TransferMode {
         match self {
             Self::Framed(mode) => mode,
-            Self::Remote { .. } => TransferMode::Remote,
+            Self::Remote { .. } | Self::Eager => TransferMode::Remote,
         }
     }
 
@@ -118,6 +132,7 @@ impl Transfer {
             Self::Framed(TransferMode::Pack) => "pack (framed)",
             Self::Framed(TransferMode::Multiple) => "multiple (framed)",
             Self::Framed(TransferMode::Remote) => "remote",
+            Self::Eager => "eager",
             Self::Remote { pack: true, .. } => "pack",
             Self::Remote {
                 segments_per_call: 1,
@@ -131,9 +146,10 @@ impl Transfer {
     /// to move data one-sidedly.
     pub fn of(mechanism: Mechanism, one_sided: bool) -> Self {
         match (mechanism, one_sided) {
-            (Mechanism::Inline, _) | (Mechanism::Gather, false) => {
+            (Mechanism::Inline, _) | (Mechanism::Gather | Mechanism::Eager, false) => {
                 Self::Framed(TransferMode::Gather)
             }
+            (Mechanism::Eager, true) => Self::Eager,
             (Mechanism::Pack, false) => Self::Framed(TransferMode::Pack),
             (Mechanism::Multiple, false) => Self::Framed(TransferMode::Multiple),
             (Mechanism::Pack, true) => Self::Remote {
@@ -201,6 +217,8 @@ impl TransferModel {
         match mechanism {
             // Through the socket: a copy into the kernel and one out, no one-sided step.
             Mechanism::Inline => 2.0 * copy,
+            // One copy by the client; the server works on the shared buffer directly.
+            Mechanism::Eager => copy,
             Mechanism::Pack => {
                 copy + self.remote_request_us + self.remote_call_us + self.remote_segment_us + move_
             }
@@ -219,11 +237,15 @@ impl TransferModel {
         }
     }
 
-    /// The cheapest mechanism for a request (inline only up to [`INLINE_BYTES_MAX`]).
+    /// The cheapest mechanism for a request (inline only up to [`INLINE_BYTES_MAX`], eager
+    /// only up to [`EAGER_BYTES_MAX`]).
     pub fn choose(&self, bytes: u64, segments: usize) -> Mechanism {
         let mut candidates = vec![Mechanism::Pack, Mechanism::Gather];
         if bytes <= INLINE_BYTES_MAX {
             candidates.push(Mechanism::Inline);
+        }
+        if bytes <= EAGER_BYTES_MAX {
+            candidates.push(Mechanism::Eager);
         }
         candidates
             .into_iter()
@@ -327,15 +349,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn small_pieces_pack_and_large_pieces_gather() {
+    fn small_requests_go_eager_small_pieces_pack_and_large_pieces_gather() {
         let model = TransferModel::default();
-        // 1024 pieces of 64 bytes: copying 64 KiB is cheaper than 1024 segment costs.
-        assert_eq!(model.choose(64 << 10, 1024), Mechanism::Pack);
+        // Up to the eager buffer's size, one copy into it beats every one-sided call and
+        // inline's two copies.
+        assert_eq!(model.choose(512, 4), Mechanism::Eager);
+        assert_eq!(model.choose(EAGER_BYTES_MAX, 1024), Mechanism::Eager);
+        assert_eq!(model.choose(EAGER_BYTES_MAX, 1), Mechanism::Eager);
+        // 4096 pieces of 256 bytes: copying 1 MiB is cheaper than 4096 segment costs.
         assert_eq!(model.choose(1 << 20, 4096), Mechanism::Pack);
+        assert_eq!(model.choose(EAGER_BYTES_MAX + 1, 1024), Mechanism::Pack);
         // 64 pieces of 64 KiB: the copy costs far more than 64 segments.
         assert_eq!(model.choose(4 << 20, 64), Mechanism::Gather);
-        // Tiny requests ride inline.
-        assert_eq!(model.choose(512, 4), Mechanism::Inline);
+        assert!(
+            model.cost_us(Mechanism::Eager, 4096, 1) < model.cost_us(Mechanism::Inline, 4096, 1)
+        );
     }
 
     #[test]
@@ -348,7 +376,7 @@ mod tests {
             );
             let local = Transfer::choose(TransferPolicy::Force(mechanism), true, 1 << 20, 8);
             assert_eq!(
-                matches!(local, Transfer::Remote { .. }),
+                matches!(local, Transfer::Remote { .. } | Transfer::Eager),
                 mechanism != Mechanism::Inline,
                 "{mechanism:?} over local"
             );
@@ -369,7 +397,12 @@ mod tests {
             TransferPolicy::from_name("gather"),
             Some(TransferPolicy::Force(Mechanism::Gather))
         );
-        assert_eq!(TransferPolicy::from_name("eager"), None);
+        assert_eq!(
+            TransferPolicy::from_name("eager"),
+            Some(TransferPolicy::Force(Mechanism::Eager))
+        );
+        assert_eq!(Transfer::of(Mechanism::Eager, true), Transfer::Eager);
+        assert_eq!(TransferPolicy::from_name("fast"), None);
     }
 
     #[test]

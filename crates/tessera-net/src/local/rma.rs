@@ -2,14 +2,16 @@
 //! `process_vm_readv` (pull) and `process_vm_writev` (push).
 //!
 //! The remote side is a list of segments in the other process's address space; the local
-//! side is one contiguous buffer of this process. Each system call moves at most
+//! side is one contiguous buffer of this process, or a list of slices ([`pull_vectored`],
+//! [`push_vectored`]: a server pushing straight from a mapping of its file). Each system call
+//! moves at most
 //! [`IOV_PIECES_MAX`] segments (the kernel's `UIO_MAXIOV`), fewer when the request asks for
 //! fewer (`segments_per_call = 1` is the multiple-message mechanism). The kernel moves whole
 //! segments until one fails, so a short count points at the segment that is not mapped; that
 //! becomes [`RmaError::BadSegment`] naming it. A refused access (`EPERM`, `ESRCH`, `ENOSYS`)
 //! is [`RmaError::Refused`], on which the client falls back to a transfer in messages.
 
-use std::io;
+use std::io::{self, IoSlice, IoSliceMut};
 
 use tessera_proto::limits::IOV_PIECES_MAX;
 use tessera_proto::{ErrorCode, RemoteError, RemoteSegment};
@@ -82,9 +84,12 @@ pub fn pull(
     segments_per_call: u16,
     local: &mut [u8],
 ) -> Result<RmaCounts, RmaError> {
-    let base = local.as_mut_ptr();
-    let len = local.len();
-    copy(pid, remote, segments_per_call, base, len, Direction::Pull)
+    pull_vectored(
+        pid,
+        remote,
+        segments_per_call,
+        &mut [IoSliceMut::new(local)],
+    )
 }
 
 /// Copies `local` into the segments of process `pid`, in order (they must hold it exactly).
@@ -94,27 +99,103 @@ pub fn push(
     remote: &[RemoteSegment],
     segments_per_call: u16,
 ) -> Result<RmaCounts, RmaError> {
-    // The push only reads through this pointer (process_vm_writev's local side).
-    let base = local.as_ptr().cast_mut();
-    copy(
-        pid,
-        remote,
-        segments_per_call,
-        base,
-        local.len(),
-        Direction::Push,
-    )
+    push_vectored(pid, &[IoSlice::new(local)], remote, segments_per_call)
+}
+
+/// Copies the segments of process `pid`, in order, into the slices `local`, in order (the
+/// two lists must hold the same bytes). A call takes at most `segments_per_call` remote
+/// segments and [`IOV_PIECES_MAX`] local slices.
+pub fn pull_vectored(
+    pid: u32,
+    remote: &[RemoteSegment],
+    segments_per_call: u16,
+    local: &mut [IoSliceMut<'_>],
+) -> Result<RmaCounts, RmaError> {
+    let local: Vec<libc::iovec> = local
+        .iter_mut()
+        .map(|slice| libc::iovec {
+            iov_base: slice.as_mut_ptr().cast(),
+            iov_len: slice.len(),
+        })
+        .collect();
+    copy(pid, remote, segments_per_call, &local, Direction::Pull)
+}
+
+/// Copies the slices `local`, in order, into the segments of process `pid`, in order (the
+/// two lists must hold the same bytes): the gather-to-scatter form of [`push`], for a
+/// source that is not one buffer (a server pushing straight from a mapping of its file).
+pub fn push_vectored(
+    pid: u32,
+    local: &[IoSlice<'_>],
+    remote: &[RemoteSegment],
+    segments_per_call: u16,
+) -> Result<RmaCounts, RmaError> {
+    let local: Vec<libc::iovec> = local
+        .iter()
+        .map(|slice| libc::iovec {
+            // process_vm_writev only reads through the local iovecs.
+            iov_base: slice.as_ptr().cast_mut().cast(),
+            iov_len: slice.len(),
+        })
+        .collect();
+    copy(pid, remote, segments_per_call, &local, Direction::Push)
+}
+
+/// A list of iovecs with the stream position each starts at, cut into windows per call.
+struct Stream {
+    iovs: Vec<libc::iovec>,
+    starts: Vec<usize>,
+}
+
+impl Stream {
+    fn new(iovs: Vec<libc::iovec>) -> Self {
+        let mut position = 0usize;
+        let starts = iovs
+            .iter()
+            .map(|iov| {
+                let start = position;
+                position += iov.iov_len;
+                start
+            })
+            .collect();
+        Self { iovs, starts }
+    }
+
+    /// The iovecs holding stream bytes `[from, from + len)`, at most `max` of them, and the
+    /// bytes they cover (less than `len` when `max` cut the window short).
+    fn window(&self, from: usize, len: usize, max: usize) -> (Vec<libc::iovec>, usize) {
+        let mut index = match self.starts.binary_search(&from) {
+            Ok(index) => index,
+            Err(index) => index.saturating_sub(1),
+        };
+        let mut out = Vec::new();
+        let mut covered = 0usize;
+        while covered < len && index < self.iovs.len() && out.len() < max {
+            let iov = self.iovs[index];
+            let skip = (from + covered).saturating_sub(self.starts[index]);
+            let take = iov.iov_len.saturating_sub(skip).min(len - covered);
+            if take > 0 {
+                out.push(libc::iovec {
+                    iov_base: (iov.iov_base as usize + skip) as *mut libc::c_void,
+                    iov_len: take,
+                });
+                covered += take;
+            }
+            index += 1;
+        }
+        (out, covered)
+    }
 }
 
 fn copy(
     pid: u32,
     remote: &[RemoteSegment],
     segments_per_call: u16,
-    local: *mut u8,
-    local_len: usize,
+    local: &[libc::iovec],
     direction: Direction,
 ) -> Result<RmaCounts, RmaError> {
     let described: u64 = remote.iter().map(|segment| segment.length).sum();
+    let local_len: usize = local.iter().map(|iov| iov.iov_len).sum();
     if described != local_len as u64 {
         return Err(RmaError::Mismatch {
             described,
@@ -129,68 +210,65 @@ fn copy(
         pid,
         source: io::Error::from_raw_os_error(libc::ESRCH),
     })?;
-    let mut counts = RmaCounts::default();
-    let mut cursor = 0usize;
-    let mut remote_iovs: Vec<libc::iovec> = Vec::with_capacity(per_call.min(remote.len()));
-    for (chunk_index, chunk) in remote.chunks(per_call).enumerate() {
-        remote_iovs.clear();
-        let mut chunk_bytes = 0usize;
-        let first = chunk_index * per_call;
-        for (index, segment) in chunk.iter().enumerate() {
-            let length = usize::try_from(segment.length).expect("segments add up to a buffer");
-            let Ok(address) = usize::try_from(segment.address) else {
-                return Err(RmaError::BadSegment {
-                    index: first + index,
-                    address: segment.address,
-                    length: segment.length,
-                    moved: 0,
-                });
-            };
-            remote_iovs.push(libc::iovec {
-                iov_base: address as *mut libc::c_void,
-                iov_len: length,
+    let mut remote_iovs = Vec::with_capacity(remote.len());
+    for (index, segment) in remote.iter().enumerate() {
+        let (Ok(address), Ok(length)) = (
+            usize::try_from(segment.address),
+            usize::try_from(segment.length),
+        ) else {
+            return Err(RmaError::BadSegment {
+                index,
+                address: segment.address,
+                length: segment.length,
+                moved: 0,
             });
-            chunk_bytes += length;
-        }
-        let mut done = 0usize;
-        while done < chunk_bytes {
-            // After a partial move, go on from where the kernel stopped: a second short move
-            // then starts at the segment it cannot reach, which the error names.
-            let rest;
-            let remote_now: &[libc::iovec] = if done == 0 {
-                &remote_iovs
-            } else {
-                rest = remaining(&remote_iovs, done);
-                &rest
-            };
-            let local_iov = libc::iovec {
-                // SAFETY: `cursor + done < cursor + chunk_bytes <= local_len`, so the pointer
-                // stays inside the caller's buffer.
-                iov_base: unsafe { local.add(cursor + done) }.cast(),
-                iov_len: chunk_bytes - done,
-            };
+        };
+        remote_iovs.push(libc::iovec {
+            iov_base: address as *mut libc::c_void,
+            iov_len: length,
+        });
+    }
+    let remote_stream = Stream::new(remote_iovs);
+    let local_stream = Stream::new(local.to_vec());
+    let mut counts = RmaCounts::default();
+    let mut position = 0usize;
+    // Each call moves (at most) one chunk of `per_call` remote segments; a chunk whose local
+    // side needs more than IOV_PIECES_MAX slices, or that the kernel moved only in part, takes
+    // more calls, each going on from where the last stopped: a short move then starts at the
+    // segment that cannot be reached, which the error names.
+    let segments = remote_stream.iovs.len();
+    for first in (0..segments).step_by(per_call) {
+        let last = (first + per_call).min(segments) - 1;
+        let chunk_start = remote_stream.starts[first];
+        let chunk_end = remote_stream.starts[last] + remote_stream.iovs[last].iov_len;
+        debug_assert_eq!(position, chunk_start);
+        while position < chunk_end {
+            let (local_now, covered) =
+                local_stream.window(position, chunk_end - position, IOV_PIECES_MAX);
+            let (remote_now, _) = remote_stream.window(position, covered, per_call);
             let remote_count = remote_now.len() as libc::c_ulong;
+            let local_count = local_now.len() as libc::c_ulong;
             let moved = match direction {
-                // SAFETY: the local iovec covers bytes of the caller's buffer, lent mutably
+                // SAFETY: the local iovecs cover bytes of the caller's slices, lent mutably
                 // (pull) for this call; the remote iovecs name memory of another process,
                 // which the kernel checks, so no memory of this process outside the local
-                // iovec is touched.
+                // iovecs is touched.
                 Direction::Pull => unsafe {
                     libc::process_vm_readv(
                         pid_t,
-                        &raw const local_iov,
-                        1,
+                        local_now.as_ptr(),
+                        local_count,
                         remote_now.as_ptr(),
                         remote_count,
                         0,
                     )
                 },
-                // SAFETY: as above; process_vm_writev only reads the local iovec.
+                // SAFETY: as above; process_vm_writev only reads the local iovecs.
                 Direction::Push => unsafe {
                     libc::process_vm_writev(
                         pid_t,
-                        &raw const local_iov,
-                        1,
+                        local_now.as_ptr(),
+                        local_count,
                         remote_now.as_ptr(),
                         remote_count,
                         0,
@@ -199,38 +277,20 @@ fn copy(
             };
             counts.calls += 1;
             match usize::try_from(moved) {
-                Ok(0) => return Err(bad_segment(remote, first, done)),
-                Ok(moved) => done += moved,
+                Ok(0) => return Err(bad_segment(remote, 0, position)),
+                Ok(moved) => position += moved,
                 Err(_) => {
                     let err = io::Error::last_os_error();
                     match err.raw_os_error() {
                         Some(libc::EINTR) => {}
-                        Some(libc::EFAULT) => return Err(bad_segment(remote, first, done)),
+                        Some(libc::EFAULT) => return Err(bad_segment(remote, 0, position)),
                         _ => return Err(RmaError::Refused { pid, source: err }),
                     }
                 }
             }
         }
-        cursor += chunk_bytes;
     }
     Ok(counts)
-}
-
-/// The remote iovecs from byte `done` of the chunk on (the first one cut at its start).
-fn remaining(iovs: &[libc::iovec], mut done: usize) -> Vec<libc::iovec> {
-    let mut out = Vec::with_capacity(iovs.len());
-    for iov in iovs {
-        if done >= iov.iov_len {
-            done -= iov.iov_len;
-            continue;
-        }
-        out.push(libc::iovec {
-            iov_base: (iov.iov_base as usize + done) as *mut libc::c_void,
-            iov_len: iov.iov_len - done,
-        });
-        done = 0;
-    }
-    out
 }
 
 /// The segment holding byte `done` of the chunk starting at segment `first`.
@@ -316,6 +376,64 @@ mod tests {
             assert_eq!(target[offset], 0);
             offset += 1;
         }
+    }
+
+    #[test]
+    fn vectored_copies_cut_both_sides_at_their_limits() {
+        let pid = std::process::id();
+        // 3000 remote segments of 1-37 bytes against 2100 local slices of other lengths: both
+        // sides exceed one call's iovec limit and their boundaries never line up.
+        let lengths: Vec<usize> = (0..3000).map(|i| 1 + i % 37).collect();
+        let total: usize = lengths.iter().sum();
+        let source: Vec<u8> = (0..total + lengths.len())
+            .map(|i| (i * 13 % 251) as u8)
+            .collect();
+        let segments = segments_of(&source, &lengths);
+        let mut expected = Vec::with_capacity(total);
+        for segment in &segments {
+            let start = usize::try_from(segment.address - source.as_ptr() as u64).unwrap();
+            expected.extend_from_slice(&source[start..start + segment.length as usize]);
+        }
+        let local_lengths: Vec<usize> = {
+            let mut left = total;
+            let mut out = Vec::new();
+            let mut i = 0;
+            while left > 0 {
+                let length = (1 + i * 7 % 50).min(left);
+                out.push(length);
+                left -= length;
+                i += 1;
+            }
+            out
+        };
+        assert!(local_lengths.len() > IOV_PIECES_MAX);
+        let mut local = vec![0u8; total];
+        let counts = {
+            let mut slices = Vec::new();
+            let mut rest: &mut [u8] = &mut local;
+            for &length in &local_lengths {
+                let (head, tail) = rest.split_at_mut(length);
+                slices.push(IoSliceMut::new(head));
+                rest = tail;
+            }
+            pull_vectored(pid, &segments, 0, &mut slices).unwrap()
+        };
+        assert_eq!(local, expected);
+        // Three remote chunks; the local side needs a few more calls than that.
+        assert!(counts.calls >= 3 && counts.calls <= 3 + 4, "{counts:?}");
+        let target = vec![0u8; source.len()];
+        let target_segments = segments_of(&target, &lengths);
+        let mut slices = Vec::new();
+        let mut rest: &[u8] = &expected;
+        for &length in &local_lengths {
+            let (head, tail) = rest.split_at(length);
+            slices.push(IoSlice::new(head));
+            rest = tail;
+        }
+        push_vectored(pid, &slices, &target_segments, 7).unwrap();
+        let mut back = vec![0u8; total];
+        pull(pid, &target_segments, 0, &mut back).unwrap();
+        assert_eq!(back, expected);
     }
 
     #[test]
