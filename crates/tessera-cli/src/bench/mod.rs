@@ -12,6 +12,7 @@ use serde::Serialize;
 
 mod blockcol;
 mod btio;
+mod btio_mpi;
 pub mod ecio;
 mod fmrd;
 mod listio;
@@ -55,6 +56,10 @@ enum Experiment {
     /// NAS BT-IO class A output pattern (64^3 x 5 doubles, 4 processes): I/O time,
     /// requests and storage calls per method (000 Table 4, 001 Table 3.2).
     Btio(CommonArgs),
+    /// BT-IO class A output from a real MPI program (mpiio/bench/btio.c) through the MPI-IO
+    /// shim, one run per method: 5 independent (`tessera_method`), 2 collective
+    /// (`tessera_coll`); `--mpi mpich|openmpi` (needs `make mpiio`).
+    BtioMpi(btio_mpi::BtioMpiArgs),
     /// 1 server, 2 and 4 client processes, interleaved ints, count 4k-1M: collective
     /// two_phase vs server_directed, writes and reads (004 Tables 1-4).
     Ecio(CommonArgs),
@@ -72,6 +77,7 @@ impl Experiment {
             | Self::Ecio(common)
             | Self::Ogr(common)
             | Self::Fmrd(common) => common,
+            Self::BtioMpi(args) => &args.common,
         }
     }
 }
@@ -282,6 +288,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         Experiment::Blockcol(common) => blockcol::run(common)?,
         Experiment::Tile(common) => tile::run(common)?,
         Experiment::Btio(common) => btio::run(common)?,
+        Experiment::BtioMpi(args) => btio_mpi::run(args)?,
         Experiment::Ecio(common) => ecio::run(common)?,
         Experiment::Ogr(common) => ogr::run(common)?,
         Experiment::Fmrd(common) => fmrd::run(common)?,
