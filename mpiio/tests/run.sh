@@ -153,6 +153,22 @@ for mpi in $MPIS; do
     else
         echo "SKIP $mpi/pnetcdf: Debian's libpnetcdf is built against $pnetcdf_mpi"
     fi
+    # The BT-IO benchmark program (mpiio/bench/btio.c, `tessera bench btio-mpi`), as a smoke
+    # run: 2 steps of a 32^3 grid with every method; it reads the whole file back and exits
+    # non-zero on a wrong byte.
+    if mpicc.$mpi -O2 -Wall -o "$bin/btio" "$ROOT/mpiio/bench/btio.c" >"$WORK/cc-$mpi-btio.log" 2>&1; then
+        launcher 4 "$TESSERA_CLUSTER"
+        for method in multiple sieve list datatype view two_phase server_directed; do
+            run "$mpi/btio-$method" "$WORK/$mpi-btio-$method.log" "${launch[@]}" "$bin/btio" \
+                "tessera:/$mpi-btio-$method" 2 32 "$method"
+            grep '^{' "$WORK/$mpi-btio-$method.log" | sed "s|^|  [$mpi/btio-$method] |"
+        done
+    else
+        failed=$((failed + 1))
+        failures="$failures $mpi/btio"
+        echo "FAIL $mpi/btio: does not compile"
+        cat "$WORK/cc-$mpi-btio.log"
+    fi
     # The files are in Tessera, not somewhere local: the tessera command sees them.
     if "$TESSERA" stat --cluster "$TESSERA_CLUSTER" "/$mpi-misc" >"$WORK/stat-$mpi.log" 2>&1 &&
         [ ! -e "tessera:" ]; then
