@@ -94,7 +94,10 @@ impl Mpi {
         match self {
             Self::Mpich => {
                 command.args(["-n", &count, "-genv", "LD_PRELOAD"]);
-                command.arg(shim).args(["-genv", "TESSERA_CLUSTER"]).arg(cluster);
+                command
+                    .arg(shim)
+                    .args(["-genv", "TESSERA_CLUSTER"])
+                    .arg(cluster);
             }
             Self::Openmpi => {
                 command.args(["--allow-run-as-root", "--oversubscribe", "-n", &count]);
@@ -138,9 +141,8 @@ struct Outcome {
 
 /// Whether `program` can be found on `$PATH`.
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|dir| dir.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
 /// The shim to preload: `--shim`, or the one `make mpiio` built into the target directory
@@ -149,8 +151,7 @@ fn find_shim(args: &BtioMpiArgs) -> Result<PathBuf, String> {
     let shim = if let Some(shim) = &args.shim {
         shim.clone()
     } else {
-        let exe =
-            std::env::current_exe().map_err(|err| format!("cannot find tessera: {err}"))?;
+        let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera: {err}"))?;
         exe.parent()
             .and_then(Path::parent)
             .ok_or_else(|| format!("{} has no target directory", exe.display()))?
@@ -215,7 +216,12 @@ fn run_once(
         .mpi
         .launch(PROCESSES, shim, cluster)
         .arg(program)
-        .args([path.as_str(), &steps.to_string(), &POINTS.to_string(), method])
+        .args([
+            path.as_str(),
+            &steps.to_string(),
+            &POINTS.to_string(),
+            method,
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -343,7 +349,7 @@ fn measure(
         config: json!({
             "servers": SERVERS,
             "clients": PROCESSES,
-            "transport": "tcp (the shim's client: one-sided on the servers' host where it can)",
+            "transport": "the C API client's default: the local one-sided backend on the servers' host (TESSERA_TRANSPORT=tcp for tcp)",
             "mpi": args.mpi.name(),
             "launcher": args.mpi.launcher(),
             "shim": shim.display().to_string(),
@@ -390,7 +396,7 @@ fn table(report: &Report, mpi: Mpi) -> String {
             row.seconds,
             row.mib_s,
             row.seconds / steps.max(1) as f64,
-            row.extra["verified"],
+            row.extra["verified"].as_bool().unwrap_or(false),
             paper
         );
     }
