@@ -14,8 +14,8 @@
  *   METHOD: multiple, sieve, list, datatype, view (independent: hint tessera_method) or
  *           two_phase, server_directed (collective: hint tessera_coll)
  * Process 0 prints one line of JSON: method, mode, seconds (the slowest process's time from
- * the barrier before the first step to the end of the last), bytes, verified. The exit status
- * is 0 only if every byte was right. The program knows Tessera only by the file name and the
+ * the barrier before the first step to the end of the last), bytes, verified. verified (and
+ * the exit status 0) needs every byte right and the method hint in effect (MPI_File_get_info). The program knows Tessera only by the file name and the
  * hints; run it with the shim preloaded (docs/MPIIO.md). */
 #include <mpi.h>
 #include <stdint.h>
@@ -146,6 +146,20 @@ int main(int argc, char **argv) {
     MPI_File fh;
     CALL(rank, MPI_File_open(MPI_COMM_WORLD, (char *)path, MPI_MODE_CREATE | MPI_MODE_RDWR,
                              info, &fh));
+    /* The method must be in effect: a value the shim does not know would be ignored. */
+    MPI_Info in_effect;
+    char hint[MPI_MAX_INFO_VAL + 1] = "";
+    int flag = 0;
+    CALL(rank, MPI_File_get_info(fh, &in_effect));
+    MPI_Info_get(in_effect, collective ? "tessera_coll" : "tessera_method", MPI_MAX_INFO_VAL,
+                 hint, &flag);
+    MPI_Info_free(&in_effect);
+    long long wrong = 0;
+    if (!flag || strcmp(hint, method) != 0) {
+        fprintf(stderr, "btio: rank %d: the hint in effect is %s, not %s (is the shim loaded?)\n",
+                rank, flag ? hint : "(unset)", method);
+        wrong++;
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     double started = MPI_Wtime(), writing = 0;
     for (long long step = 0; step < steps; step++) {
@@ -176,7 +190,6 @@ int main(int argc, char **argv) {
 
     /* Read back: the default view, each process a contiguous share of the whole file. */
     CALL(rank, MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL));
-    long long wrong = 0;
     MPI_Offset file_bytes = 0;
     CALL(rank, MPI_File_get_size(fh, &file_bytes));
     const long long total = steps * step_bytes;
@@ -225,7 +238,7 @@ int main(int argc, char **argv) {
         MPI_File_delete((char *)path, MPI_INFO_NULL);
         printf("{\"method\": \"%s\", \"mode\": \"%s\", \"processes\": %d, \"points\": %lld, "
                "\"steps\": %lld, \"seconds\": %.6f, \"write_seconds\": %.6f, "
-               "\"verify_seconds\": %.6f, \"bytes\": %lld, \"wrong_doubles\": %lld, "
+               "\"verify_seconds\": %.6f, \"bytes\": %lld, \"errors\": %lld, "
                "\"verified\": %s}\n",
                method, collective ? "collective" : "independent", size, points, steps,
                slowest, slowest_writing, verify_seconds, total, all_wrong,

@@ -135,7 +135,7 @@ struct Outcome {
     write_seconds: f64,
     verify_seconds: f64,
     bytes: u64,
-    wrong_doubles: u64,
+    errors: u64,
     verified: bool,
 }
 
@@ -288,7 +288,7 @@ fn row(method: &str, mode: &str, outcome: &Outcome) -> Row {
             "program_mode": outcome.mode,
             "write_seconds": outcome.write_seconds,
             "verify_seconds": outcome.verify_seconds,
-            "wrong_doubles": outcome.wrong_doubles,
+            "errors": outcome.errors,
             "verified": outcome.verified,
             "paper_io_seconds_40_steps": paper,
         }),
