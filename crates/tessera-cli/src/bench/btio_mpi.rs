@@ -447,8 +447,7 @@ fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
         .collect();
     let plot = Plot {
         title: "btio-mpi: class A output through the MPI-IO shim, 4 processes".to_owned(),
-        x_label: "1 multiple 2 sieve 3 list 4 datatype 5 view 6 two_phase 7 server_directed"
-            .to_owned(),
+        x_label: "1 multiple 2 sieve 3 list 4 datatype 5 view 6 2-phase 7 server-dir".to_owned(),
         y_label: "MiB/s".to_owned(),
         log2_x: false,
         series,
