@@ -282,7 +282,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             pool: Pool::new()?,
         });
     }
-    let repetitions = if common.quick { 5 } else { 11 };
+    let repetitions = if common.quick { 9 } else { 11 };
     let mut rows = Vec::new();
     let mut verified = true;
     let mut generation = 0u64;

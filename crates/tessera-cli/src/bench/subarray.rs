@@ -152,7 +152,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
     } else {
         &[512, 1024, 2048, 4096]
     };
-    let repetitions = if common.quick { 5 } else { 9 };
+    let repetitions = if common.quick { 7 } else { 9 };
     let mut rows_out = Vec::new();
     let mut verified = true;
     for &n in sizes {
@@ -185,17 +185,17 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 file.write_list(&memory, &target)
                     .map_err(|err| err.to_string())?;
                 let before = subject.registry.as_ref().map(|registry| registry.stats());
-                let start = Instant::now();
                 let mut requests = 0;
                 let mut one_sided = 0;
                 for _ in 0..iterations {
+                    let start = Instant::now();
                     let report = file
                         .write_list(&memory, &target)
                         .map_err(|err| format!("{}: {err}", subject.method.name))?;
+                    samples[index].push(start.elapsed().as_secs_f64());
                     requests += report.requests;
                     one_sided += report.one_sided;
                 }
-                let seconds = start.elapsed().as_secs_f64() / iterations as f64;
                 client.set_registration(None);
                 let (registrations, registration_us) = match (&subject.registry, before) {
                     (Some(registry), Some(before)) => {
@@ -210,7 +210,6 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                     }
                     _ => (0, 0.0),
                 };
-                samples[index].push(seconds);
                 last[index] = (requests, one_sided, registrations, registration_us);
                 // The registrars share one array: a cache left holding its rows locked would
                 // make the next method's mlock of them nearly free.
@@ -265,6 +264,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "registrar": "pin (mlock/munlock)",
             "sizes": sizes,
             "repetitions": repetitions,
+            "timing": "each repetition runs every method in turn (order rotated), a block of calls each after one untimed warm-up call; seconds = the median of every timed call's own time over all repetitions, so a call that another tenant of the machine interrupted does not move it",
         }),
         verified,
         rows: rows_out,
