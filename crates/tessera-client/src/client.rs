@@ -154,9 +154,11 @@ impl Client {
         self.inner.iods.fabric().map(|fabric| fabric.stats())
     }
 
-    /// Forgets every fabric registration overlapping `memory`. Registrations of lent memory
-    /// are cached across calls, so call this before freeing or unmapping memory that was
-    /// written or read with a fabric; returns how many were dropped (0 without a fabric).
+    /// Forgets every fabric registration overlapping `memory`; returns how many were dropped
+    /// (0 without a fabric). Registrations of lent memory are cached across calls and watched
+    /// for unmaps (`fabric_stats().watching`), so a registration over memory unmapped or
+    /// discarded since is never reused; where the kernel offers no watch, call this before
+    /// freeing or unmapping memory that was written or read with a fabric.
     pub fn forget_memory(&self, memory: &[u8]) -> Result<usize, ClientError> {
         let Some(fabric) = self.inner.iods.fabric() else {
             return Ok(0);

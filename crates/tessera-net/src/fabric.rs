@@ -104,8 +104,14 @@ pub struct LendStats {
     pub cache_misses: u64,
     /// Registrations dropped by invalidation.
     pub invalidated: u64,
+    /// Registrations dropped because their memory was unmapped, discarded or moved (seen by
+    /// the registry's unmap monitor, with no call from the application).
+    pub unmapped: u64,
     /// Registrations cached now.
     pub cached_entries: usize,
+    /// Whether cached registrations are watched for unmaps (`tessera_reg::Monitor`); when
+    /// not, call `Client::forget_memory` before unmapping lent memory.
+    pub watching: bool,
 }
 
 /// A fabric the client's memory is reachable through (`RemoteAccess::Fabric`).
@@ -341,7 +347,9 @@ mod ofi {
                 cache_hits: stats.cache_hits,
                 cache_misses: stats.cache_misses,
                 invalidated: stats.invalidated,
+                unmapped: stats.unmapped,
                 cached_entries: stats.cached_entries,
+                watching: self.registry.watching(),
             }
         }
     }

@@ -87,6 +87,8 @@ pub(crate) struct Table {
     pub arenas: Vec<Slot>,
     /// Bumped by every invalidation.
     pub generation: u64,
+    /// How far into the unmap monitor's log this table has applied.
+    pub monitor_cursor: u64,
 }
 
 impl Default for Table {
@@ -107,6 +109,7 @@ impl Default for Table {
             queue: Vec::new(),
             arenas: Vec::new(),
             generation: 0,
+            monitor_cursor: 0,
         }
     }
 }

@@ -15,8 +15,9 @@
 //!   deregistered at once), or FMRD (evicted entries deregistered in batches by a thread);
 //! - **arenas** ([`Registry::register_arena`]): ranges registered once, every acquire inside
 //!   them free;
-//! - **invalidation** ([`Registry::invalidate`]): before memory is freed or unmapped, so a
-//!   stale registration is never returned.
+//! - **invalidation**: cached registrations are watched for unmaps through userfaultfd
+//!   ([`monitor`]), and [`Registry::invalidate`] does it explicitly, so a stale registration
+//!   is never returned.
 //!
 //! Registrars implement [`Registrar`]: [`PinRegistrar`] (`mlock`/`munlock`, the pinning step
 //! that dominates real registration, so the policies can be measured on any machine),
@@ -28,6 +29,7 @@ mod cache;
 pub mod error;
 pub mod holes;
 pub mod mapping;
+pub mod monitor;
 pub mod ogr;
 pub mod pin;
 pub mod registrar;
@@ -37,6 +39,7 @@ mod stats;
 
 pub use error::RegError;
 pub use holes::{mapped_runs, HoleQuery, HOLE_RUNS_MAX};
+pub use monitor::{Monitor, MONITOR_EVENTS_KEPT};
 pub use ogr::{plan_groups, Group, OGR_QUERY_SEGMENTS_MIN};
 pub use pin::{memlock_limit, PinRegistrar};
 pub use registrar::{calibrate, CostModel, NoneRegistrar, RegHandle, Registrar};

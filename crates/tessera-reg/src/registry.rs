@@ -19,12 +19,16 @@
 //! deregistration thread so that no acquire waits for one. Release never deregisters. Without
 //! a cache every registration is deregistered when its guard drops (seed 001's "dynamic").
 //!
-//! **Invalidation.** A registration is a promise about the memory under it. A caller that frees
-//! or unmaps memory must call [`Registry::invalidate`] on the range first (the MPI-IO shim will
-//! hook `free`/`munmap`): every cached entry, queued entry and arena overlapping it is removed
-//! and deregistered (one still held by a guard is removed at once and deregistered when
-//! released), and no acquire returns it afterwards. A registration made concurrently with an
-//! invalidation is used once and never cached.
+//! **Invalidation.** A registration is a promise about the memory under it. Cached
+//! registrations are watched by the process's unmap [`Monitor`] (userfaultfd; see
+//! [`crate::monitor`]): before it looks anything up or caches anything, an acquire forgets
+//! every registration whose memory was unmapped, discarded (`MADV_DONTNEED`) or moved since,
+//! with no call from the application; a registration whose memory cannot be watched is used
+//! once, never cached. [`Registry::invalidate`] does the same explicitly, for a kernel without
+//! userfaultfd ([`Policy::watch_unmaps`]): every cached entry, queued entry and arena
+//! overlapping the range is removed and deregistered (one still held by a guard is removed at
+//! once and deregistered when released), and no acquire returns it afterwards. A registration
+//! made while its memory was invalidated or unmapped is used once and never cached.
 
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -32,6 +36,7 @@ use std::thread::JoinHandle;
 
 use crate::cache::{Deferred, Place, Rules, Slot, Table};
 use crate::error::RegError;
+use crate::monitor::{Monitor, Unmapped};
 use crate::ogr::{plan_groups, register_group, Group, Made};
 use crate::registrar::{RegHandle, Registrar};
 use crate::segment::{page_bytes, Segment};
@@ -135,6 +140,11 @@ pub struct Policy {
     /// `process_vm_readv`, yet measured at least as fast as inline batches and the pin-down
     /// cache (the `fmrd` benchmark runs both ways).
     pub fmrd_thread: bool,
+    /// Cached registrations are watched for unmaps by the process's [`Monitor`] (the
+    /// default), so one over memory unmapped, discarded or moved since is never returned; a
+    /// registration whose memory cannot be watched is used once and not cached. Where the
+    /// kernel offers no monitor, caching goes on unwatched and says so once in the log.
+    pub watch_unmaps: bool,
 }
 
 impl Policy {
@@ -145,7 +155,16 @@ impl Policy {
             caching,
             capacity: CacheCapacity::default(),
             fmrd_thread: true,
+            watch_unmaps: true,
         }
+    }
+
+    /// The same policy with cached registrations watched for unmaps (`true`, the default) or
+    /// not (then the caller must [`Registry::invalidate`] before unmapping).
+    #[must_use]
+    pub fn with_watch_unmaps(mut self, watch_unmaps: bool) -> Self {
+        self.watch_unmaps = watch_unmaps;
+        self
     }
 
     /// The same policy with FMRD batches deregistered by a thread of the registry (`true`, the
@@ -353,6 +372,7 @@ pub struct Registry {
     state: Mutex<Table>,
     counters: Arc<Counters>,
     fmd: Option<Fmd>,
+    monitor: Option<Arc<Monitor>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -375,13 +395,31 @@ impl Registry {
         } else {
             None
         };
+        let monitor = if policy.watch_unmaps && policy.caching != Caching::None {
+            match Monitor::process() {
+                Ok(monitor) => Some(monitor),
+                Err(why) => {
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| tracing::warn!("{why}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mut table = Table::default();
+        if let Some(monitor) = &monitor {
+            // Unmaps before this registry existed concern no registration of it.
+            table.monitor_cursor = monitor.position();
+        }
         Ok(Self {
             registrar,
             policy,
             page_bytes: page_bytes(),
-            state: Mutex::new(Table::default()),
+            state: Mutex::new(table),
             counters,
             fmd,
+            monitor,
         })
     }
 
@@ -393,6 +431,54 @@ impl Registry {
     /// The registrar.
     pub fn registrar(&self) -> &Arc<dyn Registrar> {
         &self.registrar
+    }
+
+    /// Whether cached registrations are watched for unmaps.
+    pub fn watching(&self) -> bool {
+        self.monitor.is_some()
+    }
+
+    /// Whether the monitor logged, since `position`, an unmap touching one of `made` (or lost
+    /// count). Called under the table lock, after [`Self::apply_unmaps`].
+    fn unmapped_since(&self, position: u64, made: &[Made]) -> bool {
+        let Some(monitor) = &self.monitor else {
+            return false;
+        };
+        match monitor.read_from(position).0 {
+            Unmapped::Overrun => true,
+            Unmapped::Events(events) => events.iter().any(|event| {
+                made.iter()
+                    .any(|part| part.handle.segment.overlaps(&event.segment))
+            }),
+        }
+    }
+
+    /// Forgets every registration whose memory the monitor saw unmapped, discarded or moved
+    /// since the last look (all of them if the log overran); their deregistrations go to
+    /// `deferred`. Called under the table lock before anything is looked up or cached.
+    fn apply_unmaps(&self, state: &mut Table, deferred: &mut Deferred) {
+        let Some(monitor) = &self.monitor else {
+            return;
+        };
+        monitor.settle();
+        let (unmapped, cursor) = monitor.read_from(state.monitor_cursor);
+        state.monitor_cursor = cursor;
+        let mut slots = match unmapped {
+            Unmapped::Events(events) if events.is_empty() => return,
+            Unmapped::Events(events) => events
+                .iter()
+                .flat_map(|event| state.overlapping(event.segment))
+                .collect::<Vec<_>>(),
+            Unmapped::Overrun => state.overlapping(Segment::new(0, usize::MAX)),
+        };
+        slots.sort_unstable();
+        slots.dedup();
+        for &slot in &slots {
+            if let Some(handle) = state.unlink(slot) {
+                deferred.now.push(handle);
+            }
+        }
+        bump(&self.counters.unmapped, slots.len() as u64);
     }
 
     fn rules(&self) -> Rules {
@@ -430,12 +516,15 @@ impl Registry {
         let mut misses = Vec::new();
         let mut deferred = Deferred::default();
         let generation;
+        let unmaps_seen;
         // Counted only when the acquire succeeds.
         let (mut hits, mut arena_hits, mut revivals) = (0u64, 0u64, 0u64);
         let mark;
         {
             let mut state = lock(&self.state);
+            self.apply_unmaps(&mut state, &mut deferred);
             generation = state.generation;
+            unmaps_seen = state.monitor_cursor;
             mark = state.new_mark();
             let rules = self.rules();
             // The registration that served the previous segment: rows of one array usually
@@ -487,7 +576,8 @@ impl Registry {
         self.finish(std::mem::take(&mut deferred));
         if !misses.is_empty() {
             let made = self.register_misses(segments, &misses)?;
-            self.adopt(made, segments, (generation, mark), &mut guard, &mut covers)?;
+            let since = (generation, unmaps_seen, mark);
+            self.adopt(made, segments, since, &mut guard, &mut covers)?;
         }
         bump(&self.counters.cache_hits, hits);
         bump(&self.counters.arena_hits, arena_hits);
@@ -572,21 +662,29 @@ impl Registry {
         Ok(made)
     }
 
-    /// Puts new registrations into the guard: cached when there is a cache and no
-    /// invalidation ran since the acquire began, else transient.
+    /// Puts new registrations into the guard: cached when there is a cache, no invalidation
+    /// ran and no unmap touched them since the acquire began, else transient.
     fn adopt(
         &self,
         made: Vec<Made>,
         segments: &[Segment],
-        (generation, mark): (u64, u64),
+        (generation, unmaps_seen, mark): (u64, u64, u64),
         guard: &mut Registration<'_>,
         covers: &mut [Option<Cover>],
     ) -> Result<(), RegError> {
         let mut deferred = Deferred::default();
         let mut cache = self.policy.caching != Caching::None;
+        if let (true, Some(monitor)) = (cache, &self.monitor) {
+            // Watched before the table is checked: an unmap after this is in the log.
+            if !made.iter().all(|part| monitor.watch(part.handle.segment)) {
+                bump(&self.counters.unwatched, made.len() as u64);
+                cache = false;
+            }
+        }
         if cache {
             let mut state = lock(&self.state);
-            if state.generation == generation {
+            self.apply_unmaps(&mut state, &mut deferred);
+            if state.generation == generation && !self.unmapped_since(unmaps_seen, &made) {
                 let bytes = made.iter().map(|part| part.handle.segment.length).sum();
                 if let Err(err) = state.make_room(
                     &self.rules(),
@@ -708,6 +806,11 @@ impl Registry {
             return Err(RegError::TooManyArenas { max: ARENAS_MAX });
         }
         let handle = self.counters.register(self.registrar.as_ref(), segment)?;
+        if let Some(monitor) = &self.monitor {
+            // An arena is the caller's to deregister; watching it is a safety net, not a
+            // condition.
+            monitor.watch(handle.segment);
+        }
         let mut state = lock(&self.state);
         if state.arenas.len() >= ARENAS_MAX {
             drop(state);
@@ -852,7 +955,10 @@ mod tests {
         let registrar = Arc::new(NoneRegistrar::with_cost(CostModel::PIN_DEFAULT));
         let registry = Registry::new(
             registrar.clone(),
-            Policy::new(grouping, caching).with_entries_max(entries_max),
+            // The segments are made-up addresses: nothing there to watch.
+            Policy::new(grouping, caching)
+                .with_entries_max(entries_max)
+                .with_watch_unmaps(false),
         )
         .unwrap();
         (registrar, registry)
@@ -948,7 +1054,9 @@ mod tests {
         let registrar = Arc::new(NoneRegistrar::new());
         let registry = Registry::new(
             registrar.clone(),
-            Policy::new(Grouping::Individual, Caching::PinDown).with_bytes_max(250),
+            Policy::new(Grouping::Individual, Caching::PinDown)
+                .with_bytes_max(250)
+                .with_watch_unmaps(false),
         )
         .unwrap();
         for page in 0..3 {
@@ -983,7 +1091,8 @@ mod tests {
             registrar.clone(),
             Policy::new(Grouping::Individual, Caching::Fmrd)
                 .with_entries_max(1)
-                .with_fmrd_thread(thread),
+                .with_fmrd_thread(thread)
+                .with_watch_unmaps(false),
         )
         .unwrap();
         drop(registry.acquire(&[page_segment(0)]).unwrap());

@@ -48,6 +48,11 @@ pub struct RegStats {
     pub hole_query_us: f64,
     /// Registrations removed by `invalidate`.
     pub invalidated: u64,
+    /// Registrations removed because the unmap monitor saw their memory unmapped, discarded
+    /// or moved.
+    pub unmapped: u64,
+    /// Registrations used once instead of cached because their memory could not be watched.
+    pub unwatched: u64,
     /// Deregistrations that failed (logged; the registration is forgotten regardless).
     pub deregistration_failures: u64,
     /// Registrations in the cache now, idle or in use (arenas and the FMRD queue excluded).
@@ -78,6 +83,8 @@ pub(crate) struct Counters {
     pub hole_queries: AtomicU64,
     pub hole_query_ns: AtomicU64,
     pub invalidated: AtomicU64,
+    pub unmapped: AtomicU64,
+    pub unwatched: AtomicU64,
     pub deregistration_failures: AtomicU64,
 }
 
@@ -174,6 +181,8 @@ impl Counters {
             hole_queries: load(&self.hole_queries),
             hole_query_us: us(&self.hole_query_ns),
             invalidated: load(&self.invalidated),
+            unmapped: load(&self.unmapped),
+            unwatched: load(&self.unwatched),
             deregistration_failures: load(&self.deregistration_failures),
             ..RegStats::default()
         }

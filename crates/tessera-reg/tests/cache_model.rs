@@ -334,7 +334,9 @@ proptest! {
             Policy::new(Grouping::Individual, caching)
                 .with_entries_max(entries_max)
                 .with_bytes_max(bytes_max)
-                .with_fmrd_thread(fmrd_thread),
+                .with_fmrd_thread(fmrd_thread)
+                // Made-up addresses, invalidated explicitly: nothing there to watch.
+                .with_watch_unmaps(false),
         )
         .unwrap();
         let mut model = Model {
