@@ -219,6 +219,9 @@ struct Shared {
 
 /// The process's userfaultfd watch over registered memory; see the module documentation.
 pub struct Monitor {
+    /// The process whose address space the userfaultfd watches: a child made by `fork`
+    /// inherits the descriptor, but it still names the parent's memory, and no thread.
+    pid: u32,
     shared: Arc<Shared>,
     watched: Mutex<Watched>,
     page: usize,
@@ -252,7 +255,18 @@ impl Monitor {
     /// none (then registries cache without watching, as before).
     pub fn process() -> Result<Arc<Self>, String> {
         static MONITOR: OnceLock<Result<Arc<Monitor>, String>> = OnceLock::new();
-        MONITOR.get_or_init(|| Self::start().map(Arc::new)).clone()
+        let monitor = MONITOR
+            .get_or_init(|| Self::start().map(Arc::new))
+            .clone()?;
+        if monitor.pid != std::process::id() {
+            return Err(
+                "this process was forked from the one whose memory the unmap monitor \
+                        watches: cached registrations are not watched, so call \
+                        Registry::invalidate before unmapping registered memory"
+                    .to_owned(),
+            );
+        }
+        Ok(monitor)
     }
 
     fn start() -> Result<Self, String> {
@@ -310,6 +324,7 @@ impl Monitor {
             .spawn(move || run(&thread_shared, page))
             .map_err(|err| format!("cannot start the monitor thread: {err}"))?;
         Ok(Self {
+            pid: std::process::id(),
             shared,
             watched: Mutex::new(Watched::default()),
             page,
@@ -321,6 +336,10 @@ impl Monitor {
     /// the kernel refuses (a file-backed mapping, memory another userfaultfd watches, or an
     /// unmapped page), and then the registration over it must not be cached.
     pub fn watch(&self, segment: Segment) -> bool {
+        if self.pid != std::process::id() {
+            // A registry made before a fork, used in the child.
+            return false;
+        }
         let start = segment.address / self.page * self.page;
         let Some(end) = segment
             .checked_end()
