@@ -15,6 +15,14 @@
 //!   (read-modify-write). A plan in which no chunk holds two runs is not sieving and is not
 //!   offered.
 //!
+//! Reads are priced by where their bytes are. When most of a read's extent is not in the page
+//! cache (the caller asks the kernel, [`Residency`]), each chunk is priced with the cold
+//! figures instead: per-piece `N × O_r + S_span / B_stream(S_span)` (the kernel's readahead
+//! streams the span ahead of the calls) against sieving's `O_r + S_chunk / B_cold(S_chunk)`
+//! plus the copy; batches are not offered (io_uring hands buffered reads that miss the cache to
+//! kernel worker threads, one entry at a time). Measured here, one call over a cold span wins
+//! for small spans and loses from about 1 MiB on, so the planner stops sieving there.
+//!
 //! Writes whose runs overlap keep list order (the later piece wins): a batch would not, so it
 //! is not offered for them, and sieving is offered only if every group of overlapping runs
 //! fits one chunk (the chunk applies its runs in list order).
@@ -83,6 +91,16 @@ impl Chunk {
     }
 }
 
+/// Whether the bytes of a read are in the page cache, as far as the server could tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Residency {
+    /// In the page cache (or not known): the calibrated, cached figures apply.
+    #[default]
+    Cached,
+    /// Mostly not in the page cache: the cold-read figures apply.
+    Cold,
+}
+
 /// What each plan would cost, µs (`None`: not offered for this request).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Estimates {
@@ -92,6 +110,8 @@ pub struct Estimates {
     pub batched_us: Option<f64>,
     /// Sieving.
     pub sieve_us: Option<f64>,
+    /// Whether a read was priced as cold.
+    pub cold: bool,
 }
 
 /// The plan chosen for one request.
@@ -151,8 +171,27 @@ impl Planner {
         self.batching
     }
 
-    /// The plan for `runs` (in data order) moving in `direction`, as `requested`.
+    /// The plan for `runs` (in data order) moving in `direction`, as `requested`, with the
+    /// bytes taken to be in the page cache.
     pub fn plan(&self, direction: Direction, runs: &[Run], requested: StoragePlan) -> Decision {
+        self.plan_with(direction, runs, requested, Residency::Cached)
+    }
+
+    /// Whether an [`StoragePlan::Auto`] read of `runs` would be priced by residency: only
+    /// then is it worth asking the kernel.
+    pub fn wants_residency(direction: Direction, runs: &[Run], requested: StoragePlan) -> bool {
+        direction == Direction::Read && requested == StoragePlan::Auto && runs.len() > 1
+    }
+
+    /// [`Planner::plan`] for bytes whose page-cache `residency` is known (it matters only to
+    /// reads the model prices).
+    pub fn plan_with(
+        &self,
+        direction: Direction,
+        runs: &[Run],
+        requested: StoragePlan,
+        residency: Residency,
+    ) -> Decision {
         if runs.len() <= 1 {
             return Decision::simple(StoragePlan::PerPiece);
         }
@@ -164,7 +203,57 @@ impl Planner {
             StoragePlan::PerPiece | StoragePlan::Batched => Decision::simple(StoragePlan::PerPiece),
             StoragePlan::Sieve => Self::sieve(direction, runs, SIEVE_CHUNK_BYTES_MAX)
                 .unwrap_or_else(|| Decision::simple(StoragePlan::PerPiece)),
+            StoragePlan::Auto if direction == Direction::Read && residency == Residency::Cold => {
+                self.cheapest_cold_read(runs)
+            }
             StoragePlan::Auto => self.cheapest(direction, runs),
+        }
+    }
+
+    /// The cheaper of per-piece and sieving for a read whose bytes are mostly not cached,
+    /// compared chunk by chunk of the sieving grouping (runs farther apart than the break-even
+    /// gap are read one call each by both plans).
+    fn cheapest_cold_read(&self, runs: &[Run]) -> Decision {
+        let model = &self.model;
+        let Some(mut decision) = Self::sieve(
+            Direction::Read,
+            runs,
+            model.gap_break_bytes(Direction::Read),
+        ) else {
+            return Decision {
+                estimates: Estimates {
+                    per_piece_us: self.per_piece_us(Direction::Read, runs),
+                    cold: true,
+                    ..Estimates::default()
+                },
+                ..Decision::simple(StoragePlan::PerPiece)
+            };
+        };
+        let (mut per_piece_us, mut sieve_us) = (0.0, 0.0);
+        for chunk in &decision.chunks {
+            let members = &decision.order[chunk.members.clone()];
+            let streamed = model.cold_stream_us(chunk.bytes(), members.len());
+            per_piece_us += streamed;
+            sieve_us += if members.len() == 1 {
+                streamed
+            } else {
+                let wanted: u64 = members.iter().map(|&index| runs[index].length).sum();
+                model.cold_read_us(chunk.bytes()) + model.copy_us(wanted)
+            };
+        }
+        let estimates = Estimates {
+            per_piece_us,
+            batched_us: None,
+            sieve_us: Some(sieve_us),
+            cold: true,
+        };
+        if sieve_us < per_piece_us * model.plan_margin {
+            decision.estimates = estimates;
+            return decision;
+        }
+        Decision {
+            estimates,
+            ..Decision::simple(StoragePlan::PerPiece)
         }
     }
 
@@ -181,6 +270,7 @@ impl Planner {
             per_piece_us,
             batched_us,
             sieve_us,
+            cold: false,
         };
         let margin = self.model.plan_margin;
         let best_other = batched_us
@@ -403,6 +493,65 @@ mod tests {
         };
         assert_eq!(plan_at(128), StoragePlan::Sieve);
         assert_eq!(plan_at(64 << 10), StoragePlan::PerPiece);
+    }
+
+    #[test]
+    fn cold_reads_sieve_small_spans_and_stream_large_ones() {
+        // Block columns of 4 clients: pieces of s bytes every 4 s. Cached, both spans sieve.
+        let small = strided(128, 128, 512); // a 64 KiB span
+        let large = strided(512, 512, 2048); // a 1 MiB span
+        for runs in [&small, &large] {
+            let cached = planner(true).plan(Direction::Read, runs, StoragePlan::Auto);
+            assert_eq!(cached.plan, StoragePlan::Sieve, "{:?}", cached.estimates);
+            assert!(!cached.estimates.cold);
+        }
+        let cold = |runs: &[Run]| {
+            planner(true).plan_with(Direction::Read, runs, StoragePlan::Auto, Residency::Cold)
+        };
+        let small_cold = cold(&small);
+        assert_eq!(
+            small_cold.plan,
+            StoragePlan::Sieve,
+            "{:?}",
+            small_cold.estimates
+        );
+        assert!(small_cold.estimates.cold && small_cold.estimates.batched_us.is_none());
+        let large_cold = cold(&large);
+        assert_eq!(
+            large_cold.plan,
+            StoragePlan::PerPiece,
+            "{:?}",
+            large_cold.estimates
+        );
+        let margin = planner(true).model().plan_margin;
+        assert!(
+            large_cold.estimates.sieve_us.unwrap() >= large_cold.estimates.per_piece_us * margin
+        );
+        // Residency changes nothing for writes or for plans the client forced.
+        let write =
+            planner(true).plan_with(Direction::Write, &large, StoragePlan::Auto, Residency::Cold);
+        assert_eq!(
+            write,
+            planner(true).plan(Direction::Write, &large, StoragePlan::Auto)
+        );
+        let forced =
+            planner(true).plan_with(Direction::Read, &large, StoragePlan::Sieve, Residency::Cold);
+        assert_eq!(forced.plan, StoragePlan::Sieve);
+        assert!(!Planner::wants_residency(
+            Direction::Read,
+            &large,
+            StoragePlan::Sieve
+        ));
+        assert!(Planner::wants_residency(
+            Direction::Read,
+            &large,
+            StoragePlan::Auto
+        ));
+        assert!(!Planner::wants_residency(
+            Direction::Write,
+            &large,
+            StoragePlan::Auto
+        ));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use tessera_proto::{
 
 use crate::cost::{CostModel, Direction};
 use crate::extent::ExtentLocks;
-use crate::plan::{merge_runs, Decision, Planner, Run};
+use crate::plan::{merge_runs, Decision, Planner, Residency, Run};
 use crate::uring;
 
 /// An open local object.
@@ -246,6 +246,10 @@ pub const MAPPED_SPAN_MAX: u64 = 1 << 30;
 /// shrink meanwhile, so no access meets a page past the end.
 pub const KEPT_MAPPING_BYTES_MAX: u64 = 1 << 30;
 
+/// Pages of a read's extent the server asks `mincore` about to price the read cold or cached
+/// (16 MiB of 4 KiB pages; the first ones stand for the rest).
+pub const RESIDENCY_PAGES_MAX: usize = 4096;
+
 /// Kept mappings grow in steps of this, so a growing object is remapped seldom.
 const KEPT_MAPPING_STEP: u64 = 64 << 20;
 
@@ -308,6 +312,36 @@ impl Mapping {
     /// Whether the mapping covers file bytes `[start, end)`.
     fn covers(&self, start: u64, end: u64) -> bool {
         start >= self.origin && end <= self.origin + self.mapped as u64
+    }
+
+    /// Of the pages holding file bytes `[start, end)` (inside the mapping), how many are not
+    /// in the page cache, and how many were asked about (at most [`RESIDENCY_PAGES_MAX`]).
+    fn absent_pages(&self, start: u64, end: u64) -> io::Result<(usize, usize)> {
+        assert!(self.covers(start, end), "a range outside its mapping");
+        // SAFETY: sysconf has no preconditions.
+        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let first = start / page * page;
+        let pages = usize::try_from((end - first).div_ceil(page))
+            .unwrap_or(RESIDENCY_PAGES_MAX)
+            .min(RESIDENCY_PAGES_MAX);
+        let mut vector = vec![0u8; pages];
+        let skip = usize::try_from(first - self.origin).expect("inside the mapping");
+        let length = pages * usize::try_from(page).expect("a page size fits usize");
+        let length = length.min(self.mapped - skip);
+        // SAFETY: [base + skip, + length) lies inside this live mapping and starts on a page
+        // boundary (origin and first are page-aligned); `vector` has one byte per page of it.
+        let status = unsafe {
+            libc::mincore(
+                self.base.cast::<u8>().wrapping_add(skip).cast(),
+                length,
+                vector.as_mut_ptr(),
+            )
+        };
+        if status != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let absent = vector.iter().filter(|&&flags| flags & 1 == 0).count();
+        Ok((absent, pages))
     }
 
     /// The address and length of file bytes `[offset, offset + length)`, which must lie
@@ -579,8 +613,15 @@ impl ObjectStore {
         debug_assert_eq!(pieces.iter().map(|p| p.length).sum::<u64>(), bytes as u64);
         let object = self.object(handle)?;
         let runs = merge_runs(pieces);
-        let decision = self.planner.plan(direction, &runs, requested);
         let (start, end) = extent_of(&runs);
+        let residency = if Planner::wants_residency(direction, &runs, requested) {
+            self.residency(&object, start, end)
+        } else {
+            Residency::Cached
+        };
+        let decision = self
+            .planner
+            .plan_with(direction, &runs, requested, residency);
         let (exclusive, what, counters) = match direction {
             Direction::Write => (true, "write", &self.writes),
             Direction::Read => (false, "read", &self.reads),
@@ -711,6 +752,26 @@ impl ObjectStore {
             storage_bytes: mapped_bytes,
             plan: StoragePlan::PerPiece,
         }))
+    }
+
+    /// Whether most of the pages of object bytes `[start, end)` are missing from the page
+    /// cache, by `mincore` over a mapping of them (at most the first
+    /// [`RESIDENCY_PAGES_MAX`] pages are asked about). What cannot be asked counts as cached.
+    fn residency(&self, object: &Object, start: u64, end: u64) -> Residency {
+        let Ok(metadata) = object.file.metadata() else {
+            return Residency::Cached;
+        };
+        let end = end.min(metadata.len());
+        if end <= start {
+            return Residency::Cached;
+        }
+        let absent = self
+            .mapping_for(object, start, end)
+            .and_then(|mapping| mapping.absent_pages(start, end));
+        match absent {
+            Ok((absent, asked)) if absent * 2 > asked => Residency::Cold,
+            _ => Residency::Cached,
+        }
     }
 
     /// Bytes the kept mappings of open objects cover now.
@@ -906,6 +967,75 @@ mod tests {
             .unwrap();
         assert!(outcome.is_some(), "served from a mapping");
         out
+    }
+
+    /// Writes object bytes to the device and drops them from the page cache; false where the
+    /// kernel keeps them (tmpfs).
+    fn evict(store: &ObjectStore, handle: u64) -> bool {
+        let object = store.object(handle).unwrap();
+        object.file.sync_data().unwrap();
+        // SAFETY: advice about an open descriptor.
+        let status = unsafe {
+            libc::posix_fadvise(object.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED)
+        };
+        assert_eq!(status, 0);
+        let size = object.file.metadata().unwrap().len();
+        store.residency(&object, 0, size) == Residency::Cold
+    }
+
+    #[test]
+    fn reads_of_cold_data_are_priced_cold_and_sieve_only_small_spans() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = ObjectStore::open(directory.path()).unwrap();
+        store.create(7).unwrap();
+        let data: Vec<u8> = (0..(2u32 << 20)).map(|i| (i % 251) as u8).collect();
+        store
+            .write(
+                7,
+                &[Piece::new(0, data.len() as u64)],
+                &data,
+                StoragePlan::PerPiece,
+            )
+            .unwrap();
+        let object = store.object(7).unwrap();
+        assert_eq!(store.residency(&object, 0, 1 << 20), Residency::Cached);
+        // Past the end of the object there is nothing to read from the device.
+        assert_eq!(
+            store.residency(&object, 4 << 20, 5 << 20),
+            Residency::Cached
+        );
+        if !evict(&store, 7) {
+            eprintln!("skipped: this file system keeps the object's pages cached");
+            return;
+        }
+        // Block columns: 512-byte pieces every 2 KiB over 1 MiB, and 128-byte pieces every
+        // 512 bytes over 64 KiB.
+        let columns = |count: u64, bytes: u64| -> Vec<Piece> {
+            (0..count)
+                .map(|i| Piece::new(i * 4 * bytes, bytes))
+                .collect()
+        };
+        let check = |pieces: &[Piece], expected: StoragePlan| {
+            let wanted: u64 = pieces.iter().map(|p| p.length).sum();
+            let mut buffer = vec![0u8; usize::try_from(wanted).unwrap()];
+            let outcome = store
+                .read(7, pieces, &mut buffer, StoragePlan::Auto)
+                .unwrap();
+            assert_eq!(outcome.plan, expected, "{} pieces", pieces.len());
+            let mut at = 0;
+            for piece in pieces {
+                let offset = usize::try_from(piece.offset).unwrap();
+                let length = usize::try_from(piece.length).unwrap();
+                assert_eq!(&buffer[at..at + length], &data[offset..offset + length]);
+                at += length;
+            }
+        };
+        check(&columns(512, 512), StoragePlan::PerPiece);
+        // The same request again finds the pages cached: sieving pays there.
+        assert_eq!(store.residency(&object, 0, 1 << 20), Residency::Cached);
+        check(&columns(512, 512), StoragePlan::Sieve);
+        assert!(evict(&store, 7));
+        check(&columns(128, 128), StoragePlan::Sieve);
     }
 
     #[test]
