@@ -185,14 +185,34 @@ impl File {
     /// `segments` memory slices. Connects to the server to learn whether it moves data
     /// one-sidedly; a server that cannot be reached gets a framed transfer, and the send
     /// reports the failure.
-    pub(crate) fn transfer_for(&self, position: usize, bytes: u64, segments: usize) -> Transfer {
+    ///
+    /// Memory that lies in one shared arena (`tessera_net::local::arena`) is gathered by the
+    /// server under `Auto` whatever its size: the server reaches it with plain copies, so any
+    /// copy on this side would only add to the cost.
+    pub(crate) fn transfer_for<S: std::ops::Deref<Target = [u8]>>(
+        &self,
+        position: usize,
+        bytes: u64,
+        slices: &[S],
+    ) -> Transfer {
         let one_sided = self
             .client
             .inner
             .iods
             .one_sided(self.server_of(position))
             .unwrap_or(false);
-        Transfer::choose(self.transfer, one_sided, bytes, segments)
+        let chosen = Transfer::choose(self.transfer, one_sided, bytes, slices.len());
+        if one_sided && self.transfer == TransferPolicy::Auto && !matches!(chosen, Transfer::Framed(_)) {
+            let pointers: Vec<(*const u8, usize)> =
+                slices.iter().map(|slice| (slice.as_ptr(), slice.len())).collect();
+            if tessera_net::local::arena::locate(&pointers).is_some() {
+                return Transfer::Remote {
+                    pack: false,
+                    segments_per_call: 0,
+                };
+            }
+        }
+        chosen
     }
 
     /// How the servers turn this file's requests into storage calls (default
@@ -429,7 +449,7 @@ impl File {
             .zip(carved)
             .map(|(request, carved)| {
                 let transfer =
-                    self.transfer_for(request.server_position, request.bytes, carved.slices.len());
+                    self.transfer_for(request.server_position, request.bytes, &carved.slices);
                 let write = Write {
                     handle: self.handle,
                     capability: Capability::default(),
@@ -469,7 +489,7 @@ impl File {
         let mut destinations: Vec<PieceDataMut<'_>> = Vec::with_capacity(plan.requests.len());
         for (request, carved) in plan.requests.iter().zip(carved) {
             let transfer =
-                self.transfer_for(request.server_position, request.bytes, carved.slices.len());
+                self.transfer_for(request.server_position, request.bytes, &carved.slices);
             reads.push((
                 Read {
                     handle: self.handle,

@@ -51,6 +51,9 @@ pub use methods::{
 };
 pub use registration::RegistryRegistration;
 pub use shared_pointer::SharedPointer;
+/// Memory shared with the servers of this host (`local` backend's registered memory): pieces
+/// in one arena move with no `process_vm_*` call and no copy on this side.
+pub use tessera_net::local::arena::Arena;
 pub use tessera_net::local::policy::{Mechanism, Transfer, TransferPolicy};
 pub use tessera_net::Registration;
 pub use tessera_proto::dtype;

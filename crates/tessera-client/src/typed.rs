@@ -228,7 +228,7 @@ impl File {
             .zip(carved)
             .map(|(planned, carved)| {
                 let transfer =
-                    self.transfer_for(planned.server_position, planned.bytes, carved.slices.len());
+                    self.transfer_for(planned.server_position, planned.bytes, &carved.slices);
                 let data = PieceData {
                     slices: carved
                         .slices
@@ -266,7 +266,7 @@ impl File {
         };
         for (planned, carved) in plan.requests.iter().zip(carved) {
             let transfer =
-                self.transfer_for(planned.server_position, planned.bytes, carved.slices.len());
+                self.transfer_for(planned.server_position, planned.bytes, &carved.slices);
             requests.push((request(planned, transfer.wire_mode()), transfer));
             destinations.push(PieceDataMut {
                 slices: carved

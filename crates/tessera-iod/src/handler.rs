@@ -139,17 +139,22 @@ impl Iod {
             }));
         }
         if memory.access == RemoteAccess::Shared {
-            let [segment] = memory.segments.as_slice() else {
+            let Some(key) = memory.segments.first().map(|segment| segment.key) else {
+                return Ok(Err(RemoteError::new(
+                    ErrorCode::Protocol,
+                    "a shared-memory transfer names no segment",
+                )));
+            };
+            if let Some(index) = memory.segments.iter().position(|s| s.key != key) {
                 return Ok(Err(RemoteError::new(
                     ErrorCode::Protocol,
                     format!(
-                        "an eager transfer names one segment of the eager buffer, not {}",
-                        memory.segments.len()
+                        "a shared-memory transfer names one region; segment {index} names another"
                     ),
                 )));
-            };
+            }
             return Ok(connection
-                .shared_region(segment.key)
+                .shared_region(key)
                 .map(|region| remote::Client {
                     pid: connection.peer_pid().unwrap_or(0),
                     memory,

@@ -18,7 +18,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use tessera_net::local::eager::SharedRegion;
-use tessera_proto::limits::EAGER_BYTES_MAX;
+use tessera_proto::limits::{ARENA_BYTES_MAX, EAGER_BYTES_MAX};
 
 use tessera_net::local::rma::{self, RmaError};
 use tessera_proto::limits::PIPELINE_UNIT_BYTES;
@@ -49,23 +49,65 @@ pub struct Client {
     pub shared: Option<Arc<SharedRegion>>,
 }
 
-/// The bytes of an eager request in the client's shared buffer (its one segment).
-fn eager_range(client: &Client) -> Result<(u64, u64), RemoteError> {
-    match client.memory.segments.as_slice() {
-        [segment] => Ok((segment.address, segment.length)),
-        _ => Err(RemoteError::new(
-            ErrorCode::Protocol,
-            "an eager transfer names one segment of the eager buffer",
-        )),
-    }
+/// The client's bytes each segment names in its shared region (the eager buffer or an
+/// arena), in order; a segment outside the region is refused, naming it.
+fn shared_bytes<'a>(
+    region: &'a SharedRegion,
+    segments: &[RemoteSegment],
+) -> Result<Vec<&'a [u8]>, RemoteError> {
+    segments
+        .iter()
+        .enumerate()
+        .map(|(index, segment)| {
+            region
+                .bytes(segment.address, segment.length)
+                .ok_or_else(|| outside_shared(region, index, segment))
+        })
+        .collect()
 }
 
-fn outside_eager(offset: u64, length: u64) -> RemoteError {
+/// Copies the bytes of `sources`, back to back, into the segments of `region`, in order.
+fn scatter(
+    region: &SharedRegion,
+    segments: &[RemoteSegment],
+    sources: &[impl std::ops::Deref<Target = [u8]>],
+) -> Result<(), RemoteError> {
+    let mut sources = sources.iter().map(|s| &**s).filter(|s| !s.is_empty());
+    let mut source: &[u8] = sources.next().unwrap_or(&[]);
+    for (index, segment) in segments.iter().enumerate() {
+        let target = region
+            .bytes_mut(segment.address, segment.length)
+            .ok_or_else(|| outside_shared(region, index, segment))?;
+        let mut filled = 0;
+        while filled < target.len() {
+            if source.is_empty() {
+                source = sources.next().ok_or_else(|| {
+                    RemoteError::new(ErrorCode::Protocol, "the client lent more bytes than the read holds")
+                })?;
+            }
+            let step = source.len().min(target.len() - filled);
+            target[filled..filled + step].copy_from_slice(&source[..step]);
+            filled += step;
+            source = &source[step..];
+        }
+    }
+    Ok(())
+}
+
+fn outside_shared(region: &SharedRegion, index: usize, segment: &RemoteSegment) -> RemoteError {
+    let what = if tessera_net::local::arena::is_arena(region.key()) {
+        "arena"
+    } else {
+        "eager buffer"
+    };
     RemoteError::new(
         ErrorCode::BadAddress,
         format!(
-            "{length} bytes at offset {offset} of the eager buffer lie outside it \
-             (eager_bytes_max = {EAGER_BYTES_MAX})"
+            "segment {index}: {} bytes at offset {} of the client's {what} lie outside its {} \
+             bytes (eager_bytes_max = {EAGER_BYTES_MAX}, arena_bytes_max = {ARENA_BYTES_MAX})",
+            segment.length,
+            segment.address,
+            region.len()
         ),
     )
 }
@@ -105,11 +147,11 @@ impl Client {
             ));
         }
         if let Some(region) = &self.shared {
-            let (offset, length) = eager_range(self)?;
-            let bytes = region
-                .bytes(offset, length)
-                .ok_or_else(|| outside_eager(offset, length))?;
-            data.copy_from_slice(bytes);
+            let mut at = 0;
+            for bytes in shared_bytes(region, &self.memory.segments)? {
+                data[at..at + bytes.len()].copy_from_slice(bytes);
+                at += bytes.len();
+            }
             return Ok(());
         }
         self.pull(&self.memory.segments, self.memory.segments_per_call, data)
@@ -129,12 +171,7 @@ impl Client {
             ));
         }
         if let Some(region) = &self.shared {
-            let (offset, length) = eager_range(self)?;
-            let bytes = region
-                .bytes_mut(offset, length)
-                .ok_or_else(|| outside_eager(offset, length))?;
-            bytes.copy_from_slice(data);
-            return Ok(());
+            return scatter(region, &self.memory.segments, &[data]);
         }
         self.push(data, &self.memory.segments, self.memory.segments_per_call)
     }
@@ -169,11 +206,11 @@ pub fn write(
 ) -> Result<Outcome, RemoteError> {
     check(pieces, client)?;
     if let Some(region) = &client.shared {
-        let (offset, length) = eager_range(client)?;
-        let data = region
-            .bytes(offset, length)
-            .ok_or_else(|| outside_eager(offset, length))?;
-        return store.write(handle, pieces, data, requested);
+        let slices = shared_bytes(region, &client.memory.segments)?;
+        return match slices.as_slice() {
+            [data] => store.write(handle, pieces, data, requested),
+            _ => store.write_gathered(handle, pieces, &slices, requested),
+        };
     }
     let per_call = client.memory.segments_per_call;
     let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
@@ -236,11 +273,27 @@ pub fn read(
 ) -> Result<Outcome, RemoteError> {
     check(pieces, client)?;
     if let Some(region) = &client.shared {
-        let (offset, length) = eager_range(client)?;
-        let data = region
-            .bytes_mut(offset, length)
-            .ok_or_else(|| outside_eager(offset, length))?;
-        return store.read(handle, pieces, data, requested);
+        let segments = &client.memory.segments;
+        if let [segment] = segments.as_slice() {
+            let data = region
+                .bytes_mut(segment.address, segment.length)
+                .ok_or_else(|| outside_shared(region, 0, segment))?;
+            return store.read(handle, pieces, data, requested);
+        }
+        if requested == StoragePlan::Auto {
+            // From the object's pages straight into the arena: one copy.
+            let copied = store.read_mapped(handle, pieces, |slices| {
+                scatter(region, segments, slices)
+            })?;
+            if let Some(outcome) = copied {
+                return Ok(outcome);
+            }
+        }
+        let bytes: u64 = segments.iter().map(|segment| segment.length).sum();
+        let mut data = vec![0u8; usize::try_from(bytes).unwrap_or(usize::MAX)];
+        let outcome = store.read(handle, pieces, &mut data, requested)?;
+        scatter(region, segments, &[data])?;
+        return Ok(outcome);
     }
     let per_call = client.memory.segments_per_call;
     if client.fabric.is_none() && requested == StoragePlan::Auto {

@@ -157,6 +157,70 @@ impl Units<'_> {
     }
 }
 
+/// Consecutive bytes of a list of slices, taken in order.
+struct SliceCursor<'a> {
+    slices: &'a [&'a [u8]],
+    at: usize,
+    skip: usize,
+}
+
+impl<'a> SliceCursor<'a> {
+    /// The next `bytes` bytes, as slices (fewer if the list ends first).
+    fn take(&mut self, mut bytes: usize) -> Vec<IoSlice<'a>> {
+        let mut parts = Vec::new();
+        while bytes > 0 && self.at < self.slices.len() {
+            let rest = &self.slices[self.at][self.skip..];
+            let step = rest.len().min(bytes);
+            if step > 0 {
+                parts.push(IoSlice::new(&rest[..step]));
+            }
+            bytes -= step;
+            if step == rest.len() {
+                self.at += 1;
+                self.skip = 0;
+            } else {
+                self.skip += step;
+            }
+        }
+        parts
+    }
+}
+
+/// Writes all of `parts` at `offset` with `pwritev`, at most `IOV_PIECES_MAX` slices a call;
+/// returns the calls made.
+fn pwritev_all(file: &File, mut parts: &mut [IoSlice<'_>], mut offset: u64) -> io::Result<u32> {
+    let mut calls = 0;
+    while !parts.is_empty() {
+        let count = parts.len().min(tessera_proto::limits::IOV_PIECES_MAX);
+        let position =
+            libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+        // SAFETY: `parts` are live slices (IoSlice is ABI-compatible with iovec); `count` of
+        // them are passed; the kernel only reads them.
+        let written = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                parts.as_ptr().cast(),
+                i32::try_from(count).expect("at most IOV_PIECES_MAX"),
+                position,
+            )
+        };
+        calls += 1;
+        let Ok(written) = usize::try_from(written) else {
+            let err = io::Error::last_os_error();
+            if err.kind() == ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        };
+        if written == 0 {
+            return Err(ErrorKind::WriteZero.into());
+        }
+        offset += written as u64;
+        IoSlice::advance_slices(&mut parts, written);
+    }
+    Ok(calls)
+}
+
 /// Reads `target.len()` bytes at `offset`; bytes past the end of the file read as zeros.
 pub(crate) fn read_full(file: &File, target: &mut [u8], offset: u64) -> io::Result<()> {
     let mut filled = 0;
@@ -577,6 +641,49 @@ impl ObjectStore {
             requested,
             |file, runs, decision| Self::write_runs(file, runs, data, decision),
         )
+    }
+
+    /// [`ObjectStore::write`] with the data in `slices` (back to back), as a client's shared
+    /// arena holds it: one call per run writes straight from the slices (`pwritev`); sieving
+    /// and batches work on one contiguous copy.
+    pub fn write_gathered(
+        &self,
+        handle: u64,
+        pieces: &[Piece],
+        slices: &[&[u8]],
+        requested: StoragePlan,
+    ) -> Result<Outcome, RemoteError> {
+        let bytes = slices.iter().map(|slice| slice.len()).sum();
+        self.serve(
+            handle,
+            pieces,
+            bytes,
+            Direction::Write,
+            requested,
+            |file, runs, decision| match decision.plan {
+                StoragePlan::PerPiece | StoragePlan::Auto => {
+                    Self::write_runs_gathered(file, runs, slices)
+                }
+                StoragePlan::Sieve | StoragePlan::Batched => {
+                    Self::write_runs(file, runs, &slices.concat(), decision)
+                }
+            },
+        )
+    }
+
+    /// One `pwritev` (at most `IOV_PIECES_MAX` slices a call) per run, from `slices`.
+    fn write_runs_gathered(file: &File, runs: &[Run], slices: &[&[u8]]) -> io::Result<Outcome> {
+        let mut cursor = SliceCursor { slices, at: 0, skip: 0 };
+        let mut calls = 0u32;
+        for run in runs {
+            let mut parts = cursor.take(length_of(run));
+            calls += pwritev_all(file, &mut parts, run.offset)?;
+        }
+        Ok(Outcome {
+            calls,
+            storage_bytes: runs.iter().map(|run| run.length).sum(),
+            plan: StoragePlan::PerPiece,
+        })
     }
 
     /// Reads `pieces` into `buffer`, back to back, by the plan `requested`; bytes past the

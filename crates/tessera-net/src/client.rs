@@ -591,6 +591,11 @@ impl Connection {
             }
             packed
         });
+        if let (None, None, Some((key, offsets))) =
+            (&packed, &self.fabric, crate::local::arena::locate(slices))
+        {
+            return self.send_shared(opcode, body, key, &offsets, segments_per_call);
+        }
         let segments: Vec<(usize, usize)> = match &packed {
             Some(packed) => vec![(packed.as_ptr() as usize, packed.len())],
             None => slices
@@ -627,6 +632,46 @@ impl Connection {
             packed,
         });
         Ok(counts)
+    }
+
+    /// Sends a request whose pieces all lie in the shared arena `key`, named by their offsets
+    /// in it (`RemoteAccess::Shared`): the server maps the arena and copies from or into it
+    /// directly.
+    fn send_shared(
+        &mut self,
+        opcode: Opcode,
+        body: &[u8],
+        key: u64,
+        offsets: &[(u64, u64)],
+        segments_per_call: u16,
+    ) -> Result<TransferCounts, NetError> {
+        let memory = RemoteMemory {
+            access: RemoteAccess::Shared,
+            endpoint: tessera_proto::RemoteEndpoint::default(),
+            segments_per_call,
+            segments: offsets
+                .iter()
+                .map(|&(address, length)| RemoteSegment {
+                    address,
+                    length,
+                    key,
+                })
+                .collect(),
+        };
+        let descriptor = memory.to_body();
+        let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
+        self.send_frame(opcode, body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
+        self.lent = Some(Lent {
+            eager: false,
+            _registration: None,
+            _lending: None,
+            packed: None,
+        });
+        Ok(TransferCounts {
+            messages_sent: 1,
+            one_sided: 1,
+            ..TransferCounts::default()
+        })
     }
 
     /// The descriptor of `segments` for the server: its process reaches them directly, or,

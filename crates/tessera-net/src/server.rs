@@ -73,7 +73,9 @@ pub struct ServerConnection {
     peer: String,
     peer_pid: Option<u32>,
     /// The client's eager buffer, mapped at its first eager request.
-    shared: Option<std::sync::Arc<crate::local::eager::SharedRegion>>,
+    /// Shared regions of the peer mapped so far, least recently used first (at most
+    /// `SHARED_REGIONS_PER_CONNECTION_MAX`).
+    shared: Vec<std::sync::Arc<crate::local::eager::SharedRegion>>,
 }
 
 /// A connection's socket: TCP, or a Unix socket from a process on this host.
@@ -146,14 +148,16 @@ impl ServerConnection {
         self.peer_pid
     }
 
-    /// The client's eager buffer named by descriptor `key`, mapped on first use and kept for
-    /// the connection (`local::eager`). Refused without a same-host peer.
+    /// The client's eager buffer or shared arena named by `key`, mapped on first use and kept
+    /// for the connection (`local::eager`, `local::arena`). Refused without a same-host peer.
     pub fn shared_region(
         &mut self,
         key: u64,
     ) -> Result<std::sync::Arc<crate::local::eager::SharedRegion>, String> {
-        if let Some(region) = self.shared.as_ref().filter(|region| region.key() == key) {
-            return Ok(region.clone());
+        if let Some(at) = self.shared.iter().position(|region| region.key() == key) {
+            let region = self.shared.remove(at);
+            self.shared.push(region.clone());
+            return Ok(region);
         }
         let Some(pid) = self.peer_pid else {
             return Err(format!(
@@ -162,9 +166,17 @@ impl ServerConnection {
             ));
         };
         let region = crate::local::eager::SharedRegion::open(pid, key)
-            .map_err(|err| format!("the eager buffer of pid {pid} (descriptor {key}): {err}"))?;
+            .map_err(|err| {
+                format!(
+                    "the shared memory of pid {pid} (descriptor {}): {err}",
+                    crate::local::arena::descriptor_of(key)
+                )
+            })?;
         let region = std::sync::Arc::new(region);
-        self.shared = Some(region.clone());
+        if self.shared.len() >= tessera_proto::limits::SHARED_REGIONS_PER_CONNECTION_MAX {
+            self.shared.remove(0);
+        }
+        self.shared.push(region.clone());
         Ok(region)
     }
 
@@ -444,7 +456,7 @@ pub async fn serve_with_local<S: Service>(
                 stream,
                 peer: peer.clone(),
                 peer_pid,
-                shared: None,
+                shared: Vec::new(),
             };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
                 tracing::warn!("{}: dropping connection from {peer}: {err}", service.name());

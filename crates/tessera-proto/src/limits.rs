@@ -146,6 +146,14 @@ const _: () = assert!((COLLECTIVE_PARTICIPANTS_MAX as usize) * 2 <= SERVER_REQUE
 /// move with one copy through it (seed 001 §2.5.3: Fast RDMA below 64 KiB).
 pub const EAGER_BYTES_MAX: u64 = 64 << 10;
 
+/// Largest shared arena (`local::arena`) a server maps for a same-host client: address space
+/// of the server, not memory (pages are the client's).
+pub const ARENA_BYTES_MAX: u64 = 64 << 30;
+
+/// Shared regions (the eager buffer and arenas) one connection keeps mapped; the least
+/// recently used is unmapped past it.
+pub const SHARED_REGIONS_PER_CONNECTION_MAX: usize = 8;
+
 // A descriptor with the most segments (24 bytes each) fits one frame's bulk.
 const _: () = assert!(
     REMOTE_SEGMENTS_MAX as u64 * 24 + REMOTE_ENDPOINT_BYTES_MAX as u64 + 64

@@ -24,7 +24,7 @@ use std::time::Instant;
 use serde_json::json;
 use tessera_client::tessera_reg::{Caching, Grouping, PinRegistrar, Policy, Registry, Segment};
 use tessera_client::{
-    Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, Mechanism, Piece,
+    Arena, Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, Mechanism, Piece,
     TransferPolicy,
 };
 
@@ -40,56 +40,88 @@ struct Method {
     policy: TransferPolicy,
     registration: Option<(Grouping, Caching)>,
     contiguous: bool,
+    /// The array lives in a shared arena (`tessera_client::Arena`): the `local` backend's
+    /// registered memory, which the server reaches with plain copies.
+    arena: bool,
 }
 
-const METHODS: [Method; 8] = [
+const METHODS: [Method; 11] = [
     Method {
         name: "contiguous",
         policy: TransferPolicy::Force(Mechanism::Gather),
         registration: None,
         contiguous: true,
+        arena: false,
     },
     Method {
         name: "pack",
         policy: TransferPolicy::Force(Mechanism::Pack),
         registration: None,
         contiguous: false,
+        arena: false,
     },
     Method {
         name: "pack, reg",
         policy: TransferPolicy::Force(Mechanism::Pack),
         registration: Some((Grouping::Individual, Caching::None)),
         contiguous: false,
+        arena: false,
     },
     Method {
         name: "gather",
         policy: TransferPolicy::Force(Mechanism::Gather),
         registration: None,
         contiguous: false,
+        arena: false,
     },
     Method {
         name: "gather, multiple reg",
         policy: TransferPolicy::Force(Mechanism::Gather),
         registration: Some((Grouping::Individual, Caching::None)),
         contiguous: false,
+        arena: false,
     },
     Method {
         name: "gather, one reg",
         policy: TransferPolicy::Force(Mechanism::Gather),
         registration: Some((Grouping::Ogr, Caching::None)),
         contiguous: false,
+        arena: false,
     },
     Method {
         name: "gather, cached",
         policy: TransferPolicy::Force(Mechanism::Gather),
         registration: Some((Grouping::Individual, Caching::PinDown)),
         contiguous: false,
+        arena: false,
     },
     Method {
         name: "hybrid",
         policy: TransferPolicy::Auto,
         registration: None,
         contiguous: false,
+        arena: false,
+    },
+    Method {
+        name: "pack, arena",
+        policy: TransferPolicy::Force(Mechanism::Pack),
+        registration: None,
+        contiguous: false,
+        arena: true,
+    },
+    Method {
+        name: "gather, arena",
+        policy: TransferPolicy::Force(Mechanism::Gather),
+        registration: None,
+        contiguous: false,
+        arena: true,
+    },
+    Method {
+        name: "hybrid, arena",
+        policy: TransferPolicy::Auto,
+        registration: None,
+        contiguous: false,
+        arena: true,
     },
 ];
 
@@ -157,6 +189,8 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
     let mut verified = true;
     for &n in sizes {
         let array = pattern(n as u64, n * n * ELEMENT_BYTES);
+        let mut arena = Arena::new(array.len()).map_err(|err| format!("arena: {err}"))?;
+        arena.as_mut_slice().copy_from_slice(&array);
         let pieces = rows(n);
         let bytes: usize = pieces.iter().map(|&(_, length)| length).sum();
         let contiguous: Vec<u8> = pieces
@@ -172,12 +206,17 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 let subject = &subjects[index];
                 file.set_transfer_policy(subject.method.policy);
                 client.set_registration(subject.registry.clone());
+                let source: &[u8] = if subject.method.arena {
+                    arena.as_slice()
+                } else {
+                    &array
+                };
                 let memory: Vec<IoSlice<'_>> = if subject.method.contiguous {
                     vec![IoSlice::new(&contiguous)]
                 } else {
                     pieces
                         .iter()
-                        .map(|&(offset, length)| IoSlice::new(&array[offset..offset + length]))
+                        .map(|&(offset, length)| IoSlice::new(&source[offset..offset + length]))
                         .collect()
                 };
                 let target = [Piece::new(0, bytes as u64)];
@@ -241,6 +280,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 seconds,
                 extra: json!({
                     "memory_pieces": if subject.method.contiguous { 1 } else { pieces.len() },
+                    "memory": if subject.method.arena { "arena" } else { "heap" },
                     "one_sided": one_sided > 0,
                     "registrations": registrations,
                     "registration_us": registration_us,
@@ -393,4 +433,7 @@ fn print_table(rows: &[Row], sizes: &[usize]) {
         eprintln!("64 KiB pieces: {:<24} {:>8.0} MiB/s", row.method, row.mib_s);
     }
     eprintln!("paper: gather/pack grows with size; hybrid follows the better of the two");
+    eprintln!(
+        "arena rows: the array in a shared arena (the local backend's registered memory), which the server reaches with plain copies"
+    );
 }

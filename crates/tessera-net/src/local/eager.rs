@@ -15,13 +15,13 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use tessera_proto::limits::EAGER_BYTES_MAX;
+use tessera_proto::limits::{ARENA_BYTES_MAX, EAGER_BYTES_MAX};
 
 /// A shared read-write mapping of a whole file, unmapped on drop.
 #[derive(Debug)]
-struct Mapping {
-    base: *mut u8,
-    len: usize,
+pub(crate) struct Mapping {
+    pub(crate) base: *mut u8,
+    pub(crate) len: usize,
 }
 
 // SAFETY: the mapping is plain shared memory owned by this value; it is unmapped only by
@@ -32,7 +32,7 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    fn new(fd: i32, len: usize) -> io::Result<Self> {
+    pub(crate) fn new(fd: i32, len: usize) -> io::Result<Self> {
         // SAFETY: a new shared mapping of an open file chosen by the kernel; it aliases no
         // Rust object and is unmapped only by Drop.
         let base = unsafe {
@@ -154,27 +154,43 @@ pub struct SharedRegion {
 impl SharedRegion {
     /// Maps descriptor `key` of process `pid`. Refused (with the reason) when the process or
     /// descriptor cannot be opened, or the file is empty or larger than [`EAGER_BYTES_MAX`].
+    ///
+    /// A key with a serial above its low 32 bits names a shared arena (`local::arena`), which
+    /// may hold up to [`ARENA_BYTES_MAX`] bytes.
     pub fn open(pid: u32, key: u64) -> io::Result<Self> {
-        let path = format!("/proc/{pid}/fd/{key}");
+        let path = format!("/proc/{pid}/fd/{}", super::arena::descriptor_of(key));
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let size = file.metadata()?.len();
-        if size == 0 || size > EAGER_BYTES_MAX {
+        let (limit, what, name) = if super::arena::is_arena(key) {
+            (ARENA_BYTES_MAX, "an arena", "arena_bytes_max")
+        } else {
+            (EAGER_BYTES_MAX, "an eager buffer", "eager_bytes_max")
+        };
+        if size == 0 || size > limit {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!(
-                    "{path} holds {size} bytes; an eager buffer holds 1 to {EAGER_BYTES_MAX} \
-                     (eager_bytes_max)"
-                ),
+                format!("{path} holds {size} bytes; {what} holds 1 to {limit} ({name})"),
             ));
         }
-        let len = usize::try_from(size).expect("at most 64 KiB");
+        let len = usize::try_from(size)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
         let mapping = Mapping::new(file.as_raw_fd(), len)?;
         Ok(Self { key, mapping })
     }
 
-    /// The client's descriptor number it was opened by.
+    /// The key it was opened by (descriptor number, and an arena's serial).
     pub fn key(&self) -> u64 {
         self.key
+    }
+
+    /// Bytes it holds.
+    pub fn len(&self) -> usize {
+        self.mapping.len
+    }
+
+    /// Whether it holds no bytes (never: empty files are refused).
+    pub fn is_empty(&self) -> bool {
+        self.mapping.len == 0
     }
 
     /// Bytes `[offset, offset + len)` of the buffer, if inside it.

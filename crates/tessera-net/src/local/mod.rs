@@ -8,6 +8,7 @@
 //! gather/scatter lists: no frame carries data and no side packs it. [`policy`] decides per
 //! request between that and the other mechanisms with a cost model measured on this machine.
 
+pub mod arena;
 pub mod eager;
 pub mod policy;
 pub mod rma;
