@@ -202,9 +202,14 @@ impl File {
             .one_sided(self.server_of(position))
             .unwrap_or(false);
         let chosen = Transfer::choose(self.transfer, one_sided, bytes, slices.len());
-        if one_sided && self.transfer == TransferPolicy::Auto && !matches!(chosen, Transfer::Framed(_)) {
-            let pointers: Vec<(*const u8, usize)> =
-                slices.iter().map(|slice| (slice.as_ptr(), slice.len())).collect();
+        if one_sided
+            && self.transfer == TransferPolicy::Auto
+            && !matches!(chosen, Transfer::Framed(_))
+        {
+            let pointers: Vec<(*const u8, usize)> = slices
+                .iter()
+                .map(|slice| (slice.as_ptr(), slice.len()))
+                .collect();
             if tessera_net::local::arena::locate(&pointers).is_some() {
                 return Transfer::Remote {
                     pack: false,

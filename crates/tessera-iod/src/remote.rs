@@ -82,7 +82,10 @@ fn scatter(
         while filled < target.len() {
             if source.is_empty() {
                 source = sources.next().ok_or_else(|| {
-                    RemoteError::new(ErrorCode::Protocol, "the client lent more bytes than the read holds")
+                    RemoteError::new(
+                        ErrorCode::Protocol,
+                        "the client lent more bytes than the read holds",
+                    )
                 })?;
             }
             let step = source.len().min(target.len() - filled);
@@ -282,9 +285,8 @@ pub fn read(
         }
         if requested == StoragePlan::Auto {
             // From the object's pages straight into the arena: one copy.
-            let copied = store.read_mapped(handle, pieces, |slices| {
-                scatter(region, segments, slices)
-            })?;
+            let copied =
+                store.read_mapped(handle, pieces, |slices| scatter(region, segments, slices))?;
             if let Some(outcome) = copied {
                 return Ok(outcome);
             }

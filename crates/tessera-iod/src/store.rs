@@ -673,7 +673,11 @@ impl ObjectStore {
 
     /// One `pwritev` (at most `IOV_PIECES_MAX` slices a call) per run, from `slices`.
     fn write_runs_gathered(file: &File, runs: &[Run], slices: &[&[u8]]) -> io::Result<Outcome> {
-        let mut cursor = SliceCursor { slices, at: 0, skip: 0 };
+        let mut cursor = SliceCursor {
+            slices,
+            at: 0,
+            skip: 0,
+        };
         let mut calls = 0u32;
         for run in runs {
             let mut parts = cursor.take(length_of(run));

@@ -165,13 +165,12 @@ impl ServerConnection {
                 self.peer
             ));
         };
-        let region = crate::local::eager::SharedRegion::open(pid, key)
-            .map_err(|err| {
-                format!(
-                    "the shared memory of pid {pid} (descriptor {}): {err}",
-                    crate::local::arena::descriptor_of(key)
-                )
-            })?;
+        let region = crate::local::eager::SharedRegion::open(pid, key).map_err(|err| {
+            format!(
+                "the shared memory of pid {pid} (descriptor {}): {err}",
+                crate::local::arena::descriptor_of(key)
+            )
+        })?;
         let region = std::sync::Arc::new(region);
         if self.shared.len() >= tessera_proto::limits::SHARED_REGIONS_PER_CONNECTION_MAX {
             self.shared.remove(0);

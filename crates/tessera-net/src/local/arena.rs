@@ -44,7 +44,9 @@ impl Arena {
         if bytes == 0 || bytes as u64 > ARENA_BYTES_MAX {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("an arena holds 1 to {ARENA_BYTES_MAX} bytes (arena_bytes_max), not {bytes}"),
+                format!(
+                    "an arena holds 1 to {ARENA_BYTES_MAX} bytes (arena_bytes_max), not {bytes}"
+                ),
             ));
         }
         // SAFETY: a NUL-terminated name and valid flags; the result is checked.
@@ -57,7 +59,8 @@ impl Arena {
         File::from(fd.try_clone()?).set_len(bytes as u64)?;
         let mapping = Mapping::new(fd.as_raw_fd(), bytes)?;
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff;
-        let key = (serial << 32) | u64::try_from(fd.as_raw_fd()).expect("descriptors are not negative");
+        let key =
+            (serial << 32) | u64::try_from(fd.as_raw_fd()).expect("descriptors are not negative");
         let start = mapping.base as usize;
         LIVE.write()
             .expect("arena table lock")
@@ -147,14 +150,18 @@ mod tests {
         let mut arena = Arena::new(1 << 16).unwrap();
         arena.as_mut_slice()[100] = 7;
         let base = arena.as_slice().as_ptr();
-        let slices = [(base.wrapping_add(100), 10), (base.wrapping_add(4096), 4096), (base, 0)];
+        let slices = [
+            (base.wrapping_add(100), 10),
+            (base.wrapping_add(4096), 4096),
+            (base, 0),
+        ];
         let (key, offsets) = locate(&slices).unwrap();
         assert_eq!(key, arena.key());
         assert!(is_arena(key));
         assert_eq!(offsets, vec![(100, 10), (4096, 4096)]);
         // One byte past the end, or memory of the heap, is not in the arena.
         assert!(locate(&[(base.wrapping_add((1 << 16) - 1), 2)]).is_none());
-        let heap = vec![0u8; 64];
+        let heap = [0u8; 64];
         assert!(locate(&[(base, 1), (heap.as_ptr(), 64)]).is_none());
         // A second arena gets a new key even where the descriptor number comes back.
         let old = arena.key();

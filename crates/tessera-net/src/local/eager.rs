@@ -172,8 +172,8 @@ impl SharedRegion {
                 format!("{path} holds {size} bytes; {what} holds 1 to {limit} ({name})"),
             ));
         }
-        let len = usize::try_from(size)
-            .map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+        let len =
+            usize::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
         let mapping = Mapping::new(file.as_raw_fd(), len)?;
         Ok(Self { key, mapping })
     }
