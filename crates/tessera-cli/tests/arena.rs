@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::{IoSlice, IoSliceMut, Read, Write};
+use std::io::{IoSlice, IoSliceMut};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -14,10 +14,7 @@ use common::{bytes, Cluster};
 use tessera_client::{
     Arena, ClusterConfig, CreateOptions, ErrorCode, Mechanism, Piece, TransferPolicy,
 };
-use tessera_proto::{
-    Capability, Header, Opcode, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory,
-    RemoteSegment, StoragePlan, TransferMode, Wire,
-};
+use tessera_proto::{RemoteAccess, RemoteEndpoint, RemoteMemory, RemoteSegment, StoragePlan};
 
 /// 256 slices of 1000 bytes every 1536 bytes of `memory`.
 fn slices_of(memory: &[u8]) -> Vec<IoSlice<'_>> {
@@ -185,32 +182,13 @@ fn a_segment_outside_the_arena_is_refused_by_name() {
                 })
                 .collect(),
         };
-        let write = tessera_proto::Write {
-            handle: file.handle(),
-            capability: Capability::default(),
-            mode: TransferMode::Remote,
-            storage: StoragePlan::Auto,
-            pieces: vec![Piece::new(0, length)],
-        };
-        let body = write.to_body();
-        let descriptor = memory.to_body();
-        let header = Header {
-            opcode: Opcode::Write as u8,
-            flags: 0,
-            request_id: request_id as u64 + 1,
-            body_bytes: u32::try_from(body.len()).unwrap(),
-            bulk_bytes: u32::try_from(descriptor.len()).unwrap(),
-        };
-        stream.write_all(&header.encode()).unwrap();
-        stream.write_all(&body).unwrap();
-        stream.write_all(&descriptor).unwrap();
-        let mut reply = [0u8; tessera_proto::limits::HEADER_BYTES];
-        stream.read_exact(&mut reply).unwrap();
-        let reply = Header::decode(&reply).unwrap();
-        assert!(reply.is_error(), "{reply:?}");
-        let mut body = vec![0u8; reply.body_bytes as usize];
-        stream.read_exact(&mut body).unwrap();
-        let error = RemoteError::from_body(&body).unwrap();
+        let error = common::refused_write(
+            &mut stream,
+            file.handle(),
+            length,
+            &memory,
+            request_id as u64 + 1,
+        );
         assert_eq!(error.code, code, "{}", error.message);
         assert!(error.message.contains(words), "{}", error.message);
     }

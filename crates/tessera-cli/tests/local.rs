@@ -336,32 +336,13 @@ fn eager_requests_are_checked_and_large_ones_pack() {
                 key,
             }],
         };
-        let write = tessera_proto::Write {
-            handle: file.handle(),
-            capability: Capability::default(),
-            mode: TransferMode::Remote,
-            storage: StoragePlan::Auto,
-            pieces: vec![Piece::new(0, length)],
-        };
-        let body = write.to_body();
-        let descriptor = memory.to_body();
-        let header = Header {
-            opcode: Opcode::Write as u8,
-            flags: 0,
-            request_id: request_id as u64 + 1,
-            body_bytes: u32::try_from(body.len()).unwrap(),
-            bulk_bytes: u32::try_from(descriptor.len()).unwrap(),
-        };
-        stream.write_all(&header.encode()).unwrap();
-        stream.write_all(&body).unwrap();
-        stream.write_all(&descriptor).unwrap();
-        let mut reply = [0u8; tessera_proto::limits::HEADER_BYTES];
-        stream.read_exact(&mut reply).unwrap();
-        let reply = Header::decode(&reply).unwrap();
-        assert!(reply.is_error(), "{reply:?}");
-        let mut body = vec![0u8; reply.body_bytes as usize];
-        stream.read_exact(&mut body).unwrap();
-        let error = RemoteError::from_body(&body).unwrap();
+        let error = common::refused_write(
+            &mut stream,
+            file.handle(),
+            length,
+            &memory,
+            request_id as u64 + 1,
+        );
         assert_eq!(error.code, code, "{}", error.message);
         assert!(error.message.contains(words), "{}", error.message);
     }

@@ -112,8 +112,9 @@ pub struct CostModel {
     pub cold_stream_bandwidth: Vec<BandwidthPoint>,
 }
 
-fn cold_curve(mib_s: [f64; 3]) -> Vec<BandwidthPoint> {
-    COLD_SIZES
+/// Points at `sizes` with the bandwidths `mib_s`.
+fn curve_at<const N: usize>(sizes: &[usize; N], mib_s: [f64; N]) -> Vec<BandwidthPoint> {
+    sizes
         .iter()
         .zip(mib_s)
         .map(|(&bytes, mib_s)| BandwidthPoint {
@@ -124,27 +125,18 @@ fn cold_curve(mib_s: [f64; 3]) -> Vec<BandwidthPoint> {
 }
 
 fn default_cold_read_bandwidth() -> Vec<BandwidthPoint> {
-    cold_curve([550.0, 1000.0, 900.0])
+    curve_at(&COLD_SIZES, [550.0, 1000.0, 900.0])
 }
 
 fn default_cold_stream_bandwidth() -> Vec<BandwidthPoint> {
-    cold_curve([480.0, 1600.0, 2000.0])
+    curve_at(&COLD_SIZES, [480.0, 1600.0, 2000.0])
 }
 
 impl Default for CostModel {
     /// Typical figures of a page-cache-backed ext4 directory on a small VM, used by tests and
     /// until a calibration exists.
     fn default() -> Self {
-        let curve = |mib_s: [f64; 4]| {
-            CALIBRATION_SIZES
-                .iter()
-                .zip(mib_s)
-                .map(|(&bytes, mib_s)| BandwidthPoint {
-                    bytes: bytes as u64,
-                    mib_s,
-                })
-                .collect()
-        };
+        let curve = |mib_s| curve_at(&CALIBRATION_SIZES, mib_s);
         Self {
             read_op_us: 0.8,
             write_op_us: 1.5,

@@ -531,31 +531,10 @@ impl Connection {
             return self.send_remote(opcode, body, slices, true, 0);
         };
         let copied = if fill { eager.fill(slices) } else { 0 };
-        let memory = RemoteMemory {
-            access: RemoteAccess::Shared,
-            endpoint: tessera_proto::RemoteEndpoint::default(),
-            segments_per_call: 0,
-            segments: vec![RemoteSegment {
-                address: 0,
-                length: total as u64,
-                key: eager.key(),
-            }],
-        };
-        let descriptor = memory.to_body();
-        let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
-        self.send_frame(opcode, body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
-        self.lent = Some(Lent {
-            eager: true,
-            _registration: None,
-            _lending: None,
-            packed: None,
-        });
-        Ok(TransferCounts {
-            messages_sent: 1,
-            one_sided: 1,
-            bytes_copied: copied as u64,
-            ..TransferCounts::default()
-        })
+        let key = eager.key();
+        let mut counts = self.send_shared(opcode, body, key, &[(0, total as u64)], 0)?;
+        counts.bytes_copied = copied as u64;
+        Ok(counts)
     }
 
     /// Sends a request whose data the server moves one-sidedly from or into `slices`
@@ -634,9 +613,9 @@ impl Connection {
         Ok(counts)
     }
 
-    /// Sends a request whose pieces all lie in the shared arena `key`, named by their offsets
-    /// in it (`RemoteAccess::Shared`): the server maps the arena and copies from or into it
-    /// directly.
+    /// Sends a request whose pieces all lie in the shared region `key` (the eager buffer or
+    /// an arena), named by their offsets in it (`RemoteAccess::Shared`): the server maps the
+    /// region and copies from or into it directly.
     fn send_shared(
         &mut self,
         opcode: Opcode,
@@ -662,7 +641,9 @@ impl Connection {
         let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
         self.send_frame(opcode, body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
         self.lent = Some(Lent {
-            eager: false,
+            // The eager buffer's key has no serial; a read's data is copied out of it at the
+            // reply. An arena's pieces are the caller's own memory.
+            eager: !crate::local::arena::is_arena(key),
             _registration: None,
             _lending: None,
             packed: None,

@@ -204,3 +204,43 @@ pub fn bytes(seed: u64, length: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Sends, over a raw same-host connection, a one-sided `Write` of `length` bytes at offset 0
+/// of `handle` whose data `memory` describes, and returns the error the server answers with
+/// (panicking if it answers otherwise).
+pub fn refused_write(
+    stream: &mut std::os::unix::net::UnixStream,
+    handle: u64,
+    length: u64,
+    memory: &tessera_proto::RemoteMemory,
+    request_id: u64,
+) -> tessera_proto::RemoteError {
+    use std::io::{Read, Write};
+    use tessera_proto::{Header, Opcode, Wire};
+    let write = tessera_proto::Write {
+        handle,
+        capability: tessera_proto::Capability::default(),
+        mode: tessera_proto::TransferMode::Remote,
+        storage: tessera_proto::StoragePlan::Auto,
+        pieces: vec![tessera_client::Piece::new(0, length)],
+    };
+    let body = write.to_body();
+    let descriptor = memory.to_body();
+    let header = Header {
+        opcode: Opcode::Write as u8,
+        flags: 0,
+        request_id,
+        body_bytes: u32::try_from(body.len()).unwrap(),
+        bulk_bytes: u32::try_from(descriptor.len()).unwrap(),
+    };
+    stream.write_all(&header.encode()).unwrap();
+    stream.write_all(&body).unwrap();
+    stream.write_all(&descriptor).unwrap();
+    let mut reply = [0u8; tessera_proto::limits::HEADER_BYTES];
+    stream.read_exact(&mut reply).unwrap();
+    let reply = Header::decode(&reply).unwrap();
+    assert!(reply.is_error(), "{reply:?}");
+    let mut body = vec![0u8; reply.body_bytes as usize];
+    stream.read_exact(&mut body).unwrap();
+    tessera_proto::RemoteError::from_body(&body).unwrap()
+}
