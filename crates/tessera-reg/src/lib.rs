@@ -27,6 +27,7 @@
 
 mod cache;
 pub mod error;
+pub mod fixed;
 pub mod holes;
 pub mod mapping;
 pub mod monitor;
@@ -38,6 +39,7 @@ pub mod segment;
 mod stats;
 
 pub use error::RegError;
+pub use fixed::{FixedRegistrar, FIXED_BYTES_MAX, FIXED_SLOTS_MAX};
 pub use holes::{mapped_runs, HoleQuery, HOLE_RUNS_MAX};
 pub use monitor::{Monitor, MONITOR_EVENTS_KEPT};
 pub use ogr::{plan_groups, Group, OGR_QUERY_SEGMENTS_MIN};

@@ -35,7 +35,7 @@ use std::time::Instant;
 use serde_json::json;
 use tessera_client::tessera_reg::mapping::AnonymousMapping;
 use tessera_client::tessera_reg::{
-    page_bytes, Caching, Grouping, PinRegistrar, Policy, RegStats, Registrar, Registry, FMRD_BATCH,
+    page_bytes, Caching, Grouping, Policy, RegStats, Registry, FMRD_BATCH,
 };
 use tessera_client::{
     Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, Mechanism, OpenMode,
@@ -251,7 +251,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         Err(err) if err.code() == Some(ErrorCode::Exists) => {}
         Err(err) => return Err(format!("mkdir /bench: {err}")),
     }
-    let registrar: Arc<dyn Registrar> = Arc::new(PinRegistrar::new());
+    let registrar = common.registrar()?;
     let mut subjects = Vec::new();
     for (index, method) in Method::ALL.into_iter().enumerate() {
         let registry = match method.policy() {
@@ -402,7 +402,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "buffer_bytes": BUFFER_BYTES,
             "cache_entries": CACHE_ENTRIES,
             "fmrd_batch": FMRD_BATCH,
-            "registrar": "pin (mlock/munlock)",
+            "registrar": common.registrar_name(),
             "cost_model": format!("{:?}", registrar.cost()),
             "repetitions": repetitions,
         }),
@@ -460,8 +460,9 @@ fn table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "fmrd: {OPERATIONS} writes of {} KiB from {BUFFERS} buffers, cache {CACHE_ENTRIES} entries, local (gather), pin registrar",
-        BUFFER_BYTES >> 10
+        "fmrd: {OPERATIONS} writes of {} KiB from {BUFFERS} buffers, cache {CACHE_ENTRIES} entries, local (gather), registrar {}",
+        BUFFER_BYTES >> 10,
+        report.config["registrar"].as_str().unwrap_or("?")
     );
     let _ = writeln!(
         out,

@@ -97,6 +97,43 @@ pub struct CommonArgs {
     /// Cluster file of a running cluster (default: $TESSERA_CLUSTER, else a private cluster).
     #[arg(long, env = "TESSERA_CLUSTER")]
     pub cluster: Option<PathBuf>,
+    /// How the registration benches (subarray, ogr, fmrd) register memory: `fixed` pins pages
+    /// as io_uring fixed buffers (the kernel pinning `ibv_reg_mr` does), `pin` locks them with
+    /// mlock/munlock.
+    #[arg(long, value_enum, default_value_t = RegistrarKind::Fixed)]
+    pub registrar: RegistrarKind,
+}
+
+/// The registrar of the registration benches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RegistrarKind {
+    /// io_uring fixed buffers: `pin_user_pages(FOLL_LONGTERM)`, as RDMA registration pins.
+    Fixed,
+    /// mlock/munlock.
+    Pin,
+}
+
+impl CommonArgs {
+    /// A new registrar of the kind asked for.
+    pub fn registrar(
+        &self,
+    ) -> Result<std::sync::Arc<dyn tessera_client::tessera_reg::Registrar>, String> {
+        use tessera_client::tessera_reg::{FixedRegistrar, PinRegistrar};
+        Ok(match self.registrar {
+            RegistrarKind::Fixed => std::sync::Arc::new(
+                FixedRegistrar::new().map_err(|err| format!("registrar fixed: {err}"))?,
+            ),
+            RegistrarKind::Pin => std::sync::Arc::new(PinRegistrar::new()),
+        })
+    }
+
+    /// What the reports call the registrar.
+    pub fn registrar_name(&self) -> &'static str {
+        match self.registrar {
+            RegistrarKind::Fixed => "fixed (io_uring fixed buffers: pin_user_pages FOLL_LONGTERM)",
+            RegistrarKind::Pin => "pin (mlock/munlock)",
+        }
+    }
 }
 
 /// The worker method name that reaches the servers by TCP even on their host: the storage

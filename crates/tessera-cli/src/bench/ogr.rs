@@ -42,9 +42,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use tessera_client::tessera_reg::mapping::AnonymousMapping;
-use tessera_client::tessera_reg::{
-    page_bytes, Caching, Grouping, PinRegistrar, Policy, RegStats, Registrar, Registry,
-};
+use tessera_client::tessera_reg::{page_bytes, Caching, Grouping, Policy, RegStats, Registry};
 use tessera_client::{
     Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, IoReport, Mechanism,
     Piece, TransferPolicy,
@@ -432,7 +430,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         Err(err) if err.code() == Some(ErrorCode::Exists) => {}
         Err(err) => return Err(format!("mkdir /bench: {err}")),
     }
-    let registrar: Arc<dyn Registrar> = Arc::new(PinRegistrar::new());
+    let registrar = common.registrar()?;
     let mut subjects = Vec::new();
     for (index, method) in Method::ALL.into_iter().enumerate() {
         let path = format!("/bench/ogr-{}-{index}", std::process::id());
@@ -608,7 +606,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "memory_pieces_per_call": BLOCK_SIDE,
             "call_bytes": CALL_BYTES,
             "stripe_unit_bytes": CALL_BYTES,
-            "registrar": "pin (mlock/munlock)",
+            "registrar": common.registrar_name(),
             "cost_model": format!("{:?}", registrar.cost()),
             "holes": HOLES,
             "page_bytes": page_bytes(),
@@ -656,7 +654,8 @@ fn table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "ogr: {SIDE} x {SIDE} ints block-block over {PROCESSES}; each call writes {BLOCK_SIDE} rows of {ROW_BYTES} B over local (gather), pin registrar; figures per call"
+        "ogr: {SIDE} x {SIDE} ints block-block over {PROCESSES}; each call writes {BLOCK_SIDE} rows of {ROW_BYTES} B over local (gather), registrar {}; figures per call",
+        report.config["registrar"].as_str().unwrap_or("?")
     );
     let _ = writeln!(
         out,

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
-use tessera_client::tessera_reg::{Caching, Grouping, PinRegistrar, Policy, Registry, Segment};
+use tessera_client::tessera_reg::{Caching, Grouping, Policy, Registry, Segment};
 use tessera_client::{
     Arena, Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, Mechanism, Piece,
     TransferPolicy,
@@ -165,7 +165,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             },
         )
         .map_err(|err| format!("create {path}: {err}"))?;
-    let registrar: Arc<dyn tessera_client::tessera_reg::Registrar> = Arc::new(PinRegistrar::new());
+    let registrar = common.registrar()?;
     let subjects: Vec<Subject> = METHODS
         .iter()
         .map(|&method| {
@@ -301,7 +301,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "clients": 1,
             "transport": "local",
             "element_bytes": ELEMENT_BYTES,
-            "registrar": "pin (mlock/munlock)",
+            "registrar": common.registrar_name(),
             "sizes": sizes,
             "repetitions": repetitions,
             "timing": "each repetition runs every method in turn (order rotated), a block of calls each after one untimed warm-up call; seconds = the median of every timed call's own time over all repetitions, so a call that another tenant of the machine interrupted does not move it",
