@@ -120,9 +120,9 @@ impl CommonArgs {
     ) -> Result<std::sync::Arc<dyn tessera_client::tessera_reg::Registrar>, String> {
         use tessera_client::tessera_reg::{FixedRegistrar, PinRegistrar};
         Ok(match self.registrar {
-            RegistrarKind::Fixed => std::sync::Arc::new(
-                FixedRegistrar::new().map_err(|err| format!("registrar fixed: {err}"))?,
-            ),
+            RegistrarKind::Fixed => std::sync::Arc::new(FixedRegistrar::new().map_err(|err| {
+                format!("registrar fixed: {err} (--registrar pin locks with mlock instead)")
+            })?),
             RegistrarKind::Pin => std::sync::Arc::new(PinRegistrar::new()),
         })
     }
