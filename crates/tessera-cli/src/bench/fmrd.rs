@@ -3,8 +3,8 @@
 //!
 //! One client performs 1000 writes of 64 KiB, each from one of a pool of 1000 buffers, to the
 //! file (striped over 4 servers); the servers pull each buffer one-sidedly over the `local`
-//! backend, and the client registers it first through a [`Registry`] over the `pin` registrar
-//! (mlock/munlock). Which buffer each write uses is drawn so that a given share of the writes
+//! backend, and the client registers it first through a [`Registry`] over the `--registrar`
+//! (default `fixed`, io_uring fixed buffers; `pin`, mlock/munlock). Which buffer each write uses is drawn so that a given share of the writes
 //! (20 % or 80 %) reuse one of the 100 most recently used buffers, the others take a buffer
 //! outside them; with a cache of 100 entries that share is the hit ratio (the seed controls it
 //! the same way). The methods:

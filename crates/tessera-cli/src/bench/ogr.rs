@@ -6,8 +6,9 @@
 //! one list call to its own contiguous 4 MiB of the file (stripe unit 4 MiB over 4 servers, so
 //! each process's call is one request to one server). The servers pull the rows one-sidedly
 //! over the `local` backend; before each request the client registers them through a
-//! [`Registry`] over the `pin` registrar (mlock/munlock, the pinning that dominates RDMA
-//! registration), and releases them after the reply. The cases are the seed's:
+//! [`Registry`] over the `--registrar` (default `fixed`: io_uring fixed buffers, the kernel's
+//! long-term page pinning that RDMA registration does; `pin`: mlock/munlock), and releases
+//! them after the reply. The cases are the seed's:
 //!
 //! - `ideal`: every row's registration was made earlier and is found in a pin-down cache;
 //! - `indiv`: each row registered and deregistered on its own, every call;

@@ -8,9 +8,11 @@
 //! server moves the rows themselves: registered per row, `gather, multiple reg`; once for the
 //! covering region by OGR, `gather, one reg`; found in a pin-down cache, `gather, cached`; or
 //! with no registration, `gather`), `hybrid` (the transfer model picks per request) and
-//! `contiguous` (the same bytes from one buffer, the upper bound). Registration is the `pin`
-//! registrar (mlock/munlock), the pinning that dominates the cost of RDMA registration. All
-//! methods run interleaved; every call's data is read back and compared.
+//! `contiguous` (the same bytes from one buffer, the upper bound). Registration is the
+//! `--registrar` (default `fixed`, io_uring fixed buffers: the kernel's long-term page pinning
+//! that RDMA registration does; `pin`, mlock/munlock). The `arena` rows put the array in a
+//! shared arena, the `local` backend's registered memory, which the server reaches with plain
+//! copies. All methods run interleaved; every call's data is read back and compared.
 //!
 //! A second case measures the transport alone against the kernel: 64 KiB pieces read from a
 //! cached file over `local` (the server pushes from a mapping of the object with
