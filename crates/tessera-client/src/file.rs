@@ -205,6 +205,7 @@ impl File {
         if one_sided
             && self.transfer == TransferPolicy::Auto
             && !matches!(chosen, Transfer::Framed(_))
+            && tessera_net::local::arena::any_live()
         {
             let pointers: Vec<(*const u8, usize)> = slices
                 .iter()

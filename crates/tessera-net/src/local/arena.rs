@@ -65,6 +65,7 @@ impl Arena {
         LIVE.write()
             .expect("arena table lock")
             .push((start, start + bytes, key));
+        COUNT.fetch_add(1, Ordering::Relaxed);
         Ok(Self {
             _fd: fd,
             mapping,
@@ -105,12 +106,16 @@ impl Drop for Arena {
     fn drop(&mut self) {
         let mut live = LIVE.write().expect("arena table lock");
         live.retain(|&(_, _, key)| key != self.key);
+        COUNT.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 /// The arena key and the arena offsets of `slices` when every non-empty one lies inside one
 /// live arena; `None` otherwise.
 pub fn locate(slices: &[(*const u8, usize)]) -> Option<(u64, Vec<(u64, u64)>)> {
+    if !any_live() {
+        return None;
+    }
     let live = LIVE.read().expect("arena table lock");
     if live.is_empty() {
         return None;
@@ -130,6 +135,14 @@ pub fn locate(slices: &[(*const u8, usize)]) -> Option<(u64, Vec<(u64, u64)>)> {
     }
     found.map(|(_, _, key)| (key, offsets))
 }
+
+/// Whether this process has an arena now (cheap: one atomic load).
+pub fn any_live() -> bool {
+    COUNT.load(Ordering::Relaxed) > 0
+}
+
+/// Arenas alive in this process.
+static COUNT: AtomicU64 = AtomicU64::new(0);
 
 /// The descriptor number inside an arena or eager-buffer key.
 pub fn descriptor_of(key: u64) -> u64 {

@@ -172,6 +172,16 @@ impl SharedRegion {
                 format!("{path} holds {size} bytes; {what} holds 1 to {limit} ({name})"),
             ));
         }
+        // Only shared memory the client made: the server reopens the descriptor with its own
+        // rights, so a file the client may only read must never be written through it.
+        // F_GET_SEALS answers for memfd and shmem files alone.
+        // SAFETY: fcntl on a descriptor this function owns.
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) } < 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{path} is not shared memory made by memfd_create"),
+            ));
+        }
         let len =
             usize::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
         let mapping = Mapping::new(file.as_raw_fd(), len)?;
@@ -239,6 +249,12 @@ mod tests {
         let mut out = [0u8; 5];
         buffer.empty_into(&mut [&mut out[..]]);
         assert_eq!(&out, b"READY");
+        // A file that is not a memfd is refused, however small.
+        let plain = tempfile::tempfile().unwrap();
+        plain.set_len(100).unwrap();
+        let key = u64::try_from(plain.as_raw_fd()).unwrap();
+        let err = SharedRegion::open(std::process::id(), key).unwrap_err();
+        assert!(err.to_string().contains("memfd"), "{err}");
         // A descriptor that is not a small file is refused by name.
         let err = SharedRegion::open(std::process::id(), 0x7fff_0000).unwrap_err();
         assert!(
