@@ -330,7 +330,7 @@ fn raw_case(
         .map_err(|err| err.to_string())?;
     // Client memory: 64 KiB pieces with 4 KiB gaps.
     let mut memory = vec![0u8; count * (PIECE + 4096)];
-    let repetitions = if quick { 7 } else { 15 };
+    let repetitions = if quick { 15 } else { 31 };
     let (mut local, mut raw) = (Vec::new(), Vec::new());
     let source = pattern(5, bytes);
     // Both timed copies start with cold caches: the verification between them reads the
