@@ -512,7 +512,7 @@ mod tests {
                 json: true,
                 out: PathBuf::from("."),
                 cluster: None,
-                registrar: super::super::RegistrarKind::Fixed,
+                registrar: None,
             },
             mpi: Mpi::Openmpi,
             shim: Some(PathBuf::from("/nonexistent/libtessera_mpiio.so")),

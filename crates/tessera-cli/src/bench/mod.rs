@@ -97,11 +97,12 @@ pub struct CommonArgs {
     /// Cluster file of a running cluster (default: $TESSERA_CLUSTER, else a private cluster).
     #[arg(long, env = "TESSERA_CLUSTER")]
     pub cluster: Option<PathBuf>,
-    /// How the registration benches (subarray, ogr, fmrd) register memory: `fixed` pins pages
-    /// as io_uring fixed buffers (the kernel pinning `ibv_reg_mr` does), `pin` locks them with
-    /// mlock/munlock.
-    #[arg(long, value_enum, default_value_t = RegistrarKind::Fixed)]
-    pub registrar: RegistrarKind,
+    /// How the registration benches register memory: `fixed` pins pages as io_uring fixed
+    /// buffers (the kernel pinning `ibv_reg_mr` does; default of subarray and ogr), `pin`
+    /// locks them with mlock/munlock (default of fmrd, where registration must cost enough
+    /// for the caches to differ: fixed pinning of 64 KiB costs ~1.5 % of a write here).
+    #[arg(long, value_enum)]
+    pub registrar: Option<RegistrarKind>,
 }
 
 /// The registrar of the registration benches.
@@ -114,25 +115,30 @@ pub enum RegistrarKind {
 }
 
 impl CommonArgs {
-    /// A new registrar of the kind asked for.
+    /// A new registrar of the kind asked for, else of `default`, with what reports call it.
     pub fn registrar(
         &self,
-    ) -> Result<std::sync::Arc<dyn tessera_client::tessera_reg::Registrar>, String> {
+        default: RegistrarKind,
+    ) -> Result<
+        (
+            std::sync::Arc<dyn tessera_client::tessera_reg::Registrar>,
+            &'static str,
+        ),
+        String,
+    > {
         use tessera_client::tessera_reg::{FixedRegistrar, PinRegistrar};
-        Ok(match self.registrar {
-            RegistrarKind::Fixed => std::sync::Arc::new(FixedRegistrar::new().map_err(|err| {
-                format!("registrar fixed: {err} (--registrar pin locks with mlock instead)")
-            })?),
-            RegistrarKind::Pin => std::sync::Arc::new(PinRegistrar::new()),
+        Ok(match self.registrar.unwrap_or(default) {
+            RegistrarKind::Fixed => (
+                std::sync::Arc::new(FixedRegistrar::new().map_err(|err| {
+                    format!("registrar fixed: {err} (--registrar pin locks with mlock instead)")
+                })?),
+                "fixed (io_uring fixed buffers: pin_user_pages FOLL_LONGTERM)",
+            ),
+            RegistrarKind::Pin => (
+                std::sync::Arc::new(PinRegistrar::new()),
+                "pin (mlock/munlock)",
+            ),
         })
-    }
-
-    /// What the reports call the registrar.
-    pub fn registrar_name(&self) -> &'static str {
-        match self.registrar {
-            RegistrarKind::Fixed => "fixed (io_uring fixed buffers: pin_user_pages FOLL_LONGTERM)",
-            RegistrarKind::Pin => "pin (mlock/munlock)",
-        }
     }
 }
 

@@ -431,7 +431,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         Err(err) if err.code() == Some(ErrorCode::Exists) => {}
         Err(err) => return Err(format!("mkdir /bench: {err}")),
     }
-    let registrar = common.registrar()?;
+    let (registrar, registrar_name) = common.registrar(super::RegistrarKind::Fixed)?;
     let mut subjects = Vec::new();
     for (index, method) in Method::ALL.into_iter().enumerate() {
         let path = format!("/bench/ogr-{}-{index}", std::process::id());
@@ -607,7 +607,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "memory_pieces_per_call": BLOCK_SIDE,
             "call_bytes": CALL_BYTES,
             "stripe_unit_bytes": CALL_BYTES,
-            "registrar": common.registrar_name(),
+            "registrar": registrar_name,
             "cost_model": format!("{:?}", registrar.cost()),
             "holes": HOLES,
             "page_bytes": page_bytes(),

@@ -167,7 +167,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             },
         )
         .map_err(|err| format!("create {path}: {err}"))?;
-    let registrar = common.registrar()?;
+    let (registrar, registrar_name) = common.registrar(super::RegistrarKind::Fixed)?;
     let subjects: Vec<Subject> = METHODS
         .iter()
         .map(|&method| {
@@ -303,7 +303,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "clients": 1,
             "transport": "local",
             "element_bytes": ELEMENT_BYTES,
-            "registrar": common.registrar_name(),
+            "registrar": registrar_name,
             "sizes": sizes,
             "repetitions": repetitions,
             "timing": "each repetition runs every method in turn (order rotated), a block of calls each after one untimed warm-up call; seconds = the median of every timed call's own time over all repetitions, so a call that another tenant of the machine interrupted does not move it",
