@@ -48,7 +48,7 @@ pub use registrar::{calibrate, CostModel, NoneRegistrar, RegHandle, Registrar};
 pub use registry::{
     CacheCapacity, Caching, Cover, Grouping, OwnedRegistration, Policy, Registration, Registry,
     ACQUIRE_SEGMENTS_MAX, ARENAS_MAX, CACHE_BYTES_DEFAULT, CACHE_ENTRIES_DEFAULT,
-    CACHE_ENTRIES_MAX, FMRD_BATCH, FMRD_BATCHES_QUEUED_MAX, FMRD_THREAD_CORES_MIN,
+    CACHE_ENTRIES_MAX, FMRD_BATCH, FMRD_BATCHES_QUEUED_MAX,
 };
 pub use segment::{page_bytes, Segment};
 pub use stats::RegStats;

@@ -133,14 +133,14 @@ pub struct Policy {
     pub caching: Caching,
     /// The cache's limits (unused without a cache).
     pub capacity: CacheCapacity,
-    /// FMRD hands each full batch to a deregistration thread instead of deregistering it on
-    /// the acquiring thread. The thread overlaps deregistration with the transfers when a
-    /// core is free for it; the default is the thread only on machines with at least
-    /// [`FMRD_THREAD_CORES_MIN`] cores. On the 2-core development VM, where the client and a
-    /// same-host server already keep both cores busy, the thread's `munlock`s competed with
-    /// them and inline batches were faster in each of four `fmrd` runs (normalized bandwidth
-    /// at 20 % reuse 0.958-0.964 inline against 0.889-0.929 threaded, pin registrar; the
-    /// benchmark runs both ways).
+    /// FMRD hands each full batch to a deregistration thread (the default) instead of
+    /// deregistering it on the acquiring thread. The thread overlaps deregistration with the
+    /// transfers; with the `pin` registrar and the `local` backend its `munlock`s still
+    /// contend for the client's address-space lock with the next `mlock` and the server's
+    /// `process_vm_readv`, yet measured at least as fast as inline batches and the pin-down
+    /// cache on a quiet machine (the `fmrd` benchmark runs both ways: at 20 % reuse the
+    /// thread was ahead of inline batches in four of five runs). With both cores busy with
+    /// other work, inline batches were ahead instead.
     pub fmrd_thread: bool,
     /// Cached registrations are watched for unmaps by the process's [`Monitor`] (the
     /// default), so one over memory unmapped, discarded or moved since is never returned; a
@@ -149,9 +149,6 @@ pub struct Policy {
     pub watch_unmaps: bool,
 }
 
-/// Cores from which FMRD deregisters its batches on a thread of its own by default.
-pub const FMRD_THREAD_CORES_MIN: usize = 4;
-
 impl Policy {
     /// `grouping` and `caching` with the default capacity.
     pub fn new(grouping: Grouping, caching: Caching) -> Self {
@@ -159,8 +156,7 @@ impl Policy {
             grouping,
             caching,
             capacity: CacheCapacity::default(),
-            fmrd_thread: std::thread::available_parallelism()
-                .is_ok_and(|cores| cores.get() >= FMRD_THREAD_CORES_MIN),
+            fmrd_thread: true,
             watch_unmaps: true,
         }
     }
@@ -173,8 +169,8 @@ impl Policy {
         self
     }
 
-    /// The same policy with FMRD batches deregistered by a thread of the registry (`true`) or
-    /// on the acquiring thread (`false`).
+    /// The same policy with FMRD batches deregistered by a thread of the registry (`true`, the
+    /// default) or on the acquiring thread (`false`).
     #[must_use]
     pub fn with_fmrd_thread(mut self, fmrd_thread: bool) -> Self {
         self.fmrd_thread = fmrd_thread;
