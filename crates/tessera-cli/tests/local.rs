@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{IoSlice, IoSliceMut, Read, Write};
+use std::io::{IoSlice, IoSliceMut};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -14,10 +14,7 @@ use tessera_client::{
     Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, Mechanism, OpenMode, Piece,
     TransferPolicy,
 };
-use tessera_proto::{
-    Capability, Header, Opcode, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory,
-    RemoteSegment, StoragePlan, TransferMode, Wire,
-};
+use tessera_proto::{RemoteAccess, RemoteEndpoint, RemoteMemory, RemoteSegment, StoragePlan};
 
 /// Scattered memory (100-byte slices with 28-byte gaps) to scattered file pieces over four
 /// servers, for each policy; every byte is read back through a different policy too.
@@ -263,32 +260,7 @@ fn an_unmapped_client_segment_is_named_in_the_error() {
             },
         ],
     };
-    let write = tessera_proto::Write {
-        handle: file.handle(),
-        capability: Capability::default(),
-        mode: TransferMode::Remote,
-        storage: StoragePlan::Auto,
-        pieces: vec![Piece::new(0, 128)],
-    };
-    let body = write.to_body();
-    let descriptor = memory.to_body();
-    let header = Header {
-        opcode: Opcode::Write as u8,
-        flags: 0,
-        request_id: 7,
-        body_bytes: u32::try_from(body.len()).unwrap(),
-        bulk_bytes: u32::try_from(descriptor.len()).unwrap(),
-    };
-    stream.write_all(&header.encode()).unwrap();
-    stream.write_all(&body).unwrap();
-    stream.write_all(&descriptor).unwrap();
-    let mut reply = [0u8; tessera_proto::limits::HEADER_BYTES];
-    stream.read_exact(&mut reply).unwrap();
-    let reply = Header::decode(&reply).unwrap();
-    assert!(reply.is_error(), "{reply:?}");
-    let mut body = vec![0u8; reply.body_bytes as usize];
-    stream.read_exact(&mut body).unwrap();
-    let error = RemoteError::from_body(&body).unwrap();
+    let error = common::refused_write(&mut stream, file.handle(), 128, &memory, 7);
     assert_eq!(error.code, ErrorCode::BadAddress, "{}", error.message);
     assert!(error.message.contains("segment 1"), "{}", error.message);
     std::hint::black_box(&good);

@@ -21,9 +21,9 @@ use io_uring::IoUring;
 
 use crate::error::RegError;
 use crate::holes::first_unmapped_page;
-use crate::pin::memlock_limit;
+use crate::pin::refusal;
 use crate::registrar::{CostModel, RegHandle, Registrar};
-use crate::segment::{page_bytes, Segment};
+use crate::segment::Segment;
 
 /// Slots in the ring's table of fixed buffers (the kernel's `IORING_MAX_REG_BUFFERS`): at most
 /// this many registrations are alive at once.
@@ -146,29 +146,13 @@ impl Registrar for FixedRegistrar {
             }),
             Err(source) => {
                 self.free.lock().expect("fixed slot lock").push(slot);
-                let errno = source.raw_os_error();
-                if let Some(address) = first_unmapped_page(segment)? {
-                    return Err(RegError::Unmapped {
-                        segment,
-                        hole: Segment::new(address, page_bytes()),
-                        source,
-                    });
-                }
-                Err(
-                    if matches!(errno, Some(libc::ENOMEM | libc::EAGAIN | libc::EPERM)) {
-                        RegError::MemlockLimit {
-                            segment,
-                            limit: memlock_limit(),
-                            source,
-                        }
-                    } else {
-                        RegError::Os {
-                            operation: "io_uring_register(BUFFERS_UPDATE)",
-                            segment,
-                            source,
-                        }
-                    },
-                )
+                let hole = first_unmapped_page(segment)?;
+                Err(refusal(
+                    segment,
+                    hole,
+                    "io_uring_register(BUFFERS_UPDATE)",
+                    source,
+                ))
             }
         }
     }
@@ -202,6 +186,7 @@ impl Registrar for FixedRegistrar {
 mod tests {
     use super::*;
     use crate::mapping::AnonymousMapping;
+    use crate::segment::page_bytes;
 
     /// KiB of this process's memory pinned now (`VmPin` in `/proc/self/status`, where io_uring
     /// accounts the pages of fixed buffers).

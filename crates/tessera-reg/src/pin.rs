@@ -136,6 +136,39 @@ fn mlock(range: Segment) -> std::io::Result<()> {
     }
 }
 
+/// What a kernel refusal to pin `segment` means: the unmapped page `hole` if one was found,
+/// RLIMIT_MEMLOCK for ENOMEM, EAGAIN or EPERM, else the failed `operation`.
+pub(crate) fn refusal(
+    segment: Segment,
+    hole: Option<usize>,
+    operation: &'static str,
+    source: std::io::Error,
+) -> RegError {
+    if let Some(address) = hole {
+        return RegError::Unmapped {
+            segment,
+            hole: Segment::new(address, page_bytes()),
+            source,
+        };
+    }
+    if matches!(
+        source.raw_os_error(),
+        Some(libc::ENOMEM | libc::EAGAIN | libc::EPERM)
+    ) {
+        RegError::MemlockLimit {
+            segment,
+            limit: memlock_limit(),
+            source,
+        }
+    } else {
+        RegError::Os {
+            operation,
+            segment,
+            source,
+        }
+    }
+}
+
 /// RLIMIT_MEMLOCK as a person reads it.
 pub fn memlock_limit() -> String {
     let mut limit = libc::rlimit {
@@ -187,26 +220,7 @@ impl Registrar for PinRegistrar {
                 let hole = first_unmapped_page(segment)?;
                 let undo_end = hole.map_or(end, |address| address / page);
                 Self::unlock_uncovered(&coverage, first, undo_end)?;
-                let errno = source.raw_os_error();
-                Err(if let Some(address) = hole {
-                    RegError::Unmapped {
-                        segment,
-                        hole: Segment::new(address, page),
-                        source,
-                    }
-                } else if matches!(errno, Some(libc::ENOMEM | libc::EAGAIN | libc::EPERM)) {
-                    RegError::MemlockLimit {
-                        segment,
-                        limit: memlock_limit(),
-                        source,
-                    }
-                } else {
-                    RegError::Os {
-                        operation: "mlock",
-                        segment,
-                        source,
-                    }
-                })
+                Err(refusal(segment, hole, "mlock", source))
             }
         }
     }
