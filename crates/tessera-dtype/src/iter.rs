@@ -268,6 +268,13 @@ impl<'a> Runs<'a> {
                 let instance = self.instance;
                 self.instance += 1;
                 let base = self.instance_base(instance);
+                if self.root.tiles() {
+                    // Instances of a root that tiles follow each other without gaps: the rest
+                    // of the range is one run, however many instances it spans (a predefined
+                    // type is never walked element by element).
+                    let length = self.skip + self.remaining;
+                    return Some(self.emit(base + self.root.true_lb, length));
+                }
                 if self.root.dense {
                     return Some(self.emit(base + self.root.true_lb, self.root.size));
                 }

@@ -104,3 +104,32 @@ fn a_million_blocks_stream_in_bounded_memory() {
     );
     assert_eq!(runs.by_ref().count(), (1 << 20) - 1);
 }
+
+/// A type whose instances follow each other without gaps (a predefined type, a contiguous
+/// type, a vector whose blocks touch) is one run over any range, produced in one step of the
+/// walk: a 4 MiB access of bytes, or of 4-byte integers, is never walked element by element.
+#[test]
+fn tiling_types_are_one_unmerged_run_over_any_range() {
+    let int = Datatype::bytes(4).unwrap();
+    let touching = Datatype::vector(8, 2, 2, &int).unwrap();
+    let padded = Datatype::resized(0, 8, &int).unwrap();
+    for (datatype, start) in [
+        (Datatype::byte(), 3u64),
+        (int.clone(), 6),
+        (Datatype::contiguous(1000, &int).unwrap(), 4001),
+        (touching, 13),
+    ] {
+        let end = start + (4 << 20);
+        let mut walk = datatype.runs(100, start, end).unwrap();
+        #[allow(clippy::cast_possible_wrap)]
+        let first = walk.next_unmerged().map(|run| (run.offset, run.length));
+        assert_eq!(first, Some((100 + start as i64, 4 << 20)));
+        assert_eq!(walk.next_unmerged(), None);
+    }
+    // Instances with gaps between them stay separate runs.
+    let mut walk = padded.runs(0, 0, 12).unwrap();
+    let unmerged: Vec<_> = std::iter::from_fn(|| walk.next_unmerged())
+        .map(|run| (run.offset, run.length))
+        .collect();
+    assert_eq!(unmerged, vec![(0, 4), (8, 4), (16, 4)]);
+}
