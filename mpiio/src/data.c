@@ -14,6 +14,7 @@
  *     request that is already complete; for split collectives, the status kept for _end.
  */
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,6 +170,30 @@ static int tsr_ordered_offset(struct tsr_file *f, MPI_Offset etypes, MPI_Offset 
  * refused too). */
 static char tsr_empty_send, tsr_empty_recv;
 
+/* Completes the nonblocking collective `request` that `started` reports, yielding the
+ * processor between tests. MPI's blocking collectives spin (MPICH over UCX does): with the
+ * processes of a job and Tessera's servers sharing a node's cores, a process that waits in a
+ * collective for the others takes the processor from the servers doing its peers' I/O, and a
+ * collective write under MPICH with 4 processes on 2 cores ran at a third of the independent
+ * one. A wait longer than TSR_COLLECTIVE_WAIT_S_MAX fails (the request is left behind: MPI
+ * cannot cancel a collective, and the communicator is unusable after). */
+static int tsr_wait(int started, MPI_Request *request) {
+    if (started != MPI_SUCCESS)
+        return started;
+    double deadline = PMPI_Wtime() + TSR_COLLECTIVE_WAIT_S_MAX;
+    for (unsigned long tests = 1;; tests++) {
+        int done = 0;
+        int rc = PMPI_Test(request, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        if (tests % 1024 == 0 && PMPI_Wtime() > deadline)
+            return tsr_error(MPI_ERR_OTHER, "tessera: a collective exchange of the file's "
+                             "processes took over %d s (TSR_COLLECTIVE_WAIT_S_MAX)",
+                             TSR_COLLECTIVE_WAIT_S_MAX);
+        sched_yield();
+    }
+}
+
 static int tsr_comm_allgather(void *ctx, const void *send, uint64_t bytes, void *recv) {
     struct tsr_file *f = ctx;
     if (bytes > INT_MAX)
@@ -177,8 +202,10 @@ static int tsr_comm_allgather(void *ctx, const void *send, uint64_t bytes, void 
         send = &tsr_empty_send;
         recv = &tsr_empty_recv;
     }
-    return PMPI_Allgather((void *)send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
-                          f->comm) == MPI_SUCCESS ? 0 : 1;
+    MPI_Request request;
+    int rc = PMPI_Iallgather((void *)send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
+                             f->comm, &request);
+    return tsr_wait(rc, &request) == MPI_SUCCESS ? 0 : 1;
 }
 
 static int tsr_comm_alltoallv(void *ctx, const void *send, const uint64_t *send_counts,
@@ -207,15 +234,18 @@ static int tsr_comm_alltoallv(void *ctx, const void *send, const uint64_t *send_
         send = &tsr_empty_send;
     if (received == 0)
         recv = &tsr_empty_recv;
-    int rc = PMPI_Alltoallv((void *)send, ints, ints + n, MPI_BYTE, recv, ints + 2 * n,
-                            ints + 3 * n, MPI_BYTE, f->comm);
+    MPI_Request request;
+    int rc = PMPI_Ialltoallv((void *)send, ints, ints + n, MPI_BYTE, recv, ints + 2 * n,
+                             ints + 3 * n, MPI_BYTE, f->comm, &request);
+    rc = tsr_wait(rc, &request);
     free(ints);
     return rc == MPI_SUCCESS ? 0 : 1;
 }
 
 static int tsr_comm_barrier(void *ctx) {
     struct tsr_file *f = ctx;
-    return PMPI_Barrier(f->comm) == MPI_SUCCESS ? 0 : 1;
+    MPI_Request request;
+    return tsr_wait(PMPI_Ibarrier(f->comm, &request), &request) == MPI_SUCCESS ? 0 : 1;
 }
 
 /* THE COLLECTIVE HOOK. Every collective data access arrives here: read_all/write_all,
@@ -256,7 +286,8 @@ static int tsr_collective(struct tsr_file *f, int write, enum tsr_position posit
     TesseraCommunicator comm = {f, (uint32_t)f->rank, (uint32_t)f->size, tsr_comm_allgather,
                                 tsr_comm_alltoallv, tsr_comm_barrier};
     TesseraCollectiveOptions options = {f->coll_method[0] ? f->coll_method : NULL,
-                                        f->cb_buffer_size, f->cb_nodes, 0};
+                                        f->cb_buffer_size, f->cb_nodes, 0,
+                                        write ? f->cb_write_enabled : f->cb_read_enabled};
     void *memory = total == 0 ? NULL : buffer;
     int code = write ? tessera_file_write_all(f->file, &comm, &options, (uint64_t)at, memory,
                                               elements, memtype, NULL)

@@ -109,7 +109,7 @@ int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
         tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_storage=%s ignored: %s", value,
                   tessera_last_error());
     if (tsr_hint(info, "tessera_coll", value, sizeof value)) {
-        TesseraCollectiveOptions options = {value, 0, 0, 0};
+        TesseraCollectiveOptions options = {value, 0, 0, 0, 0};
         if (strlen(value) < sizeof f->coll_method &&
             tessera_collective_options_check(&options) == TESSERA_OK)
             snprintf(f->coll_method, sizeof f->coll_method, "%s", value);
@@ -122,22 +122,24 @@ int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
         f->cb_buffer_size = number;
     if (tsr_hint_u64(info, "cb_nodes", &number) && number > 0 && number <= (uint64_t)f->size)
         f->cb_nodes = (uint32_t)number;
-    /* ROMIO's switches: "disable" turns the feature off, "enable" and "automatic" on. */
+    /* ROMIO's switches: "disable" turns the feature off, "enable" and "automatic" on; for
+     * collective buffering "automatic" lets accesses that do not interleave go alone. */
+    int unused = 0;
     struct {
         const char *key;
-        int *disabled;
-    } switches[] = {{"romio_cb_read", &f->cb_read_disabled},
-                    {"romio_cb_write", &f->cb_write_disabled},
-                    {"romio_ds_read", &f->ds_read_disabled},
-                    {"romio_ds_write", &f->ds_write_disabled}};
+        int *disabled, *enabled;
+    } switches[] = {{"romio_cb_read", &f->cb_read_disabled, &f->cb_read_enabled},
+                    {"romio_cb_write", &f->cb_write_disabled, &f->cb_write_enabled},
+                    {"romio_ds_read", &f->ds_read_disabled, &unused},
+                    {"romio_ds_write", &f->ds_write_disabled, &unused}};
     for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
         if (!tsr_hint(info, switches[i].key, value, sizeof value))
             continue;
-        if (strcmp(value, "disable") == 0)
-            *switches[i].disabled = 1;
-        else if (strcmp(value, "enable") == 0 || strcmp(value, "automatic") == 0)
-            *switches[i].disabled = 0;
-        else
+        if (strcmp(value, "disable") == 0 || strcmp(value, "enable") == 0 ||
+            strcmp(value, "automatic") == 0) {
+            *switches[i].disabled = strcmp(value, "disable") == 0;
+            *switches[i].enabled = strcmp(value, "enable") == 0;
+        } else
             tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint %s=%s ignored: not enable, disable or "
                       "automatic", switches[i].key, value);
     }

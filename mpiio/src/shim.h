@@ -32,6 +32,9 @@
 #define TSR_MESSAGE_BYTES_MAX 1024
 /* Longest hint value the shim reads. */
 #define TSR_HINT_BYTES_MAX 256
+/* Longest wait, in seconds, for the file's other processes in one exchange of a collective
+ * access (they may be doing I/O that long: far above any single request's timeout). */
+#define TSR_COLLECTIVE_WAIT_S_MAX 3600
 /* Most named (predefined) datatypes cached. */
 #define TSR_NAMED_TYPES_MAX 256
 
@@ -81,6 +84,7 @@ struct tsr_file {
     uint64_t cb_buffer_size;
     uint32_t cb_nodes;
     int cb_read_disabled, cb_write_disabled; /* romio_cb_read/write=disable: independent */
+    int cb_read_enabled, cb_write_enabled;   /* =enable: the method even if nothing interleaves */
     int ds_read_disabled, ds_write_disabled; /* romio_ds_read/write=disable: no sieve method */
 };
 

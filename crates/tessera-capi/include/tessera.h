@@ -148,6 +148,10 @@ typedef struct TesseraCollectiveOptions {
   // `server_directed`: how long a server waits for missing participants, in ms; 0 is the
   // default (20 s).
   uint32_t wait_ms;
+  // 0: automatic (ROMIO's `romio_cb_read`/`romio_cb_write` `automatic`): when no two
+  // processes' accesses can touch the same file bytes, each makes its own access; 1:
+  // always the method (`enable`).
+  uint32_t buffering;
 } TesseraCollectiveOptions;
 
 // The processes of a collective call, as callbacks. Every callback returns 0 on success and

@@ -13,7 +13,9 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use tessera_client::{ClientError, CollectiveMethod, CollectiveOptions, Communicator};
+use tessera_client::{
+    ClientError, CollectiveBuffering, CollectiveMethod, CollectiveOptions, Communicator,
+};
 
 use crate::datatype::TesseraDatatype;
 use crate::error::{guard, put_optional, text, Failure};
@@ -78,6 +80,10 @@ pub struct TesseraCollectiveOptions {
     /// `server_directed`: how long a server waits for missing participants, in ms; 0 is the
     /// default (20 s).
     pub wait_ms: u32,
+    /// 0: automatic (ROMIO's `romio_cb_read`/`romio_cb_write` `automatic`): when no two
+    /// processes' accesses can touch the same file bytes, each makes its own access; 1:
+    /// always the method (`enable`).
+    pub buffering: u32,
 }
 
 /// # Safety
@@ -113,6 +119,15 @@ unsafe fn options(options: *const TesseraCollectiveOptions) -> Result<Collective
         }
         resolved.wait_ms = given.wait_ms;
     }
+    resolved.buffering = match given.buffering {
+        0 => CollectiveBuffering::Automatic,
+        1 => CollectiveBuffering::Enable,
+        other => {
+            return Err(Failure::invalid(format!(
+                "collective buffering {other} is not 0 (automatic) or 1 (enable)"
+            )))
+        }
+    };
     Ok(resolved)
 }
 

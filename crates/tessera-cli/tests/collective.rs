@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::Cluster;
 use tessera_client::collective::COLLECTIVE_WAIT_MS_DEFAULT;
 use tessera_client::{
-    Client, ClientError, CollectiveMethod, CollectiveOptions, Communicator, CreateOptions,
-    Datatype, OpenMode, ThreadCommunicator, TransferMode, ViewedFile,
+    Client, ClientError, CollectiveBuffering, CollectiveMethod, CollectiveOptions, Communicator,
+    CreateOptions, Datatype, OpenMode, ThreadCommunicator, TransferMode, ViewedFile,
 };
 
 const INT: u64 = 4;
@@ -417,6 +417,122 @@ fn a_participant_that_never_arrives_fails_the_collective_by_name() {
     assert_eq!(back, data);
 }
 
+/// Like [`Phantom`], but the phantom rank 1 reports the file span `[low, high)` for its part
+/// of the access (the exchange automatic collective buffering starts with: a status byte and
+/// two little-endian `i128`s).
+struct PhantomAt {
+    low: i128,
+    high: i128,
+}
+
+impl Communicator for PhantomAt {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        2
+    }
+    fn allgather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>, ClientError> {
+        if data.len() == 33 && data[0] == 0 {
+            let span = [
+                &[0u8][..],
+                &self.low.to_le_bytes(),
+                &self.high.to_le_bytes(),
+            ]
+            .concat();
+            return Ok(vec![data.to_vec(), span]);
+        }
+        Ok(vec![data.to_vec(), data.to_vec()])
+    }
+    fn alltoallv(&self, data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ClientError> {
+        Ok(data)
+    }
+    fn barrier(&self) -> Result<(), ClientError> {
+        Ok(())
+    }
+}
+
+/// Automatic collective buffering (ROMIO's `automatic`, the default): a process whose file
+/// span overlaps no other's writes and reads alone, so the phantom rank that never reaches a
+/// server does not hold it up; where the spans overlap, or with `Enable`, the access goes by
+/// the method and the server waits for the phantom in vain.
+#[test]
+fn automatic_buffering_sends_accesses_that_do_not_interleave_alone() {
+    let cluster = Cluster::start(2);
+    let file = cluster
+        .client()
+        .create("/automatic", &CreateOptions::default())
+        .unwrap();
+    let mut viewed = ViewedFile::new(file);
+    let data = common::bytes(7, 64 << 10);
+    let byte = Datatype::byte();
+    for method in [CollectiveMethod::ServerDirected, CollectiveMethod::TwoPhase] {
+        let options = CollectiveOptions {
+            method,
+            wait_ms: 300,
+            ..CollectiveOptions::default()
+        };
+        // Rank 0 writes [64 KiB, 128 KiB); the phantom's span touches it without overlap.
+        let apart = PhantomAt {
+            low: 128 << 10,
+            high: 1 << 20,
+        };
+        let report = viewed
+            .write_all(&apart, &options, 64 << 10, &data, &byte, data.len() as u64)
+            .unwrap();
+        assert_eq!(report.bytes, data.len() as u64, "{}", method.name());
+        let mut back = vec![0u8; data.len()];
+        viewed
+            .read_all(
+                &apart,
+                &options,
+                64 << 10,
+                &mut back,
+                &byte,
+                data.len() as u64,
+            )
+            .unwrap();
+        assert_eq!(back, data, "{}", method.name());
+    }
+    let overlapping = PhantomAt {
+        low: 100 << 10,
+        high: 200 << 10,
+    };
+    let apart = PhantomAt {
+        low: 0,
+        high: 64 << 10,
+    };
+    let server_directed = CollectiveOptions {
+        method: CollectiveMethod::ServerDirected,
+        wait_ms: 300,
+        ..CollectiveOptions::default()
+    };
+    let enabled = CollectiveOptions {
+        buffering: CollectiveBuffering::Enable,
+        ..server_directed
+    };
+    for (communicator, options, what) in [
+        (&overlapping, &server_directed, "overlapping spans"),
+        (&apart, &enabled, "buffering enabled"),
+    ] {
+        let error = viewed
+            .write_all(
+                communicator,
+                options,
+                64 << 10,
+                &data,
+                &byte,
+                data.len() as u64,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("1 of 2 participants arrived"),
+            "{what}: {error}"
+        );
+    }
+}
+
 #[test]
 fn a_collective_over_the_byte_limit_is_refused_naming_it() {
     let cluster = Cluster::start(1);
@@ -427,6 +543,9 @@ fn a_collective_over_the_byte_limit_is_refused_naming_it() {
     let group = ThreadCommunicator::group(3, Duration::from_secs(30));
     let options = CollectiveOptions {
         method: CollectiveMethod::ServerDirected,
+        // The blocks do not interleave: only an enabled collective buffering sends them by
+        // the method.
+        buffering: CollectiveBuffering::Enable,
         // Larger requests than the default, so three participants pass the server's limit.
         request_bytes_max: Some(16 << 20),
         ..CollectiveOptions::default()

@@ -40,7 +40,8 @@ mod typed;
 pub use access::{Method, ViewedFile};
 pub use client::{Client, ClientOptions, CreateOptions};
 pub use collective::{
-    CollectiveMethod, CollectiveOptions, Communicator, SocketCommunicator, ThreadCommunicator,
+    CollectiveBuffering, CollectiveMethod, CollectiveOptions, Communicator, SocketCommunicator,
+    ThreadCommunicator,
 };
 pub use config::ClusterConfig;
 pub use error::ClientError;

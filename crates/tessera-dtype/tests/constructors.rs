@@ -114,16 +114,17 @@ fn tiling_types_are_one_unmerged_run_over_any_range() {
     let touching = Datatype::vector(8, 2, 2, &int).unwrap();
     let padded = Datatype::resized(0, 8, &int).unwrap();
     for (datatype, start) in [
-        (Datatype::byte(), 3u64),
+        (Datatype::byte(), 3i64),
         (int.clone(), 6),
         (Datatype::contiguous(1000, &int).unwrap(), 4001),
         (touching, 13),
     ] {
-        let end = start + (4 << 20);
-        let mut walk = datatype.runs(100, start, end).unwrap();
-        #[allow(clippy::cast_possible_wrap)]
+        let start_byte = u64::try_from(start).unwrap();
+        let mut walk = datatype
+            .runs(100, start_byte, start_byte + (4 << 20))
+            .unwrap();
         let first = walk.next_unmerged().map(|run| (run.offset, run.length));
-        assert_eq!(first, Some((100 + start as i64, 4 << 20)));
+        assert_eq!(first, Some((100 + start, 4 << 20)));
         assert_eq!(walk.next_unmerged(), None);
     }
     // Instances with gaps between them stay separate runs.

@@ -36,7 +36,7 @@ mod two_phase;
 pub use socket::{SocketCommunicator, SOCKET_MESSAGE_BYTES_MAX, SOCKET_WAIT_DEFAULT};
 pub use threads::{ThreadCommunicator, THREAD_WAIT_DEFAULT};
 
-use crate::access::ViewedFile;
+use crate::access::{stream_bytes, ViewedFile};
 use crate::error::ClientError;
 use crate::file::IoReport;
 use tessera_proto::Datatype;
@@ -105,11 +105,29 @@ impl CollectiveMethod {
     }
 }
 
-/// The knobs of collective accesses (MPI hints `tessera_coll`, `cb_buffer_size`, `cb_nodes`).
+/// Whether a collective access may go as each process's own access (ROMIO's `romio_cb_read` /
+/// `romio_cb_write` hints; their `disable` is [`CollectiveMethod::Independent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CollectiveBuffering {
+    /// The processes first exchange the file span each one's access can touch; when no two
+    /// spans overlap, the collective method would only add rounds of waiting and merging to
+    /// accesses that are already each one large run per server, so each process makes its
+    /// own access (then the outcomes are exchanged). Spans that overlap or interleave (the
+    /// strided patterns collective I/O exists for) go by the method.
+    #[default]
+    Automatic,
+    /// Always the method.
+    Enable,
+}
+
+/// The knobs of collective accesses (MPI hints `tessera_coll`, `cb_buffer_size`, `cb_nodes`,
+/// `romio_cb_read`/`romio_cb_write`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollectiveOptions {
     /// The method.
     pub method: CollectiveMethod,
+    /// Whether accesses that do not interleave skip the method.
+    pub buffering: CollectiveBuffering,
     /// `two_phase`: most bytes an aggregator handles per round (at least
     /// [`CB_BUFFER_BYTES_MIN`]).
     pub cb_buffer_bytes: u64,
@@ -128,6 +146,7 @@ impl Default for CollectiveOptions {
     fn default() -> Self {
         Self {
             method: CollectiveMethod::default(),
+            buffering: CollectiveBuffering::default(),
             cb_buffer_bytes: CB_BUFFER_BYTES_DEFAULT,
             cb_nodes: None,
             wait_ms: COLLECTIVE_WAIT_MS_DEFAULT,
@@ -149,12 +168,12 @@ impl ViewedFile {
         memtype: &Datatype,
         count: u64,
     ) -> Result<IoReport, ClientError> {
-        let method = self.collective_method(options);
         let access = Access {
             offset,
             memtype,
             count,
         };
+        let method = self.collective_method(communicator, options, &access)?;
         let result = match method {
             CollectiveMethod::Independent => self.write(offset, memory, memtype, count),
             CollectiveMethod::TwoPhase => {
@@ -179,12 +198,12 @@ impl ViewedFile {
         memtype: &Datatype,
         count: u64,
     ) -> Result<IoReport, ClientError> {
-        let method = self.collective_method(options);
         let access = Access {
             offset,
             memtype,
             count,
         };
+        let method = self.collective_method(communicator, options, &access)?;
         let result = match method {
             CollectiveMethod::Independent => self.read(offset, memory, memtype, count),
             CollectiveMethod::TwoPhase => {
@@ -198,14 +217,81 @@ impl ViewedFile {
     }
 
     /// The method a collective access uses: atomic mode makes every access independent (each
-    /// holds its own range lock, which the collective methods do not take).
-    fn collective_method(&self, options: &CollectiveOptions) -> CollectiveMethod {
-        if self.atomic() {
-            CollectiveMethod::Independent
-        } else {
+    /// holds its own range lock, which the collective methods do not take), and so does
+    /// [`CollectiveBuffering::Automatic`] when no two processes' accesses interleave. Every
+    /// process decides alike: the spans come from one exchange.
+    fn collective_method(
+        &self,
+        communicator: &dyn Communicator,
+        options: &CollectiveOptions,
+        access: &Access<'_>,
+    ) -> Result<CollectiveMethod, ClientError> {
+        if self.atomic() || options.method == CollectiveMethod::Independent {
+            return Ok(CollectiveMethod::Independent);
+        }
+        if options.buffering == CollectiveBuffering::Enable {
+            return Ok(options.method);
+        }
+        if communicator.size() == 1 {
+            return Ok(CollectiveMethod::Independent);
+        }
+        let spans = agree(communicator, self.file_span(access))?;
+        Ok(if spans_interleave(&spans)? {
             options.method
+        } else {
+            CollectiveMethod::Independent
+        })
+    }
+
+    /// The file bytes this process's part of a collective can touch, from the view's bounds
+    /// (a superset where the file type has holes), encoded as two little-endian `i128`s; empty
+    /// for an access of no bytes.
+    fn file_span(&self, access: &Access<'_>) -> Result<Vec<u8>, ClientError> {
+        let total = stream_bytes(access.memtype, access.count)?;
+        let end = access.offset.checked_add(total).ok_or_else(|| {
+            ClientError::InvalidArgument(format!(
+                "{}: view range {}+{total} overflows",
+                self.file().path(),
+                access.offset
+            ))
+        })?;
+        let displacement = i64::try_from(self.displacement()).map_err(|_| {
+            ClientError::InvalidArgument(format!(
+                "{}: view displacement {} is past the largest file offset",
+                self.file().path(),
+                self.displacement()
+            ))
+        })?;
+        Ok(self
+            .filetype()
+            .span(displacement, access.offset, end)
+            .map(|(low, high)| [low.to_le_bytes(), high.to_le_bytes()].concat())
+            .unwrap_or_default())
+    }
+}
+
+/// Whether any two of the processes' file spans (as [`ViewedFile::file_span`] encodes them)
+/// overlap.
+fn spans_interleave(spans: &[Vec<u8>]) -> Result<bool, ClientError> {
+    let mut decoded = Vec::with_capacity(spans.len());
+    for (rank, span) in spans.iter().enumerate() {
+        match span.len() {
+            0 => {}
+            32 => {
+                let bound = |at: usize| {
+                    i128::from_le_bytes(span[at..at + 16].try_into().expect("16 bytes"))
+                };
+                decoded.push((bound(0), bound(16)));
+            }
+            length => {
+                return Err(ClientError::Collective(format!(
+                    "rank {rank} sent a file span of {length} bytes (32 expected)"
+                )))
+            }
         }
     }
+    decoded.sort_unstable();
+    Ok(decoded.windows(2).any(|pair| pair[1].0 < pair[0].1))
 }
 
 /// One process's part of a collective access.
