@@ -10,6 +10,7 @@
 //! server-local [`extent`] locks. Bulk buffers come out of a fixed budget
 //! (`IOD_BUFFER_BYTES_MAX`), so memory stays bounded however many clients write at once.
 
+pub mod buffers;
 pub mod collective;
 pub mod cost;
 pub mod extent;

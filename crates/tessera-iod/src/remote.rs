@@ -24,6 +24,7 @@ use tessera_net::local::rma::{self, RmaError};
 use tessera_proto::limits::PIPELINE_UNIT_BYTES;
 use tessera_proto::{ErrorCode, Piece, RemoteError, RemoteMemory, RemoteSegment, StoragePlan};
 
+use crate::buffers::{BufferPool, KeptBuffer};
 use crate::store::{ObjectStore, Outcome};
 
 /// One unit of a pipelined request: its share of the file pieces and of the client's memory.
@@ -218,11 +219,11 @@ pub fn write(
     let per_call = client.memory.segments_per_call;
     let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
     if let [unit] = units.as_slice() {
-        let mut data = vec![0u8; unit.bytes];
+        let mut data = UNIT_BUFFERS.take(unit.bytes);
         client.pull(&unit.segments, per_call, &mut data)?;
         return store.write(handle, pieces, &data, requested);
     }
-    let (buffers, full, empty) = rotation(&units);
+    let (buffers, full, empty) = rotation();
     let units = &units;
     std::thread::scope(|scope| {
         let (full_tx, empty_rx) = (full.0, empty.1);
@@ -231,7 +232,7 @@ pub fn write(
                 let Ok(mut buffer) = empty_rx.recv() else {
                     return Ok(()); // the storage side stopped; its error is the answer
                 };
-                buffer.resize(unit.bytes, 0);
+                buffer.set_len(unit.bytes);
                 client.pull(&unit.segments, per_call, &mut buffer)?;
                 if full_tx.send(buffer).is_err() {
                     return Ok(());
@@ -311,12 +312,12 @@ pub fn read(
     }
     let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
     if let [unit] = units.as_slice() {
-        let mut data = vec![0u8; unit.bytes];
+        let mut data = UNIT_BUFFERS.take(unit.bytes);
         let outcome = store.read(handle, pieces, &mut data, requested)?;
         client.push(&data, &unit.segments, per_call)?;
         return Ok(outcome);
     }
-    let (buffers, full, empty) = rotation(&units);
+    let (buffers, full, empty) = rotation();
     let units = &units;
     std::thread::scope(|scope| {
         let (full_tx, empty_rx) = (full.0, empty.1);
@@ -326,7 +327,7 @@ pub fn read(
                     let Ok(mut buffer) = empty_rx.recv() else {
                         return Err(stopped());
                     };
-                    buffer.resize(unit.bytes, 0);
+                    buffer.set_len(unit.bytes);
                     storage.read(&unit.pieces, &mut buffer)?;
                     if full_tx.send(buffer).is_err() {
                         return Err(stopped());
@@ -362,13 +363,20 @@ pub fn read(
     })
 }
 
-type Channel = (SyncSender<Vec<u8>>, Receiver<Vec<u8>>);
+type Channel = (SyncSender<KeptBuffer>, Receiver<KeptBuffer>);
+
+/// Unit buffers kept between requests: the two of each of four pipelined requests at once.
+pub const UNIT_BUFFERS_KEPT: usize = 8;
+
+/// Buffers of one unit (at most [`PIPELINE_UNIT_BYTES`]) of finished one-sided transfers:
+/// fresh ones cost a page fault and a page clear per 4 KiB (see [`crate::buffers`]).
+#[allow(clippy::cast_possible_truncation)] // 1 MiB fits every usize this builds for
+static UNIT_BUFFERS: BufferPool = BufferPool::new(UNIT_BUFFERS_KEPT, PIPELINE_UNIT_BYTES as usize);
 
 /// Two unit buffers and the channels they rotate through: `empty` to the producing side,
 /// `full` to the consuming side.
-fn rotation(units: &[Unit]) -> ([Vec<u8>; 2], Channel, Channel) {
-    let largest = units.iter().map(|unit| unit.bytes).max().unwrap_or(0);
-    let buffers = [Vec::with_capacity(largest), Vec::with_capacity(largest)];
+fn rotation() -> ([KeptBuffer; 2], Channel, Channel) {
+    let buffers = [UNIT_BUFFERS.take(0), UNIT_BUFFERS.take(0)];
     (buffers, sync_channel(2), sync_channel(2))
 }
 

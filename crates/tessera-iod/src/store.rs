@@ -25,6 +25,7 @@ use tessera_proto::{
     ErrorCode, Piece, RemoteError, ServerStatsReply, StorageCounters, StoragePlan,
 };
 
+use crate::buffers::BufferPool;
 use crate::cost::{CostModel, Direction};
 use crate::extent::ExtentLocks;
 use crate::plan::{merge_runs, Decision, Planner, Residency, Run};
@@ -257,46 +258,13 @@ fn position_in(run: &Run, chunk_start: u64) -> usize {
     usize::try_from(run.offset - chunk_start).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX")
 }
 
-/// Sieving chunk buffers kept between requests ([`ChunkBuffer`]).
+/// Sieving chunk buffers kept between requests.
 pub const SIEVE_BUFFERS_KEPT: usize = 4;
 
-/// Chunk buffers of finished sieving requests, at most [`SIEVE_BUFFERS_KEPT`].
-static SIEVE_BUFFERS: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-
-/// A sieving request's chunk buffer, taken from the kept ones and given back on drop. A
-/// fresh buffer costs what the cost model does not price: page faults and the zeroing of up
-/// to `SIEVE_CHUNK_BYTES_MAX` bytes per request, which made sieving lose where the model
-/// expected a gain (blockcol, n = 2048). A kept buffer is only ever grown, and its bytes are
-/// always overwritten by the chunk read before use.
-struct ChunkBuffer(Vec<u8>);
-
-impl ChunkBuffer {
-    fn take() -> Self {
-        let kept = SIEVE_BUFFERS.lock().expect("sieve buffer lock").pop();
-        Self(kept.unwrap_or_default())
-    }
-
-    /// The first `bytes` bytes, growing the buffer if needed.
-    fn get(&mut self, bytes: usize) -> &mut [u8] {
-        if self.0.len() < bytes {
-            self.0.resize(bytes, 0);
-        }
-        &mut self.0[..bytes]
-    }
-}
-
-impl Drop for ChunkBuffer {
-    fn drop(&mut self) {
-        let buffer = std::mem::take(&mut self.0);
-        if buffer.is_empty() {
-            return;
-        }
-        let mut kept = SIEVE_BUFFERS.lock().expect("sieve buffer lock");
-        if kept.len() < SIEVE_BUFFERS_KEPT {
-            kept.push(buffer);
-        }
-    }
-}
+/// Chunk buffers of finished sieving requests (a fresh buffer per request cost page faults
+/// and zeroing the cost model does not price: see [`crate::buffers`]).
+/// (Its buffers are never larger than a chunk, at most `SIEVE_CHUNK_BYTES_MAX`.)
+static SIEVE_BUFFERS: BufferPool = BufferPool::new(SIEVE_BUFFERS_KEPT, usize::MAX);
 
 /// The widest extent one mapped read maps ([`ObjectStore::read_mapped`]): address space, not
 /// memory — pages are faulted in only as the copy reaches them.
@@ -981,7 +949,7 @@ impl ObjectStore {
         buffer: &mut [u8],
         decision: &Decision,
     ) -> io::Result<Outcome> {
-        let mut chunk_buffer = ChunkBuffer::take();
+        let mut chunk_buffer = SIEVE_BUFFERS.take(0);
         let (mut calls, mut storage_bytes) = (0u32, 0u64);
         for chunk in &decision.chunks {
             let members = &decision.order[chunk.members.clone()];
@@ -998,7 +966,8 @@ impl ObjectStore {
             }
             let bytes =
                 usize::try_from(chunk.bytes()).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX");
-            let chunk_buffer = chunk_buffer.get(bytes);
+            chunk_buffer.set_len(bytes);
+            let chunk_buffer = &mut *chunk_buffer;
             read_full(file, chunk_buffer, chunk.start)?;
             storage_bytes += chunk.bytes();
             for &index in members {
@@ -1024,7 +993,7 @@ impl ObjectStore {
         data: &[u8],
         decision: &Decision,
     ) -> io::Result<Outcome> {
-        let mut chunk_buffer = ChunkBuffer::take();
+        let mut chunk_buffer = SIEVE_BUFFERS.take(0);
         let mut members_in_list_order = Vec::new();
         let (mut calls, mut storage_bytes) = (0u32, 0u64);
         for chunk in &decision.chunks {
@@ -1038,7 +1007,8 @@ impl ObjectStore {
             }
             let bytes =
                 usize::try_from(chunk.bytes()).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX");
-            let chunk_buffer = chunk_buffer.get(bytes);
+            chunk_buffer.set_len(bytes);
+            let chunk_buffer = &mut *chunk_buffer;
             read_full(file, chunk_buffer, chunk.start)?;
             members_in_list_order.clear();
             members_in_list_order.extend_from_slice(members);
