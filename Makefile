@@ -11,7 +11,7 @@ APT_PACKAGES := build-essential pkg-config libfabric-dev libfabric-bin libclang-
 APT_PACKAGES += mpich libmpich-dev openmpi-bin libopenmpi-dev libhdf5-mpich-dev \
 	libhdf5-openmpi-dev libpnetcdf-dev pnetcdf-bin cbindgen
 
-.PHONY: all deps build demo test check fmt clippy unit ofi fuzz-smoke bench clean mpiio mpi-test \
+.PHONY: all deps build demo test check fmt clippy unit ofi fuzz-smoke fuzz bench clean mpiio mpi-test \
 	capi-header capi-header-check
 
 all: build
@@ -78,10 +78,18 @@ capi-header-check:
 	  rm -f $$tmp; echo "tessera.h is up to date"; \
 	else rm -f $$tmp; echo "crates/tessera-capi/include/tessera.h is stale: run make capi-header"; exit 1; fi
 
+# Deterministic: the saved crash inputs replayed, then a fixed number of inputs from a fixed
+# seed over the committed seeds (part of make test).
 fuzz-smoke:
-	FUZZ_SECONDS=$${FUZZ_SECONDS:-15} bash scripts/fuzz-smoke.sh
+	bash scripts/fuzz-smoke.sh
 
-# What CI runs: formatting, lints, every test tier, and a short fuzz run of every decoder.
+# Exploratory: a random search of FUZZ_SECONDS (default 60) per target, its corpus kept in
+# fuzz/corpus/ (not part of make test).
+fuzz:
+	bash scripts/fuzz-smoke.sh --explore
+
+# What CI runs: formatting, lints, every test tier, and a deterministic fuzz smoke run of every
+# decoder.
 test: deps fmt clippy unit ofi capi-header-check mpi-test fuzz-smoke
 
 check: test

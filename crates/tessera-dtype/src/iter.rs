@@ -7,6 +7,14 @@
 //! vector of a million byte blocks costs one frame step per run. [`Runs::new`] seeks to the
 //! first byte of the range by descending once (binary search over block prefix sums), then
 //! the walk stops after the last byte; adjacent runs are merged before they are returned.
+//!
+//! Offsets are computed with wrapping arithmetic, on purpose. [`Runs::new`] refuses a range
+//! whose instances' true bounds leave ±2·`DATATYPE_BYTES_MAX`, so every run the walk emits lies
+//! well inside `i64`; but a frame's base on the way there may not (a block displacement near
+//! `i64::MAX` whose child has a true lower bound near `i64::MIN`, as a fuzzed type had). In
+//! arithmetic modulo 2^64 a sum whose true value fits `i64` comes out exact whatever its
+//! intermediate values did, so wrapping adds give the right run where checked adds would
+//! refuse a valid type and plain adds panic in debug builds.
 
 use crate::{Datatype, DatatypeError, Node, DATATYPE_BYTES_MAX};
 
@@ -143,7 +151,8 @@ impl<'a> Runs<'a> {
 
     #[allow(clippy::cast_possible_wrap)] // offsets were bounded in `new`
     fn instance_base(&self, instance: u64) -> i64 {
-        self.displacement + (instance as i64).wrapping_mul(self.root.extent())
+        self.displacement
+            .wrapping_add((instance as i64).wrapping_mul(self.root.extent()))
     }
 
     /// Positions the walk so that the next run starts at stream byte `start`.
@@ -181,8 +190,10 @@ impl<'a> Runs<'a> {
                 self.skip = within;
                 return;
             }
-            let child_base =
-                frame.base + displacement + (element as i64).wrapping_mul(child.extent());
+            let child_base = frame
+                .base
+                .wrapping_add(displacement)
+                .wrapping_add((element as i64).wrapping_mul(child.extent()));
             Self::advance(frame, blocklen);
             self.stack.push(Frame {
                 node: child,
@@ -209,7 +220,7 @@ impl<'a> Runs<'a> {
         self.remaining -= length;
         #[allow(clippy::cast_possible_wrap)] // skip < length ≤ datatype_bytes_max
         Run {
-            offset: offset + skip as i64,
+            offset: offset.wrapping_add(skip as i64),
             length,
         }
     }
@@ -243,16 +254,21 @@ impl<'a> Runs<'a> {
         }
         if child.tiles() {
             frame.block += 1;
-            let offset = frame.base + displacement + child.true_lb;
+            let offset = frame
+                .base
+                .wrapping_add(displacement)
+                .wrapping_add(child.true_lb);
             return Some(self.emit(offset, blocklen * child.size));
         }
         if !child.dense {
             return None;
         }
-        let child_base =
-            frame.base + displacement + (frame.element as i64).wrapping_mul(child.extent());
+        let child_base = frame
+            .base
+            .wrapping_add(displacement)
+            .wrapping_add((frame.element as i64).wrapping_mul(child.extent()));
         Self::advance(frame, blocklen);
-        Some(self.emit(child_base + child.true_lb, child.size))
+        Some(self.emit(child_base.wrapping_add(child.true_lb), child.size))
     }
 
     /// The general step: starts instances, pops finished frames, skips empty blocks and
@@ -273,10 +289,10 @@ impl<'a> Runs<'a> {
                     // of the range is one run, however many instances it spans (a predefined
                     // type is never walked element by element).
                     let length = self.skip + self.remaining;
-                    return Some(self.emit(base + self.root.true_lb, length));
+                    return Some(self.emit(base.wrapping_add(self.root.true_lb), length));
                 }
                 if self.root.dense {
-                    return Some(self.emit(base + self.root.true_lb, self.root.size));
+                    return Some(self.emit(base.wrapping_add(self.root.true_lb), self.root.size));
                 }
                 self.stack.push(Frame {
                     node: self.root,
@@ -298,14 +314,19 @@ impl<'a> Runs<'a> {
             }
             if child.tiles() {
                 frame.block += 1;
-                let offset = frame.base + displacement + child.true_lb;
+                let offset = frame
+                    .base
+                    .wrapping_add(displacement)
+                    .wrapping_add(child.true_lb);
                 return Some(self.emit(offset, blocklen * child.size));
             }
-            let child_base =
-                frame.base + displacement + (frame.element as i64).wrapping_mul(child.extent());
+            let child_base = frame
+                .base
+                .wrapping_add(displacement)
+                .wrapping_add((frame.element as i64).wrapping_mul(child.extent()));
             Self::advance(frame, blocklen);
             if child.dense {
-                return Some(self.emit(child_base + child.true_lb, child.size));
+                return Some(self.emit(child_base.wrapping_add(child.true_lb), child.size));
             }
             self.stack.push(Frame {
                 node: child,
