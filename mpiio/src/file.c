@@ -88,12 +88,13 @@ static int tsr_hint_u64(MPI_Info info, const char *key, uint64_t *value) {
 static const char *const tsr_romio_switches[] = {"romio_cb_read", "romio_cb_write",
                                                  "romio_ds_read", "romio_ds_write"};
 
-/* The value a hint is kept and reported as: for ROMIO's switches (enable, disable,
- * automatic) and romio_no_indep_rw (true, false), the value in lower case, as ROMIO spells
- * it, or NULL if it is none of them; for any other key, `value` itself. */
-static const char *tsr_romio_value(const char *key, const char *value) {
-    static const char *const switch_values[] = {"enable", "disable", "automatic", NULL};
-    static const char *const flag_values[] = {"true", "false", NULL};
+/* Whether a hint's value is one ROMIO takes: for ROMIO's switches enable, disable or
+ * automatic, for romio_no_indep_rw true or false, each in lower or upper case (kept and
+ * reported as given, as ROMIO does); any value of any other key. */
+static int tsr_romio_value_ok(const char *key, const char *value) {
+    static const char *const switch_values[] = {"enable",  "disable", "automatic", "ENABLE",
+                                                "DISABLE", "AUTOMATIC", NULL};
+    static const char *const flag_values[] = {"true", "false", "TRUE", "FALSE", NULL};
     const char *const *allowed = NULL;
     for (size_t i = 0; i < sizeof tsr_romio_switches / sizeof tsr_romio_switches[0]; i++)
         if (strcmp(key, tsr_romio_switches[i]) == 0)
@@ -101,11 +102,11 @@ static const char *tsr_romio_value(const char *key, const char *value) {
     if (strcmp(key, "romio_no_indep_rw") == 0)
         allowed = flag_values;
     if (allowed == NULL)
-        return value;
+        return 1;
     for (int i = 0; allowed[i] != NULL; i++)
-        if (strcasecmp(value, allowed[i]) == 0)
-            return allowed[i];
-    return NULL;
+        if (strcmp(value, allowed[i]) == 0)
+            return 1;
+    return 0;
 }
 
 int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
@@ -118,9 +119,8 @@ int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
         PMPI_Info_get_nthkey(info, i, key);
         if (!tsr_hint(info, key, value, sizeof value))
             continue;
-        const char *kept = tsr_romio_value(key, value);
-        if (kept != NULL)
-            PMPI_Info_set(f->hints, key, (char *)kept);
+        if (tsr_romio_value_ok(key, value))
+            PMPI_Info_set(f->hints, key, value);
         else if (strcmp(key, "romio_no_indep_rw") == 0)
             tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint %s=%s ignored: not true or false", key,
                       value); /* the switches are reported below */
@@ -164,9 +164,8 @@ int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
     for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
         if (!tsr_hint(info, switches[i].key, value, sizeof value))
             continue;
-        const char *kept = tsr_romio_value(switches[i].key, value);
-        if (kept != NULL)
-            *switches[i].disabled = strcmp(kept, "disable") == 0;
+        if (tsr_romio_value_ok(switches[i].key, value))
+            *switches[i].disabled = strcasecmp(value, "disable") == 0;
         else
             tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint %s=%s ignored: not enable, disable or "
                       "automatic", switches[i].key, value);
@@ -482,7 +481,7 @@ int PMPI_File_get_info(MPI_File fh, MPI_Info *info) {
     snprintf(value, sizeof value, "%u", nodes);
     PMPI_Info_set(*info, "cb_nodes", value);
     /* ROMIO's switches as set (enable, disable, automatic: tsr_apply_hints keeps only
-     * those), "automatic" when not; romio_no_indep_rw likewise, "false" when not set (Tessera
+     * those), "automatic" when not set; romio_no_indep_rw likewise, "false" when not set (Tessera
      * serves independent accesses either way). */
     int flag = 0, length = 0;
     for (size_t i = 0; i < sizeof tsr_romio_switches / sizeof tsr_romio_switches[0]; i++) {
