@@ -303,15 +303,14 @@ int PMPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info
     char path[TSR_PATH_BYTES_MAX];
     if (!tsr_route(filename, path, sizeof path))
         return TSR_NEXT(File_open, comm, filename, amode, info, fh);
-    /* The site's default hints ($ROMIO_HINTS) under the program's own. */
+    /* The site's default hints ($ROMIO_HINTS) under the program's own. Should they not merge
+     * on some process, it opens with the program's alone rather than leave the collective
+     * open the others make. */
     MPI_Info hints = MPI_INFO_NULL;
-    int rc = tsr_site_hints(info, &hints);
-    if (rc != MPI_SUCCESS) {
-        *fh = MPI_FILE_NULL;
-        return tsr_raise_default(rc);
-    }
-    rc = tsr_open(comm, filename, path, amode, hints, fh);
-    PMPI_Info_free(&hints);
+    int merged = tsr_site_hints(info, &hints) == MPI_SUCCESS;
+    int rc = tsr_open(comm, filename, path, amode, merged ? hints : info, fh);
+    if (merged)
+        PMPI_Info_free(&hints);
     return rc;
 }
 

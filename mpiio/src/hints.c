@@ -155,7 +155,8 @@ int tsr_site_hints(MPI_Info given, MPI_Info *merged) {
     int rc = given == MPI_INFO_NULL ? PMPI_Info_create(merged) : PMPI_Info_dup(given, merged);
     if (rc != MPI_SUCCESS) {
         *merged = MPI_INFO_NULL;
-        return tsr_error(MPI_ERR_NO_MEM, "tessera: open: cannot copy the hints");
+        return tsr_error(MPI_ERR_NO_MEM, "tessera: open: cannot copy the hints: the site's "
+                                         "hints ($ROMIO_HINTS) are not applied");
     }
     for (int i = 0; i < tsr_site_count; i++) {
         int length = 0, flag = 0;
