@@ -4,8 +4,10 @@
  * only the shim sets; run.sh checks with `tessera stat` that the file is in the cluster with
  * the size written), and the reference file, a local one, by the MPI's own MPI-IO through the
  * shim (no tessera_method). Both files get the same blocks and must read back alike; the
- * layer must have seen every call. Usage: profiled TAG (the Tessera file is
- * $TSR_TEST_PREFIX-profiled-TAG; 4 processes). */
+ * layer must have seen every call. Then the program calls PMPI_File_* itself, past the layer
+ * (the MPI-4 large-count _c forms where the MPI has them), on a third file, which the shim must
+ * serve too. Usage: profiled TAG (the Tessera files are $TSR_TEST_PREFIX-profiled-TAG and
+ * $TSR_TEST_PREFIX-profiled-TAG-pmpi; 4 processes). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 
@@ -74,6 +76,49 @@ int main(int argc, char **argv) {
                   i, back[i]);
         CHECK_MPI(MPI_File_close(&fh));
     }
+    /* A program written against the profiling interface calls PMPI_File_* itself (past the
+     * layer, which must not count them): the shim must serve them too, with the MPI-4
+     * large-count forms where the MPI has them. */
+    char direct[512];
+    snprintf(base, sizeof base, "profiled-%s-pmpi", argv[1]);
+    test_names(base, direct, NULL, sizeof direct);
+    MPI_File fh;
+    CHECK_MPI(PMPI_File_open(MPI_COMM_WORLD, direct, MPI_MODE_CREATE | MPI_MODE_RDWR,
+                             MPI_INFO_NULL, &fh));
+    for (int i = 0; i < INTS; i++)
+        block[i] = rank * 1000000 + i;
+    MPI_Info info;
+    char value[MPI_MAX_INFO_VAL + 1];
+    int flag = 0;
+    CHECK_MPI(PMPI_File_get_info(fh, &info));
+    MPI_Info_get(info, "tessera_method", MPI_MAX_INFO_VAL, value, &flag);
+    MPI_Info_free(&info);
+    CHECK(flag, "%s: PMPI_File_get_info has no tessera_method: the shim did not open it", direct);
+#if MPI_VERSION >= 4
+    const char *forms = "PMPI_File_write_at_c, PMPI_File_read_at_all_c";
+    CHECK_MPI(PMPI_File_write_at_c(fh, (MPI_Offset)rank * sizeof block, block, (MPI_Count)INTS,
+                                   MPI_INT, MPI_STATUS_IGNORE));
+    MPI_Barrier(MPI_COMM_WORLD);
+    memset(back, 0, sizeof back);
+    CHECK_MPI(PMPI_File_read_at_all_c(fh, (MPI_Offset)other * sizeof back, back,
+                                      (MPI_Count)INTS, MPI_INT, MPI_STATUS_IGNORE));
+#else
+    const char *forms = "PMPI_File_write_at, PMPI_File_read_at_all";
+    CHECK_MPI(PMPI_File_write_at(fh, (MPI_Offset)rank * sizeof block, block, INTS, MPI_INT,
+                                 MPI_STATUS_IGNORE));
+    MPI_Barrier(MPI_COMM_WORLD);
+    memset(back, 0, sizeof back);
+    CHECK_MPI(PMPI_File_read_at_all(fh, (MPI_Offset)other * sizeof back, back, INTS, MPI_INT,
+                                    MPI_STATUS_IGNORE));
+#endif
+    for (int i = 0; i < INTS; i++)
+        CHECK(back[i] == other * 1000000 + i, "%s: int %d is %d", direct, i, back[i]);
+    MPI_Offset bytes = 0;
+    CHECK_MPI(PMPI_File_get_size(fh, &bytes));
+    CHECK(bytes == size * (MPI_Offset)sizeof block, "%s: size %lld", direct, (long long)bytes);
+    CHECK_MPI(PMPI_File_close(&fh));
+    PASS("a program calling PMPI_File_* itself (%s) reaches Tessera", forms);
+
     /* Every call went through the layer, once for each file. */
     const char *calls[] = {"MPI_File_open",        "MPI_File_close",   "MPI_File_write_at",
                            "MPI_File_read_at",     "MPI_File_write_at_all",

@@ -163,7 +163,7 @@ for mpi in $MPIS; do
         in_tessera "$mpi/fortran-in-tessera" "/$mpi-fortran" $((2 * 4 * 1024 * 4))
     fi
     # A profiling layer of our own in front of the shim, preloaded before it, then linked
-    # before it (no LD_PRELOAD).
+    # before it (no LD_PRELOAD); the same program then calls PMPI_File_* itself.
     if compile "$mpi/profiler" "mpicc.$mpi" -O1 -Wall -shared -fPIC -o "$bin/libtsrprof.so" \
         "$TESTS_DIR/profiler_layer.c" &&
         compile "$mpi/profiled" "mpicc.$mpi" -O1 -Wall -o "$bin/profiled" "$TESTS_DIR/profiled.c" &&
@@ -174,10 +174,12 @@ for mpi in $MPIS; do
         launcher 4 "$TESSERA_CLUSTER"
         run "$mpi/profiled-preload" "$WORK/$mpi-profiled-preload.log" "${launch[@]}" "$bin/profiled" preload
         in_tessera "$mpi/profiled-preload-in-tessera" "/$mpi-profiled-preload" $((2 * 4 * 4096 * 4))
+        in_tessera "$mpi/profiled-preload-pmpi-in-tessera" "/$mpi-profiled-preload-pmpi" $((4 * 4096 * 4))
         preload=""
         launcher 4 "$TESSERA_CLUSTER"
         run "$mpi/profiled-linked" "$WORK/$mpi-profiled-linked.log" "${launch[@]}" "$bin/profiled-linked" linked
         in_tessera "$mpi/profiled-linked-in-tessera" "/$mpi-profiled-linked" $((2 * 4 * 4096 * 4))
+        in_tessera "$mpi/profiled-linked-pmpi-in-tessera" "/$mpi-profiled-linked-pmpi" $((4 * 4096 * 4))
         preload=$lib
     fi
     # Site-wide hints from $ROMIO_HINTS, through the launcher's environment; the layouts that
