@@ -7,9 +7,11 @@ TESSERA := target/release/tessera
 # libfabric and libclang for the `ofi` backend, whose -sys crate runs bindgen at build time).
 APT_PACKAGES := build-essential pkg-config libfabric-dev libfabric-bin libclang-dev
 # The MPI-IO shim and its tests: both MPIs, their parallel HDF5 builds, PnetCDF (built by
-# Debian against Open MPI) and its tools; cbindgen for the C API's header.
+# Debian against Open MPI) and its tools; gfortran for the Fortran MPI-IO test (mpif90.mpich,
+# mpif90.openmpi; the MPIs' Fortran bindings and modules come with libmpich-dev and
+# libopenmpi-dev); cbindgen for the C API's header.
 APT_PACKAGES += mpich libmpich-dev openmpi-bin libopenmpi-dev libhdf5-mpich-dev \
-	libhdf5-openmpi-dev libpnetcdf-dev pnetcdf-bin cbindgen
+	libhdf5-openmpi-dev libpnetcdf-dev pnetcdf-bin gfortran cbindgen
 
 .PHONY: all deps build demo test check fmt clippy unit ofi fuzz-smoke fuzz bench clean mpiio mpi-test \
 	capi-header capi-header-check

@@ -9,6 +9,7 @@
  * The message is printed to stderr when $TESSERA_MPIIO_VERBOSE is set or before an
  * MPI_ERRORS_ARE_FATAL handler aborts. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -30,6 +31,31 @@ static char tsr_message[TSR_MESSAGE_BYTES_MAX];
 #define TSR_CLASSES_MAX 128
 static int tsr_class_codes[TSR_CLASSES_MAX];
 static int tsr_dynamic_codes = -1; /* -1: not probed yet; 0: no; 1: yes */
+
+/* The MPI library's own function `name` (see TSR_NEXT), cached in `*slot`. Several threads
+ * may look it up at once: each finds the same address, so the plain race is benign, but the
+ * slot is read and written atomically. */
+void *tsr_next_symbol(void **slot, const char *name) {
+    void *found = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (found == NULL) {
+        found = dlsym(RTLD_NEXT, name);
+        if (found != NULL)
+            __atomic_store_n(slot, found, __ATOMIC_RELEASE);
+    }
+    return found;
+}
+
+/* The call TSR_NEXT could not make: the message goes to stderr whatever the verbosity, since
+ * no file the MPI serves itself can work in this process. */
+int tsr_missing_symbol(const char *name) {
+    int code = tsr_error(MPI_ERR_INTERN,
+                         "tessera: the MPI library defines no %s after libtessera_mpiio.so "
+                         "(dlsym(RTLD_NEXT) found none): load the shim before the MPI library "
+                         "(LD_PRELOAD, or link it before -lmpi)", name);
+    if (!getenv("TESSERA_MPIIO_VERBOSE"))
+        fprintf(stderr, "%s\n", tessera_mpiio_last_error());
+    return code;
+}
 
 /* The message of the last error the shim raised in this process. */
 const char *tessera_mpiio_last_error(void) { return tsr_message; }
@@ -266,10 +292,10 @@ int tsr_raise_default(int code) {
     tsr_fatal_check(handler, code);
     if (handler != MPI_ERRORS_RETURN && handler != MPI_ERRHANDLER_NULL) {
         MPI_File scratch;
-        if (PMPI_File_open(MPI_COMM_SELF, "/dev/null", MPI_MODE_RDONLY, MPI_INFO_NULL,
-                           &scratch) == MPI_SUCCESS) {
+        if (TSR_NEXT(File_open, MPI_COMM_SELF, "/dev/null", MPI_MODE_RDONLY, MPI_INFO_NULL,
+                     &scratch) == MPI_SUCCESS) {
             PMPI_File_call_errhandler(scratch, code);
-            PMPI_File_close(&scratch);
+            TSR_NEXT(File_close, &scratch);
         }
     }
     /* The handle from MPI_File_get_errhandler is not freed: MPICH's ROMIO hands out no

@@ -374,66 +374,74 @@ static int tsr_split_end(struct tsr_file *f, MPI_Status *status, const char *op)
     return MPI_SUCCESS;
 }
 
-/* The entry points, by shape. W: 1 for writes. C: 1 for collective. */
+/* The entry points, by shape: each PMPI_ function, and its MPI_ name as an alias of it. W: 1 for
+ * writes. C: 1 for collective. */
 #define TSR_AT_BLOCKING(NAME, BUF, COUNT, W, C)                                             \
-    int MPI_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, COUNT count, MPI_Datatype type, \
+    int PMPI_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, COUNT count, MPI_Datatype type, \
                    MPI_Status *status) {                                                    \
         struct tsr_file *f = tsr_lookup(fh);                                                \
         if (f == NULL)                                                                      \
-            return PMPI_##NAME(fh, offset, buf, count, type, status);                       \
+            return TSR_NEXT(NAME, fh, offset, buf, count, type, status);                    \
         return tsr_access(f, W, C, TSR_AT, offset, buf, count, type, status, NULL,          \
                           TSR_BLOCKING, "MPI_" #NAME);                                      \
-    }
+    }                                                                                       \
+    TSR_MPI_ALIAS(NAME)
 #define TSR_POINTER_BLOCKING(NAME, BUF, COUNT, W, C, POSITION)                              \
-    int MPI_##NAME(MPI_File fh, BUF buf, COUNT count, MPI_Datatype type,                    \
+    int PMPI_##NAME(MPI_File fh, BUF buf, COUNT count, MPI_Datatype type,                   \
                    MPI_Status *status) {                                                    \
         struct tsr_file *f = tsr_lookup(fh);                                                \
         if (f == NULL)                                                                      \
-            return PMPI_##NAME(fh, buf, count, type, status);                               \
+            return TSR_NEXT(NAME, fh, buf, count, type, status);                            \
         return tsr_access(f, W, C, POSITION, 0, buf, count, type, status, NULL,             \
                           TSR_BLOCKING, "MPI_" #NAME);                                      \
-    }
+    }                                                                                       \
+    TSR_MPI_ALIAS(NAME)
 #define TSR_AT_NONBLOCKING(NAME, BUF, COUNT, W, C)                                          \
-    int MPI_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, COUNT count, MPI_Datatype type, \
+    int PMPI_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, COUNT count, MPI_Datatype type, \
                    MPI_Request *request) {                                                  \
         struct tsr_file *f = tsr_lookup(fh);                                                \
         if (f == NULL)                                                                      \
-            return PMPI_##NAME(fh, offset, buf, count, type, request);                      \
+            return TSR_NEXT(NAME, fh, offset, buf, count, type, request);                   \
         return tsr_access(f, W, C, TSR_AT, offset, buf, count, type, NULL, request,         \
                           TSR_NONBLOCKING, "MPI_" #NAME);                                   \
-    }
+    }                                                                                       \
+    TSR_MPI_ALIAS(NAME)
 #define TSR_POINTER_NONBLOCKING(NAME, BUF, COUNT, W, C, POSITION)                           \
-    int MPI_##NAME(MPI_File fh, BUF buf, COUNT count, MPI_Datatype type,                    \
+    int PMPI_##NAME(MPI_File fh, BUF buf, COUNT count, MPI_Datatype type,                   \
                    MPI_Request *request) {                                                  \
         struct tsr_file *f = tsr_lookup(fh);                                                \
         if (f == NULL)                                                                      \
-            return PMPI_##NAME(fh, buf, count, type, request);                              \
+            return TSR_NEXT(NAME, fh, buf, count, type, request);                           \
         return tsr_access(f, W, C, POSITION, 0, buf, count, type, NULL, request,            \
                           TSR_NONBLOCKING, "MPI_" #NAME);                                   \
-    }
+    }                                                                                       \
+    TSR_MPI_ALIAS(NAME)
 #define TSR_AT_BEGIN(NAME, BUF, COUNT, W)                                                   \
-    int MPI_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, COUNT count, MPI_Datatype type) { \
+    int PMPI_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, COUNT count, MPI_Datatype type) { \
         struct tsr_file *f = tsr_lookup(fh);                                                \
         if (f == NULL)                                                                      \
-            return PMPI_##NAME(fh, offset, buf, count, type);                               \
+            return TSR_NEXT(NAME, fh, offset, buf, count, type);                            \
         return tsr_access(f, W, 1, TSR_AT, offset, buf, count, type, NULL, NULL,            \
                           TSR_SPLIT_BEGIN, "MPI_" #NAME);                                   \
-    }
+    }                                                                                       \
+    TSR_MPI_ALIAS(NAME)
 #define TSR_POINTER_BEGIN(NAME, BUF, COUNT, W, POSITION)                                    \
-    int MPI_##NAME(MPI_File fh, BUF buf, COUNT count, MPI_Datatype type) {                  \
+    int PMPI_##NAME(MPI_File fh, BUF buf, COUNT count, MPI_Datatype type) {                 \
         struct tsr_file *f = tsr_lookup(fh);                                                \
         if (f == NULL)                                                                      \
-            return PMPI_##NAME(fh, buf, count, type);                                       \
+            return TSR_NEXT(NAME, fh, buf, count, type);                                    \
         return tsr_access(f, W, 1, POSITION, 0, buf, count, type, NULL, NULL,               \
                           TSR_SPLIT_BEGIN, "MPI_" #NAME);                                   \
-    }
+    }                                                                                       \
+    TSR_MPI_ALIAS(NAME)
 #define TSR_END(NAME, BUF)                                                                  \
-    int MPI_##NAME(MPI_File fh, BUF buf, MPI_Status *status) {                              \
+    int PMPI_##NAME(MPI_File fh, BUF buf, MPI_Status *status) {                             \
         struct tsr_file *f = tsr_lookup(fh);                                                \
         if (f == NULL)                                                                      \
-            return PMPI_##NAME(fh, buf, status);                                            \
+            return TSR_NEXT(NAME, fh, buf, status);                                         \
         return tsr_split_end(f, status, "MPI_" #NAME);                                      \
-    }
+    }                                                                                       \
+    TSR_MPI_ALIAS(NAME)
 
 /* One set per count type: int (MPI-3) and MPI_Count (the _c forms of MPI-4). */
 #define TSR_ALL_FORMS(SUFFIX, COUNT)                                                        \

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -83,6 +84,31 @@ static int tsr_hint_u64(MPI_Info info, const char *key, uint64_t *value) {
     return 1;
 }
 
+/* ROMIO's switches, as get_info reports them: "automatic" until set. */
+static const char *const tsr_romio_switches[] = {"romio_cb_read", "romio_cb_write",
+                                                 "romio_ds_read", "romio_ds_write"};
+
+/* Whether a hint's value is one ROMIO takes: for ROMIO's switches enable, disable or
+ * automatic, for romio_no_indep_rw true or false, each in lower or upper case (kept and
+ * reported as given, as ROMIO does); any value of any other key. */
+static int tsr_romio_value_ok(const char *key, const char *value) {
+    static const char *const switch_values[] = {"enable",  "disable", "automatic", "ENABLE",
+                                                "DISABLE", "AUTOMATIC", NULL};
+    static const char *const flag_values[] = {"true", "false", "TRUE", "FALSE", NULL};
+    const char *const *allowed = NULL;
+    for (size_t i = 0; i < sizeof tsr_romio_switches / sizeof tsr_romio_switches[0]; i++)
+        if (strcmp(key, tsr_romio_switches[i]) == 0)
+            allowed = switch_values;
+    if (strcmp(key, "romio_no_indep_rw") == 0)
+        allowed = flag_values;
+    if (allowed == NULL)
+        return 1;
+    for (int i = 0; allowed[i] != NULL; i++)
+        if (strcmp(value, allowed[i]) == 0)
+            return 1;
+    return 0;
+}
+
 int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
     if (info == MPI_INFO_NULL)
         return MPI_SUCCESS;
@@ -91,8 +117,13 @@ int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
     for (int i = 0; i < keys; i++) {
         char key[MPI_MAX_INFO_KEY + 1], value[TSR_HINT_BYTES_MAX];
         PMPI_Info_get_nthkey(info, i, key);
-        if (tsr_hint(info, key, value, sizeof value))
+        if (!tsr_hint(info, key, value, sizeof value))
+            continue;
+        if (tsr_romio_value_ok(key, value))
             PMPI_Info_set(f->hints, key, value);
+        else if (strcmp(key, "romio_no_indep_rw") == 0)
+            tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint %s=%s ignored: not true or false", key,
+                      value); /* the switches are reported below */
     }
     char value[TSR_HINT_BYTES_MAX];
     /* Hints that cannot be honoured are ignored, as MPI asks; $TESSERA_MPIIO_VERBOSE says so. */
@@ -135,10 +166,9 @@ int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
     for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
         if (!tsr_hint(info, switches[i].key, value, sizeof value))
             continue;
-        if (strcmp(value, "disable") == 0 || strcmp(value, "enable") == 0 ||
-            strcmp(value, "automatic") == 0) {
-            *switches[i].disabled = strcmp(value, "disable") == 0;
-            *switches[i].enabled = strcmp(value, "enable") == 0;
+        if (tsr_romio_value_ok(switches[i].key, value)) {
+            *switches[i].disabled = strcasecmp(value, "disable") == 0;
+            *switches[i].enabled = strcasecmp(value, "enable") == 0;
         } else
             tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint %s=%s ignored: not enable, disable or "
                       "automatic", switches[i].key, value);
@@ -255,12 +285,12 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
             f->server_count = stat.server_count;
         }
         tsr_apply_hints(f, info);
-        if (PMPI_File_open(MPI_COMM_SELF, "/dev/null", MPI_MODE_RDWR, MPI_INFO_NULL,
-                           &f->handle) != MPI_SUCCESS)
+        if (TSR_NEXT(File_open, MPI_COMM_SELF, "/dev/null", MPI_MODE_RDWR, MPI_INFO_NULL,
+                     &f->handle) != MPI_SUCCESS)
             rc = tsr_error(MPI_ERR_IO, "tessera: open %s: cannot open /dev/null for the handle",
                            path);
         else if ((rc = tsr_register(f)) != MPI_SUCCESS)
-            PMPI_File_close(&f->handle);
+            TSR_NEXT(File_close, &f->handle);
     }
     if (any_failed || rc != MPI_SUCCESS) {
         tsr_free_file(f);
@@ -271,17 +301,26 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
     return MPI_SUCCESS;
 }
 
-int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
+int PMPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
+                   MPI_File *fh) {
     char path[TSR_PATH_BYTES_MAX];
     if (!tsr_route(filename, path, sizeof path))
-        return PMPI_File_open(comm, filename, amode, info, fh);
-    return tsr_open(comm, filename, path, amode, info, fh);
+        return TSR_NEXT(File_open, comm, filename, amode, info, fh);
+    /* The site's default hints ($ROMIO_HINTS) under the program's own. Should they not merge
+     * on some process, it opens with the program's alone rather than leave the collective
+     * open the others make. */
+    MPI_Info hints = MPI_INFO_NULL;
+    int merged = tsr_site_hints(info, &hints) == MPI_SUCCESS;
+    int rc = tsr_open(comm, filename, path, amode, merged ? hints : info, fh);
+    if (merged)
+        PMPI_Info_free(&hints);
+    return rc;
 }
 
-int MPI_File_close(MPI_File *fh) {
+int PMPI_File_close(MPI_File *fh) {
     struct tsr_file *f = fh ? tsr_lookup(*fh) : NULL;
     if (f == NULL)
-        return PMPI_File_close(fh);
+        return TSR_NEXT(File_close, fh);
     int rc = MPI_SUCCESS;
     int code = tessera_close(f->file);
     f->file = NULL;
@@ -305,16 +344,16 @@ int MPI_File_close(MPI_File *fh) {
     if (rc != MPI_SUCCESS)
         tsr_raise(f, rc);
     tsr_unregister(f);
-    PMPI_File_close(&f->handle);
+    TSR_NEXT(File_close, &f->handle);
     tsr_free_file(f);
     *fh = MPI_FILE_NULL;
     return rc;
 }
 
-int MPI_File_delete(const char *filename, MPI_Info info) {
+int PMPI_File_delete(const char *filename, MPI_Info info) {
     char path[TSR_PATH_BYTES_MAX];
     if (!tsr_route(filename, path, sizeof path))
-        return PMPI_File_delete(filename, info);
+        return TSR_NEXT(File_delete, filename, info);
     int rc = MPI_SUCCESS;
     TesseraClient *client = tsr_client(&rc);
     if (client == NULL)
@@ -345,10 +384,10 @@ static int tsr_on_root(struct tsr_file *f, int tessera_code, const char *what) {
                                   outcome.message));
 }
 
-int MPI_File_set_size(MPI_File fh, MPI_Offset size) {
+int PMPI_File_set_size(MPI_File fh, MPI_Offset size) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_set_size(fh, size);
+        return TSR_NEXT(File_set_size, fh, size);
     if (size < 0)
         return tsr_raise(f, tsr_error(MPI_ERR_ARG, "tessera: set_size %s: negative size %lld",
                                       f->path, (long long)size));
@@ -360,10 +399,10 @@ int MPI_File_set_size(MPI_File fh, MPI_Offset size) {
     return tsr_on_root(f, code, "set_size");
 }
 
-int MPI_File_preallocate(MPI_File fh, MPI_Offset size) {
+int PMPI_File_preallocate(MPI_File fh, MPI_Offset size) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_preallocate(fh, size);
+        return TSR_NEXT(File_preallocate, fh, size);
     if (size < 0)
         return tsr_raise(f, tsr_error(MPI_ERR_ARG, "tessera: preallocate %s: negative size",
                                       f->path));
@@ -382,10 +421,10 @@ int MPI_File_preallocate(MPI_File fh, MPI_Offset size) {
     return tsr_on_root(f, code, "preallocate");
 }
 
-int MPI_File_get_size(MPI_File fh, MPI_Offset *size) {
+int PMPI_File_get_size(MPI_File fh, MPI_Offset *size) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_get_size(fh, size);
+        return TSR_NEXT(File_get_size, fh, size);
     TesseraStat stat;
     int code = tessera_file_stat(f->file, &stat);
     if (code != TESSERA_OK)
@@ -394,32 +433,32 @@ int MPI_File_get_size(MPI_File fh, MPI_Offset *size) {
     return MPI_SUCCESS;
 }
 
-int MPI_File_get_group(MPI_File fh, MPI_Group *group) {
+int PMPI_File_get_group(MPI_File fh, MPI_Group *group) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_get_group(fh, group);
+        return TSR_NEXT(File_get_group, fh, group);
     return PMPI_Comm_group(f->comm, group);
 }
 
-int MPI_File_get_amode(MPI_File fh, int *amode) {
+int PMPI_File_get_amode(MPI_File fh, int *amode) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_get_amode(fh, amode);
+        return TSR_NEXT(File_get_amode, fh, amode);
     *amode = f->amode;
     return MPI_SUCCESS;
 }
 
-int MPI_File_set_info(MPI_File fh, MPI_Info info) {
+int PMPI_File_set_info(MPI_File fh, MPI_Info info) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_set_info(fh, info);
+        return TSR_NEXT(File_set_info, fh, info);
     return tsr_apply_hints(f, info);
 }
 
-int MPI_File_get_info(MPI_File fh, MPI_Info *info) {
+int PMPI_File_get_info(MPI_File fh, MPI_Info *info) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_get_info(fh, info);
+        return TSR_NEXT(File_get_info, fh, info);
     PMPI_Info_dup(f->hints, info);
     const char *method = "auto";
     tessera_file_method(f->file, 0, &method);
@@ -443,10 +482,26 @@ int MPI_File_get_info(MPI_File fh, MPI_Info *info) {
                                                                              : f->server_count;
     snprintf(value, sizeof value, "%u", nodes);
     PMPI_Info_set(*info, "cb_nodes", value);
-    PMPI_Info_set(*info, "romio_cb_read", f->cb_read_disabled ? "disable" : "enable");
-    PMPI_Info_set(*info, "romio_cb_write", f->cb_write_disabled ? "disable" : "enable");
-    PMPI_Info_set(*info, "romio_ds_read", f->ds_read_disabled ? "disable" : "enable");
-    PMPI_Info_set(*info, "romio_ds_write", f->ds_write_disabled ? "disable" : "enable");
+    /* ROMIO's switches as set (enable, disable, automatic: tsr_apply_hints keeps only
+     * those), "automatic" when not set; romio_no_indep_rw likewise, "false" when not set (Tessera
+     * serves independent accesses either way). */
+    int flag = 0, length = 0;
+    for (size_t i = 0; i < sizeof tsr_romio_switches / sizeof tsr_romio_switches[0]; i++) {
+        PMPI_Info_get_valuelen(*info, tsr_romio_switches[i], &length, &flag);
+        if (!flag)
+            PMPI_Info_set(*info, tsr_romio_switches[i], "automatic");
+    }
+    PMPI_Info_get_valuelen(*info, "romio_no_indep_rw", &length, &flag);
+    if (!flag)
+        PMPI_Info_set(*info, "romio_no_indep_rw", "false");
+    /* The buffers the sieve method uses. */
+    uint64_t read_bytes = 0, write_bytes = 0;
+    if (tessera_file_sieve_buffers(f->file, &read_bytes, &write_bytes) == TESSERA_OK) {
+        snprintf(value, sizeof value, "%llu", (unsigned long long)read_bytes);
+        PMPI_Info_set(*info, "ind_rd_buffer_size", value);
+        snprintf(value, sizeof value, "%llu", (unsigned long long)write_bytes);
+        PMPI_Info_set(*info, "ind_wr_buffer_size", value);
+    }
     return MPI_SUCCESS;
 }
 
@@ -469,11 +524,11 @@ static int tsr_reset_shared(struct tsr_file *f, MPI_Offset value) {
     return rc;
 }
 
-int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+int PMPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
                       const char *datarep, MPI_Info info) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+        return TSR_NEXT(File_set_view, fh, disp, etype, filetype, datarep, info);
     if (datarep == NULL || (strcmp(datarep, "native") != 0 && strcmp(datarep, "internal") != 0))
         return tsr_raise(f, tsr_error(MPI_ERR_UNSUPPORTED_DATAREP,
                                       "tessera: set_view %s: data representation %s is not "
@@ -511,11 +566,11 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     return tsr_reset_shared(f, 0);
 }
 
-int MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype,
+int PMPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype,
                       MPI_Datatype *filetype, char *datarep) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_get_view(fh, disp, etype, filetype, datarep);
+        return TSR_NEXT(File_get_view, fh, disp, etype, filetype, datarep);
     *disp = f->displacement;
     MPI_Datatype mine[2] = {f->etype, f->filetype};
     MPI_Datatype *out[2] = {etype, filetype};
@@ -565,10 +620,10 @@ static int tsr_seek_target(struct tsr_file *f, MPI_Offset current, MPI_Offset of
     return MPI_SUCCESS;
 }
 
-int MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
+int PMPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_seek(fh, offset, whence);
+        return TSR_NEXT(File_seek, fh, offset, whence);
     MPI_Offset target;
     int rc = tsr_seek_target(f, f->pointer, offset, whence, &target);
     if (rc != MPI_SUCCESS)
@@ -577,18 +632,18 @@ int MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
     return MPI_SUCCESS;
 }
 
-int MPI_File_get_position(MPI_File fh, MPI_Offset *offset) {
+int PMPI_File_get_position(MPI_File fh, MPI_Offset *offset) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_get_position(fh, offset);
+        return TSR_NEXT(File_get_position, fh, offset);
     *offset = f->pointer;
     return MPI_SUCCESS;
 }
 
-int MPI_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offset *disp) {
+int PMPI_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offset *disp) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_get_byte_offset(fh, offset, disp);
+        return TSR_NEXT(File_get_byte_offset, fh, offset, disp);
     if (offset < 0)
         return tsr_raise(f, tsr_error(MPI_ERR_ARG, "tessera: get_byte_offset %s: negative "
                                                    "offset", f->path));
@@ -600,10 +655,10 @@ int MPI_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offset *disp) {
     return MPI_SUCCESS;
 }
 
-int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence) {
+int PMPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_seek_shared(fh, offset, whence);
+        return TSR_NEXT(File_seek_shared, fh, offset, whence);
     MPI_Offset current = f->shared_base, target = 0;
     int rc = MPI_SUCCESS;
     if (whence == MPI_SEEK_CUR && f->rank == 0) {
@@ -628,10 +683,10 @@ int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence) {
     return tsr_reset_shared(f, target);
 }
 
-int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset) {
+int PMPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_get_position_shared(fh, offset);
+        return TSR_NEXT(File_get_position_shared, fh, offset);
     TesseraSharedPointer *shared = NULL;
     int rc = tsr_shared_pointer(f, &shared);
     if (rc != MPI_SUCCESS)
@@ -644,20 +699,20 @@ int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset) {
     return MPI_SUCCESS;
 }
 
-int MPI_File_sync(MPI_File fh) {
+int PMPI_File_sync(MPI_File fh) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_sync(fh);
+        return TSR_NEXT(File_sync, fh);
     /* Every write acknowledged before the barrier is on the servers; one sync covers all. */
     PMPI_Barrier(f->comm);
     int code = f->rank == 0 ? tessera_file_sync(f->file) : TESSERA_OK;
     return tsr_on_root(f, code, "sync");
 }
 
-int MPI_File_set_atomicity(MPI_File fh, int flag) {
+int PMPI_File_set_atomicity(MPI_File fh, int flag) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_set_atomicity(fh, flag);
+        return TSR_NEXT(File_set_atomicity, fh, flag);
     int code = tessera_file_set_atomic(f->file, flag != 0);
     if (code != TESSERA_OK)
         return tsr_raise(f, tsr_tessera_error(code, "set_atomicity", f->path));
@@ -666,10 +721,32 @@ int MPI_File_set_atomicity(MPI_File fh, int flag) {
     return MPI_SUCCESS;
 }
 
-int MPI_File_get_atomicity(MPI_File fh, int *flag) {
+int PMPI_File_get_atomicity(MPI_File fh, int *flag) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
-        return PMPI_File_get_atomicity(fh, flag);
+        return TSR_NEXT(File_get_atomicity, fh, flag);
     *flag = f->atomic;
     return MPI_SUCCESS;
 }
+
+/* The MPI_ names of the entry points above (see shim.h). */
+TSR_MPI_ALIAS(File_open)
+TSR_MPI_ALIAS(File_close)
+TSR_MPI_ALIAS(File_delete)
+TSR_MPI_ALIAS(File_set_size)
+TSR_MPI_ALIAS(File_preallocate)
+TSR_MPI_ALIAS(File_get_size)
+TSR_MPI_ALIAS(File_get_group)
+TSR_MPI_ALIAS(File_get_amode)
+TSR_MPI_ALIAS(File_set_info)
+TSR_MPI_ALIAS(File_get_info)
+TSR_MPI_ALIAS(File_set_view)
+TSR_MPI_ALIAS(File_get_view)
+TSR_MPI_ALIAS(File_seek)
+TSR_MPI_ALIAS(File_get_position)
+TSR_MPI_ALIAS(File_get_byte_offset)
+TSR_MPI_ALIAS(File_seek_shared)
+TSR_MPI_ALIAS(File_get_position_shared)
+TSR_MPI_ALIAS(File_sync)
+TSR_MPI_ALIAS(File_set_atomicity)
+TSR_MPI_ALIAS(File_get_atomicity)

@@ -1,8 +1,12 @@
 /* libtessera_mpiio: MPI-IO on Tessera through PMPI interposition.
  *
- * The library defines MPI_File_* and serves the files it recognises (names starting with
+ * The library defines PMPI_File_* and serves the files it recognises (names starting with
  * "tessera:", or lying under a directory listed in $TESSERA_MPIIO_PATHS) through the Tessera
- * C API (crates/tessera-capi); every other file goes to the real MPI-IO through PMPI_File_*.
+ * C API (crates/tessera-capi); every other file goes to the real MPI-IO: the MPI library's own
+ * PMPI_File_*, found with dlsym(RTLD_NEXT) (TSR_NEXT). Each MPI_File_* it defines is an alias
+ * of its PMPI_File_* (as MPI libraries define them), so programs calling either name, the
+ * MPI's Fortran bindings (Open MPI's call PMPI_File_*), and a profiling layer stacked in front
+ * (its MPI_File_* calling PMPI_File_*) all reach Tessera.
  *
  * The handle a program holds for a Tessera file is a real MPI_File: the library opens
  * /dev/null on MPI_COMM_SELF through PMPI and keeps a table from that handle to its own
@@ -11,10 +15,11 @@
  * f2c, get_type_extent) work on it unchanged, and errors can be raised through the error
  * handler the program attached to it.
  *
- * Files: core.c (the table, path routing, the cluster connection, errors), types.c (MPI
- * datatypes into Tessera datatype trees, cached per type), file.c (open, close, delete,
- * size, info, view, pointers, sync, atomicity), data.c (every read and write form, the
- * collective hook, nonblocking and split forms, shared and ordered pointers).
+ * Files: core.c (the table, path routing, the cluster connection, errors, the MPI's own
+ * functions), types.c (MPI datatypes into Tessera datatype trees, cached per type), file.c
+ * (open, close, delete, size, info, view, pointers, sync, atomicity), data.c (every read and
+ * write form, the collective hook, nonblocking and split forms, shared and ordered pointers),
+ * hints.c (site-wide default hints from $ROMIO_HINTS).
  */
 #ifndef TESSERA_MPIIO_SHIM_H
 #define TESSERA_MPIIO_SHIM_H
@@ -37,6 +42,28 @@
 #define TSR_COLLECTIVE_WAIT_S_MAX 3600
 /* Most named (predefined) datatypes cached. */
 #define TSR_NAMED_TYPES_MAX 256
+
+/* Most hints read from the file named by $ROMIO_HINTS, and its largest size. */
+#define TSR_SITE_HINTS_MAX 256
+#define TSR_SITE_HINTS_FILE_BYTES_MAX (64 << 10)
+
+/* The MPI library's own PMPI_NAME, the next definition after this library's
+ * (dlsym(RTLD_NEXT)), called with the arguments that follow: found on first use and cached
+ * per call site. If the MPI does not define it (the shim loaded after the MPI library), the
+ * call fails with MPI_ERR_INTERN and a message naming it. */
+void *tsr_next_symbol(void **slot, const char *name);
+int tsr_missing_symbol(const char *name);
+#define TSR_NEXT(NAME, ...)                                                                 \
+    __extension__({                                                                         \
+        static void *tsr_slot_;                                                             \
+        __typeof__(&PMPI_##NAME) tsr_next_ =                                                \
+            (__typeof__(&PMPI_##NAME))tsr_next_symbol(&tsr_slot_, "PMPI_" #NAME);           \
+        tsr_next_ ? tsr_next_(__VA_ARGS__) : tsr_missing_symbol("PMPI_" #NAME);             \
+    })
+
+/* Defines MPI_NAME as another name of the shim's PMPI_NAME (in the file defining it). */
+#define TSR_MPI_ALIAS(NAME)                                                                 \
+    extern __typeof__(PMPI_##NAME) MPI_##NAME __attribute__((alias("PMPI_" #NAME)));
 
 /* Where a data access starts. */
 enum tsr_position {
@@ -101,6 +128,9 @@ int tsr_tessera_error(int tessera_code, const char *what, const char *path);
 int tsr_raise(struct tsr_file *file, int code);
 int tsr_raise_default(int code);
 int tsr_hint(MPI_Info info, const char *key, char *value, int value_bytes);
+
+/* hints.c */
+int tsr_site_hints(MPI_Info given, MPI_Info *merged);
 void tsr_status(MPI_Status *status, MPI_Count bytes);
 
 /* types.c */

@@ -53,23 +53,76 @@ run() {
     fi
 }
 
-# launcher N CLUSTER_FILE: sets `launch` to start N processes of the current $mpi with the shim
-# preloaded and the test's environment.
+# launcher N CLUSTER_FILE: sets `launch` to start N processes of the current $mpi with
+# $preload (the shim, unless a test says otherwise) preloaded and the test's environment.
 launcher() {
     case $mpi in
     mpich)
-        launch=(mpiexec.mpich -n "$1" -genv LD_PRELOAD "$lib" -genv TSR_TEST_PREFIX "$prefix"
+        launch=(mpiexec.mpich -n "$1" -genv LD_PRELOAD "$preload" -genv TSR_TEST_PREFIX "$prefix"
             -genv TSR_ORACLE_DIR "$oracle" -genv TESSERA_CLUSTER "$2")
         ;;
     openmpi)
-        launch=(mpirun.openmpi --allow-run-as-root --oversubscribe -n "$1" -x LD_PRELOAD="$lib"
+        launch=(mpirun.openmpi --allow-run-as-root --oversubscribe -n "$1" -x LD_PRELOAD="$preload"
             -x TSR_TEST_PREFIX="$prefix" -x TSR_ORACLE_DIR="$oracle" -x TESSERA_CLUSTER="$2")
         ;;
     esac
 }
 
+# env_args NAME VALUE: sets `env_args` to pass NAME=VALUE through the current $mpi's launcher.
+env_args() {
+    case $mpi in
+    mpich) env_args=(-genv "$1" "$2") ;;
+    openmpi) env_args=(-x "$1=$2") ;;
+    esac
+}
+
+# compile LABEL COMMAND...: builds a test program; a failure counts as the test's.
+compile() {
+    local label=$1
+    shift
+    if "$@" >"$WORK/cc-${label//\//-}.log" 2>&1; then return 0; fi
+    failed=$((failed + 1))
+    failures="$failures $label"
+    echo "FAIL $label: does not compile"
+    cat "$WORK/cc-${label//\//-}.log"
+    return 1
+}
+
+# in_tessera LABEL PATH BYTES: the file PATH is in the cluster (`tessera ls` lists it) and
+# holds BYTES bytes (`tessera stat`), so the program's MPI-IO reached Tessera.
+in_tessera() {
+    local label=$1 path=$2 bytes=$3
+    local stat
+    stat=$("$TESSERA" stat --cluster "$TESSERA_CLUSTER" "$path" 2>&1)
+    if "$TESSERA" ls --cluster "$TESSERA_CLUSTER" "$(dirname "$path")" 2>&1 |
+        grep -qx "$(basename "$path")" && grep -qx "size: *$bytes" <<<"$stat"; then
+        passed=$((passed + 1))
+        echo "PASS $label ($path: $bytes bytes in Tessera)"
+    else
+        failed=$((failed + 1))
+        failures="$failures $label"
+        echo "FAIL $label: $path is not in Tessera with $bytes bytes:"
+        sed 's/^/    /' <<<"$stat"
+    fi
+}
+
+# The site-wide hints file of hints.c, with two bad lines that must be skipped.
+cat >"$WORK/romio-hints" <<'HINTS'
+# site defaults for every program
+striping_unit 131072
+cb_buffer_size   8192
+romio_cb_write enable
+	romio_ds_read disable
+tessera_coll two_phase
+site_only_key site_value
+a_key_without_value
+too many words here
+cb_nodes 3
+HINTS
+
 for mpi in $MPIS; do
     lib=$OUT/$mpi/libtessera_mpiio.so
+    preload=$lib
     if [ ! -f "$lib" ]; then
         echo "FAIL $mpi: $lib is missing (make mpiio)"
         failed=$((failed + 1))
@@ -102,6 +155,61 @@ for mpi in $MPIS; do
         fi
         run "$mpi/$program" "$WORK/$mpi-$program.log" "${launch[@]}" "$bin/$program"
     done
+    # Programs that reach MPI-IO through PMPI_File_*. A Fortran program: Open MPI's Fortran
+    # bindings call PMPI_File_* (MPICH's call MPI_File_*).
+    launcher 4 "$TESSERA_CLUSTER"
+    if compile "$mpi/fortran" "mpif90.$mpi" -O1 -Wall -o "$bin/fortran" "$TESTS_DIR/fortran_io.f90"; then
+        run "$mpi/fortran" "$WORK/$mpi-fortran.log" "${launch[@]}" "$bin/fortran" "$prefix-fortran"
+        in_tessera "$mpi/fortran-in-tessera" "/$mpi-fortran" $((2 * 4 * 1024 * 4))
+    fi
+    # A profiling layer of our own in front of the shim, preloaded before it, then linked
+    # before it (no LD_PRELOAD); the same program then calls PMPI_File_* itself.
+    if compile "$mpi/profiler" "mpicc.$mpi" -O1 -Wall -shared -fPIC -o "$bin/libtsrprof.so" \
+        "$TESTS_DIR/profiler_layer.c" &&
+        compile "$mpi/profiled" "mpicc.$mpi" -O1 -Wall -o "$bin/profiled" "$TESTS_DIR/profiled.c" &&
+        compile "$mpi/profiled-linked" "mpicc.$mpi" -O1 -Wall -o "$bin/profiled-linked" \
+            "$TESTS_DIR/profiled.c" -Wl,--no-as-needed -L"$bin" -ltsrprof -L"$OUT/$mpi" \
+            -ltessera_mpiio -Wl,-rpath,"$bin:$OUT/$mpi"; then
+        preload="$bin/libtsrprof.so:$lib"
+        launcher 4 "$TESSERA_CLUSTER"
+        run "$mpi/profiled-preload" "$WORK/$mpi-profiled-preload.log" "${launch[@]}" "$bin/profiled" preload
+        in_tessera "$mpi/profiled-preload-in-tessera" "/$mpi-profiled-preload" $((2 * 4 * 4096 * 4))
+        in_tessera "$mpi/profiled-preload-pmpi-in-tessera" "/$mpi-profiled-preload-pmpi" $((4 * 4096 * 4))
+        preload=""
+        launcher 4 "$TESSERA_CLUSTER"
+        run "$mpi/profiled-linked" "$WORK/$mpi-profiled-linked.log" "${launch[@]}" "$bin/profiled-linked" linked
+        in_tessera "$mpi/profiled-linked-in-tessera" "/$mpi-profiled-linked" $((2 * 4 * 4096 * 4))
+        in_tessera "$mpi/profiled-linked-pmpi-in-tessera" "/$mpi-profiled-linked-pmpi" $((4 * 4096 * 4))
+        preload=$lib
+    fi
+    # Site-wide hints from $ROMIO_HINTS, through the launcher's environment; the layouts that
+    # get_info reports must be the ones `tessera stat` shows.
+    "$TESSERA" create --cluster "$TESSERA_CLUSTER" --layout stripe:32768:3 "/$mpi-hints-existing" >/dev/null
+    launcher 4 "$TESSERA_CLUSTER"
+    env_args ROMIO_HINTS "$WORK/romio-hints"
+    if compile "$mpi/hints" "mpicc.$mpi" -O1 -Wall -o "$bin/hints" "$TESTS_DIR/hints.c"; then
+        run "$mpi/hints" "$WORK/$mpi-hints.log" "${launch[@]}" "${env_args[@]}" "$bin/hints"
+        layouts=0
+        while read -r _ name unit factor; do
+            shown=$("$TESSERA" stat --cluster "$TESSERA_CLUSTER" "${name#tessera:}" | grep '^layout:')
+            servers=$(sed -n 's/.*servers \[\(.*\)\]/\1/p' <<<"$shown" | tr ',' '\n' | grep -c .)
+            if grep -q "stripe $unit B over" <<<"$shown" && [ "$servers" = "$factor" ]; then
+                layouts=$((layouts + 1))
+            else
+                layouts=-100
+                echo "    get_info of $name says striping_unit=$unit striping_factor=$factor; tessera stat: $shown"
+            fi
+        done < <(grep '^layout ' "$WORK/$mpi-hints.log")
+        if [ "$layouts" -eq 2 ]; then
+            passed=$((passed + 1))
+            echo "PASS $mpi/hints-layout (striping_unit, striping_factor as tessera stat shows)"
+        else
+            failed=$((failed + 1))
+            failures="$failures $mpi/hints-layout"
+            echo "FAIL $mpi/hints-layout: get_info's striping is not the file's layout"
+        fi
+    fi
+
     # Unmodified HDF5 and PnetCDF programs: the files lie under $TESSERA_MPIIO_PATHS.
     launcher 4 "$TESSERA_CLUSTER"
     mount=/tessera-$mpi

@@ -592,6 +592,16 @@ int tessera_file_set_sieve_buffers(const struct TesseraFile *file,
                                    uint64_t read_buffer_bytes,
                                    uint64_t write_buffer_bytes);
 
+// The buffers the `"sieve"` method uses now (ROMIO's `ind_rd_buffer_size` and
+// `ind_wr_buffer_size`), as `tessera_file_set_sieve_buffers` left them.
+//
+// # Safety
+// `file` is a live handle; `read_buffer_bytes` and `write_buffer_bytes` are valid for
+// writes.
+int tessera_file_sieve_buffers(const struct TesseraFile *file,
+                               uint64_t *read_buffer_bytes,
+                               uint64_t *write_buffer_bytes);
+
 // MPI's atomic mode (non-zero: on): each later write holds an exclusive, and each read a
 // shared, byte-range lock over the file bytes it spans, so overlapping atomic accesses
 // apply whole, one after the other, even across servers.

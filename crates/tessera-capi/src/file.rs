@@ -503,6 +503,34 @@ pub unsafe extern "C" fn tessera_file_set_sieve_buffers(
     })
 }
 
+/// The buffers the `"sieve"` method uses now (ROMIO's `ind_rd_buffer_size` and
+/// `ind_wr_buffer_size`), as `tessera_file_set_sieve_buffers` left them.
+///
+/// # Safety
+/// `file` is a live handle; `read_buffer_bytes` and `write_buffer_bytes` are valid for
+/// writes.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_file_sieve_buffers(
+    file: *const TesseraFile,
+    read_buffer_bytes: *mut u64,
+    write_buffer_bytes: *mut u64,
+) -> c_int {
+    guard(|| {
+        if read_buffer_bytes.is_null() || write_buffer_bytes.is_null() {
+            return Err(Failure::invalid("tessera_file_sieve_buffers: null output"));
+        }
+        // SAFETY: the caller's guarantee.
+        let file = unsafe { file_ref(file)? };
+        let options = file.lock().viewed.sieve_options();
+        // SAFETY: both checked non-null above; valid for writes by the caller's guarantee.
+        unsafe {
+            *read_buffer_bytes = options.read_buffer_bytes;
+            *write_buffer_bytes = options.write_buffer_bytes;
+        }
+        Ok(())
+    })
+}
+
 /// MPI's atomic mode (non-zero: on): each later write holds an exclusive, and each read a
 /// shared, byte-range lock over the file bytes it spans, so overlapping atomic accesses
 /// apply whole, one after the other, even across servers.
