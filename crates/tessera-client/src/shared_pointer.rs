@@ -243,8 +243,9 @@ impl SharedPointer {
                     let hold = Hold::start(file.clone(), lock)?;
                     return Ok(Self { file, hold });
                 }
-                Ok(_) => continue,
-                Err(error) if error.code() == Some(ErrorCode::NotFound) => continue,
+                // Swept in between: make it again.
+                Ok(_) => {}
+                Err(error) if error.code() == Some(ErrorCode::NotFound) => {}
                 Err(error) => return Err(error),
             }
         }
