@@ -250,6 +250,21 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
             PMPI_Error_class(error, &outcome.error_class);
             snprintf(outcome.message, sizeof outcome.message, "%s", tessera_mpiio_last_error());
         }
+        /* Leftovers: side files of this file's earlier opens that no live process holds
+         * (their processes died before close). Housekeeping: a failure does not fail the
+         * open. */
+        if (code == TESSERA_OK) {
+            char prefix[24];
+            uint64_t removed = 0;
+            snprintf(prefix, sizeof prefix, "%016llx-", (unsigned long long)outcome.id);
+            if (tessera_shared_pointer_sweep(client, prefix, &removed) != TESSERA_OK &&
+                getenv("TESSERA_MPIIO_VERBOSE"))
+                fprintf(stderr, "tessera: open %s: shared pointer leftovers not swept: %s\n",
+                        path, tessera_last_error());
+            else if (removed > 0 && getenv("TESSERA_MPIIO_VERBOSE"))
+                fprintf(stderr, "tessera: open %s: removed %llu shared pointer leftovers\n",
+                        path, (unsigned long long)removed);
+        }
         /* The shared pointer's name: the handle and a random id of this open. */
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
@@ -329,6 +344,9 @@ int PMPI_File_close(MPI_File *fh) {
     /* Everyone has closed; whoever used the shared pointer says so, and process 0 removes
      * its side file and, for MPI_MODE_DELETE_ON_CLOSE, the file. */
     int used = f->shared != NULL, any_used = 0;
+    /* This process's hold on the side file ends first (tessera_shared_pointer_free). */
+    tessera_shared_pointer_free(f->shared);
+    f->shared = NULL;
     PMPI_Allreduce(&used, &any_used, 1, MPI_INT, MPI_MAX, f->comm);
     if (f->rank == 0) {
         TesseraClient *client = tsr_client(&rc);

@@ -120,6 +120,54 @@ too many words here
 cb_nodes 3
 HINTS
 
+# shfp_leftovers: the leftovers test for the current $mpi (see its call below).
+shfp_leftovers() {
+    local file=/$mpi-shfp live=$WORK/shfp-$mpi-live killed=$WORK/shfp-$mpi-killed
+    local log=$WORK/$mpi-shfp-leftovers.log
+    mkdir -p "$live" "$killed"
+    launcher 2 "$TESSERA_CLUSTER"
+    timeout 600 "${launch[@]}" "$bin/shfp_hold" "tessera:$file" "$live" live >"$live/log" 2>&1 &
+    local live_job=$!
+    timeout 600 "${launch[@]}" "$bin/shfp_hold" "tessera:$file" "$killed" live >"$killed/log" 2>&1 &
+    local killed_job=$!
+    local waited=0
+    while { [ ! -f "$live/ready" ] || [ ! -f "$killed/ready" ]; } && [ $waited -lt 1200 ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    local handle prefix before after_kill after_open after_close live_status=1
+    handle=$("$TESSERA" stat "$file" 2>>"$log" | awk '/^handle:/{print $2}')
+    prefix=$(printf '%016x-' "$((handle))" 2>/dev/null)
+    count() { "$TESSERA" ls /.tessera-shfp 2>>"$log" | grep -c "^$prefix"; }
+    before=$(count)
+    kill -9 $(cat "$killed"/pid.* 2>/dev/null) 2>>"$log"
+    wait "$killed_job" 2>/dev/null
+    after_kill=$(count)
+    sleep 11
+    launcher 2 "$TESSERA_CLUSTER"
+    timeout 300 "${launch[@]}" "$bin/shfp_hold" "tessera:$file" "$WORK" open >>"$log" 2>&1
+    after_open=$(count)
+    touch "$live/stop"
+    wait "$live_job" && live_status=0
+    after_close=$(count)
+    cat "$live/log" >>"$log"
+    echo "side files of $file ($prefix): $before with both jobs, $after_kill after the kill," \
+        "$after_open after the next open, $after_close after the live job's close;" \
+        "live job exit $live_status" >>"$log"
+    if [ "$before" = 2 ] && [ "$after_kill" = 2 ] && [ "$after_open" = 1 ] &&
+        [ "$after_close" = 0 ] && [ "$live_status" = 0 ]; then
+        passed=$((passed + 1))
+        echo "  [$mpi/shfp-leftovers] ok side files: 2 live, 2 after SIGKILL, 1 after the next open, 0 after close"
+        grep '^ok ' "$live/log" | sed "s|^|  [$mpi/shfp-leftovers] |"
+        echo "PASS $mpi/shfp-leftovers"
+    else
+        failed=$((failed + 1))
+        failures="$failures $mpi/shfp-leftovers"
+        echo "FAIL $mpi/shfp-leftovers; last lines of $log:"
+        tail -n 30 "$log" | sed 's/^/    /'
+    fi
+}
+
 for mpi in $MPIS; do
     lib=$OUT/$mpi/libtessera_mpiio.so
     preload=$lib
@@ -140,7 +188,7 @@ for mpi in $MPIS; do
         continue
         ;;
     esac
-    for program in access collective pointers errors misc atomic nocluster; do
+    for program in access collective pointers errors misc atomic posix nocluster; do
         if ! mpicc.$mpi -O1 -Wall -o "$bin/$program" "$TESTS_DIR/$program.c" >"$WORK/cc-$mpi-$program.log" 2>&1; then
             failed=$((failed + 1))
             failures="$failures $mpi/$program"
@@ -210,6 +258,18 @@ for mpi in $MPIS; do
         fi
     fi
 
+    # Leftovers: two jobs of 2 processes use the shared pointer of one file; one is killed
+    # with SIGKILL. After the holders' lease (10 s, SHARED_POINTER_HOLD_LEASE) the next open
+    # of the file removes the killed job's side file and leaves the live job's, which the
+    # live job then still uses; its close removes its own.
+    if mpicc.$mpi -O1 -Wall -o "$bin/shfp_hold" "$TESTS_DIR/shfp_hold.c" >"$WORK/cc-$mpi-shfp_hold.log" 2>&1; then
+        shfp_leftovers
+    else
+        failed=$((failed + 1))
+        failures="$failures $mpi/shfp-leftovers"
+        echo "FAIL $mpi/shfp-leftovers: does not compile"
+        cat "$WORK/cc-$mpi-shfp_hold.log"
+    fi
     # Unmodified HDF5 and PnetCDF programs: the files lie under $TESSERA_MPIIO_PATHS.
     launcher 4 "$TESSERA_CLUSTER"
     mount=/tessera-$mpi

@@ -133,6 +133,16 @@ typedef struct TesseraStat {
   uint64_t stripe_unit_bytes;
   // Servers the file's layout spans (0 for a directory).
   uint32_t server_count;
+  // Owner.
+  uint32_t uid;
+  // Group.
+  uint32_t gid;
+  // Links (2 + subdirectories for a directory, 1 for a file).
+  uint32_t nlink;
+  // Last access, ns since the Unix epoch.
+  uint64_t atime_ns;
+  // Last attribute change, ns since the Unix epoch.
+  uint64_t ctime_ns;
 } TesseraStat;
 
 // How a collective access reaches the servers (MPI hints `tessera_coll`, `cb_buffer_size`,
@@ -702,6 +712,19 @@ void tessera_shared_pointer_free(struct TesseraSharedPointer *pointer);
 // # Safety
 // `client` is a live handle; `name` is a NUL-terminated string.
 int tessera_shared_pointer_remove(const struct TesseraClient *client, const char *name);
+
+// Removes the side files whose names start with `prefix` (1 to 255 bytes, no '/') that no
+// live process holds: the leftovers of opens whose processes died (a holder's lease,
+// `SHARED_POINTER_HOLD_LEASE`, 10 s, must have ended). At most `SHARED_POINTER_SWEEP_MAX`
+// (256) side files are looked at per call. Stores how many were removed in `removed`
+// (may be null).
+//
+// # Safety
+// `client` is a live handle; `prefix` is a NUL-terminated string; `removed` is null or
+// valid for one write.
+int tessera_shared_pointer_sweep(const struct TesseraClient *client,
+                                 const char *prefix,
+                                 uint64_t *removed);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -56,6 +56,16 @@ pub struct TesseraStat {
     pub stripe_unit_bytes: u64,
     /// Servers the file's layout spans (0 for a directory).
     pub server_count: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Links (2 + subdirectories for a directory, 1 for a file).
+    pub nlink: u32,
+    /// Last access, ns since the Unix epoch.
+    pub atime_ns: u64,
+    /// Last attribute change, ns since the Unix epoch.
+    pub ctime_ns: u64,
 }
 
 impl From<&Attr> for TesseraStat {
@@ -73,6 +83,11 @@ impl From<&Attr> for TesseraStat {
             mtime_ns: attr.mtime_ns,
             stripe_unit_bytes,
             server_count: u32::try_from(server_count).unwrap_or(u32::MAX),
+            uid: attr.uid,
+            gid: attr.gid,
+            nlink: attr.nlink,
+            atime_ns: attr.atime_ns,
+            ctime_ns: attr.ctime_ns,
         }
     }
 }

@@ -3,9 +3,12 @@
 //! A thin wrapper over `tessera_client::SharedPointer`: one side file per name under
 //! `/.tessera-shfp`, updated under a range lock (see that module). The MPI-IO shim names it
 //! after the file handle and an id the opening processes agree on, opens it on first use,
-//! and removes it at close.
+//! and removes it at close; an open handle holds its side file (a renewed lease), and
+//! [`tessera_shared_pointer_sweep`] removes the side files no live process holds.
 
 use std::ffi::{c_char, c_int};
+
+use tessera_client::shared_pointer::SHARED_POINTER_SWEEP_MAX;
 
 use tessera_client::SharedPointer;
 
@@ -125,5 +128,33 @@ pub unsafe extern "C" fn tessera_shared_pointer_remove(
         // SAFETY: the caller's guarantees, argument by argument.
         let (client, name) = unsafe { (handle(client, "client")?, text(name, "name")?) };
         Ok(SharedPointer::remove(&client.client, name)?)
+    })
+}
+
+/// Removes the side files whose names start with `prefix` (1 to 255 bytes, no '/') that no
+/// live process holds: the leftovers of opens whose processes died (a holder's lease,
+/// `SHARED_POINTER_HOLD_LEASE`, 10 s, must have ended). At most `SHARED_POINTER_SWEEP_MAX`
+/// (256) side files are looked at per call. Stores how many were removed in `removed`
+/// (may be null).
+///
+/// # Safety
+/// `client` is a live handle; `prefix` is a NUL-terminated string; `removed` is null or
+/// valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_shared_pointer_sweep(
+    client: *const TesseraClient,
+    prefix: *const c_char,
+    removed: *mut u64,
+) -> c_int {
+    const _: () = assert!(SHARED_POINTER_SWEEP_MAX > 0);
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, prefix) = unsafe { (handle(client, "client")?, text(prefix, "prefix")?) };
+        let count = SharedPointer::sweep(&client.client, prefix)?;
+        if !removed.is_null() {
+            // SAFETY: the caller guarantees a non-null `removed` is valid for one write.
+            unsafe { put(removed, count as u64, "removed") }?;
+        }
+        Ok(())
     })
 }

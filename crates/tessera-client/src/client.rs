@@ -197,7 +197,7 @@ impl Client {
             .with_once(0, |connection| connection.call(request))?)
     }
 
-    fn credentials(&self) -> Credentials {
+    pub(crate) fn credentials(&self) -> Credentials {
         self.inner.credentials.clone()
     }
 
