@@ -71,62 +71,53 @@ _Static_assert(sizeof(struct stat) == sizeof(struct stat64),
                "struct stat and struct stat64 must be one layout (64-bit glibc)");
 
 /* The C library's own functions, found once (at load, or at first use by calls made before
- * this library's constructor ran). */
-static void *tsr_next_symbol(void **slot, const char *name) {
-    void *next = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (next == NULL) {
-        next = dlsym(RTLD_NEXT, name);
-        __atomic_store_n(slot, next, __ATOMIC_RELEASE);
-    }
-    return next;
-}
-
-#define TSR_NEXT(name)                                                                     \
+ * this library's constructor ran) by tsr_next_symbol (core.c). */
+#define TSR_LIBC_NEXT(name)                                                                     \
     static void *tsr_next_##name;                                                          \
     static __typeof__(&name) tsr_real_##name(void) {                                       \
         return (__typeof__(&name))tsr_next_symbol(&tsr_next_##name, #name);                \
     }
 
-TSR_NEXT(open)
-TSR_NEXT(open64)
-TSR_NEXT(openat)
-TSR_NEXT(openat64)
-TSR_NEXT(__open_2)
-TSR_NEXT(__open64_2)
-TSR_NEXT(fopen)
-TSR_NEXT(fopen64)
-TSR_NEXT(read)
-TSR_NEXT(pread)
-TSR_NEXT(pread64)
-TSR_NEXT(lseek)
-TSR_NEXT(lseek64)
-TSR_NEXT(close)
-TSR_NEXT(stat)
-TSR_NEXT(stat64)
-TSR_NEXT(lstat)
-TSR_NEXT(lstat64)
-TSR_NEXT(fstat)
-TSR_NEXT(fstat64)
-TSR_NEXT(fstatat)
-TSR_NEXT(fstatat64)
-TSR_NEXT(statx)
-TSR_NEXT(__xstat)
-TSR_NEXT(__xstat64)
-TSR_NEXT(__lxstat)
-TSR_NEXT(__lxstat64)
-TSR_NEXT(__fxstat)
-TSR_NEXT(__fxstat64)
-TSR_NEXT(__fxstatat)
-TSR_NEXT(__fxstatat64)
-TSR_NEXT(access)
-TSR_NEXT(faccessat)
-TSR_NEXT(euidaccess)
-TSR_NEXT(eaccess)
-TSR_NEXT(truncate)
-TSR_NEXT(truncate64)
-TSR_NEXT(unlink)
-TSR_NEXT(unlinkat)
-TSR_NEXT(remove)
+TSR_LIBC_NEXT(open)
+TSR_LIBC_NEXT(open64)
+TSR_LIBC_NEXT(openat)
+TSR_LIBC_NEXT(openat64)
+TSR_LIBC_NEXT(__open_2)
+TSR_LIBC_NEXT(__open64_2)
+TSR_LIBC_NEXT(fopen)
+TSR_LIBC_NEXT(fopen64)
+TSR_LIBC_NEXT(read)
+TSR_LIBC_NEXT(pread)
+TSR_LIBC_NEXT(pread64)
+TSR_LIBC_NEXT(lseek)
+TSR_LIBC_NEXT(lseek64)
+TSR_LIBC_NEXT(close)
+TSR_LIBC_NEXT(stat)
+TSR_LIBC_NEXT(stat64)
+TSR_LIBC_NEXT(lstat)
+TSR_LIBC_NEXT(lstat64)
+TSR_LIBC_NEXT(fstat)
+TSR_LIBC_NEXT(fstat64)
+TSR_LIBC_NEXT(fstatat)
+TSR_LIBC_NEXT(fstatat64)
+TSR_LIBC_NEXT(statx)
+TSR_LIBC_NEXT(__xstat)
+TSR_LIBC_NEXT(__xstat64)
+TSR_LIBC_NEXT(__lxstat)
+TSR_LIBC_NEXT(__lxstat64)
+TSR_LIBC_NEXT(__fxstat)
+TSR_LIBC_NEXT(__fxstat64)
+TSR_LIBC_NEXT(__fxstatat)
+TSR_LIBC_NEXT(__fxstatat64)
+TSR_LIBC_NEXT(access)
+TSR_LIBC_NEXT(faccessat)
+TSR_LIBC_NEXT(euidaccess)
+TSR_LIBC_NEXT(eaccess)
+TSR_LIBC_NEXT(truncate)
+TSR_LIBC_NEXT(truncate64)
+TSR_LIBC_NEXT(unlink)
+TSR_LIBC_NEXT(unlinkat)
+TSR_LIBC_NEXT(remove)
 
 /* Calls that may come from a signal handler or a progress thread (read, close) must not
  * call dlsym then: find them before main. */
