@@ -246,14 +246,14 @@ impl Step {
         };
         let process_bytes = command.transfer.checked_mul(command.segments);
         if command.transfer == 0
-            || command.transfer % 8 != 0
+            || !command.transfer.is_multiple_of(8)
             || command.segments == 0
             || process_bytes.is_none_or(|bytes| bytes > PROCESS_BYTES_MAX)
             || command.generation >= GENERATIONS
             || (command.strided
                 && (command.block == 0
-                    || command.block % 8 != 0
-                    || command.transfer % command.block != 0))
+                    || !command.block.is_multiple_of(8)
+                    || !command.transfer.is_multiple_of(command.block)))
         {
             return Err(format!(
                 "{}: transfer must be a multiple of 8, transfer x segments at most {PROCESS_BYTES_MAX} (PROCESS_BYTES_MAX), the block a multiple of 8 dividing the transfer, the generation below {GENERATIONS}",
@@ -392,9 +392,9 @@ impl Figures {
 }
 
 fn size_name(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{}MiB", bytes >> 20)
-    } else if bytes % 1024 == 0 {
+    } else if bytes.is_multiple_of(1024) {
         format!("{}KiB", bytes >> 10)
     } else {
         format!("{bytes}B")
@@ -404,6 +404,7 @@ fn size_name(bytes: u64) -> String {
 // ---------------------------------------------------------------------------------------
 // The native worker.
 
+#[allow(clippy::needless_pass_by_value)] // used as `map_err(fail)`
 fn fail(err: tessera_client::ClientError) -> String {
     err.to_string()
 }
