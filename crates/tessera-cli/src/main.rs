@@ -71,6 +71,9 @@ enum Command {
     /// Internal: one client process of `bench ecio`.
     #[command(hide = true)]
     EcioWorker(bench::ecio::WorkerArgs),
+    /// Internal: one native client process of `bench mpiio`.
+    #[command(hide = true)]
+    MpiioWorker(bench::mpiio::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Worker(args) => workers::run(&args),
         Command::EcioWorker(args) => bench::ecio::run_worker(&args),
+        Command::MpiioWorker(args) => bench::mpiio::run_worker(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

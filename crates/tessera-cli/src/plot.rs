@@ -40,12 +40,46 @@ pub struct Plot {
     pub series: Vec<Series>,
 }
 
+/// What only some figures draw, beside a [`Plot`]'s lines: a logarithmic y axis, the spread
+/// of each point over repetitions, dashed lines. Indexed like [`Plot::series`]; missing
+/// entries are plain.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Decorations {
+    /// Use a base-10 logarithmic y axis ticked at powers of ten; points and bars with a y
+    /// that is not positive are skipped.
+    pub log10_y: bool,
+    /// Per series, error bars `(x, low, high)` (e.g. the minimum and maximum over
+    /// repetitions), drawn in the series' colour with caps.
+    pub spread: Vec<Vec<(f64, f64, f64)>>,
+    /// Per series, whether its line is dashed (in the legend too).
+    pub dashed: Vec<bool>,
+}
+
 impl Plot {
     /// Renders to PNG bytes: an 800x500, 8-bit RGB image.
     #[must_use]
     pub fn render_png(&self) -> Vec<u8> {
-        let (canvas, _area) = self.render_canvas();
+        self.render_png_decorated(&Decorations::default())
+    }
+
+    /// [`Plot::render_png`] with the optional [`Decorations`].
+    #[must_use]
+    pub fn render_png_decorated(&self, decorations: &Decorations) -> Vec<u8> {
+        let (canvas, _area) = self.render_canvas(decorations);
         encode_png(&canvas)
+    }
+
+    /// Writes the PNG with `decorations` to `path`, replacing any existing file.
+    ///
+    /// # Errors
+    ///
+    /// Any I/O error from creating or writing the file.
+    pub fn write_png_decorated(
+        &self,
+        path: &Path,
+        decorations: &Decorations,
+    ) -> std::io::Result<()> {
+        std::fs::write(path, self.render_png_decorated(decorations))
     }
 
     /// Writes the PNG to `path`, replacing any existing file.
@@ -58,11 +92,49 @@ impl Plot {
     }
 
     /// Draws the whole figure; also returns where the plot area ended up.
-    fn render_canvas(&self) -> (Canvas, PlotArea) {
+    fn render_canvas(&self, decorations: &Decorations) -> (Canvas, PlotArea) {
+        let log10_y = decorations.log10_y;
         let series: Vec<Vec<DataPoint>> = self
             .series
             .iter()
-            .map(|series| clean_points(&series.points, self.log2_x))
+            .map(|series| {
+                let mut points = clean_points(&series.points, self.log2_x);
+                if log10_y {
+                    points.retain(|point| point.y > 0.0);
+                    for point in &mut points {
+                        point.y = point.y.log10();
+                    }
+                }
+                points
+            })
+            .collect();
+        // Error bars in axis space: (x, low, high), dropped where they cannot be placed.
+        let bars: Vec<Vec<(f64, f64, f64)>> = (0..self.series.len())
+            .map(|index| {
+                decorations
+                    .spread
+                    .get(index)
+                    .map(|bars| {
+                        bars.iter()
+                            .filter(|(x, low, high)| {
+                                x.is_finite()
+                                    && low.is_finite()
+                                    && high.is_finite()
+                                    && (!self.log2_x || *x > 0.0)
+                                    && (!log10_y || *low > 0.0)
+                            })
+                            .map(|&(x, low, high)| {
+                                let x = if self.log2_x { x.log2() } else { x };
+                                if log10_y {
+                                    (x, low.log10(), high.log10())
+                                } else {
+                                    (x, low, high)
+                                }
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
             .collect();
         let all_points = || series.iter().flatten();
 
@@ -72,8 +144,17 @@ impl Plot {
             let (low, high) = value_range(all_points().map(|point| point.x)).unwrap_or((0.0, 1.0));
             nice_axis(low, high, false)
         };
-        let (y_low, y_high) = value_range(all_points().map(|point| point.y)).unwrap_or((0.0, 1.0));
-        let y_axis = nice_axis(y_low, y_high, true);
+        let (y_low, y_high) = value_range(
+            all_points()
+                .map(|point| point.y)
+                .chain(bars.iter().flatten().flat_map(|bar| [bar.1, bar.2])),
+        )
+        .unwrap_or((0.0, 1.0));
+        let y_axis = if log10_y {
+            log10_axis(y_low, y_high)
+        } else {
+            nice_axis(y_low, y_high, true)
+        };
 
         let area = self.layout(&y_axis);
         let mut canvas = Canvas::new(WIDTH, HEIGHT);
@@ -87,8 +168,25 @@ impl Plot {
                 .iter()
                 .map(|point| (area.map_x(&x_axis, point.x), area.map_y(&y_axis, point.y)))
                 .collect();
+            let dashed = decorations.dashed.get(index).copied().unwrap_or(false);
             for pair in pixels.windows(2) {
-                canvas.draw_line(pair[0], pair[1], LINE_THICKNESS, colour);
+                if dashed {
+                    draw_dashed_line(&mut canvas, pair[0], pair[1], colour);
+                } else {
+                    canvas.draw_line(pair[0], pair[1], LINE_THICKNESS, colour);
+                }
+            }
+            for &(x, low, high) in &bars[index] {
+                let x = area.map_x(&x_axis, x);
+                let (low, high) = (area.map_y(&y_axis, low), area.map_y(&y_axis, high));
+                canvas.draw_line((x, low), (x, high), 1, colour);
+                canvas.draw_line((x - BAR_CAP_HALF, low), (x + BAR_CAP_HALF, low), 1, colour);
+                canvas.draw_line(
+                    (x - BAR_CAP_HALF, high),
+                    (x + BAR_CAP_HALF, high),
+                    1,
+                    colour,
+                );
             }
             for &(x, y) in &pixels {
                 draw_marker(&mut canvas, x, y, colour);
@@ -101,7 +199,7 @@ impl Plot {
             let y = (area.top + area.bottom - TEXT_HEIGHT) / 2;
             draw_text(&mut canvas, x, y, message, MUTED_TEXT);
         }
-        self.draw_legend(&mut canvas, &area);
+        self.draw_legend(&mut canvas, &area, &decorations.dashed);
         (canvas, area)
     }
 
@@ -163,7 +261,7 @@ impl Plot {
     }
 
     /// A boxed legend right of the plot area: a line sample, marker and name per series.
-    fn draw_legend(&self, canvas: &mut Canvas, area: &PlotArea) {
+    fn draw_legend(&self, canvas: &mut Canvas, area: &PlotArea, dashed: &[bool]) {
         if self.series.is_empty() {
             return;
         }
@@ -181,12 +279,16 @@ impl Plot {
             }
             let colour = series_colour(index);
             let centre_y = row_top + LEGEND_ROW / 2;
-            canvas.draw_line(
-                (left + 8, centre_y),
-                (left + 32, centre_y),
-                LINE_THICKNESS,
-                colour,
-            );
+            if dashed.get(index).copied().unwrap_or(false) {
+                draw_dashed_line(canvas, (left + 8, centre_y), (left + 32, centre_y), colour);
+            } else {
+                canvas.draw_line(
+                    (left + 8, centre_y),
+                    (left + 32, centre_y),
+                    LINE_THICKNESS,
+                    colour,
+                );
+            }
             draw_marker(canvas, left + 20, centre_y, colour);
             let name = legend_name(&series.name);
             draw_text(
@@ -216,6 +318,11 @@ const TICK_LENGTH: i32 = 5;
 const LINE_THICKNESS: i32 = 2;
 /// Half the side of a square marker (the side is `2 * MARKER_HALF + 1`).
 const MARKER_HALF: i32 = 3;
+/// Half the width of an error bar's caps.
+const BAR_CAP_HALF: i32 = 4;
+/// Pixels drawn, then pixels skipped, along a dashed line.
+const DASH_ON: i32 = 7;
+const DASH_OFF: i32 = 5;
 /// Height of one legend row.
 const LEGEND_ROW: i32 = 22;
 /// Where a legend name starts, relative to the legend's left edge.
@@ -363,6 +470,28 @@ fn log2_axis(raw_xs: impl Iterator<Item = f64>) -> Axis {
             })
             .collect(),
     }
+}
+
+/// A log10 axis over `[low, high]` (given in log10 space), ticked at each power of ten
+/// between the whole decades around them.
+fn log10_axis(low: f64, high: f64) -> Axis {
+    let (mut min, mut max) = (low.floor(), high.ceil());
+    if !(min.is_finite() && max.is_finite()) {
+        (min, max) = (0.0, 1.0);
+    }
+    if max <= min {
+        max = min + 1.0;
+    }
+    let mut ticks = Vec::new();
+    let mut value = min;
+    while value <= max && ticks.len() < MAX_TICKS as usize {
+        ticks.push(Tick {
+            value,
+            label: format_plain(10f64.powf(value)),
+        });
+        value += 1.0;
+    }
+    Axis { min, max, ticks }
 }
 
 /// A linear axis covering `[low, high]` (and 0 if `include_zero`) with about five
@@ -580,6 +709,30 @@ fn label_stride(spans: &[(i32, i32)], gap: i32) -> usize {
                 .all(|(left, right)| right.0 - left.1 >= gap)
         })
         .unwrap_or(spans.len().max(1))
+}
+
+/// A line of [`LINE_THICKNESS`] drawn in dashes of [`DASH_ON`] pixels, [`DASH_OFF`] apart.
+fn draw_dashed_line(canvas: &mut Canvas, from: (i32, i32), to: (i32, i32), colour: Rgb) {
+    let (dx, dy) = (f64::from(to.0 - from.0), f64::from(to.1 - from.1));
+    let length = dx.hypot(dy);
+    if !(length.is_finite() && length >= 1.0) {
+        canvas.draw_line(from, to, LINE_THICKNESS, colour);
+        return;
+    }
+    let at = |distance: f64| {
+        let fraction = (distance / length).min(1.0);
+        (
+            from.0 + round_to_pixel(dx * fraction),
+            from.1 + round_to_pixel(dy * fraction),
+        )
+    };
+    let mut distance = 0.0;
+    // Bounded: the canvas is small and the length is clamped to pixel coordinates.
+    while distance < length {
+        let end = (distance + f64::from(DASH_ON)).min(length);
+        canvas.draw_line(at(distance), at(end), LINE_THICKNESS, colour);
+        distance = end + f64::from(DASH_OFF);
+    }
 }
 
 fn draw_marker(canvas: &mut Canvas, x: i32, y: i32, colour: Rgb) {
@@ -1180,7 +1333,7 @@ mod tests {
     #[test]
     fn zlib_stream_holds_the_scanlines_and_their_adler32() {
         let plot = bandwidth_plot();
-        let (canvas, _) = plot.render_canvas();
+        let (canvas, _) = plot.render_canvas(&Decorations::default());
         let scanlines = canvas.scanlines();
         let png = encode_png(&canvas);
         let zlib: Vec<u8> = parse_chunks(&png)
@@ -1207,7 +1360,7 @@ mod tests {
     #[test]
     fn series_colours_appear_in_the_plot_area() {
         let plot = bandwidth_plot();
-        let (_, area) = plot.render_canvas();
+        let (_, area) = plot.render_canvas(&Decorations::default());
         let (width, height, pixels) = decode(&plot.render_png());
         assert_eq!((width, height), (800, 500));
         for index in 0..plot.series.len() {
@@ -1220,7 +1373,7 @@ mod tests {
         for series in &mut empty.series {
             series.points.clear();
         }
-        let (_, empty_area) = empty.render_canvas();
+        let (_, empty_area) = empty.render_canvas(&Decorations::default());
         let (_, _, empty_pixels) = decode(&empty.render_png());
         assert_eq!(
             count_colour_in(&empty_pixels, width, empty_area, series_colour(0)),
@@ -1237,7 +1390,7 @@ mod tests {
             }],
             ..Plot::default()
         };
-        let (canvas, area) = plot.render_canvas();
+        let (canvas, area) = plot.render_canvas(&Decorations::default());
         let x_axis = nice_axis(1.0, 2.0, false);
         let y_axis = nice_axis(1.0, 3.0, true);
         let (x, y) = (area.map_x(&x_axis, 2.0), area.map_y(&y_axis, 3.0));
@@ -1245,6 +1398,53 @@ mod tests {
         assert_eq!(
             canvas.get(x + MARKER_HALF, y - MARKER_HALF),
             Some(series_colour(0))
+        );
+    }
+
+    #[test]
+    fn spread_bars_are_drawn_on_a_log10_axis() {
+        let plot = Plot {
+            series: vec![Series {
+                name: "one".to_owned(),
+                points: vec![(1.0, 10.0), (4.0, 1000.0)],
+            }],
+            log2_x: true,
+            ..Plot::default()
+        };
+        let decorations = Decorations {
+            log10_y: true,
+            spread: vec![vec![(4.0, 300.0, 3000.0), (1.0, -1.0, 20.0)]],
+            dashed: vec![true],
+        };
+        let (canvas, area) = plot.render_canvas(&decorations);
+        let x_axis = log2_axis([1.0, 4.0].into_iter());
+        // 10 .. 3000: the axis runs over whole decades, 10 to 10 000.
+        let y_axis = log10_axis(1.0, 3000f64.log10());
+        assert_eq!(
+            y_axis
+                .ticks
+                .iter()
+                .map(|t| t.label.as_str())
+                .collect::<Vec<_>>(),
+            ["10", "100", "1000", "10000"]
+        );
+        let x = area.map_x(&x_axis, 2.0);
+        // The bar at x = 4 reaches from 300 to 3000, well away from the marker at 1000.
+        let top = area.map_y(&y_axis, 3000f64.log10());
+        let low = area.map_y(&y_axis, 300f64.log10());
+        assert_eq!(canvas.get(x, top), Some(series_colour(0)));
+        assert_eq!(canvas.get(x, low), Some(series_colour(0)));
+        assert_eq!(canvas.get(x + BAR_CAP_HALF, top), Some(series_colour(0)));
+        // A bar whose low end is not positive cannot be placed on a log axis: skipped.
+        let x1 = area.map_x(&x_axis, 0.0);
+        assert_ne!(
+            canvas.get(x1, area.map_y(&y_axis, 20f64.log10())),
+            Some(series_colour(0))
+        );
+        // Without decorations, the same plot renders as before.
+        assert_eq!(
+            plot.render_png(),
+            plot.render_png_decorated(&Decorations::default())
         );
     }
 

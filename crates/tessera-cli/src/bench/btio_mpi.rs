@@ -68,18 +68,18 @@ pub enum Mpi {
 }
 
 impl Mpi {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Self::Mpich => "mpich",
             Self::Openmpi => "openmpi",
         }
     }
 
-    fn compiler(self) -> String {
+    pub(super) fn compiler(self) -> String {
         format!("mpicc.{}", self.name())
     }
 
-    fn launcher(self) -> &'static str {
+    pub(super) fn launcher(self) -> &'static str {
         match self {
             Self::Mpich => "mpiexec.mpich",
             Self::Openmpi => "mpirun.openmpi",
@@ -140,7 +140,7 @@ struct Outcome {
 }
 
 /// Whether `program` can be found on `$PATH`.
-fn on_path(program: &str) -> bool {
+pub(super) fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }

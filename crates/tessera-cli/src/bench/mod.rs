@@ -16,6 +16,7 @@ mod btio_mpi;
 pub mod ecio;
 mod fmrd;
 mod listio;
+pub mod mpiio;
 mod ogr;
 mod subarray;
 mod tile;
@@ -60,6 +61,11 @@ enum Experiment {
     /// shim, one run per method: 5 independent (`tessera_method`), 2 collective
     /// (`tessera_coll`); `--mpi mpich|openmpi` (needs `make mpiio`).
     BtioMpi(btio_mpi::BtioMpiArgs),
+    /// IOR-style MPI-IO from a real MPI program (mpiio/bench/mpiio.c): write_at/read_at and
+    /// their collective forms, contiguous and strided (vector view), 1, 2 and 4 processes,
+    /// through libtessera_mpiio.so vs tessera-client natively vs the MPI's own MPI-IO on a
+    /// local file, in one interleaved run; `--mpi mpich|openmpi|both` (needs `make mpiio`).
+    Mpiio(mpiio::MpiioArgs),
     /// 1 server, 2 and 4 client processes, interleaved ints, count 4k-1M: collective
     /// two_phase vs server_directed, writes and reads (004 Tables 1-4).
     Ecio(CommonArgs),
@@ -78,6 +84,7 @@ impl Experiment {
             | Self::Ogr(common)
             | Self::Fmrd(common) => common,
             Self::BtioMpi(args) => &args.common,
+            Self::Mpiio(args) => &args.common,
         }
     }
 }
@@ -332,6 +339,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         Experiment::Tile(common) => tile::run(common)?,
         Experiment::Btio(common) => btio::run(common)?,
         Experiment::BtioMpi(args) => btio_mpi::run(args)?,
+        Experiment::Mpiio(args) => mpiio::run(args)?,
         Experiment::Ecio(common) => ecio::run(common)?,
         Experiment::Ogr(common) => ogr::run(common)?,
         Experiment::Fmrd(common) => fmrd::run(common)?,
