@@ -14,7 +14,7 @@ use tessera_proto::limits::{
     FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, SIEVE_CHUNK_BYTES_MAX,
 };
 use tessera_proto::{
-    CollectiveTag, DeclareView, Empty, ErrorCode, FileType, Header, IoReply, ObjectCreate,
+    CollectiveTag, DeclareView, Empty, ErrorCode, FileType, Header, IoReply, Layout, ObjectCreate,
     ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece,
     PingReply, Read, ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError,
     RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, StoragePlan, TransferMode, Wire,
@@ -30,6 +30,12 @@ use crate::views::ViewTable;
 /// Requests moving at most this many bytes run their storage calls on the async worker: a
 /// few page-cache copies cost less than handing the work to a blocking thread and back.
 const INLINE_STORAGE_BYTES_MAX: u64 = 64 << 10;
+
+/// A share of a file type without holes (the default view, a contiguous access) over a
+/// striped file is found on the async worker when its range crosses at most this many stripe
+/// units: the walk is one run cut at stripe boundaries, cheaper than the hop to a blocking
+/// thread and back that every datatype write of more than 64 KiB paid.
+const INLINE_DENSE_SHARE_SEGMENTS_MAX: u64 = 1024;
 
 /// Buffer budget is counted in units of this many bytes.
 const BUFFER_PERMIT_BYTES: u64 = 1024;
@@ -281,10 +287,20 @@ impl Iod {
             .expect("the buffer semaphore is never closed")
     }
 
-    /// Finds this server's share of a datatype range: inline when the range is small,
-    /// otherwise on a blocking thread (the walk may visit millions of segments).
+    /// Finds this server's share of a datatype range: inline when the range is small, or
+    /// not too large and the type has no holes; otherwise on a blocking thread (the walk may
+    /// visit millions of segments).
     async fn share(file: Arc<FileType>, start: u64, end: u64) -> Result<Share, RemoteError> {
-        if end.saturating_sub(start) <= INLINE_STORAGE_BYTES_MAX {
+        let bytes = end.saturating_sub(start);
+        let holes = !file.filetype.is_dense()
+            || u64::try_from(file.filetype.extent()).ok() != Some(file.filetype.size());
+        let few_segments = match &file.layout {
+            Layout::Stripe(stripe) => {
+                bytes / stripe.stripe_unit_bytes < INLINE_DENSE_SHARE_SEGMENTS_MAX
+            }
+            Layout::Pattern(_) => false,
+        };
+        if bytes <= INLINE_STORAGE_BYTES_MAX || (!holes && few_segments) {
             return server_share(&file, start, end);
         }
         tokio::task::spawn_blocking(move || server_share(&file, start, end))
