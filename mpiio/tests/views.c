@@ -551,6 +551,21 @@ static void registered(int rank, int size) {
                 MPI_ERR_UNSUPPORTED_DATAREP);
     CHECK(strstr(shim_message(), "no-such-rep") != NULL, "the message does not name the "
           "representation: %s", shim_message());
+    /* internal is native here, and get_view says internal. */
+    CHECK_MPI(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "internal", MPI_INFO_NULL));
+    char rep[MPI_MAX_DATAREP_STRING];
+    MPI_Offset disp = -1;
+    MPI_Datatype etype, filetype;
+    CHECK_MPI(MPI_File_get_view(fh, &disp, &etype, &filetype, rep));
+    CHECK(strcmp(rep, "internal") == 0, "get_view says %s", rep);
+    int internal_value = 0x01020304 + rank;
+    CHECK_MPI(MPI_File_write_at(fh, 64 + rank, &internal_value, 1, MPI_INT, MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL));
+    int native_value = 0;
+    CHECK_MPI(MPI_File_read_at(fh, (64 + rank) * (MPI_Offset)sizeof(int), &native_value, 4,
+                               MPI_BYTE, MPI_STATUS_IGNORE));
+    CHECK(native_value == internal_value, "internal wrote %#x, native reads %#x",
+          internal_value, native_value);
     CHECK_MPI(MPI_File_close(&fh));
     MPI_Type_free(&view);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -559,7 +574,7 @@ static void registered(int rank, int size) {
     PASS("views: MPI_Register_datarep: the program's conversions on write and read and its "
          "extents (8-byte ints in the file); MPI_ERR_DUP_DATAREP on a second registration; "
          "MPI_ERR_CONVERSION from a failing function; an unknown name is "
-         "MPI_ERR_UNSUPPORTED_DATAREP naming it");
+         "MPI_ERR_UNSUPPORTED_DATAREP naming it; internal is native");
 }
 
 /* ---- Cost of external32 -------------------------------------------------------------- */
