@@ -19,6 +19,30 @@
 
 #include "shim.h"
 
+/* A staging buffer of at least `bytes`: the file's kept one if it is large enough. */
+static void *tsr_staging_get(struct tsr_file *f, size_t bytes) {
+    if (f->staging != NULL && f->staging_bytes >= bytes) {
+        void *buffer = f->staging;
+        f->staging = NULL;
+        return buffer;
+    }
+    return malloc(bytes);
+}
+
+/* Gives a staging buffer of `bytes` back: kept for the next access if it is the largest so far
+ * within TSR_STAGING_KEEP_BYTES_MAX, freed otherwise. */
+static void tsr_staging_put(struct tsr_file *f, void *buffer, size_t bytes) {
+    if (buffer == NULL)
+        return;
+    if (bytes <= TSR_STAGING_KEEP_BYTES_MAX && (f->staging == NULL || bytes > f->staging_bytes)) {
+        free(f->staging);
+        f->staging = buffer;
+        f->staging_bytes = bytes;
+        return;
+    }
+    free(buffer);
+}
+
 /* Checks an access and converts its memory type: on success `*memtype` is the Tessera type
  * (NULL for plain bytes), `*elements` the count to hand the C API and `*total` the bytes in
  * memory. In a data representation other than native, `*staging` is a buffer of the access's
@@ -64,7 +88,7 @@ static int tsr_prepare(struct tsr_file *f, int write, MPI_Offset offset, MPI_Cou
                          "so no data can be %s through it (%lld bytes asked)", op, f->path,
                          write ? "written" : "read", (long long)file_bytes);
     if (f->datarep != NULL) {
-        *staging = malloc((size_t)file_bytes);
+        *staging = tsr_staging_get(f, (size_t)file_bytes);
         if (*staging == NULL)
             return tsr_error(MPI_ERR_NO_MEM, "tessera: %s %s: no memory to stage %lld bytes in "
                              "data representation %s", op, f->path, (long long)file_bytes,
@@ -73,7 +97,7 @@ static int tsr_prepare(struct tsr_file *f, int write, MPI_Offset offset, MPI_Cou
                                             file_bytes)
                        : MPI_SUCCESS;
         if (rc != MPI_SUCCESS) {
-            free(*staging);
+            tsr_staging_put(f, *staging, (size_t)file_bytes);
             *staging = NULL;
             return rc;
         }
@@ -127,7 +151,7 @@ int tsr_transfer(struct tsr_file *f, int write, MPI_Offset offset, void *buffer,
         tessera_file_set_method(f->file, "sieve");
     if (code == TESSERA_OK && staging && !write)
         rc = tsr_unstage(f, staging, elements, buffer, count, type);
-    free(staging);
+    tsr_staging_put(f, staging, (size_t)elements);
     if (code != TESSERA_OK)
         return tsr_tessera_error(code, op, f->path);
     if (rc != MPI_SUCCESS)
@@ -318,7 +342,7 @@ static int tsr_collective(struct tsr_file *f, int write, enum tsr_position posit
                                              elements, memtype, NULL);
     if (rc == MPI_SUCCESS && code == TESSERA_OK && staging && !write)
         rc = tsr_unstage(f, staging, elements, buffer, count, type);
-    free(staging);
+    tsr_staging_put(f, staging, (size_t)elements);
     if (rc != MPI_SUCCESS)
         return rc;
     if (code != TESSERA_OK)

@@ -73,6 +73,9 @@ static void tsr_drop_view_types(struct tsr_file *f) {
     tessera_type_free(f->owned_etree);
     tessera_type_free(f->owned_ftree);
     f->owned_etree = f->owned_ftree = NULL;
+    free(f->staging);
+    f->staging = NULL;
+    f->staging_bytes = 0;
 }
 
 /* Agrees on the outcome of a collective call whose processes may each fail on their own

@@ -41,6 +41,10 @@
 #define TSR_DATAREP_EXTENTS_MAX 64
 /* Deepest datatype nesting the signature walk follows (datarep.c). */
 #define TSR_TYPE_DEPTH_MAX 64
+/* Largest staging buffer (of a non-native data representation) a file keeps between
+ * accesses; larger ones are freed after each (a fresh buffer's first touch costs more than
+ * the byte swapping itself). */
+#define TSR_STAGING_KEEP_BYTES_MAX (64u << 20)
 /* Most bytes packed per MPI_Pack call while converting (MPI's counts are int). */
 #define TSR_PACK_BYTES_MAX (1 << 30)
 
@@ -102,6 +106,9 @@ struct tsr_file {
      * file owns them; NULL for native). */
     TesseraDatatype *owned_etree, *owned_ftree;
     int empty_view; /* the file type selects no bytes: only empty accesses are possible */
+    /* The staging buffer kept for the next access (at most TSR_STAGING_KEEP_BYTES_MAX). */
+    void *staging;
+    size_t staging_bytes;
 };
 
 /* core.c */
