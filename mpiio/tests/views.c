@@ -577,6 +577,56 @@ static void registered(int rank, int size) {
          "MPI_ERR_UNSUPPORTED_DATAREP naming it; internal is native");
 }
 
+/* ---- Collective calls with one process's arguments wrong ----------------------------- */
+
+/* A process whose own arguments are wrong still makes the collective calls of set_size,
+ * preallocate and a split collective, so the others do not wait for it; every process of
+ * set_size and preallocate returns an error (no process truncates). */
+static void wrong_on_one_process(int rank) {
+    char tessera[512];
+    test_names("views-one-wrong", tessera, NULL, sizeof tessera);
+    MPI_File fh;
+    CHECK_MPI(MPI_File_open(MPI_COMM_WORLD, tessera, MPI_MODE_CREATE | MPI_MODE_RDWR,
+                            MPI_INFO_NULL, &fh));
+    CHECK_MPI(MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN));
+    CHECK_MPI(MPI_File_set_size(fh, 4096));
+    int code = MPI_File_set_size(fh, rank == 1 ? -1 : 100);
+    CHECK(code != MPI_SUCCESS, "set_size succeeded though process 1 gave -1");
+    CHECK(error_class_of(code) == MPI_ERR_ARG, "set_size gave class %d", error_class_of(code));
+    code = MPI_File_preallocate(fh, rank == 2 ? -5 : 8192);
+    CHECK(code != MPI_SUCCESS && error_class_of(code) == MPI_ERR_ARG,
+          "preallocate gave class %d", error_class_of(code));
+    MPI_Offset size = 0;
+    CHECK_MPI(MPI_File_get_size(fh, &size));
+    CHECK(size == 4096, "a refused set_size or preallocate left %lld bytes", (long long)size);
+    /* Process 0 begins a split collective and leaves it open; the next begin is erroneous
+     * there but the others' collective completes. */
+    int value = rank, back = -1;
+    if (rank == 0)
+        CHECK_MPI(MPI_File_write_at_all_begin(fh, 0, &value, 1, MPI_INT));
+    else {
+        CHECK_MPI(MPI_File_write_at_all_begin(fh, 0, &value, 0, MPI_INT));
+        CHECK_MPI(MPI_File_write_at_all_end(fh, &value, MPI_STATUS_IGNORE));
+    }
+    code = MPI_File_read_at_all_begin(fh, 0, &back, 1, MPI_INT);
+    if (rank == 0) {
+        CHECK(error_class_of(code) == MPI_ERR_OTHER, "a second begin gave class %d",
+              error_class_of(code));
+        CHECK_MPI(MPI_File_write_at_all_end(fh, &value, MPI_STATUS_IGNORE));
+    } else {
+        CHECK_MPI(code);
+        CHECK_MPI(MPI_File_read_at_all_end(fh, &back, MPI_STATUS_IGNORE));
+        CHECK(back == 0, "read %d where process 0 wrote 0", back);
+    }
+    CHECK_MPI(MPI_File_close(&fh));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        CHECK_MPI(MPI_File_delete(tessera, MPI_INFO_NULL));
+    PASS("views: set_size and preallocate with a wrong size on one process fail on every "
+         "process without a hang, nothing truncated; a split collective begun twice on one "
+         "process fails there while the others' completes");
+}
+
 /* ---- Cost of external32 -------------------------------------------------------------- */
 
 static void conversion_cost(int rank) {
@@ -629,6 +679,7 @@ int main(int argc, char **argv) {
     illegal_types(rank);
     external32(rank, size);
     registered(rank, size);
+    wrong_on_one_process(rank);
     conversion_cost(rank);
     MPI_Finalize();
     return 0;
