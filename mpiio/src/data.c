@@ -20,14 +20,42 @@
 
 #include "shim.h"
 
+/* A staging buffer of at least `bytes`: the file's kept one if it is large enough. */
+static void *tsr_staging_get(struct tsr_file *f, size_t bytes) {
+    if (f->staging != NULL && f->staging_bytes >= bytes) {
+        void *buffer = f->staging;
+        f->staging = NULL;
+        return buffer;
+    }
+    return malloc(bytes);
+}
+
+/* Gives a staging buffer of `bytes` back: kept for the next access if it is the largest so far
+ * within TSR_STAGING_KEEP_BYTES_MAX, freed otherwise. */
+static void tsr_staging_put(struct tsr_file *f, void *buffer, size_t bytes) {
+    if (buffer == NULL)
+        return;
+    if (bytes <= TSR_STAGING_KEEP_BYTES_MAX && (f->staging == NULL || bytes > f->staging_bytes)) {
+        free(f->staging);
+        f->staging = buffer;
+        f->staging_bytes = bytes;
+        return;
+    }
+    free(buffer);
+}
+
 /* Checks an access and converts its memory type: on success `*memtype` is the Tessera type
- * (NULL for plain bytes), `*elements` the count to hand the C API and `*total` the bytes. */
+ * (NULL for plain bytes), `*elements` the count to hand the C API and `*total` the bytes in
+ * memory. In a data representation other than native, `*staging` is a buffer of the access's
+ * bytes as they lie in the file (the memory encoded into it for a write; for a read, to decode
+ * from after it), handed to the C API as plain bytes; the caller frees it. */
 static int tsr_prepare(struct tsr_file *f, int write, MPI_Offset offset, MPI_Count count,
-                       MPI_Datatype type, const TesseraDatatype **memtype, uint64_t *elements,
-                       MPI_Count *total, const char *op) {
+                       MPI_Datatype type, const void *buffer, const TesseraDatatype **memtype,
+                       uint64_t *elements, MPI_Count *total, void **staging, const char *op) {
     *memtype = NULL;
     *elements = 0;
     *total = 0;
+    *staging = NULL;
     if (write && (f->amode & MPI_MODE_RDONLY))
         return tsr_error(MPI_ERR_READ_ONLY, "tessera: %s %s: the file is open read-only", op,
                          f->path);
@@ -44,13 +72,40 @@ static int tsr_prepare(struct tsr_file *f, int write, MPI_Offset offset, MPI_Cou
         return tsr_error(MPI_ERR_TYPE, "tessera: %s %s: MPI_DATATYPE_NULL", op, f->path);
     MPI_Count type_bytes = 0;
     PMPI_Type_size_x(type, &type_bytes);
-    MPI_Count bytes = type_bytes * count;
-    if (bytes % f->etype_bytes != 0)
+    MPI_Count bytes = type_bytes * count, file_bytes = bytes;
+    if (f->datarep != NULL) {
+        int rc = tsr_datarep_file_bytes(f->datarep, count, type, &file_bytes);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    if (file_bytes % f->etype_bytes != 0)
         return tsr_error(MPI_ERR_ARG,
                          "tessera: %s %s: %lld bytes are not a whole number of etypes of %lld "
-                         "bytes", op, f->path, (long long)bytes, (long long)f->etype_bytes);
-    if (bytes == 0)
+                         "bytes", op, f->path, (long long)file_bytes, (long long)f->etype_bytes);
+    if (file_bytes == 0)
         return MPI_SUCCESS;
+    if (f->empty_view)
+        return tsr_error(MPI_ERR_ARG, "tessera: %s %s: the view's file type selects no bytes, "
+                         "so no data can be %s through it (%lld bytes asked)", op, f->path,
+                         write ? "written" : "read", (long long)file_bytes);
+    if (f->datarep != NULL) {
+        *staging = tsr_staging_get(f, (size_t)file_bytes);
+        if (*staging == NULL)
+            return tsr_error(MPI_ERR_NO_MEM, "tessera: %s %s: no memory to stage %lld bytes in "
+                             "data representation %s", op, f->path, (long long)file_bytes,
+                             f->datarep_name);
+        int rc = write ? tsr_datarep_encode(f->datarep, buffer, count, type, *staging,
+                                            file_bytes)
+                       : MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) {
+            tsr_staging_put(f, *staging, (size_t)file_bytes);
+            *staging = NULL;
+            return rc;
+        }
+        *elements = (uint64_t)file_bytes;
+        *total = bytes;
+        return MPI_SUCCESS;
+    }
     MPI_Count plain = 0;
     if (tsr_type_is_contiguous(type, &plain)) {
         *elements = (uint64_t)bytes; /* plain bytes: no memory type */
@@ -64,15 +119,24 @@ static int tsr_prepare(struct tsr_file *f, int write, MPI_Offset offset, MPI_Cou
     return MPI_SUCCESS;
 }
 
+/* After a read in a non-native representation: the staged file bytes into memory. */
+static int tsr_unstage(struct tsr_file *f, void *staging, uint64_t file_bytes, void *buffer,
+                       MPI_Count count, MPI_Datatype type) {
+    return tsr_datarep_decode(f->datarep, staging, (MPI_Count)file_bytes, buffer, count, type);
+}
+
 int tsr_transfer(struct tsr_file *f, int write, MPI_Offset offset, void *buffer,
                  MPI_Count count, MPI_Datatype type, MPI_Count *bytes, const char *op) {
     *bytes = 0;
     const TesseraDatatype *memtype = NULL;
     uint64_t elements = 0;
     MPI_Count total = 0;
-    int rc = tsr_prepare(f, write, offset, count, type, &memtype, &elements, &total, op);
+    void *staging = NULL;
+    int rc = tsr_prepare(f, write, offset, count, type, buffer, &memtype, &elements, &total,
+                         &staging, op);
     if (rc != MPI_SUCCESS || total == 0)
         return rc;
+    void *memory = staging ? staging : buffer;
     /* romio_ds_read/write=disable: no data sieving, so the sieve method goes as list. */
     const char *method = NULL;
     int unsieve = (write ? f->ds_write_disabled : f->ds_read_disabled) &&
@@ -80,14 +144,19 @@ int tsr_transfer(struct tsr_file *f, int write, MPI_Offset offset, void *buffer,
                   strcmp(method, "sieve") == 0;
     if (unsieve)
         tessera_file_set_method(f->file, "list");
-    int code = write ? tessera_file_write(f->file, (uint64_t)offset, buffer, elements, memtype,
+    int code = write ? tessera_file_write(f->file, (uint64_t)offset, memory, elements, memtype,
                                           NULL)
-                     : tessera_file_read(f->file, (uint64_t)offset, buffer, elements, memtype,
+                     : tessera_file_read(f->file, (uint64_t)offset, memory, elements, memtype,
                                          NULL);
     if (unsieve)
         tessera_file_set_method(f->file, "sieve");
+    if (code == TESSERA_OK && staging && !write)
+        rc = tsr_unstage(f, staging, elements, buffer, count, type);
+    tsr_staging_put(f, staging, (size_t)elements);
     if (code != TESSERA_OK)
         return tsr_tessera_error(code, op, f->path);
+    if (rc != MPI_SUCCESS)
+        return rc;
     *bytes = total;
     return MPI_SUCCESS;
 }
@@ -95,8 +164,15 @@ int tsr_transfer(struct tsr_file *f, int write, MPI_Offset offset, void *buffer,
 /* Etypes in `count` instances of `type` (the caller checked divisibility in tsr_transfer). */
 static MPI_Offset tsr_etypes(struct tsr_file *f, MPI_Count count, MPI_Datatype type) {
     MPI_Count type_bytes = 0;
-    if (type != MPI_DATATYPE_NULL)
-        PMPI_Type_size_x(type, &type_bytes);
+    if (type == MPI_DATATYPE_NULL || count < 0)
+        return 0; /* refused by tsr_prepare */
+    if (f->datarep != NULL) {
+        MPI_Count file_bytes = 0;
+        if (tsr_datarep_file_bytes(f->datarep, count, type, &file_bytes) != MPI_SUCCESS)
+            return 0; /* refused by tsr_prepare */
+        return (MPI_Offset)(file_bytes / f->etype_bytes);
+    }
+    PMPI_Type_size_x(type, &type_bytes);
     return (MPI_Offset)(type_bytes * count / f->etype_bytes);
 }
 
@@ -109,7 +185,7 @@ static int tsr_independent(struct tsr_file *f, int write, enum tsr_position posi
     case TSR_INDIVIDUAL: {
         int rc = tsr_transfer(f, write, f->pointer, buffer, count, type, bytes, op);
         if (rc == MPI_SUCCESS)
-            f->pointer += (MPI_Offset)(*bytes / f->etype_bytes);
+            f->pointer += tsr_etypes(f, count, type);
         return rc;
     }
     case TSR_SHARED: {
@@ -276,7 +352,9 @@ static int tsr_collective(struct tsr_file *f, int write, enum tsr_position posit
     const TesseraDatatype *memtype = NULL;
     uint64_t elements = 0;
     MPI_Count total = 0;
-    rc = tsr_prepare(f, write, at, count, type, &memtype, &elements, &total, op);
+    void *staging = NULL;
+    rc = tsr_prepare(f, write, at, count, type, buffer, &memtype, &elements, &total, &staging,
+                     op);
     if (rc != MPI_SUCCESS) {
         at = 0;
         elements = 0;
@@ -288,18 +366,21 @@ static int tsr_collective(struct tsr_file *f, int write, enum tsr_position posit
     TesseraCollectiveOptions options = {f->coll_method[0] ? f->coll_method : NULL,
                                         f->cb_buffer_size, f->cb_nodes, 0,
                                         write ? f->cb_write_enabled : f->cb_read_enabled};
-    void *memory = total == 0 ? NULL : buffer;
+    void *memory = total == 0 ? NULL : staging ? staging : buffer;
     int code = write ? tessera_file_write_all(f->file, &comm, &options, (uint64_t)at, memory,
                                               elements, memtype, NULL)
                      : tessera_file_read_all(f->file, &comm, &options, (uint64_t)at, memory,
                                              elements, memtype, NULL);
+    if (rc == MPI_SUCCESS && code == TESSERA_OK && staging && !write)
+        rc = tsr_unstage(f, staging, elements, buffer, count, type);
+    tsr_staging_put(f, staging, (size_t)elements);
     if (rc != MPI_SUCCESS)
         return rc;
     if (code != TESSERA_OK)
         return tsr_tessera_error(code, op, f->path);
     *bytes = total;
     if (position == TSR_INDIVIDUAL)
-        f->pointer += (MPI_Offset)(total / f->etype_bytes);
+        f->pointer += tsr_etypes(f, count, type);
     return MPI_SUCCESS;
 }
 
@@ -339,10 +420,15 @@ static int tsr_access(struct tsr_file *f, int write, int collective,
                       MPI_Request *request, enum tsr_completion completion, const char *op) {
     if (request)
         *request = MPI_REQUEST_NULL;
-    if (completion == TSR_SPLIT_BEGIN && f->split_active)
+    MPI_Count bytes = 0;
+    if (completion == TSR_SPLIT_BEGIN && f->split_active) {
+        /* Erroneous, but the other processes are in the collective: take part with nothing
+         * to move, then fail. */
+        tsr_collective(f, write, position == TSR_INDIVIDUAL ? TSR_AT : position, 0,
+                       (void *)buffer, 0, MPI_BYTE, &bytes, op);
         return tsr_raise(f, tsr_error(MPI_ERR_OTHER, "tessera: %s %s: a split collective is "
                                       "already active on this file", op, f->path));
-    MPI_Count bytes = 0;
+    }
     int rc = collective || position == TSR_ORDERED
                  ? tsr_collective(f, write, position, offset, (void *)buffer, count, type,
                                   &bytes, op)

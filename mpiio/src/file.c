@@ -7,6 +7,7 @@
  * opens worked before any returns a handle. Each process then opens /dev/null on
  * MPI_COMM_SELF through PMPI to get the handle it gives the program (see shim.h). */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,53 @@ static void tsr_drop_view_types(struct tsr_file *f) {
             PMPI_Type_free(types[i]);
         *types[i] = MPI_DATATYPE_NULL;
     }
+    tessera_type_free(f->owned_etree);
+    tessera_type_free(f->owned_ftree);
+    f->owned_etree = f->owned_ftree = NULL;
+    free(f->staging);
+    f->staging = NULL;
+    f->staging_bytes = 0;
+}
+
+/* Agrees on the outcome of a collective call whose processes may each fail on their own
+ * arguments. Every process calls it with its own result, whatever happened, so no process
+ * skips a collective call that another makes. Returns `rc` on a process that failed itself;
+ * on the others, an error of the class of the lowest failing process, naming it; if none
+ * failed, an MPI_ERR_ARG where one of the `n` values MPI asks to be equal on every process
+ * (`names[i]`) differs, else MPI_SUCCESS. */
+#define TSR_AGREE_VALUES_MAX 4
+static int tsr_agree(struct tsr_file *f, int rc, const char *what, int n,
+                     const long long *values, const char *const *names) {
+    long long mine[1 + 2 * TSR_AGREE_VALUES_MAX], all[1 + 2 * TSR_AGREE_VALUES_MAX];
+    mine[0] = rc != MPI_SUCCESS ? f->rank : f->size;
+    for (int i = 0; i < n; i++) {
+        /* The minimum of v and of -v: the lowest and the highest value in one reduction. */
+        mine[1 + 2 * i] = rc == MPI_SUCCESS ? values[i] : LLONG_MAX;
+        mine[2 + 2 * i] = rc == MPI_SUCCESS ? -values[i] : LLONG_MAX;
+    }
+    PMPI_Allreduce(mine, all, 1 + 2 * n, MPI_LONG_LONG, MPI_MIN, f->comm);
+    if (all[0] < f->size) {
+        struct {
+            int error_class;
+            char message[TSR_MESSAGE_BYTES_MAX];
+        } outcome;
+        memset(&outcome, 0, sizeof outcome);
+        if (f->rank == all[0]) {
+            PMPI_Error_class(rc, &outcome.error_class);
+            snprintf(outcome.message, sizeof outcome.message, "%s", tessera_mpiio_last_error());
+        }
+        PMPI_Bcast(&outcome, sizeof outcome, MPI_BYTE, (int)all[0], f->comm);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        return tsr_error(outcome.error_class, "tessera: %s %s failed on process %lld: %s", what,
+                         f->path, all[0], outcome.message);
+    }
+    for (int i = 0; i < n; i++)
+        if (all[1 + 2 * i] != -all[2 + 2 * i])
+            return tsr_error(MPI_ERR_ARG, "tessera: %s %s: the processes gave different %s "
+                             "(%lld to %lld); MPI asks for the same on every process", what,
+                             f->path, names[i], all[1 + 2 * i], -all[2 + 2 * i]);
+    return MPI_SUCCESS;
 }
 
 static int tsr_hint_u64(MPI_Info info, const char *key, uint64_t *value) {
@@ -202,11 +250,16 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
                     MPI_Info info, MPI_File *fh) {
     *fh = MPI_FILE_NULL;
     int rc = tsr_check_amode(amode, filename);
-    if (rc != MPI_SUCCESS)
+    TesseraClient *client = rc == MPI_SUCCESS ? tsr_client(&rc) : NULL;
+    /* The open's collective calls below are made only if every process can make them: a
+     * process that cannot reach the cluster would otherwise leave the others waiting. */
+    int failed_here = client == NULL, failed_anywhere = 0;
+    PMPI_Allreduce(&failed_here, &failed_anywhere, 1, MPI_INT, MPI_MAX, comm);
+    if (failed_here)
         return tsr_raise_default(rc);
-    TesseraClient *client = tsr_client(&rc);
-    if (client == NULL)
-        return tsr_raise_default(rc);
+    if (failed_anywhere)
+        return tsr_raise_default(tsr_error(MPI_ERR_IO, "tessera: open %s failed on another "
+                                           "process (mode or cluster)", filename));
     struct tsr_file *f = calloc(1, sizeof *f);
     if (f == NULL)
         return tsr_raise_default(tsr_error(MPI_ERR_NO_MEM, "tessera: open %s: no memory", path));
@@ -406,13 +459,18 @@ int PMPI_File_set_size(MPI_File fh, MPI_Offset size) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
         return TSR_NEXT(File_set_size, fh, size);
+    int rc = MPI_SUCCESS;
     if (size < 0)
-        return tsr_raise(f, tsr_error(MPI_ERR_ARG, "tessera: set_size %s: negative size %lld",
-                                      f->path, (long long)size));
-    if (f->amode & MPI_MODE_RDONLY)
-        return tsr_raise(f, tsr_error(MPI_ERR_READ_ONLY, "tessera: set_size %s: read-only",
-                                      f->path));
-    PMPI_Barrier(f->comm);
+        rc = tsr_error(MPI_ERR_ARG, "tessera: set_size %s: negative size %lld", f->path,
+                       (long long)size);
+    else if (f->amode & MPI_MODE_RDONLY)
+        rc = tsr_error(MPI_ERR_READ_ONLY, "tessera: set_size %s: read-only", f->path);
+    /* Also the barrier: every write acknowledged before it is in before the truncation. */
+    long long sizes[1] = {size};
+    const char *names[1] = {"sizes"};
+    rc = tsr_agree(f, rc, "set_size", 1, sizes, names);
+    if (rc != MPI_SUCCESS)
+        return tsr_raise(f, rc);
     int code = f->rank == 0 ? tessera_file_set_size(f->file, (uint64_t)size) : TESSERA_OK;
     return tsr_on_root(f, code, "set_size");
 }
@@ -421,13 +479,16 @@ int PMPI_File_preallocate(MPI_File fh, MPI_Offset size) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
         return TSR_NEXT(File_preallocate, fh, size);
+    int rc = MPI_SUCCESS;
     if (size < 0)
-        return tsr_raise(f, tsr_error(MPI_ERR_ARG, "tessera: preallocate %s: negative size",
-                                      f->path));
-    if (f->amode & MPI_MODE_RDONLY)
-        return tsr_raise(f, tsr_error(MPI_ERR_READ_ONLY, "tessera: preallocate %s: read-only",
-                                      f->path));
-    PMPI_Barrier(f->comm);
+        rc = tsr_error(MPI_ERR_ARG, "tessera: preallocate %s: negative size", f->path);
+    else if (f->amode & MPI_MODE_RDONLY)
+        rc = tsr_error(MPI_ERR_READ_ONLY, "tessera: preallocate %s: read-only", f->path);
+    long long sizes[1] = {size};
+    const char *names[1] = {"sizes"};
+    rc = tsr_agree(f, rc, "preallocate", 1, sizes, names);
+    if (rc != MPI_SUCCESS)
+        return tsr_raise(f, rc);
     int code = TESSERA_OK;
     if (f->rank == 0) {
         /* Tessera allocates on write; preallocating only grows the size. */
@@ -542,29 +603,196 @@ static int tsr_reset_shared(struct tsr_file *f, MPI_Offset value) {
     return rc;
 }
 
+/* A view being set, before every process has agreed to it. */
+struct tsr_view {
+    MPI_Offset displacement;
+    const struct tsr_datarep *datarep; /* NULL: native or internal */
+    const TesseraDatatype *etree, *ftree;
+    TesseraDatatype *owned_etree, *owned_ftree; /* built for a non-native representation */
+    MPI_Count etype_bytes;                      /* as it lies in the file */
+    int empty;                                  /* the file type selects no bytes */
+};
+
+/* Checks the order of a view type's typemap (MPI-3.1 13.3: non-negative, monotonically
+ * non-decreasing displacements; no overlapping regions in a file open for writing). One
+ * instance: the tiling is not checked, as neither MPI does, because libraries rely on it
+ * (PnetCDF sets file types whose extent is smaller than their data and accesses one instance). */
+static int tsr_check_typemap(struct tsr_file *f, const TesseraDatatype *tree, const char *which,
+                             uint64_t instances) {
+    int order = TESSERA_TYPEMAP_ORDERED;
+    int64_t offset = 0;
+    int code = tessera_type_typemap_order(tree, instances, &order, &offset);
+    if (code != TESSERA_OK)
+        return tsr_error(MPI_ERR_TYPE, "tessera: set_view %s: the %s cannot be checked: %s",
+                         f->path, which, tessera_last_error());
+    const char *problem = NULL;
+    if (order == TESSERA_TYPEMAP_NEGATIVE)
+        problem = "an entry at a negative displacement";
+    else if (order == TESSERA_TYPEMAP_DECREASING)
+        problem = "an entry before the one preceding it (displacements must not decrease)";
+    else if (order == TESSERA_TYPEMAP_OVERLAPPING && !(f->amode & MPI_MODE_RDONLY))
+        problem = "overlapping entries, in a file open for writing";
+    if (problem == NULL)
+        return MPI_SUCCESS;
+    return tsr_error(MPI_ERR_TYPE, "tessera: set_view %s: the %s's typemap has %s, at byte "
+                                   "%lld (MPI asks for non-negative, monotonically "
+                                   "non-decreasing, non-overlapping displacements)",
+                     f->path, which, problem, (long long)offset);
+}
+
+/* Checks a view on this process alone: nothing here is collective. */
+static int tsr_view_check(struct tsr_file *f, MPI_Offset disp, MPI_Datatype etype,
+                          MPI_Datatype filetype, const char *datarep, struct tsr_view *v) {
+    memset(v, 0, sizeof *v);
+    v->displacement = disp;
+    int rc = tsr_datarep_lookup(datarep, &v->datarep);
+    if (rc != MPI_SUCCESS) {
+        char reason[TSR_MESSAGE_BYTES_MAX];
+        snprintf(reason, sizeof reason, "%s", tessera_mpiio_last_error());
+        return tsr_error(MPI_ERR_UNSUPPORTED_DATAREP, "tessera: set_view %s: %s", f->path,
+                         reason);
+    }
+    /* MPI-3.1 13.3: a file opened with MPI_MODE_SEQUENTIAL takes MPI_DISPLACEMENT_CURRENT
+     * (the shared pointer's byte), and MPI_DISPLACEMENT_CURRENT is invalid for any other. */
+    int sequential = (f->amode & MPI_MODE_SEQUENTIAL) != 0;
+    if (disp == MPI_DISPLACEMENT_CURRENT && !sequential)
+        return tsr_error(MPI_ERR_ARG, "tessera: set_view %s: MPI_DISPLACEMENT_CURRENT is valid "
+                                      "only for a file opened with MPI_MODE_SEQUENTIAL", f->path);
+    if (disp != MPI_DISPLACEMENT_CURRENT && sequential)
+        return tsr_error(MPI_ERR_ARG, "tessera: set_view %s: a file opened with "
+                                      "MPI_MODE_SEQUENTIAL takes MPI_DISPLACEMENT_CURRENT as its "
+                                      "displacement, not %lld", f->path, (long long)disp);
+    if (disp != MPI_DISPLACEMENT_CURRENT && disp < 0)
+        return tsr_error(MPI_ERR_ARG, "tessera: set_view %s: negative displacement %lld",
+                         f->path, (long long)disp);
+    if (etype == MPI_DATATYPE_NULL || filetype == MPI_DATATYPE_NULL)
+        return tsr_error(MPI_ERR_TYPE, "tessera: set_view %s: MPI_DATATYPE_NULL as the %s",
+                         f->path, etype == MPI_DATATYPE_NULL ? "etype" : "file type");
+    if (v->datarep == NULL) {
+        rc = tsr_type(etype, &v->etree);
+        if (rc == MPI_SUCCESS)
+            rc = tsr_type(filetype, &v->ftree);
+    } else {
+        rc = tsr_type_in_datarep(v->datarep, etype, &v->owned_etree);
+        if (rc == MPI_SUCCESS)
+            rc = tsr_type_in_datarep(v->datarep, filetype, &v->owned_ftree);
+        v->etree = v->owned_etree;
+        v->ftree = v->owned_ftree;
+    }
+    if (rc != MPI_SUCCESS)
+        return rc;
+    TesseraTypeInfo einfo, finfo;
+    tessera_type_info(v->etree, &einfo);
+    tessera_type_info(v->ftree, &finfo);
+    v->etype_bytes = (MPI_Count)einfo.size;
+    v->empty = finfo.size == 0;
+    if (einfo.size == 0)
+        return tsr_error(MPI_ERR_ARG, "tessera: set_view %s: the etype has no bytes, so it "
+                                      "cannot be the unit of offsets", f->path);
+    if (finfo.size % einfo.size != 0)
+        return tsr_error(MPI_ERR_ARG, "tessera: set_view %s: the file type's %llu bytes are not "
+                                      "a whole number of etypes of %llu bytes", f->path,
+                         (unsigned long long)finfo.size, (unsigned long long)einfo.size);
+    rc = tsr_check_typemap(f, v->etree, "etype", 1);
+    if (rc == MPI_SUCCESS && !v->empty)
+        rc = tsr_check_typemap(f, v->ftree, "file type", 1);
+    return rc;
+}
+
+/* The byte the shared pointer is at, for MPI_DISPLACEMENT_CURRENT (collective: process 0
+ * reads the pointer and tells the others). */
+static int tsr_shared_byte(struct tsr_file *f, MPI_Offset *byte) {
+    int used = f->shared != NULL, any_used = 0;
+    PMPI_Allreduce(&used, &any_used, 1, MPI_INT, MPI_MAX, f->comm);
+    struct {
+        long long byte;
+        int failed;
+        char message[TSR_MESSAGE_BYTES_MAX];
+    } outcome;
+    memset(&outcome, 0, sizeof outcome);
+    if (f->rank == 0) {
+        uint64_t value = 0, at = 0;
+        int rc = MPI_SUCCESS;
+        TesseraSharedPointer *shared = NULL;
+        if (any_used && (rc = tsr_shared_pointer(f, &shared)) == MPI_SUCCESS) {
+            int code = tessera_shared_pointer_load(shared, &value);
+            if (code != TESSERA_OK)
+                rc = tsr_tessera_error(code, "shared file pointer of", f->path);
+        }
+        MPI_Offset etypes = f->shared_base + (MPI_Offset)value;
+        if (rc == MPI_SUCCESS && f->empty_view)
+            at = (uint64_t)f->displacement;
+        else if (rc == MPI_SUCCESS) {
+            int code = tessera_file_byte_offset(f->file, (uint64_t)etypes, &at);
+            if (code != TESSERA_OK)
+                rc = tsr_tessera_error(code, "byte of the shared file pointer of", f->path);
+        }
+        outcome.byte = (long long)at;
+        outcome.failed = rc != MPI_SUCCESS;
+        if (outcome.failed)
+            snprintf(outcome.message, sizeof outcome.message, "%s", tessera_mpiio_last_error());
+    }
+    PMPI_Bcast(&outcome, sizeof outcome, MPI_BYTE, 0, f->comm);
+    if (outcome.failed)
+        return tsr_error(MPI_ERR_IO, "tessera: set_view %s: MPI_DISPLACEMENT_CURRENT: %s",
+                         f->path, outcome.message);
+    *byte = (MPI_Offset)outcome.byte;
+    return MPI_SUCCESS;
+}
+
+/* Puts the view of the file as it is (our own references to its types) back on the Tessera
+ * side, after a view this process installed was refused by another process. */
+static void tsr_view_restore(struct tsr_file *f) {
+    const TesseraDatatype *etree = f->owned_etree, *ftree = f->owned_ftree;
+    if (f->datarep == NULL && (tsr_type(f->etype, &etree) != MPI_SUCCESS ||
+                               tsr_type(f->filetype, &ftree) != MPI_SUCCESS))
+        return;
+    tessera_file_set_view(f->file, (uint64_t)f->displacement, etree,
+                          f->empty_view ? etree : ftree);
+}
+
+/* Collective. Every process makes the same collective calls whatever its arguments: it checks
+ * its view alone, reads the shared pointer with the others where MPI_DISPLACEMENT_CURRENT
+ * needs it, installs the view, and then all agree; if any process failed, none keeps the new
+ * view and every process returns an error (its own, or one naming the process that failed). */
 int PMPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
-                      const char *datarep, MPI_Info info) {
+                       const char *datarep, MPI_Info info) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
         return TSR_NEXT(File_set_view, fh, disp, etype, filetype, datarep, info);
-    if (datarep == NULL || (strcmp(datarep, "native") != 0 && strcmp(datarep, "internal") != 0))
-        return tsr_raise(f, tsr_error(MPI_ERR_UNSUPPORTED_DATAREP,
-                                      "tessera: set_view %s: data representation %s is not "
-                                      "supported (native and internal are)",
-                                      f->path, datarep ? datarep : "(null)"));
-    if (disp == MPI_DISPLACEMENT_CURRENT || disp < 0)
-        return tsr_raise(f, tsr_error(MPI_ERR_ARG,
-                                      "tessera: set_view %s: displacement %lld is not supported",
-                                      f->path, (long long)disp));
-    const TesseraDatatype *etree = NULL, *ftree = NULL;
-    int rc = tsr_type(etype, &etree);
-    if (rc == MPI_SUCCESS)
-        rc = tsr_type(filetype, &ftree);
-    if (rc != MPI_SUCCESS)
+    struct tsr_view v;
+    int rc = tsr_view_check(f, disp, etype, filetype, datarep, &v);
+    if (f->amode & MPI_MODE_SEQUENTIAL) {
+        MPI_Offset byte = 0;
+        int shared_rc = tsr_shared_byte(f, &byte);
+        if (rc == MPI_SUCCESS)
+            rc = shared_rc;
+        v.displacement = byte;
+    }
+    int installed = 0;
+    if (rc == MPI_SUCCESS) {
+        /* A file type that selects no bytes: this process accesses nothing through the view;
+         * the Tessera side gets a contiguous view of etypes, never reached. */
+        int code = tessera_file_set_view(f->file, (uint64_t)v.displacement, v.etree,
+                                         v.empty ? v.etree : v.ftree);
+        if (code != TESSERA_OK)
+            rc = tsr_tessera_error(code, "set_view", f->path);
+        installed = code == TESSERA_OK;
+    }
+    /* The etype and the data representation must be the same on every process (13.3). */
+    unsigned long long hash = 1469598103934665603ULL;
+    for (const char *c = v.datarep ? tsr_datarep_name(v.datarep) : "native"; *c; c++)
+        hash = (hash ^ (unsigned char)*c) * 1099511628211ULL;
+    long long same[2] = {(long long)v.etype_bytes, (long long)(hash >> 2)};
+    const char *names[2] = {"etype sizes", "data representations"};
+    rc = tsr_agree(f, rc, "set_view", 2, same, names);
+    if (rc != MPI_SUCCESS) {
+        if (installed)
+            tsr_view_restore(f);
+        tessera_type_free(v.owned_etree);
+        tessera_type_free(v.owned_ftree);
         return tsr_raise(f, rc);
-    int code = tessera_file_set_view(f->file, (uint64_t)disp, etree, ftree);
-    if (code != TESSERA_OK)
-        return tsr_raise(f, tsr_tessera_error(code, "set_view", f->path));
+    }
     tsr_drop_view_types(f);
     MPI_Datatype *mine[2] = {&f->etype, &f->filetype};
     MPI_Datatype given[2] = {etype, filetype};
@@ -576,8 +804,13 @@ int PMPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Dat
         else
             PMPI_Type_dup(given[i], mine[i]);
     }
-    f->displacement = disp;
-    PMPI_Type_size_x(etype, &f->etype_bytes);
+    f->displacement = v.displacement;
+    f->etype_bytes = v.etype_bytes;
+    f->datarep = v.datarep;
+    snprintf(f->datarep_name, sizeof f->datarep_name, "%s", datarep);
+    f->owned_etree = v.owned_etree;
+    f->owned_ftree = v.owned_ftree;
+    f->empty_view = v.empty;
     f->pointer = 0;
     f->shared_base = 0;
     tsr_apply_hints(f, info);
@@ -600,12 +833,16 @@ int PMPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype,
         else
             PMPI_Type_dup(mine[i], out[i]);
     }
-    strcpy(datarep, "native");
+    strcpy(datarep, f->datarep_name[0] ? f->datarep_name : "native");
     return MPI_SUCCESS;
 }
 
 /* The view offset, in etypes, of the end of the file. */
 static int tsr_end_of_file(struct tsr_file *f, MPI_Offset *offset) {
+    if (f->empty_view) {
+        *offset = 0; /* no etype lies anywhere */
+        return MPI_SUCCESS;
+    }
     TesseraStat stat;
     int code = tessera_file_stat(f->file, &stat);
     uint64_t etypes = 0;
@@ -665,6 +902,10 @@ int PMPI_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offset *disp) 
     if (offset < 0)
         return tsr_raise(f, tsr_error(MPI_ERR_ARG, "tessera: get_byte_offset %s: negative "
                                                    "offset", f->path));
+    if (f->empty_view) {
+        *disp = f->displacement; /* the view holds no byte: every offset is at its start */
+        return MPI_SUCCESS;
+    }
     uint64_t byte = 0;
     int code = tessera_file_byte_offset(f->file, (uint64_t)offset, &byte);
     if (code != TESSERA_OK)
@@ -732,10 +973,17 @@ int PMPI_File_set_atomicity(MPI_File fh, int flag) {
     if (f == NULL)
         return TSR_NEXT(File_set_atomicity, fh, flag);
     int code = tessera_file_set_atomic(f->file, flag != 0);
-    if (code != TESSERA_OK)
-        return tsr_raise(f, tsr_tessera_error(code, "set_atomicity", f->path));
+    int rc = code == TESSERA_OK ? MPI_SUCCESS
+                                : tsr_tessera_error(code, "set_atomicity", f->path);
+    /* Also the barrier after which every process is in the new mode. */
+    long long flags[1] = {flag != 0};
+    const char *names[1] = {"flags"};
+    rc = tsr_agree(f, rc, "set_atomicity", 1, flags, names);
+    if (rc != MPI_SUCCESS) {
+        tessera_file_set_atomic(f->file, f->atomic); /* back to the mode all processes share */
+        return tsr_raise(f, rc);
+    }
     f->atomic = flag != 0;
-    PMPI_Barrier(f->comm);
     return MPI_SUCCESS;
 }
 

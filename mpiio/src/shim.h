@@ -19,7 +19,8 @@
  * functions), types.c (MPI datatypes into Tessera datatype trees, cached per type), file.c
  * (open, close, delete, size, info, view, pointers, sync, atomicity), data.c (every read and
  * write form, the collective hook, nonblocking and split forms, shared and ordered pointers),
- * hints.c (site-wide default hints from $ROMIO_HINTS).
+ * hints.c (site-wide default hints from $ROMIO_HINTS), datarep.c (data representations:
+ * external32, registered ones, MPI_Register_datarep).
  */
 #ifndef TESSERA_MPIIO_SHIM_H
 #define TESSERA_MPIIO_SHIM_H
@@ -42,6 +43,21 @@
 #define TSR_COLLECTIVE_WAIT_S_MAX 3600
 /* Most named (predefined) datatypes cached. */
 #define TSR_NAMED_TYPES_MAX 256
+/* Most data representations MPI_Register_datarep may add (datarep.c). */
+#define TSR_DATAREPS_MAX 64
+/* Most basic types whose file extent is remembered per registered representation. */
+#define TSR_DATAREP_EXTENTS_MAX 64
+/* Deepest datatype nesting the signature walk follows (datarep.c). */
+#define TSR_TYPE_DEPTH_MAX 64
+/* Largest staging buffer (of a non-native data representation) a file keeps between
+ * accesses; larger ones are freed after each (a fresh buffer's first touch costs more than
+ * the byte swapping itself). */
+#define TSR_STAGING_KEEP_BYTES_MAX (64u << 20)
+/* Most bytes packed per MPI_Pack call while converting (MPI's counts are int). */
+#define TSR_PACK_BYTES_MAX (1 << 30)
+
+/* A data representation other than native (datarep.c); NULL stands for native. */
+struct tsr_datarep;
 
 /* Most hints read from the file named by $ROMIO_HINTS, and its largest size. */
 #define TSR_SITE_HINTS_MAX 256
@@ -113,6 +129,17 @@ struct tsr_file {
     int cb_read_disabled, cb_write_disabled; /* romio_cb_read/write=disable: independent */
     int cb_read_enabled, cb_write_enabled;   /* =enable: the method even if nothing interleaves */
     int ds_read_disabled, ds_write_disabled; /* romio_ds_read/write=disable: no sieve method */
+    /* The view's data representation: NULL for native and internal (the memory's bytes),
+     * its name as given to set_view ("" before any). */
+    const struct tsr_datarep *datarep;
+    char datarep_name[MPI_MAX_DATAREP_STRING + 1];
+    /* The view's etype and file type rebuilt with a non-native representation's sizes (the
+     * file owns them; NULL for native). */
+    TesseraDatatype *owned_etree, *owned_ftree;
+    int empty_view; /* the file type selects no bytes: only empty accesses are possible */
+    /* The staging buffer kept for the next access (at most TSR_STAGING_KEEP_BYTES_MAX). */
+    void *staging;
+    size_t staging_bytes;
 };
 
 /* core.c */
@@ -136,6 +163,18 @@ void tsr_status(MPI_Status *status, MPI_Count bytes);
 /* types.c */
 int tsr_type(MPI_Datatype type, const TesseraDatatype **out);
 int tsr_type_is_contiguous(MPI_Datatype type, MPI_Count *bytes);
+int tsr_type_in_datarep(const struct tsr_datarep *rep, MPI_Datatype type,
+                        TesseraDatatype **out);
+
+/* datarep.c */
+int tsr_datarep_lookup(const char *name, const struct tsr_datarep **out);
+const char *tsr_datarep_name(const struct tsr_datarep *rep);
+int tsr_datarep_file_bytes(const struct tsr_datarep *rep, MPI_Count count, MPI_Datatype type,
+                           MPI_Count *bytes);
+int tsr_datarep_encode(const struct tsr_datarep *rep, const void *memory, MPI_Count count,
+                       MPI_Datatype type, void *file, MPI_Count file_bytes);
+int tsr_datarep_decode(const struct tsr_datarep *rep, const void *file, MPI_Count file_bytes,
+                       void *memory, MPI_Count count, MPI_Datatype type);
 
 /* file.c */
 int tsr_apply_hints(struct tsr_file *file, MPI_Info info);

@@ -36,6 +36,19 @@
 // A darray dimension not distributed.
 #define TESSERA_DISTRIBUTE_NONE 3
 
+// The typemap is in order: every entry at a non-negative offset, none before the one
+// preceding it, none overlapping it.
+#define TESSERA_TYPEMAP_ORDERED 0
+
+// An entry lies at a negative offset.
+#define TESSERA_TYPEMAP_NEGATIVE 1
+
+// An entry lies before the entry preceding it in the typemap.
+#define TESSERA_TYPEMAP_DECREASING 2
+
+// An entry starts inside the bytes of the entry preceding it.
+#define TESSERA_TYPEMAP_OVERLAPPING 3
+
 // Success.
 #define TESSERA_OK 0
 
@@ -492,6 +505,21 @@ int tessera_type_info(const struct TesseraDatatype *datatype, struct TesseraType
 // # Safety
 // `datatype` is null or a handle not freed before.
 void tessera_type_free(struct TesseraDatatype *datatype);
+
+// Checks the order of the typemap of `instances` instances of a type tiled from offset 0
+// (MPI-IO asks an etype's and a file type's typemap to be non-negative, monotonically
+// non-decreasing and, for a file open for writing, non-overlapping; two instances also
+// catch an extent too small for the data). `*order` gets the first `TESSERA_TYPEMAP_*`
+// breach found (overlap is reported only where the order is non-decreasing), `*offset`
+// the byte offset of the entry that breaks it (0 when ordered). If the stream of
+// `instances` instances is over the datatype engine's byte limit, one instance is checked.
+//
+// # Safety
+// `datatype` is a live handle; `order` and `offset` are valid for one write each.
+int tessera_type_typemap_order(const struct TesseraDatatype *datatype,
+                               uint64_t instances,
+                               int *order,
+                               int64_t *offset);
 
 // The message of the last failed call on this thread ("" if none failed yet). The pointer
 // stays valid until the next failing call on the same thread.

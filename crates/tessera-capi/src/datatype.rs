@@ -450,3 +450,65 @@ pub unsafe extern "C" fn tessera_type_free(datatype: *mut TesseraDatatype) {
         drop(unsafe { Box::from_raw(datatype) });
     }
 }
+
+/// The typemap is in order: every entry at a non-negative offset, none before the one
+/// preceding it, none overlapping it.
+pub const TESSERA_TYPEMAP_ORDERED: c_int = 0;
+/// An entry lies at a negative offset.
+pub const TESSERA_TYPEMAP_NEGATIVE: c_int = 1;
+/// An entry lies before the entry preceding it in the typemap.
+pub const TESSERA_TYPEMAP_DECREASING: c_int = 2;
+/// An entry starts inside the bytes of the entry preceding it.
+pub const TESSERA_TYPEMAP_OVERLAPPING: c_int = 3;
+
+/// Checks the order of the typemap of `instances` instances of a type tiled from offset 0
+/// (MPI-IO asks an etype's and a file type's typemap to be non-negative, monotonically
+/// non-decreasing and, for a file open for writing, non-overlapping; two instances also
+/// catch an extent too small for the data). `*order` gets the first `TESSERA_TYPEMAP_*`
+/// breach found (overlap is reported only where the order is non-decreasing), `*offset`
+/// the byte offset of the entry that breaks it (0 when ordered). If the stream of
+/// `instances` instances is over the datatype engine's byte limit, one instance is checked.
+///
+/// # Safety
+/// `datatype` is a live handle; `order` and `offset` are valid for one write each.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_type_typemap_order(
+    datatype: *const TesseraDatatype,
+    instances: u64,
+    order: *mut c_int,
+    offset: *mut i64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantee.
+        let datatype = unsafe { child(datatype)? };
+        let runs = match datatype.all_runs(instances.max(1)) {
+            Ok(runs) => runs,
+            Err(_) => datatype.all_runs(1)?,
+        };
+        let mut found = (TESSERA_TYPEMAP_ORDERED, 0i64);
+        let mut previous: Option<(i64, i128)> = None;
+        for run in runs {
+            let end = i128::from(run.offset) + i128::from(run.length);
+            if run.offset < 0 {
+                found = (TESSERA_TYPEMAP_NEGATIVE, run.offset);
+                break;
+            }
+            if let Some((start, previous_end)) = previous {
+                if run.offset < start {
+                    found = (TESSERA_TYPEMAP_DECREASING, run.offset);
+                    break;
+                }
+                if i128::from(run.offset) < previous_end && found.0 == TESSERA_TYPEMAP_ORDERED {
+                    // Remembered, but a decrease or a negative entry later is worse.
+                    found = (TESSERA_TYPEMAP_OVERLAPPING, run.offset);
+                }
+            }
+            previous = Some((run.offset, end.max(previous.map_or(end, |(_, e)| e))));
+        }
+        // SAFETY: the caller guarantees both are valid for one write.
+        unsafe {
+            put(order, found.0, "order")?;
+            put(offset, found.1, "offset")
+        }
+    })
+}
