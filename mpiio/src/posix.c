@@ -190,8 +190,11 @@ static TesseraClient *tsr_posix_client(const char *call, const char *path) {
 
 /* Does `path`, relative to `dirfd`, route to Tessera? A name relative to a descriptor
  * other than the working directory does not (tsr_route resolves against the working
- * directory), except a "tessera:" name, which is never relative. */
-static int tsr_route_at(int dirfd, const char *path, char *tessera_path, size_t bytes) {
+ * directory), except a "tessera:" name, which is never relative. A null name does not:
+ * Rust's standard library probes statx with one (statx(0, NULL, 0, STATX_ALL, NULL) must
+ * fail with EFAULT). Not inlined: glibc declares the names non-null, and inlined into the
+ * interposed functions the null check would be compiled away. */
+__attribute__((noinline)) static int tsr_route_at(int dirfd, const char *path, char *tessera_path, size_t bytes) {
     if (path == NULL)
         return 0;
     if (dirfd != AT_FDCWD && path[0] != '/' && strncmp(path, "tessera:", 8) != 0)
