@@ -41,6 +41,10 @@
 /* Longest wait, in seconds, for the file's other processes in one exchange of a collective
  * access (they may be doing I/O that long: far above any single request's timeout). */
 #define TSR_COLLECTIVE_WAIT_S_MAX 3600
+/* Such a wait tests the request this many times between sched_yield calls, then sleeps this
+ * many microseconds between tests (data.c, tsr_wait). */
+#define TSR_WAIT_YIELDS_MAX 64
+#define TSR_WAIT_SLEEP_US 20
 /* Most named (predefined) datatypes cached. */
 #define TSR_NAMED_TYPES_MAX 256
 /* Most data representations MPI_Register_datarep may add (datarep.c). */
