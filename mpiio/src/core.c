@@ -13,9 +13,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -323,4 +325,35 @@ void tsr_status(MPI_Status *status, MPI_Count bytes) {
     status->MPI_SOURCE = MPI_UNDEFINED;
     status->MPI_TAG = MPI_UNDEFINED;
     status->MPI_ERROR = MPI_SUCCESS;
+}
+
+/* Completes the nonblocking collective `request` that `started` reports, giving the processor
+ * away between tests: first by sched_yield, then, after TSR_WAIT_YIELDS_MAX tests, by sleeping
+ * TSR_WAIT_SLEEP_US between them. MPI's blocking collectives spin (MPICH over UCX does): with
+ * the processes of a job and Tessera's servers sharing a node's cores, a process that waits in
+ * a collective for the others takes the processor from the servers doing its peers' I/O (a
+ * collective write under MPICH with 4 processes on 2 cores ran at a third of the independent
+ * one), and sched_yield alone still hands most of it back to the waiting processes. A wait
+ * longer than TSR_COLLECTIVE_WAIT_S_MAX fails (the request is left behind: MPI cannot cancel
+ * a collective, and the communicator is unusable after). */
+int tsr_wait(int started, MPI_Request *request) {
+    if (started != MPI_SUCCESS)
+        return started;
+    double deadline = PMPI_Wtime() + TSR_COLLECTIVE_WAIT_S_MAX;
+    for (unsigned long tests = 1;; tests++) {
+        int done = 0;
+        int rc = PMPI_Test(request, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        if (tests < TSR_WAIT_YIELDS_MAX) {
+            sched_yield();
+            continue;
+        }
+        if (tests % 1024 == 0 && PMPI_Wtime() > deadline)
+            return tsr_error(MPI_ERR_OTHER, "tessera: a collective exchange of the file's "
+                             "processes took over %d s (TSR_COLLECTIVE_WAIT_S_MAX)",
+                             TSR_COLLECTIVE_WAIT_S_MAX);
+        struct timespec pause = {0, TSR_WAIT_SLEEP_US * 1000};
+        nanosleep(&pause, NULL);
+    }
 }

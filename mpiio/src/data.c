@@ -14,8 +14,6 @@
  *     request that is already complete; for split collectives, the status kept for _end.
  */
 #include <limits.h>
-#include <sched.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,37 +244,6 @@ static int tsr_ordered_offset(struct tsr_file *f, MPI_Offset etypes, MPI_Offset 
  * our own, distinct for sending and receiving (a send buffer that is the receive buffer is
  * refused too). */
 static char tsr_empty_send, tsr_empty_recv;
-
-/* Completes the nonblocking collective `request` that `started` reports, giving the processor
- * away between tests: first by sched_yield, then, after TSR_WAIT_YIELDS_MAX tests, by sleeping
- * TSR_WAIT_SLEEP_US between them. MPI's blocking collectives spin (MPICH over UCX does): with
- * the processes of a job and Tessera's servers sharing a node's cores, a process that waits in
- * a collective for the others takes the processor from the servers doing its peers' I/O (a
- * collective write under MPICH with 4 processes on 2 cores ran at a third of the independent
- * one), and sched_yield alone still hands most of it back to the waiting processes. A wait
- * longer than TSR_COLLECTIVE_WAIT_S_MAX fails (the request is left behind: MPI cannot cancel
- * a collective, and the communicator is unusable after). */
-static int tsr_wait(int started, MPI_Request *request) {
-    if (started != MPI_SUCCESS)
-        return started;
-    double deadline = PMPI_Wtime() + TSR_COLLECTIVE_WAIT_S_MAX;
-    for (unsigned long tests = 1;; tests++) {
-        int done = 0;
-        int rc = PMPI_Test(request, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS || done)
-            return rc;
-        if (tests < TSR_WAIT_YIELDS_MAX) {
-            sched_yield();
-            continue;
-        }
-        if (tests % 1024 == 0 && PMPI_Wtime() > deadline)
-            return tsr_error(MPI_ERR_OTHER, "tessera: a collective exchange of the file's "
-                             "processes took over %d s (TSR_COLLECTIVE_WAIT_S_MAX)",
-                             TSR_COLLECTIVE_WAIT_S_MAX);
-        struct timespec pause = {0, TSR_WAIT_SLEEP_US * 1000};
-        nanosleep(&pause, NULL);
-    }
-}
 
 static int tsr_comm_allgather(void *ctx, const void *send, uint64_t bytes, void *recv) {
     struct tsr_file *f = ctx;

@@ -95,7 +95,11 @@ static int tsr_agree(struct tsr_file *f, int rc, const char *what, int n,
         mine[1 + 2 * i] = rc == MPI_SUCCESS ? values[i] : LLONG_MAX;
         mine[2 + 2 * i] = rc == MPI_SUCCESS ? -values[i] : LLONG_MAX;
     }
-    PMPI_Allreduce(mine, all, 1 + 2 * n, MPI_LONG_LONG, MPI_MIN, f->comm);
+    MPI_Request request;
+    int reduced = tsr_wait(PMPI_Iallreduce(mine, all, 1 + 2 * n, MPI_LONG_LONG, MPI_MIN,
+                                           f->comm, &request), &request);
+    if (reduced != MPI_SUCCESS)
+        return rc != MPI_SUCCESS ? rc : reduced;
     if (all[0] < f->size) {
         struct {
             int error_class;

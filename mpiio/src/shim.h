@@ -147,6 +147,9 @@ struct tsr_file {
 };
 
 /* core.c */
+/* Completes a nonblocking collective that `started` reports, giving the processor away
+ * while the other processes are not there yet (bounded by TSR_COLLECTIVE_WAIT_S_MAX). */
+int tsr_wait(int started, MPI_Request *request);
 const char *tessera_mpiio_last_error(void);
 TesseraClient *tsr_client(int *mpi_error);
 int tsr_route(const char *filename, char *path, size_t path_bytes);
