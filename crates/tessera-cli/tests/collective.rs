@@ -325,28 +325,6 @@ fn overlapping_collective_writes_keep_the_highest_rank() {
     }
 }
 
-/// A communicator of one real process that pretends to be rank 0 of two: whatever it sends,
-/// the phantom rank 1 "sends" the same, but never reaches a server.
-struct Phantom;
-
-impl Communicator for Phantom {
-    fn rank(&self) -> usize {
-        0
-    }
-    fn size(&self) -> usize {
-        2
-    }
-    fn allgather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>, ClientError> {
-        Ok(vec![data.to_vec(), data.to_vec()])
-    }
-    fn alltoallv(&self, data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ClientError> {
-        Ok(data)
-    }
-    fn barrier(&self) -> Result<(), ClientError> {
-        Ok(())
-    }
-}
-
 #[test]
 fn a_participant_that_never_arrives_fails_the_collective_by_name() {
     let cluster = Cluster::start(1);
@@ -365,7 +343,7 @@ fn a_participant_that_never_arrives_fails_the_collective_by_name() {
     let data = values(0, 100, 0);
     let error = viewed
         .write_all(
-            &Phantom,
+            &Phantom { span: None },
             &options,
             0,
             &data,
@@ -383,7 +361,7 @@ fn a_participant_that_never_arrives_fails_the_collective_by_name() {
     let mut back = vec![0u8; data.len()];
     let error = viewed
         .read_all(
-            &Phantom,
+            &Phantom { span: None },
             &options,
             0,
             &mut back,
@@ -417,15 +395,15 @@ fn a_participant_that_never_arrives_fails_the_collective_by_name() {
     assert_eq!(back, data);
 }
 
-/// Like [`Phantom`], but the phantom rank 1 reports the file span `[low, high)` for its part
-/// of the access (the exchange automatic collective buffering starts with: a status byte and
-/// two little-endian `i128`s).
-struct PhantomAt {
-    low: i128,
-    high: i128,
+/// A communicator of one real process that pretends to be rank 0 of two: whatever it sends,
+/// the phantom rank 1 "sends" the same, but never reaches a server. With a span, the phantom
+/// reports the file span `[low, high)` for its part of the access instead (the exchange that
+/// automatic collective buffering starts with: a status byte and two little-endian `i128`s).
+struct Phantom {
+    span: Option<(i128, i128)>,
 }
 
-impl Communicator for PhantomAt {
+impl Communicator for Phantom {
     fn rank(&self) -> usize {
         0
     }
@@ -433,13 +411,8 @@ impl Communicator for PhantomAt {
         2
     }
     fn allgather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>, ClientError> {
-        if data.len() == 33 && data[0] == 0 {
-            let span = [
-                &[0u8][..],
-                &self.low.to_le_bytes(),
-                &self.high.to_le_bytes(),
-            ]
-            .concat();
+        if let (Some((low, high)), 33, Some(0)) = (self.span, data.len(), data.first().copied()) {
+            let span = [&[0u8][..], &low.to_le_bytes(), &high.to_le_bytes()].concat();
             return Ok(vec![data.to_vec(), span]);
         }
         Ok(vec![data.to_vec(), data.to_vec()])
@@ -473,9 +446,8 @@ fn automatic_buffering_sends_accesses_that_do_not_interleave_alone() {
             ..CollectiveOptions::default()
         };
         // Rank 0 writes [64 KiB, 128 KiB); the phantom's span touches it without overlap.
-        let apart = PhantomAt {
-            low: 128 << 10,
-            high: 1 << 20,
+        let apart = Phantom {
+            span: Some((128 << 10, 1 << 20)),
         };
         let report = viewed
             .write_all(&apart, &options, 64 << 10, &data, &byte, data.len() as u64)
@@ -494,13 +466,11 @@ fn automatic_buffering_sends_accesses_that_do_not_interleave_alone() {
             .unwrap();
         assert_eq!(back, data, "{}", method.name());
     }
-    let overlapping = PhantomAt {
-        low: 100 << 10,
-        high: 200 << 10,
+    let overlapping = Phantom {
+        span: Some((100 << 10, 200 << 10)),
     };
-    let apart = PhantomAt {
-        low: 0,
-        high: 64 << 10,
+    let apart = Phantom {
+        span: Some((0, 64 << 10)),
     };
     let server_directed = CollectiveOptions {
         method: CollectiveMethod::ServerDirected,

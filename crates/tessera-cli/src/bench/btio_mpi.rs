@@ -79,6 +79,37 @@ impl Mpi {
         format!("mpicc.{}", self.name())
     }
 
+    /// Writes the C program `text` into `dir` as `name` and compiles it with this MPI's
+    /// `mpicc` into `dir` (the executable is `name` without `.c`, then `-` and the MPI's
+    /// name); errors name the bench and the compiler's messages.
+    pub(super) fn compile(
+        self,
+        bench: &str,
+        name: &str,
+        text: &str,
+        dir: &Path,
+    ) -> Result<PathBuf, String> {
+        let compiler = self.compiler();
+        let source = dir.join(name);
+        std::fs::write(&source, text)
+            .map_err(|err| format!("cannot write {}: {err}", source.display()))?;
+        let program = dir.join(format!("{}-{}", name.trim_end_matches(".c"), self.name()));
+        let output = Command::new(&compiler)
+            .args(["-O2", "-o"])
+            .arg(&program)
+            .arg(&source)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|err| format!("cannot run {compiler}: {err}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "bench {bench}: {compiler} could not compile {name}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        Ok(program)
+    }
+
     pub(super) fn launcher(self) -> &'static str {
         match self {
             Self::Mpich => "mpiexec.mpich",
@@ -182,24 +213,7 @@ fn build_program(mpi: Mpi, dir: &Path) -> Result<PathBuf, String> {
             ));
         }
     }
-    let source = dir.join("btio.c");
-    std::fs::write(&source, PROGRAM_SOURCE)
-        .map_err(|err| format!("cannot write {}: {err}", source.display()))?;
-    let program = dir.join(format!("btio-{}", mpi.name()));
-    let output = Command::new(&compiler)
-        .args(["-O2", "-o"])
-        .arg(&program)
-        .arg(&source)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| format!("cannot run {compiler}: {err}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "bench btio-mpi: {compiler} could not compile btio.c: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    Ok(program)
+    mpi.compile("btio-mpi", "btio.c", PROGRAM_SOURCE, dir)
 }
 
 /// One run of the program with `method`; its outcome, or why there is none.

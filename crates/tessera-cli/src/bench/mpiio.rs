@@ -1009,25 +1009,7 @@ fn shim_of(mpi: Mpi) -> Result<PathBuf, String> {
 
 /// Compiles the program with the MPI's `mpicc` into `dir`.
 fn build_program(mpi: Mpi, dir: &Path) -> Result<PathBuf, String> {
-    let compiler = mpi.compiler();
-    let source = dir.join("mpiio.c");
-    std::fs::write(&source, PROGRAM_SOURCE)
-        .map_err(|err| format!("cannot write {}: {err}", source.display()))?;
-    let program = dir.join(format!("mpiio-{}", mpi.name()));
-    let output = Command::new(&compiler)
-        .args(["-O2", "-o"])
-        .arg(&program)
-        .arg(&source)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| format!("cannot run {compiler}: {err}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "bench mpiio: {compiler} could not compile mpiio.c: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    Ok(program)
+    mpi.compile("mpiio", "mpiio.c", PROGRAM_SOURCE, dir)
 }
 
 fn plan_of(mpi: Mpi, work: &Path) -> Result<Plan, String> {

@@ -247,14 +247,7 @@ impl ViewedFile {
     /// (a superset where the file type has holes), encoded as two little-endian `i128`s; empty
     /// for an access of no bytes.
     fn file_span(&self, access: &Access<'_>) -> Result<Vec<u8>, ClientError> {
-        let total = stream_bytes(access.memtype, access.count)?;
-        let end = access.offset.checked_add(total).ok_or_else(|| {
-            ClientError::InvalidArgument(format!(
-                "{}: view range {}+{total} overflows",
-                self.file().path(),
-                access.offset
-            ))
-        })?;
+        let (_, end) = access.range(self)?;
         let displacement = i64::try_from(self.displacement()).map_err(|_| {
             ClientError::InvalidArgument(format!(
                 "{}: view displacement {} is past the largest file offset",
@@ -299,6 +292,22 @@ pub(crate) struct Access<'a> {
     pub offset: u64,
     pub memtype: &'a Datatype,
     pub count: u64,
+}
+
+impl Access<'_> {
+    /// The view bytes `[offset, end)` the access covers, as `(total, end)`: its stream bytes
+    /// and one past its last view byte (an error naming the file when that overflows).
+    pub fn range(&self, viewed: &ViewedFile) -> Result<(u64, u64), ClientError> {
+        let total = stream_bytes(self.memtype, self.count)?;
+        let end = self.offset.checked_add(total).ok_or_else(|| {
+            ClientError::InvalidArgument(format!(
+                "{}: view range {}+{total} overflows",
+                viewed.file().path(),
+                self.offset
+            ))
+        })?;
+        Ok((total, end))
+    }
 }
 
 /// Exchanges every process's outcome: all succeed, or all fail with the first failing

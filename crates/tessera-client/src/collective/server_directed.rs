@@ -23,7 +23,7 @@ use tessera_proto::limits::{COLLECTIVE_BYTES_MAX, COLLECTIVE_PARTICIPANTS_MAX};
 use tessera_proto::{Capability, CollectiveTag, ReadCollective, WriteCollective};
 
 use super::{agree, two_phase, Access, CollectiveOptions, Communicator, Reader, Writer};
-use crate::access::{memory_slices, memory_slices_mut, stream_bytes, ViewedFile};
+use crate::access::{memory_slices, memory_slices_mut, ViewedFile};
 use crate::error::ClientError;
 use crate::file::IoReport;
 use crate::plan::{Plan, RequestPlan};
@@ -48,17 +48,10 @@ fn plan(
     processes: usize,
     options: &CollectiveOptions,
 ) -> Result<Plan, ClientError> {
-    let total = stream_bytes(access.memtype, access.count)?;
+    let (total, end) = access.range(viewed)?;
     if total == 0 {
         return Ok(Plan::default());
     }
-    let end = access.offset.checked_add(total).ok_or_else(|| {
-        ClientError::InvalidArgument(format!(
-            "{}: view range {}+{total} overflows",
-            viewed.file().path(),
-            access.offset
-        ))
-    })?;
     crate::typed::check_encodable("file type", viewed.filetype())?;
     let cap = options
         .request_bytes_max

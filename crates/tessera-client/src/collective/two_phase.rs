@@ -29,9 +29,7 @@ use tessera_proto::Piece;
 
 use super::{agree, Access, CollectiveOptions, Communicator, Reader, Writer};
 use super::{CB_BUFFER_BYTES_MIN, TWO_PHASE_ROUNDS_MAX};
-use crate::access::{
-    memory_slices, memory_slices_mut, pack, stream_bytes, ViewedFile, ACCESS_BATCH_PIECES_MAX,
-};
+use crate::access::{memory_slices, memory_slices_mut, pack, ViewedFile, ACCESS_BATCH_PIECES_MAX};
 use crate::error::ClientError;
 use crate::file::IoReport;
 
@@ -42,16 +40,9 @@ struct Flat {
 }
 
 fn flatten(viewed: &ViewedFile, access: &Access<'_>) -> Result<Flat, ClientError> {
-    let total = stream_bytes(access.memtype, access.count)?;
+    let (total, end) = access.range(viewed)?;
     let mut pieces = Vec::new();
     if total > 0 {
-        let end = access.offset.checked_add(total).ok_or_else(|| {
-            ClientError::InvalidArgument(format!(
-                "{}: view range {}+{total} overflows",
-                viewed.file().path(),
-                access.offset
-            ))
-        })?;
         let mut stream = 0u64;
         for piece in viewed.pieces(access.offset, end)? {
             pieces.push((piece, stream));
