@@ -459,20 +459,26 @@ static int tsr_on_root(struct tsr_file *f, int tessera_code, const char *what) {
                                   outcome.message));
 }
 
+/* The checks of set_size and preallocate (`op`), agreed by every process: the size must be
+ * non-negative, the file writable, and the size the same everywhere. */
+static int tsr_agree_size(struct tsr_file *f, MPI_Offset size, const char *op) {
+    int rc = MPI_SUCCESS;
+    if (size < 0)
+        rc = tsr_error(MPI_ERR_ARG, "tessera: %s %s: negative size %lld", op, f->path,
+                       (long long)size);
+    else if (f->amode & MPI_MODE_RDONLY)
+        rc = tsr_error(MPI_ERR_READ_ONLY, "tessera: %s %s: read-only", op, f->path);
+    long long sizes[1] = {size};
+    const char *names[1] = {"sizes"};
+    return tsr_agree(f, rc, op, 1, sizes, names);
+}
+
 int PMPI_File_set_size(MPI_File fh, MPI_Offset size) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
         return TSR_NEXT(File_set_size, fh, size);
-    int rc = MPI_SUCCESS;
-    if (size < 0)
-        rc = tsr_error(MPI_ERR_ARG, "tessera: set_size %s: negative size %lld", f->path,
-                       (long long)size);
-    else if (f->amode & MPI_MODE_RDONLY)
-        rc = tsr_error(MPI_ERR_READ_ONLY, "tessera: set_size %s: read-only", f->path);
     /* Also the barrier: every write acknowledged before it is in before the truncation. */
-    long long sizes[1] = {size};
-    const char *names[1] = {"sizes"};
-    rc = tsr_agree(f, rc, "set_size", 1, sizes, names);
+    int rc = tsr_agree_size(f, size, "set_size");
     if (rc != MPI_SUCCESS)
         return tsr_raise(f, rc);
     int code = f->rank == 0 ? tessera_file_set_size(f->file, (uint64_t)size) : TESSERA_OK;
@@ -483,14 +489,7 @@ int PMPI_File_preallocate(MPI_File fh, MPI_Offset size) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
         return TSR_NEXT(File_preallocate, fh, size);
-    int rc = MPI_SUCCESS;
-    if (size < 0)
-        rc = tsr_error(MPI_ERR_ARG, "tessera: preallocate %s: negative size", f->path);
-    else if (f->amode & MPI_MODE_RDONLY)
-        rc = tsr_error(MPI_ERR_READ_ONLY, "tessera: preallocate %s: read-only", f->path);
-    long long sizes[1] = {size};
-    const char *names[1] = {"sizes"};
-    rc = tsr_agree(f, rc, "preallocate", 1, sizes, names);
+    int rc = tsr_agree_size(f, size, "preallocate");
     if (rc != MPI_SUCCESS)
         return tsr_raise(f, rc);
     int code = TESSERA_OK;
