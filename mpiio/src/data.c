@@ -211,10 +211,16 @@ static int tsr_independent(struct tsr_file *f, int write, enum tsr_position posi
  * everyone's etypes, process 0 first. */
 static int tsr_ordered_offset(struct tsr_file *f, MPI_Offset etypes, MPI_Offset *offset) {
     long long mine = etypes, before = 0, total = 0;
-    PMPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, f->comm);
+    MPI_Request request;
+    int rc = tsr_wait(PMPI_Iexscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, f->comm,
+                                   &request), &request);
+    if (rc == MPI_SUCCESS)
+        rc = tsr_wait(PMPI_Iallreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, f->comm,
+                                      &request), &request);
+    if (rc != MPI_SUCCESS)
+        return rc;
     if (f->rank == 0)
         before = 0;
-    PMPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, f->comm);
     struct {
         long long base;
         int rc;
@@ -228,7 +234,10 @@ static int tsr_ordered_offset(struct tsr_file *f, MPI_Offset etypes, MPI_Offset 
             outcome.rc = tsr_tessera_error(TESSERA_ERR_IO, "shared file pointer of", f->path);
         outcome.base = (long long)value;
     }
-    PMPI_Bcast(&outcome, sizeof outcome, MPI_BYTE, 0, f->comm);
+    rc = tsr_wait(PMPI_Ibcast(&outcome, sizeof outcome, MPI_BYTE, 0, f->comm, &request),
+                  &request);
+    if (rc != MPI_SUCCESS)
+        return rc;
     if (outcome.rc != MPI_SUCCESS)
         return f->rank == 0 ? outcome.rc
                             : tsr_error(MPI_ERR_IO, "tessera: ordered access to %s: the shared "
@@ -320,8 +329,9 @@ static int tsr_collective(struct tsr_file *f, int write, enum tsr_position posit
     }
     if (write ? f->cb_write_disabled : f->cb_read_disabled) {
         rc = tsr_independent(f, write, position, offset, buffer, count, type, bytes, op);
-        PMPI_Barrier(f->comm);
-        return rc;
+        MPI_Request request;
+        int waited = tsr_wait(PMPI_Ibarrier(f->comm, &request), &request);
+        return rc != MPI_SUCCESS ? rc : waited;
     }
     MPI_Offset at = position == TSR_INDIVIDUAL ? f->pointer : offset;
     const TesseraDatatype *memtype = NULL;
