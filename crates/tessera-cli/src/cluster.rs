@@ -7,6 +7,7 @@
 //! the data and namespace survive `down` + `up`.
 
 use std::fs;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -106,6 +107,17 @@ struct Starting {
     log_file: PathBuf,
 }
 
+/// Mode of the servers' data directories (`mds`, `iod-N`) and of `log`: the owner's alone.
+pub const PRIVATE_DIRECTORY_MODE: u32 = 0o700;
+/// Mode of the log files.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// Creates `path` if missing and makes it owner-only (also when an older version made it).
+pub fn private_dir(path: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(PRIVATE_DIRECTORY_MODE))
+}
+
 fn spawn_server(dir: &Path, name: &str, args: &[String]) -> Result<Starting, String> {
     let exe =
         std::env::current_exe().map_err(|err| format!("cannot find the tessera binary: {err}"))?;
@@ -115,7 +127,12 @@ fn spawn_server(dir: &Path, name: &str, args: &[String]) -> Result<Starting, Str
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(PRIVATE_FILE_MODE)
         .open(&log_file)
+        .and_then(|log| {
+            log.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
+            Ok(log)
+        })
         .map_err(|err| format!("cannot open {}: {err}", log_file.display()))?;
     let log_err = log.try_clone().map_err(|err| err.to_string())?;
     let child = Command::new(exe)
@@ -190,8 +207,7 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
 /// other rather than the storage.
 fn share_cost_model(dir: &Path, servers: u16) -> Result<(), String> {
     let first = dir.join("iod-0");
-    fs::create_dir_all(&first)
-        .map_err(|err| format!("cannot create {}: {err}", first.display()))?;
+    private_dir(&first).map_err(|err| format!("cannot create {}: {err}", first.display()))?;
     tessera_iod::cost::load_or_calibrate(&first, false, None)
         .map_err(|err| format!("iod 0: cost model: {err}"))?;
     let measured = first.join(tessera_iod::cost::COST_MODEL_FILE);
@@ -199,7 +215,7 @@ fn share_cost_model(dir: &Path, servers: u16) -> Result<(), String> {
         let data = dir.join(format!("iod-{index}"));
         let kept = data.join(tessera_iod::cost::COST_MODEL_FILE);
         if !kept.exists() {
-            fs::create_dir_all(&data)
+            private_dir(&data)
                 .and_then(|()| fs::copy(&measured, &kept).map(drop))
                 .map_err(|err| {
                     format!("cannot copy the cost model to {}: {err}", kept.display())
@@ -247,8 +263,10 @@ pub fn start_with(
     if servers == 0 || usize::from(servers) > SERVERS_MAX {
         return Err(format!("--servers {servers} is outside 1..={SERVERS_MAX}"));
     }
-    for sub in ["run", "log", "mds"] {
-        fs::create_dir_all(dir.join(sub))
+    fs::create_dir_all(dir.join("run"))
+        .map_err(|err| format!("cannot create {}: {err}", dir.join("run").display()))?;
+    for sub in ["log", "mds"] {
+        private_dir(&dir.join(sub))
             .map_err(|err| format!("cannot create {}: {err}", dir.join(sub).display()))?;
     }
     for pid_file in pid_files(dir) {

@@ -153,6 +153,14 @@ async fn shutdown_signal() {
 
 /// Runs the metadata server.
 pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
+    if let Some(data) = args
+        .db
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        crate::cluster::private_dir(data)
+            .map_err(|err| format!("mds: data directory {}: {err}", data.display()))?;
+    }
     let server_count =
         u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
     let namespace = tessera_mds::Namespace::open(&args.db, server_count, args.stripe_unit)
@@ -176,7 +184,7 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
 
 /// Runs an I/O server.
 pub fn run_iod(args: &IodArgs) -> Result<(), String> {
-    std::fs::create_dir_all(&args.data).map_err(|err| {
+    crate::cluster::private_dir(&args.data).map_err(|err| {
         format!(
             "iod {}: data directory {}: {err}",
             args.index,

@@ -548,3 +548,72 @@ fn demo_and_bench_verify_their_data() {
         }
     }
 }
+
+/// The mode bits of `path` (permission bits only).
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Every data directory, object, namespace store and log of a cluster is its owner's alone
+/// (issue 16's data at rest), whatever the umask, and a cluster directory an older version
+/// left readable is made so at the next `up`.
+#[test]
+fn data_at_rest_is_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let cluster = Cluster::start(2);
+    let client = cluster.client();
+    let file = client.create("/secret", &CreateOptions::default()).unwrap();
+    file.write_at(0, &bytes(3, 300_000)).unwrap();
+    let dir = cluster.path();
+    let check = |what: &str| {
+        let mut files = vec![dir.join("mds/meta.redb")];
+        let mut dirs = vec![dir.join("mds"), dir.join("log")];
+        for entry in std::fs::read_dir(dir.join("log")).unwrap() {
+            files.push(entry.unwrap().path());
+        }
+        for index in 0..2 {
+            let data = dir.join(format!("iod-{index}"));
+            let objects = data.join("objects");
+            let mut count = 0;
+            for entry in std::fs::read_dir(&objects).unwrap() {
+                files.push(entry.unwrap().path());
+                count += 1;
+            }
+            assert!(count >= 1, "{what}: iod {index} holds no object");
+            dirs.extend([data, objects]);
+        }
+        for path in &dirs {
+            assert_eq!(mode_of(path), 0o700, "{what}: {}", path.display());
+        }
+        for path in &files {
+            assert_eq!(mode_of(path), 0o600, "{what}: {}", path.display());
+        }
+        files.len()
+    };
+    assert!(check("a new cluster") >= 5);
+    // As an older version left them: readable by all. The next up makes them private again.
+    cluster.down();
+    for path in ["mds", "log", "iod-0", "iod-0/objects", "iod-1"] {
+        std::fs::set_permissions(dir.join(path), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(
+        dir.join("mds/meta.redb"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    cluster.up(2);
+    check("a cluster restarted");
+    let mut back = vec![0u8; 300_000];
+    cluster
+        .client()
+        .open("/secret", OpenMode::ReadWrite)
+        .unwrap()
+        .read_at(0, &mut back)
+        .unwrap();
+    assert_eq!(back, bytes(3, 300_000));
+}

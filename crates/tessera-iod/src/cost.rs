@@ -14,7 +14,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -461,6 +461,7 @@ pub fn calibrate(data_directory: &Path) -> io::Result<CostModel> {
         .write(true)
         .create(true)
         .truncate(true)
+        .mode(crate::store::OWNER_ONLY_FILE)
         .open(&path)?;
     let result = calibrate_on(&file);
     drop(file);

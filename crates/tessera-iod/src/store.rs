@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, IoSlice};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -258,6 +258,11 @@ fn position_in(run: &Run, chunk_start: u64) -> usize {
     usize::try_from(run.offset - chunk_start).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX")
 }
 
+/// Mode of an iod's data directory and its object directory: the owner's alone.
+pub const OWNER_ONLY_DIRECTORY: u32 = 0o700;
+/// Mode of every object file (and of the calibration scratch file).
+pub const OWNER_ONLY_FILE: u32 = 0o600;
+
 /// Sieving chunk buffers kept between requests.
 pub const SIEVE_BUFFERS_KEPT: usize = 4;
 
@@ -428,6 +433,11 @@ impl ObjectStore {
     pub fn open_with(data_directory: &Path, model: CostModel) -> io::Result<Self> {
         let directory = data_directory.join("objects");
         fs::create_dir_all(&directory)?;
+        // Owner-only, also for a directory an older server made: the objects are the files'
+        // bytes, for the servers alone (clients reach them through requests).
+        for private in [data_directory, &directory] {
+            fs::set_permissions(private, fs::Permissions::from_mode(OWNER_ONLY_DIRECTORY))?;
+        }
         let count = fs::read_dir(&directory)?.count() as u64;
         let batching = match uring::available() {
             Ok(()) => true,
@@ -532,6 +542,7 @@ impl ObjectStore {
         match OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(OWNER_ONLY_FILE)
             .open(self.path(handle))
         {
             Ok(_) => {

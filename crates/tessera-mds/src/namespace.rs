@@ -291,6 +291,23 @@ fn walk_parent<'p>(
     Ok((parent, inode, name))
 }
 
+/// Mode of the namespace store: every name, owner and layout of the cluster, for the mds
+/// alone.
+pub const STORE_FILE_MODE: u32 = 0o600;
+
+/// Creates the store file owner-only if it is missing (an empty file is a new redb
+/// database), and makes an existing one owner-only, before redb opens it.
+fn private_store(db_path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(STORE_FILE_MODE)
+        .open(db_path)?;
+    std::fs::set_permissions(db_path, std::fs::Permissions::from_mode(STORE_FILE_MODE))
+}
+
 impl Namespace {
     /// Opens (or creates) the namespace in `db_path` for a cluster of `server_count` iods.
     pub fn open(
@@ -306,6 +323,8 @@ impl Namespace {
         }
         StripeLayout::new(default_stripe_unit_bytes, vec![0])
             .map_err(|why| RemoteError::new(ErrorCode::InvalidArgument, why))?;
+        private_store(db_path)
+            .map_err(|err| store_error(format!("{}: {err}", db_path.display())))?;
         let db = Database::create(db_path)
             .map_err(|err| store_error(format!("{}: {err}", db_path.display())))?;
         let txn = db.begin_write().map_err(store_error)?;
