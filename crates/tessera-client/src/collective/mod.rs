@@ -19,6 +19,10 @@
 //!   them by file offset and makes large sorted accesses. The data crosses the network once.
 //! - `independent`: each process makes its access alone, then a barrier.
 //!
+//! Before either collective method, [`CollectiveBuffering::Automatic`] (the default, ROMIO's
+//! `automatic`) exchanges each process's file span and lets accesses that do not overlap go
+//! as `independent`: contiguous per-process blocks gain nothing from merging.
+//!
 //! Every method agrees before any data moves, so an error one process meets in its arguments
 //! fails them all (the error names the rank it came from). `two_phase` and `independent` also
 //! end with an exchange of outcomes, so that every process returns an error if any failed: in
