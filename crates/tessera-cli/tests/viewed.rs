@@ -220,3 +220,52 @@ fn concurrent_fetch_adds_never_lose_or_overlap_a_reservation() {
         0
     );
 }
+
+/// A large contiguous access on the default view, as the MPI-IO library makes for
+/// `MPI_File_write_at` of `MPI_BYTE` or `MPI_INT`, moves as one request and one storage piece
+/// per server, with every method that sends whole ranges, and reads back whole. (That the
+/// walk behind it takes one step, not one per element, is `tessera-dtype`'s
+/// `tiling_types_are_one_unmerged_run_over_any_range`.)
+#[test]
+fn a_contiguous_access_moves_as_one_piece_per_server_with_every_range_method() {
+    let cluster = Cluster::start(4);
+    let client = cluster.client();
+    let length: usize = 4 << 20;
+    let data = common::bytes(11, length);
+    for (memtype, count, what) in [
+        (Datatype::byte(), length as u64, "bytes"),
+        (Datatype::bytes(4).unwrap(), (length / 4) as u64, "ints"),
+    ] {
+        for method in [Method::Auto, Method::List, Method::Datatype, Method::View] {
+            let path = format!("/contiguous-{what}-{}", method.name());
+            let mut viewed = ViewedFile::new(
+                client
+                    .create(
+                        &path,
+                        &CreateOptions {
+                            stripe_unit_bytes: 1 << 20,
+                            ..CreateOptions::default()
+                        },
+                    )
+                    .unwrap(),
+            );
+            viewed.set_method(method);
+            let written = viewed.write(0, &data, &memtype, count).unwrap();
+            // 4 MiB over four servers in 1 MiB stripe units: each server one unit.
+            assert_eq!(
+                (written.requests, written.storage_pieces, written.bytes),
+                (4, 4, length as u64),
+                "{path}: write"
+            );
+            let mut back = vec![0u8; length];
+            let read = viewed.read(0, &mut back, &memtype, count).unwrap();
+            assert_eq!(
+                (read.requests, read.bytes),
+                (4, length as u64),
+                "{path}: read"
+            );
+            assert!(back == data, "{path}: the bytes read differ");
+            viewed.close().unwrap();
+        }
+    }
+}
