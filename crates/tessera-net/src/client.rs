@@ -102,6 +102,11 @@ pub struct Connection {
     lent: Option<Lent>,
     /// The eager buffer the server maps (one-sided same-host connections only).
     eager: Option<EagerBuffer>,
+    /// The process that opened the connection. A child forked from it inherits the socket,
+    /// but the server knows the parent (its pid, from `SO_PEERCRED`, is whose memory a
+    /// one-sided transfer reaches), so a child must open connections of its own
+    /// ([`Connection::inherited`], [`crate::pool::Pool::lease`]).
+    opened_by: u32,
 }
 
 /// Memory lent to the server for the outstanding request. Fields drop in order: the
@@ -233,6 +238,24 @@ impl Connection {
             fabric_probed: None,
             lent: None,
             eager: None,
+            opened_by: std::process::id(),
+        }
+    }
+
+    /// The connection was opened by another process: this one is a child forked since, and
+    /// must not speak on it (the server would move the parent's memory, and the two
+    /// processes' requests and replies would interleave on one stream).
+    pub fn inherited(&self) -> bool {
+        self.opened_by != std::process::id()
+    }
+
+    /// Gives up a connection inherited across a fork without touching the stream the parent
+    /// still uses: no shutdown and no wait for a request the parent has outstanding (that
+    /// memory and its registrations are the parent's); only this process's copy of the
+    /// descriptor and of the eager mapping go.
+    pub fn abandon(mut self) {
+        if let Some(lent) = self.lent.take() {
+            std::mem::forget(lent);
         }
     }
 

@@ -2,7 +2,8 @@
 //!
 //! Both the client (to the mds and the iods) and the mds (to the iods) keep one connection per
 //! server. A connection is made on first use, reused while it works, and dropped after any
-//! failure that may have left the stream out of step, so the next call starts clean.
+//! failure that may have left the stream out of step, so the next call starts clean. A
+//! process forked from the one that connected gets connections of its own on its first call.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -138,6 +139,12 @@ impl Pool {
         let mut slot = self.connections[index]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.as_ref().is_some_and(Connection::inherited) {
+            // This process was forked from the one that connected: open its own.
+            if let Some(inherited) = slot.take() {
+                inherited.abandon();
+            }
+        }
         let reused = slot.is_some();
         if slot.is_none() {
             let peer = &self.peers[index];
