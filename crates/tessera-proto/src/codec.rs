@@ -61,6 +61,11 @@ impl Encoder {
         self.bytes.extend_from_slice(value);
     }
 
+    /// Appends bytes of a fixed-size field, with no length.
+    pub fn raw(&mut self, value: &[u8]) {
+        self.bytes.extend_from_slice(value);
+    }
+
     /// Appends a UTF-8 string: `u32` length, then the bytes.
     pub fn str(&mut self, value: &str) {
         self.bytes(value.as_bytes());
@@ -95,7 +100,8 @@ impl<'a> Decoder<'a> {
         }
     }
 
-    fn take(&mut self, count: usize) -> Result<&'a [u8], WireError> {
+    /// Reads `count` bytes of a fixed-size field.
+    pub fn take(&mut self, count: usize) -> Result<&'a [u8], WireError> {
         if count > self.bytes.len() {
             return Err(WireError::Truncated {
                 needed: count,

@@ -7,7 +7,7 @@
 //! compile-time assertions at the bottom of the file.
 
 /// Version of the frame header and message encodings; a peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 6;
+pub const PROTOCOL_VERSION: u8 = 7;
 
 /// Bytes in the fixed frame header that starts every message.
 pub const HEADER_BYTES: usize = 24;
@@ -51,8 +51,21 @@ pub const PATH_DEPTH_MAX: usize = 256;
 /// Most directory entries in one readdir reply; a client pages through larger directories.
 pub const READDIR_ENTRIES_MAX: u32 = 1024;
 
-/// Longest capability carried by an I/O request (checked by a later protocol revision).
+/// Longest capability carried by an I/O request.
 pub const CAPABILITY_BYTES_MAX: usize = 256;
+
+/// Bytes of an HMAC-SHA-256 tag.
+pub const MAC_BYTES: usize = 32;
+
+/// Bytes of a handshake nonce.
+pub const NONCE_BYTES: usize = 32;
+
+/// Most supplementary groups in a credential (a caller in more is signed with the first ones;
+/// NFS's AUTH_SYS carries 16).
+pub const CREDENTIAL_GROUPS_MAX: usize = 64;
+
+/// Longest host name in a credential.
+pub const HOST_NAME_BYTES_MAX: usize = 255;
 
 /// Longest error message carried in an error reply.
 pub const ERROR_MESSAGE_BYTES_MAX: usize = 4096;

@@ -10,7 +10,7 @@ use crate::error::{ErrorCode, RemoteError, WireError};
 use crate::layout::Layout;
 use crate::layout::StripeLayout;
 use crate::limits::{
-    CAPABILITY_BYTES_MAX, ERROR_MESSAGE_BYTES_MAX, NAME_BYTES_MAX, PATH_BYTES_MAX,
+    CAPABILITY_BYTES_MAX, CREDENTIAL_GROUPS_MAX, HOST_NAME_BYTES_MAX, MAC_BYTES, NONCE_BYTES, ERROR_MESSAGE_BYTES_MAX, NAME_BYTES_MAX, PATH_BYTES_MAX,
     READDIR_ENTRIES_MAX, REMOTE_ENDPOINT_BYTES_MAX, REMOTE_SEGMENTS_MAX, REQUEST_PIECES_MAX,
     SERVERS_MAX,
 };
@@ -22,6 +22,11 @@ use tessera_dtype::Datatype;
 pub enum Opcode {
     /// Liveness and identity of any server.
     Ping = 0x01,
+    /// The connection handshake: the server's [`Challenge`] (sent first, as a reply frame
+    /// with request id 0), the client's [`Hello`] and the server's [`Welcome`].
+    Hello = 0x02,
+    /// Agent: sign a credential for the calling process and answer a server's challenge.
+    AgentSign = 0x03,
     /// mds: resolve a path to its attributes and layout.
     Lookup = 0x10,
     /// mds: create a file (and its objects on the iods).
@@ -46,6 +51,10 @@ pub enum Opcode {
     LockRange = 0x1A,
     /// mds: release a byte-range lock.
     UnlockRange = 0x1B,
+    /// mds: open a file: permission check, attributes and a capability.
+    Open = 0x1E,
+    /// mds: a fresh capability for a file already open (by handle).
+    Renew = 0x1F,
     /// iod: create (or empty) the local object of a handle.
     ObjectCreate = 0x30,
     /// iod: remove the local object of a handle.
@@ -89,6 +98,8 @@ impl Opcode {
     pub fn from_u8(value: u8) -> Result<Self, WireError> {
         Ok(match value {
             0x01 => Self::Ping,
+            0x02 => Self::Hello,
+            0x03 => Self::AgentSign,
             0x10 => Self::Lookup,
             0x11 => Self::Create,
             0x12 => Self::Mkdir,
@@ -101,6 +112,8 @@ impl Opcode {
             0x19 => Self::Truncate,
             0x1A => Self::LockRange,
             0x1B => Self::UnlockRange,
+            0x1E => Self::Open,
+            0x1F => Self::Renew,
             0x30 => Self::ObjectCreate,
             0x31 => Self::ObjectRemove,
             0x32 => Self::ObjectStat,
@@ -263,13 +276,127 @@ macro_rules! request {
 // ---------------------------------------------------------------------------------------------
 // Shared types.
 
-wire_struct! {
-    /// Who is asking (checked against modes by a later revision; recorded as owner today).
-    pub struct Credentials {
-        /// User id.
-        pub uid: u32,
-        /// Group id.
-        pub gid: u32,
+/// Who a credential speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[repr(u8)]
+pub enum Principal {
+    /// A user's process, signed for by the agent of its host (or by itself, holding the key).
+    #[default]
+    User = 1,
+    /// A server of the cluster (the mds calling the iods), signed with the cluster key.
+    Server = 2,
+}
+
+impl Wire for Principal {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.u8(*self as u8);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        match decoder.u8()? {
+            1 => Ok(Self::User),
+            2 => Ok(Self::Server),
+            other => Err(WireError::BadValue {
+                field: "principal",
+                value: u64::from(other),
+            }),
+        }
+    }
+}
+
+/// An HMAC-SHA-256 tag (credentials, capabilities, handshake proofs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Mac(pub [u8; MAC_BYTES]);
+
+impl Wire for Mac {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.raw(&self.0);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let mut mac = [0u8; MAC_BYTES];
+        mac.copy_from_slice(decoder.take(MAC_BYTES)?);
+        Ok(Self(mac))
+    }
+}
+
+/// A server's random challenge for one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Nonce(pub [u8; NONCE_BYTES]);
+
+impl Wire for Nonce {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.raw(&self.0);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let mut nonce = [0u8; NONCE_BYTES];
+        nonce.copy_from_slice(decoder.take(NONCE_BYTES)?);
+        Ok(Self(nonce))
+    }
+}
+
+impl Wire for Vec<u32> {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.count(self.len());
+        for value in self {
+            encoder.u32(*value);
+        }
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let count = decoder.count("credential_groups_max", CREDENTIAL_GROUPS_MAX, 4)?;
+        (0..count).map(|_| decoder.u32()).collect()
+    }
+}
+
+/// Who is asking: a credential signed with the cluster key (by the agent of the caller's host,
+/// or by a process holding the key). Servers check the tag before they believe any field; the
+/// signed bytes are the encoding of every field before `mac`, after the domain string
+/// `tessera-credential-v1` (see `docs/PROTOCOL.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Credentials {
+    /// A user's process or a server.
+    pub principal: Principal,
+    /// User id (from `SO_PEERCRED`, never from the caller's word).
+    pub uid: u32,
+    /// Primary group id.
+    pub gid: u32,
+    /// Supplementary groups (at most `credential_groups_max`).
+    pub groups: Vec<u32>,
+    /// The host the credential was signed on.
+    pub host: String,
+    /// When it stops being accepted, in seconds since the Unix epoch.
+    pub expires_s: u64,
+    /// HMAC-SHA-256 with the cluster key over the fields above.
+    pub mac: Mac,
+}
+
+impl Credentials {
+    /// The bytes the tag covers: every field but the tag.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        let mut encoder = Encoder::new();
+        self.principal.encode(&mut encoder);
+        encoder.u32(self.uid);
+        encoder.u32(self.gid);
+        self.groups.encode(&mut encoder);
+        encoder.str(&self.host);
+        encoder.u64(self.expires_s);
+        encoder.finish()
+    }
+}
+
+impl Wire for Credentials {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.raw(&self.signed_bytes());
+        self.mac.encode(encoder);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        Ok(Self {
+            principal: Principal::decode(decoder)?,
+            uid: decoder.u32()?,
+            gid: decoder.u32()?,
+            groups: Vec::<u32>::decode(decoder)?,
+            host: decoder.str("host_name_bytes_max", HOST_NAME_BYTES_MAX)?,
+            expires_s: decoder.u64()?,
+            mac: Mac::decode(decoder)?,
+        })
     }
 }
 
@@ -370,7 +497,8 @@ impl Wire for Vec<Piece> {
     }
 }
 
-/// An opaque capability granting access to a handle (empty until capabilities are checked).
+/// A capability granting access to a handle, signed by the mds (layout in `docs/PROTOCOL.md`;
+/// made and checked by `tessera-auth`). Empty on requests between servers.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Capability(pub Vec<u8>);
 
@@ -659,6 +787,64 @@ wire_struct! {
 }
 request!(Ping => Ping, PingReply);
 
+wire_struct! {
+    /// The first frame on every connection, from the server: who it is and a fresh random
+    /// nonce the client's proof must cover (so a recorded handshake cannot be replayed).
+    pub struct Challenge {
+        /// `ROLE_MDS` or `ROLE_IOD`.
+        pub role: u8,
+        /// The iod's index (0 for the mds).
+        pub server_index: u16,
+        /// Random, new for each connection.
+        pub nonce: Nonce,
+    }
+}
+
+wire_struct! {
+    /// The client's answer to a [`Challenge`]: its credential, and a proof that a holder of
+    /// the cluster key vouches for this connection: HMAC(key, `tessera-hello-v1` | nonce |
+    /// credential tag).
+    pub struct Hello {
+        /// Who the connection speaks for.
+        pub credentials: Credentials,
+        /// The proof.
+        pub proof: Mac,
+    }
+}
+
+wire_struct! {
+    /// The server's acceptance, proving it holds the key too: HMAC(key, `tessera-welcome-v1` |
+    /// nonce | the client's proof).
+    pub struct Welcome {
+        /// The server's proof.
+        pub proof: Mac,
+    }
+}
+request!(Hello => Hello, Welcome);
+
+wire_struct! {
+    /// To the agent of this host: sign a credential for the calling process (whom the agent
+    /// learns from the kernel) and answer a server's challenge with it.
+    pub struct AgentSign {
+        /// The server's nonce (zeros when only a fresh credential is wanted).
+        pub nonce: Nonce,
+    }
+}
+
+wire_struct! {
+    /// The agent's answer: everything a [`Hello`] needs, and the [`Welcome`] proof a genuine
+    /// server will send back.
+    pub struct AgentSigned {
+        /// The caller's credential.
+        pub credentials: Credentials,
+        /// The proof for the nonce.
+        pub proof: Mac,
+        /// The welcome proof to expect.
+        pub welcome: Mac,
+    }
+}
+request!(AgentSign => AgentSign, AgentSigned);
+
 impl Wire for u8 {
     fn encode(&self, encoder: &mut Encoder) {
         encoder.u8(*self);
@@ -702,7 +888,7 @@ wire_struct! {
         pub pattern: Vec<Datatype>,
     }
 }
-request!(Create => Create, Attr);
+request!(Create => Create, Opened);
 
 wire_struct! {
     /// Creates a directory.
@@ -890,6 +1076,49 @@ wire_struct! {
 }
 request!(UnlockRange => UnlockRange, Empty);
 
+wire_struct! {
+    /// Opens a file: the mds checks the rights asked for against the file's mode for the
+    /// caller and answers with the attributes and a capability for those rights.
+    pub struct Open {
+        /// Caller.
+        pub credentials: Credentials,
+        /// Absolute path.
+        pub path: String,
+        /// Read access wanted.
+        pub read: bool,
+        /// Write access wanted.
+        pub write: bool,
+    }
+}
+
+wire_struct! {
+    /// An open file: its attributes (size 0, as `Lookup`) and the capability every data
+    /// request to its iods carries.
+    pub struct Opened {
+        /// Attributes and layout.
+        pub attr: Attr,
+        /// Signed rights on the handle.
+        pub capability: Capability,
+    }
+}
+request!(Open => Open, Opened);
+
+wire_struct! {
+    /// A fresh capability for a file the caller has open (by handle: the name may have
+    /// moved); the rights are checked against the file's mode again.
+    pub struct Renew {
+        /// Caller.
+        pub credentials: Credentials,
+        /// File handle.
+        pub handle: u64,
+        /// Read access wanted.
+        pub read: bool,
+        /// Write access wanted.
+        pub write: bool,
+    }
+}
+request!(Renew => Renew, Opened);
+
 // ---------------------------------------------------------------------------------------------
 // I/O server.
 
@@ -916,6 +1145,8 @@ wire_struct! {
     pub struct ObjectStat {
         /// File handle.
         pub handle: u64,
+        /// Access right from a client (read or write); empty from the mds.
+        pub capability: Capability,
     }
 }
 
@@ -946,6 +1177,8 @@ wire_struct! {
     pub struct ObjectSync {
         /// File handle.
         pub handle: u64,
+        /// Access right from a client (write); empty from the mds.
+        pub capability: Capability,
     }
 }
 request!(ObjectSync => ObjectSync, Empty);
@@ -956,7 +1189,7 @@ wire_struct! {
     pub struct Write {
         /// File handle.
         pub handle: u64,
-        /// Access right (not yet checked).
+        /// Access right, signed by the mds.
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
@@ -990,7 +1223,7 @@ wire_struct! {
     pub struct Read {
         /// File handle.
         pub handle: u64,
-        /// Access right (not yet checked).
+        /// Access right, signed by the mds.
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
@@ -1063,7 +1296,7 @@ wire_struct! {
     pub struct WriteType {
         /// File handle.
         pub handle: u64,
-        /// Access right (not yet checked).
+        /// Access right, signed by the mds.
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
@@ -1088,7 +1321,7 @@ wire_struct! {
     pub struct ReadType {
         /// File handle.
         pub handle: u64,
-        /// Access right (not yet checked).
+        /// Access right, signed by the mds.
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
@@ -1110,6 +1343,8 @@ wire_struct! {
     pub struct DeclareView {
         /// File handle.
         pub handle: u64,
+        /// Access right, signed by the mds (read or write).
+        pub capability: Capability,
         /// Chosen by the client, unique per view.
         pub view_id: u64,
         /// The view's file type.
@@ -1123,7 +1358,7 @@ wire_struct! {
     pub struct WriteView {
         /// File handle.
         pub handle: u64,
-        /// Access right (not yet checked).
+        /// Access right, signed by the mds.
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
@@ -1146,7 +1381,7 @@ wire_struct! {
     pub struct ReadView {
         /// File handle.
         pub handle: u64,
-        /// Access right (not yet checked).
+        /// Access right, signed by the mds.
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
@@ -1167,6 +1402,8 @@ wire_struct! {
     pub struct ReleaseView {
         /// File handle.
         pub handle: u64,
+        /// Access right, signed by the mds (read or write).
+        pub capability: Capability,
         /// The view.
         pub view_id: u64,
     }
@@ -1203,7 +1440,7 @@ wire_struct! {
     pub struct WriteCollective {
         /// File handle.
         pub handle: u64,
-        /// Access right (not yet checked).
+        /// Access right, signed by the mds.
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,
@@ -1230,7 +1467,7 @@ wire_struct! {
     pub struct ReadCollective {
         /// File handle.
         pub handle: u64,
-        /// Access right (not yet checked).
+        /// Access right, signed by the mds.
         pub capability: Capability,
         /// How the data travels.
         pub mode: TransferMode,

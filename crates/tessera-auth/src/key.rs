@@ -1,0 +1,184 @@
+//! The cluster key: 32 random bytes, kept as hex in a file only its owner may read.
+
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+use hmac::{KeyInit, Mac as _};
+use tessera_proto::Mac;
+
+use crate::AuthError;
+
+/// Bytes of key material.
+pub const KEY_BYTES: usize = 32;
+
+/// Mode of a key file: the owner's alone.
+pub const KEY_FILE_MODE: u32 = 0o600;
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// The cluster's shared secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClusterKey([u8; KEY_BYTES]);
+
+impl std::fmt::Debug for ClusterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterKey(..)")
+    }
+}
+
+impl ClusterKey {
+    /// A new random key from the kernel's generator.
+    pub fn generate() -> Result<Self, AuthError> {
+        let mut bytes = [0u8; KEY_BYTES];
+        getrandom::fill(&mut bytes).map_err(|err| AuthError::Key {
+            path: "(new key)".to_owned(),
+            detail: format!("no random bytes from the kernel: {err}"),
+        })?;
+        Ok(Self(bytes))
+    }
+
+    /// A key from raw bytes (tests).
+    pub fn from_bytes(bytes: [u8; KEY_BYTES]) -> Self {
+        Self(bytes)
+    }
+
+    /// Creates a new key file at `path` (mode 0600; an existing file is never overwritten).
+    pub fn create(path: &Path) -> Result<Self, AuthError> {
+        let key = Self::generate()?;
+        let error = |detail: String| AuthError::Key {
+            path: path.display().to_string(),
+            detail,
+        };
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(KEY_FILE_MODE)
+            .open(path)
+            .map_err(|err| error(format!("cannot create: {err}")))?;
+        let hex = key.0.iter().fold(String::new(), |mut hex, byte| {
+            use std::fmt::Write as _;
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        });
+        file.write_all(format!("{hex}\n").as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|err| error(format!("cannot write: {err}")))?;
+        Ok(key)
+    }
+
+    /// Reads the key file at `path`. Refused when it is not a regular file, when group or
+    /// others may read or write it, or when it does not hold 64 hex digits.
+    pub fn load(path: &Path) -> Result<Self, AuthError> {
+        let error = |detail: String| AuthError::Key {
+            path: path.display().to_string(),
+            detail,
+        };
+        let meta = fs::metadata(path).map_err(|err| error(err.to_string()))?;
+        if !meta.is_file() {
+            return Err(error("not a regular file".to_owned()));
+        }
+        if meta.mode() & 0o077 != 0 {
+            return Err(error(format!(
+                "mode {:04o} lets others read it; `chmod 600` it",
+                meta.mode() & 0o7777
+            )));
+        }
+        let text = fs::read_to_string(path).map_err(|err| error(err.to_string()))?;
+        Self::parse(text.trim()).map_err(error)
+    }
+
+    /// Whether this process may read the key file at `path` (without reading it).
+    pub fn readable(path: &Path) -> bool {
+        let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+            return false;
+        };
+        // SAFETY: access() reads a NUL-terminated path we own and touches no other memory.
+        unsafe { libc::access(c_path.as_ptr(), libc::R_OK) == 0 }
+    }
+
+    fn parse(hex: &str) -> Result<Self, String> {
+        if hex.len() != 2 * KEY_BYTES || !hex.is_ascii() {
+            return Err(format!(
+                "holds {} characters; a key is {} hex digits",
+                hex.len(),
+                2 * KEY_BYTES
+            ));
+        }
+        let mut bytes = [0u8; KEY_BYTES];
+        for (index, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&hex[2 * index..2 * index + 2], 16)
+                .map_err(|_| format!("not hex at character {}", 2 * index))?;
+        }
+        Ok(Self(bytes))
+    }
+
+    fn hmac(&self, domain: &str, parts: &[&[u8]]) -> HmacSha256 {
+        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(&self.0)
+            .expect("HMAC takes a key of any length");
+        mac.update(domain.as_bytes());
+        mac.update(&[0]);
+        for part in parts {
+            mac.update(part);
+        }
+        mac
+    }
+
+    /// The tag of `parts` under `domain` (a string naming what is signed, so a tag made for
+    /// one purpose never verifies for another).
+    pub fn sign(&self, domain: &str, parts: &[&[u8]]) -> Mac {
+        let mut out = [0u8; tessera_proto::limits::MAC_BYTES];
+        out.copy_from_slice(&self.hmac(domain, parts).finalize().into_bytes());
+        Mac(out)
+    }
+
+    /// Whether `tag` is the tag of `parts` under `domain` (compared in constant time).
+    pub fn verify(&self, domain: &str, parts: &[&[u8]], tag: &Mac) -> bool {
+        self.hmac(domain, parts).verify_slice(&tag.0).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_created_key_is_owner_only_and_loads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        let key = ClusterKey::create(&path).unwrap();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(ClusterKey::load(&path).unwrap(), key);
+        assert!(ClusterKey::create(&path).is_err(), "never overwrites");
+    }
+
+    #[test]
+    fn a_key_readable_by_others_or_malformed_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        ClusterKey::create(&path).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        let err = ClusterKey::load(&path).unwrap_err().to_string();
+        assert!(err.contains("mode 0644"), "{err}");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::write(&path, "abc\n").unwrap();
+        let err = ClusterKey::load(&path).unwrap_err().to_string();
+        assert!(err.contains("hex digits"), "{err}");
+    }
+
+    #[test]
+    fn tags_depend_on_key_domain_and_every_byte() {
+        let one = ClusterKey::from_bytes([1; KEY_BYTES]);
+        let two = ClusterKey::from_bytes([2; KEY_BYTES]);
+        let tag = one.sign("d", &[b"ab", b"c"]);
+        assert!(one.verify("d", &[b"abc"], &tag));
+        assert!(!one.verify("e", &[b"abc"], &tag));
+        assert!(!one.verify("d", &[b"abd"], &tag));
+        assert!(!two.verify("d", &[b"abc"], &tag));
+    }
+}
