@@ -42,7 +42,11 @@ pub struct AgentConfig {
 }
 
 /// Serves `listener` until `shutdown` completes.
-pub async fn serve(listener: UnixListener, config: AgentConfig, shutdown: impl Future<Output = ()>) {
+pub async fn serve(
+    listener: UnixListener,
+    config: AgentConfig,
+    shutdown: impl Future<Output = ()>,
+) {
     let config = Arc::new(config);
     let slots = Arc::new(Semaphore::new(AGENT_CONNECTIONS_MAX));
     tokio::pin!(shutdown);

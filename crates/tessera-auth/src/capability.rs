@@ -199,7 +199,10 @@ impl CapabilityCache {
         if principal == Principal::Server && capability.0.is_empty() {
             return Ok(());
         }
-        let held = self.verified.iter().position(|(held, _)| held == capability);
+        let held = self
+            .verified
+            .iter()
+            .position(|(held, _)| held == capability);
         let grant = if let Some(at) = held {
             let entry = self.verified.remove(at);
             let grant = entry.1;

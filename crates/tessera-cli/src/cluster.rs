@@ -1,10 +1,13 @@
 //! `tessera up`, `down` and `status`: a local cluster as background processes.
 //!
 //! Layout of a cluster directory `D`:
-//! `D/cluster.toml` (what clients read), `D/mds/meta.redb` (the namespace), `D/iod-N/objects/`
-//! (each server's data), `D/run/*.pid` and `D/run/*.addr` (live processes and their bound
-//! addresses), `D/log/*.log` (server logs). Ports are chosen by the kernel at every `up`, and
-//! the data and namespace survive `down` + `up`.
+//! `D/cluster.toml` (what clients read), `D/key` (the cluster key, mode 0600, made at the
+//! first `up`), `D/mds/meta.redb` (the namespace), `D/iod-N/objects/` (each server's data),
+//! `D/run/*.pid` and `D/run/*.addr` (live processes and their bound addresses),
+//! `D/run/*.sock` (the iods' and the agent's Unix sockets, open to every local user),
+//! `D/log/*.log` (server logs). The data directories, the key and the logs are the owner's
+//! alone; the cluster file and the sockets are for everyone. Ports are chosen by the kernel
+//! at every `up`, and the data and namespace survive `down` + `up`.
 
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -13,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tessera_client::config::{IodEntry, MdsEntry, OfiEntry};
+use tessera_client::config::{AuthEntry, IodEntry, MdsEntry, OfiEntry};
 use tessera_client::{Client, ClientOptions, ClusterConfig};
 use tessera_proto::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_DEFAULT};
 
@@ -225,6 +228,11 @@ fn share_cost_model(dir: &Path, servers: u16) -> Result<(), String> {
     Ok(())
 }
 
+/// The cluster key in a cluster directory.
+pub const KEY_FILE: &str = "key";
+/// The agent's socket in the cluster directory's `run/`.
+const AGENT_SOCKET: &str = "agent.sock";
+
 /// Longest Unix socket path the kernel takes (`sun_path` holds 108 bytes with the NUL).
 const UNIX_SOCKET_PATH_BYTES_MAX: usize = 107;
 
@@ -281,6 +289,11 @@ pub fn start_with(
         let _ = fs::remove_file(pid_file);
     }
     share_cost_model(dir, servers)?;
+    let key = absolute(&dir.join(KEY_FILE));
+    if !key.exists() {
+        tessera_auth::ClusterKey::create(&key).map_err(|err| err.to_string())?;
+    }
+    let agent_socket = absolute(&run_dir(dir).join(AGENT_SOCKET));
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     let result = (|| {
         let mut iods = Vec::new();
@@ -292,6 +305,8 @@ pub fn start_with(
                 index.to_string(),
                 "--data".into(),
                 data.display().to_string(),
+                "--key".into(),
+                key.display().to_string(),
             ];
             if let Some(socket) = local_socket(dir, index) {
                 args.extend(["--local-socket".into(), socket.display().to_string()]);
@@ -315,13 +330,37 @@ pub fn start_with(
             dir.join("mds").join("meta.redb").display().to_string(),
             "--stripe-unit".to_owned(),
             stripe_unit.to_string(),
+            "--key".to_owned(),
+            key.display().to_string(),
         ];
         for address in &iod_addresses {
             mds_args.push("--iod".to_owned());
             mds_args.push(address.clone());
         }
         let mut mds = spawn_server(dir, "mds", &mds_args)?;
+        let agent_args = [
+            "agent".to_owned(),
+            "--key".to_owned(),
+            key.display().to_string(),
+            "--socket".to_owned(),
+            agent_socket.display().to_string(),
+        ];
+        // An agent socket path too long for the kernel leaves the host without an agent:
+        // only processes that can read the key can then use the cluster.
+        let agent_fits = agent_socket.as_os_str().len() <= UNIX_SOCKET_PATH_BYTES_MAX;
+        let mut agent = if agent_fits {
+            Some(spawn_server(dir, "agent", &agent_args)?)
+        } else {
+            tracing::warn!(
+                "{} is too long for a Unix socket; no agent runs for this cluster",
+                agent_socket.display()
+            );
+            None
+        };
         let mds_address = wait_for_address(&mut mds, deadline)?;
+        if let Some(agent) = &mut agent {
+            wait_for_address(agent, deadline)?;
+        }
         let config = ClusterConfig {
             mds: MdsEntry {
                 address: mds_address,
@@ -336,6 +375,10 @@ pub fn start_with(
                 })
                 .collect(),
             ofi: ofi.cloned(),
+            auth: AuthEntry {
+                key: Some(key.clone()),
+                agent: agent_fits.then(|| agent_socket.clone()),
+            },
         };
         let cluster_file = dir.join("cluster.toml");
         config

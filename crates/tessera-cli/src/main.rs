@@ -45,6 +45,10 @@ enum Command {
     Mds(servers::MdsArgs),
     /// Run an I/O server in the foreground.
     Iod(servers::IodArgs),
+    /// Run this host's agent in the foreground: it signs credentials for local processes.
+    Agent(servers::AgentArgs),
+    /// Write a new cluster key file.
+    Keygen(servers::KeygenArgs),
     /// List a directory.
     Ls(files::LsArgs),
     /// Show the attributes of a path.
@@ -79,7 +83,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let logs_default = match cli.command {
-        Command::Mds(_) | Command::Iod(_) => "info",
+        Command::Mds(_) | Command::Iod(_) | Command::Agent(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -95,6 +99,8 @@ fn main() -> ExitCode {
         Command::Status(args) => cluster::status(&args),
         Command::Mds(args) => servers::run_mds(&args),
         Command::Iod(args) => servers::run_iod(&args),
+        Command::Agent(args) => servers::run_agent(&args),
+        Command::Keygen(args) => servers::keygen(&args),
         Command::Ls(args) => files::ls(&args),
         Command::Stat(args) => files::stat(&args),
         Command::Create(args) => files::create(&args),

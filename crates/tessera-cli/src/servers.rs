@@ -28,6 +28,13 @@ pub struct MdsArgs {
     /// Write the bound address here once listening.
     #[arg(long)]
     address_file: Option<PathBuf>,
+    /// The cluster key file (mode 0600; `tessera keygen FILE` makes one).
+    #[arg(long)]
+    key: PathBuf,
+    /// How long the capabilities it signs are accepted, in seconds; clients renew them
+    /// before they expire.
+    #[arg(long, default_value_t = tessera_auth::CAPABILITY_LIFETIME.as_secs())]
+    capability_seconds: u64,
 }
 
 /// Arguments of `tessera iod`.
@@ -45,6 +52,9 @@ pub struct IodArgs {
     /// Write the bound address here once listening.
     #[arg(long)]
     address_file: Option<PathBuf>,
+    /// The cluster key file (mode 0600; `tessera keygen FILE` makes one).
+    #[arg(long)]
+    key: PathBuf,
     /// Measure the storage cost model again on the data directory, keep it in
     /// DATA/cost-model.toml, print it and exit (a running server picks it up at restart).
     #[arg(long)]
@@ -93,9 +103,13 @@ fn open_fabric(args: &IodArgs) -> Result<Option<Arc<tessera_iod::fabric::FabricS
     }
 }
 
+/// Mode of the servers' and the agent's Unix sockets: any local user may connect, since every
+/// connection authenticates and every request carries a credential or a capability.
+pub const LOCAL_SOCKET_MODE: u32 = 0o666;
+
 /// Binds the Unix socket at `path`, replacing a stale socket file (never another kind of
-/// file), readable and writable by the owner only.
-fn bind_local(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
+/// file), open to every local user ([`LOCAL_SOCKET_MODE`]).
+pub fn bind_local(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if meta.file_type().is_socket() {
@@ -108,8 +122,64 @@ fn bind_local(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListene
         }
     }
     let listener = tokio::net::UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(LOCAL_SOCKET_MODE))?;
     Ok(listener)
+}
+
+/// Arguments of `tessera keygen`.
+#[derive(Debug, clap::Args)]
+pub struct KeygenArgs {
+    /// Where to write the new key (mode 0600; an existing file is never replaced).
+    file: PathBuf,
+}
+
+/// Writes a new cluster key.
+pub fn keygen(args: &KeygenArgs) -> Result<(), String> {
+    tessera_auth::ClusterKey::create(&args.file).map_err(|err| err.to_string())?;
+    println!(
+        "tessera: wrote a new cluster key to {} (mode 0600); give it to every server with --key and to every host's agent",
+        args.file.display()
+    );
+    Ok(())
+}
+
+/// Arguments of `tessera agent`.
+#[derive(Debug, clap::Args)]
+pub struct AgentArgs {
+    /// The cluster key file.
+    #[arg(long)]
+    key: PathBuf,
+    /// The Unix socket to listen on (made connectable by every local user).
+    #[arg(long)]
+    socket: PathBuf,
+    /// How long the credentials it signs are accepted, in seconds.
+    #[arg(long, default_value_t = tessera_auth::CREDENTIAL_LIFETIME.as_secs())]
+    credential_seconds: u64,
+    /// Write "agent" here once listening (how `tessera up` knows it started).
+    #[arg(long)]
+    address_file: Option<PathBuf>,
+}
+
+/// Runs the agent of this host in the foreground.
+pub fn run_agent(args: &AgentArgs) -> Result<(), String> {
+    let key = tessera_auth::ClusterKey::load(&args.key).map_err(|err| format!("agent: {err}"))?;
+    let config = tessera_auth::agent::AgentConfig {
+        key,
+        lifetime: Duration::from_secs(args.credential_seconds.max(1)),
+    };
+    runtime()?.block_on(async {
+        let listener = bind_local(&args.socket)
+            .map_err(|err| format!("agent: socket {}: {err}", args.socket.display()))?;
+        if let Some(path) = &args.address_file {
+            std::fs::write(path, args.socket.display().to_string())
+                .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+        }
+        tracing::info!("agent: signing credentials on {}", args.socket.display());
+        tessera_auth::agent::serve(listener, config, shutdown_signal()).await;
+        let _ = std::fs::remove_file(&args.socket);
+        tracing::info!("agent: stopped");
+        Ok(())
+    })
 }
 
 /// How long the mds waits for an iod before naming it in an error.
@@ -161,14 +231,25 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
         crate::cluster::private_dir(data)
             .map_err(|err| format!("mds: data directory {}: {err}", data.display()))?;
     }
+    let key = tessera_auth::ClusterKey::load(&args.key).map_err(|err| format!("mds: {err}"))?;
     let server_count =
         u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
     let namespace = tessera_mds::Namespace::open(&args.db, server_count, args.stripe_unit)
         .map_err(|err| format!("mds: {}", err.message))?;
+    let auth = Arc::new(tessera_auth::ServerAuth::new(
+        key.clone(),
+        tessera_proto::ROLE_MDS,
+        0,
+    ));
+    let options = tessera_mds::MdsOptions {
+        capability_lifetime: Duration::from_secs(args.capability_seconds.max(1)),
+    };
     let mds = Arc::new(tessera_mds::Mds::new(
         namespace,
         &args.iods,
         MDS_IOD_TIMEOUT,
+        key,
+        options,
     ));
     runtime()?.block_on(async {
         let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
@@ -176,7 +257,7 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
             "mds: listening on {address}, {server_count} iods, store {}",
             args.db.display()
         );
-        tessera_net::server::serve(listener, mds, shutdown_signal()).await;
+        tessera_net::server::serve(listener, mds, auth, shutdown_signal()).await;
         tracing::info!("mds: stopped");
         Ok(())
     })
@@ -191,6 +272,10 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             args.data.display()
         )
     })?;
+    let key = (!args.calibrate)
+        .then(|| tessera_auth::ClusterKey::load(&args.key))
+        .transpose()
+        .map_err(|err| format!("iod {}: {err}", args.index))?;
     let model = tessera_iod::cost::load_or_calibrate(
         &args.data,
         args.calibrate,
@@ -220,6 +305,12 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
         iod = iod.with_fabric(fabric);
     }
     let iod = Arc::new(iod);
+    let key = key.expect("loaded unless calibrating");
+    let auth = Arc::new(tessera_auth::ServerAuth::new(
+        key,
+        tessera_proto::ROLE_IOD,
+        args.index,
+    ));
     runtime()?.block_on(async {
         let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
         let local = match &args.local_socket {
@@ -237,7 +328,7 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
                 .unwrap_or_default(),
             args.data.display()
         );
-        tessera_net::server::serve_with_local(listener, local, iod, shutdown_signal()).await;
+        tessera_net::server::serve_with_local(listener, local, iod, auth, shutdown_signal()).await;
         if let Some(path) = &args.local_socket {
             let _ = std::fs::remove_file(path);
         }

@@ -655,6 +655,7 @@ fn declare_bytes(file: &File, view: &View, filetype: &Datatype) -> u64 {
         .map(|&position| {
             let declare = DeclareView {
                 handle: file.handle(),
+                capability: file.capability().unwrap_or_default(),
                 view_id: view.id(),
                 file: FileType {
                     layout: file.layout().clone(),

@@ -152,6 +152,8 @@ fn a_segment_outside_the_arena_is_refused_by_name() {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    common::authenticate(&mut stream, &cluster.signer()).unwrap();
+    let capability = file.capability().unwrap();
     let arena = Arena::new(8192).unwrap();
     let cases = [
         // The second segment runs past the arena's end.
@@ -184,7 +186,7 @@ fn a_segment_outside_the_arena_is_refused_by_name() {
         };
         let error = common::refused_write(
             &mut stream,
-            file.handle(),
+            (file.handle(), capability.clone()),
             length,
             &memory,
             request_id as u64 + 1,

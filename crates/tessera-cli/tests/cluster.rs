@@ -13,7 +13,7 @@ use common::{bytes, tessera, Cluster};
 use tessera_client::{ClientError, CreateOptions, ErrorCode, OpenMode, Piece, TransferMode};
 use tessera_net::Connection;
 use tessera_proto::limits::{LIST_PIECES_MAX, PIECE_BYTES_MAX};
-use tessera_proto::{Capability, Header, Opcode};
+use tessera_proto::{Header, Opcode};
 
 fn code(result: Result<impl std::fmt::Debug, ClientError>) -> (ErrorCode, String) {
     let err = result.expect_err("expected an error");
@@ -337,14 +337,28 @@ fn assert_closed(mut stream: TcpStream) {
     }
 }
 
+/// The uid this test process authenticates as.
+fn connection_uid() -> u32 {
+    tessera_auth::authenticator::process_ids().0
+}
+
 #[test]
 fn unknown_handle_and_malformed_messages() {
     let cluster = Cluster::start(2);
     let address = cluster.iod_address(0);
-    let mut connection = Connection::connect("iod 0", &address, Duration::from_secs(5)).unwrap();
+    let mut connection =
+        Connection::connect("iod 0", &address, Duration::from_secs(5), &cluster.signer()).unwrap();
+    // A well-signed capability for a handle no file has.
+    let uid = connection_uid();
+    let capability = cluster.capability(
+        0xdead_beef,
+        tessera_auth::Rights::READ,
+        uid,
+        tessera_auth::now_s() + 60,
+    );
     let read = tessera_proto::Read {
         handle: 0xdead_beef,
-        capability: Capability::default(),
+        capability,
         mode: TransferMode::Gather,
         storage: tessera_proto::StoragePlan::Auto,
         pieces: vec![Piece::new(0, 10)],

@@ -241,6 +241,8 @@ fn an_unmapped_client_segment_is_named_in_the_error() {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    common::authenticate(&mut stream, &cluster.signer()).unwrap();
+    let capability = file.capability().unwrap();
     let good = [9u8; 64];
     let memory = RemoteMemory {
         access: RemoteAccess::Process,
@@ -260,7 +262,7 @@ fn an_unmapped_client_segment_is_named_in_the_error() {
             },
         ],
     };
-    let error = common::refused_write(&mut stream, file.handle(), 128, &memory, 7);
+    let error = common::refused_write(&mut stream, (file.handle(), capability), 128, &memory, 7);
     assert_eq!(error.code, ErrorCode::BadAddress, "{}", error.message);
     assert!(error.message.contains("segment 1"), "{}", error.message);
     std::hint::black_box(&good);
@@ -282,6 +284,8 @@ fn eager_requests_are_checked_and_large_ones_pack() {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    common::authenticate(&mut stream, &cluster.signer()).unwrap();
+    let capability = file.capability().unwrap();
     // A 1 MiB file is no eager buffer (it is over eager_bytes_max); a real one is too small
     // for the bytes asked.
     let big = tempfile::tempfile().unwrap();
@@ -310,7 +314,7 @@ fn eager_requests_are_checked_and_large_ones_pack() {
         };
         let error = common::refused_write(
             &mut stream,
-            file.handle(),
+            (file.handle(), capability.clone()),
             length,
             &memory,
             request_id as u64 + 1,

@@ -441,7 +441,13 @@ fn the_mds_refuses_bad_lock_requests() {
     let file = client.create("/raw", &CreateOptions::default()).unwrap();
     let root = client.stat("/").unwrap().handle;
     let config = tessera_client::ClusterConfig::load(&cluster.file()).unwrap();
-    let mut mds = Connection::connect("mds", &config.mds.address, Duration::from_secs(10)).unwrap();
+    let mut mds = Connection::connect(
+        "mds",
+        &config.mds.address,
+        Duration::from_secs(10),
+        &cluster.signer(),
+    )
+    .unwrap();
     let request = |start, end, wait_ms, lease_ms| LockRange {
         handle: file.handle(),
         start,

@@ -1528,10 +1528,13 @@ fn declared(cluster: &Cluster, file: &File, view_id: u64, index: usize) -> bool 
         "probe",
         &cluster.iod_address(index),
         Duration::from_secs(5),
+        &cluster.signer(),
     )
     .unwrap();
+    let capability = file.capability().unwrap();
     let probe = DeclareView {
         handle: file.handle(),
+        capability: capability.clone(),
         view_id,
         file: FileType {
             layout: file.layout().clone(),
@@ -1545,6 +1548,7 @@ fn declared(cluster: &Cluster, file: &File, view_id: u64, index: usize) -> bool 
             connection
                 .call(&ReleaseView {
                     handle: file.handle(),
+                    capability,
                     view_id,
                 })
                 .unwrap();

@@ -4,11 +4,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tessera_auth::{AgentClient, Authenticator, ClusterKey, KeySigner, NoAuthenticator};
 use tessera_net::{Peer, Pool};
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 use tessera_proto::{
-    Attr, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, Ping, PingReply, Readdir, Rename,
-    Request, Rmdir, ServerStats, ServerStatsReply, Stat, StatHandle, Truncate, Unlink,
+    Attr, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, Open, Opened, Ping, PingReply,
+    Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply, Stat, StatHandle,
+    Truncate, Unlink,
 };
 
 use crate::config::ClusterConfig;
@@ -80,7 +82,40 @@ impl Default for CreateOptions {
 pub(crate) struct Inner {
     pub(crate) mds: Pool,
     pub(crate) iods: Pool,
-    pub(crate) credentials: Credentials,
+}
+
+/// The environment variable naming the agent socket, over the cluster file's.
+pub const AGENT_ENV: &str = "TESSERA_AGENT";
+
+/// Where this process's credentials come from: `$TESSERA_AGENT`, else the cluster key if
+/// this process can read it, else the agent the cluster file names.
+fn authenticator(config: &ClusterConfig, timeout: Duration) -> Arc<dyn Authenticator> {
+    if let Some(socket) = std::env::var_os(AGENT_ENV) {
+        return Arc::new(AgentClient::new(socket.into(), timeout));
+    }
+    if let Some(key) = config
+        .auth
+        .key
+        .as_deref()
+        .filter(|key| ClusterKey::readable(key))
+    {
+        return match KeySigner::from_key_file(key) {
+            Ok(signer) => Arc::new(signer),
+            Err(err) => Arc::new(NoAuthenticator(err.to_string())),
+        };
+    }
+    if let Some(agent) = &config.auth.agent {
+        return Arc::new(AgentClient::new(agent.clone(), timeout));
+    }
+    Arc::new(NoAuthenticator(format!(
+        "no credential: this process cannot read the cluster key{} and no agent socket is named (cluster file [auth] agent, or ${AGENT_ENV})",
+        config
+            .auth
+            .key
+            .as_ref()
+            .map(|key| format!(" {}", key.display()))
+            .unwrap_or_default()
+    )))
 }
 
 /// A connection to one Tessera cluster. Cheap to clone; safe to share between threads.
@@ -100,12 +135,14 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// A client of the cluster described by `config`. Connections are made on first use.
     pub fn new(config: &ClusterConfig, options: &ClientOptions) -> Self {
+        let auth = authenticator(config, options.timeout);
         let mds = Pool::new(
             vec![Peer::tcp(
                 format!("mds at {}", config.mds.address),
                 config.mds.address.clone(),
             )],
             options.timeout,
+            auth.clone(),
         );
         let iods = Pool::new(
             config
@@ -118,24 +155,14 @@ impl Client {
                 })
                 .collect(),
             options.timeout,
+            auth,
         );
-        // SAFETY: getuid and getgid cannot fail and touch no memory of ours.
-        let credentials = unsafe {
-            Credentials {
-                uid: libc::getuid(),
-                gid: libc::getgid(),
-            }
-        };
         #[cfg(feature = "ofi")]
         if let Some(fabric) = crate::fabric::open(config, options) {
             iods.set_fabric(Some(fabric));
         }
         Self {
-            inner: Arc::new(Inner {
-                mds,
-                iods,
-                credentials,
-            }),
+            inner: Arc::new(Inner { mds, iods }),
         }
     }
 
@@ -197,8 +224,14 @@ impl Client {
             .with_once(0, |connection| connection.call(request))?)
     }
 
-    pub(crate) fn credentials(&self) -> Credentials {
-        self.inner.credentials.clone()
+    /// This process's credential (from the key or the agent), renewed before it expires.
+    pub(crate) fn credentials(&self) -> Result<Credentials, ClientError> {
+        self.inner.mds.authenticator().credentials().map_err(|err| {
+            ClientError::Net(tessera_net::NetError::Auth {
+                peer: self.inner.mds.peers()[0].name.clone(),
+                detail: err.to_string(),
+            })
+        })
     }
 
     /// Asks the mds and every iod who they are, in that order ("mds", then "iod N").
@@ -243,14 +276,14 @@ impl Client {
     /// Attributes of `path`, with the file size computed from the servers.
     pub fn stat(&self, path: &str) -> Result<Attr, ClientError> {
         self.mds_call(&Stat {
-            credentials: self.credentials(),
+            credentials: self.credentials()?,
             path: path.to_owned(),
         })
     }
 
     pub(crate) fn stat_handle(&self, handle: u64) -> Result<Attr, ClientError> {
         self.mds_call(&StatHandle {
-            credentials: self.credentials(),
+            credentials: self.credentials()?,
             handle,
         })
     }
@@ -258,7 +291,7 @@ impl Client {
     /// Creates a directory.
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
         self.mds_call_once(&Mkdir {
-            credentials: self.credentials(),
+            credentials: self.credentials()?,
             path: path.to_owned(),
             mode,
         })
@@ -267,7 +300,7 @@ impl Client {
     /// Removes an empty directory.
     pub fn rmdir(&self, path: &str) -> Result<(), ClientError> {
         self.mds_call_once(&Rmdir {
-            credentials: self.credentials(),
+            credentials: self.credentials()?,
             path: path.to_owned(),
         })
         .map(drop)
@@ -276,7 +309,7 @@ impl Client {
     /// Removes a file and its data.
     pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
         self.mds_call_once(&Unlink {
-            credentials: self.credentials(),
+            credentials: self.credentials()?,
             path: path.to_owned(),
         })
         .map(drop)
@@ -285,7 +318,7 @@ impl Client {
     /// Moves `source` to `target`, replacing a file (or empty directory) there.
     pub fn rename(&self, source: &str, target: &str) -> Result<(), ClientError> {
         self.mds_call_once(&Rename {
-            credentials: self.credentials(),
+            credentials: self.credentials()?,
             source: source.to_owned(),
             target: target.to_owned(),
         })
@@ -295,7 +328,7 @@ impl Client {
     /// Sets the size of a file.
     pub fn truncate(&self, path: &str, size: u64) -> Result<Attr, ClientError> {
         self.mds_call(&Truncate {
-            credentials: self.credentials(),
+            credentials: self.credentials()?,
             path: path.to_owned(),
             size,
         })
@@ -307,7 +340,7 @@ impl Client {
         let mut after = String::new();
         loop {
             let page = self.mds_call(&Readdir {
-                credentials: self.credentials(),
+                credentials: self.credentials()?,
                 path: path.to_owned(),
                 after: after.clone(),
             })?;
@@ -326,7 +359,7 @@ impl Client {
             check_encodable("pattern layout", datatype)?;
         }
         let create = Create {
-            credentials: self.credentials(),
+            credentials: self.credentials()?,
             path: path.to_owned(),
             mode: options.mode,
             exclusive: options.exclusive,
@@ -335,20 +368,44 @@ impl Client {
             pattern: options.pattern.clone(),
         };
         // An exclusive create repeated after it took effect would report `Exists`.
-        let attr = if options.exclusive {
+        let opened = if options.exclusive {
             self.mds_call_once(&create)?
         } else {
             self.mds_call(&create)?
         };
-        File::new(self.clone(), path, attr, OpenMode::ReadWrite)
+        File::new(self.clone(), path, opened, OpenMode::ReadWrite)
     }
 
-    /// Opens an existing file.
+    /// Opens an existing file: the mds checks `mode` against the file's permissions and
+    /// signs a capability for it.
     pub fn open(&self, path: &str, mode: OpenMode) -> Result<File, ClientError> {
-        let attr = self.mds_call(&Lookup {
-            credentials: self.credentials(),
+        let (read, write) = mode.rights();
+        let opened = self.mds_call(&Open {
+            credentials: self.credentials()?,
             path: path.to_owned(),
+            read,
+            write,
         })?;
-        File::new(self.clone(), path, attr, mode)
+        File::new(self.clone(), path, opened, mode)
+    }
+
+    /// A fresh capability for an open file.
+    pub(crate) fn renew(&self, handle: u64, mode: OpenMode) -> Result<Opened, ClientError> {
+        let (read, write) = mode.rights();
+        self.mds_call(&Renew {
+            credentials: self.credentials()?,
+            handle,
+            read,
+            write,
+        })
+    }
+
+    /// Resolves a path to its attributes (size 0; see [`Client::stat`]) with no access check
+    /// beyond searching its directories.
+    pub fn lookup(&self, path: &str) -> Result<Attr, ClientError> {
+        self.mds_call(&Lookup {
+            credentials: self.credentials()?,
+            path: path.to_owned(),
+        })
     }
 }

@@ -13,6 +13,10 @@
 //! [ofi]                  # optional: the iods serve one-sided transfers over libfabric
 //! provider = "tcp;ofi_rxm"
 //! node = "127.0.0.1"
+//!
+//! [auth]
+//! key = "/c/key"         # used when this process can read it (mode 0600)
+//! agent = "/c/agent.sock" # else this host's agent signs ($TESSERA_AGENT overrides)
 //! ```
 
 use std::path::Path;
@@ -56,6 +60,18 @@ pub struct OfiEntry {
     pub node: Option<String>,
 }
 
+/// How a client proves who it is (`[auth]`): by the cluster key when it can read it (root on
+/// a cluster it started, the servers), else by asking the agent of its host.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AuthEntry {
+    /// The cluster key file (mode 0600; readable by its owner only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<std::path::PathBuf>,
+    /// The Unix socket of this host's agent (`tessera agent`); `$TESSERA_AGENT` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<std::path::PathBuf>,
+}
+
 /// Where a cluster's servers are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterConfig {
@@ -67,6 +83,9 @@ pub struct ClusterConfig {
     /// The fabric the iods serve one-sided transfers over, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ofi: Option<OfiEntry>,
+    /// How clients authenticate.
+    #[serde(default)]
+    pub auth: AuthEntry,
 }
 
 impl ClusterConfig {
@@ -142,6 +161,10 @@ mod tests {
                 provider: "shm".into(),
                 node: None,
             }),
+            auth: AuthEntry {
+                key: Some("/c/key".into()),
+                agent: Some("/c/agent.sock".into()),
+            },
         };
         let text = toml::to_string(&config).unwrap();
         assert!(text.contains("[[iod]]"), "{text}");

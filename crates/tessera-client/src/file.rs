@@ -12,7 +12,7 @@ use tessera_net::local::policy::{Mechanism, Transfer, TransferPolicy};
 use tessera_net::{Lease, NetError, PieceData, PieceDataMut, TransferCounts};
 use tessera_proto::limits::{FILE_BYTES_MAX, LIST_PIECES_MAX, PIECE_BYTES_MAX};
 use tessera_proto::{
-    Attr, Capability, ErrorCode, FileKind, Layout, ObjectSync, Piece, Read, StoragePlan,
+    Attr, Capability, ErrorCode, FileKind, Layout, ObjectSync, Opened, Piece, Read, StoragePlan,
     TransferMode, Write,
 };
 
@@ -32,6 +32,15 @@ pub enum OpenMode {
 }
 
 impl OpenMode {
+    /// The rights asked of the mds: (read, write).
+    pub(crate) fn rights(self) -> (bool, bool) {
+        match self {
+            Self::ReadOnly => (true, false),
+            Self::WriteOnly => (false, true),
+            Self::ReadWrite => (true, true),
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::ReadOnly => "reading only",
@@ -105,15 +114,44 @@ pub struct File {
     pub(crate) storage: StoragePlan,
     /// Ids of the views declared through this file and its clones, released at close.
     pub(crate) views: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
+    /// The capability every request to the file's iods carries, shared with the clones and
+    /// renewed before it expires.
+    held: std::sync::Arc<std::sync::Mutex<HeldCapability>>,
+}
+
+/// A capability and when it was received (to renew it at a quarter of its life left).
+#[derive(Debug, Clone)]
+struct HeldCapability {
+    capability: Capability,
+    received_s: u64,
+    expires_s: u64,
+}
+
+impl HeldCapability {
+    fn new(capability: Capability) -> Self {
+        // The client reads its capability's expiry; only the iods check the tag.
+        let expires_s = tessera_auth::Grant::parse(&capability).map_or(0, |grant| grant.expires_s);
+        Self {
+            capability,
+            received_s: tessera_auth::now_s(),
+            expires_s,
+        }
+    }
+
+    fn due(&self) -> bool {
+        let life = self.expires_s.saturating_sub(self.received_s);
+        tessera_auth::now_s() + life / u64::from(tessera_auth::RENEW_FRACTION) >= self.expires_s
+    }
 }
 
 impl File {
     pub(crate) fn new(
         client: Client,
         path: &str,
-        attr: Attr,
+        opened: Opened,
         mode: OpenMode,
     ) -> Result<Self, ClientError> {
+        let Opened { attr, capability } = opened;
         let (FileKind::File, Some(layout)) = (attr.kind, attr.layout) else {
             return Err(ClientError::Server {
                 code: ErrorCode::IsDirectory,
@@ -142,7 +180,22 @@ impl File {
             transfer: TransferPolicy::Auto,
             storage: StoragePlan::Auto,
             views: std::sync::Arc::default(),
+            held: std::sync::Arc::new(std::sync::Mutex::new(HeldCapability::new(capability))),
         })
+    }
+
+    /// The capability this file's requests carry, renewed from the mds first when less than
+    /// a quarter of its life is left (long-running programs never see one expire).
+    pub fn capability(&self) -> Result<Capability, ClientError> {
+        let mut held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.due() {
+            let opened = self.client.renew(self.handle, self.mode)?;
+            *held = HeldCapability::new(opened.capability);
+        }
+        Ok(held.capability.clone())
     }
 
     /// The path the file was opened by.
@@ -239,6 +292,7 @@ impl File {
 
     /// Flushes the file's data on every server to stable storage.
     pub fn sync(&self) -> Result<(), ClientError> {
+        let capability = self.capability()?;
         for &server in self.layout.servers() {
             self.client
                 .inner
@@ -246,6 +300,7 @@ impl File {
                 .with(usize::from(server), |connection| {
                     connection.call(&ObjectSync {
                         handle: self.handle,
+                        capability: capability.clone(),
                     })
                 })?;
         }
@@ -356,7 +411,7 @@ impl File {
         ) -> Result<(tessera_proto::IoReply, TransferCounts), NetError>,
     ) -> Result<IoReport, ClientError> {
         let pool = &self.client.inner.iods;
-        let capability = Capability::default();
+        let capability = self.capability()?;
         let mut report = IoReport {
             bytes: plan.total_bytes,
             servers: plan.server_positions().len() as u64,
@@ -447,6 +502,7 @@ impl File {
     ) -> Result<IoReport, ClientError> {
         let lengths: Vec<u64> = memory.iter().map(|slice| slice.len() as u64).collect();
         self.check("write", &lengths, file)?;
+        let capability = self.capability()?;
         let plan = Plan::new(&self.layout, file);
         let carved = plan.carve(memory.iter().map(|slice| &**slice));
         let requests: Vec<(Write, Transfer, PieceData<'_>)> = plan
@@ -458,7 +514,7 @@ impl File {
                     self.transfer_for(request.server_position, request.bytes, &carved.slices);
                 let write = Write {
                     handle: self.handle,
-                    capability: Capability::default(),
+                    capability: capability.clone(),
                     mode: transfer.wire_mode(),
                     storage: self.storage,
                     pieces: request.pieces.clone(),
@@ -489,6 +545,7 @@ impl File {
     ) -> Result<IoReport, ClientError> {
         let lengths: Vec<u64> = memory.iter().map(|slice| slice.len() as u64).collect();
         self.check("read", &lengths, file)?;
+        let capability = self.capability()?;
         let plan = Plan::new(&self.layout, file);
         let carved = plan.carve(memory.iter_mut().map(|slice| &mut **slice));
         let mut reads: Vec<(Read, Transfer)> = Vec::with_capacity(plan.requests.len());
@@ -499,7 +556,7 @@ impl File {
             reads.push((
                 Read {
                     handle: self.handle,
-                    capability: Capability::default(),
+                    capability: capability.clone(),
                     mode: transfer.wire_mode(),
                     storage: self.storage,
                     pieces: request.pieces.clone(),

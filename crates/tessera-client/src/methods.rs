@@ -286,7 +286,12 @@ impl File {
         };
         let mds = &self.client.inner.mds;
         let peer = &mds.peers()[0];
-        let mut connection = Connection::connect(peer.name.clone(), &peer.address, mds.timeout())?;
+        let mut connection = Connection::connect(
+            peer.name.clone(),
+            &peer.address,
+            mds.timeout(),
+            &**mds.authenticator(),
+        )?;
         let slice_max = (mds.timeout() / 2).max(Duration::from_millis(1));
         let mut pause = Duration::from_millis(1);
         loop {

@@ -274,7 +274,7 @@ impl SharedPointer {
         let mut after = prefix.to_owned();
         'pages: loop {
             let page = match client.mds_call(&Readdir {
-                credentials: client.credentials(),
+                credentials: client.credentials()?,
                 path: SHARED_POINTER_DIR.to_owned(),
                 after: after.clone(),
             }) {

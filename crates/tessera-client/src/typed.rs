@@ -335,9 +335,10 @@ impl File {
             filetype,
             displacement,
         )?;
+        let capability = self.capability()?;
         self.send_writes(&plan, runs.slices(memory), |planned, mode| WriteType {
             handle: self.handle,
-            capability: Capability::default(),
+            capability: capability.clone(),
             mode,
             storage: self.storage,
             file: self.file_type(planned.server_position, filetype, displacement),
@@ -360,9 +361,10 @@ impl File {
         let (runs, plan) =
             self.type_plan("read", memory.len(), memtype, count, filetype, displacement)?;
         let slices = runs.slices_mut(memory)?;
+        let capability = self.capability()?;
         self.send_reads(&plan, slices, |planned, mode| ReadType {
             handle: self.handle,
-            capability: Capability::default(),
+            capability: capability.clone(),
             mode,
             storage: self.storage,
             file: self.file_type(planned.server_position, filetype, displacement),
@@ -408,6 +410,11 @@ impl File {
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
         let mut first_error = None;
+        let capability = if views.is_empty() {
+            Capability::default()
+        } else {
+            self.capability()?
+        };
         for view_id in views {
             for &server in self.layout.servers() {
                 let released = self
@@ -417,6 +424,7 @@ impl File {
                     .with(usize::from(server), |connection| {
                         connection.call(&ReleaseView {
                             handle: self.handle,
+                            capability: capability.clone(),
                             view_id,
                         })
                     });
@@ -489,6 +497,7 @@ impl View {
         for &position in positions {
             let declare = DeclareView {
                 handle: self.file.handle,
+                capability: self.file.capability()?,
                 view_id: self.id,
                 file: self
                     .file
@@ -553,11 +562,12 @@ impl View {
     ) -> Result<IoReport, ClientError> {
         self.file.check("write", &[], &[])?;
         let plan = self.plan("write", offset, runs.total)?;
+        let capability = self.file.capability()?;
         self.with_redeclare(&plan, || {
             self.file
                 .send_writes(&plan, runs.slices(memory), |planned, mode| WriteView {
                     handle: self.file.handle,
-                    capability: Capability::default(),
+                    capability: capability.clone(),
                     mode,
                     storage: self.file.storage,
                     view_id: self.id,
@@ -576,12 +586,13 @@ impl View {
     ) -> Result<IoReport, ClientError> {
         self.file.check("read", &[], &[])?;
         let plan = self.plan("read", offset, runs.total)?;
+        let capability = self.file.capability()?;
         self.with_redeclare(&plan, || {
             let slices = runs.slices_mut(memory)?;
             self.file
                 .send_reads(&plan, slices, |planned, mode| ReadView {
                     handle: self.file.handle,
-                    capability: Capability::default(),
+                    capability: capability.clone(),
                     mode,
                     storage: self.file.storage,
                     view_id: self.id,
@@ -634,6 +645,7 @@ impl View {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .retain(|&id| id != self.id);
+        let capability = self.file.capability()?;
         for &server in self.file.layout.servers() {
             self.file
                 .client
@@ -642,6 +654,7 @@ impl View {
                 .with(usize::from(server), |connection| {
                     connection.call(&ReleaseView {
                         handle: self.file.handle,
+                        capability: capability.clone(),
                         view_id: self.id,
                     })
                 })?;

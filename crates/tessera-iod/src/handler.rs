@@ -8,17 +8,18 @@
 
 use std::sync::Arc;
 
+use tessera_auth::Rights;
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_proto::access::{server_share, Share};
 use tessera_proto::limits::{
     FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, SIEVE_CHUNK_BYTES_MAX,
 };
 use tessera_proto::{
-    CollectiveTag, DeclareView, Empty, ErrorCode, FileType, Header, IoReply, Layout, ObjectCreate,
-    ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece,
-    PingReply, Read, ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError,
-    RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, StoragePlan, TransferMode, Wire,
-    Write, WriteCollective, WriteType, WriteView, ROLE_IOD,
+    Capability, CollectiveTag, DeclareView, Decoder, Empty, ErrorCode, FileType, Header, IoReply,
+    Layout, ObjectCreate, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate,
+    Opcode, Piece, PingReply, Read, ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess,
+    RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, StoragePlan,
+    TransferMode, Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD,
 };
 use tokio::sync::Semaphore;
 
@@ -62,6 +63,9 @@ pub struct Iod {
     fabric: Option<Arc<crate::fabric::FabricServer>>,
     /// Server-directed collectives waiting for participants.
     collectives: Arc<Collectives>,
+    /// Data requests must carry a valid capability (always, but for the bench-only
+    /// [`Iod::without_capability_checks`]).
+    check_capabilities: bool,
 }
 
 impl Iod {
@@ -76,7 +80,18 @@ impl Iod {
             views: ViewTable::default(),
             fabric: None,
             collectives: Arc::default(),
+            check_capabilities: true,
         }
+    }
+
+    /// An iod that serves data requests without checking their capabilities. Only
+    /// `tessera bench listio` uses it, on servers it runs inside its own process, to
+    /// measure what the checks cost; no command line or configuration reaches it.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn without_capability_checks(mut self) -> Self {
+        self.check_capabilities = false;
+        self
     }
 
     /// Serves one-sided requests with fabric access over `fabric`.
@@ -543,6 +558,89 @@ impl Iod {
 }
 
 impl Iod {
+    /// Whether the connection may make this request: a capability with the rights it needs
+    /// on its handle for data requests, the mds's own connection for object life-cycle
+    /// requests. The outer error closes the connection (a body too short to hold a handle
+    /// and capability); the inner one is the refusal to answer.
+    fn authorize(
+        &self,
+        request: &Incoming,
+        connection: &mut ServerConnection,
+    ) -> Result<Result<(), RemoteError>, ConnectionError> {
+        let wanted = match request.opcode {
+            Opcode::ObjectCreate | Opcode::ObjectRemove | Opcode::ObjectTruncate => {
+                return Ok(if connection.is_server() {
+                    Ok(())
+                } else {
+                    Err(RemoteError::new(
+                        ErrorCode::PermissionDenied,
+                        format!(
+                            "permission denied: only the metadata server may {:?}; {} speaks for uid {}",
+                            request.opcode,
+                            connection.peer(),
+                            connection.credentials().uid
+                        ),
+                    ))
+                });
+            }
+            Opcode::Write | Opcode::WriteType | Opcode::WriteView | Opcode::WriteCollective => {
+                Rights::WRITE
+            }
+            Opcode::Read | Opcode::ReadType | Opcode::ReadView | Opcode::ReadCollective => {
+                Rights::READ
+            }
+            Opcode::DeclareView | Opcode::ReleaseView | Opcode::ObjectStat | Opcode::ObjectSync => {
+                Rights::ANY
+            }
+            // Ping, ServerStats and RemoteProbe touch no file; others are refused later.
+            _ => return Ok(Ok(())),
+        };
+        if !self.check_capabilities {
+            return Ok(Ok(()));
+        }
+        // Every request on a file starts with its handle and capability.
+        let mut decoder = Decoder::new(&request.body);
+        let handle = decoder
+            .u64()
+            .map_err(|err| ConnectionError::Refused(err.into()))?;
+        let capability =
+            Capability::decode(&mut decoder).map_err(|err| ConnectionError::Refused(err.into()))?;
+        Ok(connection.check_capability(&capability, handle, wanted))
+    }
+
+    /// `Data` frames that follow a request (a write in the multiple mode).
+    fn data_frames(request: &Incoming) -> Result<u32, ConnectionError> {
+        let multiple = |mode: TransferMode, frames: u32| {
+            if mode == TransferMode::Multiple {
+                frames
+            } else {
+                0
+            }
+        };
+        Ok(match request.opcode {
+            Opcode::Write => {
+                let write: Write = request.decode()?;
+                multiple(
+                    write.mode,
+                    u32::try_from(write.pieces.len()).expect("bounded by request_pieces_max"),
+                )
+            }
+            Opcode::WriteType => {
+                let write: WriteType = request.decode()?;
+                multiple(write.mode, write.pieces)
+            }
+            Opcode::WriteView => {
+                let write: WriteView = request.decode()?;
+                multiple(write.mode, write.pieces)
+            }
+            Opcode::WriteCollective => {
+                let write: WriteCollective = request.decode()?;
+                multiple(write.mode, write.pieces)
+            }
+            _ => 0,
+        })
+    }
+
     /// Hands an arrival to its collective and waits for the outcome: as the last arrival,
     /// serves the collective (`serve` on a blocking thread) and answers the others; otherwise
     /// waits for the last one, or for the tag's wait to run out.
@@ -867,6 +965,12 @@ impl Service for Iod {
                 format!("{:?} requests carry no bulk data", request.opcode),
             )));
         }
+        if let Err(error) = self.authorize(&request, connection)? {
+            // Nothing is touched; the request's data is dropped so the stream stays in step.
+            let frames = Self::data_frames(&request)?;
+            connection.skip_request_data(&header, frames).await?;
+            return connection.reply_error(&header, &error).await;
+        }
         match request.opcode {
             Opcode::Ping => {
                 let reply = PingReply {
@@ -895,12 +999,15 @@ impl Service for Iod {
                     handle,
                     view_id,
                     file,
+                    ..
                 } = request.decode()?;
                 let result = self.views.declare(handle, view_id, file).map(|()| Empty {});
                 Self::answer(connection, &header, result).await
             }
             Opcode::ReleaseView => {
-                let ReleaseView { handle, view_id } = request.decode()?;
+                let ReleaseView {
+                    handle, view_id, ..
+                } = request.decode()?;
                 self.views.release(handle, view_id);
                 Self::answer(connection, &header, Ok(Empty {})).await
             }
@@ -920,7 +1027,7 @@ impl Service for Iod {
                 Self::answer(connection, &header, result).await
             }
             Opcode::ObjectStat => {
-                let ObjectStat { handle } = request.decode()?;
+                let ObjectStat { handle, .. } = request.decode()?;
                 let result = self
                     .blocking(move |store| {
                         store
@@ -945,7 +1052,7 @@ impl Service for Iod {
                 Self::answer(connection, &header, result).await
             }
             Opcode::ObjectSync => {
-                let ObjectSync { handle } = request.decode()?;
+                let ObjectSync { handle, .. } = request.decode()?;
                 let result = self
                     .blocking(move |store| store.sync(handle).map(|()| Empty {}))
                     .await;

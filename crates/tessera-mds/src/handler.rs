@@ -14,13 +14,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tessera_auth::{ClusterKey, Grant, KeySigner, Rights};
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_net::{NetError, Peer, Pool};
 use tessera_proto::limits::FILE_BYTES_MAX;
 use tessera_proto::{
-    Attr, Create, Empty, ErrorCode, Layout, LockGranted, LockRange, Lookup, Mkdir, ObjectCreate,
-    ObjectRemove, ObjectStat, ObjectTruncate, Opcode, PingReply, Readdir, RemoteError, Rename,
-    Request, Rmdir, Stat, StatHandle, Truncate, Unlink, UnlockRange, Wire, ROLE_MDS,
+    Attr, Capability, Create, Credentials, Decoder, Empty, ErrorCode, Layout, LockGranted,
+    LockRange, Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat, ObjectTruncate, Opcode, Open,
+    Opened, PingReply, Readdir, RemoteError, Rename, Renew, Request, Rmdir, Stat, StatHandle,
+    Truncate, Unlink, UnlockRange, Wire, ROLE_MDS,
 };
 
 use crate::locks::{LockRequest, LockTable};
@@ -37,21 +39,54 @@ struct Inner {
     namespace: Namespace,
     iods: Pool,
     locks: LockTable,
+    /// Signs capabilities.
+    key: ClusterKey,
+    options: MdsOptions,
 }
 
+/// How the mds grants access.
+#[derive(Debug, Clone)]
+pub struct MdsOptions {
+    /// How long the capabilities it signs are accepted (`tessera mds --capability-seconds`).
+    pub capability_lifetime: Duration,
+}
+
+impl Default for MdsOptions {
+    fn default() -> Self {
+        Self {
+            capability_lifetime: tessera_auth::CAPABILITY_LIFETIME,
+        }
+    }
+}
+
+/// The layout epoch capabilities carry: a file's layout never changes after its create, so
+/// every capability names epoch 1 (a re-layout would sign a higher one).
+const LAYOUT_EPOCH: u64 = 1;
+
 impl Mds {
-    /// An mds over `namespace` whose files live on the iods at `iod_addresses` (index order).
-    pub fn new(namespace: Namespace, iod_addresses: &[String], timeout: Duration) -> Self {
+    /// An mds over `namespace` whose files live on the iods at `iod_addresses` (index order),
+    /// holding the cluster `key` (to check credentials, sign capabilities and authenticate
+    /// to the iods as a server).
+    pub fn new(
+        namespace: Namespace,
+        iod_addresses: &[String],
+        timeout: Duration,
+        key: ClusterKey,
+        options: MdsOptions,
+    ) -> Self {
         let peers = iod_addresses
             .iter()
             .enumerate()
             .map(|(index, address)| Peer::tcp(format!("iod {index} at {address}"), address.clone()))
             .collect();
+        let signer = Arc::new(KeySigner::server(key.clone()));
         Self {
             inner: Arc::new(Inner {
                 namespace,
-                iods: Pool::new(peers, timeout),
+                iods: Pool::new(peers, timeout, signer),
                 locks: LockTable::new(),
+                key,
+                options,
             }),
         }
     }
@@ -85,7 +120,13 @@ impl Inner {
         let mut size = 0;
         let mut mtime_ns = 0;
         for (position, &server) in layout.servers().iter().enumerate() {
-            let reply = self.iod_call(server, &ObjectStat { handle })?;
+            let reply = self.iod_call(
+                server,
+                &ObjectStat {
+                    handle,
+                    capability: Capability::default(),
+                },
+            )?;
             let local_max = layout.local_size(position, FILE_BYTES_MAX);
             if reply.size > local_max {
                 return Err(RemoteError::new(
@@ -120,10 +161,78 @@ impl Inner {
         }
     }
 
-    fn create(&self, request: &Create) -> Result<Attr, RemoteError> {
+    /// A capability for `rights` on `handle`, for `credentials`' uid.
+    fn capability(&self, credentials: &Credentials, handle: u64, rights: Rights) -> Capability {
+        let lifetime = self.options.capability_lifetime.as_secs();
+        Grant {
+            handle,
+            rights,
+            uid: credentials.uid,
+            expires_s: tessera_auth::now_s().saturating_add(lifetime),
+            epoch: LAYOUT_EPOCH,
+        }
+        .sign(&self.key)
+    }
+
+    /// Opens `path` (or the file `handle`, renewing) for `rights`: the mode check, then a
+    /// capability.
+    fn open(
+        &self,
+        credentials: &Credentials,
+        target: Result<&str, u64>,
+        rights: Rights,
+    ) -> Result<Opened, RemoteError> {
+        let (handle, inode) = match target {
+            Ok(path) => self.namespace.lookup(path)?,
+            Err(handle) => (handle, self.namespace.get(handle)?),
+        };
+        let name = || match target {
+            Ok(path) => path.to_owned(),
+            Err(handle) => format!("handle {handle:#x}"),
+        };
+        if inode.is_directory() {
+            return Err(RemoteError::new(
+                ErrorCode::IsDirectory,
+                format!("{} is a directory", name()),
+            ));
+        }
+        crate::namespace::check_open(&inode, credentials, rights.read, rights.write).map_err(
+            |missing| {
+                RemoteError::new(
+                    ErrorCode::PermissionDenied,
+                    format!("permission denied: {} (needs {missing})", name()),
+                )
+            },
+        )?;
+        Ok(Opened {
+            attr: inode.attr(handle, 0)?,
+            capability: self.capability(credentials, handle, rights),
+        })
+    }
+
+    fn create(&self, request: &Create) -> Result<Opened, RemoteError> {
+        let attr = self.create_objects(request)?;
+        Ok(Opened {
+            capability: self.capability(&request.credentials, attr.handle, Rights::READ_WRITE),
+            attr,
+        })
+    }
+
+    fn create_objects(&self, request: &Create) -> Result<Attr, RemoteError> {
         let plan = self.namespace.plan_create(request)?;
         let (handle, inode) = match plan {
-            CreatePlan::Existing(handle, inode) => return self.attr(handle, &inode),
+            CreatePlan::Existing(handle, inode) => {
+                // Opening an existing file this way opens it for reading and writing.
+                crate::namespace::check_open(&inode, &request.credentials, true, true).map_err(
+                    |missing| {
+                        RemoteError::new(
+                            ErrorCode::PermissionDenied,
+                            format!("permission denied: {} (needs {missing})", request.path),
+                        )
+                    },
+                )?;
+                return self.attr(handle, &inode);
+            }
             CreatePlan::New(handle, inode) => (handle, inode),
         };
         for (made, &server) in inode.servers.iter().enumerate() {
@@ -259,6 +368,22 @@ impl Inner {
                 let truncate: Truncate = request.decode().map_err(Err)?;
                 body(self.truncate(&truncate))
             }
+            Opcode::Open => {
+                let open: Open = request.decode().map_err(Err)?;
+                let rights = Rights {
+                    read: open.read,
+                    write: open.write,
+                };
+                body(self.open(&open.credentials, Ok(&open.path), rights))
+            }
+            Opcode::Renew => {
+                let renew: Renew = request.decode().map_err(Err)?;
+                let rights = Rights {
+                    read: renew.read,
+                    write: renew.write,
+                };
+                body(self.open(&renew.credentials, Err(renew.handle), rights))
+            }
             other => Err(Ok(RemoteError::new(
                 ErrorCode::Protocol,
                 format!("the metadata server does not serve {other:?}"),
@@ -321,6 +446,18 @@ impl Service for Mds {
                 ErrorCode::Protocol,
                 "metadata requests carry no bulk data",
             )));
+        }
+        if !matches!(
+            request.opcode,
+            Opcode::Ping | Opcode::LockRange | Opcode::UnlockRange
+        ) {
+            // Every namespace request starts with the caller's credential: believe it only
+            // when it is signed, current and this connection's.
+            let credentials = Credentials::decode(&mut Decoder::new(&request.body))
+                .map_err(|err| ConnectionError::Refused(err.into()))?;
+            if let Err(error) = connection.check_credentials(&credentials) {
+                return connection.reply_error(&header, &error).await;
+            }
         }
         let outcome = match request.opcode {
             Opcode::LockRange => {

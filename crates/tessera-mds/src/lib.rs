@@ -11,5 +11,5 @@ pub mod handler;
 pub mod locks;
 pub mod namespace;
 
-pub use handler::Mds;
+pub use handler::{Mds, MdsOptions};
 pub use namespace::Namespace;

@@ -126,6 +126,34 @@ impl Inode {
     }
 }
 
+/// Whether `credentials` may open `inode` for reading and/or writing by its mode bits;
+/// otherwise the missing right ("read", "write"). Root may do both.
+pub fn check_open(
+    inode: &Inode,
+    credentials: &Credentials,
+    read: bool,
+    write: bool,
+) -> Result<(), &'static str> {
+    if credentials.uid == 0 {
+        return Ok(());
+    }
+    let shift = if credentials.uid == inode.uid {
+        6
+    } else if credentials.gid == inode.gid || credentials.groups.contains(&inode.gid) {
+        3
+    } else {
+        0
+    };
+    let bits = (inode.mode >> shift) & 0o7;
+    if read && bits & 0o4 == 0 {
+        return Err("read");
+    }
+    if write && bits & 0o2 == 0 {
+        return Err("write");
+    }
+    Ok(())
+}
+
 /// The outcome of preparing a create.
 #[derive(Debug)]
 pub enum CreatePlan {
@@ -371,7 +399,7 @@ impl Namespace {
                 }
             }
             if inodes.get(ROOT_HANDLE).map_err(store_error)?.is_none() {
-                let root = Inode::directory(0o755, &Credentials { uid: 0, gid: 0 }, ROOT_HANDLE);
+                let root = Inode::directory(0o755, &Credentials::default(), ROOT_HANDLE);
                 inodes
                     .insert(ROOT_HANDLE, encode_inode(&root)?.as_slice())
                     .map_err(store_error)?;
@@ -849,15 +877,18 @@ impl Namespace {
 mod tests {
     use super::*;
 
-    const CREDENTIALS: Credentials = Credentials {
-        uid: 1000,
-        gid: 100,
-    };
+    fn credentials() -> Credentials {
+        Credentials {
+            uid: 1000,
+            gid: 100,
+            ..Credentials::default()
+        }
+    }
 
     fn create(namespace: &Namespace, path: &str) -> u64 {
         match namespace
             .plan_create(&Create {
-                credentials: CREDENTIALS,
+                credentials: credentials(),
                 path: path.to_owned(),
                 mode: 0o644,
                 exclusive: true,
@@ -882,7 +913,7 @@ mod tests {
         let file;
         {
             let namespace = Namespace::open(&db, 4, 65536).unwrap();
-            namespace.mkdir(&CREDENTIALS, "/a", 0o755).unwrap();
+            namespace.mkdir(&credentials(), "/a", 0o755).unwrap();
             file = create(&namespace, "/a/f");
             let (_, inode) = namespace.lookup("/a/f").unwrap();
             assert_eq!(inode.servers.len(), 4);
@@ -895,14 +926,14 @@ mod tests {
             );
             assert_eq!(
                 namespace
-                    .mkdir(&CREDENTIALS, "/a/f/x", 0o755)
+                    .mkdir(&credentials(), "/a/f/x", 0o755)
                     .unwrap_err()
                     .code,
                 ErrorCode::NotDirectory
             );
             assert_eq!(
                 namespace
-                    .mkdir(&CREDENTIALS, "/b", 0o17777)
+                    .mkdir(&credentials(), "/b", 0o17777)
                     .unwrap_err()
                     .code,
                 ErrorCode::InvalidArgument
@@ -938,8 +969,8 @@ mod tests {
     fn rename_refuses_moving_a_directory_into_itself() {
         let dir = tempfile::tempdir().unwrap();
         let namespace = Namespace::open(&dir.path().join("m.redb"), 1, 65536).unwrap();
-        namespace.mkdir(&CREDENTIALS, "/d", 0o755).unwrap();
-        namespace.mkdir(&CREDENTIALS, "/d/e", 0o755).unwrap();
+        namespace.mkdir(&credentials(), "/d", 0o755).unwrap();
+        namespace.mkdir(&credentials(), "/d/e", 0o755).unwrap();
         assert_eq!(
             namespace.rename("/d", "/d/e/x").unwrap_err().code,
             ErrorCode::InvalidArgument
@@ -956,7 +987,7 @@ mod tests {
         let total = READDIR_ENTRIES_MAX as usize + 5;
         for i in 0..total {
             namespace
-                .mkdir(&CREDENTIALS, &format!("/d{i:05}"), 0o755)
+                .mkdir(&credentials(), &format!("/d{i:05}"), 0o755)
                 .unwrap();
         }
         let first = namespace.readdir("/", "").unwrap();

@@ -13,10 +13,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tessera_auth::Authenticator;
 use tessera_proto::limits::{HEADER_BYTES, REMOTE_SEGMENTS_MAX};
 use tessera_proto::{
-    ErrorCode, Header, IoReply, Opcode, Piece, Read as ReadRequest, RemoteAccess, RemoteError,
-    RemoteMemory, RemoteProbe, RemoteSegment, Request, TransferMode, Wire, Write,
+    Challenge, ErrorCode, Header, Hello, IoReply, Opcode, Piece, Read as ReadRequest, RemoteAccess,
+    RemoteError, RemoteMemory, RemoteProbe, RemoteSegment, Request, TransferMode, Wire, Write,
 };
 
 use crate::error::NetError;
@@ -107,6 +108,8 @@ pub struct Connection {
     /// one-sided transfer reaches), so a child must open connections of its own
     /// ([`Connection::inherited`], [`crate::pool::Pool::lease`]).
     opened_by: u32,
+    /// The index the server named in its challenge.
+    server_index: u16,
 }
 
 /// Memory lent to the server for the outstanding request. Fields drop in order: the
@@ -147,6 +150,7 @@ impl Connection {
         peer: impl Into<String>,
         address: &str,
         timeout: Duration,
+        auth: &dyn Authenticator,
     ) -> Result<Self, NetError> {
         let peer = peer.into();
         let connect_error = |source| NetError::Connect {
@@ -168,7 +172,9 @@ impl Connection {
                     stream
                         .set_write_timeout(Some(timeout))
                         .map_err(connect_error)?;
-                    return Ok(Self::over(Stream::Tcp(stream), peer, timeout));
+                    let mut connection = Self::over(Stream::Tcp(stream), peer, timeout);
+                    connection.handshake(auth)?;
+                    return Ok(connection);
                 }
                 Err(err) => last_error = err,
             }
@@ -184,6 +190,7 @@ impl Connection {
         path: &Path,
         address: &str,
         timeout: Duration,
+        auth: &dyn Authenticator,
     ) -> Result<Self, NetError> {
         let peer = peer.into();
         let stream = match Stream::connect_unix(path, timeout) {
@@ -193,10 +200,11 @@ impl Connection {
                     "{peer}: no local socket at {} ({err}); using tcp",
                     path.display()
                 );
-                return Self::connect(peer, address, timeout);
+                return Self::connect(peer, address, timeout, auth);
             }
         };
         let mut connection = Self::over(stream, peer, timeout);
+        connection.handshake(auth)?;
         match connection.probe() {
             Ok(()) => {
                 connection.one_sided = true;
@@ -239,6 +247,7 @@ impl Connection {
             lent: None,
             eager: None,
             opened_by: std::process::id(),
+            server_index: 0,
         }
     }
 
@@ -257,6 +266,52 @@ impl Connection {
         if let Some(lent) = self.lent.take() {
             std::mem::forget(lent);
         }
+    }
+
+    /// The handshake every connection starts with (`tessera_auth::handshake`): reads the
+    /// server's challenge, answers it with this process's credential and proof, and checks
+    /// that the server's welcome proves it holds the cluster key.
+    fn handshake(&mut self, auth: &dyn Authenticator) -> Result<(), NetError> {
+        let header = self.read_header()?;
+        if header.opcode != Hello::OPCODE as u8
+            || !header.is_reply()
+            || header.is_error()
+            || header.request_id != 0
+            || header.bulk_bytes != 0
+            || header.body_bytes > 64
+        {
+            return Err(self.protocol(format!(
+                "expected the server's challenge, got opcode {:#04x} flags {:#x}",
+                header.opcode, header.flags
+            )));
+        }
+        let body = self.read_vec(header.body_bytes)?;
+        let challenge =
+            Challenge::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+        let answer = auth
+            .answer(&challenge.nonce)
+            .map_err(|err| NetError::Auth {
+                peer: self.peer.clone(),
+                detail: err.to_string(),
+            })?;
+        let welcome = self.call(&Hello {
+            credentials: answer.credentials,
+            proof: answer.proof,
+        })?;
+        if welcome.proof != answer.welcome {
+            return Err(NetError::Auth {
+                peer: self.peer.clone(),
+                detail: "the server's welcome is not signed with this cluster's key".to_owned(),
+            });
+        }
+        self.server_index = challenge.server_index;
+        Ok(())
+    }
+
+    /// The index the server gave in its challenge (an iod's index in the cluster; 0 for the
+    /// mds).
+    pub fn server_index(&self) -> u16 {
+        self.server_index
     }
 
     /// Asks the server to pull a token out of this process's memory (directly, on a

@@ -46,6 +46,15 @@ pub enum NetError {
         /// What the registrar said.
         detail: String,
     },
+    /// The handshake failed: this process has no credential (no readable key, no agent), or
+    /// the server did not prove it holds the cluster key.
+    #[error("authenticating with {peer}: {detail}")]
+    Auth {
+        /// The server.
+        peer: String,
+        /// What failed.
+        detail: String,
+    },
     /// The server refused the request.
     #[error("{peer}: {error}")]
     Remote {

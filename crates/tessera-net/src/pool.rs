@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tessera_auth::Authenticator;
+
 use crate::client::{Connection, Registration};
 use crate::error::NetError;
 use crate::fabric::Fabric;
@@ -44,6 +46,8 @@ pub struct Pool {
     timeout: Duration,
     registration: Mutex<Option<Arc<dyn Registration>>>,
     fabric: Mutex<Option<Arc<dyn Fabric>>>,
+    /// Answers each new connection's handshake.
+    auth: Arc<dyn Authenticator>,
 }
 
 /// A connection checked out of a pool; dropped from the pool with [`Lease::discard`].
@@ -81,8 +85,9 @@ impl Lease<'_> {
 }
 
 impl Pool {
-    /// A pool over `peers`; every connect, send and receive gives up after `timeout`.
-    pub fn new(peers: Vec<Peer>, timeout: Duration) -> Self {
+    /// A pool over `peers`; every connect, send and receive gives up after `timeout`, and
+    /// every new connection authenticates through `auth`.
+    pub fn new(peers: Vec<Peer>, timeout: Duration, auth: Arc<dyn Authenticator>) -> Self {
         let connections = peers.iter().map(|_| Mutex::new(None)).collect();
         Self {
             peers,
@@ -90,7 +95,13 @@ impl Pool {
             timeout,
             registration: Mutex::new(None),
             fabric: Mutex::new(None),
+            auth,
         }
+    }
+
+    /// The source of this pool's credentials.
+    pub fn authenticator(&self) -> &Arc<dyn Authenticator> {
+        &self.auth
     }
 
     /// Registers the memory of one-sided transfers on every connection through
@@ -149,10 +160,19 @@ impl Pool {
         if slot.is_none() {
             let peer = &self.peers[index];
             *slot = Some(match &peer.local {
-                Some(path) => {
-                    Connection::connect_local(peer.name.clone(), path, &peer.address, self.timeout)?
-                }
-                None => Connection::connect(peer.name.clone(), &peer.address, self.timeout)?,
+                Some(path) => Connection::connect_local(
+                    peer.name.clone(),
+                    path,
+                    &peer.address,
+                    self.timeout,
+                    &*self.auth,
+                )?,
+                None => Connection::connect(
+                    peer.name.clone(),
+                    &peer.address,
+                    self.timeout,
+                    &*self.auth,
+                )?,
             });
         }
         let registration = self

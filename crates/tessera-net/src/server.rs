@@ -12,9 +12,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use tessera_auth::{CapabilityCache, Rights, ServerAuth, HANDSHAKE_TIMEOUT};
 use tessera_proto::header::{FLAG_ERROR, FLAG_REPLY};
 use tessera_proto::limits::{CONNECTIONS_MAX, HEADER_BYTES, SERVER_REQUESTS_INFLIGHT_MAX};
-use tessera_proto::{Header, Opcode, Piece, RemoteError, Wire, WireError};
+use tessera_proto::{
+    Capability, Credentials, ErrorCode, Header, Hello, Opcode, Piece, Principal, RemoteError,
+    Request, Wire, WireError,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::Semaphore;
@@ -28,6 +32,9 @@ pub enum ConnectionError {
     /// The peer sent bytes that are not a valid frame.
     #[error("malformed frame: {0}")]
     Wire(#[from] WireError),
+    /// The peer failed the handshake (already answered; the connection is closed).
+    #[error("authentication failed: {0}")]
+    Auth(String),
     /// The request cannot be served and the stream cannot be resynchronised: the error is
     /// sent back, then the connection is closed.
     #[error("refused and closing: {0}")]
@@ -72,6 +79,14 @@ pub struct ServerConnection {
     stream: ServerStream,
     peer: String,
     peer_pid: Option<u32>,
+    /// The key, to check credentials and capabilities in requests.
+    auth: Arc<ServerAuth>,
+    /// Whom the connection speaks for, proved in its handshake.
+    credentials: Credentials,
+    /// The last credential a request carried that verified (other than the handshake's).
+    last_credentials: Option<Credentials>,
+    /// Capabilities that verified on this connection.
+    capabilities: CapabilityCache,
     /// The client's eager buffer, mapped at its first eager request.
     /// Shared regions of the peer mapped so far, least recently used first (at most
     /// `SHARED_REGIONS_PER_CONNECTION_MAX`).
@@ -146,6 +161,71 @@ impl ServerConnection {
     /// is visible in this pid namespace; `None` over TCP.
     pub fn peer_pid(&self) -> Option<u32> {
         self.peer_pid
+    }
+
+    /// Whom the connection speaks for (its handshake credential, verified).
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
+    }
+
+    /// Whether the peer is a server of the cluster (the mds), not a user's process.
+    pub fn is_server(&self) -> bool {
+        self.credentials.principal == Principal::Server
+    }
+
+    /// Checks the credential a request carries: signed with the cluster key, not expired, and
+    /// (on a user's connection) for the uid the connection authenticated as. A server's
+    /// connection may speak for any user.
+    pub fn check_credentials(&mut self, credentials: &Credentials) -> Result<(), RemoteError> {
+        let refused = |detail: String| {
+            RemoteError::new(
+                ErrorCode::PermissionDenied,
+                format!("permission denied: {detail}"),
+            )
+        };
+        let known =
+            *credentials == self.credentials || self.last_credentials.as_ref() == Some(credentials);
+        if known {
+            tessera_auth::handshake::check_credentials_expiry(credentials)
+                .map_err(|err| refused(err.to_string()))?;
+        } else {
+            tessera_auth::handshake::verify_credentials(self.auth.key(), credentials)
+                .map_err(|err| refused(err.to_string()))?;
+        }
+        if !self.is_server() && credentials.uid != self.credentials.uid {
+            return Err(refused(format!(
+                "a credential for uid {} on a connection of uid {}",
+                credentials.uid, self.credentials.uid
+            )));
+        }
+        if !known {
+            self.last_credentials = Some(credentials.clone());
+        }
+        Ok(())
+    }
+
+    /// Checks that `capability` lets this connection do `wanted` on `handle` (a server's
+    /// connection needs none). The refusal names the handle and the reason.
+    pub fn check_capability(
+        &mut self,
+        capability: &Capability,
+        handle: u64,
+        wanted: Rights,
+    ) -> Result<(), RemoteError> {
+        let (principal, uid) = (self.credentials.principal, self.credentials.uid);
+        self.capabilities
+            .check(self.auth.key(), principal, uid, capability, handle, wanted)
+            .map_err(|err| {
+                RemoteError::new(
+                    ErrorCode::PermissionDenied,
+                    format!("permission denied on handle {handle:#x}: {err}"),
+                )
+            })
+    }
+
+    /// Capability tags checked on this connection (cache misses).
+    pub fn capability_checks(&self) -> u64 {
+        self.capabilities.checks
     }
 
     /// The client's eager buffer or shared arena named by `key`, mapped on first use and kept
@@ -357,35 +437,131 @@ impl ServerConnection {
         body: &[u8],
         bulk: &[u8],
     ) -> Result<(), ConnectionError> {
-        let header = Header {
-            opcode,
-            flags,
-            request_id,
-            body_bytes: u32::try_from(body.len()).expect("bodies are built under the body limit"),
-            bulk_bytes: u32::try_from(bulk.len()).expect("bulk is built under the bulk limit"),
-        };
-        // Small frames go out in one write; large bulk follows the header without a copy.
-        let mut head = Vec::with_capacity(HEADER_BYTES + body.len() + bulk.len().min(4096));
-        head.extend_from_slice(&header.encode());
-        head.extend_from_slice(body);
-        if bulk.len() <= 4096 {
-            head.extend_from_slice(bulk);
-            self.stream.write_all(&head).await?;
-        } else {
-            self.stream.write_all(&head).await?;
-            self.stream.write_all(bulk).await?;
-        }
-        Ok(())
+        write_frame_to(&mut self.stream, opcode, flags, request_id, body, bulk).await
     }
 }
 
-/// Serves `service` on `listener` until `shutdown` completes.
+async fn write_frame_to(
+    stream: &mut ServerStream,
+    opcode: u8,
+    flags: u16,
+    request_id: u64,
+    body: &[u8],
+    bulk: &[u8],
+) -> Result<(), ConnectionError> {
+    let header = Header {
+        opcode,
+        flags,
+        request_id,
+        body_bytes: u32::try_from(body.len()).expect("bodies are built under the body limit"),
+        bulk_bytes: u32::try_from(bulk.len()).expect("bulk is built under the bulk limit"),
+    };
+    // Small frames go out in one write; large bulk follows the header without a copy.
+    let mut head = Vec::with_capacity(HEADER_BYTES + body.len() + bulk.len().min(4096));
+    head.extend_from_slice(&header.encode());
+    head.extend_from_slice(body);
+    if bulk.len() <= 4096 {
+        head.extend_from_slice(bulk);
+        stream.write_all(&head).await?;
+    } else {
+        stream.write_all(&head).await?;
+        stream.write_all(bulk).await?;
+    }
+    Ok(())
+}
+
+/// Serves `service` on `listener` until `shutdown` completes; every connection must pass the
+/// handshake of `auth` first.
 pub async fn serve<S: Service>(
     listener: TcpListener,
     service: Arc<S>,
+    auth: Arc<ServerAuth>,
     shutdown: impl Future<Output = ()>,
 ) {
-    serve_with_local(listener, None, service, shutdown).await;
+    serve_with_local(listener, None, service, auth, shutdown).await;
+}
+
+/// Largest `Hello` body a server reads (a credential with every group and a long host name).
+const HELLO_BODY_BYTES_MAX: u32 = 1024;
+
+/// Runs the server's side of the handshake on a new connection: sends the challenge, checks
+/// the `Hello` and answers with the welcome, all within `HANDSHAKE_TIMEOUT`. Returns the
+/// credential the connection speaks for.
+async fn handshake(
+    stream: &mut ServerStream,
+    auth: &ServerAuth,
+) -> Result<Credentials, ConnectionError> {
+    let refuse = |detail: String| {
+        ConnectionError::Refused(RemoteError::new(
+            ErrorCode::PermissionDenied,
+            format!("authentication failed: {detail}"),
+        ))
+    };
+    let challenge = auth.challenge().map_err(|err| refuse(err.to_string()))?;
+    let exchange = async {
+        write_frame_to(
+            stream,
+            Hello::OPCODE as u8,
+            FLAG_REPLY,
+            0,
+            &challenge.to_body(),
+            &[],
+        )
+        .await?;
+        let mut bytes = [0u8; HEADER_BYTES];
+        stream.read_exact(&mut bytes).await?;
+        let header = Header::decode(&bytes)?;
+        if header.opcode != Hello::OPCODE as u8
+            || header.is_reply()
+            || header.bulk_bytes != 0
+            || header.body_bytes > HELLO_BODY_BYTES_MAX
+        {
+            return Err(refuse(format!(
+                "expected a Hello, got opcode {:#04x} with {} body bytes",
+                header.opcode, header.body_bytes
+            )));
+        }
+        let mut body = vec![0u8; header.body_bytes as usize];
+        stream.read_exact(&mut body).await?;
+        let hello = Hello::from_body(&body).map_err(|err| refuse(err.to_string()))?;
+        match auth.accept(&challenge, &hello) {
+            Ok(welcome) => {
+                write_frame_to(
+                    stream,
+                    Hello::OPCODE as u8,
+                    FLAG_REPLY,
+                    header.request_id,
+                    &welcome.to_body(),
+                    &[],
+                )
+                .await?;
+                Ok(hello.credentials)
+            }
+            Err(err) => {
+                let error = RemoteError::new(
+                    ErrorCode::PermissionDenied,
+                    format!("authentication failed: {err}"),
+                );
+                let _ = write_frame_to(
+                    stream,
+                    Hello::OPCODE as u8,
+                    FLAG_REPLY | FLAG_ERROR,
+                    header.request_id,
+                    &error.to_body(),
+                    &[],
+                )
+                .await;
+                Err(ConnectionError::Auth(err.to_string()))
+            }
+        }
+    };
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ConnectionError::Auth(format!(
+                "no handshake within {HANDSHAKE_TIMEOUT:?}"
+            )))
+        })
 }
 
 /// Accepts on `listener`, or waits forever without one.
@@ -416,6 +592,7 @@ pub async fn serve_with_local<S: Service>(
     listener: TcpListener,
     local: Option<UnixListener>,
     service: Arc<S>,
+    auth: Arc<ServerAuth>,
     shutdown: impl Future<Output = ()>,
 ) {
     let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
@@ -450,11 +627,25 @@ pub async fn serve_with_local<S: Service>(
         };
         let service = service.clone();
         let inflight = inflight.clone();
+        let auth = auth.clone();
         tokio::spawn(async move {
+            let mut stream = stream;
+            let credentials = match handshake(&mut stream, &auth).await {
+                Ok(credentials) => credentials,
+                Err(err) => {
+                    tracing::warn!("{}: refusing {peer}: {err}", service.name());
+                    drop(permit);
+                    return;
+                }
+            };
             let mut connection = ServerConnection {
                 stream,
                 peer: peer.clone(),
                 peer_pid,
+                auth,
+                credentials,
+                last_credentials: None,
+                capabilities: CapabilityCache::default(),
                 shared: Vec::new(),
             };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {

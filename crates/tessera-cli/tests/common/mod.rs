@@ -103,6 +103,34 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// The cluster key `tessera up` made.
+    pub fn key(&self) -> tessera_auth::ClusterKey {
+        tessera_auth::ClusterKey::load(&self.path().join("key")).expect("cluster key")
+    }
+
+    /// Signs for this process with the cluster key (as a client run by root does).
+    pub fn signer(&self) -> tessera_auth::KeySigner {
+        tessera_auth::KeySigner::process(self.key())
+    }
+
+    /// A capability signed with the cluster key, as the mds would make it.
+    pub fn capability(
+        &self,
+        handle: u64,
+        rights: tessera_auth::Rights,
+        uid: u32,
+        expires_s: u64,
+    ) -> tessera_proto::Capability {
+        tessera_auth::Grant {
+            handle,
+            rights,
+            uid,
+            expires_s,
+            epoch: 1,
+        }
+        .sign(&self.key())
+    }
+
     pub fn iod_address(&self, index: usize) -> String {
         ClusterConfig::load(&self.file()).unwrap().iods[index]
             .address
@@ -205,12 +233,55 @@ pub fn bytes(seed: u64, length: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Sends, over a raw same-host connection, a one-sided `Write` of `length` bytes at offset 0
-/// of `handle` whose data `memory` describes, and returns the error the server answers with
-/// (panicking if it answers otherwise).
+/// Runs the client's side of the handshake on a raw stream, signing with `signer`; returns
+/// the server's error if it refuses.
+pub fn authenticate(
+    stream: &mut (impl std::io::Read + std::io::Write),
+    signer: &dyn tessera_auth::Authenticator,
+) -> Result<(), tessera_proto::RemoteError> {
+    use tessera_proto::{Challenge, Header, Hello, Opcode, Welcome, Wire};
+    let (challenge_header, body) = read_frame(stream);
+    assert_eq!(challenge_header.opcode, Opcode::Hello as u8);
+    let challenge = Challenge::from_body(&body).unwrap();
+    let answer = signer.answer(&challenge.nonce).unwrap();
+    let hello = Hello {
+        credentials: answer.credentials,
+        proof: answer.proof,
+    }
+    .to_body();
+    let header = Header {
+        opcode: Opcode::Hello as u8,
+        flags: 0,
+        request_id: 1,
+        body_bytes: u32::try_from(hello.len()).unwrap(),
+        bulk_bytes: 0,
+    };
+    stream.write_all(&header.encode()).unwrap();
+    stream.write_all(&hello).unwrap();
+    let (reply, body) = read_frame(stream);
+    if reply.is_error() {
+        return Err(tessera_proto::RemoteError::from_body(&body).unwrap());
+    }
+    assert_eq!(Welcome::from_body(&body).unwrap().proof, answer.welcome);
+    Ok(())
+}
+
+/// Reads one frame's header and body.
+pub fn read_frame(stream: &mut impl std::io::Read) -> (tessera_proto::Header, Vec<u8>) {
+    let mut header = [0u8; tessera_proto::limits::HEADER_BYTES];
+    stream.read_exact(&mut header).unwrap();
+    let header = tessera_proto::Header::decode(&header).unwrap();
+    let mut body = vec![0u8; header.body_bytes as usize];
+    stream.read_exact(&mut body).unwrap();
+    (header, body)
+}
+
+/// Sends, over a raw same-host connection (authenticated), a one-sided `Write` of `length`
+/// bytes at offset 0 of `handle` whose data `memory` describes, and returns the error the
+/// server answers with (panicking if it answers otherwise).
 pub fn refused_write(
     stream: &mut std::os::unix::net::UnixStream,
-    handle: u64,
+    (handle, capability): (u64, tessera_proto::Capability),
     length: u64,
     memory: &tessera_proto::RemoteMemory,
     request_id: u64,
@@ -219,7 +290,7 @@ pub fn refused_write(
     use tessera_proto::{Header, Opcode, Wire};
     let write = tessera_proto::Write {
         handle,
-        capability: tessera_proto::Capability::default(),
+        capability,
         mode: tessera_proto::TransferMode::Remote,
         storage: tessera_proto::StoragePlan::Auto,
         pieces: vec![tessera_client::Piece::new(0, length)],

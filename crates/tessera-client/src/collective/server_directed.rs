@@ -20,7 +20,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 use tessera_proto::limits::{COLLECTIVE_BYTES_MAX, COLLECTIVE_PARTICIPANTS_MAX};
-use tessera_proto::{Capability, CollectiveTag, ReadCollective, WriteCollective};
+use tessera_proto::{CollectiveTag, ReadCollective, WriteCollective};
 
 use super::{agree, two_phase, Access, CollectiveOptions, Communicator, Reader, Writer};
 use crate::access::{memory_slices, memory_slices_mut, ViewedFile};
@@ -182,9 +182,10 @@ pub(crate) fn write(
     let displacement = viewed.displacement();
     let rank = communicator.rank();
     let slices = memory_slices(memory, access.memtype, access.count)?;
+    let capability = file.capability()?;
     file.send_writes(&plan, slices, |planned, mode| WriteCollective {
         handle: file.handle(),
-        capability: Capability::default(),
+        capability: capability.clone(),
         mode,
         storage: file.storage_plan(),
         file: file.file_type(planned.server_position, &filetype, displacement),
@@ -222,9 +223,10 @@ pub(crate) fn read(
     let displacement = viewed.displacement();
     let rank = communicator.rank();
     let slices = memory_slices_mut(memory, access.memtype, access.count)?;
+    let capability = file.capability()?;
     file.send_reads(&plan, slices, |planned, mode| ReadCollective {
         handle: file.handle(),
-        capability: Capability::default(),
+        capability: capability.clone(),
         mode,
         storage: file.storage_plan(),
         file: file.file_type(planned.server_position, &filetype, displacement),
