@@ -387,13 +387,23 @@ fn unknown_handle_and_malformed_messages() {
         0
     );
 
-    // Garbage, then a truncated frame: each connection is dropped with one log line.
-    let mut garbage = TcpStream::connect(&address).unwrap();
+    // Garbage, then a truncated frame, on authenticated connections: each connection is
+    // dropped with one log line.
+    let signer = cluster.signer();
+    let connect = || {
+        let mut stream = TcpStream::connect(&address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        common::authenticate(&mut stream, &signer).unwrap();
+        stream
+    };
+    let mut garbage = connect();
     garbage
         .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     assert_closed(garbage);
-    let mut truncated = TcpStream::connect(&address).unwrap();
+    let mut truncated = connect();
     let header = Header {
         opcode: Opcode::Write as u8,
         flags: 0,
@@ -405,7 +415,7 @@ fn unknown_handle_and_malformed_messages() {
     truncated.write_all(&[0u8; 10]).unwrap();
     drop(truncated);
     // An over-limit body length is refused before anything is allocated.
-    let mut huge = TcpStream::connect(&address).unwrap();
+    let mut huge = connect();
     let mut bytes = Header {
         opcode: Opcode::Read as u8,
         flags: 0,
@@ -417,6 +427,16 @@ fn unknown_handle_and_malformed_messages() {
     bytes[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
     huge.write_all(&bytes).unwrap();
     assert_closed(huge);
+    // Garbage instead of a handshake: refused, with one line naming the failed handshake.
+    let mut unauthenticated = TcpStream::connect(&address).unwrap();
+    unauthenticated
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    common::read_frame(&mut unauthenticated);
+    unauthenticated
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_closed(unauthenticated);
 
     // Others are still served.
     let client = cluster.client();
@@ -432,7 +452,11 @@ fn unknown_handle_and_malformed_messages() {
             .lines()
             .filter(|line| line.contains("dropping connection"))
             .count();
-        if drops >= 3 {
+        let refusals = log
+            .lines()
+            .filter(|line| line.contains("refusing") && line.contains("authentication failed"))
+            .count();
+        if drops >= 3 && refusals >= 1 {
             assert!(log.contains("bad magic"), "{log}");
             assert!(log.contains("message_body_bytes_max"), "{log}");
             break;

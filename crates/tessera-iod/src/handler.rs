@@ -64,8 +64,8 @@ pub struct Iod {
     /// Server-directed collectives waiting for participants.
     collectives: Arc<Collectives>,
     /// Data requests must carry a valid capability (always, but for the bench-only
-    /// [`Iod::without_capability_checks`]).
-    check_capabilities: bool,
+    /// [`Iod::capability_switch`]).
+    check_capabilities: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Iod {
@@ -80,18 +80,16 @@ impl Iod {
             views: ViewTable::default(),
             fabric: None,
             collectives: Arc::default(),
-            check_capabilities: true,
+            check_capabilities: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         }
     }
 
-    /// An iod that serves data requests without checking their capabilities. Only
-    /// `tessera bench listio` uses it, on servers it runs inside its own process, to
-    /// measure what the checks cost; no command line or configuration reaches it.
+    /// The switch that turns capability checks off (false) and on. Only `tessera bench
+    /// listio` uses it, on iods it runs inside its own process, to measure what the checks
+    /// cost; no command line, configuration or message reaches it.
     #[doc(hidden)]
-    #[must_use]
-    pub fn without_capability_checks(mut self) -> Self {
-        self.check_capabilities = false;
-        self
+    pub fn capability_switch(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.check_capabilities.clone()
     }
 
     /// Serves one-sided requests with fabric access over `fabric`.
@@ -595,7 +593,10 @@ impl Iod {
             // Ping, ServerStats and RemoteProbe touch no file; others are refused later.
             _ => return Ok(Ok(())),
         };
-        if !self.check_capabilities {
+        if !self
+            .check_capabilities
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
             return Ok(Ok(()));
         }
         // Every request on a file starts with its handle and capability.

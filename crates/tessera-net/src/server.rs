@@ -33,7 +33,7 @@ pub enum ConnectionError {
     #[error("malformed frame: {0}")]
     Wire(#[from] WireError),
     /// The peer failed the handshake (already answered; the connection is closed).
-    #[error("authentication failed: {0}")]
+    #[error("{0}")]
     Auth(String),
     /// The request cannot be served and the stream cannot be resynchronised: the error is
     /// sent back, then the connection is closed.
@@ -486,25 +486,23 @@ const HELLO_BODY_BYTES_MAX: u32 = 1024;
 
 /// Runs the server's side of the handshake on a new connection: sends the challenge, checks
 /// the `Hello` and answers with the welcome, all within `HANDSHAKE_TIMEOUT`. Returns the
-/// credential the connection speaks for.
+/// credential the connection speaks for. A refusal is answered (when the peer sent a
+/// `Hello` to answer) and returned as [`ConnectionError::Auth`].
 async fn handshake(
     stream: &mut ServerStream,
     auth: &ServerAuth,
 ) -> Result<Credentials, ConnectionError> {
-    let refuse = |detail: String| {
-        ConnectionError::Refused(RemoteError::new(
-            ErrorCode::PermissionDenied,
-            format!("authentication failed: {detail}"),
-        ))
-    };
-    let challenge = auth.challenge().map_err(|err| refuse(err.to_string()))?;
     let exchange = async {
+        let challenge = auth
+            .challenge()
+            .map_err(|err| ConnectionError::Auth(err.to_string()))?;
+        let challenge_body = challenge.to_body();
         write_frame_to(
             stream,
             Hello::OPCODE as u8,
             FLAG_REPLY,
             0,
-            &challenge.to_body(),
+            &challenge_body,
             &[],
         )
         .await?;
@@ -516,42 +514,52 @@ async fn handshake(
             || header.bulk_bytes != 0
             || header.body_bytes > HELLO_BODY_BYTES_MAX
         {
-            return Err(refuse(format!(
+            return Err(ConnectionError::Auth(format!(
                 "expected a Hello, got opcode {:#04x} with {} body bytes",
                 header.opcode, header.body_bytes
             )));
         }
         let mut body = vec![0u8; header.body_bytes as usize];
         stream.read_exact(&mut body).await?;
-        let hello = Hello::from_body(&body).map_err(|err| refuse(err.to_string()))?;
-        match auth.accept(&challenge, &hello) {
-            Ok(welcome) => {
+        let accepted = Hello::from_body(&body)
+            .map_err(|err| err.to_string())
+            .and_then(|hello| {
+                auth.accept(&challenge, &hello)
+                    .map(|welcome| (hello.credentials, welcome))
+                    .map_err(|err| err.to_string())
+            });
+        match accepted {
+            Ok((credentials, welcome)) => {
+                let body = welcome.to_body();
                 write_frame_to(
                     stream,
                     Hello::OPCODE as u8,
                     FLAG_REPLY,
                     header.request_id,
-                    &welcome.to_body(),
+                    &body,
                     &[],
                 )
                 .await?;
-                Ok(hello.credentials)
+                Ok(credentials)
             }
-            Err(err) => {
+            Err(reason) => {
                 let error = RemoteError::new(
                     ErrorCode::PermissionDenied,
-                    format!("authentication failed: {err}"),
+                    format!("authentication failed: {reason}"),
                 );
+                let flags = FLAG_REPLY | FLAG_ERROR;
+                let body = error.to_body();
+                // Best effort: the peer learns why before the connection closes.
                 let _ = write_frame_to(
                     stream,
                     Hello::OPCODE as u8,
-                    FLAG_REPLY | FLAG_ERROR,
+                    flags,
                     header.request_id,
-                    &error.to_body(),
+                    &body,
                     &[],
                 )
                 .await;
-                Err(ConnectionError::Auth(err.to_string()))
+                Err(ConnectionError::Auth(reason))
             }
         }
     };
@@ -633,7 +641,10 @@ pub async fn serve_with_local<S: Service>(
             let credentials = match handshake(&mut stream, &auth).await {
                 Ok(credentials) => credentials,
                 Err(err) => {
-                    tracing::warn!("{}: refusing {peer}: {err}", service.name());
+                    tracing::warn!(
+                        "{}: refusing {peer}: authentication failed: {err}",
+                        service.name()
+                    );
                     drop(permit);
                     return;
                 }

@@ -15,6 +15,7 @@ mod btio;
 mod btio_mpi;
 pub mod ecio;
 mod fmrd;
+mod inproc;
 mod listio;
 pub mod mpiio;
 mod ogr;

@@ -175,6 +175,8 @@ impl Cluster {
                 .arg(&address_file)
                 .arg("--local-socket")
                 .arg(run.join(format!("{name}.sock")))
+                .arg("--key")
+                .arg(self.path().join("key"))
                 .stdin(std::process::Stdio::null())
                 .stdout(log.try_clone().expect("iod log"))
                 .stderr(log)

@@ -1,0 +1,169 @@
+//! A cluster whose servers run inside the bench process: one mds and N iods on one tokio
+//! runtime, reached by the worker processes over loopback and Unix sockets like any other.
+//!
+//! It exists for one comparison: what checking capabilities costs. The iods' capability
+//! checks can be switched off and on between repetitions (`Iod::capability_switch`), which no
+//! server started from the command line allows. Everything else is the real server code.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera_client::config::{AuthEntry, IodEntry, MdsEntry};
+use tessera_client::ClusterConfig;
+
+/// How long the mds waits for an iod.
+const MDS_IOD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Servers running in this process until dropped.
+pub struct InProcessCluster {
+    /// Its cluster file.
+    pub file: PathBuf,
+    switches: Vec<Arc<AtomicBool>>,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl InProcessCluster {
+    /// Starts `servers` iods and an mds in a temporary directory.
+    pub fn start(servers: u16) -> Result<Self, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("tessera-inproc-")
+            .tempdir()
+            .map_err(|err| format!("cannot make a temporary directory: {err}"))?;
+        let root = dir.path().to_path_buf();
+        let key_path = root.join(crate::cluster::KEY_FILE);
+        let key = tessera_auth::ClusterKey::create(&key_path).map_err(|err| err.to_string())?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|err| format!("cannot start the async runtime: {err}"))?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let shutdown = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|&stop| stop).await;
+            }
+        };
+        let mut switches = Vec::new();
+        let mut iods = Vec::new();
+        let mut servings = Vec::new();
+        let mut model = None;
+        for index in 0..servers {
+            let data = root.join(format!("iod-{index}"));
+            crate::cluster::private_dir(&data).map_err(|err| err.to_string())?;
+            let measured = match &model {
+                Some(model) => Clone::clone(model),
+                None => tessera_iod::cost::load_or_calibrate(&data, false, None)
+                    .map_err(|err| format!("iod {index}: cost model: {err}"))?,
+            };
+            model = Some(measured.clone());
+            let store = tessera_iod::ObjectStore::open_with(&data, measured)
+                .map_err(|err| format!("iod {index}: {err}"))?;
+            let iod = Arc::new(tessera_iod::Iod::new(index, store));
+            switches.push(iod.capability_switch());
+            let socket = root.join(format!("iod-{index}.sock"));
+            let (listener, local, address) = runtime
+                .block_on(async {
+                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                    let address = listener.local_addr()?.to_string();
+                    let local = crate::servers::bind_local(&socket)?;
+                    Ok::<_, std::io::Error>((listener, local, address))
+                })
+                .map_err(|err| format!("iod {index}: cannot listen: {err}"))?;
+            let auth = Arc::new(tessera_auth::ServerAuth::new(
+                key.clone(),
+                tessera_proto::ROLE_IOD,
+                index,
+            ));
+            servings.push(runtime.spawn(tessera_net::server::serve_with_local(
+                listener,
+                Some(local),
+                iod,
+                auth,
+                shutdown(),
+            )));
+            iods.push(IodEntry {
+                index,
+                address,
+                local: Some(socket),
+            });
+        }
+        let addresses: Vec<String> = iods.iter().map(|iod| iod.address.clone()).collect();
+        let namespace = tessera_mds::Namespace::open(
+            &root.join("meta.redb"),
+            servers,
+            tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
+        )
+        .map_err(|err| format!("mds: {}", err.message))?;
+        let mds = Arc::new(tessera_mds::Mds::new(
+            namespace,
+            &addresses,
+            MDS_IOD_TIMEOUT,
+            key.clone(),
+            tessera_mds::MdsOptions::default(),
+        ));
+        let (listener, mds_address) = runtime
+            .block_on(async {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let address = listener.local_addr()?.to_string();
+                Ok::<_, std::io::Error>((listener, address))
+            })
+            .map_err(|err| format!("mds: cannot listen: {err}"))?;
+        let auth = Arc::new(tessera_auth::ServerAuth::new(
+            key,
+            tessera_proto::ROLE_MDS,
+            0,
+        ));
+        servings.push(runtime.spawn(tessera_net::server::serve(listener, mds, auth, shutdown())));
+        let config = ClusterConfig {
+            mds: MdsEntry {
+                address: mds_address,
+            },
+            iods,
+            ofi: None,
+            auth: AuthEntry {
+                key: Some(key_path),
+                agent: None,
+            },
+        };
+        let file = root.join("cluster.toml");
+        config
+            .save(&file)
+            .map_err(|err| format!("cannot write {}: {err}", file.display()))?;
+        let thread = std::thread::spawn(move || {
+            runtime.block_on(async {
+                for serving in servings {
+                    let _ = serving.await;
+                }
+            });
+        });
+        Ok(Self {
+            file,
+            switches,
+            stop: Some(stop),
+            thread: Some(thread),
+            _dir: dir,
+        })
+    }
+
+    /// Turns the iods' capability checks on or off.
+    pub fn check_capabilities(&self, on: bool) {
+        for switch in &self.switches {
+            switch.store(on, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for InProcessCluster {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
