@@ -163,7 +163,7 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
     }
     let server_count =
         u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
-    let namespace = tessera_mds::Namespace::open(&args.db, server_count, args.stripe_unit)
+    let namespace = tessera_mds::Namespace::open_store(&args.db, server_count, args.stripe_unit)
         .map_err(|err| format!("mds: {}", err.message))?;
     let mds = Arc::new(tessera_mds::Mds::new(
         namespace,
