@@ -28,6 +28,10 @@ pub struct MdsArgs {
     /// Write the bound address here once listening.
     #[arg(long)]
     address_file: Option<PathBuf>,
+    /// Treat callers with uid 0 as uid and gid 65534 (nobody), as NFS's root squash does:
+    /// root on a client host gets no more rights than any other user.
+    #[arg(long)]
+    root_squash: bool,
 }
 
 /// Arguments of `tessera iod`.
@@ -164,7 +168,8 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
     let server_count =
         u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
     let namespace = tessera_mds::Namespace::open_store(&args.db, server_count, args.stripe_unit)
-        .map_err(|err| format!("mds: {}", err.message))?;
+        .map_err(|err| format!("mds: {}", err.message))?
+        .with_root_squash(args.root_squash);
     let mds = Arc::new(tessera_mds::Mds::new(
         namespace,
         &args.iods,
@@ -173,8 +178,13 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
     runtime()?.block_on(async {
         let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
         tracing::info!(
-            "mds: listening on {address}, {server_count} iods, store {}",
-            args.db.display()
+            "mds: listening on {address}, {server_count} iods, store {}{}",
+            args.db.display(),
+            if args.root_squash {
+                ", root squashed to uid 65534"
+            } else {
+                ""
+            }
         );
         tessera_net::server::serve(listener, mds, shutdown_signal()).await;
         tracing::info!("mds: stopped");

@@ -64,6 +64,7 @@ impl Caller {
     }
 
     /// The caller as root squash sees it: uid 0 becomes `nobody` with no groups.
+    #[must_use]
     pub fn squashed(&self) -> Self {
         if self.is_root() {
             Self::new(NOBODY, NOBODY)
@@ -138,7 +139,7 @@ pub struct Owner {
 pub fn missing(caller: &Caller, owner: Owner, wanted: Rights) -> Rights {
     if caller.is_root() {
         let execute_ok = owner.directory || owner.mode & MODE_ANY_EXECUTE != 0;
-        let granted = 0o6 | if execute_ok { 0o1 } else { 0 };
+        let granted = 0o6 | u32::from(execute_ok);
         return wanted.missing(granted);
     }
     let class_bits = if caller.uid == owner.uid {
@@ -284,7 +285,7 @@ mod tests {
             }
             let shift = if caller.uid == owner.uid {
                 6
-            } else if caller.gid == owner.gid || caller.groups.iter().any(|&g| g == owner.gid) {
+            } else if caller.gid == owner.gid || caller.groups.contains(&owner.gid) {
                 3
             } else {
                 0

@@ -1157,10 +1157,14 @@ impl Namespace {
     }
 }
 
+/// Every inode and every directory entry `(parent, name, child)`, in key order.
+#[cfg(test)]
+type Snapshot = (Vec<(u64, Inode)>, Vec<(u64, String, u64)>);
+
 #[cfg(test)]
 impl Namespace {
     /// Every inode and entry, in key order: a refused call must leave this unchanged.
-    fn snapshot(&self) -> (Vec<(u64, Inode)>, Vec<(u64, String, u64)>) {
+    fn snapshot(&self) -> Snapshot {
         let txn = self.db.begin_read().unwrap();
         let inodes = txn.open_table(INODES).unwrap();
         let dirents = txn.open_table(DIRENTS).unwrap();
