@@ -270,7 +270,8 @@ macro_rules! request {
 // Shared types.
 
 wire_struct! {
-    /// Who is asking (checked against modes by a later revision; recorded as owner today).
+    /// Who is asking: the owner of what a request creates, and the caller whose permissions
+    /// the mds checks (taken as sent, unsigned).
     pub struct Credentials {
         /// User id.
         pub uid: u32,
