@@ -269,12 +269,12 @@ pub fn chown(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
     /// The POSIX rule written the long way, bit by bit: the reference the checks must match.
-    fn reference(caller: &Caller, owner: Owner, wanted: u32) -> bool {
+    pub(crate) fn reference(caller: &Caller, owner: Owner, wanted: u32) -> bool {
         (0..3).all(|bit| {
             let right = 1 << bit;
             if wanted & right == 0 {

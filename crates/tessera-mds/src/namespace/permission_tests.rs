@@ -723,3 +723,98 @@ fn commit_create_checks_the_parent_again() {
     assert_eq!(error.code, ErrorCode::PermissionDenied);
     assert!(namespace.snapshot() == before);
 }
+
+/// Attributes of one inode of the chain `/a/b/f` in a generated case.
+#[derive(Debug, Clone, Copy)]
+struct Generated {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+}
+
+fn generated() -> impl proptest::strategy::Strategy<Value = Generated> {
+    use proptest::prelude::*;
+    (0u32..0o2000, 1000u32..1003, 100u32..103).prop_map(|(mode, uid, gid)| Generated {
+        mode,
+        uid,
+        gid,
+    })
+}
+
+/// What the reference says `caller` may do to the chain `/` (0755 root) → `a` → `b` → `f`.
+fn expected(caller: &Caller, chain: [Generated; 3], op: usize) -> bool {
+    use crate::access::tests::reference;
+    let owner = |node: Generated, directory| Owner {
+        mode: node.mode,
+        uid: node.uid,
+        gid: node.gid,
+        directory,
+    };
+    let [a, b, f] = chain;
+    let root_dir = Owner {
+        mode: 0o755,
+        uid: 0,
+        gid: 0,
+        directory: true,
+    };
+    let to_b = reference(caller, root_dir, 1) && reference(caller, owner(a, true), 1);
+    let into_b = to_b && reference(caller, owner(b, true), 1);
+    let sticky_ok =
+        b.mode & 0o1000 == 0 || caller.uid == 0 || caller.uid == f.uid || caller.uid == b.uid;
+    match op {
+        0 => into_b,
+        1 => into_b && reference(caller, owner(f, false), 4),
+        2 => into_b && reference(caller, owner(f, false), 2),
+        3 => to_b && reference(caller, owner(b, true), 4),
+        4 => into_b && reference(caller, owner(b, true), 2),
+        _ => into_b && reference(caller, owner(b, true), 2) && sticky_ok,
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Random modes and owners along a path, random callers and calls: the namespace allows
+    /// exactly what the bit-by-bit reference allows, and a refusal changes nothing.
+    #[test]
+    fn a_random_chain_matches_the_reference(
+        chain in proptest::array::uniform3(generated()),
+        // Root, one of the three possible owners, or a stranger.
+        uid in proptest::sample::select(vec![0u32, 1000, 1001, 1002, 1003]),
+        gid in 100u32..103,
+        supplementary in proptest::collection::vec(100u32..103, 0..2),
+        op in 0usize..6,
+    ) {
+        let caller = Caller { uid, gid, groups: supplementary };
+        let dir = tempfile::tempdir().unwrap();
+        let namespace = Namespace::open_store(&dir.path().join("m.redb"), 1, 65536).unwrap();
+        let r = root();
+        namespace.chown(&r, "/", Some(0), Some(0)).unwrap();
+        namespace.chmod(&r, "/", 0o755).unwrap();
+        namespace.mkdir(&r, "/a", 0o700).unwrap();
+        namespace.mkdir(&r, "/a/b", 0o700).unwrap();
+        create(&namespace, &r, "/a/b/f", 0o600, true).unwrap();
+        for (path, node) in ["/a/b/f", "/a/b", "/a"].into_iter().zip(chain.iter().rev()) {
+            namespace.chown(&r, path, Some(node.uid), Some(node.gid)).unwrap();
+            namespace.chmod(&r, path, node.mode).unwrap();
+        }
+        let before = namespace.snapshot();
+        let outcome = match op {
+            0 => namespace.lookup(&caller, "/a/b/f").map(drop),
+            1 => namespace.open(&caller, "/a/b/f", true, false).map(drop),
+            2 => namespace.open(&caller, "/a/b/f", false, true).map(drop),
+            3 => namespace.readdir(&caller, "/a/b", "").map(drop),
+            4 => create(&namespace, &caller, "/a/b/new", 0o644, true).map(drop),
+            _ => namespace.remove(&caller, "/a/b/f", false).map(drop),
+        };
+        let allowed = expected(&caller, chain, op);
+        match outcome {
+            Ok(()) => proptest::prop_assert!(allowed, "op {op} allowed for {caller:?}"),
+            Err(error) => {
+                proptest::prop_assert!(!allowed, "op {op} refused for {caller:?}: {error:?}");
+                proptest::prop_assert_eq!(error.code, ErrorCode::PermissionDenied);
+                proptest::prop_assert!(namespace.snapshot() == before);
+            }
+        }
+    }
+}
