@@ -286,13 +286,11 @@ fn walk(
                 format!("{path}: a component is not a directory"),
             ));
         }
-        access::require(
-            caller,
-            directory.owner(),
-            Rights::SEARCH,
-            path,
-            &prefix(names, depth),
-        )?;
+        // The directory's path is spelled out only for an error.
+        let lacking = access::missing(caller, directory.owner(), Rights::SEARCH);
+        if lacking != Rights::NONE {
+            return Err(access::denied(path, lacking, &prefix(names, depth)));
+        }
         handle = dirents
             .get((handle, *name))
             .map_err(store_error)?
