@@ -26,6 +26,7 @@ use tessera_proto::{
     ReleaseView, WriteType, WriteView, StoragePlan, LockRange, LockGranted, UnlockRange,
     ServerStats, ServerStatsReply, StorageCounters, RemoteProbe, RemoteProbeReply, RemoteMemory,
     RemoteAccess, RemoteEndpoint, RemoteSegment, CollectiveTag, WriteCollective, ReadCollective,
+    Chmod, Chown, CHOWN_UNCHANGED,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -117,6 +118,8 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::Stat => operation::<Stat>(body, reply),
         Opcode::StatHandle => operation::<StatHandle>(body, reply),
         Opcode::Truncate => operation::<Truncate>(body, reply),
+        Opcode::Chmod => operation::<Chmod>(body, reply),
+        Opcode::Chown => operation::<Chown>(body, reply),
         Opcode::ObjectCreate => operation::<ObjectCreate>(body, reply),
         Opcode::ObjectRemove => operation::<ObjectRemove>(body, reply),
         Opcode::ObjectStat => operation::<ObjectStat>(body, reply),
@@ -372,7 +375,9 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     ));
     seeds.extend(exchange("stat", Opcode::Stat, &Stat { credentials: who.clone(), path: path.clone() }, &attr()));
     seeds.extend(exchange("stat-handle", Opcode::StatHandle, &StatHandle { credentials: who.clone(), handle: 42 }, &attr()));
-    seeds.extend(exchange("truncate", Opcode::Truncate, &Truncate { credentials: who, path, size: 1000 }, &attr()));
+    seeds.extend(exchange("truncate", Opcode::Truncate, &Truncate { credentials: who.clone(), path: path.clone(), size: 1000 }, &attr()));
+    seeds.extend(exchange("chmod", Opcode::Chmod, &Chmod { credentials: who.clone(), path: path.clone(), mode: 0o1750 }, &attr()));
+    seeds.extend(exchange("chown", Opcode::Chown, &Chown { credentials: who, path, uid: CHOWN_UNCHANGED, gid: 100 }, &attr()));
     seeds.extend(exchange("object-create", Opcode::ObjectCreate, &ObjectCreate { handle: 42 }, &Empty {}));
     seeds.extend(exchange("object-remove", Opcode::ObjectRemove, &ObjectRemove { handle: 42 }, &Empty {}));
     seeds.extend(exchange(

@@ -41,6 +41,9 @@ pub struct UpArgs {
     /// bound to 127.0.0.1, or "shm"); the cluster file names it for clients.
     #[arg(long)]
     ofi_provider: Option<String>,
+    /// Start the mds with root squash: callers with uid 0 are treated as nobody (65534).
+    #[arg(long)]
+    root_squash: bool,
 }
 
 /// Arguments of `tessera down`.
@@ -190,7 +193,13 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
         // tcp binds to loopback, where the servers listen.
         node: provider.starts_with("tcp").then(|| "127.0.0.1".to_owned()),
     });
-    let config = start_with(&args.dir, args.servers, args.stripe_unit, ofi.as_ref())?;
+    let config = start_with(
+        &args.dir,
+        args.servers,
+        args.stripe_unit,
+        ofi.as_ref(),
+        args.root_squash,
+    )?;
     println!(
         "tessera: cluster up in {}: mds at {}, {} I/O servers",
         args.dir.display(),
@@ -258,15 +267,17 @@ fn absolute(path: &Path) -> std::path::PathBuf {
 /// Starts a cluster of `servers` iods in `dir`, writes `dir/cluster.toml` and returns once
 /// every server answers. On failure nothing is left running.
 pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig, String> {
-    start_with(dir, servers, stripe_unit, None)
+    start_with(dir, servers, stripe_unit, None, false)
 }
 
-/// [`start`], with the iods serving one-sided transfers over the fabric `ofi` names.
+/// [`start`], with the iods serving one-sided transfers over the fabric `ofi` names, and the
+/// mds squashing root callers to nobody if `root_squash`.
 pub fn start_with(
     dir: &Path,
     servers: u16,
     stripe_unit: u64,
     ofi: Option<&OfiEntry>,
+    root_squash: bool,
 ) -> Result<ClusterConfig, String> {
     if servers == 0 || usize::from(servers) > SERVERS_MAX {
         return Err(format!("--servers {servers} is outside 1..={SERVERS_MAX}"));
@@ -336,6 +347,9 @@ pub fn start_with(
         for address in &iod_addresses {
             mds_args.push("--iod".to_owned());
             mds_args.push(address.clone());
+        }
+        if root_squash {
+            mds_args.push("--root-squash".to_owned());
         }
         let mut mds = spawn_server(dir, "mds", &mds_args)?;
         let agent_args = [

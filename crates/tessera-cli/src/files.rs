@@ -1,4 +1,4 @@
-//! File commands: `ls`, `stat`, `mkdir`, `rm`, `mv`, `put`, `get`.
+//! File commands: `ls`, `stat`, `mkdir`, `rm`, `mv`, `put`, `get`, `chmod`, `chown`.
 //!
 //! Each opens a client from the cluster file, does one thing, and prints what it did. `put`
 //! and `get` stream in `COPY_CHUNK_BYTES` pieces so memory stays bounded for any file size.
@@ -42,7 +42,7 @@ pub struct LsArgs {
 pub struct MkdirArgs {
     /// Directory to create.
     path: String,
-    /// Permission bits, in octal.
+    /// Permission bits, in octal (755 or 0755; stored as given, no umask).
     #[arg(long, default_value = "755")]
     mode: String,
     #[command(flatten)]
@@ -70,6 +70,10 @@ pub struct PutArgs {
     /// Stripe unit of a new file, in bytes.
     #[arg(long, default_value_t = tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT)]
     stripe_unit: u64,
+    /// Permission bits of a new file, in octal (644 or 0644; no umask). An existing file
+    /// keeps its own.
+    #[arg(long, default_value = "644")]
+    mode: String,
     #[command(flatten)]
     cluster: ClusterArg,
 }
@@ -83,9 +87,31 @@ pub struct CreateArgs {
     /// `rows:ROW_BYTES:ROWS[:SERVERS]` or `blocks:ROW_BYTES:ROWS:P:Q` (see docs/LAYOUTS.md).
     #[arg(long, default_value = "stripe")]
     layout: String,
-    /// Permission bits, in octal.
+    /// Permission bits, in octal (644 or 0644; stored as given, no umask).
     #[arg(long, default_value = "644")]
     mode: String,
+    #[command(flatten)]
+    cluster: ClusterArg,
+}
+
+/// Arguments of `chmod`.
+#[derive(Debug, clap::Args)]
+pub struct ChmodArgs {
+    /// New permission bits, in octal: 640, 0640, 1777 (sticky), 2750 (setgid).
+    mode: String,
+    /// Path in Tessera.
+    path: String,
+    #[command(flatten)]
+    cluster: ClusterArg,
+}
+
+/// Arguments of `chown`.
+#[derive(Debug, clap::Args)]
+pub struct ChownArgs {
+    /// New owner and group as numbers: `UID`, `UID:GID`, or `:GID` for the group alone.
+    owner: String,
+    /// Path in Tessera.
+    path: String,
     #[command(flatten)]
     cluster: ClusterArg,
 }
@@ -112,6 +138,43 @@ pub fn client(arg: &ClusterArg) -> Result<Client, String> {
         &config,
         &tessera_client::ClientOptions::default(),
     ))
+}
+
+/// Parses permission bits written in octal (`640`, `0640`), at most `0o7777`.
+fn parse_mode(text: &str) -> Result<u32, String> {
+    let digits_ok = !text.is_empty() && text.bytes().all(|byte| (b'0'..=b'7').contains(&byte));
+    match u32::from_str_radix(text, 8) {
+        Ok(mode) if digits_ok && mode <= 0o7777 => Ok(mode),
+        _ => Err(format!(
+            "mode {text:?} is not octal permission bits (0 to 7777, e.g. 640 or 0640)"
+        )),
+    }
+}
+
+/// Parses `UID`, `UID:GID` or `:GID` (numbers) into the ids to set.
+fn parse_owner(text: &str) -> Result<(Option<u32>, Option<u32>), String> {
+    let id = |part: &str, what: &str| -> Result<Option<u32>, String> {
+        if part.is_empty() {
+            return Ok(None);
+        }
+        match part.parse::<u32>() {
+            Ok(id) if id != tessera_proto::CHOWN_UNCHANGED => Ok(Some(id)),
+            _ => Err(format!(
+                "{what} {part:?} in {text:?} is not a number below {} (names are not looked up)",
+                tessera_proto::CHOWN_UNCHANGED
+            )),
+        }
+    };
+    let (uid, gid) = match text.split_once(':') {
+        Some((uid, gid)) => (id(uid, "uid")?, id(gid, "gid")?),
+        None => (id(text, "uid")?, None),
+    };
+    if uid.is_none() && gid.is_none() {
+        return Err(format!(
+            "owner {text:?} names neither a uid nor a gid (UID[:GID] or :GID)"
+        ));
+    }
+    Ok((uid, gid))
 }
 
 fn failed(command: &str, path: &str, err: &ClientError) -> String {
@@ -184,8 +247,7 @@ pub fn create(args: &CreateArgs) -> Result<(), String> {
     let servers = u16::try_from(client.server_count()).unwrap_or(u16::MAX);
     let mut options = tessera_client::layouts::parse(&args.layout, servers)
         .map_err(|why| format!("create {}: {why}", args.path))?;
-    options.mode = u32::from_str_radix(&args.mode, 8)
-        .map_err(|_| format!("create {}: mode {:?} is not octal", args.path, args.mode))?;
+    options.mode = parse_mode(&args.mode).map_err(|why| format!("create {}: {why}", args.path))?;
     options.exclusive = true;
     let file = client
         .create(&args.path, &options)
@@ -196,8 +258,7 @@ pub fn create(args: &CreateArgs) -> Result<(), String> {
 
 /// `tessera mkdir`.
 pub fn mkdir(args: &MkdirArgs) -> Result<(), String> {
-    let mode = u32::from_str_radix(&args.mode, 8)
-        .map_err(|_| format!("mkdir {}: mode {:?} is not octal", args.path, args.mode))?;
+    let mode = parse_mode(&args.mode).map_err(|why| format!("mkdir {}: {why}", args.path))?;
     client(&args.cluster)?
         .mkdir(&args.path, mode)
         .map_err(|err| failed("mkdir", &args.path, &err))?;
@@ -225,14 +286,35 @@ pub fn mv(args: &MvArgs) -> Result<(), String> {
         .map_err(|err| failed("mv", &args.source, &err))
 }
 
+/// `tessera chmod`.
+pub fn chmod(args: &ChmodArgs) -> Result<(), String> {
+    let mode = parse_mode(&args.mode).map_err(|why| format!("chmod {}: {why}", args.path))?;
+    client(&args.cluster)?
+        .chmod(&args.path, mode)
+        .map_err(|err| failed("chmod", &args.path, &err))?;
+    Ok(())
+}
+
+/// `tessera chown`.
+pub fn chown(args: &ChownArgs) -> Result<(), String> {
+    let (uid, gid) =
+        parse_owner(&args.owner).map_err(|why| format!("chown {}: {why}", args.path))?;
+    client(&args.cluster)?
+        .chown(&args.path, uid, gid)
+        .map_err(|err| failed("chown", &args.path, &err))?;
+    Ok(())
+}
+
 /// `tessera put`.
 pub fn put(args: &PutArgs) -> Result<(), String> {
+    let mode = parse_mode(&args.mode).map_err(|why| format!("put {}: {why}", args.path))?;
     let client = client(&args.cluster)?;
     let mut local = fs::File::open(&args.local)
         .map_err(|err| format!("put: cannot read {}: {err}", args.local.display()))?;
     let started = Instant::now();
     let options = CreateOptions {
         stripe_unit_bytes: args.stripe_unit,
+        mode,
         ..CreateOptions::default()
     };
     let file = client
@@ -310,4 +392,32 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
         mib_s(size, started)
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_are_octal_up_to_7777() {
+        assert_eq!(parse_mode("640"), Ok(0o640));
+        assert_eq!(parse_mode("0640"), Ok(0o640));
+        assert_eq!(parse_mode("1777"), Ok(0o1777));
+        for bad in ["", "8", "64a", "-1", "+7", "17777", "0o640"] {
+            let error = parse_mode(bad).unwrap_err();
+            assert!(error.contains(&format!("{bad:?}")), "{error}");
+        }
+    }
+
+    #[test]
+    fn owners_are_numbers() {
+        assert_eq!(parse_owner("1000"), Ok((Some(1000), None)));
+        assert_eq!(parse_owner("1000:100"), Ok((Some(1000), Some(100))));
+        assert_eq!(parse_owner(":100"), Ok((None, Some(100))));
+        assert_eq!(parse_owner("1000:"), Ok((Some(1000), None)));
+        assert!(parse_owner("alice").unwrap_err().contains("\"alice\""));
+        assert!(parse_owner(":").unwrap_err().contains("neither"));
+        assert!(parse_owner("4294967295").is_err());
+        assert!(parse_owner("1:2:3").is_err());
+    }
 }

@@ -65,6 +65,10 @@ enum Command {
     Put(files::PutArgs),
     /// Copy a Tessera file to a local file.
     Get(files::GetArgs),
+    /// Set the permission bits of a path (octal MODE).
+    Chmod(files::ChmodArgs),
+    /// Set the owner and/or group of a path (UID[:GID] or :GID, numbers).
+    Chown(files::ChownArgs),
     /// Run the demo job: a block-block 2-D array written and read back with list I/O.
     Demo(demo::DemoArgs),
     /// Run an experiment from the papers (see shared/BENCH.md).
@@ -109,6 +113,8 @@ fn main() -> ExitCode {
         Command::Mv(args) => files::mv(&args),
         Command::Put(args) => files::put(&args),
         Command::Get(args) => files::get(&args),
+        Command::Chmod(args) => files::chmod(&args),
+        Command::Chown(args) => files::chown(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Worker(args) => workers::run(&args),

@@ -35,6 +35,10 @@ pub struct MdsArgs {
     /// before they expire.
     #[arg(long, default_value_t = tessera_auth::CAPABILITY_LIFETIME.as_secs())]
     capability_seconds: u64,
+    /// Treat callers with uid 0 as uid and gid 65534 (nobody), as NFS's root squash does:
+    /// root on a client host gets no more rights than any other user.
+    #[arg(long)]
+    root_squash: bool,
 }
 
 /// Arguments of `tessera iod`.
@@ -234,8 +238,6 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
     let key = tessera_auth::ClusterKey::load(&args.key).map_err(|err| format!("mds: {err}"))?;
     let server_count =
         u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
-    let namespace = tessera_mds::Namespace::open(&args.db, server_count, args.stripe_unit)
-        .map_err(|err| format!("mds: {}", err.message))?;
     let auth = Arc::new(tessera_auth::ServerAuth::new(
         key.clone(),
         tessera_proto::ROLE_MDS,
@@ -244,6 +246,9 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
     let options = tessera_mds::MdsOptions {
         capability_lifetime: Duration::from_secs(args.capability_seconds.max(1)),
     };
+    let namespace = tessera_mds::Namespace::open_store(&args.db, server_count, args.stripe_unit)
+        .map_err(|err| format!("mds: {}", err.message))?
+        .with_root_squash(args.root_squash);
     let mds = Arc::new(tessera_mds::Mds::new(
         namespace,
         &args.iods,
@@ -254,8 +259,13 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
     runtime()?.block_on(async {
         let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
         tracing::info!(
-            "mds: listening on {address}, {server_count} iods, store {}",
-            args.db.display()
+            "mds: listening on {address}, {server_count} iods, store {}{}",
+            args.db.display(),
+            if args.root_squash {
+                ", root squashed to uid 65534"
+            } else {
+                ""
+            }
         );
         tessera_net::server::serve(listener, mds, auth, shutdown_signal()).await;
         tracing::info!("mds: stopped");

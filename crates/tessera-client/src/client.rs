@@ -8,9 +8,9 @@ use tessera_auth::{AgentClient, Authenticator, ClusterKey, KeySigner, NoAuthenti
 use tessera_net::{Peer, Pool};
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 use tessera_proto::{
-    Attr, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, Open, Opened, Ping, PingReply,
-    Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply, Stat, StatHandle,
-    Truncate, Unlink,
+    Attr, Chmod, Chown, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, Open, Opened, Ping,
+    PingReply, Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply, Stat,
+    StatHandle, Truncate, Unlink, CHOWN_UNCHANGED,
 };
 
 use crate::config::ClusterConfig;
@@ -331,6 +331,31 @@ impl Client {
             credentials: self.credentials()?,
             path: path.to_owned(),
             size,
+        })
+    }
+
+    /// Sets the permission bits (`0o7777`) of `path`: only its owner or root may.
+    pub fn chmod(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
+        self.mds_call(&Chmod {
+            credentials: self.credentials()?,
+            path: path.to_owned(),
+            mode,
+        })
+    }
+
+    /// Sets the owner and/or group of `path` (`None` leaves one unchanged): only root may
+    /// change the owner; the owner may change the group to one of their own groups.
+    pub fn chown(
+        &self,
+        path: &str,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> Result<Attr, ClientError> {
+        self.mds_call(&Chown {
+            credentials: self.credentials()?,
+            path: path.to_owned(),
+            uid: uid.unwrap_or(CHOWN_UNCHANGED),
+            gid: gid.unwrap_or(CHOWN_UNCHANGED),
         })
     }
 

@@ -10,6 +10,9 @@
 //! [`LockTable`], and a `LockRange` waits for its lock asynchronously on the connection's task
 //! (only the check that the handle names a file goes to a blocking thread), so waiting
 //! requests hold no thread.
+//!
+//! Every namespace request names its caller; [`caller_of`] is the one place that turns the
+//! request's credentials into the [`Caller`] the permission checks trust.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,12 +22,13 @@ use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_net::{NetError, Peer, Pool};
 use tessera_proto::limits::FILE_BYTES_MAX;
 use tessera_proto::{
-    Attr, Capability, Create, Credentials, Decoder, Empty, ErrorCode, Layout, LockGranted,
-    LockRange, Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat, ObjectTruncate, Opcode, Open,
-    Opened, PingReply, Readdir, RemoteError, Rename, Renew, Request, Rmdir, Stat, StatHandle,
-    Truncate, Unlink, UnlockRange, Wire, ROLE_MDS,
+    Attr, Capability, Chmod, Chown, Create, Credentials, Decoder, Empty, ErrorCode, Layout,
+    LockGranted, LockRange, Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat, ObjectTruncate,
+    Opcode, Open, Opened, PingReply, Readdir, RemoteError, Rename, Renew, Request, Rmdir, Stat,
+    StatHandle, Truncate, Unlink, UnlockRange, Wire, CHOWN_UNCHANGED, ROLE_MDS,
 };
 
+use crate::access::Caller;
 use crate::locks::{LockRequest, LockTable};
 use crate::namespace::{CreatePlan, Inode, Namespace};
 
@@ -90,6 +94,21 @@ impl Mds {
             }),
         }
     }
+}
+
+/// The caller a request speaks for: its credential, whose tag, expiry and uid `Mds::handle`
+/// checked against the connection before the request got here.
+pub fn caller_of(credentials: &Credentials) -> Caller {
+    Caller {
+        uid: credentials.uid,
+        gid: credentials.gid,
+        groups: credentials.groups.clone(),
+    }
+}
+
+/// A chown id: [`CHOWN_UNCHANGED`] leaves it as it is.
+fn chown_id(id: u32) -> Option<u32> {
+    (id != CHOWN_UNCHANGED).then_some(id)
 }
 
 fn net_error(error: NetError) -> RemoteError {
@@ -182,31 +201,19 @@ impl Inner {
         target: Result<&str, u64>,
         rights: Rights,
     ) -> Result<Opened, RemoteError> {
-        let (handle, inode) = match target {
-            Ok(path) => self.namespace.lookup(path)?,
-            Err(handle) => (handle, self.namespace.get(handle)?),
+        let caller = caller_of(credentials);
+        let attr = match target {
+            Ok(path) => self
+                .namespace
+                .open(&caller, path, rights.read, rights.write)?,
+            Err(handle) => {
+                self.namespace
+                    .access_handle(&caller, handle, rights.read, rights.write)?
+            }
         };
-        let name = || match target {
-            Ok(path) => path.to_owned(),
-            Err(handle) => format!("handle {handle:#x}"),
-        };
-        if inode.is_directory() {
-            return Err(RemoteError::new(
-                ErrorCode::IsDirectory,
-                format!("{} is a directory", name()),
-            ));
-        }
-        crate::namespace::check_open(&inode, credentials, rights.read, rights.write).map_err(
-            |missing| {
-                RemoteError::new(
-                    ErrorCode::PermissionDenied,
-                    format!("permission denied: {} (needs {missing})", name()),
-                )
-            },
-        )?;
         Ok(Opened {
-            attr: inode.attr(handle, 0)?,
-            capability: self.capability(credentials, handle, rights),
+            capability: self.capability(credentials, attr.handle, rights),
+            attr,
         })
     }
 
@@ -219,20 +226,11 @@ impl Inner {
     }
 
     fn create_objects(&self, request: &Create) -> Result<Attr, RemoteError> {
-        let plan = self.namespace.plan_create(request)?;
+        let caller = caller_of(&request.credentials);
+        let plan = self.namespace.plan_create(&caller, request)?;
         let (handle, inode) = match plan {
-            CreatePlan::Existing(handle, inode) => {
-                // Opening an existing file this way opens it for reading and writing.
-                crate::namespace::check_open(&inode, &request.credentials, true, true).map_err(
-                    |missing| {
-                        RemoteError::new(
-                            ErrorCode::PermissionDenied,
-                            format!("permission denied: {} (needs {missing})", request.path),
-                        )
-                    },
-                )?;
-                return self.attr(handle, &inode);
-            }
+            // An existing file, opened for reading and writing (checked by the plan).
+            CreatePlan::Existing(handle, inode) => return self.attr(handle, &inode),
             CreatePlan::New(handle, inode) => (handle, inode),
         };
         for (made, &server) in inode.servers.iter().enumerate() {
@@ -248,10 +246,13 @@ impl Inner {
                 ));
             }
         }
-        match self
-            .namespace
-            .commit_create(&request.path, handle, &inode, request.exclusive)
-        {
+        match self.namespace.commit_create(
+            &caller,
+            &request.path,
+            handle,
+            &inode,
+            request.exclusive,
+        ) {
             Ok((winner, winner_inode, true)) => winner_inode.attr(winner, 0),
             Ok((winner, winner_inode, false)) => {
                 self.remove_objects(handle, &inode);
@@ -272,7 +273,10 @@ impl Inner {
                 FILE_BYTES_MAX,
             ));
         }
-        let (handle, inode) = self.namespace.lookup(&request.path)?;
+        let caller = caller_of(&request.credentials);
+        let (handle, inode) = self
+            .namespace
+            .open_inode(&caller, &request.path, false, true)?;
         let Some(layout) = inode.layout()? else {
             return Err(RemoteError::new(
                 ErrorCode::IsDirectory,
@@ -301,18 +305,18 @@ impl Inner {
                 objects,
             })),
             Opcode::Lookup => {
-                let Lookup { path, .. } = request.decode().map_err(Err)?;
+                let Lookup { credentials, path } = request.decode().map_err(Err)?;
                 body(
                     self.namespace
-                        .lookup(&path)
+                        .lookup(&caller_of(&credentials), &path)
                         .and_then(|(handle, inode)| inode.attr(handle, 0)),
                 )
             }
             Opcode::Stat => {
-                let Stat { path, .. } = request.decode().map_err(Err)?;
+                let Stat { credentials, path } = request.decode().map_err(Err)?;
                 body(
                     self.namespace
-                        .lookup(&path)
+                        .lookup(&caller_of(&credentials), &path)
                         .and_then(|(handle, inode)| self.attr(handle, &inode)),
                 )
             }
@@ -336,33 +340,56 @@ impl Inner {
                 } = request.decode().map_err(Err)?;
                 body(
                     self.namespace
-                        .mkdir(&credentials, &path, mode)
+                        .mkdir(&caller_of(&credentials), &path, mode)
                         .and_then(|(handle, inode)| inode.attr(handle, 0)),
                 )
             }
             Opcode::Rmdir => {
-                let Rmdir { path, .. } = request.decode().map_err(Err)?;
-                body(self.namespace.remove(&path, true).map(|_| Empty {}))
+                let Rmdir { credentials, path } = request.decode().map_err(Err)?;
+                body(
+                    self.namespace
+                        .remove(&caller_of(&credentials), &path, true)
+                        .map(|_| Empty {}),
+                )
             }
             Opcode::Unlink => {
-                let Unlink { path, .. } = request.decode().map_err(Err)?;
-                body(self.namespace.remove(&path, false).map(|(handle, inode)| {
-                    self.remove_objects(handle, &inode);
-                    Empty {}
-                }))
+                let Unlink { credentials, path } = request.decode().map_err(Err)?;
+                body(
+                    self.namespace
+                        .remove(&caller_of(&credentials), &path, false)
+                        .map(|(handle, inode)| {
+                            self.remove_objects(handle, &inode);
+                            Empty {}
+                        }),
+                )
             }
             Opcode::Rename => {
-                let Rename { source, target, .. } = request.decode().map_err(Err)?;
-                body(self.namespace.rename(&source, &target).map(|replaced| {
-                    if let Some((handle, inode)) = replaced {
-                        self.remove_objects(handle, &inode);
-                    }
-                    Empty {}
-                }))
+                let Rename {
+                    credentials,
+                    source,
+                    target,
+                } = request.decode().map_err(Err)?;
+                body(
+                    self.namespace
+                        .rename(&caller_of(&credentials), &source, &target)
+                        .map(|replaced| {
+                            if let Some((handle, inode)) = replaced {
+                                self.remove_objects(handle, &inode);
+                            }
+                            Empty {}
+                        }),
+                )
             }
             Opcode::Readdir => {
-                let Readdir { path, after, .. } = request.decode().map_err(Err)?;
-                body(self.namespace.readdir(&path, &after))
+                let Readdir {
+                    credentials,
+                    path,
+                    after,
+                } = request.decode().map_err(Err)?;
+                body(
+                    self.namespace
+                        .readdir(&caller_of(&credentials), &path, &after),
+                )
             }
             Opcode::Truncate => {
                 let truncate: Truncate = request.decode().map_err(Err)?;
@@ -383,6 +410,36 @@ impl Inner {
                     write: renew.write,
                 };
                 body(self.open(&renew.credentials, Err(renew.handle), rights))
+            }
+            Opcode::Chmod => {
+                let Chmod {
+                    credentials,
+                    path,
+                    mode,
+                } = request.decode().map_err(Err)?;
+                body(
+                    self.namespace
+                        .chmod(&caller_of(&credentials), &path, mode)
+                        .and_then(|(handle, inode)| inode.attr(handle, 0)),
+                )
+            }
+            Opcode::Chown => {
+                let Chown {
+                    credentials,
+                    path,
+                    uid,
+                    gid,
+                } = request.decode().map_err(Err)?;
+                body(
+                    self.namespace
+                        .chown(
+                            &caller_of(&credentials),
+                            &path,
+                            chown_id(uid),
+                            chown_id(gid),
+                        )
+                        .and_then(|(handle, inode)| inode.attr(handle, 0)),
+                )
             }
             other => Err(Ok(RemoteError::new(
                 ErrorCode::Protocol,

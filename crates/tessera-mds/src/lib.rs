@@ -6,10 +6,15 @@
 //! objects before the name becomes visible, removes them after an unlink, and computes a
 //! file's size from the sizes of its objects ([`handler`]). It also keeps the byte-range
 //! locks clients take for read-modify-write ([`locks`]), in memory only: a restart drops them.
+//! Every namespace call is checked against POSIX permission bits for the calling user
+//! ([`access`]), with root squash as an option.
 
+pub mod access;
 pub mod handler;
 pub mod locks;
 pub mod namespace;
 
+pub use access::Caller;
 pub use handler::{Mds, MdsOptions};
+
 pub use namespace::Namespace;

@@ -6,7 +6,13 @@
 //! cluster's server count, which must not change under existing layouts. Every change is one
 //! redb write transaction, durable when it commits. File data and sizes are not here: sizes
 //! are computed from the iods (see `docs/SEMANTICS.md`).
+//!
+//! Every call that names a path takes the [`Caller`] and checks POSIX permissions
+//! ([`crate::access`]) inside the same transaction that reads or changes the namespace: search
+//! on each directory passed through, then the rights the call needs on the parent or the
+//! entry. A refusal returns before anything is written.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -15,9 +21,11 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 use serde::{Deserialize, Serialize};
 use tessera_proto::limits::{NAME_BYTES_MAX, PATH_DEPTH_MAX, READDIR_ENTRIES_MAX, SERVERS_MAX};
 use tessera_proto::{
-    Attr, Create, Credentials, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, ReaddirReply,
-    RemoteError, StripeLayout,
+    Attr, Create, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, ReaddirReply, RemoteError,
+    StripeLayout,
 };
+
+use crate::access::{self, Caller, Owner, Rights};
 
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 const DIRENTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("dirents");
@@ -59,7 +67,7 @@ pub struct Inode {
 
 impl Inode {
     /// A new, empty directory in `parent`, owned by `owner`, with times set to now.
-    fn directory(mode: u32, owner: &Credentials, parent: u64) -> Self {
+    fn directory(mode: u32, owner: &Caller, parent: u64) -> Self {
         let now = now_ns();
         Self {
             kind: KIND_DIRECTORY,
@@ -80,6 +88,16 @@ impl Inode {
     /// True for directories.
     pub fn is_directory(&self) -> bool {
         self.kind == KIND_DIRECTORY
+    }
+
+    /// What a permission check reads.
+    pub fn owner(&self) -> Owner {
+        Owner {
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            directory: self.is_directory(),
+        }
     }
 
     /// The layout of a file (`None` for a directory).
@@ -126,34 +144,6 @@ impl Inode {
     }
 }
 
-/// Whether `credentials` may open `inode` for reading and/or writing by its mode bits;
-/// otherwise the missing right ("read", "write"). Root may do both.
-pub fn check_open(
-    inode: &Inode,
-    credentials: &Credentials,
-    read: bool,
-    write: bool,
-) -> Result<(), &'static str> {
-    if credentials.uid == 0 {
-        return Ok(());
-    }
-    let shift = if credentials.uid == inode.uid {
-        6
-    } else if credentials.gid == inode.gid || credentials.groups.contains(&inode.gid) {
-        3
-    } else {
-        0
-    };
-    let bits = (inode.mode >> shift) & 0o7;
-    if read && bits & 0o4 == 0 {
-        return Err("read");
-    }
-    if write && bits & 0o2 == 0 {
-        return Err("write");
-    }
-    Ok(())
-}
-
 /// The outcome of preparing a create.
 #[derive(Debug)]
 pub enum CreatePlan {
@@ -173,6 +163,8 @@ pub struct Namespace {
     next_handle: AtomicU64,
     server_count: u16,
     default_stripe_unit_bytes: u64,
+    /// Treat callers with uid 0 as `nobody` ([`access::NOBODY`]).
+    root_squash: bool,
 }
 
 fn now_ns() -> u64 {
@@ -271,20 +263,33 @@ fn read_inode(
     decode_inode(guard.value())
 }
 
-/// Follows `names` from the root; returns the handle reached.
+/// The path of the directory reached after the first `depth` names (`/` for depth 0).
+fn prefix(names: &[&str], depth: usize) -> String {
+    format!("/{}", names[..depth].join("/"))
+}
+
+/// Follows `names` from the root, checking that `caller` may search each directory it passes
+/// through; returns the handle reached.
 fn walk(
     dirents: &impl ReadableTable<(u64, &'static str), u64>,
     inodes: &impl ReadableTable<u64, &'static [u8]>,
+    caller: &Caller,
     path: &str,
     names: &[&str],
 ) -> Result<u64, RemoteError> {
     let mut handle = ROOT_HANDLE;
     for (depth, name) in names.iter().enumerate() {
-        if depth > 0 && !read_inode(inodes, handle)?.is_directory() {
+        let directory = read_inode(inodes, handle)?;
+        if !directory.is_directory() {
             return Err(RemoteError::new(
                 ErrorCode::NotDirectory,
                 format!("{path}: a component is not a directory"),
             ));
+        }
+        // The directory's path is spelled out only for an error.
+        let lacking = access::missing(caller, directory.owner(), Rights::SEARCH);
+        if lacking != Rights::NONE {
+            return Err(access::denied(path, lacking, &prefix(names, depth)));
         }
         handle = dirents
             .get((handle, *name))
@@ -295,12 +300,48 @@ fn walk(
     Ok(handle)
 }
 
-/// Resolves the parent directory of `path` and returns it with the last name.
+/// The parent directory of a path, resolved and searchable by the caller.
+struct Parent<'p> {
+    handle: u64,
+    inode: Inode,
+    /// The last name of the path.
+    name: &'p str,
+    /// The parent's own path, for error messages.
+    path: String,
+}
+
+impl Parent<'_> {
+    /// Refuses unless `caller` may add or remove entries here (write and search) for the
+    /// operation on `path`.
+    fn require_write(&self, caller: &Caller, path: &str) -> Result<(), RemoteError> {
+        access::require(
+            caller,
+            self.inode.owner(),
+            Rights::WRITE_SEARCH,
+            path,
+            &self.path,
+        )
+    }
+
+    /// The sticky-bit rule for removing or replacing the entry owned by `entry_uid`.
+    fn require_sticky(
+        &self,
+        caller: &Caller,
+        entry_uid: u32,
+        path: &str,
+    ) -> Result<(), RemoteError> {
+        access::require_sticky(caller, self.inode.owner(), entry_uid, path, &self.path)
+    }
+}
+
+/// Resolves the parent directory of `path` (search on every directory down to and including
+/// it) and returns it with the last name.
 fn walk_parent<'p>(
     dirents: &impl ReadableTable<(u64, &'static str), u64>,
     inodes: &impl ReadableTable<u64, &'static [u8]>,
+    caller: &Caller,
     path: &'p str,
-) -> Result<(u64, Inode, &'p str), RemoteError> {
+) -> Result<Parent<'p>, RemoteError> {
     let names = components(path)?;
     let Some((&name, parents)) = names.split_last() else {
         return Err(RemoteError::new(
@@ -308,15 +349,40 @@ fn walk_parent<'p>(
             "the root directory cannot be created, moved or removed",
         ));
     };
-    let parent = walk(dirents, inodes, path, parents)?;
-    let inode = read_inode(inodes, parent)?;
+    let handle = walk(dirents, inodes, caller, path, parents)?;
+    let inode = read_inode(inodes, handle)?;
     if !inode.is_directory() {
         return Err(RemoteError::new(
             ErrorCode::NotDirectory,
             format!("{path}: the parent is not a directory"),
         ));
     }
-    Ok((parent, inode, name))
+    let parent_path = prefix(&names, parents.len());
+    access::require(caller, inode.owner(), Rights::SEARCH, path, &parent_path)?;
+    Ok(Parent {
+        handle,
+        inode,
+        name,
+        path: parent_path,
+    })
+}
+
+/// Refuses to open `inode` (at `path`) for `read` and/or `write` unless its bits allow it; a
+/// directory opened for write is `IsDirectory`. `caller` is the caller after root squash.
+fn check_open(
+    caller: &Caller,
+    path: &str,
+    inode: &Inode,
+    read: bool,
+    write: bool,
+) -> Result<(), RemoteError> {
+    if write && inode.is_directory() {
+        return Err(RemoteError::new(
+            ErrorCode::IsDirectory,
+            format!("{path} is a directory"),
+        ));
+    }
+    access::require(caller, inode.owner(), Rights::open(read, write), path, path)
 }
 
 /// Mode of the namespace store: every name, owner and layout of the cluster, for the mds
@@ -338,7 +404,8 @@ fn private_store(db_path: &Path) -> std::io::Result<()> {
 
 impl Namespace {
     /// Opens (or creates) the namespace in `db_path` for a cluster of `server_count` iods.
-    pub fn open(
+    /// A new namespace's root directory is mode 0755, owned by the user running the mds.
+    pub fn open_store(
         db_path: &Path,
         server_count: u16,
         default_stripe_unit_bytes: u64,
@@ -399,7 +466,11 @@ impl Namespace {
                 }
             }
             if inodes.get(ROOT_HANDLE).map_err(store_error)?.is_none() {
-                let root = Inode::directory(0o755, &Credentials::default(), ROOT_HANDLE);
+                // SAFETY: geteuid and getegid cannot fail and touch no memory of ours.
+                let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+                // The root belongs to whoever runs the mds: root for a system cluster, the
+                // user for a private one.
+                let root = Inode::directory(0o755, &Caller::new(uid, gid), ROOT_HANDLE);
                 inodes
                     .insert(ROOT_HANDLE, encode_inode(&root)?.as_slice())
                     .map_err(store_error)?;
@@ -415,7 +486,30 @@ impl Namespace {
             next_handle: AtomicU64::new(next_handle),
             server_count,
             default_stripe_unit_bytes,
+            root_squash: false,
         })
+    }
+
+    /// Turns root squash on or off: with it on, a caller with uid 0 is treated as uid and gid
+    /// [`access::NOBODY`] with no supplementary groups, in every call.
+    #[must_use]
+    pub fn with_root_squash(mut self, root_squash: bool) -> Self {
+        self.root_squash = root_squash;
+        self
+    }
+
+    /// Whether root squash is on.
+    pub fn root_squash(&self) -> bool {
+        self.root_squash
+    }
+
+    /// The caller the checks see: squashed when root squash is on.
+    fn effective<'c>(&self, caller: &'c Caller) -> Cow<'c, Caller> {
+        if self.root_squash && caller.is_root() {
+            Cow::Owned(caller.squashed())
+        } else {
+            Cow::Borrowed(caller)
+        }
     }
 
     /// Inodes stored (files and directories, the root included).
@@ -427,14 +521,70 @@ impl Namespace {
             .map_err(store_error)
     }
 
-    /// Resolves `path`.
-    pub fn lookup(&self, path: &str) -> Result<(u64, Inode), RemoteError> {
+    /// Resolves `path`: search on every directory passed through.
+    pub fn lookup(&self, caller: &Caller, path: &str) -> Result<(u64, Inode), RemoteError> {
+        let caller = self.effective(caller);
         let names = components(path)?;
         let txn = self.db.begin_read().map_err(store_error)?;
         let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
         let inodes = txn.open_table(INODES).map_err(store_error)?;
-        let handle = walk(&dirents, &inodes, path, &names)?;
+        let handle = walk(&dirents, &inodes, &caller, path, &names)?;
         Ok((handle, read_inode(&inodes, handle)?))
+    }
+
+    /// Resolves `path` as [`Namespace::lookup`] does, then checks that the caller may open it
+    /// for `read` and/or `write` ([`Namespace::check_open`]).
+    pub fn open_inode(
+        &self,
+        caller: &Caller,
+        path: &str,
+        read: bool,
+        write: bool,
+    ) -> Result<(u64, Inode), RemoteError> {
+        let (handle, inode) = self.lookup(caller, path)?;
+        self.check_open(caller, path, &inode, read, write)?;
+        Ok((handle, inode))
+    }
+
+    /// [`Namespace::open_inode`] as attributes (`size` 0: the mds computes sizes from the
+    /// iods).
+    pub fn open(
+        &self,
+        caller: &Caller,
+        path: &str,
+        read: bool,
+        write: bool,
+    ) -> Result<Attr, RemoteError> {
+        let (handle, inode) = self.open_inode(caller, path, read, write)?;
+        inode.attr(handle, 0)
+    }
+
+    /// The open check of [`Namespace::open`] by handle, for renewing a capability: the
+    /// file's bits must still grant `read` and/or `write` (no path, so no search checks).
+    pub fn access_handle(
+        &self,
+        caller: &Caller,
+        handle: u64,
+        read: bool,
+        write: bool,
+    ) -> Result<Attr, RemoteError> {
+        let inode = self.get(handle)?;
+        self.check_open(caller, &format!("handle {handle:#x}"), &inode, read, write)?;
+        inode.attr(handle, 0)
+    }
+
+    /// Refuses to open `inode` (named `path` in errors) for `read` and/or `write` unless its
+    /// bits grant the caller those rights; a directory opened for write is `IsDirectory`.
+    /// A non-exclusive create of an existing file makes this check for read and write.
+    pub fn check_open(
+        &self,
+        caller: &Caller,
+        path: &str,
+        inode: &Inode,
+        read: bool,
+        write: bool,
+    ) -> Result<(), RemoteError> {
+        check_open(&self.effective(caller), path, inode, read, write)
     }
 
     /// The inode of `handle`.
@@ -455,9 +605,17 @@ impl Namespace {
 
     /// Checks a create and, for a new file, picks its handle and layout. The caller creates
     /// the file's objects on the iods before [`Namespace::commit_create`] makes it visible.
-    pub fn plan_create(&self, request: &Create) -> Result<CreatePlan, RemoteError> {
+    /// The request's credentials are not read: `caller` is who asks. A new file needs write
+    /// and search on the parent; an existing file (not `exclusive`) is opened for reading and
+    /// writing, so it needs read and write on the file.
+    pub fn plan_create(
+        &self,
+        caller: &Caller,
+        request: &Create,
+    ) -> Result<CreatePlan, RemoteError> {
+        let caller = self.effective(caller);
         let Create {
-            credentials,
+            credentials: _,
             path,
             mode,
             exclusive,
@@ -471,8 +629,11 @@ impl Namespace {
         let txn = self.db.begin_read().map_err(store_error)?;
         let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
         let inodes = txn.open_table(INODES).map_err(store_error)?;
-        let (parent, _, name) = walk_parent(&dirents, &inodes, path)?;
-        if let Some(existing) = dirents.get((parent, name)).map_err(store_error)? {
+        let parent = walk_parent(&dirents, &inodes, &caller, path)?;
+        if let Some(existing) = dirents
+            .get((parent.handle, parent.name))
+            .map_err(store_error)?
+        {
             let handle = existing.value();
             let inode = read_inode(&inodes, handle)?;
             if inode.is_directory() {
@@ -487,8 +648,11 @@ impl Namespace {
                     format!("{path} already exists"),
                 ));
             }
+            check_open(&caller, path, &inode, true, true)?;
             return Ok(CreatePlan::Existing(handle, inode));
         }
+        parent.require_write(&caller, path)?;
+        let parent = parent.handle;
         let stripe_unit_bytes = if stripe_unit_bytes == 0 {
             self.default_stripe_unit_bytes
         } else {
@@ -543,8 +707,8 @@ impl Namespace {
         let inode = Inode {
             kind: KIND_FILE,
             mode,
-            uid: credentials.uid,
-            gid: credentials.gid,
+            uid: caller.uid,
+            gid: caller.gid,
             atime_ns: now,
             mtime_ns: now,
             ctime_ns: now,
@@ -559,20 +723,29 @@ impl Namespace {
 
     /// Makes a planned file visible. If another create of the same name won the race, returns
     /// that file (or `Exists` when `exclusive`) and `false`: the caller removes its objects.
+    /// The permission checks of [`Namespace::plan_create`] are made again in this transaction,
+    /// so a chmod in between is honoured.
     pub fn commit_create(
         &self,
+        caller: &Caller,
         path: &str,
         handle: u64,
         inode: &Inode,
         exclusive: bool,
     ) -> Result<(u64, Inode, bool), RemoteError> {
+        let caller = self.effective(caller);
         let txn = self.db.begin_write().map_err(store_error)?;
         let outcome;
         {
             let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
             let mut inodes = txn.open_table(INODES).map_err(store_error)?;
             let mut meta = txn.open_table(META).map_err(store_error)?;
-            let (parent, mut parent_inode, name) = walk_parent(&dirents, &inodes, path)?;
+            let Parent {
+                handle: parent,
+                inode: mut parent_inode,
+                name,
+                path: parent_path,
+            } = walk_parent(&dirents, &inodes, &caller, path)?;
             let existing = dirents
                 .get((parent, name))
                 .map_err(store_error)?
@@ -591,8 +764,16 @@ impl Namespace {
                         format!("{path} is a directory"),
                     ));
                 }
+                check_open(&caller, path, &other, true, true)?;
                 outcome = (existing, other, false);
             } else {
+                access::require(
+                    &caller,
+                    parent_inode.owner(),
+                    Rights::WRITE_SEARCH,
+                    path,
+                    &parent_path,
+                )?;
                 let mut inode = inode.clone();
                 inode.parent = parent;
                 inodes
@@ -619,13 +800,14 @@ impl Namespace {
         Ok(outcome)
     }
 
-    /// Creates a directory.
+    /// Creates a directory, owned by the caller: needs write and search on the parent.
     pub fn mkdir(
         &self,
-        credentials: &Credentials,
+        caller: &Caller,
         path: &str,
         mode: u32,
     ) -> Result<(u64, Inode), RemoteError> {
+        let caller = self.effective(caller);
         check_mode(mode)?;
         let txn = self.db.begin_write().map_err(store_error)?;
         let created;
@@ -633,15 +815,21 @@ impl Namespace {
             let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
             let mut inodes = txn.open_table(INODES).map_err(store_error)?;
             let mut meta = txn.open_table(META).map_err(store_error)?;
-            let (parent, mut parent_inode, name) = walk_parent(&dirents, &inodes, path)?;
-            if dirents.get((parent, name)).map_err(store_error)?.is_some() {
+            let found = walk_parent(&dirents, &inodes, &caller, path)?;
+            if dirents
+                .get((found.handle, found.name))
+                .map_err(store_error)?
+                .is_some()
+            {
                 return Err(RemoteError::new(
                     ErrorCode::Exists,
                     format!("{path} already exists"),
                 ));
             }
+            found.require_write(&caller, path)?;
+            let (parent, mut parent_inode, name) = (found.handle, found.inode, found.name);
             let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
-            let inode = Inode::directory(mode, credentials, parent);
+            let inode = Inode::directory(mode, &caller, parent);
             inodes
                 .insert(handle, encode_inode(&inode)?.as_slice())
                 .map_err(store_error)?;
@@ -667,20 +855,30 @@ impl Namespace {
     }
 
     /// Removes a name: a file (`want_directory == false`) or an empty directory. Returns the
-    /// removed inode, whose objects the caller deletes.
-    pub fn remove(&self, path: &str, want_directory: bool) -> Result<(u64, Inode), RemoteError> {
+    /// removed inode, whose objects the caller deletes. Needs write and search on the parent,
+    /// and, in a sticky parent, to own the entry or the parent (or be root).
+    pub fn remove(
+        &self,
+        caller: &Caller,
+        path: &str,
+        want_directory: bool,
+    ) -> Result<(u64, Inode), RemoteError> {
+        let caller = self.effective(caller);
         let txn = self.db.begin_write().map_err(store_error)?;
         let removed;
         {
             let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
             let mut inodes = txn.open_table(INODES).map_err(store_error)?;
-            let (parent, mut parent_inode, name) = walk_parent(&dirents, &inodes, path)?;
+            let found = walk_parent(&dirents, &inodes, &caller, path)?;
             let handle = dirents
-                .get((parent, name))
+                .get((found.handle, found.name))
                 .map_err(store_error)?
                 .ok_or_else(|| not_found(path))?
                 .value();
             let inode = read_inode(&inodes, handle)?;
+            found.require_write(&caller, path)?;
+            found.require_sticky(&caller, inode.uid, path)?;
+            let (parent, mut parent_inode, name) = (found.handle, found.inode, found.name);
             expect_kind(path, &inode, want_directory)?;
             if inode.is_directory()
                 && dirents
@@ -712,21 +910,37 @@ impl Namespace {
     }
 
     /// Moves `source` to `target`, replacing a target file or empty directory of the same
-    /// kind. Returns a replaced file, whose objects the caller deletes.
-    pub fn rename(&self, source: &str, target: &str) -> Result<Option<(u64, Inode)>, RemoteError> {
+    /// kind. Returns a replaced file, whose objects the caller deletes. Needs write and search
+    /// on both parents; the sticky rule of [`Namespace::remove`] for the moved entry and for a
+    /// replaced one; and write on a directory that moves to another parent (its `..` changes).
+    pub fn rename(
+        &self,
+        caller: &Caller,
+        source: &str,
+        target: &str,
+    ) -> Result<Option<(u64, Inode)>, RemoteError> {
+        let caller = self.effective(caller);
         let txn = self.db.begin_write().map_err(store_error)?;
         let replaced;
         {
             let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
             let mut inodes = txn.open_table(INODES).map_err(store_error)?;
-            let (source_parent, _, source_name) = walk_parent(&dirents, &inodes, source)?;
-            let (target_parent, _, target_name) = walk_parent(&dirents, &inodes, target)?;
+            let from = walk_parent(&dirents, &inodes, &caller, source)?;
+            let to = walk_parent(&dirents, &inodes, &caller, target)?;
+            let (source_parent, source_name) = (from.handle, from.name);
+            let (target_parent, target_name) = (to.handle, to.name);
             let handle = dirents
                 .get((source_parent, source_name))
                 .map_err(store_error)?
                 .ok_or_else(|| not_found(source))?
                 .value();
             let mut inode = read_inode(&inodes, handle)?;
+            from.require_write(&caller, source)?;
+            to.require_write(&caller, target)?;
+            from.require_sticky(&caller, inode.uid, source)?;
+            if inode.is_directory() && source_parent != target_parent {
+                access::require(&caller, inode.owner(), Rights::WRITE, source, source)?;
+            }
             if inode.is_directory() {
                 // A directory cannot move below itself.
                 let mut ancestor = target_parent;
@@ -753,6 +967,7 @@ impl Namespace {
                     return Ok(None);
                 }
                 let other = read_inode(&inodes, existing)?;
+                to.require_sticky(&caller, other.uid, target)?;
                 expect_kind(target, &other, inode.is_directory())?;
                 let non_empty = other.is_directory()
                     && dirents
@@ -810,19 +1025,28 @@ impl Namespace {
         Ok(replaced)
     }
 
-    /// One page of the entries of directory `path` with names after `after`.
-    pub fn readdir(&self, path: &str, after: &str) -> Result<ReaddirReply, RemoteError> {
+    /// One page of the entries of directory `path` with names after `after`: needs read on
+    /// the directory.
+    pub fn readdir(
+        &self,
+        caller: &Caller,
+        path: &str,
+        after: &str,
+    ) -> Result<ReaddirReply, RemoteError> {
+        let caller = self.effective(caller);
         let names = components(path)?;
         let txn = self.db.begin_read().map_err(store_error)?;
         let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
         let inodes = txn.open_table(INODES).map_err(store_error)?;
-        let handle = walk(&dirents, &inodes, path, &names)?;
-        if !read_inode(&inodes, handle)?.is_directory() {
+        let handle = walk(&dirents, &inodes, &caller, path, &names)?;
+        let directory = read_inode(&inodes, handle)?;
+        if !directory.is_directory() {
             return Err(RemoteError::new(
                 ErrorCode::NotDirectory,
                 format!("{path} is not a directory"),
             ));
         }
+        access::require(&caller, directory.owner(), Rights::READ, path, path)?;
         let mut entries = Vec::new();
         let mut more = false;
         for item in dirents
@@ -871,34 +1095,134 @@ impl Namespace {
         txn.commit().map_err(store_error)?;
         Ok(inode)
     }
+
+    /// Sets the permission bits of `path` (only its owner or root may; see
+    /// [`access::chmod`]). Returns the changed inode.
+    pub fn chmod(
+        &self,
+        caller: &Caller,
+        path: &str,
+        mode: u32,
+    ) -> Result<(u64, Inode), RemoteError> {
+        check_mode(mode)?;
+        self.set_attributes(caller, path, |caller, inode| {
+            inode.mode = access::chmod(caller, inode.owner(), mode, path)?;
+            Ok(())
+        })
+    }
+
+    /// Sets the owner and/or group of `path` (`None` leaves one as it is; see
+    /// [`access::chown`]). Returns the changed inode.
+    pub fn chown(
+        &self,
+        caller: &Caller,
+        path: &str,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> Result<(u64, Inode), RemoteError> {
+        self.set_attributes(caller, path, |caller, inode| {
+            (inode.mode, inode.uid, inode.gid) =
+                access::chown(caller, inode.owner(), uid, gid, path)?;
+            Ok(())
+        })
+    }
+
+    /// Resolves `path` and applies `change` to its inode in one transaction, stamping ctime.
+    fn set_attributes(
+        &self,
+        caller: &Caller,
+        path: &str,
+        change: impl FnOnce(&Caller, &mut Inode) -> Result<(), RemoteError>,
+    ) -> Result<(u64, Inode), RemoteError> {
+        let caller = self.effective(caller);
+        let names = components(path)?;
+        let txn = self.db.begin_write().map_err(store_error)?;
+        let changed;
+        {
+            let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+            let handle = walk(&dirents, &inodes, &caller, path, &names)?;
+            let mut inode = read_inode(&inodes, handle)?;
+            change(&caller, &mut inode)?;
+            inode.ctime_ns = now_ns();
+            inodes
+                .insert(handle, encode_inode(&inode)?.as_slice())
+                .map_err(store_error)?;
+            changed = (handle, inode);
+        }
+        txn.commit().map_err(store_error)?;
+        Ok(changed)
+    }
 }
+
+/// Every inode and every directory entry `(parent, name, child)`, in key order.
+#[cfg(test)]
+type Snapshot = (Vec<(u64, Inode)>, Vec<(u64, String, u64)>);
+
+#[cfg(test)]
+impl Namespace {
+    /// Every inode and entry, in key order: a refused call must leave this unchanged.
+    fn snapshot(&self) -> Snapshot {
+        let txn = self.db.begin_read().unwrap();
+        let inodes = txn.open_table(INODES).unwrap();
+        let dirents = txn.open_table(DIRENTS).unwrap();
+        let inodes = inodes
+            .iter()
+            .unwrap()
+            .map(|item| {
+                let (key, value) = item.unwrap();
+                (key.value(), decode_inode(value.value()).unwrap())
+            })
+            .collect();
+        let dirents = dirents
+            .iter()
+            .unwrap()
+            .map(|item| {
+                let (key, value) = item.unwrap();
+                let (parent, name) = key.value();
+                (parent, name.to_owned(), value.value())
+            })
+            .collect();
+        (inodes, dirents)
+    }
+}
+
+#[cfg(test)]
+mod permission_tests;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn credentials() -> Credentials {
-        Credentials {
-            uid: 1000,
-            gid: 100,
-            ..Credentials::default()
-        }
+    fn user() -> Caller {
+        Caller::new(1000, 100)
+    }
+
+    /// Opens the store at `db` with its root directory handed to [`user`].
+    fn open_owned(db: &Path, servers: u16) -> Namespace {
+        let namespace = Namespace::open_store(db, servers, 65536).unwrap();
+        namespace
+            .chown(&Caller::root(), "/", Some(1000), Some(100))
+            .unwrap();
+        namespace
     }
 
     fn create(namespace: &Namespace, path: &str) -> u64 {
         match namespace
-            .plan_create(&Create {
-                credentials: credentials(),
-                path: path.to_owned(),
-                mode: 0o644,
-                exclusive: true,
-                ..Create::default()
-            })
+            .plan_create(
+                &user(),
+                &Create {
+                    path: path.to_owned(),
+                    mode: 0o644,
+                    exclusive: true,
+                    ..Create::default()
+                },
+            )
             .unwrap()
         {
             CreatePlan::New(handle, inode) => {
                 namespace
-                    .commit_create(path, handle, &inode, true)
+                    .commit_create(&user(), path, handle, &inode, true)
                     .unwrap()
                     .0
             }
@@ -912,41 +1236,38 @@ mod tests {
         let db = dir.path().join("meta.redb");
         let file;
         {
-            let namespace = Namespace::open(&db, 4, 65536).unwrap();
-            namespace.mkdir(&credentials(), "/a", 0o755).unwrap();
+            let namespace = open_owned(&db, 4);
+            namespace.mkdir(&user(), "/a", 0o755).unwrap();
             file = create(&namespace, "/a/f");
-            let (_, inode) = namespace.lookup("/a/f").unwrap();
+            let (_, inode) = namespace.lookup(&Caller::root(), "/a/f").unwrap();
             assert_eq!(inode.servers.len(), 4);
             assert_eq!(inode.uid, 1000);
-            assert_eq!(namespace.lookup("/a").unwrap().1.nlink, 2);
-            assert_eq!(namespace.lookup("/").unwrap().1.nlink, 3);
+            assert_eq!(namespace.lookup(&Caller::root(), "/a").unwrap().1.nlink, 2);
+            assert_eq!(namespace.lookup(&Caller::root(), "/").unwrap().1.nlink, 3);
             assert_eq!(
-                namespace.remove("/a", true).unwrap_err().code,
+                namespace
+                    .remove(&Caller::root(), "/a", true)
+                    .unwrap_err()
+                    .code,
                 ErrorCode::NotEmpty
             );
             assert_eq!(
-                namespace
-                    .mkdir(&credentials(), "/a/f/x", 0o755)
-                    .unwrap_err()
-                    .code,
+                namespace.mkdir(&user(), "/a/f/x", 0o755).unwrap_err().code,
                 ErrorCode::NotDirectory
             );
             assert_eq!(
-                namespace
-                    .mkdir(&credentials(), "/b", 0o17777)
-                    .unwrap_err()
-                    .code,
+                namespace.mkdir(&user(), "/b", 0o17777).unwrap_err().code,
                 ErrorCode::InvalidArgument
             );
-            namespace.rename("/a/f", "/g").unwrap();
+            namespace.rename(&Caller::root(), "/a/f", "/g").unwrap();
             assert_eq!(
-                namespace.lookup("/a/f").unwrap_err().code,
+                namespace.lookup(&Caller::root(), "/a/f").unwrap_err().code,
                 ErrorCode::NotFound
             );
         }
-        let namespace = Namespace::open(&db, 4, 65536).unwrap();
-        assert_eq!(namespace.lookup("/g").unwrap().0, file);
-        let listing = namespace.readdir("/", "").unwrap();
+        let namespace = Namespace::open_store(&db, 4, 65536).unwrap();
+        assert_eq!(namespace.lookup(&Caller::root(), "/g").unwrap().0, file);
+        let listing = namespace.readdir(&Caller::root(), "/", "").unwrap();
         let names: Vec<_> = listing
             .entries
             .iter()
@@ -957,44 +1278,50 @@ mod tests {
             create(&namespace, "/h") > file,
             "handles are not reused after a restart"
         );
-        assert_eq!(namespace.remove("/g", false).unwrap().0, file);
-        namespace.remove("/a", true).unwrap();
+        assert_eq!(
+            namespace.remove(&Caller::root(), "/g", false).unwrap().0,
+            file
+        );
+        namespace.remove(&Caller::root(), "/a", true).unwrap();
         assert_eq!(namespace.inode_count().unwrap(), 2);
         drop(namespace);
-        let err = Namespace::open(&db, 3, 65536).unwrap_err();
+        let err = Namespace::open_store(&db, 3, 65536).unwrap_err();
         assert!(err.message.contains("--servers 4"), "{}", err.message);
     }
 
     #[test]
     fn rename_refuses_moving_a_directory_into_itself() {
         let dir = tempfile::tempdir().unwrap();
-        let namespace = Namespace::open(&dir.path().join("m.redb"), 1, 65536).unwrap();
-        namespace.mkdir(&credentials(), "/d", 0o755).unwrap();
-        namespace.mkdir(&credentials(), "/d/e", 0o755).unwrap();
+        let namespace = open_owned(&dir.path().join("m.redb"), 1);
+        namespace.mkdir(&user(), "/d", 0o755).unwrap();
+        namespace.mkdir(&user(), "/d/e", 0o755).unwrap();
         assert_eq!(
-            namespace.rename("/d", "/d/e/x").unwrap_err().code,
+            namespace
+                .rename(&Caller::root(), "/d", "/d/e/x")
+                .unwrap_err()
+                .code,
             ErrorCode::InvalidArgument
         );
-        namespace.rename("/d/e", "/e").unwrap();
-        assert_eq!(namespace.lookup("/").unwrap().1.nlink, 4);
-        assert_eq!(namespace.lookup("/d").unwrap().1.nlink, 2);
+        namespace.rename(&Caller::root(), "/d/e", "/e").unwrap();
+        assert_eq!(namespace.lookup(&Caller::root(), "/").unwrap().1.nlink, 4);
+        assert_eq!(namespace.lookup(&Caller::root(), "/d").unwrap().1.nlink, 2);
     }
 
     #[test]
     fn readdir_pages_through_large_directories() {
         let dir = tempfile::tempdir().unwrap();
-        let namespace = Namespace::open(&dir.path().join("m.redb"), 1, 65536).unwrap();
+        let namespace = open_owned(&dir.path().join("m.redb"), 1);
         let total = READDIR_ENTRIES_MAX as usize + 5;
         for i in 0..total {
             namespace
-                .mkdir(&credentials(), &format!("/d{i:05}"), 0o755)
+                .mkdir(&user(), &format!("/d{i:05}"), 0o755)
                 .unwrap();
         }
-        let first = namespace.readdir("/", "").unwrap();
+        let first = namespace.readdir(&Caller::root(), "/", "").unwrap();
         assert!(first.more);
         assert_eq!(first.entries.len(), READDIR_ENTRIES_MAX as usize);
         let second = namespace
-            .readdir("/", &first.entries.last().unwrap().name)
+            .readdir(&Caller::root(), "/", &first.entries.last().unwrap().name)
             .unwrap();
         assert!(!second.more);
         assert_eq!(second.entries.len(), 5);

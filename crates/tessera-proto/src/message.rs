@@ -55,6 +55,10 @@ pub enum Opcode {
     Open = 0x1E,
     /// mds: a fresh capability for a file already open (by handle).
     Renew = 0x1F,
+    /// mds: set the permission bits of a path.
+    Chmod = 0x1C,
+    /// mds: set the owner and/or group of a path.
+    Chown = 0x1D,
     /// iod: create (or empty) the local object of a handle.
     ObjectCreate = 0x30,
     /// iod: remove the local object of a handle.
@@ -114,6 +118,8 @@ impl Opcode {
             0x1B => Self::UnlockRange,
             0x1E => Self::Open,
             0x1F => Self::Renew,
+            0x1C => Self::Chmod,
+            0x1D => Self::Chown,
             0x30 => Self::ObjectCreate,
             0x31 => Self::ObjectRemove,
             0x32 => Self::ObjectStat,
@@ -1036,6 +1042,38 @@ wire_struct! {
 request!(Truncate => Truncate, Attr);
 
 wire_struct! {
+    /// Sets the permission bits of a path (only its owner or root may).
+    pub struct Chmod {
+        /// Caller.
+        pub credentials: Credentials,
+        /// Absolute path.
+        pub path: String,
+        /// New permission bits; bits outside `0o7777` are refused.
+        pub mode: u32,
+    }
+}
+request!(Chmod => Chmod, Attr);
+
+/// The `uid` or `gid` of a [`Chown`] that leaves the id as it is (chown(2)'s -1).
+pub const CHOWN_UNCHANGED: u32 = u32::MAX;
+
+wire_struct! {
+    /// Sets the owner and/or group of a path: only root may change the owner; the owner may
+    /// change the group to one of their own groups.
+    pub struct Chown {
+        /// Caller.
+        pub credentials: Credentials,
+        /// Absolute path.
+        pub path: String,
+        /// New owner, or [`CHOWN_UNCHANGED`].
+        pub uid: u32,
+        /// New group, or [`CHOWN_UNCHANGED`].
+        pub gid: u32,
+    }
+}
+request!(Chown => Chown, Attr);
+
+wire_struct! {
     /// Takes a lock on bytes `[start, end)` of a file: shared (`exclusive` false) or exclusive
     /// (true). The mds answers when the lock is granted, or with `Busy` after `wait_ms`
     /// (at most `RANGE_LOCK_WAIT_MS_MAX`). A lock not released within `lease_ms` (at most
@@ -1669,6 +1707,34 @@ mod tests {
             more: true,
         });
         round_trip(&RemoteError::new(ErrorCode::NotFound, "no such path: /x"));
+    }
+
+    #[test]
+    fn chmod_and_chown_layouts_match_protocol_doc() {
+        let credentials = Credentials { uid: 7, gid: 8 };
+        let chmod = Chmod {
+            credentials: credentials.clone(),
+            path: "/a".into(),
+            mode: 0o1777,
+        };
+        let body = round_trip(&chmod);
+        // uid u32 | gid u32 | path u32 len + bytes | mode u32
+        assert_eq!(body.len(), 8 + 4 + 2 + 4);
+        assert_eq!(&body[8..14], &[2, 0, 0, 0, b'/', b'a']);
+        assert_eq!(&body[14..18], &0o1777u32.to_le_bytes());
+        assert_eq!(Opcode::from_u8(0x1C), Ok(Opcode::Chmod));
+        let chown = Chown {
+            credentials,
+            path: "/a".into(),
+            uid: CHOWN_UNCHANGED,
+            gid: 100,
+        };
+        let body = round_trip(&chown);
+        // uid u32 | gid u32 | path u32 len + bytes | new uid u32 | new gid u32
+        assert_eq!(body.len(), 8 + 4 + 2 + 8);
+        assert_eq!(&body[14..18], &u32::MAX.to_le_bytes());
+        assert_eq!(&body[18..22], &100u32.to_le_bytes());
+        assert_eq!(Opcode::from_u8(0x1D), Ok(Opcode::Chown));
     }
 
     #[test]

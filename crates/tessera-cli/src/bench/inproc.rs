@@ -23,17 +23,16 @@ pub struct InProcessCluster {
     switches: Vec<Arc<AtomicBool>>,
     stop: Option<tokio::sync::watch::Sender<bool>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
+    dir: PathBuf,
 }
 
 impl InProcessCluster {
     /// Starts `servers` iods and an mds in a temporary directory.
     pub fn start(servers: u16) -> Result<Self, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("tessera-inproc-")
-            .tempdir()
-            .map_err(|err| format!("cannot make a temporary directory: {err}"))?;
-        let root = dir.path().to_path_buf();
+        let root = std::env::temp_dir().join(format!("tessera-inproc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        crate::cluster::private_dir(&root)
+            .map_err(|err| format!("cannot create {}: {err}", root.display()))?;
         let key_path = root.join(crate::cluster::KEY_FILE);
         let key = tessera_auth::ClusterKey::create(&key_path).map_err(|err| err.to_string())?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -92,7 +91,7 @@ impl InProcessCluster {
             });
         }
         let addresses: Vec<String> = iods.iter().map(|iod| iod.address.clone()).collect();
-        let namespace = tessera_mds::Namespace::open(
+        let namespace = tessera_mds::Namespace::open_store(
             &root.join("meta.redb"),
             servers,
             tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
@@ -145,7 +144,7 @@ impl InProcessCluster {
             switches,
             stop: Some(stop),
             thread: Some(thread),
-            _dir: dir,
+            dir: root,
         })
     }
 
@@ -165,5 +164,6 @@ impl Drop for InProcessCluster {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

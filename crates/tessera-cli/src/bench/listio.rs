@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use serde_json::json;
 use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode};
 
+use super::inproc::InProcessCluster;
 use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
 use crate::plot::{Plot, Series};
 use crate::workers::{Pattern, Task, Workers};
@@ -35,6 +36,144 @@ const METHODS: [&str; 8] = [
     "tcp:multiple",
     "tcp:pack",
     "tcp:gather",
+];
+
+/// One timed step: every worker makes `iterations` list calls of 128 pieces of
+/// `piece_bytes` with `method`.
+struct Step<'a> {
+    cluster: &'a std::path::Path,
+    path: &'a str,
+    write: bool,
+    method: &'a str,
+    iterations: u32,
+    generation: u64,
+    piece_bytes: usize,
+}
+
+impl Step<'_> {
+    /// Seconds per call (the slowest worker's), the per-call requests, storage calls, bytes
+    /// and messages of all workers, and whether every read was right.
+    fn run(&self, workers: &mut Workers) -> Result<(f64, (u64, u64, u64, u64), bool), String> {
+        let tasks = (0..PROCESSES)
+            .map(|rank| Task {
+                cluster: self.cluster.to_path_buf(),
+                path: self.path.to_owned(),
+                write: self.write,
+                method: self.method.to_owned(),
+                iterations: self.iterations,
+                generation: self.generation,
+                sync: false,
+                pattern: Pattern::Interleaved {
+                    rank,
+                    processes: PROCESSES,
+                    pieces: PIECES,
+                    piece_bytes: self.piece_bytes,
+                },
+            })
+            .collect();
+        let (results, _) = workers.step(tasks)?;
+        let verified = results.iter().all(|result| result.verified);
+        let seconds = results
+            .iter()
+            .map(|result| result.seconds)
+            .fold(0.0, f64::max);
+        let per_call = |total: u64| total / u64::from(self.iterations);
+        let counts = (
+            per_call(results.iter().map(|r| r.requests).sum()),
+            per_call(results.iter().map(|r| r.storage_pieces).sum()),
+            per_call(results.iter().map(|r| r.bytes).sum()),
+            per_call(results.iter().map(|r| r.messages).sum()),
+        );
+        Ok((seconds / f64::from(self.iterations), counts, verified))
+    }
+}
+
+/// Piece sizes of the capability comparison (128 B is the acceptance figure: the smallest
+/// pieces make the most requests per byte).
+const CAPABILITY_PIECE_SIZES: [usize; 2] = [128, 2048];
+
+/// The same gather list calls on servers with capability checks on and off
+/// ([`InProcessCluster`]), the two interleaved within each repetition: the rows
+/// `gather, capabilities checked` and `gather, capabilities unchecked`.
+fn capability_rows(
+    common: &CommonArgs,
+    workers: &mut Workers,
+    generation: &mut u64,
+) -> Result<(Vec<Row>, bool), String> {
+    let cluster = InProcessCluster::start(SERVERS)?;
+    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
+    let client = Client::new(&config, &ClientOptions::default());
+    let path = "/listio-capabilities";
+    client
+        .create(path, &CreateOptions::default())
+        .map_err(|err| format!("create {path}: {err}"))?;
+    let repetitions = if common.quick { 9 } else { 15 };
+    let mut rows = Vec::new();
+    let mut verified = true;
+    for piece_bytes in CAPABILITY_PIECE_SIZES {
+        let call_bytes = PIECES * piece_bytes;
+        let budget = if common.quick { 2 << 20 } else { 16 << 20 };
+        let iterations = u32::try_from((budget / call_bytes).clamp(4, 256)).expect("small");
+        // seconds per (op, checked), one entry per repetition
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); 4];
+        let mut last = [(0u64, 0u64, 0u64, 0u64); 4];
+        for repetition in 0..repetitions {
+            for turn in 0..2 {
+                let checked = (turn + repetition) % 2 == 0;
+                cluster.check_capabilities(checked);
+                *generation += 1;
+                for (op_index, write) in [(0, true), (1, false)] {
+                    let step = Step {
+                        cluster: &cluster.file,
+                        path,
+                        write,
+                        method: "gather",
+                        iterations,
+                        generation: *generation,
+                        piece_bytes,
+                    };
+                    let (seconds, counts, ok) = step.run(workers)?;
+                    verified &= ok;
+                    let slot = op_index * 2 + usize::from(!checked);
+                    samples[slot].push(seconds);
+                    last[slot] = counts;
+                }
+            }
+        }
+        cluster.check_capabilities(true);
+        for (op_index, op) in ["write", "read"].into_iter().enumerate() {
+            for (index, method) in CAPABILITY_METHODS.into_iter().enumerate() {
+                let slot = op_index * 2 + index;
+                let seconds = median(&samples[slot]);
+                let (requests, storage_calls, bytes, messages) = last[slot];
+                rows.push(Row {
+                    case: format!("{op} seg={piece_bytes}"),
+                    method: method.to_owned(),
+                    mib_s: mib_s(bytes, seconds),
+                    requests,
+                    pieces: (PIECES * PROCESSES) as u64,
+                    bytes,
+                    seconds,
+                    extra: json!({
+                        "messages": messages,
+                        "iterations": iterations,
+                        "repetitions": repetitions,
+                        "storage_calls": storage_calls,
+                        "servers": "in-process",
+                    }),
+                    skipped: None,
+                });
+            }
+        }
+    }
+    let _ = client.unlink(path);
+    Ok((rows, verified))
+}
+
+/// The methods of the capability comparison.
+const CAPABILITY_METHODS: [&str; 2] = [
+    "gather, capabilities checked",
+    "gather, capabilities unchecked",
 ];
 
 /// Runs the experiment and returns its report.
@@ -69,38 +208,20 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 let method = METHODS[method_index];
                 generation += 1;
                 for (op_index, write) in [(0, true), (1, false)] {
-                    let tasks = (0..PROCESSES)
-                        .map(|rank| Task {
-                            cluster: cluster.file.clone(),
-                            path: path.clone(),
-                            write,
-                            method: method.to_owned(),
-                            iterations,
-                            generation,
-                            sync: false,
-                            pattern: Pattern::Interleaved {
-                                rank,
-                                processes: PROCESSES,
-                                pieces: PIECES,
-                                piece_bytes,
-                            },
-                        })
-                        .collect();
-                    let (results, _) = workers.step(tasks)?;
-                    verified &= results.iter().all(|result| result.verified);
-                    let seconds = results
-                        .iter()
-                        .map(|result| result.seconds)
-                        .fold(0.0, f64::max);
+                    let step = Step {
+                        cluster: &cluster.file,
+                        path: &path,
+                        write,
+                        method,
+                        iterations,
+                        generation,
+                        piece_bytes,
+                    };
+                    let (seconds, counts, ok) = step.run(&mut workers)?;
+                    verified &= ok;
                     let slot = op_index * METHODS.len() + method_index;
-                    samples[slot].push(seconds / f64::from(iterations));
-                    let per_call = |total: u64| total / u64::from(iterations);
-                    last[slot] = (
-                        per_call(results.iter().map(|r| r.requests).sum()),
-                        per_call(results.iter().map(|r| r.storage_pieces).sum()),
-                        per_call(results.iter().map(|r| r.bytes).sum()),
-                        per_call(results.iter().map(|r| r.messages).sum()),
-                    );
+                    samples[slot].push(seconds);
+                    last[slot] = counts;
                 }
             }
         }
@@ -130,6 +251,10 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         }
     }
     let _ = client.unlink(&path);
+    let (capability_rows, capabilities_verified) =
+        capability_rows(common, &mut workers, &mut generation)?;
+    rows.extend(capability_rows);
+    verified &= capabilities_verified;
     let report = Report {
         bench: "listio".to_owned(),
         quick: common.quick,
@@ -140,6 +265,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "pieces_per_client": PIECES,
             "piece_bytes": PIECE_SIZES,
             "stripe_unit_bytes": tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
+            "capability_rows": "gather on 4 iods run inside the bench process, capability checks on and off (a switch no server option reaches), interleaved per repetition",
         }),
         verified,
         rows,
@@ -183,6 +309,18 @@ fn table(report: &Report) -> String {
                 "{op:<6} {piece_bytes:>6} {multiple:>10.1} {pack:>10.1} {gather:>10.1} {:>11.2}x {:>9.2}x",
                 gather / multiple.max(1e-9),
                 gather / pack.max(1e-9)
+            );
+        }
+    }
+    for piece_bytes in CAPABILITY_PIECE_SIZES {
+        for op in ["write", "read"] {
+            let case = format!("{op} seg={piece_bytes}");
+            let checked = rate(report, &case, CAPABILITY_METHODS[0]);
+            let unchecked = rate(report, &case, CAPABILITY_METHODS[1]);
+            let _ = writeln!(
+                out,
+                "capabilities: {op} seg={piece_bytes} gather checked {checked:.1} MiB/s, unchecked {unchecked:.1} MiB/s: {:.3}x",
+                checked / unchecked.max(1e-9)
             );
         }
     }
