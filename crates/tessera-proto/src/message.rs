@@ -1710,18 +1710,48 @@ mod tests {
     }
 
     #[test]
+    fn credentials_layout_matches_protocol_doc() {
+        let credentials = Credentials {
+            principal: Principal::User,
+            uid: 7,
+            gid: 8,
+            groups: vec![9, 10],
+            host: "h1".into(),
+            expires_s: 0x0102,
+            mac: Mac([0xEE; MAC_BYTES]),
+        };
+        let body = round_trip(&credentials);
+        // principal u8 | uid u32 | gid u32 | count u32 + groups | host u32 len + bytes |
+        // expires_s u64 | mac [32]: C = 57 + 4g + h
+        assert_eq!(body.len(), 57 + 4 * 2 + 2);
+        assert_eq!(body[0], 1);
+        assert_eq!(&body[1..5], &7u32.to_le_bytes());
+        assert_eq!(&body[9..13], &2u32.to_le_bytes());
+        assert_eq!(&body[21..27], &[2, 0, 0, 0, b'h', b'1']);
+        assert_eq!(&body[27..35], &0x0102u64.to_le_bytes());
+        assert_eq!(&body[35..], &[0xEE; MAC_BYTES]);
+        assert_eq!(credentials.signed_bytes(), body[..35].to_vec());
+    }
+
+    #[test]
     fn chmod_and_chown_layouts_match_protocol_doc() {
-        let credentials = Credentials { uid: 7, gid: 8 };
+        let credentials = Credentials {
+            uid: 7,
+            gid: 8,
+            ..Credentials::default()
+        };
+        let c = credentials.to_body().len();
+        assert_eq!(c, 57);
         let chmod = Chmod {
             credentials: credentials.clone(),
             path: "/a".into(),
             mode: 0o1777,
         };
         let body = round_trip(&chmod);
-        // uid u32 | gid u32 | path u32 len + bytes | mode u32
-        assert_eq!(body.len(), 8 + 4 + 2 + 4);
-        assert_eq!(&body[8..14], &[2, 0, 0, 0, b'/', b'a']);
-        assert_eq!(&body[14..18], &0o1777u32.to_le_bytes());
+        // credentials C | path u32 len + bytes | mode u32
+        assert_eq!(body.len(), c + 4 + 2 + 4);
+        assert_eq!(&body[c..c + 6], &[2, 0, 0, 0, b'/', b'a']);
+        assert_eq!(&body[c + 6..c + 10], &0o1777u32.to_le_bytes());
         assert_eq!(Opcode::from_u8(0x1C), Ok(Opcode::Chmod));
         let chown = Chown {
             credentials,
@@ -1730,10 +1760,10 @@ mod tests {
             gid: 100,
         };
         let body = round_trip(&chown);
-        // uid u32 | gid u32 | path u32 len + bytes | new uid u32 | new gid u32
-        assert_eq!(body.len(), 8 + 4 + 2 + 8);
-        assert_eq!(&body[14..18], &u32::MAX.to_le_bytes());
-        assert_eq!(&body[18..22], &100u32.to_le_bytes());
+        // credentials C | path u32 len + bytes | new uid u32 | new gid u32
+        assert_eq!(body.len(), c + 4 + 2 + 8);
+        assert_eq!(&body[c + 6..c + 10], &u32::MAX.to_le_bytes());
+        assert_eq!(&body[c + 10..c + 14], &100u32.to_le_bytes());
         assert_eq!(Opcode::from_u8(0x1D), Ok(Opcode::Chown));
     }
 
