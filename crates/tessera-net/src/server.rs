@@ -204,7 +204,7 @@ impl ServerConnection {
                 self.peer
             )));
         };
-        let region = SharedRegion::from_descriptor(key, bytes, descriptor).map_err(refused)?;
+        let region = SharedRegion::from_descriptor(key, bytes, &descriptor).map_err(refused)?;
         self.shared.retain(|old| old.key() != key);
         if self.shared.len() >= SHARED_REGIONS_PER_CONNECTION_MAX {
             self.shared.remove(0);

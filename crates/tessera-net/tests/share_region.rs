@@ -5,6 +5,8 @@
 //! two on one, closes that connection only; a client `Connection` shares its eager buffer
 //! and arenas and stays correct when the server unmaps a region it still counts as shared.
 
+#![allow(clippy::cast_possible_truncation)] // offsets of a few KiB
+
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{IoSlice, IoSliceMut, Read, Write as _};
@@ -302,10 +304,8 @@ fn memfd(name: &str, bytes: u64, seals: i32) -> OwnedFd {
     File::from(fd.try_clone().unwrap()).set_len(bytes).unwrap();
     if seals != 0 {
         // SAFETY: fcntl on a descriptor owned here.
-        assert_eq!(
-            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) },
-            0
-        );
+        let added = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) };
+        assert_eq!(added, 0);
     }
     fd
 }
@@ -511,16 +511,11 @@ fn write_arena(connection: &mut Connection, handle: u64, offset: u64, data: &[u8
     connection
         .send_write(&write, transfer, &piece_data)
         .unwrap();
-    connection
-        .recv_write()
-        .map(|(reply, _)| reply)
-        .unwrap_or_else(|error| {
-            if handle == 0 {
-                IoReply::default()
-            } else {
-                panic!("{error}")
-            }
-        })
+    match connection.recv_write() {
+        Ok((reply, _)) => reply,
+        Err(_) if handle == 0 => IoReply::default(),
+        Err(error) => panic!("{error}"),
+    }
 }
 
 #[test]

@@ -117,7 +117,7 @@ mod tests {
         assert_eq!(buffer.fill(&[(data.as_ptr(), data.len())]), data.len());
         let descriptor = buffer.descriptor().try_clone_to_owned().unwrap();
         let region =
-            SharedRegion::from_descriptor(buffer.key(), EAGER_BYTES_MAX, descriptor).unwrap();
+            SharedRegion::from_descriptor(buffer.key(), EAGER_BYTES_MAX, &descriptor).unwrap();
         assert_eq!(region.bytes(0, 11).unwrap(), data);
         assert!(region.bytes(EAGER_BYTES_MAX - 1, 2).is_none());
         region.bytes_mut(0, 5).unwrap().copy_from_slice(b"READY");

@@ -131,9 +131,9 @@ impl SharedRegion {
     /// descriptor that came with its `ShareRegion` frame. Refused, with the reason, unless
     /// the descriptor is open read-write, is a memfd sealed with `F_SEAL_SHRINK`, and holds
     /// exactly `bytes` bytes, 1 to [`EAGER_BYTES_MAX`] for an eager buffer or
-    /// [`ARENA_BYTES_MAX`] for an arena. The descriptor is closed once mapped (the mapping
-    /// keeps the memory).
-    pub fn from_descriptor(key: u64, bytes: u64, descriptor: OwnedFd) -> Result<Self, String> {
+    /// [`ARENA_BYTES_MAX`] for an arena. The caller may close the descriptor once mapped
+    /// (the mapping keeps the memory).
+    pub fn from_descriptor(key: u64, bytes: u64, descriptor: &OwnedFd) -> Result<Self, String> {
         let (what, limit, limit_name) = kind_of(key);
         if bytes == 0 || bytes > limit {
             return Err(format!(
@@ -245,7 +245,6 @@ impl SharedRegion {
 mod tests {
     use super::*;
     use std::ffi::CString;
-    use std::os::fd::AsFd;
 
     fn reopen(fd: &OwnedFd, flags: i32) -> OwnedFd {
         let path = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
@@ -256,7 +255,7 @@ mod tests {
         unsafe { OwnedFd::from_raw_fd(raw) }
     }
 
-    fn refusal(key: u64, bytes: u64, fd: OwnedFd) -> String {
+    fn refusal(key: u64, bytes: u64, fd: &OwnedFd) -> String {
         SharedRegion::from_descriptor(key, bytes, fd).unwrap_err()
     }
 
@@ -268,7 +267,7 @@ mod tests {
         assert!(File::from(fd.try_clone().unwrap()).set_len(100).is_err());
         assert!(File::from(fd.try_clone().unwrap()).set_len(8192).is_err());
         let client = Mapping::new(fd.as_raw_fd(), 4096).unwrap();
-        let region = SharedRegion::from_descriptor(key, 4096, fd.try_clone().unwrap()).unwrap();
+        let region = SharedRegion::from_descriptor(key, 4096, &fd).unwrap();
         region.bytes_mut(10, 4).unwrap().copy_from_slice(b"SEEN");
         // SAFETY: bytes 10..14 of the client's mapping of the same memfd.
         let seen = unsafe { std::slice::from_raw_parts(client.base.add(10), 4) };
@@ -277,20 +276,18 @@ mod tests {
 
         let plain = tempfile::tempfile().unwrap();
         plain.set_len(4096).unwrap();
-        assert!(refusal(key, 4096, plain.into()).contains("not a memfd"));
+        assert!(refusal(key, 4096, &OwnedFd::from(plain)).contains("not a memfd"));
         // A tmpfs file opened by path passes F_GET_SEALS but can never be sealed.
         let shm = tempfile::tempfile_in("/dev/shm").expect("a tmpfs at /dev/shm");
         shm.set_len(4096).unwrap();
-        assert!(refusal(key, 4096, shm.into()).contains("F_SEAL_SHRINK"));
+        assert!(refusal(key, 4096, &OwnedFd::from(shm)).contains("F_SEAL_SHRINK"));
         let readonly = reopen(&fd, libc::O_RDONLY);
-        assert!(refusal(key, 4096, readonly).contains("read-only"));
+        assert!(refusal(key, 4096, &readonly).contains("read-only"));
         let path_only = reopen(&fd, libc::O_PATH);
-        assert!(refusal(key, 4096, path_only).contains("O_PATH"));
-        assert!(refusal(key, 8192, fd.try_clone().unwrap()).contains("not the 8192 declared"));
-        assert!(
-            refusal(key, EAGER_BYTES_MAX + 1, fd.try_clone().unwrap()).contains("eager_bytes_max")
-        );
-        assert!(refusal(key, 0, fd.as_fd().try_clone_to_owned().unwrap()).contains("1 to"));
+        assert!(refusal(key, 4096, &path_only).contains("O_PATH"));
+        assert!(refusal(key, 8192, &fd).contains("not the 8192 declared"));
+        assert!(refusal(key, EAGER_BYTES_MAX + 1, &fd).contains("eager_bytes_max"));
+        assert!(refusal(key, 0, &fd).contains("1 to"));
         // SAFETY: a NUL-terminated name and valid flags; the result is checked.
         let raw = unsafe { libc::memfd_create(c"unsealed".as_ptr(), libc::MFD_ALLOW_SEALING) };
         assert!(raw >= 0);
@@ -299,13 +296,13 @@ mod tests {
         File::from(unsealed.try_clone().unwrap())
             .set_len(4096)
             .unwrap();
-        assert!(refusal(key, 4096, unsealed).contains("F_SEAL_SHRINK"));
+        assert!(refusal(key, 4096, &unsealed).contains("F_SEAL_SHRINK"));
         // An arena key allows more than the eager buffer's size.
         let big = sealed_memfd(c"big", EAGER_BYTES_MAX * 2).unwrap();
         let arena = next_key(true);
         assert!(is_arena(arena) && !is_arena(key));
         assert_eq!(
-            SharedRegion::from_descriptor(arena, EAGER_BYTES_MAX * 2, big)
+            SharedRegion::from_descriptor(arena, EAGER_BYTES_MAX * 2, &big)
                 .unwrap()
                 .len() as u64,
             EAGER_BYTES_MAX * 2

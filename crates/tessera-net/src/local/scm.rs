@@ -24,9 +24,14 @@ const DESCRIPTORS_PER_RECV_MAX: usize = 2;
 const CONTROL_WORDS: usize = 8;
 
 const fn control_bytes() -> usize {
+    #[allow(clippy::cast_possible_truncation)] // 8 bytes
+    let payload = (DESCRIPTORS_PER_RECV_MAX * size_of::<RawFd>()) as u32;
     // SAFETY: CMSG_SPACE only computes a size.
-    unsafe { libc::CMSG_SPACE((DESCRIPTORS_PER_RECV_MAX * size_of::<RawFd>()) as u32) as usize }
+    unsafe { libc::CMSG_SPACE(payload) as usize }
 }
+
+/// Bytes of one descriptor in an `SCM_RIGHTS` payload.
+const FD_BYTES: usize = size_of::<RawFd>();
 const _: () = assert!(control_bytes() <= CONTROL_WORDS * 8);
 
 /// Sends `bytes` on the Unix stream socket `socket` with `descriptors` attached
@@ -61,9 +66,10 @@ pub fn send_with_descriptors(
             (*header).cmsg_level = libc::SOL_SOCKET;
             (*header).cmsg_type = libc::SCM_RIGHTS;
             (*header).cmsg_len = libc::CMSG_LEN(fd_bytes_u32) as _;
-            let data = libc::CMSG_DATA(header).cast::<RawFd>();
+            let data = libc::CMSG_DATA(header);
             for (index, descriptor) in descriptors.iter().enumerate() {
-                data.add(index).write_unaligned(descriptor.as_raw_fd());
+                let raw = descriptor.as_raw_fd().to_ne_bytes();
+                std::ptr::copy_nonoverlapping(raw.as_ptr(), data.add(index * FD_BYTES), FD_BYTES);
             }
         }
     }
@@ -72,14 +78,12 @@ pub fn send_with_descriptors(
         // alive for the call.
         let sent =
             unsafe { libc::sendmsg(socket.as_raw_fd(), &raw const message, libc::MSG_NOSIGNAL) };
-        match usize::try_from(sent) {
-            Ok(sent) => return Ok(sent),
-            Err(_) => {
-                let err = io::Error::last_os_error();
-                if err.kind() != io::ErrorKind::Interrupted {
-                    return Err(err);
-                }
-            }
+        if let Ok(sent) = usize::try_from(sent) {
+            return Ok(sent);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
         }
     }
 }
@@ -140,10 +144,17 @@ pub fn recv_with_descriptors(
             let kind = (*header).cmsg_type;
             if level == libc::SOL_SOCKET && kind == libc::SCM_RIGHTS {
                 let payload = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                let data = libc::CMSG_DATA(header).cast::<RawFd>();
-                for index in 0..payload / size_of::<RawFd>() {
-                    let raw = data.add(index).read_unaligned();
-                    received.descriptors.push(OwnedFd::from_raw_fd(raw));
+                let data = libc::CMSG_DATA(header);
+                for index in 0..payload / FD_BYTES {
+                    let mut raw = [0u8; FD_BYTES];
+                    std::ptr::copy_nonoverlapping(
+                        data.add(index * FD_BYTES),
+                        raw.as_mut_ptr(),
+                        FD_BYTES,
+                    );
+                    received
+                        .descriptors
+                        .push(OwnedFd::from_raw_fd(RawFd::from_ne_bytes(raw)));
                 }
             } else {
                 received.unexpected = Some((level, kind));
