@@ -1463,6 +1463,24 @@ mod tests {
     }
 
     #[test]
+    fn share_region_body_matches_protocol_doc() {
+        // PROTOCOL.md §5.2 ShareRegion: key u64, bytes u64, 16 bytes; opcode 0x42.
+        let share = ShareRegion {
+            key: SHARED_KEY_ARENA | 5,
+            bytes: 1 << 20,
+        };
+        let body = round_trip(&share);
+        assert_eq!(body.len(), 16);
+        assert_eq!(&body[..8], &(SHARED_KEY_ARENA | 5).to_le_bytes());
+        assert_eq!(&body[8..], &(1u64 << 20).to_le_bytes());
+        assert_eq!(Opcode::from_u8(0x42).unwrap(), Opcode::ShareRegion);
+        assert_eq!(ShareRegion::OPCODE as u8, 0x42);
+        let error = RemoteError::new(ErrorCode::UnknownRegion, "shared region 0x5");
+        assert_eq!(error.to_body()[..2], 18u16.to_le_bytes());
+        round_trip(&error);
+    }
+
+    #[test]
     fn refuses_trailing_bytes_and_unknown_opcodes() {
         let mut body = Ping {}.to_body();
         body.push(0);
