@@ -27,6 +27,7 @@ use tessera_proto::{
     ServerStats, ServerStatsReply, StorageCounters, RemoteProbe, RemoteProbeReply, RemoteMemory,
     RemoteAccess, RemoteEndpoint, RemoteSegment, CollectiveTag, WriteCollective, ReadCollective,
     Chmod, Chown, CHOWN_UNCHANGED,
+    ShareRegion,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -139,6 +140,7 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::RemoteProbe => operation::<RemoteProbe>(body, reply),
         Opcode::WriteCollective => operation::<WriteCollective>(body, reply),
         Opcode::ReadCollective => operation::<ReadCollective>(body, reply),
+        Opcode::ShareRegion => operation::<ShareRegion>(body, reply),
         // Bulk-only frames: the body is empty in both directions.
         Opcode::Data => check::<Empty>(body).is_some(),
     }
@@ -214,6 +216,7 @@ body_kinds! {
     "collective-tag" => CollectiveTag,
     "write-collective" => WriteCollective,
     "read-collective" => ReadCollective,
+    "share-region" => ShareRegion,
 }
 
 /// The `bodies` target: the first byte picks a body type, the rest is the body. Returns
@@ -419,6 +422,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     let stats = ServerStatsReply { reads: counters.clone(), writes: counters, io_uring: true, model: "read_op_us=0.6 write_op_us=1.1".into() };
     seeds.extend(exchange("server-stats", Opcode::ServerStats, &ServerStats {}, &stats));
     seeds.extend(exchange("remote-probe", Opcode::RemoteProbe, &RemoteProbe {}, &RemoteProbeReply { token: 0x7e55_e7a0 }));
+    seeds.extend(exchange("share-region", Opcode::ShareRegion, &ShareRegion { key: 1 << 63 | 7, bytes: 1 << 20 }, &Empty {}));
     seeds.extend(exchange("release-view", Opcode::ReleaseView, &ReleaseView { handle: 42, view_id: 0x5eed }, &Empty {}));
     seeds.push(("data".into(), frame(Opcode::Data, 0, &[], b"01234567")));
     seeds.push(("data-reply".into(), frame(Opcode::Data, FLAG_REPLY, &[], b"89abcdef")));
@@ -504,6 +508,7 @@ pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
         ("collective-tag", CollectiveTag { id: 7, round: 2, rank: 3, participants: 4, wait_ms: 500 }.to_body()),
         ("write-collective", body_of("write-collective-request")),
         ("read-collective", body_of("read-collective-request")),
+        ("share-region", body_of("share-region-request")),
         ("layout-math", math),
     ];
     assert_eq!(bodies.len(), BODY_KINDS.len(), "one seed per body kind");

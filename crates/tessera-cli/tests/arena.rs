@@ -1,8 +1,9 @@
 //! Shared arenas against real server processes: pieces that lie in an arena are named as
 //! offsets in it and moved by the iods with plain copies (no `process_vm_*` call and no copy
 //! by the client), for every storage plan, read back into an arena and into the heap, byte
-//! for byte against the source; a descriptor number reused by a later arena never reaches a
-//! stale mapping; a segment outside the arena is refused by name.
+//! for byte against the source; a later arena (its memfd may get the same descriptor number)
+//! gets a new key and never reaches a stale mapping; a segment outside the arena is refused
+//! by name.
 
 mod common;
 
@@ -117,7 +118,7 @@ fn arena_pieces_move_without_client_copies_for_every_plan() {
         .unwrap();
     assert_eq!(report.bytes_copied, 256_000);
 
-    // The descriptor number of a dropped arena comes back with the next one: its new serial
+    // The descriptor number of a dropped arena comes back with the next one: its new key
     // keeps the server off the old mapping.
     file.set_transfer_policy(TransferPolicy::Auto);
     let old = arena.key();
@@ -155,6 +156,7 @@ fn a_segment_outside_the_arena_is_refused_by_name() {
     common::authenticate(&mut stream, &cluster.signer()).unwrap();
     let capability = file.capability().unwrap();
     let arena = Arena::new(8192).unwrap();
+    common::share_region(&mut stream, arena.key(), 8192, &[arena.descriptor()], 100).unwrap();
     let cases = [
         // The second segment runs past the arena's end.
         (

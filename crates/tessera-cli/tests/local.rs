@@ -270,58 +270,172 @@ fn an_unmapped_client_segment_is_named_in_the_error() {
     assert_eq!(file.stat().unwrap().size, 0);
 }
 
-/// Eager requests naming a descriptor that is not an eager buffer, or bytes outside the
-/// buffer, are refused by name; a forced eager request larger than the buffer packs instead.
+/// Shared regions reach the iod only as sealed memfds passed with `SCM_RIGHTS`: a tmpfs
+/// file, an `O_PATH` or read-only descriptor, an unsealed memfd or one smaller than declared
+/// is refused with its reason and nothing is written; a key never shared on the connection
+/// is `UnknownRegion`; bytes outside a shared buffer are refused by name; a descriptor on a
+/// write closes that connection only. A forced eager request larger than the buffer packs.
 #[test]
-fn eager_requests_are_checked_and_large_ones_pack() {
-    use std::os::fd::AsRawFd;
+fn shared_regions_are_checked_and_large_eager_requests_pack() {
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
     let cluster = Cluster::start(1);
     let client = cluster.client();
     let mut file = client.create("/eager", &CreateOptions::default()).unwrap();
     let config = ClusterConfig::load(&cluster.file()).unwrap();
     let socket = config.iods[0].local.clone().expect("a local socket");
-    let mut stream = UnixStream::connect(socket).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    common::authenticate(&mut stream, &cluster.signer()).unwrap();
+    let signer = cluster.signer();
+    let connect = || {
+        let mut stream = UnixStream::connect(&socket).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        common::authenticate(&mut stream, &signer).unwrap();
+        stream
+    };
+    let mut stream = connect();
     let capability = file.capability().unwrap();
-    // A 1 MiB file is no eager buffer (it is over eager_bytes_max); a real one is too small
-    // for the bytes asked.
-    let big = tempfile::tempfile().unwrap();
-    big.set_len(1 << 20).unwrap();
     let eager = tessera_net::local::eager::EagerBuffer::new().unwrap();
-    let cases = [
-        (
-            u64::try_from(big.as_raw_fd()).unwrap(),
-            0,
-            100,
-            ErrorCode::RemoteAccessRefused,
-            "eager_bytes_max",
-        ),
-        (eager.key(), 65_000, 1000, ErrorCode::BadAddress, "outside"),
+    let reopen = |flags: i32| {
+        let path = format!("/proc/self/fd/{}\0", eager.descriptor().as_raw_fd());
+        // SAFETY: a NUL-terminated path and valid flags; the result is checked.
+        let raw = unsafe { libc::open(path.as_ptr().cast(), flags | libc::O_CLOEXEC) };
+        assert!(raw >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: a descriptor just opened and owned by nothing else.
+        unsafe { OwnedFd::from_raw_fd(raw) }
+    };
+    let shm = tempfile::tempfile_in("/dev/shm").expect("a tmpfs at /dev/shm");
+    shm.set_len(4096).unwrap();
+    let readonly = reopen(libc::O_RDONLY);
+    let path_only = reopen(libc::O_PATH);
+    // SAFETY: a NUL-terminated name and valid flags; the result is checked.
+    let raw = unsafe { libc::memfd_create(c"unsealed".as_ptr(), libc::MFD_ALLOW_SEALING) };
+    assert!(raw >= 0);
+    // SAFETY: a descriptor just made and owned by nothing else.
+    let unsealed = unsafe { OwnedFd::from_raw_fd(raw) };
+    std::fs::File::from(unsealed.try_clone().unwrap())
+        .set_len(4096)
+        .unwrap();
+    let eager_bytes = eager.len() as u64;
+    let refusals = [
+        (shm.as_fd(), 4096, "F_SEAL_SHRINK"),
+        (readonly.as_fd(), eager_bytes, "read-only"),
+        (path_only.as_fd(), eager_bytes, "O_PATH"),
+        (unsealed.as_fd(), 4096, "F_SEAL_SHRINK"),
+        (eager.descriptor(), eager_bytes - 1, "declared"),
     ];
-    for (request_id, (key, address, length, code, words)) in cases.into_iter().enumerate() {
+    let mut request_id = 0;
+    for (index, (descriptor, bytes, reason)) in refusals.into_iter().enumerate() {
+        let key = 0x51 + index as u64;
+        request_id += 1;
+        let error =
+            common::share_region(&mut stream, key, bytes, &[descriptor], request_id).unwrap_err();
+        assert_eq!(
+            error.code,
+            ErrorCode::RemoteAccessRefused,
+            "{}",
+            error.message
+        );
+        assert!(error.message.contains(reason), "{}", error.message);
+        assert!(
+            error.message.contains(&format!("{key:#x}")),
+            "{}",
+            error.message
+        );
+        // Nothing is mapped under the key, and the connection is served on.
         let memory = RemoteMemory {
             access: RemoteAccess::Shared,
             endpoint: RemoteEndpoint::default(),
             segments_per_call: 0,
             segments: vec![RemoteSegment {
-                address,
-                length,
+                address: 0,
+                length: 100,
                 key,
             }],
         };
-        let error = common::refused_write(
-            &mut stream,
-            (file.handle(), capability.clone()),
-            length,
-            &memory,
-            request_id as u64 + 1,
-        );
-        assert_eq!(error.code, code, "{}", error.message);
-        assert!(error.message.contains(words), "{}", error.message);
+        request_id += 1;
+        let target = (file.handle(), capability.clone());
+        let error = common::refused_write(&mut stream, target, 100, &memory, request_id);
+        assert_eq!(error.code, ErrorCode::UnknownRegion, "{}", error.message);
     }
+    // The real buffer, shared properly, but bytes outside it are asked for.
+    request_id += 1;
+    common::share_region(
+        &mut stream,
+        eager.key(),
+        eager_bytes,
+        &[eager.descriptor()],
+        request_id,
+    )
+    .unwrap();
+    let memory = RemoteMemory {
+        access: RemoteAccess::Shared,
+        endpoint: RemoteEndpoint::default(),
+        segments_per_call: 0,
+        segments: vec![RemoteSegment {
+            address: 65_000,
+            length: 1000,
+            key: eager.key(),
+        }],
+    };
+    request_id += 1;
+    let target = (file.handle(), capability.clone());
+    let error = common::refused_write(&mut stream, target, 1000, &memory, request_id);
+    assert_eq!(error.code, ErrorCode::BadAddress, "{}", error.message);
+    assert!(error.message.contains("outside"), "{}", error.message);
+    // A descriptor attached to a write closes that connection, and only that one.
+    let mut stray = connect();
+    {
+        use std::io::Read;
+        use tessera_proto::{Header, Opcode, Wire};
+        let write = tessera_proto::Write {
+            handle: file.handle(),
+            capability: tessera_proto::Capability::default(),
+            mode: tessera_proto::TransferMode::Remote,
+            storage: StoragePlan::Auto,
+            pieces: vec![Piece::new(0, 100)],
+        };
+        let memory = RemoteMemory {
+            segments: vec![RemoteSegment {
+                address: 0,
+                length: 100,
+                key: eager.key(),
+            }],
+            ..memory.clone()
+        };
+        let (body, bulk) = (write.to_body(), memory.to_body());
+        let mut frame = Header {
+            opcode: Opcode::Write as u8,
+            flags: 0,
+            request_id: 1,
+            body_bytes: u32::try_from(body.len()).unwrap(),
+            bulk_bytes: u32::try_from(bulk.len()).unwrap(),
+        }
+        .encode()
+        .to_vec();
+        frame.extend_from_slice(&body);
+        frame.extend_from_slice(&bulk);
+        tessera_net::local::scm::send_with_descriptors(
+            stray.as_fd(),
+            &frame,
+            &[eager.descriptor()],
+        )
+        .unwrap();
+        let mut rest = Vec::new();
+        // The error reply, then the end of the stream (or a reset: the server left the
+        // frame's body unread).
+        let _ = stray.read_to_end(&mut rest);
+        let text = String::from_utf8_lossy(&rest);
+        assert!(text.contains("only ShareRegion carries one"), "{text}");
+    }
+    request_id += 1;
+    common::share_region(
+        &mut stream,
+        0x99,
+        eager_bytes,
+        &[eager.descriptor()],
+        request_id,
+    )
+    .unwrap();
     assert_eq!(file.stat().unwrap().size, 0);
     // Forced eager, 1 MiB in 16 slices: more than the buffer holds, so it packs.
     file.set_transfer_policy(TransferPolicy::Force(Mechanism::Eager));

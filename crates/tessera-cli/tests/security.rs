@@ -233,7 +233,7 @@ fn a_wrong_key_or_a_replayed_handshake_is_refused() {
         &key,
         Principal::User,
         (uid(), 0, Vec::new()),
-        Duration::from_secs(60),
+        Duration::from_mins(1),
     );
     let hello = Hello {
         proof: hello_proof(&key, &challenge.nonce, &credentials),

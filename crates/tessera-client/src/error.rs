@@ -77,9 +77,10 @@ impl ClientError {
             Self::Server { code, .. } => Some(*code),
             Self::LimitExceeded { .. } => Some(ErrorCode::LimitExceeded),
             Self::InvalidArgument(_) => Some(ErrorCode::InvalidArgument),
-            Self::BadMode { .. } => Some(ErrorCode::PermissionDenied),
+            Self::BadMode { .. } | Self::Net(NetError::Auth { .. }) => {
+                Some(ErrorCode::PermissionDenied)
+            }
             Self::Net(NetError::Remote { error, .. }) => Some(error.code),
-            Self::Net(NetError::Auth { .. }) => Some(ErrorCode::PermissionDenied),
             Self::Net(_) | Self::Collective(_) => Some(ErrorCode::Unavailable),
             Self::LeaseExpired { .. } => Some(ErrorCode::Busy),
             Self::Config { .. } => None,

@@ -18,8 +18,8 @@ use tessera_proto::{
     Capability, CollectiveTag, DeclareView, Decoder, Empty, ErrorCode, FileType, Header, IoReply,
     Layout, ObjectCreate, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate,
     Opcode, Piece, PingReply, Read, ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess,
-    RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, StoragePlan,
-    TransferMode, Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD,
+    RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, ShareRegion,
+    StoragePlan, TransferMode, Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD,
 };
 use tokio::sync::Semaphore;
 
@@ -172,15 +172,12 @@ impl Iod {
                     ),
                 )));
             }
-            return Ok(connection
-                .shared_region(key)
-                .map(|region| remote::Client {
-                    pid: connection.peer_pid().unwrap_or(0),
-                    memory,
-                    fabric: None,
-                    shared: Some(region),
-                })
-                .map_err(|detail| RemoteError::new(ErrorCode::RemoteAccessRefused, detail)));
+            return Ok(connection.shared_region(key).map(|region| remote::Client {
+                pid: connection.peer_pid().unwrap_or(0),
+                memory,
+                fabric: None,
+                shared: Some(region),
+            }));
         }
         if memory.access != RemoteAccess::Process {
             return Ok(Err(RemoteError::new(
@@ -942,7 +939,7 @@ impl Service for Iod {
 
     async fn handle(
         &self,
-        request: Incoming,
+        mut request: Incoming,
         connection: &mut ServerConnection,
     ) -> Result<(), ConnectionError> {
         let header = request.header;
@@ -989,6 +986,13 @@ impl Service for Iod {
                 self.read(&request, connection).await
             }
             Opcode::RemoteProbe => self.probe(&request, connection).await,
+            Opcode::ShareRegion => {
+                let ShareRegion { key, bytes } = request.decode()?;
+                let result = connection
+                    .share_region(key, bytes, request.descriptor.take())
+                    .map(|()| Empty {});
+                Self::answer(connection, &header, result).await
+            }
             Opcode::WriteCollective => self.write_collective(&request, connection).await,
             Opcode::ReadCollective => self.read_collective(&request, connection).await,
             Opcode::ServerStats => {

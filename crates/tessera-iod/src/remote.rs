@@ -17,7 +17,7 @@
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
-use tessera_net::local::eager::SharedRegion;
+use tessera_net::local::region::SharedRegion;
 use tessera_proto::limits::{ARENA_BYTES_MAX, EAGER_BYTES_MAX};
 
 use tessera_net::local::rma::{self, RmaError};

@@ -6,6 +6,15 @@
 //! sends or receives one `Data` frame per file piece (no copy, one message per piece).
 //! Requests are split into `send_*` and `recv_*` halves so a client can have one request
 //! outstanding on every server at once and let the servers work in parallel.
+//!
+//! On a same-host connection the client shares memory outright: its eager buffer right after
+//! the probe, and an arena the first time a request uses it, each with one `ShareRegion`
+//! round trip that passes the region's memfd (`SCM_RIGHTS`). The connection keeps the keys it
+//! shared, least recently used first, with the server's limit and order
+//! (`SHARED_REGIONS_PER_CONNECTION_MAX`), so it shares a region again where the server has
+//! unmapped it. Should the two ever disagree, the server answers `UnknownRegion` before it
+//! touches any data; the connection then shares the region again and sends the request once
+//! more, within the same `recv_*` call.
 
 use std::io::{self, IoSlice, IoSliceMut, Read};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -13,11 +22,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::os::fd::{AsFd, OwnedFd};
+
 use tessera_auth::Authenticator;
-use tessera_proto::limits::{HEADER_BYTES, REMOTE_SEGMENTS_MAX};
+use tessera_proto::limits::{HEADER_BYTES, REMOTE_SEGMENTS_MAX, SHARED_REGIONS_PER_CONNECTION_MAX};
 use tessera_proto::{
-    Challenge, ErrorCode, Header, Hello, IoReply, Opcode, Piece, Read as ReadRequest, RemoteAccess,
-    RemoteError, RemoteMemory, RemoteProbe, RemoteSegment, Request, TransferMode, Wire, Write,
+    Challenge, Empty, ErrorCode, Header, Hello, IoReply, Opcode, Piece, Read as ReadRequest,
+    RemoteAccess, RemoteError, RemoteMemory, RemoteProbe, RemoteSegment, Request, ShareRegion,
+    TransferMode, Wire, Write,
 };
 
 use crate::error::NetError;
@@ -103,6 +115,13 @@ pub struct Connection {
     lent: Option<Lent>,
     /// The eager buffer the server maps (one-sided same-host connections only).
     eager: Option<EagerBuffer>,
+    /// Keys of the regions shared on this connection, least recently used first: the
+    /// server's table, kept the same way (touched by every request that names a key, at most
+    /// `SHARED_REGIONS_PER_CONNECTION_MAX`).
+    shared_keys: Vec<u64>,
+    /// The server refused a region: no more are shared on this connection (eager requests
+    /// pack, arena pieces go by address).
+    sharing_refused: bool,
     /// The process that opened the connection. A child forked from it inherits the socket,
     /// but the server knows the parent (its pid, from `SO_PEERCRED`, is whose memory a
     /// one-sided transfer reaches), so a child must open connections of its own
@@ -123,6 +142,17 @@ struct Lent {
     _lending: Option<Box<dyn Send>>,
     /// The pack buffer, when the transfer packs.
     packed: Option<Vec<u8>>,
+    /// A request naming a shared region, kept to send once more should the server answer
+    /// `UnknownRegion`.
+    resend: Option<SharedRequest>,
+}
+
+/// A sent request whose data lies in a shared region (`RemoteAccess::Shared`).
+struct SharedRequest {
+    opcode: Opcode,
+    body: Vec<u8>,
+    descriptor: Vec<u8>,
+    key: u64,
 }
 
 impl Drop for Connection {
@@ -218,6 +248,9 @@ impl Connection {
                         None
                     }
                 };
+                if let Some(key) = connection.eager.as_ref().map(EagerBuffer::key) {
+                    connection.ensure_shared(key)?;
+                }
                 // Measure the transfer model now, not in the first timed transfer.
                 crate::local::policy::model();
             }
@@ -246,6 +279,8 @@ impl Connection {
             fabric_probed: None,
             lent: None,
             eager: None,
+            shared_keys: Vec::new(),
+            sharing_refused: false,
             opened_by: std::process::id(),
             server_index: 0,
         }
@@ -483,7 +518,7 @@ impl Connection {
                     .map(|slice| (slice.as_ptr(), slice.len()))
                     .collect();
                 let body = request.to_body();
-                return self.send_eager(R::OPCODE, &body, &slices, true);
+                return self.send_eager(R::OPCODE, body, &slices, true);
             }
             Transfer::Remote {
                 pack,
@@ -495,7 +530,7 @@ impl Connection {
                     .map(|slice| (slice.as_ptr(), slice.len()))
                     .collect();
                 let body = request.to_body();
-                return self.send_remote(R::OPCODE, &body, &slices, pack, segments_per_call);
+                return self.send_remote(R::OPCODE, body, &slices, pack, segments_per_call);
             }
         };
         let data_bytes: u64 = pieces.iter().map(|piece| piece.length).sum();
@@ -571,7 +606,7 @@ impl Connection {
                     .map(|slice| (slice.as_mut_ptr().cast_const(), slice.len()))
                     .collect();
                 let body = request.to_body();
-                self.send_eager(R::OPCODE, &body, &slices, false)
+                self.send_eager(R::OPCODE, body, &slices, false)
             }
             Transfer::Remote {
                 pack,
@@ -583,36 +618,120 @@ impl Connection {
                     .map(|slice| (slice.as_mut_ptr().cast_const(), slice.len()))
                     .collect();
                 let body = request.to_body();
-                self.send_remote(R::OPCODE, &body, &slices, pack, segments_per_call)
+                self.send_remote(R::OPCODE, body, &slices, pack, segments_per_call)
             }
         }
     }
 
     /// Sends a request whose data goes through the connection's eager buffer: copied into it
     /// now (`fill`, a write) or out of it at the reply (a read). Without an eager buffer (a
-    /// fabric, or memfd unavailable), or for more data than it holds, the data is packed and
-    /// moved one-sidedly instead.
+    /// fabric, memfd unavailable, or the server refused it), or for more data than it holds,
+    /// the data is packed and moved one-sidedly instead.
     fn send_eager(
         &mut self,
         opcode: Opcode,
-        body: &[u8],
+        body: Vec<u8>,
         slices: &[(*const u8, usize)],
         fill: bool,
     ) -> Result<TransferCounts, NetError> {
         let total: usize = slices.iter().map(|&(_, len)| len).sum();
         let usable = self.fabric.is_none() && self.one_sided;
-        let Some(eager) = self
-            .eager
-            .as_mut()
-            .filter(|eager| usable && total <= eager.len())
-        else {
-            return self.send_remote(opcode, body, slices, true, 0);
+        let key = match &self.eager {
+            Some(eager) if usable && total <= eager.len() => eager.key(),
+            _ => return self.send_remote(opcode, body, slices, true, 0),
         };
+        if !self.ensure_shared(key)? {
+            return self.send_remote(opcode, body, slices, true, 0);
+        }
+        let eager = self.eager.as_mut().expect("checked above");
         let copied = if fill { eager.fill(slices) } else { 0 };
-        let key = eager.key();
         let mut counts = self.send_shared(opcode, body, key, &[(0, total as u64)], 0)?;
         counts.bytes_copied = copied as u64;
         Ok(counts)
+    }
+
+    /// Makes sure the server maps the region `key` (the eager buffer or a live arena) for
+    /// this connection: shares it (`ShareRegion` with its memfd) unless this connection's
+    /// table says it is mapped, and marks it most recently used, as the server does. `false`
+    /// when it cannot be shared (the server refused it, or the arena is gone): the caller
+    /// moves the data another way. An error is the connection's own.
+    fn ensure_shared(&mut self, key: u64) -> Result<bool, NetError> {
+        if let Some(at) = self.shared_keys.iter().position(|&shared| shared == key) {
+            let key = self.shared_keys.remove(at);
+            self.shared_keys.push(key);
+            return Ok(true);
+        }
+        if self.sharing_refused {
+            return Ok(false);
+        }
+        let found: Option<io::Result<(OwnedFd, u64)>> = match &self.eager {
+            Some(eager) if eager.key() == key => Some(
+                eager
+                    .descriptor()
+                    .try_clone_to_owned()
+                    .map(|fd| (fd, eager.len() as u64)),
+            ),
+            _ => crate::local::arena::descriptor(key),
+        };
+        let Some(found) = found else {
+            return Ok(false);
+        };
+        let (descriptor, bytes) = found.map_err(|err| self.io_error(err))?;
+        match self.share_region(key, bytes, &descriptor) {
+            Ok(()) => {
+                if self.shared_keys.len() >= SHARED_REGIONS_PER_CONNECTION_MAX {
+                    self.shared_keys.remove(0);
+                }
+                self.shared_keys.push(key);
+                Ok(true)
+            }
+            Err(NetError::Remote { error, .. }) => {
+                tracing::warn!(
+                    "{}: the server refused shared memory ({}: {}); eager requests pack and \
+                     arena pieces go by address on this connection",
+                    self.peer,
+                    error.code,
+                    error.message
+                );
+                self.sharing_refused = true;
+                Ok(false)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// One `ShareRegion` round trip: the frame goes in one `sendmsg` with `descriptor`
+    /// attached.
+    fn share_region(&mut self, key: u64, bytes: u64, descriptor: &OwnedFd) -> Result<(), NetError> {
+        assert!(
+            self.outstanding.is_none(),
+            "one request in flight per connection"
+        );
+        let Stream::Unix(socket) = &self.stream else {
+            return Err(self.protocol("shared memory needs a same-host Unix socket".to_owned()));
+        };
+        let body = ShareRegion { key, bytes }.to_body();
+        let request_id = self.next_request_id;
+        self.next_request_id += 1;
+        let mut frame = Header {
+            opcode: Opcode::ShareRegion as u8,
+            flags: 0,
+            request_id,
+            body_bytes: u32::try_from(body.len()).expect("16 bytes"),
+            bulk_bytes: 0,
+        }
+        .encode()
+        .to_vec();
+        frame.extend_from_slice(&body);
+        let sent =
+            crate::local::scm::send_with_descriptors(socket.as_fd(), &frame, &[descriptor.as_fd()])
+                .map_err(|err| self.io_error(err))?;
+        // The descriptor went with the first byte; any rest of the frame follows plainly.
+        write_all_vectored(&mut self.stream, &mut [IoSlice::new(&frame[sent..])])
+            .map_err(|err| self.io_error(err))?;
+        self.outstanding = Some((request_id, Opcode::ShareRegion));
+        let (Empty {}, _) = self.recv_reply::<Empty>(None)?;
+        Ok(())
     }
 
     /// Sends a request whose data the server moves one-sidedly from or into `slices`
@@ -620,7 +739,7 @@ impl Connection {
     fn send_remote(
         &mut self,
         opcode: Opcode,
-        body: &[u8],
+        body: Vec<u8>,
         slices: &[(*const u8, usize)],
         pack: bool,
         segments_per_call: u16,
@@ -638,6 +757,13 @@ impl Connection {
         };
         // More slices than a descriptor may hold: pack them (one segment) instead.
         let pack = pack || slices.len() > REMOTE_SEGMENTS_MAX;
+        if !pack && self.fabric.is_none() {
+            if let Some((key, offsets)) = crate::local::arena::locate(slices) {
+                if self.ensure_shared(key)? {
+                    return self.send_shared(opcode, body, key, &offsets, segments_per_call);
+                }
+            }
+        }
         let packed = pack.then(|| {
             let total = slices.iter().map(|&(_, len)| len).sum();
             let mut packed = Vec::with_capacity(total);
@@ -648,11 +774,6 @@ impl Connection {
             }
             packed
         });
-        if let (None, None, Some((key, offsets))) =
-            (&packed, &self.fabric, crate::local::arena::locate(slices))
-        {
-            return self.send_shared(opcode, body, key, &offsets, segments_per_call);
-        }
         let segments: Vec<(usize, usize)> = match &packed {
             Some(packed) => vec![(packed.as_ptr() as usize, packed.len())],
             None => slices
@@ -680,13 +801,14 @@ impl Connection {
         let (memory, lending) = self.describe(&segments, segments_per_call, packed.is_some())?;
         let descriptor = memory.to_body();
         let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
-        self.send_frame(opcode, body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
+        self.send_frame(opcode, &body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
         // Set for every one-sided request: marks the memory as lent until the reply.
         self.lent = Some(Lent {
             eager: false,
             _registration: registration,
             _lending: lending,
             packed,
+            resend: None,
         });
         Ok(counts)
     }
@@ -697,7 +819,7 @@ impl Connection {
     fn send_shared(
         &mut self,
         opcode: Opcode,
-        body: &[u8],
+        body: Vec<u8>,
         key: u64,
         offsets: &[(u64, u64)],
         segments_per_call: u16,
@@ -717,14 +839,20 @@ impl Connection {
         };
         let descriptor = memory.to_body();
         let bulk_bytes = self.bulk_len(descriptor.len() as u64)?;
-        self.send_frame(opcode, body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
+        self.send_frame(opcode, &body, &mut [IoSlice::new(&descriptor)], bulk_bytes)?;
         self.lent = Some(Lent {
-            // The eager buffer's key has no serial; a read's data is copied out of it at the
-            // reply. An arena's pieces are the caller's own memory.
+            // A read's data is copied out of the eager buffer at the reply. An arena's pieces
+            // are the caller's own memory.
             eager: !crate::local::arena::is_arena(key),
             _registration: None,
             _lending: None,
             packed: None,
+            resend: Some(SharedRequest {
+                opcode,
+                body,
+                descriptor,
+                key,
+            }),
         });
         Ok(TransferCounts {
             messages_sent: 1,
@@ -771,9 +899,63 @@ impl Connection {
 
     /// Receives the reply to the outstanding write of any form.
     pub fn recv_write(&mut self) -> Result<(IoReply, TransferCounts), NetError> {
-        let result = self.recv_reply::<IoReply>(None);
-        drop(self.settle_lent(&result));
+        let (result, lent) = self.recv_lent_reply();
+        drop(lent);
         result
+    }
+
+    /// Receives the reply to the outstanding one-sided request and takes back the memory it
+    /// lent. A request naming a shared region that the server no longer maps
+    /// (`UnknownRegion`, answered before any data moved) is sent once more after sharing the
+    /// region again.
+    fn recv_lent_reply(&mut self) -> (Result<(IoReply, TransferCounts), NetError>, Option<Lent>) {
+        let mut result = self.recv_reply::<IoReply>(None);
+        let unknown_region = matches!(
+            &result,
+            Err(NetError::Remote { error, .. }) if error.code == ErrorCode::UnknownRegion
+        );
+        if unknown_region {
+            if let Some(request) = self.lent.as_mut().and_then(|lent| lent.resend.take()) {
+                self.shared_keys.retain(|&key| key != request.key);
+                match self.ensure_shared(request.key) {
+                    // Shared again: the request goes once more, and its reply is the answer.
+                    Ok(true) => {
+                        result = self.resend_shared(&request).map(|(reply, mut counts)| {
+                            // The refused request and its reply, the share and its reply.
+                            counts.messages_sent += 2;
+                            counts.messages_received += 2;
+                            (reply, counts)
+                        });
+                    }
+                    // It cannot be shared again: the server's answer stands.
+                    Ok(false) => {}
+                    Err(error) => result = Err(error),
+                }
+            }
+        }
+        let lent = self.settle_lent(&result);
+        (result, lent)
+    }
+
+    /// Sends `request` once more after its region was shared again (its data is where it
+    /// was: the eager buffer, or the arena the caller still lends) and receives the reply.
+    fn resend_shared(
+        &mut self,
+        request: &SharedRequest,
+    ) -> Result<(IoReply, TransferCounts), NetError> {
+        tracing::debug!(
+            "{}: shared region {:#x} was unmapped by the server; shared again",
+            self.peer,
+            request.key
+        );
+        let bulk_bytes = self.bulk_len(request.descriptor.len() as u64)?;
+        self.send_frame(
+            request.opcode,
+            &request.body,
+            &mut [IoSlice::new(&request.descriptor)],
+            bulk_bytes,
+        )?;
+        self.recv_reply::<IoReply>(None)
     }
 
     /// Takes back the memory lent for the outstanding one-sided request once its reply has
@@ -836,8 +1018,7 @@ impl Connection {
         match transfer {
             Transfer::Framed(mode) => self.recv_reply::<IoReply>(Some((mode, pieces, data))),
             Transfer::Remote { .. } | Transfer::Eager => {
-                let result = self.recv_reply::<IoReply>(None);
-                let lent = self.settle_lent(&result);
+                let (result, lent) = self.recv_lent_reply();
                 let (reply, mut counts) = result?;
                 if let (Some(Lent { eager: true, .. }), Some(eager)) = (&lent, &self.eager) {
                     let mut slices: Vec<&mut [u8]> =

@@ -5,23 +5,35 @@
 //! are served in order; [`CONNECTIONS_MAX`] bounds the connections and
 //! [`SERVER_REQUESTS_INFLIGHT_MAX`] the requests being served at once. A connection that sends
 //! a malformed frame gets one log line and is closed; the other connections carry on.
+//!
+//! On a Unix socket every frame header is read with `recvmsg` ([`crate::local::scm`]), so a
+//! descriptor passed with `SCM_RIGHTS` is seen with the frame it came with: a `ShareRegion`
+//! may carry one (handed to the service in [`Incoming::descriptor`]); a descriptor with any
+//! other frame, or more than one, is answered with an error and the connection is closed,
+//! descriptors and all. Bodies, bulk and `Data` frames are read plainly.
 
 use std::future::Future;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tessera_auth::{CapabilityCache, Rights, ServerAuth, HANDSHAKE_TIMEOUT};
 use tessera_proto::header::{FLAG_ERROR, FLAG_REPLY};
-use tessera_proto::limits::{CONNECTIONS_MAX, HEADER_BYTES, SERVER_REQUESTS_INFLIGHT_MAX};
+use tessera_proto::limits::{
+    CONNECTIONS_MAX, HEADER_BYTES, SERVER_REQUESTS_INFLIGHT_MAX, SHARED_REGIONS_PER_CONNECTION_MAX,
+};
 use tessera_proto::{
     Capability, Credentials, ErrorCode, Header, Hello, Opcode, Piece, Principal, RemoteError,
     Request, Wire, WireError,
 };
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::Semaphore;
+
+use crate::local::region::SharedRegion;
+use crate::local::scm::{self, Received};
 
 /// Why a connection is being closed.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +62,8 @@ pub struct Incoming {
     pub opcode: Opcode,
     /// The encoded body.
     pub body: Vec<u8>,
+    /// The descriptor that came with the frame (`SCM_RIGHTS`, a `ShareRegion` only).
+    pub descriptor: Option<OwnedFd>,
 }
 
 impl Incoming {
@@ -87,10 +101,9 @@ pub struct ServerConnection {
     last_credentials: Option<Credentials>,
     /// Capabilities that verified on this connection.
     capabilities: CapabilityCache,
-    /// The client's eager buffer, mapped at its first eager request.
-    /// Shared regions of the peer mapped so far, least recently used first (at most
-    /// `SHARED_REGIONS_PER_CONNECTION_MAX`).
-    shared: Vec<std::sync::Arc<crate::local::eager::SharedRegion>>,
+    /// Shared regions the peer handed over on this connection (`ShareRegion`), least
+    /// recently used first (at most `SHARED_REGIONS_PER_CONNECTION_MAX`).
+    shared: Vec<Arc<SharedRegion>>,
 }
 
 /// A connection's socket: TCP, or a Unix socket from a process on this host.
@@ -228,42 +241,99 @@ impl ServerConnection {
         self.capabilities.checks
     }
 
-    /// The client's eager buffer or shared arena named by `key`, mapped on first use and kept
-    /// for the connection (`local::eager`, `local::arena`). Refused without a same-host peer.
-    pub fn shared_region(
-        &mut self,
-        key: u64,
-    ) -> Result<std::sync::Arc<crate::local::eager::SharedRegion>, String> {
-        if let Some(at) = self.shared.iter().position(|region| region.key() == key) {
-            let region = self.shared.remove(at);
-            self.shared.push(region.clone());
-            return Ok(region);
-        }
-        let Some(pid) = self.peer_pid else {
-            return Err(format!(
-                "an eager buffer needs a same-host Unix socket whose peer is visible; {} is not",
-                self.peer
+    /// The shared region (eager buffer or arena) the peer shared on this connection as
+    /// `key`; it becomes the most recently used. A key never shared here, or unmapped since,
+    /// is `UnknownRegion` (the client shares it again and retries).
+    pub fn shared_region(&mut self, key: u64) -> Result<Arc<SharedRegion>, RemoteError> {
+        let Some(at) = self.shared.iter().position(|region| region.key() == key) else {
+            return Err(RemoteError::new(
+                ErrorCode::UnknownRegion,
+                format!(
+                    "shared region {key:#x} is not shared on this connection (never shared, or \
+                     unmapped since: at most {SHARED_REGIONS_PER_CONNECTION_MAX} are kept, \
+                     shared_regions_per_connection_max, least recently used unmapped first); \
+                     share it again"
+                ),
             ));
         };
-        let region = crate::local::eager::SharedRegion::open(pid, key).map_err(|err| {
-            format!(
-                "the shared memory of pid {pid} (descriptor {}): {err}",
-                crate::local::arena::descriptor_of(key)
-            )
-        })?;
-        let region = std::sync::Arc::new(region);
-        if self.shared.len() >= tessera_proto::limits::SHARED_REGIONS_PER_CONNECTION_MAX {
-            self.shared.remove(0);
-        }
+        let region = self.shared.remove(at);
         self.shared.push(region.clone());
         Ok(region)
     }
 
-    async fn read_incoming(&mut self) -> Result<Option<Incoming>, ConnectionError> {
+    /// Serves a `ShareRegion`: maps the region `descriptor` holds as `key`, declared `bytes`
+    /// long ([`SharedRegion::from_descriptor`] checks it), replacing any region shared as
+    /// `key` before and unmapping the least recently used past the limit. A refusal
+    /// (`RemoteAccessRefused`) names the key and the reason.
+    pub fn share_region(
+        &mut self,
+        key: u64,
+        bytes: u64,
+        descriptor: Option<OwnedFd>,
+    ) -> Result<(), RemoteError> {
+        let refused = |reason: String| {
+            RemoteError::new(
+                ErrorCode::RemoteAccessRefused,
+                format!("shared region {key:#x}: {reason}"),
+            )
+        };
+        let Some(descriptor) = descriptor else {
+            return Err(refused(format!(
+                "no descriptor came with the request (a region travels as a memfd passed \
+                 with SCM_RIGHTS over a same-host Unix socket; {} is not one)",
+                self.peer
+            )));
+        };
+        let region = SharedRegion::from_descriptor(key, bytes, &descriptor).map_err(refused)?;
+        self.shared.retain(|old| old.key() != key);
+        if self.shared.len() >= SHARED_REGIONS_PER_CONNECTION_MAX {
+            self.shared.remove(0);
+        }
+        self.shared.push(Arc::new(region));
+        Ok(())
+    }
+
+    /// Reads a frame header: plainly over TCP; with `recvmsg` over a Unix socket, returning
+    /// what came besides the bytes. `None` at a clean end of the stream.
+    async fn read_header(
+        &mut self,
+    ) -> Result<Option<([u8; HEADER_BYTES], Received)>, ConnectionError> {
         let mut bytes = [0u8; HEADER_BYTES];
-        match self.stream.read(&mut bytes[..1]).await? {
-            0 => return Ok(None),
-            _ => self.stream.read_exact(&mut bytes[1..]).await?,
+        let mut received = Received::default();
+        match &mut self.stream {
+            ServerStream::Tcp(stream) => {
+                if stream.read(&mut bytes[..1]).await? == 0 {
+                    return Ok(None);
+                }
+                stream.read_exact(&mut bytes[1..]).await?;
+            }
+            ServerStream::Unix(stream) => {
+                // Never more than the rest of this header is asked for, so the descriptors
+                // of a later frame cannot come with it.
+                let mut filled = 0;
+                while filled < HEADER_BYTES {
+                    let socket = stream.as_raw_fd();
+                    let got = stream
+                        .async_io(Interest::READABLE, || {
+                            scm::recv_with_descriptors(socket, &mut bytes[filled..], &mut received)
+                        })
+                        .await?;
+                    if got == 0 {
+                        if filled == 0 && received.descriptors.is_empty() {
+                            return Ok(None);
+                        }
+                        return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+                    }
+                    filled += got;
+                }
+            }
+        }
+        Ok(Some((bytes, received)))
+    }
+
+    async fn read_incoming(&mut self) -> Result<Option<Incoming>, ConnectionError> {
+        let Some((bytes, received)) = self.read_header().await? else {
+            return Ok(None);
         };
         let header = Header::decode(&bytes)?;
         if header.is_reply() {
@@ -281,12 +351,46 @@ impl ServerConnection {
             }
             .into());
         }
+        let Received {
+            mut descriptors,
+            truncated,
+            unexpected,
+        } = received;
+        let refusal = if let Some((level, kind)) = unexpected {
+            Some(format!(
+                "ancillary data of level {level} type {kind} came with {opcode:?}; only \
+                 SCM_RIGHTS is accepted"
+            ))
+        } else if truncated || descriptors.len() > 1 {
+            Some(format!(
+                "{} descriptors came with {opcode:?}; a frame carries at most one",
+                if truncated {
+                    "more than 2".to_owned()
+                } else {
+                    descriptors.len().to_string()
+                }
+            ))
+        } else if !descriptors.is_empty() && opcode != Opcode::ShareRegion {
+            Some(format!(
+                "a descriptor came with {opcode:?}; only ShareRegion carries one"
+            ))
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            // The descriptors close here; the peer learns why, then the connection closes.
+            drop(descriptors);
+            let error = RemoteError::new(ErrorCode::Protocol, refusal);
+            let _ = self.reply_error(&header, &error).await;
+            return Err(ConnectionError::Refused(error));
+        }
         let mut body = vec![0u8; header.body_bytes as usize];
         self.stream.read_exact(&mut body).await?;
         Ok(Some(Incoming {
             header,
             opcode,
             body,
+            descriptor: descriptors.pop(),
         }))
     }
 

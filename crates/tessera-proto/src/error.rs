@@ -113,6 +113,10 @@ pub enum ErrorCode {
     /// A memory segment the client described for a one-sided transfer is not mapped, or
     /// shorter than described: the message names the segment.
     BadAddress = 17,
+    /// A one-sided request names a shared region (`RemoteAccess::Shared`) that was not
+    /// shared on this connection, or was unmapped since (least recently used past
+    /// `SHARED_REGIONS_PER_CONNECTION_MAX`): share it again (`ShareRegion`) and retry.
+    UnknownRegion = 18,
 }
 
 impl ErrorCode {
@@ -136,6 +140,7 @@ impl ErrorCode {
             15 => Self::UnknownView,
             16 => Self::RemoteAccessRefused,
             17 => Self::BadAddress,
+            18 => Self::UnknownRegion,
             other => {
                 return Err(WireError::BadValue {
                     field: "error code",
@@ -165,6 +170,7 @@ impl ErrorCode {
             Self::UnknownView => "unknown view",
             Self::RemoteAccessRefused => "one-sided access refused",
             Self::BadAddress => "bad remote address",
+            Self::UnknownRegion => "unknown shared region",
         }
     }
 }

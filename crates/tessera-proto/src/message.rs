@@ -95,6 +95,9 @@ pub enum Opcode {
     WriteCollective = 0x40,
     /// iod: one participant's share of a server-directed collective read.
     ReadCollective = 0x41,
+    /// iod: map a shared-memory region of a same-host client, whose descriptor travels
+    /// with the frame (`SCM_RIGHTS`), under a key the client chose.
+    ShareRegion = 0x42,
 }
 
 impl Opcode {
@@ -138,6 +141,7 @@ impl Opcode {
             0x3F => Self::Data,
             0x40 => Self::WriteCollective,
             0x41 => Self::ReadCollective,
+            0x42 => Self::ShareRegion,
             opcode => return Err(WireError::UnknownOpcode { opcode }),
         })
     }
@@ -592,11 +596,13 @@ pub enum RemoteAccess {
     /// A fabric (libfabric RMA): `endpoint` names the client's endpoint, each segment carries
     /// the key of its registration.
     Fabric = 2,
-    /// Same host, the connection's eager buffer (seed 001's Fast RDMA buffers): a shared
-    /// memory file of at most `EAGER_BYTES_MAX` bytes the client made for the connection and
-    /// fills (writes) or empties (reads) with one copy; the server maps it once per connection
-    /// through `/proc/PID/fd/KEY`, with the pid from the socket's credentials. One segment:
-    /// `address` is the offset in the buffer, `key` the client's descriptor number.
+    /// Same host, a region of shared memory the client handed to the server on this
+    /// connection with [`ShareRegion`] (its descriptor passed with `SCM_RIGHTS`): the
+    /// connection's eager buffer (seed 001's Fast RDMA buffers), at most `EAGER_BYTES_MAX`
+    /// bytes that the client fills (writes) or empties (reads) with one copy, or a shared
+    /// arena (`key` with [`SHARED_KEY_ARENA`] set). `address` is the offset in the region,
+    /// `key` the key it was shared under; a key not shared on this connection (or unmapped
+    /// since, least recently used first) is `UnknownRegion`.
     Shared = 3,
 }
 
@@ -1586,6 +1592,28 @@ wire_struct! {
 }
 request!(RemoteProbe => RemoteProbe, RemoteProbeReply);
 
+/// The bit of a [`ShareRegion`] key that marks a shared arena (up to `ARENA_BYTES_MAX`
+/// bytes); without it the key names the connection's eager buffer (up to
+/// `EAGER_BYTES_MAX`).
+pub const SHARED_KEY_ARENA: u64 = 1 << 63;
+
+wire_struct! {
+    /// Hands a same-host iod a region of the client's shared memory: the frame (header and
+    /// body, one `sendmsg`) carries the region's `memfd` as `SCM_RIGHTS` ancillary data, the
+    /// only frame that may. The iod maps it only if it is a memfd sealed against shrinking
+    /// (`F_SEAL_SHRINK`), open read-write, of exactly `bytes` bytes within the limit of its
+    /// kind, else `RemoteAccessRefused` naming the key and the reason. Later requests name
+    /// it by `key` (`RemoteAccess::Shared`); sharing a key again replaces its mapping.
+    pub struct ShareRegion {
+        /// The client's name for the region, unique in the client process for its life
+        /// ([`SHARED_KEY_ARENA`] set for an arena).
+        pub key: u64,
+        /// The region's size in bytes.
+        pub bytes: u64,
+    }
+}
+request!(ShareRegion => ShareRegion, Empty);
+
 impl Write {
     /// Bytes of data the request carries (the sum of its piece lengths).
     pub fn data_bytes(&self) -> u64 {
@@ -1765,6 +1793,24 @@ mod tests {
         assert_eq!(&body[c + 6..c + 10], &u32::MAX.to_le_bytes());
         assert_eq!(&body[c + 10..c + 14], &100u32.to_le_bytes());
         assert_eq!(Opcode::from_u8(0x1D), Ok(Opcode::Chown));
+    }
+
+    #[test]
+    fn share_region_body_matches_protocol_doc() {
+        // PROTOCOL.md §5.2 ShareRegion: key u64, bytes u64, 16 bytes; opcode 0x42.
+        let share = ShareRegion {
+            key: SHARED_KEY_ARENA | 5,
+            bytes: 1 << 20,
+        };
+        let body = round_trip(&share);
+        assert_eq!(body.len(), 16);
+        assert_eq!(&body[..8], &(SHARED_KEY_ARENA | 5).to_le_bytes());
+        assert_eq!(&body[8..], &(1u64 << 20).to_le_bytes());
+        assert_eq!(Opcode::from_u8(0x42).unwrap(), Opcode::ShareRegion);
+        assert_eq!(ShareRegion::OPCODE as u8, 0x42);
+        let error = RemoteError::new(ErrorCode::UnknownRegion, "shared region 0x5");
+        assert_eq!(error.to_body()[..2], 18u16.to_le_bytes());
+        round_trip(&error);
     }
 
     #[test]

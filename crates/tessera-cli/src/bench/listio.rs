@@ -50,10 +50,13 @@ struct Step<'a> {
     piece_bytes: usize,
 }
 
+/// Per call, over all workers: requests, storage calls, bytes and messages.
+type Counts = (u64, u64, u64, u64);
+
 impl Step<'_> {
     /// Seconds per call (the slowest worker's), the per-call requests, storage calls, bytes
     /// and messages of all workers, and whether every read was right.
-    fn run(&self, workers: &mut Workers) -> Result<(f64, (u64, u64, u64, u64), bool), String> {
+    fn run(&self, workers: &mut Workers) -> Result<(f64, Counts, bool), String> {
         let tasks = (0..PROCESSES)
             .map(|rank| Task {
                 cluster: self.cluster.to_path_buf(),

@@ -317,3 +317,42 @@ pub fn refused_write(
     stream.read_exact(&mut body).unwrap();
     tessera_proto::RemoteError::from_body(&body).unwrap()
 }
+
+/// Sends, over a raw same-host connection, a `ShareRegion` of `key` declaring `bytes` bytes
+/// with `descriptors` attached (one `sendmsg`), and returns the server's answer.
+pub fn share_region(
+    stream: &mut std::os::unix::net::UnixStream,
+    key: u64,
+    bytes: u64,
+    descriptors: &[std::os::fd::BorrowedFd<'_>],
+    request_id: u64,
+) -> Result<(), tessera_proto::RemoteError> {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    use tessera_proto::{Header, Opcode, Wire};
+    let body = tessera_proto::ShareRegion { key, bytes }.to_body();
+    let mut frame = Header {
+        opcode: Opcode::ShareRegion as u8,
+        flags: 0,
+        request_id,
+        body_bytes: u32::try_from(body.len()).unwrap(),
+        bulk_bytes: 0,
+    }
+    .encode()
+    .to_vec();
+    frame.extend_from_slice(&body);
+    let sent = tessera_net::local::scm::send_with_descriptors(stream.as_fd(), &frame, descriptors)
+        .unwrap();
+    assert_eq!(sent, frame.len());
+    let mut reply = [0u8; tessera_proto::limits::HEADER_BYTES];
+    stream.read_exact(&mut reply).unwrap();
+    let reply = Header::decode(&reply).unwrap();
+    assert_eq!(reply.request_id, request_id);
+    let mut body = vec![0u8; reply.body_bytes as usize];
+    stream.read_exact(&mut body).unwrap();
+    if reply.is_error() {
+        Err(tessera_proto::RemoteError::from_body(&body).unwrap())
+    } else {
+        Ok(())
+    }
+}

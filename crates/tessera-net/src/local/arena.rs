@@ -2,38 +2,39 @@
 //! `local` backend's form of registered memory (seed 000 §4: let the application say which
 //! allocation its pieces come from; MPI's `MPI_Alloc_mem`).
 //!
-//! An [`Arena`] is a `memfd` mapped shared. While it lives, a one-sided request whose pieces
-//! all lie in one arena names them as offsets in it (`RemoteAccess::Shared`, the key holding
-//! the descriptor number and the arena's serial); the iod maps the arena once per connection
-//! through `/proc/PID/fd/N` (as it maps the eager buffer) and moves the pieces with plain
-//! memory copies and vectored storage calls straight from or into them: no `process_vm_*`
-//! call, whose cost per piece (one page-pinning walk of the client's address space each) is
-//! what makes gathering many small pieces dearer than packing them on this machine.
+//! An [`Arena`] is a sealed `memfd` ([`super::region::sealed_memfd`]) mapped shared, with a
+//! key new in this process ([`super::region::next_key`], with `SHARED_KEY_ARENA` set). While
+//! it lives, a one-sided request whose pieces all lie in one arena names them as offsets in
+//! it (`RemoteAccess::Shared`); the first time a connection's request uses the arena, the
+//! connection hands the server the memfd itself in a `ShareRegion` frame (`SCM_RIGHTS`), and
+//! the iod maps it once per connection (as it maps the eager buffer) and moves the pieces
+//! with plain memory copies and vectored storage calls straight from or into them: no
+//! `process_vm_*` call, whose cost per piece (one page-pinning walk of the client's address
+//! space each) is what makes gathering many small pieces dearer than packing them on this
+//! machine.
 //!
-//! The key is `serial << 32 | descriptor`: a descriptor number reused by a later arena comes
-//! with a new serial, so a server never serves a request from a stale mapping of an arena
-//! that is gone.
+//! Keys are never reused in a process, so a server never serves a request from a stale
+//! mapping of an arena that is gone (it keeps such a mapping, unused, until the connection
+//! closes or it is unmapped as least recently used).
 
-use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use tessera_proto::limits::ARENA_BYTES_MAX;
 
-use super::eager::Mapping;
+use super::region::{next_key, sealed_memfd, Mapping};
 
-/// Serials of arenas made by this process (0 is the eager buffer's).
-static SERIAL: AtomicU64 = AtomicU64::new(1);
-
-/// The arenas alive in this process: (start address, end address, key).
-static LIVE: RwLock<Vec<(usize, usize, u64)>> = RwLock::new(Vec::new());
+/// The arenas alive in this process: start address, end address, key, and a borrowed view
+/// of the memfd (valid while the arena is in the table: it leaves the table before its
+/// descriptor closes).
+static LIVE: RwLock<Vec<(usize, usize, u64, i32)>> = RwLock::new(Vec::new());
 
 /// Memory shared with the servers of this host.
 #[derive(Debug)]
 pub struct Arena {
-    _fd: OwnedFd,
+    fd: OwnedFd,
     mapping: Mapping,
     key: u64,
 }
@@ -49,28 +50,15 @@ impl Arena {
                 ),
             ));
         }
-        // SAFETY: a NUL-terminated name and valid flags; the result is checked.
-        let raw = unsafe { libc::memfd_create(c"tessera-arena".as_ptr(), libc::MFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a descriptor just returned to us and owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        File::from(fd.try_clone()?).set_len(bytes as u64)?;
+        let fd = sealed_memfd(c"tessera-arena", bytes as u64)?;
         let mapping = Mapping::new(fd.as_raw_fd(), bytes)?;
-        let serial = SERIAL.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff;
-        let key =
-            (serial << 32) | u64::try_from(fd.as_raw_fd()).expect("descriptors are not negative");
+        let key = next_key(true);
         let start = mapping.base as usize;
         LIVE.write()
             .expect("arena table lock")
-            .push((start, start + bytes, key));
+            .push((start, start + bytes, key, fd.as_raw_fd()));
         COUNT.fetch_add(1, Ordering::Relaxed);
-        Ok(Self {
-            _fd: fd,
-            mapping,
-            key,
-        })
+        Ok(Self { fd, mapping, key })
     }
 
     /// Bytes it holds.
@@ -83,9 +71,14 @@ impl Arena {
         self.mapping.len == 0
     }
 
-    /// What the server is told: serial and descriptor number.
+    /// The key the arena is shared under (new in this process).
     pub fn key(&self) -> u64 {
         self.key
+    }
+
+    /// The memfd handed to the servers (`ShareRegion`).
+    pub fn descriptor(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// The arena's bytes.
@@ -105,7 +98,7 @@ impl Arena {
 impl Drop for Arena {
     fn drop(&mut self) {
         let mut live = LIVE.write().expect("arena table lock");
-        live.retain(|&(_, _, key)| key != self.key);
+        live.retain(|&(_, _, key, _)| key != self.key);
         COUNT.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -120,11 +113,11 @@ pub fn locate(slices: &[(*const u8, usize)]) -> Option<(u64, Vec<(u64, u64)>)> {
     if live.is_empty() {
         return None;
     }
-    let mut found: Option<(usize, usize, u64)> = None;
+    let mut found: Option<(usize, usize, u64, i32)> = None;
     let mut offsets = Vec::with_capacity(slices.len());
     for &(pointer, len) in slices.iter().filter(|&&(_, len)| len > 0) {
         let (start, end) = (pointer as usize, pointer as usize + len);
-        let inside = |&&(low, high, _): &&(usize, usize, u64)| start >= low && end <= high;
+        let inside = |&&(low, high, _, _): &&(usize, usize, u64, i32)| start >= low && end <= high;
         let arena = match found {
             Some(arena) if inside(&&arena) => arena,
             Some(_) => return None,
@@ -133,7 +126,21 @@ pub fn locate(slices: &[(*const u8, usize)]) -> Option<(u64, Vec<(u64, u64)>)> {
         found = Some(arena);
         offsets.push(((start - arena.0) as u64, len as u64));
     }
-    found.map(|(_, _, key)| (key, offsets))
+    found.map(|(_, _, key, _)| (key, offsets))
+}
+
+/// A new descriptor of the memfd of the live arena `key`, and its size; `None` once the
+/// arena is gone.
+pub fn descriptor(key: u64) -> Option<io::Result<(OwnedFd, u64)>> {
+    let live = LIVE.read().expect("arena table lock");
+    let &(start, end, _, raw) = live.iter().find(|entry| entry.2 == key)?;
+    // SAFETY: the arena owning `raw` is alive while its entry is in the table, and the entry
+    // cannot leave while this read guard is held.
+    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+    Some(
+        fd.try_clone_to_owned()
+            .map(|owned| (owned, (end - start) as u64)),
+    )
 }
 
 /// Whether this process has an arena now (cheap: one atomic load).
@@ -144,15 +151,8 @@ pub fn any_live() -> bool {
 /// Arenas alive in this process.
 static COUNT: AtomicU64 = AtomicU64::new(0);
 
-/// The descriptor number inside an arena or eager-buffer key.
-pub fn descriptor_of(key: u64) -> u64 {
-    key & 0xffff_ffff
-}
-
-/// Whether `key` names an arena (not the eager buffer).
-pub fn is_arena(key: u64) -> bool {
-    key >> 32 != 0
-}
+/// Whether `key` names an arena (not an eager buffer).
+pub use super::region::is_arena;
 
 #[cfg(test)]
 mod tests {
@@ -176,10 +176,14 @@ mod tests {
         assert!(locate(&[(base.wrapping_add((1 << 16) - 1), 2)]).is_none());
         let heap = [0u8; 64];
         assert!(locate(&[(base, 1), (heap.as_ptr(), 64)]).is_none());
+        // Its memfd is found by key while it lives, at its size.
+        let (_, bytes) = descriptor(key).unwrap().unwrap();
+        assert_eq!(bytes, 1 << 16);
         // A second arena gets a new key even where the descriptor number comes back.
         let old = arena.key();
         drop(arena);
         assert!(locate(&slices).is_none());
+        assert!(descriptor(old).is_none());
         let again = Arena::new(4096).unwrap();
         assert_ne!(again.key(), old);
         assert!(Arena::new(0).is_err());
