@@ -44,6 +44,10 @@ pub struct UpArgs {
     /// Start the mds with root squash: callers with uid 0 are treated as nobody (65534).
     #[arg(long)]
     root_squash: bool,
+    /// How long the capabilities the mds signs are accepted, in seconds (default one hour);
+    /// clients renew theirs before they expire.
+    #[arg(long)]
+    capability_seconds: Option<u64>,
 }
 
 /// Arguments of `tessera down`.
@@ -193,12 +197,19 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
         // tcp binds to loopback, where the servers listen.
         node: provider.starts_with("tcp").then(|| "127.0.0.1".to_owned()),
     });
+    let mut mds_flags = Vec::new();
+    if args.root_squash {
+        mds_flags.push("--root-squash".to_owned());
+    }
+    if let Some(seconds) = args.capability_seconds {
+        mds_flags.extend(["--capability-seconds".to_owned(), seconds.to_string()]);
+    }
     let config = start_with(
         &args.dir,
         args.servers,
         args.stripe_unit,
         ofi.as_ref(),
-        args.root_squash,
+        &mds_flags,
     )?;
     println!(
         "tessera: cluster up in {}: mds at {}, {} I/O servers",
@@ -267,17 +278,17 @@ fn absolute(path: &Path) -> std::path::PathBuf {
 /// Starts a cluster of `servers` iods in `dir`, writes `dir/cluster.toml` and returns once
 /// every server answers. On failure nothing is left running.
 pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig, String> {
-    start_with(dir, servers, stripe_unit, None, false)
+    start_with(dir, servers, stripe_unit, None, &[])
 }
 
-/// [`start`], with the iods serving one-sided transfers over the fabric `ofi` names, and the
-/// mds squashing root callers to nobody if `root_squash`.
+/// [`start`], with the iods serving one-sided transfers over the fabric `ofi` names, and
+/// `mds_flags` given to the mds (`--root-squash`, `--capability-seconds N`).
 pub fn start_with(
     dir: &Path,
     servers: u16,
     stripe_unit: u64,
     ofi: Option<&OfiEntry>,
-    root_squash: bool,
+    mds_flags: &[String],
 ) -> Result<ClusterConfig, String> {
     if servers == 0 || usize::from(servers) > SERVERS_MAX {
         return Err(format!("--servers {servers} is outside 1..={SERVERS_MAX}"));
@@ -348,9 +359,7 @@ pub fn start_with(
             mds_args.push("--iod".to_owned());
             mds_args.push(address.clone());
         }
-        if root_squash {
-            mds_args.push("--root-squash".to_owned());
-        }
+        mds_args.extend(mds_flags.iter().cloned());
         let mut mds = spawn_server(dir, "mds", &mds_args)?;
         let agent_args = [
             "agent".to_owned(),

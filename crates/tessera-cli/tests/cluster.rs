@@ -568,8 +568,18 @@ fn demo_and_bench_verify_their_data() {
     assert_eq!(report["bench"], "listio");
     assert_eq!(report["verified"], true);
     let rows = report["rows"].as_array().unwrap();
-    // write and read x 7 piece sizes x 8 methods (5 over local, 3 over tcp).
-    assert_eq!(rows.len(), 2 * 7 * 8);
+    // write and read x 7 piece sizes x 8 methods (5 over local, 3 over tcp), then write and
+    // read x 2 piece sizes x gather with capability checks on and off.
+    assert_eq!(rows.len(), 2 * 7 * 8 + 2 * 2 * 2);
+    for checked in ["checked", "unchecked"] {
+        let method = format!("gather, capabilities {checked}");
+        let row = rows
+            .iter()
+            .find(|row| row["case"] == "write seg=128" && row["method"] == method.as_str())
+            .unwrap_or_else(|| panic!("no {method} row"));
+        assert!(row["mib_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["requests"], 4, "{row}");
+    }
     for method in ["multiple", "pack", "gather", "eager"] {
         // At 128 B the 4 x 128 pieces fill one 64 KiB stripe unit: one server, one request
         // per process. At 8 KiB they cover all 4 servers: one request per server per process.

@@ -268,6 +268,8 @@ fn a_wrong_key_or_a_replayed_handshake_is_refused() {
             proof: tessera_proto::Mac([2; 32]),
         };
         write_reply(&mut stream, hello.request_id, &welcome.to_body());
+        // Until the client hangs up.
+        let _ = stream.read_to_end(&mut Vec::new());
     });
     let error = Connection::connect("impostor", &address, TIMEOUT, &cluster.signer()).unwrap_err();
     assert!(
@@ -306,9 +308,6 @@ fn write_reply(stream: &mut TcpStream, request_id: u64, body: &[u8]) {
     stream
         .write_all(&[header.encode().as_slice(), body].concat())
         .unwrap();
-    let _ = stream.flush();
-    let mut rest = Vec::new();
-    let _ = stream.read_to_end(&mut rest);
 }
 
 /// The credential in a namespace call is believed only when it is signed, current and the
@@ -353,4 +352,51 @@ fn a_forged_or_expired_credential_in_a_message_is_refused() {
     // The connection still serves its own credential.
     mds.call(&lookup(own)).unwrap();
     assert!(client.open("/kept", OpenMode::ReadOnly).is_ok());
+}
+
+/// A long-running program never sees its capability expire: the client renews it from the
+/// mds before it runs out, while the old one is refused by the iods once expired.
+#[test]
+fn capabilities_are_renewed_before_they_expire() {
+    let cluster = Cluster {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let output = common::tessera(&[
+        "up",
+        "--servers",
+        "1",
+        "--dir",
+        cluster.path().to_str().unwrap(),
+        "--capability-seconds",
+        "2",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let client = cluster.client();
+    let file = client.create("/long", &CreateOptions::default()).unwrap();
+    file.write_at(0, b"first").unwrap();
+    let first = file.capability().unwrap();
+    let grant = tessera_auth::Grant::parse(&first).unwrap();
+    assert!(grant.expires_s <= tessera_auth::now_s() + 2, "{grant:?}");
+    std::thread::sleep(Duration::from_millis(2500));
+    // Past the first capability's life: the next call renews it and succeeds.
+    file.write_at(5, b"second").unwrap();
+    let second = file.capability().unwrap();
+    assert_ne!(first, second, "renewed");
+    let mut back = [0u8; 11];
+    file.read_at(0, &mut back).unwrap();
+    assert_eq!(&back, b"firstsecond");
+    // The old one is refused by the iod.
+    let mut connection = iod(&cluster, 0);
+    assert_denied(
+        raw_read(&mut connection, file.handle(), first, 5),
+        "expired",
+    );
+    assert_eq!(
+        raw_read(&mut connection, file.handle(), second, 5).unwrap(),
+        b"first"
+    );
 }

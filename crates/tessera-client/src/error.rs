@@ -8,7 +8,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum ClientError {
     /// A server refused the request; the message names the server and the path or handle.
-    #[error("{code}: {message}")]
+    #[error("{}", tessera_proto::error::describe(*code, message))]
     Server {
         /// What kind of failure.
         code: ErrorCode,

@@ -181,9 +181,20 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+/// "CODE: MESSAGE", without repeating the code when the message already starts with it
+/// ("permission denied: /a (needs read on /a)").
+pub fn describe(code: ErrorCode, message: &str) -> String {
+    let name = code.name();
+    if message.starts_with(name) {
+        message.to_owned()
+    } else {
+        format!("{name}: {message}")
+    }
+}
+
 /// An error a server sends back: a code and a message naming what was wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{code}: {message}")]
+#[error("{}", describe(*code, message))]
 pub struct RemoteError {
     /// What kind of failure.
     pub code: ErrorCode,
