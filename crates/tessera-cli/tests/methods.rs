@@ -448,8 +448,10 @@ fn the_mds_refuses_bad_lock_requests() {
         &cluster.signer(),
     )
     .unwrap();
+    let capability = file.capability().unwrap();
     let request = |start, end, wait_ms, lease_ms| LockRange {
         handle: file.handle(),
+        capability: capability.clone(),
         start,
         end,
         exclusive: true,
@@ -470,22 +472,48 @@ fn the_mds_refuses_bad_lock_requests() {
     assert!(message.contains("not below end"), "{message}");
     let (_, message) = refused(request(0, (1 << 62) + 1, 0, 1000));
     assert!(message.contains("file_bytes_max"), "{message}");
+    // A well-signed capability for a handle no file has, and for the root directory.
+    let uid = tessera_auth::authenticator::process_ids().0;
+    let signed = |handle| {
+        cluster.capability(
+            handle,
+            tessera_auth::Rights::READ_WRITE,
+            uid,
+            tessera_auth::now_s() + 60,
+        )
+    };
     let (code, _) = refused(LockRange {
         handle: 0xdead_beef,
+        capability: signed(0xdead_beef),
         ..request(0, 10, 0, 1000)
     });
     assert_eq!(code, ErrorCode::UnknownHandle);
     let (code, _) = refused(LockRange {
         handle: root,
+        capability: signed(root),
         ..request(0, 10, 0, 1000)
     });
     assert_eq!(code, ErrorCode::IsDirectory);
+    // Without a capability for the handle, no lock: the mds checks it as the iods do.
+    let (code, message) = refused(LockRange {
+        capability: tessera_proto::Capability::default(),
+        ..request(0, 10, 0, 1000)
+    });
+    assert_eq!(code, ErrorCode::PermissionDenied);
+    assert!(message.contains("no capability"), "{message}");
+    let (code, message) = refused(LockRange {
+        handle: 0xdead_beef,
+        ..request(0, 10, 0, 1000)
+    });
+    assert_eq!(code, ErrorCode::PermissionDenied);
+    assert!(message.contains("not 0xdeadbeef"), "{message}");
 
     // Grant, unlock twice, unlock an id never granted: all fine.
     let granted = mds.call(&request(0, 10, 0, 1000)).unwrap();
     for lock_id in [granted.lock_id, granted.lock_id, 987_654_321] {
         mds.call(&UnlockRange {
             handle: file.handle(),
+            capability: capability.clone(),
             lock_id,
         })
         .unwrap();

@@ -214,12 +214,20 @@ fn a_wrong_key_or_a_replayed_handshake_is_refused() {
             "{remote:?}"
         );
     }
+    // One log line per refused peer (the servers log after answering: wait for it).
     for log in ["mds", "iod-0", "iod-1"] {
-        let refusals = cluster
-            .log(log)
-            .lines()
-            .filter(|line| line.contains("refusing") && line.contains("authentication failed"))
-            .count();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let refusals = loop {
+            let refusals = cluster
+                .log(log)
+                .lines()
+                .filter(|line| line.contains("refusing") && line.contains("authentication failed"))
+                .count();
+            if refusals > 0 || std::time::Instant::now() > deadline {
+                break refusals;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         assert_eq!(refusals, 1, "{log} logs one line per refused peer");
     }
 
@@ -349,6 +357,19 @@ fn a_forged_or_expired_credential_in_a_message_is_refused() {
         error.message.contains("on a connection of uid"),
         "{error:?}"
     );
+    // A stat by handle needs the capability an open returned, as every request by handle.
+    let kept = client.open("/kept", OpenMode::ReadOnly).unwrap();
+    let stat = |capability| tessera_proto::StatHandle {
+        credentials: own.clone(),
+        handle: kept.handle(),
+        capability,
+    };
+    let error = mds.call(&stat(Capability::default())).unwrap_err();
+    let error = error.remote().expect("a refusal");
+    assert_eq!(error.code, ErrorCode::PermissionDenied);
+    assert!(error.message.contains("no capability"), "{error:?}");
+    let attr = mds.call(&stat(kept.capability().unwrap())).unwrap();
+    assert_eq!(attr.handle, kept.handle());
     // The connection still serves its own credential.
     mds.call(&lookup(own)).unwrap();
     assert!(client.open("/kept", OpenMode::ReadOnly).is_ok());

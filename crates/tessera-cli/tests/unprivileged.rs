@@ -239,3 +239,52 @@ fn group_bits_and_directory_search_are_honoured_for_other_users() {
         b"open file, closed directory"
     );
 }
+
+/// An agent holding another cluster's key signs credentials the servers refuse, and the
+/// client says so; the cluster's own agent goes on working.
+#[test]
+fn an_agent_with_a_wrong_key_is_refused() {
+    let Some((cluster, scratch)) = start() else {
+        return;
+    };
+    let key = scratch.path().join("other.key");
+    tessera_auth::ClusterKey::create(&key).unwrap();
+    let socket = scratch.path().join("other-agent.sock");
+    let mut agent = Command::new(TESSERA)
+        .args(["agent", "--key"])
+        .arg(&key)
+        .arg("--socket")
+        .arg(&socket)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let output = Command::new("setpriv")
+        .args([
+            &format!("--reuid={ALICE}"),
+            &format!("--regid={ALICE}"),
+            "--clear-groups",
+        ])
+        .arg(TESSERA)
+        .args(["ls", "/", "--cluster"])
+        .arg(cluster.file())
+        .env("TESSERA_AGENT", &socket)
+        .output()
+        .unwrap();
+    let _ = agent.kill();
+    let _ = agent.wait();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("not signed with this cluster's key"),
+        "{stderr}"
+    );
+    ok_as(&cluster, ALICE, &[], &["ls", "/"]);
+}

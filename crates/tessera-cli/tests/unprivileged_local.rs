@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 
 use common::Cluster;
@@ -28,6 +29,7 @@ enum Failure {
     GrandchildWrite = 15,
     ParentMemory = 16,
     RootFileOpened = 17,
+    TmpfsRegionAccepted = 18,
 }
 
 fn exit(status: i32) -> ! {
@@ -90,10 +92,29 @@ fn as_user(config: &ClusterConfig) -> Result<(), Failure> {
     }
     // Root's private file: the open is refused by the mds.
     match client.open("/private", OpenMode::ReadOnly) {
-        Err(error) if error.code() == Some(ErrorCode::PermissionDenied) => Ok(()),
+        Err(error) if error.code() == Some(ErrorCode::PermissionDenied) => {}
         other => {
             eprintln!("child: opened root's file: {other:?}");
-            Err(Failure::RootFileOpened)
+            return Err(Failure::RootFileOpened);
+        }
+    }
+    // A tmpfs file of its own, offered as a shared region, is refused: only a sealed memfd
+    // is mapped by the iod.
+    let socket = config.iods[0].local.clone().expect("a local socket");
+    let mut stream =
+        std::os::unix::net::UnixStream::connect(socket).map_err(|_| Failure::Create)?;
+    let agent = tessera_auth::AgentClient::new(
+        config.auth.agent.clone().expect("an agent"),
+        std::time::Duration::from_secs(10),
+    );
+    common::authenticate(&mut stream, &agent).map_err(|_| Failure::Create)?;
+    let shm = tempfile::tempfile_in("/dev/shm").map_err(|_| Failure::Create)?;
+    shm.set_len(4096).map_err(|_| Failure::Create)?;
+    match common::share_region(&mut stream, 0x77, 4096, &[shm.as_fd()], 2) {
+        Err(error) if error.code == ErrorCode::RemoteAccessRefused => Ok(()),
+        other => {
+            eprintln!("child: a tmpfs region was not refused: {other:?}");
+            Err(Failure::TmpfsRegionAccepted)
         }
     }
 }

@@ -281,10 +281,15 @@ impl Client {
         })
     }
 
-    pub(crate) fn stat_handle(&self, handle: u64) -> Result<Attr, ClientError> {
+    pub(crate) fn stat_handle(
+        &self,
+        handle: u64,
+        capability: tessera_proto::Capability,
+    ) -> Result<Attr, ClientError> {
         self.mds_call(&StatHandle {
             credentials: self.credentials()?,
             handle,
+            capability,
         })
     }
 

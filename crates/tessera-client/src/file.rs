@@ -287,7 +287,7 @@ impl File {
 
     /// Attributes, with the size computed from the servers.
     pub fn stat(&self) -> Result<Attr, ClientError> {
-        self.client.stat_handle(self.handle)
+        self.client.stat_handle(self.handle, self.capability()?)
     }
 
     /// Flushes the file's data on every server to stable storage.

@@ -79,6 +79,10 @@ pub struct RangeLock {
     client: Client,
     path: String,
     handle: u64,
+    /// The file's capability when the lock was taken: it outlives the lease (a capability
+    /// is renewed with a quarter of its life left, an hour by default, and a lease is at
+    /// most `RANGE_LOCK_LEASE_MS_MAX`, ten minutes).
+    capability: tessera_proto::Capability,
     lock_id: u64,
     start: u64,
     end: u64,
@@ -122,6 +126,7 @@ impl RangeLock {
     fn unlock(&self) -> Result<(), ClientError> {
         let unlock = UnlockRange {
             handle: self.handle,
+            capability: self.capability.clone(),
             lock_id: self.lock_id,
         };
         // Unlocking is idempotent, so the retrying form is safe.
@@ -247,8 +252,10 @@ impl File {
                 what()
             )));
         }
+        let capability = self.capability()?;
         let mut request = LockRange {
             handle: self.handle,
+            capability: capability.clone(),
             start,
             end,
             exclusive,
@@ -259,6 +266,7 @@ impl File {
             client: self.client.clone(),
             path: self.path.clone(),
             handle: self.handle,
+            capability: capability.clone(),
             lock_id,
             start,
             end,

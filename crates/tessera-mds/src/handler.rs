@@ -516,6 +516,32 @@ impl Service for Mds {
                 return connection.reply_error(&header, &error).await;
             }
         }
+        // Requests that name a file by handle carry the capability its open returned.
+        let by_handle = match request.opcode {
+            Opcode::StatHandle => {
+                let stat: StatHandle = request.decode()?;
+                Some((stat.handle, stat.capability, Rights::ANY))
+            }
+            Opcode::LockRange => {
+                let lock: LockRange = request.decode()?;
+                let wanted = if lock.exclusive {
+                    Rights::WRITE
+                } else {
+                    Rights::ANY
+                };
+                Some((lock.handle, lock.capability, wanted))
+            }
+            Opcode::UnlockRange => {
+                let unlock: UnlockRange = request.decode()?;
+                Some((unlock.handle, unlock.capability, Rights::ANY))
+            }
+            _ => None,
+        };
+        if let Some((handle, capability, wanted)) = by_handle {
+            if let Err(error) = connection.check_capability(&capability, handle, wanted) {
+                return connection.reply_error(&header, &error).await;
+            }
+        }
         let outcome = match request.opcode {
             Opcode::LockRange => {
                 let lock: LockRange = request.decode()?;
@@ -525,7 +551,9 @@ impl Service for Mds {
                     .map_err(Ok)
             }
             Opcode::UnlockRange => {
-                let UnlockRange { handle, lock_id } = request.decode()?;
+                let UnlockRange {
+                    handle, lock_id, ..
+                } = request.decode()?;
                 self.inner.locks.unlock(handle, lock_id);
                 Ok(Empty {}.to_body())
             }

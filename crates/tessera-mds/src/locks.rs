@@ -93,6 +93,7 @@ impl LockRequest {
             exclusive,
             wait_ms,
             lease_ms,
+            ..
         } = *request;
         if start >= end {
             return Err(RemoteError::new(
@@ -692,6 +693,7 @@ mod tests {
     #[test]
     fn requests_are_checked_against_the_limits() {
         let body = |start, end, wait_ms, lease_ms| LockRange {
+            capability: tessera_proto::Capability::default(),
             handle: 9,
             start,
             end,

@@ -1030,6 +1030,8 @@ wire_struct! {
         pub credentials: Credentials,
         /// File handle.
         pub handle: u64,
+        /// Any right on the handle, signed by the mds at open.
+        pub capability: Capability,
     }
 }
 request!(StatHandle => StatHandle, Attr);
@@ -1087,6 +1089,9 @@ wire_struct! {
     pub struct LockRange {
         /// File handle.
         pub handle: u64,
+        /// Rights on the handle, signed by the mds at open: write for an exclusive lock,
+        /// any for a shared one.
+        pub capability: Capability,
         /// First byte.
         pub start: u64,
         /// One past the last byte.
@@ -1114,6 +1119,8 @@ wire_struct! {
     pub struct UnlockRange {
         /// File handle.
         pub handle: u64,
+        /// Any right on the handle, signed by the mds at open.
+        pub capability: Capability,
         /// The lock.
         pub lock_id: u64,
     }
