@@ -105,6 +105,7 @@ impl ServerAuth {
         Ok(Challenge {
             role: self.role,
             server_index: self.index,
+            cluster_id: self.key.cluster_id(),
             nonce,
         })
     }

@@ -125,6 +125,15 @@ impl ClusterKey {
         mac
     }
 
+    /// The cluster's id: 64 bits derived from the key, the same on every server and in the
+    /// cluster file, so a client can tell a server of another cluster before any request.
+    pub fn cluster_id(&self) -> u64 {
+        let tag = self.sign("tessera-cluster-id-v1", &[]);
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&tag.0[..8]);
+        u64::from_le_bytes(id)
+    }
+
     /// The tag of `parts` under `domain` (a string naming what is signed, so a tag made for
     /// one purpose never verifies for another).
     pub fn sign(&self, domain: &str, parts: &[&[u8]]) -> Mac {

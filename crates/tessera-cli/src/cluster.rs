@@ -312,9 +312,13 @@ pub fn start_with(
     }
     share_cost_model(dir, servers)?;
     let key = absolute(&dir.join(KEY_FILE));
-    if !key.exists() {
-        tessera_auth::ClusterKey::create(&key).map_err(|err| err.to_string())?;
+    let cluster_id = if key.exists() {
+        tessera_auth::ClusterKey::load(&key)
+    } else {
+        tessera_auth::ClusterKey::create(&key)
     }
+    .map_err(|err| err.to_string())?
+    .cluster_id();
     let agent_socket = absolute(&run_dir(dir).join(AGENT_SOCKET));
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     let result = (|| {
@@ -402,6 +406,7 @@ pub fn start_with(
                 key: Some(key.clone()),
                 agent: agent_fits.then(|| agent_socket.clone()),
             },
+            cluster_id: Some(cluster_id),
         };
         let cluster_file = dir.join("cluster.toml");
         config

@@ -346,8 +346,14 @@ fn connection_uid() -> u32 {
 fn unknown_handle_and_malformed_messages() {
     let cluster = Cluster::start(2);
     let address = cluster.iod_address(0);
-    let mut connection =
-        Connection::connect("iod 0", &address, Duration::from_secs(5), &cluster.signer()).unwrap();
+    let mut connection = Connection::connect(
+        "iod 0",
+        &address,
+        Duration::from_secs(5),
+        &cluster.signer(),
+        None,
+    )
+    .unwrap();
     // A well-signed capability for a handle no file has.
     let uid = connection_uid();
     let capability = cluster.capability(

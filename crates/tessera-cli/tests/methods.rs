@@ -446,6 +446,7 @@ fn the_mds_refuses_bad_lock_requests() {
         &config.mds.address,
         Duration::from_secs(10),
         &cluster.signer(),
+        None,
     )
     .unwrap();
     let capability = file.capability().unwrap();

@@ -36,6 +36,7 @@ fn iod(cluster: &Cluster, index: usize) -> Connection {
         &cluster.iod_address(index),
         TIMEOUT,
         &cluster.signer(),
+        None,
     )
     .unwrap()
 }
@@ -204,7 +205,7 @@ fn a_wrong_key_or_a_replayed_handshake_is_refused() {
     let mut servers = vec![("mds", config.mds.address.clone())];
     servers.extend(config.iods.iter().map(|iod| ("iod", iod.address.clone())));
     for (name, address) in &servers {
-        let error = Connection::connect(*name, address, TIMEOUT, &wrong).unwrap_err();
+        let error = Connection::connect(*name, address, TIMEOUT, &wrong, None).unwrap_err();
         let remote = error.remote().expect("refused with a reason");
         assert_eq!(remote.code, ErrorCode::PermissionDenied);
         assert!(
@@ -268,6 +269,7 @@ fn a_wrong_key_or_a_replayed_handshake_is_refused() {
         let challenge = Challenge {
             role: tessera_proto::ROLE_MDS,
             server_index: 0,
+            cluster_id: 0,
             nonce: tessera_proto::Nonce([1; 32]),
         };
         write_reply(&mut stream, 0, &challenge.to_body());
@@ -279,7 +281,8 @@ fn a_wrong_key_or_a_replayed_handshake_is_refused() {
         // Until the client hangs up.
         let _ = stream.read_to_end(&mut Vec::new());
     });
-    let error = Connection::connect("impostor", &address, TIMEOUT, &cluster.signer()).unwrap_err();
+    let error =
+        Connection::connect("impostor", &address, TIMEOUT, &cluster.signer(), None).unwrap_err();
     assert!(
         matches!(&error, NetError::Auth { detail, .. } if detail.contains("welcome is not signed")),
         "{error}"
@@ -328,7 +331,7 @@ fn a_forged_or_expired_credential_in_a_message_is_refused() {
     client.create("/kept", &CreateOptions::default()).unwrap();
     let config = ClusterConfig::load(&cluster.file()).unwrap();
     let signer = cluster.signer();
-    let mut mds = Connection::connect("mds", &config.mds.address, TIMEOUT, &signer).unwrap();
+    let mut mds = Connection::connect("mds", &config.mds.address, TIMEOUT, &signer, None).unwrap();
     let own = tessera_auth::Authenticator::credentials(&signer).unwrap();
     let lookup = |credentials: Credentials| Lookup {
         credentials,
@@ -420,4 +423,81 @@ fn capabilities_are_renewed_before_they_expire() {
         raw_read(&mut connection, file.handle(), second, 5).unwrap(),
         b"first"
     );
+}
+
+/// A server at another index's address is refused before any request, by clients (a cluster
+/// file with two iods swapped) and by the mds (an `--iod` list in the wrong order), and no
+/// byte moves.
+#[test]
+fn a_server_at_the_wrong_address_is_refused_and_no_byte_moves() {
+    let cluster = Cluster::start(2);
+    let client = cluster.client();
+    let file = client.create("/kept", &CreateOptions::default()).unwrap();
+    let data = common::bytes(7, 256 << 10);
+    file.write_at(0, &data).unwrap();
+
+    // A client whose cluster file swaps iod 0 and iod 1.
+    let mut config = ClusterConfig::load(&cluster.file()).unwrap();
+    let (first, second) = (config.iods[0].clone(), config.iods[1].clone());
+    config.iods[0].address = second.address;
+    config.iods[0].local = second.local;
+    config.iods[1].address = first.address;
+    config.iods[1].local = first.local;
+    let swapped = tessera_client::Client::new(&config, &tessera_client::ClientOptions::default());
+    let opened = swapped.open("/kept", OpenMode::ReadWrite).unwrap();
+    let error = opened
+        .write_at(0, &vec![0u8; 256 << 10])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("expected iod 0, found iod 1")
+            || error.contains("expected iod 1, found iod 0"),
+        "{error}"
+    );
+    let mut back = vec![0u8; data.len()];
+    assert!(opened.read_at(0, &mut back).is_err());
+
+    // An mds started with the iods in the wrong order cannot create objects on them.
+    let config = ClusterConfig::load(&cluster.file()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let address_file = dir.path().join("mds.addr");
+    let mut mds = std::process::Command::new(common::TESSERA)
+        .args(["mds", "--db"])
+        .arg(dir.path().join("meta.redb"))
+        .arg("--key")
+        .arg(cluster.path().join("key"))
+        .args([
+            "--iod",
+            &config.iods[1].address,
+            "--iod",
+            &config.iods[0].address,
+        ])
+        .arg("--address-file")
+        .arg(&address_file)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !address_file.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second mds did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut wrong = config.clone();
+    wrong.mds.address = std::fs::read_to_string(&address_file).unwrap();
+    let through_it = tessera_client::Client::new(&wrong, &tessera_client::ClientOptions::default());
+    let error = through_it
+        .create("/new", &CreateOptions::default())
+        .unwrap_err()
+        .to_string();
+    let _ = mds.kill();
+    let _ = mds.wait();
+    assert!(error.contains("expected iod 0, found iod 1"), "{error}");
+
+    // The file is as it was.
+    let mut back = vec![0u8; data.len()];
+    file.read_at(0, &mut back).unwrap();
+    assert!(back == data, "the swapped servers changed no byte");
 }

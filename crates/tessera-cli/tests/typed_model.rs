@@ -1529,6 +1529,7 @@ fn declared(cluster: &Cluster, file: &File, view_id: u64, index: usize) -> bool 
         &cluster.iod_address(index),
         Duration::from_secs(5),
         &cluster.signer(),
+        None,
     )
     .unwrap();
     let capability = file.capability().unwrap();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tessera_auth::{AgentClient, Authenticator, ClusterKey, KeySigner, NoAuthenticator};
-use tessera_net::{Peer, Pool};
+use tessera_net::{Identity, Peer, Pool};
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 use tessera_proto::{
     Attr, Chmod, Chown, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, Open, Opened, Ping,
@@ -140,10 +140,12 @@ impl Client {
             vec![Peer::tcp(
                 format!("mds at {}", config.mds.address),
                 config.mds.address.clone(),
+                Identity::MDS,
             )],
             options.timeout,
             auth.clone(),
-        );
+        )
+        .with_cluster_id(config.cluster_id);
         let iods = Pool::new(
             config
                 .iods
@@ -152,11 +154,13 @@ impl Client {
                     name: format!("iod {} at {}", iod.index, iod.address),
                     address: iod.address.clone(),
                     local: iod.local.clone().filter(|_| options.local),
+                    expect: Identity::iod(iod.index),
                 })
                 .collect(),
             options.timeout,
             auth,
-        );
+        )
+        .with_cluster_id(config.cluster_id);
         #[cfg(feature = "ofi")]
         if let Some(fabric) = crate::fabric::open(config, options) {
             iods.set_fabric(Some(fabric));

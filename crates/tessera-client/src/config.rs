@@ -86,6 +86,35 @@ pub struct ClusterConfig {
     /// How clients authenticate.
     #[serde(default)]
     pub auth: AuthEntry,
+    /// The cluster's id (derived from its key): every server names it when a client
+    /// connects, and a server of another cluster is refused. Absent: not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "hex_id")]
+    pub cluster_id: Option<u64>,
+}
+
+/// A cluster id as 16 hex digits in the cluster file.
+mod hex_id {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[allow(clippy::ref_option)]
+    pub fn serialize<S: Serializer>(id: &Option<u64>, serializer: S) -> Result<S::Ok, S::Error> {
+        match id {
+            Some(id) => serializer.serialize_str(&format!("{id:016x}")),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<u64>, D::Error> {
+        let text = Option::<String>::deserialize(deserializer)?;
+        text.map(|text| {
+            u64::from_str_radix(&text, 16).map_err(|_| {
+                serde::de::Error::custom(format!("cluster_id {text:?} is not 16 hex digits"))
+            })
+        })
+        .transpose()
+    }
 }
 
 impl ClusterConfig {
@@ -165,6 +194,7 @@ mod tests {
                 key: Some("/c/key".into()),
                 agent: Some("/c/agent.sock".into()),
             },
+            cluster_id: Some(0x0123_4567_89ab_cdef),
         };
         let text = toml::to_string(&config).unwrap();
         assert!(text.contains("[[iod]]"), "{text}");

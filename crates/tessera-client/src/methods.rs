@@ -299,6 +299,7 @@ impl File {
             &peer.address,
             mds.timeout(),
             &**mds.authenticator(),
+            Some(mds.expected(0)),
         )?;
         let slice_max = (mds.timeout() / 2).max(Duration::from_millis(1));
         let mut pause = Duration::from_millis(1);

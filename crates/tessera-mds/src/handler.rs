@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tessera_auth::{ClusterKey, Grant, KeySigner, Rights};
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
-use tessera_net::{NetError, Peer, Pool};
+use tessera_net::{Identity, NetError, Peer, Pool};
 use tessera_proto::limits::FILE_BYTES_MAX;
 use tessera_proto::{
     Attr, Capability, Chmod, Chown, Create, Credentials, Decoder, Empty, ErrorCode, Layout,
@@ -81,13 +81,21 @@ impl Mds {
         let peers = iod_addresses
             .iter()
             .enumerate()
-            .map(|(index, address)| Peer::tcp(format!("iod {index} at {address}"), address.clone()))
+            .map(|(index, address)| {
+                let index = u16::try_from(index).expect("at most servers_max iods");
+                Peer::tcp(
+                    format!("iod {index} at {address}"),
+                    address.clone(),
+                    Identity::iod(index),
+                )
+            })
             .collect();
         let signer = Arc::new(KeySigner::server(key.clone()));
+        let cluster_id = Some(key.cluster_id());
         Self {
             inner: Arc::new(Inner {
                 namespace,
-                iods: Pool::new(peers, timeout, signer),
+                iods: Pool::new(peers, timeout, signer).with_cluster_id(cluster_id),
                 locks: LockTable::new(),
                 key,
                 options,

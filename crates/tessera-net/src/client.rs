@@ -90,6 +90,16 @@ impl std::ops::AddAssign for TransferCounts {
     }
 }
 
+/// Who a new connection must reach: checked against the server's challenge before anything
+/// is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected {
+    /// The role and index.
+    pub identity: crate::pool::Identity,
+    /// The cluster, when known.
+    pub cluster_id: Option<u64>,
+}
+
 /// A blocking connection to one server.
 #[derive(Debug)]
 pub struct Connection {
@@ -127,8 +137,8 @@ pub struct Connection {
     /// one-sided transfer reaches), so a child must open connections of its own
     /// ([`Connection::inherited`], [`crate::pool::Pool::lease`]).
     opened_by: u32,
-    /// The index the server named in its challenge.
-    server_index: u16,
+    /// Who the server said it is in its challenge, and its cluster id.
+    identity: Option<(crate::pool::Identity, u64)>,
 }
 
 /// Memory lent to the server for the outstanding request. Fields drop in order: the
@@ -181,6 +191,7 @@ impl Connection {
         address: &str,
         timeout: Duration,
         auth: &dyn Authenticator,
+        expect: Option<Expected>,
     ) -> Result<Self, NetError> {
         let peer = peer.into();
         let connect_error = |source| NetError::Connect {
@@ -203,7 +214,7 @@ impl Connection {
                         .set_write_timeout(Some(timeout))
                         .map_err(connect_error)?;
                     let mut connection = Self::over(Stream::Tcp(stream), peer, timeout);
-                    connection.handshake(auth)?;
+                    connection.handshake(auth, expect)?;
                     return Ok(connection);
                 }
                 Err(err) => last_error = err,
@@ -221,6 +232,7 @@ impl Connection {
         address: &str,
         timeout: Duration,
         auth: &dyn Authenticator,
+        expect: Option<Expected>,
     ) -> Result<Self, NetError> {
         let peer = peer.into();
         let stream = match Stream::connect_unix(path, timeout) {
@@ -230,11 +242,11 @@ impl Connection {
                     "{peer}: no local socket at {} ({err}); using tcp",
                     path.display()
                 );
-                return Self::connect(peer, address, timeout, auth);
+                return Self::connect(peer, address, timeout, auth, expect);
             }
         };
         let mut connection = Self::over(stream, peer, timeout);
-        connection.handshake(auth)?;
+        connection.handshake(auth, expect)?;
         match connection.probe() {
             Ok(()) => {
                 connection.one_sided = true;
@@ -282,7 +294,7 @@ impl Connection {
             shared_keys: Vec::new(),
             sharing_refused: false,
             opened_by: std::process::id(),
-            server_index: 0,
+            identity: None,
         }
     }
 
@@ -306,7 +318,11 @@ impl Connection {
     /// The handshake every connection starts with (`tessera_auth::handshake`): reads the
     /// server's challenge, answers it with this process's credential and proof, and checks
     /// that the server's welcome proves it holds the cluster key.
-    fn handshake(&mut self, auth: &dyn Authenticator) -> Result<(), NetError> {
+    fn handshake(
+        &mut self,
+        auth: &dyn Authenticator,
+        expect: Option<Expected>,
+    ) -> Result<(), NetError> {
         let header = self.read_header()?;
         if header.opcode != Hello::OPCODE as u8
             || !header.is_reply()
@@ -323,6 +339,17 @@ impl Connection {
         let body = self.read_vec(header.body_bytes)?;
         let challenge =
             Challenge::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+        // A server at the wrong address is refused before this side says or lends anything.
+        self.identity = Some((
+            crate::pool::Identity {
+                role: challenge.role,
+                index: challenge.server_index,
+            },
+            challenge.cluster_id,
+        ));
+        if let Some(expect) = expect {
+            self.check_identity(expect.identity, expect.cluster_id)?;
+        }
         let answer = auth
             .answer(&challenge.nonce)
             .map_err(|err| NetError::Auth {
@@ -339,14 +366,35 @@ impl Connection {
                 detail: "the server's welcome is not signed with this cluster's key".to_owned(),
             });
         }
-        self.server_index = challenge.server_index;
         Ok(())
     }
 
-    /// The index the server gave in its challenge (an iod's index in the cluster; 0 for the
-    /// mds).
-    pub fn server_index(&self) -> u16 {
-        self.server_index
+    /// Checks that the server is `expect` and, when `cluster_id` is given, of that cluster,
+    /// by what its challenge said. A server at the wrong address (swapped indices, another
+    /// cluster) is refused before any request.
+    pub fn check_identity(
+        &self,
+        expect: crate::pool::Identity,
+        cluster_id: Option<u64>,
+    ) -> Result<(), NetError> {
+        let Some((found, found_cluster)) = self.identity else {
+            return Err(self.protocol("no handshake on this connection".to_owned()));
+        };
+        if found != expect {
+            return Err(NetError::WrongServer {
+                peer: self.peer.clone(),
+                detail: format!("expected {expect}, found {found}"),
+            });
+        }
+        if let Some(cluster_id) = cluster_id.filter(|&id| id != found_cluster) {
+            return Err(NetError::WrongServer {
+                peer: self.peer.clone(),
+                detail: format!(
+                    "expected a server of cluster {cluster_id:016x}, found one of cluster {found_cluster:016x}"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Asks the server to pull a token out of this process's memory (directly, on a

@@ -55,6 +55,14 @@ pub enum NetError {
         /// What failed.
         detail: String,
     },
+    /// Another server than the one expected answered at the address.
+    #[error("{peer} is not the server the cluster file names: {detail}; nothing was sent")]
+    WrongServer {
+        /// The server, by the name and address the client expected.
+        peer: String,
+        /// Who was expected, who answered.
+        detail: String,
+    },
     /// The server refused the request.
     #[error("{peer}: {error}")]
     Remote {

@@ -17,6 +17,6 @@ mod pool;
 pub mod server;
 pub mod stream;
 
-pub use client::{Connection, PieceData, PieceDataMut, Registration, TransferCounts};
+pub use client::{Connection, Expected, PieceData, PieceDataMut, Registration, TransferCounts};
 pub use error::NetError;
-pub use pool::{Lease, Peer, Pool};
+pub use pool::{Identity, Lease, Peer, Pool};

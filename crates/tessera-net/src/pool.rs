@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tessera_auth::Authenticator;
 
-use crate::client::{Connection, Registration};
+use crate::client::{Connection, Expected, Registration};
 use crate::error::NetError;
 use crate::fabric::Fabric;
 
@@ -25,15 +25,54 @@ pub struct Peer {
     /// The server's Unix socket, when it runs on this host: data then moves one-sidedly
     /// (the `local` backend), with TCP as the fallback.
     pub local: Option<PathBuf>,
+    /// Who must answer at this address: the role and index the server names in its
+    /// challenge, checked on every new connection before any request.
+    pub expect: Identity,
+}
+
+/// Who a server is: what its challenge says, and what a client expects of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    /// `ROLE_MDS` or `ROLE_IOD`.
+    pub role: u8,
+    /// The iod's index in the cluster (0 for the mds).
+    pub index: u16,
+}
+
+impl Identity {
+    /// The metadata server.
+    pub const MDS: Self = Self {
+        role: tessera_proto::ROLE_MDS,
+        index: 0,
+    };
+
+    /// I/O server `index`.
+    pub fn iod(index: u16) -> Self {
+        Self {
+            role: tessera_proto::ROLE_IOD,
+            index,
+        }
+    }
+}
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.role {
+            tessera_proto::ROLE_MDS => f.write_str("the mds"),
+            tessera_proto::ROLE_IOD => write!(f, "iod {}", self.index),
+            role => write!(f, "a server of role {role}"),
+        }
+    }
 }
 
 impl Peer {
-    /// A server reached by TCP only.
-    pub fn tcp(name: impl Into<String>, address: impl Into<String>) -> Self {
+    /// A server reached by TCP only, which must be `expect`.
+    pub fn tcp(name: impl Into<String>, address: impl Into<String>, expect: Identity) -> Self {
         Self {
             name: name.into(),
             address: address.into(),
             local: None,
+            expect,
         }
     }
 }
@@ -48,6 +87,9 @@ pub struct Pool {
     fabric: Mutex<Option<Arc<dyn Fabric>>>,
     /// Answers each new connection's handshake.
     auth: Arc<dyn Authenticator>,
+    /// The cluster every server must belong to, when known (the cluster file's
+    /// `cluster_id`, or the key's).
+    cluster_id: Option<u64>,
 }
 
 /// A connection checked out of a pool; dropped from the pool with [`Lease::discard`].
@@ -96,7 +138,23 @@ impl Pool {
             registration: Mutex::new(None),
             fabric: Mutex::new(None),
             auth,
+            cluster_id: None,
         }
+    }
+
+    /// Who must answer as server `index`.
+    pub fn expected(&self, index: usize) -> Expected {
+        Expected {
+            identity: self.peers[index].expect,
+            cluster_id: self.cluster_id,
+        }
+    }
+
+    /// Refuses servers of any other cluster than `cluster_id`.
+    #[must_use]
+    pub fn with_cluster_id(mut self, cluster_id: Option<u64>) -> Self {
+        self.cluster_id = cluster_id;
+        self
     }
 
     /// The source of this pool's credentials.
@@ -159,6 +217,7 @@ impl Pool {
         let reused = slot.is_some();
         if slot.is_none() {
             let peer = &self.peers[index];
+            let expect = Some(self.expected(index));
             *slot = Some(match &peer.local {
                 Some(path) => Connection::connect_local(
                     peer.name.clone(),
@@ -166,12 +225,14 @@ impl Pool {
                     &peer.address,
                     self.timeout,
                     &*self.auth,
+                    expect,
                 )?,
                 None => Connection::connect(
                     peer.name.clone(),
                     &peer.address,
                     self.timeout,
                     &*self.auth,
+                    expect,
                 )?,
             });
         }

@@ -218,6 +218,7 @@ impl Server {
             &self.tcp,
             Duration::from_secs(10),
             &self.signer,
+            None,
         )
         .unwrap();
         assert!(connection.one_sided(), "the probe must pass in-process");

@@ -807,6 +807,9 @@ wire_struct! {
         pub role: u8,
         /// The iod's index (0 for the mds).
         pub server_index: u16,
+        /// The cluster the server belongs to (derived from its key): a client compares it,
+        /// and the role and index, with what it expects before any request.
+        pub cluster_id: u64,
         /// Random, new for each connection.
         pub nonce: Nonce,
     }

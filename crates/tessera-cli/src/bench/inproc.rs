@@ -35,6 +35,7 @@ impl InProcessCluster {
             .map_err(|err| format!("cannot create {}: {err}", root.display()))?;
         let key_path = root.join(crate::cluster::KEY_FILE);
         let key = tessera_auth::ClusterKey::create(&key_path).map_err(|err| err.to_string())?;
+        let cluster_id = key.cluster_id();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -127,6 +128,7 @@ impl InProcessCluster {
                 key: Some(key_path),
                 agent: None,
             },
+            cluster_id: Some(cluster_id),
         };
         let file = root.join("cluster.toml");
         config
