@@ -1,5 +1,5 @@
-//! Writes the seed inputs of the fuzz targets: `seeds/frame/*`, `seeds/bodies/*` and
-//! `seeds/datatype/*`.
+//! Writes the seed inputs of the fuzz targets: `seeds/frame/*`, `seeds/bodies/*`,
+//! `seeds/datatype/*` and `seeds/handshake/*`.
 //!
 //! Run from anywhere with `cargo run --manifest-path fuzz/Cargo.toml --example gen-seeds`;
 //! the files are rewritten in place (names are stable, so a rerun changes nothing unless the
@@ -112,6 +112,7 @@ fn main() -> std::io::Result<()> {
         ("frame", tessera_fuzz::frame_seeds()),
         ("bodies", tessera_fuzz::body_seeds()),
         ("datatype", datatype_seeds()),
+        ("handshake", tessera_fuzz::handshake_seeds()),
     ] {
         let dir = root.join(target);
         fs::create_dir_all(&dir)?;

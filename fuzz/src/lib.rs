@@ -15,19 +15,29 @@
 
 use std::fmt::Debug;
 
+use std::sync::OnceLock;
+
+use tessera_auth::capability::CAPABILITY_BYTES;
+use tessera_auth::handshake::{hello_proof, sign_credentials, verify_credentials, welcome_proof};
+use tessera_auth::key::KEY_BYTES;
+use tessera_auth::{
+    now_s, Authenticator, CapabilityCache, ClusterKey, Grant, KeySigner, Rights, ServerAuth,
+};
 use tessera_proto::header::{FLAG_ERROR, FLAG_REPLY};
-use tessera_proto::limits::{FILE_BYTES_MAX, HEADER_BYTES};
+use tessera_proto::limits::{
+    CREDENTIAL_GROUPS_MAX, FILE_BYTES_MAX, HEADER_BYTES, HOST_NAME_BYTES_MAX, MAC_BYTES,
+};
 use tessera_proto::{
-    Attr, Capability, Create, Credentials, DirEntry, Empty, ErrorCode, FileKind, Header, IoReply,
-    Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync,
-    ObjectTruncate, Opcode, Piece, Ping, PingReply, Read, Readdir, ReaddirReply, RemoteError,
-    Rename, Request, Rmdir, Stat, StatHandle, StripeLayout, TransferMode, Truncate, Unlink, Wire,
-    WireError, Write, Datatype, DeclareView, FileType, Layout, PatternLayout, ReadType, ReadView,
-    ReleaseView, WriteType, WriteView, StoragePlan, LockRange, LockGranted, UnlockRange,
-    ServerStats, ServerStatsReply, StorageCounters, RemoteProbe, RemoteProbeReply, RemoteMemory,
-    RemoteAccess, RemoteEndpoint, RemoteSegment, CollectiveTag, WriteCollective, ReadCollective,
-    Chmod, Chown, CHOWN_UNCHANGED,
-    ShareRegion,
+    AgentSign, AgentSigned, Attr, Capability, Challenge, Chmod, Chown, CollectiveTag, Create,
+    Credentials, Datatype, DeclareView, DirEntry, Empty, ErrorCode, FileKind, FileType, Header,
+    Hello, IoReply, Layout, LockGranted, LockRange, Lookup, Mac, Mkdir, Nonce, ObjectCreate,
+    ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Open, Opened,
+    PatternLayout, Piece, Ping, PingReply, Principal, Read, ReadCollective, ReadType, ReadView,
+    Readdir, ReaddirReply, ReleaseView, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory,
+    RemoteProbe, RemoteProbeReply, RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats,
+    ServerStatsReply, ShareRegion, Stat, StatHandle, StorageCounters, StoragePlan, StripeLayout,
+    TransferMode, Truncate, Unlink, UnlockRange, Welcome, Wire, WireError, Write, WriteCollective,
+    WriteType, WriteView, CHOWN_UNCHANGED, ROLE_IOD,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -39,7 +49,10 @@ pub fn check<T: Wire + PartialEq + Debug>(body: &[u8]) -> Option<T> {
             let decoded = T::from_body(&again)
                 .unwrap_or_else(|err| panic!("re-encoded {value:?} does not decode: {err}"));
             assert_eq!(decoded, value, "value changed across encode/decode");
-            assert_eq!(again, body, "re-encoding {value:?} gave other bytes than were decoded");
+            assert_eq!(
+                again, body,
+                "re-encoding {value:?} gave other bytes than were decoded"
+            );
             Some(value)
         }
         Err(err) => {
@@ -78,7 +91,9 @@ where
 /// and it keeps mutated inputs useful). Anything after the body is bulk data, which no decoder
 /// reads. Returns whether the header and the body decoded.
 pub fn fuzz_frame(data: &[u8]) -> bool {
-    let Some(head) = data.get(..HEADER_BYTES) else { return false };
+    let Some(head) = data.get(..HEADER_BYTES) else {
+        return false;
+    };
     let head: &[u8; HEADER_BYTES] = head.try_into().expect("slice of HEADER_BYTES");
     let header = match Header::decode(head) {
         Ok(header) => header,
@@ -91,13 +106,20 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
     assert_eq!(Header::decode(&header.encode()), Ok(header));
 
     let rest = &data[HEADER_BYTES..];
-    let body_len = usize::try_from(header.body_bytes).unwrap_or(usize::MAX).min(rest.len());
+    let body_len = usize::try_from(header.body_bytes)
+        .unwrap_or(usize::MAX)
+        .min(rest.len());
     let body = &rest[..body_len];
 
     let opcode = match Opcode::from_u8(header.opcode) {
         Ok(opcode) => opcode,
         Err(err) => {
-            assert_eq!(err, WireError::UnknownOpcode { opcode: header.opcode });
+            assert_eq!(
+                err,
+                WireError::UnknownOpcode {
+                    opcode: header.opcode
+                }
+            );
             exercise_error(err);
             return false;
         }
@@ -109,6 +131,19 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
     let reply = header.is_reply();
     match opcode {
         Opcode::Ping => operation::<Ping>(body, reply),
+        // A server's first frame is a `Hello` reply carrying the `Challenge`; its answer to the
+        // client's `Hello` is the `Welcome`. The two differ in size, so at most one decodes.
+        Opcode::Hello if reply => {
+            let challenge = check::<Challenge>(body).is_some();
+            let welcome = check::<Welcome>(body).is_some();
+            assert!(
+                !(challenge && welcome),
+                "a body decoded as both a challenge and a welcome"
+            );
+            challenge || welcome
+        }
+        Opcode::Hello => check::<Hello>(body).is_some(),
+        Opcode::AgentSign => operation::<AgentSign>(body, reply),
         Opcode::Lookup => operation::<Lookup>(body, reply),
         Opcode::Create => operation::<Create>(body, reply),
         Opcode::Mkdir => operation::<Mkdir>(body, reply),
@@ -121,6 +156,8 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::Truncate => operation::<Truncate>(body, reply),
         Opcode::Chmod => operation::<Chmod>(body, reply),
         Opcode::Chown => operation::<Chown>(body, reply),
+        Opcode::Open => operation::<Open>(body, reply),
+        Opcode::Renew => operation::<Renew>(body, reply),
         Opcode::ObjectCreate => operation::<ObjectCreate>(body, reply),
         Opcode::ObjectRemove => operation::<ObjectRemove>(body, reply),
         Opcode::ObjectStat => operation::<ObjectStat>(body, reply),
@@ -217,12 +254,24 @@ body_kinds! {
     "write-collective" => WriteCollective,
     "read-collective" => ReadCollective,
     "share-region" => ShareRegion,
+    "chmod" => Chmod,
+    "chown" => Chown,
+    "challenge" => Challenge,
+    "hello" => Hello,
+    "welcome" => Welcome,
+    "agent-sign" => AgentSign,
+    "agent-signed" => AgentSigned,
+    "open" => Open,
+    "opened" => Opened,
+    "renew" => Renew,
 }
 
 /// The `bodies` target: the first byte picks a body type, the rest is the body. Returns
 /// whether the body decoded.
 pub fn fuzz_body(data: &[u8]) -> bool {
-    let Some((&selector, body)) = data.split_first() else { return false };
+    let Some((&selector, body)) = data.split_first() else {
+        return false;
+    };
     decode_kind(usize::from(selector) % BODY_KINDS.len(), body)
 }
 
@@ -234,10 +283,11 @@ fn layout_math(body: &[u8]) -> bool {
         return false;
     }
     let (numbers, rest) = body.split_at(24);
-    let word = |i: usize| {
-        u64::from_le_bytes(numbers[i * 8..i * 8 + 8].try_into().expect("eight bytes"))
+    let word =
+        |i: usize| u64::from_le_bytes(numbers[i * 8..i * 8 + 8].try_into().expect("eight bytes"));
+    let Some(layout) = check::<StripeLayout>(rest) else {
+        return false;
     };
-    let Some(layout) = check::<StripeLayout>(rest) else { return false };
     let servers = layout.servers.len() as u64;
     let unit = layout.stripe_unit_bytes;
 
@@ -248,7 +298,10 @@ fn layout_math(body: &[u8]) -> bool {
         let local = layout.local_size(position, size);
         total += local;
         let end = layout.logical_end(position, local);
-        assert!(end <= size, "position {position}: logical end {end} past size {size}");
+        assert!(
+            end <= size,
+            "position {position}: logical end {end} past size {size}"
+        );
         max_end = max_end.max(end);
     }
     assert_eq!(total, size, "local sizes do not add up to the file size");
@@ -264,9 +317,16 @@ fn layout_math(body: &[u8]) -> bool {
         let start = segment.logical_offset;
         assert_eq!(start, cursor, "runs are not contiguous");
         assert!(segment.length > 0 && segment.length <= unit);
-        assert_eq!(start / unit, (start + segment.length - 1) / unit, "run crosses a unit");
+        assert_eq!(
+            start / unit,
+            (start + segment.length - 1) / unit,
+            "run crosses a unit"
+        );
         assert_eq!(segment.server_position as u64, (start / unit) % servers);
-        assert_eq!(segment.local_offset, (start / (unit * servers)) * unit + start % unit);
+        assert_eq!(
+            segment.local_offset,
+            (start / (unit * servers)) * unit + start % unit
+        );
         cursor += segment.length;
     }
     if seen < SEGMENTS {
@@ -276,10 +336,338 @@ fn layout_math(body: &[u8]) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The `handshake` target: the authentication messages and capabilities.
+
+/// The challenge the `handshake` target's server sent on "its" connection.
+pub fn handshake_challenge() -> Challenge {
+    Challenge {
+        role: ROLE_IOD,
+        server_index: 3,
+        nonce: Nonce([0xC4; 32]),
+    }
+}
+
+/// The server of the `handshake` target: an iod holding [`fuzz_key`].
+fn handshake_server() -> &'static ServerAuth {
+    static SERVER: OnceLock<ServerAuth> = OnceLock::new();
+    SERVER.get_or_init(|| ServerAuth::new(fuzz_key(), ROLE_IOD, 3))
+}
+
+/// Another cluster's key: what [`fuzz_key`] accepts, this one must refuse.
+fn other_key() -> ClusterKey {
+    ClusterKey::from_bytes([0xA7; KEY_BYTES])
+}
+
+/// What one `handshake` input did, for the unit tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HandshakeOutcome {
+    /// The bodies the input decoded as ("challenge", "hello", ...).
+    pub decoded: Vec<&'static str>,
+    /// It decoded as a `Hello` (alone or inside an `AgentSigned`) that the server accepted
+    /// for [`handshake_challenge`].
+    pub accepted: bool,
+    /// As a capability, its tag verified with [`fuzz_key`].
+    pub verified: bool,
+    /// As a capability, an iod let its own uid use it on its handle with its rights now.
+    pub allowed: bool,
+}
+
+/// The `handshake` target: the whole input is, in turn, the body of each handshake and agent
+/// message (`Challenge`, `Hello`, `Welcome`, `AgentSign`, `AgentSigned`), a `Credentials`, and
+/// the bytes of a capability. Besides the round trip of every body that decodes:
+///
+/// * a `Hello` (also the one inside an `AgentSigned`) is accepted by a server holding
+///   [`fuzz_key`] for [`handshake_challenge`] exactly when its credential's tag and expiry and
+///   its proof are right, and then the welcome is the one the client expects, while the same
+///   `Hello` is refused for another nonce and by a server holding another key;
+/// * the answer a key holder (`KeySigner`, as the servers use) or the agent (`AgentSign`) makes
+///   for a decoded nonce is accepted by the server that sent it;
+/// * a credential that decodes is signed over exactly the bytes before its tag;
+/// * a capability that verifies parses to the same grant, which signs back to the very same
+///   bytes; an iod's `CapabilityCache` allows it exactly when it verified, grants some right
+///   and has not expired, gives the same answer from its cache, and refuses another uid or
+///   handle.
+pub fn fuzz_handshake(data: &[u8]) -> HandshakeOutcome {
+    let mut outcome = HandshakeOutcome::default();
+    if let Some(challenge) = check::<Challenge>(data) {
+        outcome.decoded.push("challenge");
+        answer_challenge(&challenge);
+    }
+    if let Some(hello) = check::<Hello>(data) {
+        outcome.decoded.push("hello");
+        outcome.accepted |= accept_hello(&hello);
+    }
+    if check::<Welcome>(data).is_some() {
+        outcome.decoded.push("welcome");
+    }
+    if let Some(sign) = check::<AgentSign>(data) {
+        outcome.decoded.push("agent-sign");
+        agent_answer(&sign.nonce);
+    }
+    if let Some(signed) = check::<AgentSigned>(data) {
+        outcome.decoded.push("agent-signed");
+        // An agent's answer is a Hello followed by the welcome to expect.
+        let hello = Hello {
+            credentials: signed.credentials,
+            proof: signed.proof,
+        };
+        assert_eq!(
+            hello.to_body(),
+            data[..data.len() - MAC_BYTES],
+            "AgentSigned is not Hello | welcome"
+        );
+        outcome.accepted |= accept_hello(&hello);
+    }
+    if let Some(credentials) = check::<Credentials>(data) {
+        outcome.decoded.push("credentials");
+        assert_eq!(
+            credentials.signed_bytes(),
+            data[..data.len() - MAC_BYTES],
+            "the tag covers other bytes"
+        );
+        match verify_credentials(&fuzz_key(), &credentials) {
+            Ok(()) => {
+                assert!(credentials.expires_s > now_s());
+                let mut again = credentials.clone();
+                sign_credentials(&fuzz_key(), &mut again);
+                assert_eq!(
+                    again, credentials,
+                    "re-signing a verified credential changed it"
+                );
+            }
+            Err(err) => assert!(!err.to_string().is_empty()),
+        }
+    }
+    let (verified, allowed) = check_capability(data);
+    outcome.verified = verified;
+    outcome.allowed = allowed;
+    outcome
+}
+
+/// The server's side for a decoded `Hello`; returns whether it was accepted.
+fn accept_hello(hello: &Hello) -> bool {
+    let key = fuzz_key();
+    let challenge = handshake_challenge();
+    let genuine = verify_credentials(&key, &hello.credentials).is_ok()
+        && hello.proof == hello_proof(&key, &challenge.nonce, &hello.credentials);
+    match handshake_server().accept(&challenge, hello) {
+        Ok(welcome) => {
+            assert!(
+                genuine,
+                "accepted a Hello whose credential or proof is wrong: {hello:?}"
+            );
+            assert_eq!(
+                welcome.proof,
+                welcome_proof(&key, &challenge.nonce, &hello.proof)
+            );
+            check::<Welcome>(&welcome.to_body()).expect("a welcome round-trips");
+            // Replayed on another connection, or shown to another cluster: refused.
+            let mut next = challenge.clone();
+            next.nonce.0[0] ^= 1;
+            assert!(
+                handshake_server().accept(&next, hello).is_err(),
+                "a Hello was accepted for another nonce"
+            );
+            let stranger = ServerAuth::new(other_key(), ROLE_IOD, 3);
+            assert!(
+                stranger.accept(&challenge, hello).is_err(),
+                "a Hello was accepted with another key"
+            );
+            true
+        }
+        Err(err) => {
+            assert!(!genuine, "refused a genuine Hello: {err}");
+            assert!(!err.to_string().is_empty());
+            false
+        }
+    }
+}
+
+/// A key holder answers a decoded challenge (as the mds does towards the iods); the server
+/// that sent it accepts the answer and sends the welcome the client expects.
+fn answer_challenge(challenge: &Challenge) {
+    static SIGNER: OnceLock<KeySigner> = OnceLock::new();
+    let signer = SIGNER.get_or_init(|| KeySigner::server(fuzz_key()));
+    let answer = signer
+        .answer(&challenge.nonce)
+        .expect("a key holder always answers");
+    let hello = Hello {
+        credentials: answer.credentials,
+        proof: answer.proof,
+    };
+    let server = ServerAuth::new(fuzz_key(), challenge.role, challenge.server_index);
+    let welcome = server
+        .accept(challenge, &hello)
+        .expect("the server accepts a key holder's answer");
+    assert_eq!(
+        welcome.proof, answer.welcome,
+        "the welcome is not the one the client expects"
+    );
+}
+
+/// The agent's answer for a decoded nonce, made as `tessera agent` makes it (for a fixed
+/// caller): the server that sent the nonce accepts it.
+fn agent_answer(nonce: &Nonce) {
+    let key = fuzz_key();
+    let credentials = credentials();
+    let proof = hello_proof(&key, nonce, &credentials);
+    let signed = AgentSigned {
+        welcome: welcome_proof(&key, nonce, &proof),
+        credentials,
+        proof,
+    };
+    let reply = check::<AgentSigned>(&signed.to_body()).expect("the agent's answer round-trips");
+    let challenge = Challenge {
+        nonce: *nonce,
+        ..handshake_challenge()
+    };
+    let hello = Hello {
+        credentials: reply.credentials,
+        proof: reply.proof,
+    };
+    let welcome = handshake_server()
+        .accept(&challenge, &hello)
+        .expect("the server accepts the agent's answer");
+    assert_eq!(welcome.proof, reply.welcome);
+}
+
+/// The input as a capability's bytes; returns whether it verified and whether an iod let its
+/// owner use it.
+fn check_capability(data: &[u8]) -> (bool, bool) {
+    let key = fuzz_key();
+    let capability = Capability(data.to_vec());
+    let parsed = Grant::parse(&capability);
+    let verified = Grant::verify(&key, &capability);
+    match (&parsed, &verified) {
+        (Ok(parsed), Ok(verified)) => {
+            assert_eq!(parsed, verified);
+            assert_eq!(
+                verified.sign(&key),
+                capability,
+                "a verified capability is not its grant's signature"
+            );
+            assert!(
+                Grant::verify(&other_key(), &capability).is_err(),
+                "two keys verified one capability"
+            );
+        }
+        (Err(_), Ok(grant)) => panic!("verified but does not parse: {grant:?}"),
+        (_, Err(err)) => assert!(!err.to_string().is_empty()),
+    }
+    match &parsed {
+        Ok(grant) => {
+            assert_eq!(data.len(), CAPABILITY_BYTES);
+            let word =
+                |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().expect("eight bytes"));
+            assert_eq!(grant.handle, word(1));
+            assert_eq!(
+                grant.uid,
+                u32::from_le_bytes(data[10..14].try_into().expect("four bytes"))
+            );
+            assert_eq!(grant.expires_s, word(14));
+            assert_eq!(grant.epoch, word(22));
+            assert_eq!(
+                (grant.rights.read, grant.rights.write),
+                (data[9] & 1 != 0, data[9] & 2 != 0)
+            );
+        }
+        Err(err) => assert!(!err.to_string().is_empty()),
+    }
+
+    // An iod's check on a user's connection of the grant's own uid, for its handle and rights.
+    let (handle, rights, uid) = parsed
+        .as_ref()
+        .map_or((42, Rights::READ, 1000), |g| (g.handle, g.rights, g.uid));
+    let expected = verified
+        .as_ref()
+        .is_ok_and(|grant| (grant.rights.read || grant.rights.write) && grant.expires_s > now_s());
+    let mut cache = CapabilityCache::default();
+    let first = cache.check(&key, Principal::User, uid, &capability, handle, rights);
+    let second = cache.check(&key, Principal::User, uid, &capability, handle, rights);
+    assert_eq!(
+        first.is_ok(),
+        expected,
+        "the iod's answer {first:?} for {parsed:?}"
+    );
+    assert_eq!(
+        second.is_ok(),
+        expected,
+        "the cached answer differs: {second:?}"
+    );
+    if let Err(err) = &first {
+        assert!(!err.to_string().is_empty());
+    }
+    // The tag is checked once if it verified (then remembered), every time if it did not.
+    assert_eq!(cache.checks, if verified.is_ok() { 1 } else { 2 });
+    if expected {
+        let other_uid = cache.check(&key, Principal::User, uid ^ 1, &capability, handle, rights);
+        assert!(other_uid.is_err(), "another uid used the capability");
+        let other_handle = cache.check(&key, Principal::User, uid, &capability, handle ^ 1, rights);
+        assert!(
+            other_handle.is_err(),
+            "the capability opened another handle"
+        );
+        assert_eq!(cache.checks, 1);
+    }
+    // On a server's connection the uid does not matter, and no capability is needed.
+    let server = CapabilityCache::default().check(
+        &key,
+        Principal::Server,
+        uid ^ 1,
+        &capability,
+        handle,
+        rights,
+    );
+    assert_eq!(
+        server.is_ok(),
+        expected || data.is_empty(),
+        "a server's connection: {server:?}"
+    );
+    (verified.is_ok(), first.is_ok())
+}
+
+// ---------------------------------------------------------------------------------------------
 // Seeds: a few valid inputs per target.
 
+/// The cluster key the seeds are signed with, and the one the `handshake` target's server
+/// holds (a fixed test key: seeds must come out byte for byte the same on every run).
+pub fn fuzz_key() -> ClusterKey {
+    ClusterKey::from_bytes([0x5E; KEY_BYTES])
+}
+
+/// Expiry of the seeds' credentials and capabilities: 2100-01-01, so that the valid seeds stay
+/// valid (a seed that expired would silently stop reaching the code behind the checks).
+pub const SEED_EXPIRES_S: u64 = 4_102_444_800;
+
+/// A user's credential, signed with [`fuzz_key`].
 fn credentials() -> Credentials {
-    Credentials { uid: 1000, gid: 100 }
+    let mut credentials = Credentials {
+        principal: Principal::User,
+        uid: 1000,
+        gid: 100,
+        groups: vec![10, 1001],
+        host: "node-07".into(),
+        expires_s: SEED_EXPIRES_S,
+        mac: Mac::default(),
+    };
+    sign_credentials(&fuzz_key(), &mut credentials);
+    credentials
+}
+
+/// The grant of the seeds' capabilities: handle 42, read and write, uid 1000.
+fn grant() -> Grant {
+    Grant {
+        handle: 42,
+        rights: Rights::READ_WRITE,
+        uid: 1000,
+        expires_s: SEED_EXPIRES_S,
+        epoch: 1,
+    }
+}
+
+/// A capability signed with [`fuzz_key`] (62 bytes).
+fn signed_capability() -> Capability {
+    grant().sign(&fuzz_key())
 }
 
 fn layout() -> StripeLayout {
@@ -305,26 +693,48 @@ fn attr() -> Attr {
 /// A (*,BLOCK) pattern layout of 64-byte rows over two servers.
 fn pattern_layout() -> Layout {
     let half = |first: i64| {
-        Datatype::resized(0, 64, &Datatype::hindexed(&[32], &[first], &Datatype::byte()).expect("type"))
-            .expect("type")
+        Datatype::resized(
+            0,
+            64,
+            &Datatype::hindexed(&[32], &[first], &Datatype::byte()).expect("type"),
+        )
+        .expect("type")
     };
-    Layout::Pattern(std::sync::Arc::new(PatternLayout::new(vec![1, 0], vec![half(0), half(32)]).expect("pattern")))
+    Layout::Pattern(std::sync::Arc::new(
+        PatternLayout::new(vec![1, 0], vec![half(0), half(32)]).expect("pattern"),
+    ))
 }
 
 /// A column block of a 16 x 64 byte array.
 fn columns() -> Datatype {
-    Datatype::subarray(&[16, 64], &[16, 8], &[0, 8], tessera_proto::dtype::Order::C, &Datatype::byte()).expect("type")
+    Datatype::subarray(
+        &[16, 64],
+        &[16, 8],
+        &[0, 8],
+        tessera_proto::dtype::Order::C,
+        &Datatype::byte(),
+    )
+    .expect("type")
 }
 
 fn file_type() -> FileType {
-    FileType { layout: pattern_layout(), position: 1, filetype: columns(), displacement: 4096 }
+    FileType {
+        layout: pattern_layout(),
+        position: 1,
+        filetype: columns(),
+        displacement: 4096,
+    }
 }
 
 fn frame(opcode: Opcode, flags: u16, body: &[u8], bulk: &[u8]) -> Vec<u8> {
+    frame_with_id(opcode, flags, 7, body, bulk)
+}
+
+fn frame_with_id(opcode: Opcode, flags: u16, request_id: u64, body: &[u8], bulk: &[u8]) -> Vec<u8> {
     let header = Header {
         opcode: opcode as u8,
         flags,
-        request_id: 7,
+        request_id,
         body_bytes: u32::try_from(body.len()).expect("small body"),
         bulk_bytes: u32::try_from(bulk.len()).expect("small bulk"),
     };
@@ -334,10 +744,21 @@ fn frame(opcode: Opcode, flags: u16, body: &[u8], bulk: &[u8]) -> Vec<u8> {
     out
 }
 
-fn exchange<R: Request>(name: &str, opcode: Opcode, request: &R, reply: &R::Reply) -> Vec<(String, Vec<u8>)> {
+fn exchange<R: Request>(
+    name: &str,
+    opcode: Opcode,
+    request: &R,
+    reply: &R::Reply,
+) -> Vec<(String, Vec<u8>)> {
     vec![
-        (format!("{name}-request"), frame(opcode, 0, &request.to_body(), &[])),
-        (format!("{name}-reply"), frame(opcode, FLAG_REPLY, &reply.to_body(), &[])),
+        (
+            format!("{name}-request"),
+            frame(opcode, 0, &request.to_body(), &[]),
+        ),
+        (
+            format!("{name}-reply"),
+            frame(opcode, FLAG_REPLY, &reply.to_body(), &[]),
+        ),
     ]
 }
 
@@ -346,89 +767,491 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     let who = credentials();
     let path = "/data/run-1/output.dat".to_owned();
     let mut seeds = Vec::new();
-    seeds.extend(exchange("ping", Opcode::Ping, &Ping {}, &PingReply { role: 2, server_index: 3, pid: 4242, objects: 17 }));
-    seeds.extend(exchange("lookup", Opcode::Lookup, &Lookup { credentials: who.clone(), path: path.clone() }, &attr()));
+    seeds.extend(exchange(
+        "ping",
+        Opcode::Ping,
+        &Ping {},
+        &PingReply {
+            role: 2,
+            server_index: 3,
+            pid: 4242,
+            objects: 17,
+        },
+    ));
+    seeds.extend(exchange(
+        "lookup",
+        Opcode::Lookup,
+        &Lookup {
+            credentials: who.clone(),
+            path: path.clone(),
+        },
+        &attr(),
+    ));
     seeds.extend(exchange(
         "create",
         Opcode::Create,
-        &Create { credentials: who.clone(), path: path.clone(), mode: 0o644, exclusive: true, stripe_unit_bytes: 65536, server_count: 3, pattern: Vec::new() },
-        &attr(),
+        &Create {
+            credentials: who.clone(),
+            path: path.clone(),
+            mode: 0o644,
+            exclusive: true,
+            stripe_unit_bytes: 65536,
+            server_count: 3,
+            pattern: Vec::new(),
+        },
+        &Opened {
+            attr: attr(),
+            capability: signed_capability(),
+        },
     ));
-    let dir_attr = Attr { kind: FileKind::Directory, mode: 0o755, nlink: 2, layout: None, size: 0, ..attr() };
-    seeds.extend(exchange("mkdir", Opcode::Mkdir, &Mkdir { credentials: who.clone(), path: "/data".into(), mode: 0o755 }, &dir_attr));
-    seeds.extend(exchange("rmdir", Opcode::Rmdir, &Rmdir { credentials: who.clone(), path: "/data".into() }, &Empty {}));
-    seeds.extend(exchange("unlink", Opcode::Unlink, &Unlink { credentials: who.clone(), path: path.clone() }, &Empty {}));
+    let dir_attr = Attr {
+        kind: FileKind::Directory,
+        mode: 0o755,
+        nlink: 2,
+        layout: None,
+        size: 0,
+        ..attr()
+    };
+    seeds.extend(exchange(
+        "mkdir",
+        Opcode::Mkdir,
+        &Mkdir {
+            credentials: who.clone(),
+            path: "/data".into(),
+            mode: 0o755,
+        },
+        &dir_attr,
+    ));
+    seeds.extend(exchange(
+        "rmdir",
+        Opcode::Rmdir,
+        &Rmdir {
+            credentials: who.clone(),
+            path: "/data".into(),
+        },
+        &Empty {},
+    ));
+    seeds.extend(exchange(
+        "unlink",
+        Opcode::Unlink,
+        &Unlink {
+            credentials: who.clone(),
+            path: path.clone(),
+        },
+        &Empty {},
+    ));
     seeds.extend(exchange(
         "rename",
         Opcode::Rename,
-        &Rename { credentials: who.clone(), source: path.clone(), target: "/data/é.dat".into() },
+        &Rename {
+            credentials: who.clone(),
+            source: path.clone(),
+            target: "/data/é.dat".into(),
+        },
         &Empty {},
     ));
     seeds.extend(exchange(
         "readdir",
         Opcode::Readdir,
-        &Readdir { credentials: who.clone(), path: "/data".into(), after: String::new() },
+        &Readdir {
+            credentials: who.clone(),
+            path: "/data".into(),
+            after: String::new(),
+        },
         &ReaddirReply {
             entries: vec![
-                DirEntry { name: "output.dat".into(), handle: 42, kind: FileKind::File },
-                DirEntry { name: "run-2".into(), handle: 43, kind: FileKind::Directory },
+                DirEntry {
+                    name: "output.dat".into(),
+                    handle: 42,
+                    kind: FileKind::File,
+                },
+                DirEntry {
+                    name: "run-2".into(),
+                    handle: 43,
+                    kind: FileKind::Directory,
+                },
             ],
             more: true,
         },
     ));
-    seeds.extend(exchange("stat", Opcode::Stat, &Stat { credentials: who.clone(), path: path.clone() }, &attr()));
-    seeds.extend(exchange("stat-handle", Opcode::StatHandle, &StatHandle { credentials: who.clone(), handle: 42 }, &attr()));
-    seeds.extend(exchange("truncate", Opcode::Truncate, &Truncate { credentials: who.clone(), path: path.clone(), size: 1000 }, &attr()));
-    seeds.extend(exchange("chmod", Opcode::Chmod, &Chmod { credentials: who.clone(), path: path.clone(), mode: 0o1750 }, &attr()));
-    seeds.extend(exchange("chown", Opcode::Chown, &Chown { credentials: who, path, uid: CHOWN_UNCHANGED, gid: 100 }, &attr()));
-    seeds.extend(exchange("object-create", Opcode::ObjectCreate, &ObjectCreate { handle: 42 }, &Empty {}));
-    seeds.extend(exchange("object-remove", Opcode::ObjectRemove, &ObjectRemove { handle: 42 }, &Empty {}));
+    seeds.extend(exchange(
+        "stat",
+        Opcode::Stat,
+        &Stat {
+            credentials: who.clone(),
+            path: path.clone(),
+        },
+        &attr(),
+    ));
+    seeds.extend(exchange(
+        "stat-handle",
+        Opcode::StatHandle,
+        &StatHandle {
+            credentials: who.clone(),
+            handle: 42,
+        },
+        &attr(),
+    ));
+    seeds.extend(exchange(
+        "truncate",
+        Opcode::Truncate,
+        &Truncate {
+            credentials: who.clone(),
+            path: path.clone(),
+            size: 1000,
+        },
+        &attr(),
+    ));
+    seeds.extend(exchange(
+        "chmod",
+        Opcode::Chmod,
+        &Chmod {
+            credentials: who.clone(),
+            path: path.clone(),
+            mode: 0o1750,
+        },
+        &attr(),
+    ));
+    seeds.extend(exchange(
+        "chown",
+        Opcode::Chown,
+        &Chown {
+            credentials: who.clone(),
+            path: path.clone(),
+            uid: CHOWN_UNCHANGED,
+            gid: 100,
+        },
+        &attr(),
+    ));
+    seeds.extend(exchange(
+        "open",
+        Opcode::Open,
+        &Open {
+            credentials: who.clone(),
+            path,
+            read: true,
+            write: false,
+        },
+        &Opened {
+            attr: attr(),
+            capability: Grant {
+                rights: Rights::READ,
+                ..grant()
+            }
+            .sign(&fuzz_key()),
+        },
+    ));
+    seeds.extend(exchange(
+        "renew",
+        Opcode::Renew,
+        &Renew {
+            credentials: who,
+            handle: 42,
+            read: true,
+            write: true,
+        },
+        &Opened {
+            attr: attr(),
+            capability: signed_capability(),
+        },
+    ));
+    // The handshake: the server's challenge (a Hello reply with request id 0), the client's
+    // Hello and the server's Welcome, and the agent's signing of the same answer.
+    let challenge = handshake_challenge();
+    let hello = valid_hello(&challenge);
+    let welcome = Welcome {
+        proof: welcome_proof(&fuzz_key(), &challenge.nonce, &hello.proof),
+    };
+    seeds.push((
+        "challenge".into(),
+        frame_with_id(Opcode::Hello, FLAG_REPLY, 0, &challenge.to_body(), &[]),
+    ));
+    seeds.extend(exchange("hello", Opcode::Hello, &hello, &welcome));
+    let signed = AgentSigned {
+        credentials: hello.credentials.clone(),
+        proof: hello.proof,
+        welcome: welcome.proof,
+    };
+    seeds.extend(exchange(
+        "agent-sign",
+        Opcode::AgentSign,
+        &AgentSign {
+            nonce: challenge.nonce,
+        },
+        &signed,
+    ));
+    seeds.extend(exchange(
+        "object-create",
+        Opcode::ObjectCreate,
+        &ObjectCreate { handle: 42 },
+        &Empty {},
+    ));
+    seeds.extend(exchange(
+        "object-remove",
+        Opcode::ObjectRemove,
+        &ObjectRemove { handle: 42 },
+        &Empty {},
+    ));
     seeds.extend(exchange(
         "object-stat",
         Opcode::ObjectStat,
-        &ObjectStat { handle: 42 },
-        &ObjectStatReply { size: 65536, mtime_ns: 1_700_000_000_000_000_000 },
+        &ObjectStat {
+            handle: 42,
+            capability: signed_capability(),
+        },
+        &ObjectStatReply {
+            size: 65536,
+            mtime_ns: 1_700_000_000_000_000_000,
+        },
     ));
-    seeds.extend(exchange("object-truncate", Opcode::ObjectTruncate, &ObjectTruncate { handle: 42, size: 100 }, &Empty {}));
-    seeds.extend(exchange("object-sync", Opcode::ObjectSync, &ObjectSync { handle: 42 }, &Empty {}));
+    seeds.extend(exchange(
+        "object-truncate",
+        Opcode::ObjectTruncate,
+        &ObjectTruncate {
+            handle: 42,
+            size: 100,
+        },
+        &Empty {},
+    ));
+    seeds.extend(exchange(
+        "object-sync",
+        Opcode::ObjectSync,
+        &ObjectSync {
+            handle: 42,
+            capability: signed_capability(),
+        },
+        &Empty {},
+    ));
     let pieces = vec![Piece::new(0, 4096), Piece::new(65536, 100)];
     let capability = Capability(vec![0xAA, 0xBB]);
-    let write = Write { handle: 42, capability: capability.clone(), mode: TransferMode::Gather, storage: StoragePlan::Auto, pieces: pieces.clone() };
-    seeds.extend(exchange("write", Opcode::Write, &write, &IoReply { bytes: 4196, storage_pieces: 2, storage_bytes: 8192, plan: StoragePlan::Sieve }));
-    let read = Read { handle: 42, capability, mode: TransferMode::Multiple, storage: StoragePlan::Auto, pieces };
-    seeds.extend(exchange("read", Opcode::Read, &read, &IoReply { bytes: 4196, storage_pieces: 2, storage_bytes: 8192, plan: StoragePlan::Sieve }));
+    let write = Write {
+        handle: 42,
+        capability: capability.clone(),
+        mode: TransferMode::Gather,
+        storage: StoragePlan::Auto,
+        pieces: pieces.clone(),
+    };
+    seeds.extend(exchange(
+        "write",
+        Opcode::Write,
+        &write,
+        &IoReply {
+            bytes: 4196,
+            storage_pieces: 2,
+            storage_bytes: 8192,
+            plan: StoragePlan::Sieve,
+        },
+    ));
+    let read = Read {
+        handle: 42,
+        capability,
+        mode: TransferMode::Multiple,
+        storage: StoragePlan::Auto,
+        pieces,
+    };
+    seeds.extend(exchange(
+        "read",
+        Opcode::Read,
+        &read,
+        &IoReply {
+            bytes: 4196,
+            storage_pieces: 2,
+            storage_bytes: 8192,
+            plan: StoragePlan::Sieve,
+        },
+    ));
     // A write whose bulk data follows the body (short, to keep the seed small).
-    let small = Write { pieces: vec![Piece::new(0, 8)], ..write };
-    seeds.push(("write-with-bulk".into(), frame(Opcode::Write, 0, &small.to_body(), b"01234567")));
-    let io = IoReply { bytes: 128, storage_pieces: 1, storage_bytes: 128, plan: StoragePlan::PerPiece };
-    let typed = WriteType { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, storage: StoragePlan::Auto, file: file_type(), start: 0, end: 128, pieces: 1 };
+    let small = Write {
+        pieces: vec![Piece::new(0, 8)],
+        ..write
+    };
+    seeds.push((
+        "write-with-bulk".into(),
+        frame(Opcode::Write, 0, &small.to_body(), b"01234567"),
+    ));
+    let io = IoReply {
+        bytes: 128,
+        storage_pieces: 1,
+        storage_bytes: 128,
+        plan: StoragePlan::PerPiece,
+    };
+    let typed = WriteType {
+        handle: 42,
+        capability: Capability::default(),
+        mode: TransferMode::Gather,
+        storage: StoragePlan::Auto,
+        file: file_type(),
+        start: 0,
+        end: 128,
+        pieces: 1,
+    };
     seeds.extend(exchange("write-type", Opcode::WriteType, &typed, &io));
-    let read_type = ReadType { handle: 42, capability: Capability::default(), mode: TransferMode::Pack, storage: StoragePlan::Auto, file: file_type(), start: 8, end: 64 };
+    let read_type = ReadType {
+        handle: 42,
+        capability: Capability::default(),
+        mode: TransferMode::Pack,
+        storage: StoragePlan::Auto,
+        file: file_type(),
+        start: 8,
+        end: 64,
+    };
     seeds.extend(exchange("read-type", Opcode::ReadType, &read_type, &io));
-    seeds.extend(exchange("declare-view", Opcode::DeclareView, &DeclareView { handle: 42, view_id: 0x5eed, file: file_type() }, &Empty {}));
-    let write_view = WriteView { handle: 42, capability: Capability::default(), mode: TransferMode::Multiple, storage: StoragePlan::Auto, view_id: 0x5eed, start: 0, end: 128, pieces: 1 };
+    seeds.extend(exchange(
+        "declare-view",
+        Opcode::DeclareView,
+        &DeclareView {
+            handle: 42,
+            capability: signed_capability(),
+            view_id: 0x5eed,
+            file: file_type(),
+        },
+        &Empty {},
+    ));
+    let write_view = WriteView {
+        handle: 42,
+        capability: Capability::default(),
+        mode: TransferMode::Multiple,
+        storage: StoragePlan::Auto,
+        view_id: 0x5eed,
+        start: 0,
+        end: 128,
+        pieces: 1,
+    };
     seeds.extend(exchange("write-view", Opcode::WriteView, &write_view, &io));
-    let read_view = ReadView { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, storage: StoragePlan::Auto, view_id: 0x5eed, start: 0, end: 128 };
+    let read_view = ReadView {
+        handle: 42,
+        capability: Capability::default(),
+        mode: TransferMode::Gather,
+        storage: StoragePlan::Auto,
+        view_id: 0x5eed,
+        start: 0,
+        end: 128,
+    };
     seeds.extend(exchange("read-view", Opcode::ReadView, &read_view, &io));
-    let tag = CollectiveTag { id: 0xC011_EC71, round: 0, rank: 1, participants: 2, wait_ms: 20_000 };
-    let write_collective = WriteCollective { handle: 42, capability: Capability::default(), mode: TransferMode::Gather, storage: StoragePlan::Auto, file: file_type(), start: 0, end: 128, pieces: 1, collective: tag.clone() };
-    seeds.extend(exchange("write-collective", Opcode::WriteCollective, &write_collective, &io));
-    let read_collective = ReadCollective { handle: 42, capability: Capability::default(), mode: TransferMode::Pack, storage: StoragePlan::Auto, file: file_type(), start: 8, end: 64, collective: CollectiveTag { round: 1, ..tag } };
-    seeds.extend(exchange("read-collective", Opcode::ReadCollective, &read_collective, &io));
-    let lock = LockRange { handle: 42, start: 0, end: 4096, exclusive: true, wait_ms: 1000, lease_ms: 5000 };
-    seeds.extend(exchange("lock-range", Opcode::LockRange, &lock, &LockGranted { lock_id: 7 }));
-    seeds.extend(exchange("unlock-range", Opcode::UnlockRange, &UnlockRange { handle: 42, lock_id: 7 }, &Empty {}));
-    let counters = StorageCounters { requests: 3, pieces: 300, calls: 6, bytes_wanted: 4800, bytes_storage: 19200, per_piece: 1, batched: 0, sieve: 2, mapped: 1 };
-    let stats = ServerStatsReply { reads: counters.clone(), writes: counters, io_uring: true, model: "read_op_us=0.6 write_op_us=1.1".into() };
-    seeds.extend(exchange("server-stats", Opcode::ServerStats, &ServerStats {}, &stats));
-    seeds.extend(exchange("remote-probe", Opcode::RemoteProbe, &RemoteProbe {}, &RemoteProbeReply { token: 0x7e55_e7a0 }));
-    seeds.extend(exchange("share-region", Opcode::ShareRegion, &ShareRegion { key: 1 << 63 | 7, bytes: 1 << 20 }, &Empty {}));
-    seeds.extend(exchange("release-view", Opcode::ReleaseView, &ReleaseView { handle: 42, view_id: 0x5eed }, &Empty {}));
+    let tag = CollectiveTag {
+        id: 0xC011_EC71,
+        round: 0,
+        rank: 1,
+        participants: 2,
+        wait_ms: 20_000,
+    };
+    let write_collective = WriteCollective {
+        handle: 42,
+        capability: Capability::default(),
+        mode: TransferMode::Gather,
+        storage: StoragePlan::Auto,
+        file: file_type(),
+        start: 0,
+        end: 128,
+        pieces: 1,
+        collective: tag.clone(),
+    };
+    seeds.extend(exchange(
+        "write-collective",
+        Opcode::WriteCollective,
+        &write_collective,
+        &io,
+    ));
+    let read_collective = ReadCollective {
+        handle: 42,
+        capability: Capability::default(),
+        mode: TransferMode::Pack,
+        storage: StoragePlan::Auto,
+        file: file_type(),
+        start: 8,
+        end: 64,
+        collective: CollectiveTag { round: 1, ..tag },
+    };
+    seeds.extend(exchange(
+        "read-collective",
+        Opcode::ReadCollective,
+        &read_collective,
+        &io,
+    ));
+    let lock = LockRange {
+        handle: 42,
+        start: 0,
+        end: 4096,
+        exclusive: true,
+        wait_ms: 1000,
+        lease_ms: 5000,
+    };
+    seeds.extend(exchange(
+        "lock-range",
+        Opcode::LockRange,
+        &lock,
+        &LockGranted { lock_id: 7 },
+    ));
+    seeds.extend(exchange(
+        "unlock-range",
+        Opcode::UnlockRange,
+        &UnlockRange {
+            handle: 42,
+            lock_id: 7,
+        },
+        &Empty {},
+    ));
+    let counters = StorageCounters {
+        requests: 3,
+        pieces: 300,
+        calls: 6,
+        bytes_wanted: 4800,
+        bytes_storage: 19200,
+        per_piece: 1,
+        batched: 0,
+        sieve: 2,
+        mapped: 1,
+    };
+    let stats = ServerStatsReply {
+        reads: counters.clone(),
+        writes: counters,
+        io_uring: true,
+        model: "read_op_us=0.6 write_op_us=1.1".into(),
+    };
+    seeds.extend(exchange(
+        "server-stats",
+        Opcode::ServerStats,
+        &ServerStats {},
+        &stats,
+    ));
+    seeds.extend(exchange(
+        "remote-probe",
+        Opcode::RemoteProbe,
+        &RemoteProbe {},
+        &RemoteProbeReply { token: 0x7e55_e7a0 },
+    ));
+    seeds.extend(exchange(
+        "share-region",
+        Opcode::ShareRegion,
+        &ShareRegion {
+            key: 1 << 63 | 7,
+            bytes: 1 << 20,
+        },
+        &Empty {},
+    ));
+    seeds.extend(exchange(
+        "release-view",
+        Opcode::ReleaseView,
+        &ReleaseView {
+            handle: 42,
+            capability: signed_capability(),
+            view_id: 0x5eed,
+        },
+        &Empty {},
+    ));
     seeds.push(("data".into(), frame(Opcode::Data, 0, &[], b"01234567")));
-    seeds.push(("data-reply".into(), frame(Opcode::Data, FLAG_REPLY, &[], b"89abcdef")));
+    seeds.push((
+        "data-reply".into(),
+        frame(Opcode::Data, FLAG_REPLY, &[], b"89abcdef"),
+    ));
     seeds.push((
         "error-reply".into(),
-        frame(Opcode::Lookup, FLAG_REPLY | FLAG_ERROR, &RemoteError::new(ErrorCode::NotFound, "no such path: /x").to_body(), &[]),
+        frame(
+            Opcode::Lookup,
+            FLAG_REPLY | FLAG_ERROR,
+            &RemoteError::new(ErrorCode::NotFound, "no such path: /x").to_body(),
+            &[],
+        ),
     ));
     seeds
 }
@@ -439,8 +1262,16 @@ fn remote_memory() -> RemoteMemory {
         endpoint: RemoteEndpoint(vec![0x0a, 0, 0, 1]),
         segments_per_call: 4,
         segments: vec![
-            RemoteSegment { address: 0x7f00_0000_1000, length: 4096, key: 9 },
-            RemoteSegment { address: 0x7f00_0000_3000, length: 100, key: 9 },
+            RemoteSegment {
+                address: 0x7f00_0000_1000,
+                length: 4096,
+                key: 9,
+            },
+            RemoteSegment {
+                address: 0x7f00_0000_3000,
+                length: 100,
+                key: 9,
+            },
         ],
     }
 }
@@ -449,8 +1280,12 @@ fn remote_memory() -> RemoteMemory {
 pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
     let frames = frame_seeds();
     let body_of = |name: &str| -> Vec<u8> {
-        let (_, bytes) = frames.iter().find(|(n, _)| n == name).expect("seed frame exists");
-        let header = Header::decode(bytes[..HEADER_BYTES].try_into().expect("header")).expect("valid header");
+        let (_, bytes) = frames
+            .iter()
+            .find(|(n, _)| n == name)
+            .expect("seed frame exists");
+        let header = Header::decode(bytes[..HEADER_BYTES].try_into().expect("header"))
+            .expect("valid header");
         bytes[HEADER_BYTES..HEADER_BYTES + header.body_bytes as usize].to_vec()
     };
     let mut math = Vec::new();
@@ -496,30 +1331,198 @@ pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
         ("read-view", body_of("read-view-request")),
         ("release-view", body_of("release-view-request")),
         ("credentials", credentials().to_body()),
-        ("dir-entry", DirEntry { name: "output.dat".into(), handle: 42, kind: FileKind::File }.to_body()),
-        ("dir-entries", ReaddirReply::from_body(&body_of("readdir-reply")).expect("reply").entries.to_body()),
+        (
+            "dir-entry",
+            DirEntry {
+                name: "output.dat".into(),
+                handle: 42,
+                kind: FileKind::File,
+            }
+            .to_body(),
+        ),
+        (
+            "dir-entries",
+            ReaddirReply::from_body(&body_of("readdir-reply"))
+                .expect("reply")
+                .entries
+                .to_body(),
+        ),
         ("piece", Piece::new(4096, 512).to_body()),
-        ("pieces", vec![Piece::new(0, 4096), Piece::new(65536, 100)].to_body()),
+        (
+            "pieces",
+            vec![Piece::new(0, 4096), Piece::new(65536, 100)].to_body(),
+        ),
         ("capability", Capability(vec![1, 2, 3]).to_body()),
         ("file-kind", FileKind::Directory.to_body()),
         ("transfer-mode", TransferMode::Pack.to_body()),
         ("remote-memory", remote_memory().to_body()),
         ("path", "/data/run-1".to_owned().to_body()),
-        ("collective-tag", CollectiveTag { id: 7, round: 2, rank: 3, participants: 4, wait_ms: 500 }.to_body()),
+        (
+            "collective-tag",
+            CollectiveTag {
+                id: 7,
+                round: 2,
+                rank: 3,
+                participants: 4,
+                wait_ms: 500,
+            }
+            .to_body(),
+        ),
         ("write-collective", body_of("write-collective-request")),
         ("read-collective", body_of("read-collective-request")),
         ("share-region", body_of("share-region-request")),
+        ("chmod", body_of("chmod-request")),
+        ("chown", body_of("chown-request")),
+        ("challenge", body_of("challenge")),
+        ("hello", body_of("hello-request")),
+        ("welcome", body_of("hello-reply")),
+        ("agent-sign", body_of("agent-sign-request")),
+        ("agent-signed", body_of("agent-sign-reply")),
+        ("open", body_of("open-request")),
+        ("opened", body_of("open-reply")),
+        ("renew", body_of("renew-request")),
         ("layout-math", math),
     ];
     assert_eq!(bodies.len(), BODY_KINDS.len(), "one seed per body kind");
     bodies
         .into_iter()
         .map(|(name, body)| {
-            let selector = BODY_KINDS.iter().position(|kind| *kind == name).expect("known body kind");
+            let selector = BODY_KINDS
+                .iter()
+                .position(|kind| *kind == name)
+                .expect("known body kind");
             let mut input = vec![u8::try_from(selector).expect("fewer than 256 kinds")];
             input.extend_from_slice(&body);
             (name.to_owned(), input)
         })
+        .collect()
+}
+
+/// The `Hello` a client holding [`fuzz_key`] sends for `challenge`.
+fn valid_hello(challenge: &Challenge) -> Hello {
+    let credentials = credentials();
+    Hello {
+        proof: hello_proof(&fuzz_key(), &challenge.nonce, &credentials),
+        credentials,
+    }
+}
+
+/// A credential with every field changed from the seed user's, signed with `key`.
+fn signed(key: &ClusterKey, change: impl FnOnce(&mut Credentials)) -> Credentials {
+    let mut credentials = credentials();
+    change(&mut credentials);
+    sign_credentials(key, &mut credentials);
+    credentials
+}
+
+/// Inputs of the `handshake` target: valid and refused handshakes, agent messages, credentials
+/// and capabilities, each a whole body (or a capability's bytes).
+pub fn handshake_seeds() -> Vec<(String, Vec<u8>)> {
+    let key = fuzz_key();
+    let challenge = handshake_challenge();
+    let nonce = challenge.nonce;
+    let hello = valid_hello(&challenge);
+    let with = |credentials: Credentials, key: &ClusterKey, nonce: &Nonce| Hello {
+        proof: hello_proof(key, nonce, &credentials),
+        credentials,
+    };
+    let server = signed(&key, |c| {
+        c.principal = Principal::Server;
+        c.uid = 0;
+        c.gid = 0;
+        c.groups.clear();
+        c.host = "mds-1".into();
+    });
+    let widest = signed(&key, |c| {
+        c.groups = (0..CREDENTIAL_GROUPS_MAX as u32).collect();
+        c.host = "h".repeat(HOST_NAME_BYTES_MAX);
+    });
+    let expired = signed(&key, |c| c.expires_s = 1_600_000_000);
+    let mut altered = hello.clone();
+    altered.credentials.uid = 0;
+    let mut other_nonce = nonce;
+    other_nonce.0[31] ^= 0x80;
+    let welcome = Welcome {
+        proof: welcome_proof(&key, &nonce, &hello.proof),
+    };
+    let agent_signed = AgentSigned {
+        credentials: hello.credentials.clone(),
+        proof: hello.proof,
+        welcome: welcome.proof,
+    };
+    let sign = |grant: Grant| grant.sign(&key).0;
+    let valid = sign(grant());
+    let mut altered_rights = valid.clone();
+    altered_rights[9] = 1;
+    let mut version_2 = valid.clone();
+    version_2[0] = 2;
+    let truncate = |bytes: &[u8], cut: usize| bytes[..bytes.len() - cut].to_vec();
+    let seeds: Vec<(&str, Vec<u8>)> = vec![
+        ("challenge", challenge.to_body()),
+        ("hello", hello.to_body()),
+        ("hello-server", with(server, &key, &nonce).to_body()),
+        ("hello-widest", with(widest.clone(), &key, &nonce).to_body()),
+        (
+            "hello-other-nonce",
+            with(credentials(), &key, &other_nonce).to_body(),
+        ),
+        (
+            "hello-other-key",
+            with(signed(&other_key(), |_| ()), &other_key(), &nonce).to_body(),
+        ),
+        ("hello-expired", with(expired, &key, &nonce).to_body()),
+        ("hello-altered", altered.to_body()),
+        ("hello-truncated", truncate(&hello.to_body(), 5)),
+        ("welcome", welcome.to_body()),
+        ("agent-sign", AgentSign { nonce }.to_body()),
+        (
+            "agent-sign-zero",
+            AgentSign {
+                nonce: Nonce::default(),
+            }
+            .to_body(),
+        ),
+        ("agent-signed", agent_signed.to_body()),
+        ("credentials", credentials().to_body()),
+        ("credentials-widest", widest.to_body()),
+        (
+            "credentials-truncated",
+            truncate(&credentials().to_body(), MAC_BYTES + 1),
+        ),
+        ("capability", valid.clone()),
+        (
+            "capability-read-other-uid",
+            sign(Grant {
+                rights: Rights::READ,
+                uid: 1001,
+                handle: 7,
+                ..grant()
+            }),
+        ),
+        (
+            "capability-no-rights",
+            sign(Grant {
+                rights: Rights::ANY,
+                ..grant()
+            }),
+        ),
+        (
+            "capability-expired",
+            sign(Grant {
+                expires_s: 1_600_000_000,
+                ..grant()
+            }),
+        ),
+        ("capability-other-key", grant().sign(&other_key()).0),
+        ("capability-altered", altered_rights),
+        ("capability-version-2", version_2),
+        ("capability-truncated", truncate(&valid, 1)),
+        ("capability-long", [valid.as_slice(), &[0]].concat()),
+        ("empty", Vec::new()),
+    ];
+    seeds
+        .into_iter()
+        .map(|(name, bytes)| (name.to_owned(), bytes))
         .collect()
 }
 
@@ -530,8 +1533,13 @@ mod tests {
     #[test]
     fn seeds_decode_and_pass_the_targets() {
         for (name, input) in frame_seeds() {
-            let header = Header::decode(input[..HEADER_BYTES].try_into().unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(input.len(), HEADER_BYTES + (header.body_bytes + header.bulk_bytes) as usize, "{name}");
+            let header = Header::decode(input[..HEADER_BYTES].try_into().unwrap())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(
+                input.len(),
+                HEADER_BYTES + (header.body_bytes + header.bulk_bytes) as usize,
+                "{name}"
+            );
             assert!(fuzz_frame(&input), "seed frame {name} does not decode");
         }
         for (name, input) in body_seeds() {
@@ -541,10 +1549,72 @@ mod tests {
     }
 
     #[test]
+    fn handshake_seeds_are_accepted_or_refused_as_named() {
+        let outcomes: std::collections::HashMap<String, HandshakeOutcome> = handshake_seeds()
+            .into_iter()
+            .map(|(name, input)| (name, fuzz_handshake(&input)))
+            .collect();
+        let outcome = |name: &str| {
+            outcomes
+                .get(name)
+                .unwrap_or_else(|| panic!("no seed {name}"))
+                .clone()
+        };
+        let decoded = |name: &str| outcome(name).decoded;
+        assert_eq!(decoded("challenge"), ["challenge"]);
+        assert_eq!(
+            decoded("welcome"),
+            ["welcome", "agent-sign"],
+            "both are 32 bytes"
+        );
+        assert_eq!(decoded("agent-signed"), ["agent-signed"]);
+        assert_eq!(decoded("credentials"), ["credentials"]);
+        assert_eq!(decoded("credentials-widest"), ["credentials"]);
+        for accepted in ["hello", "hello-server", "hello-widest", "agent-signed"] {
+            assert!(outcome(accepted).accepted, "{accepted} was refused");
+        }
+        for refused in [
+            "hello-other-nonce",
+            "hello-other-key",
+            "hello-expired",
+            "hello-altered",
+        ] {
+            let outcome = outcome(refused);
+            assert_eq!(outcome.decoded, ["hello"], "{refused}");
+            assert!(!outcome.accepted, "{refused} was accepted");
+        }
+        for nothing in ["hello-truncated", "credentials-truncated", "empty"] {
+            assert_eq!(outcome(nothing), HandshakeOutcome::default(), "{nothing}");
+        }
+        assert!(outcome("capability").verified && outcome("capability").allowed);
+        assert!(
+            outcome("capability-read-other-uid").allowed,
+            "its own uid, handle and rights"
+        );
+        for (name, verified) in [
+            ("capability-no-rights", true),
+            ("capability-expired", true),
+            ("capability-other-key", false),
+            ("capability-altered", false),
+            ("capability-version-2", false),
+            ("capability-truncated", false),
+            ("capability-long", false),
+        ] {
+            let outcome = outcome(name);
+            assert_eq!(
+                (outcome.verified, outcome.allowed),
+                (verified, false),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn short_and_garbage_inputs_are_refused_quietly() {
         assert!(!fuzz_frame(&[]));
         assert!(!fuzz_frame(&[0; 100]));
         assert!(!fuzz_body(&[]));
+        assert_eq!(fuzz_handshake(&[0xFF; 300]), HandshakeOutcome::default());
         for selector in 0..=255u8 {
             fuzz_body(&[selector]);
             fuzz_body(&[selector, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0]);
