@@ -136,9 +136,10 @@ int tsr_transfer(struct tsr_file *f, int write, MPI_Offset offset, void *buffer,
     if (rc != MPI_SUCCESS || total == 0)
         return rc;
     void *memory = staging ? staging : buffer;
-    /* romio_ds_read/write=disable: no data sieving, so the sieve method goes as list. */
+    /* romio_ds_read/write=disable, or a file open without read rights: no data sieving, so
+     * the sieve method goes as list. */
     const char *method = NULL;
-    int unsieve = (write ? f->ds_write_disabled : f->ds_read_disabled) &&
+    int unsieve = (write ? f->ds_write_disabled || f->write_only_rights : f->ds_read_disabled) &&
                   tessera_file_method(f->file, 1, &method) == TESSERA_OK &&
                   strcmp(method, "sieve") == 0;
     if (unsieve)

@@ -42,6 +42,7 @@ static int tsr_check_amode(int amode, const char *filename) {
 struct tsr_open_outcome {
     int tessera_code;
     int error_class;
+    int rights; /* the TESSERA_MODE_* process 0 opened with: the others open with the same */
     uint64_t id;
     uint64_t size;
     char message[TSR_MESSAGE_BYTES_MAX];
@@ -250,6 +251,23 @@ int tsr_shared_pointer(struct tsr_file *f, TesseraSharedPointer **out) {
     return MPI_SUCCESS;
 }
 
+/* Opens the existing file `path` on process 0 with the rights `amode` needs: read for
+ * MPI_MODE_RDONLY, read and write otherwise, since the sieve method reads what it writes
+ * around. A write-only open that may not read falls back to write rights alone (the file then
+ * never uses the sieve method for writes; see tsr_transfer), so that a program is refused
+ * only what its own mode asks for. `*rights` is the TESSERA_MODE_* the file was opened with
+ * (the other processes open with the same). */
+static int tsr_open_rights(TesseraClient *client, const char *path, int amode, int *rights,
+                           TesseraFile **out) {
+    *rights = (amode & MPI_MODE_RDONLY) ? TESSERA_MODE_READ_ONLY : TESSERA_MODE_READ_WRITE;
+    int code = tessera_open(client, path, *rights, out);
+    if (code == TESSERA_ERR_PERMISSION_DENIED && (amode & MPI_MODE_WRONLY)) {
+        *rights = TESSERA_MODE_WRITE_ONLY;
+        code = tessera_open(client, path, *rights, out);
+    }
+    return code;
+}
+
 static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int amode,
                     MPI_Info info, MPI_File *fh) {
     *fh = MPI_FILE_NULL;
@@ -293,8 +311,9 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
             if (tsr_hint_u64(info, "striping_factor", &value) && value > 0 && value < 65536)
                 options.server_count = (uint32_t)value;
             code = tessera_create(client, path, &options, &f->file);
+            outcome.rights = TESSERA_MODE_READ_WRITE; /* a create opens read-write */
         } else {
-            code = tessera_open(client, path, TESSERA_MODE_READ_WRITE, &f->file);
+            code = tsr_open_rights(client, path, amode, &outcome.rights, &f->file);
         }
         TesseraStat stat;
         if (code == TESSERA_OK && (code = tessera_file_stat(f->file, &stat)) == TESSERA_OK) {
@@ -337,7 +356,7 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
         rc = tsr_error(outcome.error_class, "%s", outcome.message);
         failed = 1;
     } else if (f->rank != 0) {
-        int code = tessera_open(client, path, TESSERA_MODE_READ_WRITE, &f->file);
+        int code = tessera_open(client, path, outcome.rights, &f->file);
         if (code != TESSERA_OK) {
             rc = tsr_tessera_error(code, "open", path);
             failed = 1;
@@ -348,6 +367,7 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
     if (any_failed && !failed)
         rc = tsr_error(MPI_ERR_IO, "tessera: open %s failed on another process", path);
     if (!any_failed) {
+        f->write_only_rights = outcome.rights == TESSERA_MODE_WRITE_ONLY;
         f->handle_id = outcome.id;
         f->shared_base = (amode & MPI_MODE_APPEND) ? (MPI_Offset)outcome.size : 0;
         f->pointer = (amode & MPI_MODE_APPEND) ? (MPI_Offset)outcome.size : 0;
@@ -587,11 +607,17 @@ int PMPI_File_get_info(MPI_File fh, MPI_Info *info) {
     return MPI_SUCCESS;
 }
 
-/* Resets the shared pointer to `value` etypes (collective): process 0 stores it if anyone
- * has made the side file. */
+/* Resets the shared pointer to `value` etypes (collective): process 0 stores it relative to
+ * shared_base if anyone has made the side file; otherwise the side file, made at the first
+ * shared access, will hold 0, so `value` becomes the base. */
 static int tsr_reset_shared(struct tsr_file *f, MPI_Offset value) {
     int used = f->shared != NULL, any_used = 0;
     PMPI_Allreduce(&used, &any_used, 1, MPI_INT, MPI_MAX, f->comm);
+    if (!any_used) {
+        f->shared_base = value;
+        PMPI_Barrier(f->comm);
+        return MPI_SUCCESS;
+    }
     int code = TESSERA_OK;
     if (f->rank == 0 && any_used) {
         TesseraSharedPointer *shared = NULL;
@@ -940,7 +966,8 @@ int PMPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence) {
                                          : tsr_error(MPI_ERR_IO, "tessera: seek_shared %s "
                                                      "failed on process 0", f->path));
     PMPI_Bcast(&target, 1, MPI_OFFSET, 0, f->comm);
-    /* tsr_reset_shared stores relative to shared_base, so make the new base the target. */
+    /* From base 0, tsr_reset_shared stores the target itself (or, while no side file
+     * exists, makes it the base). */
     f->shared_base = 0;
     return tsr_reset_shared(f, target);
 }

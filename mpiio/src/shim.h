@@ -133,6 +133,9 @@ struct tsr_file {
     int cb_read_disabled, cb_write_disabled; /* romio_cb_read/write=disable: independent */
     int cb_read_enabled, cb_write_enabled;   /* =enable: the method even if nothing interleaves */
     int ds_read_disabled, ds_write_disabled; /* romio_ds_read/write=disable: no sieve method */
+    /* Opened with write rights alone (MPI_MODE_WRONLY on a file the program may not read):
+     * writes cannot sieve, which reads. */
+    int write_only_rights;
     /* The view's data representation: NULL for native and internal (the memory's bytes),
      * its name as given to set_view ("" before any). */
     const struct tsr_datarep *datarep;

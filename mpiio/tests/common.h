@@ -41,7 +41,7 @@ static const char *error_text(int code) {
         CHECK(code_ == MPI_SUCCESS, "%s returned %d: %s", #call, code_, error_text(code_)); \
     } while (0)
 
-static int error_class_of(int code) {
+static inline int error_class_of(int code) {
     int error_class = -1;
     MPI_Error_class(code, &error_class);
     return error_class;
@@ -55,7 +55,7 @@ static int error_class_of(int code) {
     } while (0)
 
 /* A Tessera name and a reference (oracle) name for `name`. */
-static void test_names(const char *name, char *tessera, char *oracle, size_t bytes) {
+static inline void test_names(const char *name, char *tessera, char *oracle, size_t bytes) {
     const char *prefix = getenv("TSR_TEST_PREFIX");
     const char *dir = getenv("TSR_ORACLE_DIR");
     CHECK(prefix && dir, "set TSR_TEST_PREFIX and TSR_ORACLE_DIR");
@@ -65,7 +65,7 @@ static void test_names(const char *name, char *tessera, char *oracle, size_t byt
 }
 
 /* Reads the whole of a file (contiguous, default view) on one process. */
-static unsigned char *read_whole(const char *name, MPI_Offset *size) {
+static inline unsigned char *read_whole(const char *name, MPI_Offset *size) {
     MPI_File fh;
     CHECK_MPI(MPI_File_open(MPI_COMM_SELF, name, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh));
     CHECK_MPI(MPI_File_get_size(fh, size));
@@ -81,7 +81,7 @@ static unsigned char *read_whole(const char *name, MPI_Offset *size) {
  * the Tessera file must be 0 (never written). Bytes no process wrote are not compared with
  * the reference: a reference MPI-IO that sieves writes may store whatever its buffer held
  * there (ROMIO does, past the end of the file). */
-static void check_same_files(const char *tessera, const char *oracle, const long long *written,
+static inline void check_same_files(const char *tessera, const char *oracle, const long long *written,
                              int written_count) {
     MPI_Barrier(MPI_COMM_WORLD);
     if (test_rank() == 0) {

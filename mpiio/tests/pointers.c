@@ -1,8 +1,8 @@
 /* File pointers and completion forms: the individual pointer (read/write, seek with SET,
  * CUR and END, get_position, get_byte_offset), the shared pointer (write_shared from every
- * process: each block lands once; get_position_shared; seek_shared), ordered access (blocks
- * in rank order), nonblocking forms completed with MPI_Wait, split collectives, and
- * MPI_MODE_APPEND. Everything is read back and checked. */
+ * process: each block lands once; get_position_shared; seek_shared, also before the first
+ * shared access), ordered access (blocks in rank order), nonblocking forms completed with
+ * MPI_Wait, split collectives, and MPI_MODE_APPEND. Everything is read back and checked. */
 #include "common.h"
 
 #define BLOCK 16
@@ -117,6 +117,41 @@ static void shared_and_ordered(void) {
          "seek_shared, read_ordered, split ordered");
 }
 
+/* seek_shared before any shared access (no side file made yet): the first write_ordered
+ * must start at the position sought, not at 0. */
+static void seek_shared_first(void) {
+    int rank = test_rank();
+    char name[512];
+    test_names("pointers-seek-first", name, NULL, sizeof name);
+    MPI_File fh;
+    CHECK_MPI(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR,
+                            MPI_INFO_NULL, &fh));
+    /* The default view: the etype is a byte. */
+    const MPI_Offset block_bytes = BLOCK * (MPI_Offset)sizeof(int);
+    CHECK_MPI(MPI_File_seek_shared(fh, 3 * block_bytes, MPI_SEEK_SET));
+    int mine[BLOCK];
+    fill(mine, rank, 5);
+    MPI_Status status;
+    CHECK_MPI(MPI_File_write_ordered(fh, mine, BLOCK, MPI_INT, &status));
+    MPI_Offset position = -1;
+    CHECK_MPI(MPI_File_get_position_shared(fh, &position));
+    CHECK(position == 7 * block_bytes, "shared position %lld after seek_shared to %lld and "
+          "ordered writes of %lld bytes", (long long)position, (long long)(3 * block_bytes),
+          (long long)(4 * block_bytes));
+    MPI_Offset bytes = -1;
+    CHECK_MPI(MPI_File_get_size(fh, &bytes));
+    CHECK(bytes == 7 * block_bytes, "size %lld, expected %lld", (long long)bytes,
+          (long long)(7 * block_bytes));
+    int all[4 * BLOCK];
+    CHECK_MPI(MPI_File_read_at(fh, 3 * block_bytes, all, 4 * BLOCK, MPI_INT, &status));
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < BLOCK; i++)
+            CHECK(all[k * BLOCK + i] == k * 1000 + 500 + i, "ordered block %d int %d is %d", k,
+                  i, all[k * BLOCK + i]);
+    CHECK_MPI(MPI_File_close(&fh));
+    PASS("pointers: seek_shared before the first shared access, then write_ordered there");
+}
+
 static void nonblocking_and_split(void) {
     int rank = test_rank();
     char name[512];
@@ -209,6 +244,7 @@ int main(int argc, char **argv) {
     CHECK(size == 4, "run with 4 processes, not %d", size);
     individual();
     shared_and_ordered();
+    seek_shared_first();
     nonblocking_and_split();
     append();
     MPI_Finalize();

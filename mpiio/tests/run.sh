@@ -120,6 +120,93 @@ too many words here
 cb_nodes 3
 HINTS
 
+# Permissions: permissions.c runs as an unprivileged user (uid and gid 2001, no supplementary
+# groups, no /etc/passwd entry: setpriv around the launcher) against files root makes here.
+# That user can enter the work and cluster directories (0755; the key and the servers' data
+# stay private, so its processes get their credentials from the agent) and has a scratch
+# directory of its own (HOME, TMPDIR: Open MPI's session directory, MPICH's hydra), where
+# the shims are copied so that it can read them wherever the repository lies.
+UNPRIVILEGED_ID=2001
+USER_DIR=$WORK/unprivileged
+ROOT_ONLY_BYTES="root's secret, mode 0600"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    chmod 0755 "$WORK" "$CLUSTER"
+    mkdir -m 1777 "$USER_DIR" "$USER_DIR/home" "$USER_DIR/tmp"
+    printf '%s\n' "$ROOT_ONLY_BYTES" >"$WORK/root-only"
+    seq 1 5000 >"$USER_DIR/root-readable"
+    chmod 0644 "$USER_DIR/root-readable"
+    { "$TESSERA" mkdir --mode 1777 /shared &&
+        "$TESSERA" put --mode 600 "$WORK/root-only" /shared/root-only &&
+        "$TESSERA" put --mode 644 "$USER_DIR/root-readable" /root-readable &&
+        "$TESSERA" create --mode 622 /root-writable; } >"$WORK/root-files.log" 2>&1 ||
+        cat "$WORK/root-files.log"
+fi
+as_user=(setpriv --reuid="$UNPRIVILEGED_ID" --regid="$UNPRIVILEGED_ID" --clear-groups
+    env HOME="$USER_DIR/home" TMPDIR="$USER_DIR/tmp")
+
+# attribute PATH FIELD: the FIELD line of `tessera stat PATH` (as root), value only.
+attribute() { "$TESSERA" stat "$1" 2>&1 | sed -n "s/^$2: *//p"; }
+
+# permissions: the permissions test for the current $mpi (see its call below).
+permissions() {
+    local label=$mpi/permissions
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        local why="run.sh is not running as root (uid $(id -u)): it cannot switch to an unprivileged user"
+        command -v setpriv >/dev/null || why="setpriv is not installed (util-linux)"
+        if [ "${CI:-}" = true ]; then
+            failed=$((failed + 1))
+            failures="$failures $label"
+            echo "FAIL $label: $why (CI=true)"
+        else
+            echo "SKIP $label: $why"
+        fi
+        return
+    fi
+    compile "$label" "mpicc.$mpi" -O1 -Wall -o "$bin/permissions" "$TESTS_DIR/permissions.c" || return
+    local own=/shared/$mpi-own
+    mkdir -p -m 0755 "$USER_DIR/lib-$mpi"
+    install -m 0755 "$lib" "$USER_DIR/lib-$mpi/libtessera_mpiio.so"
+    if ! "${as_user[@]}" test -r "$USER_DIR/lib-$mpi/libtessera_mpiio.so" -a -x "$bin/permissions" \
+        -a -r "$TESSERA_CLUSTER" -a -w "$USER_DIR/tmp"; then
+        failed=$((failed + 1))
+        failures="$failures $label"
+        echo "FAIL $label: uid $UNPRIVILEGED_ID cannot reach the shim, $bin/permissions or $TESSERA_CLUSTER"
+        return
+    fi
+    preload=$USER_DIR/lib-$mpi/libtessera_mpiio.so
+    launcher 4 "$TESSERA_CLUSTER"
+    preload=$lib
+    run "$label" "$WORK/$mpi-permissions.log" "${as_user[@]}" "${launch[@]}" "$bin/permissions" \
+        tessera:/shared/root-only tessera:/root-readable "$USER_DIR/root-readable" \
+        tessera:/root-writable "tessera:$own" "tessera:/$mpi-forbidden"
+    # Root's files are unchanged (bytes, mode, owner); the user's file is the user's.
+    local problems=""
+    "$TESSERA" get /shared/root-only "$WORK/root-only.back" >/dev/null 2>&1 &&
+        cmp -s "$WORK/root-only" "$WORK/root-only.back" || problems="$problems; /shared/root-only's bytes changed"
+    "$TESSERA" get /root-readable "$WORK/root-readable.back" >/dev/null 2>&1 &&
+        cmp -s "$USER_DIR/root-readable" "$WORK/root-readable.back" || problems="$problems; /root-readable's bytes changed"
+    [ "$(attribute /shared/root-only mode)" = 0600 ] || problems="$problems; /shared/root-only is mode $(attribute /shared/root-only mode)"
+    [ "$(attribute /shared/root-only owner)" = 0:0 ] || problems="$problems; /shared/root-only is owned by $(attribute /shared/root-only owner)"
+    [ "$(attribute /root-readable mode)" = 0644 ] || problems="$problems; /root-readable is mode $(attribute /root-readable mode)"
+    # Int j of /root-writable is (j % 4) * 100 + j / 4: 16 strided ints from each process.
+    "$TESSERA" get /root-writable "$WORK/root-writable.back" >/dev/null 2>&1 &&
+        [ "$(od -An -v -t d4 "$WORK/root-writable.back" | xargs)" = "$(for j in $(seq 0 63); do echo $((j % 4 * 100 + j / 4)); done | xargs)" ] ||
+        problems="$problems; /root-writable does not hold the user's strided ints"
+    [ "$(attribute /root-writable owner)" = 0:0 ] || problems="$problems; /root-writable is owned by $(attribute /root-writable owner)"
+    [ "$(attribute "$own" owner)" = "$UNPRIVILEGED_ID:$UNPRIVILEGED_ID" ] ||
+        problems="$problems; $own is owned by '$(attribute "$own" owner)', not $UNPRIVILEGED_ID:$UNPRIVILEGED_ID"
+    [ "$(attribute "$own" size)" = $((4 * (65536 + 16))) ] || problems="$problems; $own holds $(attribute "$own" size) bytes"
+    "$TESSERA" stat "/$mpi-forbidden" >/dev/null 2>&1 && problems="$problems; /$mpi-forbidden was made"
+    if [ -z "$problems" ]; then
+        passed=$((passed + 1))
+        echo "PASS $label-after (as root: /shared/root-only and /root-readable unchanged in bytes, mode and owner; /root-writable holds the user's ints; $own owned by $UNPRIVILEGED_ID:$UNPRIVILEGED_ID, $((4 * (65536 + 16))) bytes)"
+    else
+        failed=$((failed + 1))
+        failures="$failures $label-after"
+        echo "FAIL $label-after:${problems#;}"
+    fi
+}
+
 # shfp_leftovers: the leftovers test for the current $mpi (see its call below).
 shfp_leftovers() {
     local file=/$mpi-shfp live=$WORK/shfp-$mpi-live killed=$WORK/shfp-$mpi-killed
@@ -203,6 +290,9 @@ for mpi in $MPIS; do
         fi
         run "$mpi/$program" "$WORK/$mpi-$program.log" "${launch[@]}" "$bin/$program"
     done
+    # An unprivileged user's program on root's files (after pointers.c, whose root-run shared
+    # pointers made /.tessera-shfp: the user's shared pointer must still work in it).
+    permissions
     # Programs that reach MPI-IO through PMPI_File_*. A Fortran program: Open MPI's Fortran
     # bindings call PMPI_File_* (MPICH's call MPI_File_*).
     launcher 4 "$TESSERA_CLUSTER"

@@ -23,6 +23,9 @@
 //! no process holds it any more. A new holder checks after its hold is granted that the name
 //! still leads to the file it locked, so a sweep that removed the file between the holder's
 //! create and its lock is noticed and the create made again.
+//!
+//! Users. The directory is made writable by all and sticky ([`SHARED_POINTER_DIR_MODE`]),
+//! so every user's programs keep their side files in it and none can remove another's.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -36,6 +39,11 @@ use tessera_proto::{ErrorCode, Readdir};
 
 /// The directory holding the side files of shared pointers.
 pub const SHARED_POINTER_DIR: &str = "/.tessera-shfp";
+
+/// The mode [`SharedPointer::open`] makes [`SHARED_POINTER_DIR`] with: writable by every user
+/// and sticky, as `/tmp` is, so that the programs of every user keep their side files there
+/// whoever made it first, and none may remove another's.
+pub const SHARED_POINTER_DIR_MODE: u32 = 0o1777;
 
 /// Longest side-file name (the namespace's `NAME_BYTES_MAX`).
 const SHARED_POINTER_NAME_BYTES_MAX: usize = 255;
@@ -213,7 +221,7 @@ impl SharedPointer {
             ..CreateOptions::default()
         };
         for _ in 0..SHARED_POINTER_OPEN_TRIES_MAX {
-            match client.mkdir(SHARED_POINTER_DIR, 0o755) {
+            match client.mkdir(SHARED_POINTER_DIR, SHARED_POINTER_DIR_MODE) {
                 Err(error) if error.code() != Some(ErrorCode::Exists) => return Err(error),
                 _ => {}
             }
@@ -261,7 +269,8 @@ impl SharedPointer {
     /// holds (the leftovers of opens whose processes died), looking at
     /// [`SHARED_POINTER_SWEEP_MAX`] of them at most. Returns how many it removed. A side
     /// file some process holds is never removed: the removal happens under an exclusive
-    /// lock on the holders' bytes, granted only when no holder's lease is running.
+    /// lock on the holders' bytes, granted only when no holder's lease is running. Side
+    /// files of another user (which this one may not open) are left to that user's sweeps.
     pub fn sweep(client: &Client, prefix: &str) -> Result<usize, ClientError> {
         if prefix.is_empty() || prefix.len() > SHARED_POINTER_NAME_BYTES_MAX || prefix.contains('/')
         {
@@ -302,7 +311,15 @@ impl SharedPointer {
             let path = format!("{SHARED_POINTER_DIR}/{name}");
             let file = match client.open(&path, OpenMode::ReadWrite) {
                 Ok(file) => file,
-                Err(error) if error.code() == Some(ErrorCode::NotFound) => continue,
+                // Gone meanwhile, or another user's (the sweep of its own opens removes it).
+                Err(error)
+                    if matches!(
+                        error.code(),
+                        Some(ErrorCode::NotFound | ErrorCode::PermissionDenied)
+                    ) =>
+                {
+                    continue
+                }
                 Err(error) => return Err(error),
             };
             match file.lock_range_with(HOLD_RANGE.0, HOLD_RANGE.1, true, &probe) {
