@@ -343,6 +343,7 @@ pub fn handshake_challenge() -> Challenge {
     Challenge {
         role: ROLE_IOD,
         server_index: 3,
+        cluster_id: fuzz_key().cluster_id(),
         nonce: Nonce([0xC4; 32]),
     }
 }
@@ -889,6 +890,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         &StatHandle {
             credentials: who.clone(),
             handle: 42,
+            capability: signed_capability(),
         },
         &attr(),
     ));
@@ -1170,6 +1172,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     ));
     let lock = LockRange {
         handle: 42,
+        capability: signed_capability(),
         start: 0,
         end: 4096,
         exclusive: true,
@@ -1187,6 +1190,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         Opcode::UnlockRange,
         &UnlockRange {
             handle: 42,
+            capability: signed_capability(),
             lock_id: 7,
         },
         &Empty {},

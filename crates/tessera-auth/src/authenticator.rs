@@ -165,6 +165,12 @@ impl AgentClient {
             .read_exact(&mut bytes)
             .map_err(|err| self.error(format!("no answer: {err}")))?;
         let reply = Header::decode(&bytes).map_err(|err| self.error(err))?;
+        if !reply.is_reply() || reply.opcode != AgentSign::OPCODE as u8 || reply.request_id != 1 {
+            return Err(self.error(format!(
+                "an answer of opcode {:#04x}, request id {}, flags {:#x}: not the answer to its request",
+                reply.opcode, reply.request_id, reply.flags
+            )));
+        }
         if reply.body_bytes > AGENT_REPLY_BODY_BYTES_MAX || reply.bulk_bytes != 0 {
             return Err(self.error(format!(
                 "an answer of {} body bytes (agent_reply_body_bytes_max {AGENT_REPLY_BODY_BYTES_MAX})",

@@ -112,11 +112,12 @@ impl Grant {
         if bytes.is_empty() {
             return Err(AuthError::Refused("no capability".to_owned()));
         }
-        if bytes.len() != CAPABILITY_BYTES || bytes[0] != VERSION {
+        if bytes.len() != CAPABILITY_BYTES || bytes[0] != VERSION || bytes[9] > 3 {
             return Err(AuthError::Refused(format!(
-                "a malformed capability ({} bytes, version {})",
+                "a malformed capability ({} bytes, version {}, rights byte {:#x})",
                 bytes.len(),
-                bytes[0]
+                bytes[0],
+                bytes.get(9).copied().unwrap_or(0)
             )));
         }
         let word = |range: std::ops::Range<usize>| -> [u8; 8] {
@@ -286,6 +287,9 @@ mod tests {
         assert!(check(&expired).contains("expired"));
         assert!(check(&Capability::default()).contains("no capability"));
         assert!(check(&Capability(vec![1; 10])).contains("malformed"));
+        let mut unknown_rights = grant(Rights::READ, now_s() + 60).sign(&key);
+        unknown_rights.0[9] = 0xFD;
+        assert!(check(&unknown_rights).contains("malformed"));
         // A server's connection needs none.
         CapabilityCache::default()
             .check(
