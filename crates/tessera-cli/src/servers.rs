@@ -191,7 +191,32 @@ const MDS_IOD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most threads a server uses for blocking storage and metadata calls.
 const BLOCKING_THREADS_MAX: usize = 64;
 
+/// Raises this process's open-file limit to its hard limit: a server holds a descriptor per
+/// connection (up to `CONNECTIONS_MAX`) besides its objects, and at the soft limit it could
+/// not even accept a connection to close an idle one for.
+fn raise_open_files() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the local struct only.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) == 0
+            && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit) != 0 {
+                tracing::warn!(
+                    "cannot raise the open-file limit: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    raise_open_files();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(BLOCKING_THREADS_MAX)

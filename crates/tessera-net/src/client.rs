@@ -298,6 +298,12 @@ impl Connection {
         }
     }
 
+    /// The server closed the connection while it sat unused (an idle connection it closed),
+    /// so it must not be used for a request.
+    pub fn closed_by_peer(&self) -> bool {
+        self.outstanding.is_none() && self.lent.is_none() && self.stream.closed_by_peer()
+    }
+
     /// The connection was opened by another process: this one is a child forked since, and
     /// must not speak on it (the server would move the parent's memory, and the two
     /// processes' requests and replies would interleave on one stream).

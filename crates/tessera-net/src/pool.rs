@@ -214,6 +214,11 @@ impl Pool {
                 inherited.abandon();
             }
         }
+        if slot.as_ref().is_some_and(Connection::closed_by_peer) {
+            // The server closed it while it sat here (an idle connection): open a new one
+            // rather than fail the next request, which may not be safe to repeat.
+            *slot = None;
+        }
         let reused = slot.is_some();
         if slot.is_none() {
             let peer = &self.peers[index];

@@ -12,17 +12,21 @@
 //! other frame, or more than one, is answered with an error and the connection is closed,
 //! descriptors and all. Bodies, bulk and `Data` frames are read plainly.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use tessera_auth::{CapabilityCache, Rights, ServerAuth, HANDSHAKE_TIMEOUT};
 use tessera_proto::header::{FLAG_ERROR, FLAG_REPLY};
 use tessera_proto::limits::{
-    CONNECTIONS_MAX, HEADER_BYTES, SERVER_REQUESTS_INFLIGHT_MAX, SHARED_REGIONS_PER_CONNECTION_MAX,
+    BULK_PREFETCH_BYTES_MAX, CONNECTIONS_MAX, FRAME_TIMEOUT_MS, HEADER_BYTES,
+    IDLE_CONNECTION_TIMEOUT_MS, PEER_BYTES_PER_S_MIN, SERVER_REQUESTS_INFLIGHT_MAX,
+    SHARED_REGIONS_PER_CONNECTION_MAX,
 };
 use tessera_proto::{
     Capability, Credentials, ErrorCode, Header, Hello, Opcode, Piece, Principal, RemoteError,
@@ -30,7 +34,7 @@ use tessera_proto::{
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::local::region::SharedRegion;
 use crate::local::scm::{self, Received};
@@ -104,6 +108,12 @@ pub struct ServerConnection {
     /// Shared regions the peer handed over on this connection (`ShareRegion`), least
     /// recently used first (at most `SHARED_REGIONS_PER_CONNECTION_MAX`).
     shared: Vec<Arc<SharedRegion>>,
+    /// The connection's place in the server's table (idle or busy; how to close it).
+    slot: Arc<Slot>,
+    /// The work slot of the request being served, given back as its reply goes out.
+    work: Option<OwnedSemaphorePermit>,
+    /// The current request's bulk, read before it took a work slot (small bulk only).
+    prefetched: Option<Vec<u8>>,
 }
 
 /// A connection's socket: TCP, or a Unix socket from a process on this host.
@@ -294,41 +304,68 @@ impl ServerConnection {
     }
 
     /// Reads a frame header: plainly over TCP; with `recvmsg` over a Unix socket, returning
-    /// what came besides the bytes. `None` at a clean end of the stream.
+    /// what came besides the bytes. `None` at a clean end of the stream, after
+    /// `IDLE_CONNECTION_TIMEOUT_MS` with no request begun, or when the server closes this
+    /// idle connection for a new one. Once the first byte is in, the rest must follow within
+    /// the frame timeout.
     async fn read_header(
         &mut self,
     ) -> Result<Option<([u8; HEADER_BYTES], Received)>, ConnectionError> {
         let mut bytes = [0u8; HEADER_BYTES];
         let mut received = Received::default();
-        match &mut self.stream {
-            ServerStream::Tcp(stream) => {
-                if stream.read(&mut bytes[..1]).await? == 0 {
-                    return Ok(None);
-                }
-                stream.read_exact(&mut bytes[1..]).await?;
+        self.slot.set_idle(true);
+        let idle = Duration::from_millis(IDLE_CONNECTION_TIMEOUT_MS);
+        let first = {
+            let slot = self.slot.clone();
+            let read = Self::read_some_header(&mut self.stream, &mut bytes, 0, &mut received);
+            tokio::select! {
+                () = slot.close.notified() => return Ok(None),
+                () = tokio::time::sleep(idle) => return Ok(None),
+                read = read => read?,
             }
-            ServerStream::Unix(stream) => {
-                // Never more than the rest of this header is asked for, so the descriptors
-                // of a later frame cannot come with it.
-                let mut filled = 0;
-                while filled < HEADER_BYTES {
-                    let socket = stream.as_raw_fd();
-                    let got = stream
-                        .async_io(Interest::READABLE, || {
-                            scm::recv_with_descriptors(socket, &mut bytes[filled..], &mut received)
-                        })
-                        .await?;
-                    if got == 0 {
-                        if filled == 0 && received.descriptors.is_empty() {
-                            return Ok(None);
-                        }
-                        return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
-                    }
-                    filled += got;
+        };
+        self.slot.set_idle(false);
+        if first == 0 {
+            if received.descriptors.is_empty() {
+                return Ok(None);
+            }
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+        }
+        let mut filled = first;
+        let stream = &mut self.stream;
+        within(HEADER_BYTES as u64, "the rest of a frame header", async {
+            while filled < HEADER_BYTES {
+                match Self::read_some_header(stream, &mut bytes, filled, &mut received).await? {
+                    0 => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+                    got => filled += got,
                 }
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(Some((bytes, received)))
+    }
+
+    /// One read of header bytes from `filled` on: plain over TCP, `recvmsg` over a Unix
+    /// socket (never more than the rest of this header, so the descriptors of a later frame
+    /// cannot come with it).
+    async fn read_some_header(
+        stream: &mut ServerStream,
+        bytes: &mut [u8; HEADER_BYTES],
+        filled: usize,
+        received: &mut Received,
+    ) -> io::Result<usize> {
+        match stream {
+            ServerStream::Tcp(stream) => stream.read(&mut bytes[filled..]).await,
+            ServerStream::Unix(stream) => {
+                let socket = stream.as_raw_fd();
+                stream
+                    .async_io(Interest::READABLE, || {
+                        scm::recv_with_descriptors(socket, &mut bytes[filled..], received)
+                    })
+                    .await
             }
         }
-        Ok(Some((bytes, received)))
     }
 
     async fn read_incoming(&mut self) -> Result<Option<Incoming>, ConnectionError> {
@@ -385,7 +422,12 @@ impl ServerConnection {
             return Err(ConnectionError::Refused(error));
         }
         let mut body = vec![0u8; header.body_bytes as usize];
-        self.stream.read_exact(&mut body).await?;
+        within(
+            u64::from(header.body_bytes),
+            "a request body",
+            self.stream.read_exact(&mut body),
+        )
+        .await?;
         Ok(Some(Incoming {
             header,
             opcode,
@@ -396,9 +438,27 @@ impl ServerConnection {
 
     /// Reads the request's bulk bytes (gather and pack modes) into a new buffer.
     pub async fn read_bulk(&mut self, header: &Header) -> Result<Vec<u8>, ConnectionError> {
+        if let Some(bulk) = self.prefetched.take() {
+            return Ok(bulk);
+        }
         let mut bulk = vec![0u8; header.bulk_bytes as usize];
-        self.stream.read_exact(&mut bulk).await?;
+        within(
+            u64::from(header.bulk_bytes),
+            "a request's bulk",
+            self.stream.read_exact(&mut bulk),
+        )
+        .await?;
         Ok(bulk)
+    }
+
+    /// Reads a small bulk before the request takes a work slot (`BULK_PREFETCH_BYTES_MAX`).
+    async fn prefetch_bulk(&mut self, header: &Header) -> Result<(), ConnectionError> {
+        self.prefetched = None;
+        if header.bulk_bytes > 0 && header.bulk_bytes <= BULK_PREFETCH_BYTES_MAX {
+            let bulk = self.read_bulk(header).await?;
+            self.prefetched = Some(bulk);
+        }
+        Ok(())
     }
 
     /// Reads and drops the data of a request that will be answered with an error: its bulk
@@ -408,10 +468,17 @@ impl ServerConnection {
         header: &Header,
         data_frames: u32,
     ) -> Result<(), ConnectionError> {
-        self.discard(u64::from(header.bulk_bytes)).await?;
+        if self.prefetched.take().is_none() {
+            self.discard(u64::from(header.bulk_bytes)).await?;
+        }
         for _ in 0..data_frames {
             let mut bytes = [0u8; HEADER_BYTES];
-            self.stream.read_exact(&mut bytes).await?;
+            within(
+                HEADER_BYTES as u64,
+                "a data frame header",
+                self.stream.read_exact(&mut bytes),
+            )
+            .await?;
             let frame = Header::decode(&bytes)?;
             if frame.opcode != Opcode::Data as u8
                 || frame.request_id != header.request_id
@@ -429,14 +496,19 @@ impl ServerConnection {
     }
 
     /// Reads and drops `bytes` bytes.
-    async fn discard(&mut self, mut bytes: u64) -> Result<(), ConnectionError> {
-        let mut scratch = vec![0u8; 64 << 10];
-        while bytes > 0 {
-            let step = usize::try_from(bytes.min(scratch.len() as u64)).expect("at most 64 KiB");
-            self.stream.read_exact(&mut scratch[..step]).await?;
-            bytes -= step as u64;
-        }
-        Ok(())
+    async fn discard(&mut self, bytes: u64) -> Result<(), ConnectionError> {
+        let stream = &mut self.stream;
+        within(bytes, "data to drop", async {
+            let mut scratch = vec![0u8; 64 << 10];
+            let mut left = bytes;
+            while left > 0 {
+                let step = usize::try_from(left.min(scratch.len() as u64)).expect("at most 64 KiB");
+                stream.read_exact(&mut scratch[..step]).await?;
+                left -= step as u64;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Reads one `Data` frame per piece (multiple mode) into `buffer`, back to back.
@@ -449,7 +521,12 @@ impl ServerConnection {
         let mut cursor = 0usize;
         for piece in pieces {
             let mut bytes = [0u8; HEADER_BYTES];
-            self.stream.read_exact(&mut bytes).await?;
+            within(
+                HEADER_BYTES as u64,
+                "a data frame header",
+                self.stream.read_exact(&mut bytes),
+            )
+            .await?;
             let frame = Header::decode(&bytes)?;
             if frame.opcode != Opcode::Data as u8
                 || frame.request_id != header.request_id
@@ -463,9 +540,12 @@ impl ServerConnection {
                 .into());
             }
             let length = frame.bulk_bytes as usize;
-            self.stream
-                .read_exact(&mut buffer[cursor..cursor + length])
-                .await?;
+            within(
+                u64::from(frame.bulk_bytes),
+                "a data frame",
+                self.stream.read_exact(&mut buffer[cursor..cursor + length]),
+            )
+            .await?;
             cursor += length;
         }
         Ok(())
@@ -541,6 +621,8 @@ impl ServerConnection {
         body: &[u8],
         bulk: &[u8],
     ) -> Result<(), ConnectionError> {
+        // The work is done once a reply goes out: a peer slow to take it holds no work slot.
+        self.work = None;
         write_frame_to(&mut self.stream, opcode, flags, request_id, body, bulk).await
     }
 }
@@ -564,14 +646,119 @@ async fn write_frame_to(
     let mut head = Vec::with_capacity(HEADER_BYTES + body.len() + bulk.len().min(4096));
     head.extend_from_slice(&header.encode());
     head.extend_from_slice(body);
-    if bulk.len() <= 4096 {
-        head.extend_from_slice(bulk);
-        stream.write_all(&head).await?;
-    } else {
-        stream.write_all(&head).await?;
-        stream.write_all(bulk).await?;
+    let bytes = (HEADER_BYTES + body.len() + bulk.len()) as u64;
+    within(bytes, "a reply", async {
+        if bulk.len() <= 4096 {
+            head.extend_from_slice(bulk);
+            stream.write_all(&head).await
+        } else {
+            stream.write_all(&head).await?;
+            stream.write_all(bulk).await
+        }
+    })
+    .await
+}
+
+/// The time a peer gets to move `bytes` bytes of a frame it has begun, or of a reply.
+fn frame_deadline(bytes: u64) -> Duration {
+    Duration::from_millis(FRAME_TIMEOUT_MS)
+        + Duration::from_millis(bytes.saturating_mul(1000) / PEER_BYTES_PER_S_MIN)
+}
+
+/// Runs `io`, a transfer of `bytes` bytes with a peer, within [`frame_deadline`].
+async fn within<T>(
+    bytes: u64,
+    what: &str,
+    io: impl Future<Output = io::Result<T>>,
+) -> Result<T, ConnectionError> {
+    let deadline = frame_deadline(bytes);
+    match tokio::time::timeout(deadline, io).await {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(ConnectionError::Io(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "{what} of {bytes} bytes took over {deadline:?} (frame_timeout_ms plus bytes at peer_bytes_per_s_min)"
+            ),
+        ))),
     }
-    Ok(())
+}
+
+/// A connection's place in the server's table.
+#[derive(Debug, Default)]
+struct Slot {
+    /// Since when the connection has waited for a request (`None`: busy with one).
+    idle_since: std::sync::Mutex<Option<Instant>>,
+    /// Told when the server closes the connection for a new one.
+    close: Notify,
+}
+
+impl Slot {
+    fn set_idle(&self, idle: bool) {
+        *self
+            .idle_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = idle.then(Instant::now);
+    }
+
+    fn idle_since(&self) -> Option<Instant> {
+        *self
+            .idle_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Every open connection of a server (at most `CONNECTIONS_MAX`).
+#[derive(Debug, Default)]
+struct Slots {
+    table: std::sync::Mutex<HashMap<u64, Arc<Slot>>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// What admitting a connection did.
+enum Admitted {
+    /// A free place.
+    Free(u64, Arc<Slot>),
+    /// The longest idle connection (idle for the duration) was closed for it.
+    Evicted(u64, Arc<Slot>, Duration),
+    /// Every connection is busy with a request.
+    Full,
+}
+
+impl Slots {
+    /// A place for a new connection, idle (in its handshake) from now on.
+    fn admit(&self) -> Admitted {
+        let mut table = self
+            .table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let slot = Arc::new(Slot::default());
+        slot.set_idle(true);
+        if table.len() < CONNECTIONS_MAX {
+            table.insert(id, slot.clone());
+            return Admitted::Free(id, slot);
+        }
+        let oldest = table
+            .iter()
+            .filter_map(|(&id, slot)| slot.idle_since().map(|since| (since, id)))
+            .min();
+        let Some((since, victim)) = oldest else {
+            return Admitted::Full;
+        };
+        if let Some(evicted) = table.remove(&victim) {
+            evicted.close.notify_one();
+        }
+        table.insert(id, slot.clone());
+        Admitted::Evicted(id, slot, since.elapsed())
+    }
+
+    fn release(&self, id: u64) {
+        self.table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&id);
+    }
 }
 
 /// Serves `service` on `listener` until `shutdown` completes; every connection must pass the
@@ -707,7 +894,7 @@ pub async fn serve_with_local<S: Service>(
     auth: Arc<ServerAuth>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    let slots = Arc::new(Slots::default());
     let inflight = Arc::new(Semaphore::new(SERVER_REQUESTS_INFLIGHT_MAX));
     tokio::pin!(shutdown);
     loop {
@@ -729,27 +916,45 @@ pub async fn serve_with_local<S: Service>(
                 continue;
             }
         };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tracing::warn!(
-                "{}: refusing {peer}: connections_max ({CONNECTIONS_MAX}) reached",
-                service.name()
-            );
-            drop(stream);
-            continue;
+        let (id, slot) = match slots.admit() {
+            Admitted::Free(id, slot) => (id, slot),
+            Admitted::Evicted(id, slot, idle) => {
+                tracing::debug!(
+                    "{}: closed the connection idle longest ({idle:?}) for {peer}: connections_max ({CONNECTIONS_MAX}) reached",
+                    service.name()
+                );
+                (id, slot)
+            }
+            Admitted::Full => {
+                tracing::warn!(
+                    "{}: refusing {peer}: connections_max ({CONNECTIONS_MAX}) reached, every connection busy",
+                    service.name()
+                );
+                drop(stream);
+                continue;
+            }
         };
+        let slots = slots.clone();
         let service = service.clone();
         let inflight = inflight.clone();
         let auth = auth.clone();
         tokio::spawn(async move {
             let mut stream = stream;
-            let credentials = match handshake(&mut stream, &auth).await {
+            let handshake = tokio::select! {
+                () = slot.close.notified() => {
+                    slots.release(id);
+                    return;
+                }
+                handshake = handshake(&mut stream, &auth) => handshake,
+            };
+            let credentials = match handshake {
                 Ok(credentials) => credentials,
                 Err(err) => {
                     tracing::warn!(
                         "{}: refusing {peer}: authentication failed: {err}",
                         service.name()
                     );
-                    drop(permit);
+                    slots.release(id);
                     return;
                 }
             };
@@ -762,11 +967,14 @@ pub async fn serve_with_local<S: Service>(
                 last_credentials: None,
                 capabilities: CapabilityCache::default(),
                 shared: Vec::new(),
+                slot,
+                work: None,
+                prefetched: None,
             };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
                 tracing::warn!("{}: dropping connection from {peer}: {err}", service.name());
             }
-            drop(permit);
+            slots.release(id);
         });
     }
 }
@@ -774,18 +982,27 @@ pub async fn serve_with_local<S: Service>(
 async fn run_connection<S: Service>(
     service: &S,
     connection: &mut ServerConnection,
-    inflight: &Semaphore,
+    inflight: &Arc<Semaphore>,
 ) -> Result<(), ConnectionError> {
     loop {
         let Some(request) = connection.read_incoming().await? else {
             return Ok(());
         };
         let header = request.header;
-        let _permit = inflight
-            .acquire()
-            .await
-            .expect("the in-flight semaphore is never closed");
-        match service.handle(request, connection).await {
+        // A small bulk comes in before the request takes a work slot; the slot goes back when
+        // the reply goes out (`ServerConnection::write_frame`).
+        connection.prefetch_bulk(&header).await?;
+        connection.work = Some(
+            inflight
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("the in-flight semaphore is never closed"),
+        );
+        let handled = service.handle(request, connection).await;
+        connection.work = None;
+        connection.prefetched = None;
+        match handled {
             Ok(()) => {}
             Err(ConnectionError::Refused(error)) => {
                 // Best effort: the peer learns why before the connection closes.

@@ -42,6 +42,31 @@ impl Stream {
         }
     }
 
+    /// Whether the server has closed its end (or sent bytes nobody asked for) while the
+    /// connection sat unused: a look at the socket that neither waits nor consumes.
+    pub fn closed_by_peer(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            Self::Tcp(stream) => stream.as_raw_fd(),
+            Self::Unix(stream) => stream.as_raw_fd(),
+        };
+        let mut byte = 0u8;
+        // SAFETY: a one-byte peek into a local byte on a socket this value owns.
+        let got = unsafe {
+            libc::recv(
+                fd,
+                std::ptr::from_mut(&mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        match got {
+            0 => true,
+            n if n > 0 => true,
+            _ => io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock,
+        }
+    }
+
     /// Stops sending; the server sees the end of the stream once it has read what was sent.
     pub fn shutdown_write(&self) -> io::Result<()> {
         match self {

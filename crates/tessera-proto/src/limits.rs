@@ -82,8 +82,26 @@ pub const IOD_BUFFER_BYTES_MAX: u64 = 256 << 20;
 /// Most local objects an I/O server keeps open at once.
 pub const IOD_OPEN_OBJECTS_MAX: usize = 512;
 
-/// Most requests a server works on at once (the rest wait in their connections).
+/// Most requests a server works on at once (the rest wait in their connections). A request
+/// holds its slot from the end of its frame to its reply: never while its peer sends slowly
+/// or reads the reply slowly.
 pub const SERVER_REQUESTS_INFLIGHT_MAX: usize = 64;
+
+/// How long a peer may take to finish a frame it has begun (the rest of a header, a body, a
+/// request's bulk, a `Data` frame), or to take a reply, beyond its bytes at
+/// `PEER_BYTES_PER_S_MIN`; past it the connection is dropped.
+pub const FRAME_TIMEOUT_MS: u64 = 10_000;
+
+/// The slowest rate at which a peer must send a frame's bytes or take a reply's.
+pub const PEER_BYTES_PER_S_MIN: u64 = 1 << 20;
+
+/// How long a connection may stay idle (no request begun) before the server closes it; when
+/// `CONNECTIONS_MAX` is reached, the longest idle one is closed at once for a new one.
+pub const IDLE_CONNECTION_TIMEOUT_MS: u64 = 15 * 60 * 1000;
+
+/// A request's bulk up to this size is read before the request takes a work slot, so a peer
+/// that never sends it holds no slot.
+pub const BULK_PREFETCH_BYTES_MAX: u32 = 64 << 10;
 
 /// Most runs in one period of a pattern layout (all servers together).
 pub const PATTERN_RUNS_MAX: usize = 1 << 16;
