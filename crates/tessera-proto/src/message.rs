@@ -779,6 +779,15 @@ pub const ROLE_MDS: u8 = 1;
 /// Which kind of server answered a ping.
 pub const ROLE_IOD: u8 = 2;
 
+/// `PingReply::store_state`: the server's store serves reads and writes.
+pub const STORE_OK: u8 = 0;
+/// `PingReply::store_state`: the last change failed because the store's disk is full; reads
+/// are served, changes fail with `NoSpace` until space is freed.
+pub const STORE_NO_SPACE: u8 = 1;
+/// `PingReply::store_state`: the store failed with another I/O error; the server reopens it
+/// and retries, changes fail with `Io` meanwhile.
+pub const STORE_FAILED: u8 = 2;
+
 wire_struct! {
     /// Asks a server who it is.
     pub struct Ping {}
@@ -795,6 +804,8 @@ wire_struct! {
         pub pid: u32,
         /// Files (mds) or objects (iod) the server holds.
         pub objects: u64,
+        /// `STORE_OK`, `STORE_NO_SPACE` or `STORE_FAILED` (the iod always sends `STORE_OK`).
+        pub store_state: u8,
     }
 }
 request!(Ping => Ping, PingReply);
