@@ -1817,6 +1817,33 @@ mod tests {
     }
 
     #[test]
+    fn ping_reply_and_no_space_match_protocol_doc() {
+        // PROTOCOL.md §5.2 PingReply: role u8, server_index u16, pid u32, objects u64,
+        // store_state u8: 16 bytes.
+        let ping = PingReply {
+            role: ROLE_MDS,
+            server_index: 0,
+            pid: 42,
+            objects: 7,
+            store_state: STORE_NO_SPACE,
+        };
+        let body = round_trip(&ping);
+        assert_eq!(body.len(), 16);
+        assert_eq!(body[15], 1);
+        // PROTOCOL.md §4 error codes: NoSpace is 19.
+        let error = RemoteError::new(
+            ErrorCode::NoSpace,
+            "no space left on the metadata server's disk (/m)",
+        );
+        assert_eq!(error.to_body()[..2], 19u16.to_le_bytes());
+        assert_eq!(ErrorCode::from_u16(19), Ok(ErrorCode::NoSpace));
+        assert_eq!(
+            error.to_string(),
+            "no space left on the metadata server's disk (/m)"
+        );
+    }
+
+    #[test]
     fn share_region_body_matches_protocol_doc() {
         // PROTOCOL.md §5.2 ShareRegion: key u64, bytes u64, 16 bytes; opcode 0x42.
         let share = ShareRegion {
