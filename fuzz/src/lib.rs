@@ -777,6 +777,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             server_index: 3,
             pid: 4242,
             objects: 17,
+            store_state: 1,
         },
     ));
     seeds.extend(exchange(

@@ -253,6 +253,9 @@ int tsr_tessera_error(int tessera_code, const char *what, const char *path) {
     case TESSERA_ERR_PERMISSION_DENIED:
         error_class = MPI_ERR_ACCESS;
         break;
+    case TESSERA_ERR_NO_SPACE:
+        error_class = MPI_ERR_NO_SPACE;
+        break;
     default:
         error_class = MPI_ERR_IO;
         break;

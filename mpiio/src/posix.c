@@ -153,6 +153,8 @@ static int tsr_errno_of(int tessera_code) {
         return EFBIG;
     case TESSERA_ERR_BUSY:
         return EBUSY;
+    case TESSERA_ERR_NO_SPACE:
+        return ENOSPC;
     default:
         return EIO;
     }

@@ -94,6 +94,9 @@
 // An invariant broke inside a server.
 #define TESSERA_ERR_INTERNAL 14
 
+// A server's disk is full (the message names the server's store); nothing was changed.
+#define TESSERA_ERR_NO_SPACE 19
+
 // The cluster file is missing or malformed, or no cluster was named.
 #define TESSERA_ERR_CONFIG 64
 

@@ -42,6 +42,8 @@ pub const TESSERA_ERR_BUSY: c_int = 12;
 pub const TESSERA_ERR_UNAVAILABLE: c_int = 13;
 /// An invariant broke inside a server.
 pub const TESSERA_ERR_INTERNAL: c_int = 14;
+/// A server's disk is full (the message names the server's store); nothing was changed.
+pub const TESSERA_ERR_NO_SPACE: c_int = 19;
 // The codes above are the client library's `ErrorCode` numbers (written out for the header
 // generator, which cannot evaluate the casts).
 const _: () = {
@@ -59,6 +61,7 @@ const _: () = {
     assert!(TESSERA_ERR_BUSY == ErrorCode::Busy as c_int);
     assert!(TESSERA_ERR_UNAVAILABLE == ErrorCode::Unavailable as c_int);
     assert!(TESSERA_ERR_INTERNAL == ErrorCode::Internal as c_int);
+    assert!(TESSERA_ERR_NO_SPACE == ErrorCode::NoSpace as c_int);
 };
 
 /// The cluster file is missing or malformed, or no cluster was named.

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use tessera_client::config::{AuthEntry, IodEntry, MdsEntry, OfiEntry};
 use tessera_client::{Client, ClientOptions, ClusterConfig};
 use tessera_proto::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_DEFAULT};
+use tessera_proto::{STORE_FAILED, STORE_NO_SPACE, STORE_OK};
 
 /// How long `up` waits for every server to answer.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -513,16 +514,27 @@ pub fn status(args: &StatusArgs) -> Result<(), String> {
         },
     );
     let mut down = 0;
+    let mut degraded = 0;
     println!(
         "{:<28} {:<8} {:<8} {:>10}",
         "server", "state", "pid", "objects"
     );
     for (name, reply) in client.ping_all() {
         match reply {
-            Ok(ping) => println!(
+            Ok(ping) if ping.store_state == STORE_OK => println!(
                 "{name:<28} {:<8} {:<8} {:>10}",
                 "up", ping.pid, ping.objects
             ),
+            Ok(ping) => {
+                degraded += 1;
+                println!(
+                    "{name:<28} {:<8} {:<8} {:>10}   {}",
+                    "degraded",
+                    ping.pid,
+                    ping.objects,
+                    store_condition(ping.store_state)
+                );
+            }
             Err(err) => {
                 down += 1;
                 println!("{name:<28} {:<8} {:<8} {:>10}   {err}", "down", "-", "-");
@@ -532,10 +544,25 @@ pub fn status(args: &StatusArgs) -> Result<(), String> {
     if args.servers {
         print_storage_counters(&client);
     }
-    if down == 0 {
-        Ok(())
-    } else {
-        Err(format!("{down} server(s) not answering"))
+    match (down, degraded) {
+        (0, 0) => Ok(()),
+        (0, _) => Err(format!("{degraded} server(s) degraded")),
+        (_, 0) => Err(format!("{down} server(s) not answering")),
+        _ => Err(format!(
+            "{down} server(s) not answering, {degraded} degraded"
+        )),
+    }
+}
+
+/// What `status` prints for a server whose `PingReply::store_state` is not `STORE_OK`.
+fn store_condition(store_state: u8) -> String {
+    match store_state {
+        STORE_NO_SPACE => {
+            "store degraded: no space left on its disk (changes fail until space is freed)"
+                .to_owned()
+        }
+        STORE_FAILED => "store degraded: I/O error (the server reopens its store)".to_owned(),
+        other => format!("store degraded: unknown state {other}"),
     }
 }
 

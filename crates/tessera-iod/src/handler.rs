@@ -20,6 +20,7 @@ use tessera_proto::{
     Opcode, Piece, PingReply, Read, ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess,
     RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, ShareRegion,
     StoragePlan, TransferMode, Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD,
+    STORE_OK,
 };
 use tokio::sync::Semaphore;
 
@@ -976,6 +977,7 @@ impl Service for Iod {
                     server_index: self.index,
                     pid: std::process::id(),
                     objects: self.store.object_count(),
+                    store_state: STORE_OK,
                 };
                 connection.reply(&header, &reply, &[]).await
             }

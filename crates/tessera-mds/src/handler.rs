@@ -306,12 +306,18 @@ impl Inner {
             result.map(|reply| reply.to_body()).map_err(Ok)
         }
         match request.opcode {
-            Opcode::Ping => body(self.namespace.inode_count().map(|objects| PingReply {
-                role: ROLE_MDS,
-                server_index: 0,
-                pid: std::process::id(),
-                objects,
-            })),
+            Opcode::Ping => {
+                // A ping answers even while the store is closed after an I/O error (`objects`
+                // is then 0): `store_state` says what is wrong.
+                let objects = self.namespace.inode_count().unwrap_or(0);
+                body(Ok(PingReply {
+                    role: ROLE_MDS,
+                    server_index: 0,
+                    pid: std::process::id(),
+                    objects,
+                    store_state: self.namespace.store_health().wire(),
+                }))
+            }
             Opcode::Lookup => {
                 let Lookup { credentials, path } = request.decode().map_err(Err)?;
                 body(

@@ -7,12 +7,14 @@
 //! file's size from the sizes of its objects ([`handler`]). It also keeps the byte-range
 //! locks clients take for read-modify-write ([`locks`]), in memory only: a restart drops them.
 //! Every namespace call is checked against POSIX permission bits for the calling user
-//! ([`access`]), with root squash as an option.
+//! ([`access`]), with root squash as an option. The redb file is reopened after an I/O error
+//! such as a full disk ([`store`]), so the mds serves again once the cause is gone.
 
 pub mod access;
 pub mod handler;
 pub mod locks;
 pub mod namespace;
+pub mod store;
 
 pub use access::Caller;
 pub use handler::{Mds, MdsOptions};

@@ -26,6 +26,7 @@ use tessera_proto::{
 };
 
 use crate::access::{self, Caller, Owner, Rights};
+use crate::store::{store_error, Store, StoreHealth};
 
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 const DIRENTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("dirents");
@@ -116,9 +117,9 @@ impl Inode {
             .iter()
             .map(|bytes| tessera_proto::dtype::wire::decode(bytes))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| store_error(format!("stored pattern layout: {err}")))?;
+            .map_err(|err| record_error(format!("stored pattern layout: {err}")))?;
         let pattern = PatternLayout::new(self.servers.clone(), types)
-            .map_err(|why| store_error(format!("stored pattern layout: {why}")))?;
+            .map_err(|why| record_error(format!("stored pattern layout: {why}")))?;
         Ok(Some(Layout::Pattern(std::sync::Arc::new(pattern))))
     }
 
@@ -159,7 +160,8 @@ const FORMAT: u64 = 2;
 /// The namespace of one cluster.
 #[derive(Debug)]
 pub struct Namespace {
-    db: Database,
+    /// The redb file, reopened after an I/O error ([`crate::store`]).
+    store: Store,
     next_handle: AtomicU64,
     server_count: u16,
     default_stripe_unit_bytes: u64,
@@ -175,8 +177,10 @@ fn now_ns() -> u64 {
         })
 }
 
-fn store_error(err: impl std::fmt::Display) -> RemoteError {
-    RemoteError::new(ErrorCode::Io, format!("metadata store: {err}"))
+/// A stored record that does not decode (or a record that does not encode): a broken
+/// invariant of the store, not an I/O failure, so it does not reopen the store.
+fn record_error(err: impl std::fmt::Display) -> RemoteError {
+    RemoteError::new(ErrorCode::Internal, format!("metadata store record: {err}"))
 }
 
 fn not_found(path: &str) -> RemoteError {
@@ -246,11 +250,11 @@ fn check_mode(mode: u32) -> Result<(), RemoteError> {
 }
 
 fn decode_inode(bytes: &[u8]) -> Result<Inode, RemoteError> {
-    postcard::from_bytes(bytes).map_err(store_error)
+    postcard::from_bytes(bytes).map_err(record_error)
 }
 
 fn encode_inode(inode: &Inode) -> Result<Vec<u8>, RemoteError> {
-    postcard::to_allocvec(inode).map_err(store_error)
+    postcard::to_allocvec(inode).map_err(record_error)
 }
 
 fn read_inode(
@@ -418,10 +422,14 @@ impl Namespace {
         }
         StripeLayout::new(default_stripe_unit_bytes, vec![0])
             .map_err(|why| RemoteError::new(ErrorCode::InvalidArgument, why))?;
-        private_store(db_path)
-            .map_err(|err| store_error(format!("{}: {err}", db_path.display())))?;
-        let db = Database::create(db_path)
-            .map_err(|err| store_error(format!("{}: {err}", db_path.display())))?;
+        let at_path = |error: RemoteError| {
+            RemoteError::new(
+                error.code,
+                format!("{}: {}", db_path.display(), error.message),
+            )
+        };
+        private_store(db_path).map_err(|err| at_path(store_error(err)))?;
+        let db = Database::create(db_path).map_err(|err| at_path(store_error(err)))?;
         let txn = db.begin_write().map_err(store_error)?;
         let next_handle;
         {
@@ -482,7 +490,7 @@ impl Namespace {
         }
         txn.commit().map_err(store_error)?;
         Ok(Self {
-            db,
+            store: Store::new(db_path, db),
             next_handle: AtomicU64::new(next_handle),
             server_count,
             default_stripe_unit_bytes,
@@ -512,24 +520,33 @@ impl Namespace {
         }
     }
 
+    /// The store's condition after the last call (`Ping` reports it).
+    pub fn store_health(&self) -> StoreHealth {
+        self.store.health()
+    }
+
     /// Inodes stored (files and directories, the root included).
     pub fn inode_count(&self) -> Result<u64, RemoteError> {
-        let txn = self.db.begin_read().map_err(store_error)?;
-        txn.open_table(INODES)
-            .map_err(store_error)?
-            .len()
-            .map_err(store_error)
+        self.store.read(|db| {
+            let txn = db.begin_read().map_err(store_error)?;
+            txn.open_table(INODES)
+                .map_err(store_error)?
+                .len()
+                .map_err(store_error)
+        })
     }
 
     /// Resolves `path`: search on every directory passed through.
     pub fn lookup(&self, caller: &Caller, path: &str) -> Result<(u64, Inode), RemoteError> {
         let caller = self.effective(caller);
         let names = components(path)?;
-        let txn = self.db.begin_read().map_err(store_error)?;
-        let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
-        let inodes = txn.open_table(INODES).map_err(store_error)?;
-        let handle = walk(&dirents, &inodes, &caller, path, &names)?;
-        Ok((handle, read_inode(&inodes, handle)?))
+        self.store.read(|db| {
+            let txn = db.begin_read().map_err(store_error)?;
+            let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+            let inodes = txn.open_table(INODES).map_err(store_error)?;
+            let handle = walk(&dirents, &inodes, &caller, path, &names)?;
+            Ok((handle, read_inode(&inodes, handle)?))
+        })
     }
 
     /// Resolves `path` as [`Namespace::lookup`] does, then checks that the caller may open it
@@ -589,18 +606,20 @@ impl Namespace {
 
     /// The inode of `handle`.
     pub fn get(&self, handle: u64) -> Result<Inode, RemoteError> {
-        let txn = self.db.begin_read().map_err(store_error)?;
-        let inodes = txn.open_table(INODES).map_err(store_error)?;
-        inodes
-            .get(handle)
-            .map_err(store_error)?
-            .ok_or_else(|| {
-                RemoteError::new(
-                    ErrorCode::UnknownHandle,
-                    format!("no file with handle {handle:#x}"),
-                )
-            })
-            .and_then(|guard| decode_inode(guard.value()))
+        self.store.read(|db| {
+            let txn = db.begin_read().map_err(store_error)?;
+            let inodes = txn.open_table(INODES).map_err(store_error)?;
+            inodes
+                .get(handle)
+                .map_err(store_error)?
+                .ok_or_else(|| {
+                    RemoteError::new(
+                        ErrorCode::UnknownHandle,
+                        format!("no file with handle {handle:#x}"),
+                    )
+                })
+                .and_then(|guard| decode_inode(guard.value()))
+        })
     }
 
     /// Checks a create and, for a new file, picks its handle and layout. The caller creates
@@ -626,99 +645,101 @@ impl Namespace {
         let (path, mode, exclusive) = (path.as_str(), *mode, *exclusive);
         let (stripe_unit_bytes, server_count) = (*stripe_unit_bytes, *server_count);
         check_mode(mode)?;
-        let txn = self.db.begin_read().map_err(store_error)?;
-        let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
-        let inodes = txn.open_table(INODES).map_err(store_error)?;
-        let parent = walk_parent(&dirents, &inodes, &caller, path)?;
-        if let Some(existing) = dirents
-            .get((parent.handle, parent.name))
-            .map_err(store_error)?
-        {
-            let handle = existing.value();
-            let inode = read_inode(&inodes, handle)?;
-            if inode.is_directory() {
-                return Err(RemoteError::new(
-                    ErrorCode::IsDirectory,
-                    format!("{path} is a directory"),
-                ));
+        self.store.read(|db| {
+            let txn = db.begin_read().map_err(store_error)?;
+            let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+            let inodes = txn.open_table(INODES).map_err(store_error)?;
+            let parent = walk_parent(&dirents, &inodes, &caller, path)?;
+            if let Some(existing) = dirents
+                .get((parent.handle, parent.name))
+                .map_err(store_error)?
+            {
+                let handle = existing.value();
+                let inode = read_inode(&inodes, handle)?;
+                if inode.is_directory() {
+                    return Err(RemoteError::new(
+                        ErrorCode::IsDirectory,
+                        format!("{path} is a directory"),
+                    ));
+                }
+                if exclusive {
+                    return Err(RemoteError::new(
+                        ErrorCode::Exists,
+                        format!("{path} already exists"),
+                    ));
+                }
+                check_open(&caller, path, &inode, true, true)?;
+                return Ok(CreatePlan::Existing(handle, inode));
             }
-            if exclusive {
-                return Err(RemoteError::new(
-                    ErrorCode::Exists,
-                    format!("{path} already exists"),
-                ));
-            }
-            check_open(&caller, path, &inode, true, true)?;
-            return Ok(CreatePlan::Existing(handle, inode));
-        }
-        parent.require_write(&caller, path)?;
-        let parent = parent.handle;
-        let stripe_unit_bytes = if stripe_unit_bytes == 0 {
-            self.default_stripe_unit_bytes
-        } else {
-            stripe_unit_bytes
-        };
-        let count = if !pattern.is_empty() {
-            let types = u16::try_from(pattern.len()).unwrap_or(u16::MAX);
-            if server_count != 0 && server_count != types {
+            parent.require_write(&caller, path)?;
+            let parent = parent.handle;
+            let stripe_unit_bytes = if stripe_unit_bytes == 0 {
+                self.default_stripe_unit_bytes
+            } else {
+                stripe_unit_bytes
+            };
+            let count = if !pattern.is_empty() {
+                let types = u16::try_from(pattern.len()).unwrap_or(u16::MAX);
+                if server_count != 0 && server_count != types {
+                    return Err(RemoteError::new(
+                        ErrorCode::InvalidArgument,
+                        format!("{path}: a pattern of {types} types needs {types} servers, not {server_count}"),
+                    ));
+                }
+                types
+            } else if server_count == 0 {
+                self.server_count
+            } else {
+                server_count
+            };
+            if count > self.server_count {
                 return Err(RemoteError::new(
                     ErrorCode::InvalidArgument,
-                    format!("{path}: a pattern of {types} types needs {types} servers, not {server_count}"),
+                    format!(
+                        "{path}: asked for {count} servers but the cluster has {}",
+                        self.server_count
+                    ),
                 ));
             }
-            types
-        } else if server_count == 0 {
-            self.server_count
-        } else {
-            server_count
-        };
-        if count > self.server_count {
-            return Err(RemoteError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "{path}: asked for {count} servers but the cluster has {}",
-                    self.server_count
-                ),
-            ));
-        }
-        let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        // Spread files over the servers: each starts its stripes on a different one.
-        let first =
-            u16::try_from(handle % u64::from(self.server_count)).expect("below server count");
-        let servers: Vec<u16> = (0..count)
-            .map(|i| (first + i) % self.server_count)
-            .collect();
-        let invalid =
-            |why: String| RemoteError::new(ErrorCode::InvalidArgument, format!("{path}: {why}"));
-        let pattern = if pattern.is_empty() {
-            StripeLayout::new(stripe_unit_bytes, servers.clone()).map_err(invalid)?;
-            Vec::new()
-        } else {
-            PatternLayout::new(servers.clone(), pattern.clone()).map_err(invalid)?;
-            pattern
-                .iter()
-                .map(|datatype| {
-                    tessera_proto::dtype::wire::encode(datatype)
-                        .map_err(|err| invalid(err.to_string()))
-                })
-                .collect::<Result<_, _>>()?
-        };
-        let now = now_ns();
-        let inode = Inode {
-            kind: KIND_FILE,
-            mode,
-            uid: caller.uid,
-            gid: caller.gid,
-            atime_ns: now,
-            mtime_ns: now,
-            ctime_ns: now,
-            nlink: 1,
-            parent,
-            stripe_unit_bytes,
-            servers,
-            pattern,
-        };
-        Ok(CreatePlan::New(handle, inode))
+            let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
+            // Spread files over the servers: each starts its stripes on a different one.
+            let first =
+                u16::try_from(handle % u64::from(self.server_count)).expect("below server count");
+            let servers: Vec<u16> = (0..count)
+                .map(|i| (first + i) % self.server_count)
+                .collect();
+            let invalid =
+                |why: String| RemoteError::new(ErrorCode::InvalidArgument, format!("{path}: {why}"));
+            let pattern = if pattern.is_empty() {
+                StripeLayout::new(stripe_unit_bytes, servers.clone()).map_err(invalid)?;
+                Vec::new()
+            } else {
+                PatternLayout::new(servers.clone(), pattern.clone()).map_err(invalid)?;
+                pattern
+                    .iter()
+                    .map(|datatype| {
+                        tessera_proto::dtype::wire::encode(datatype)
+                            .map_err(|err| invalid(err.to_string()))
+                    })
+                    .collect::<Result<_, _>>()?
+            };
+            let now = now_ns();
+            let inode = Inode {
+                kind: KIND_FILE,
+                mode,
+                uid: caller.uid,
+                gid: caller.gid,
+                atime_ns: now,
+                mtime_ns: now,
+                ctime_ns: now,
+                nlink: 1,
+                parent,
+                stripe_unit_bytes,
+                servers,
+                pattern,
+            };
+            Ok(CreatePlan::New(handle, inode))
+        })
     }
 
     /// Makes a planned file visible. If another create of the same name won the race, returns
@@ -734,70 +755,72 @@ impl Namespace {
         exclusive: bool,
     ) -> Result<(u64, Inode, bool), RemoteError> {
         let caller = self.effective(caller);
-        let txn = self.db.begin_write().map_err(store_error)?;
-        let outcome;
-        {
-            let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
-            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
-            let mut meta = txn.open_table(META).map_err(store_error)?;
-            let Parent {
-                handle: parent,
-                inode: mut parent_inode,
-                name,
-                path: parent_path,
-            } = walk_parent(&dirents, &inodes, &caller, path)?;
-            let existing = dirents
-                .get((parent, name))
-                .map_err(store_error)?
-                .map(|guard| guard.value());
-            if let Some(existing) = existing {
-                if exclusive {
-                    return Err(RemoteError::new(
-                        ErrorCode::Exists,
-                        format!("{path} already exists"),
-                    ));
-                }
-                let other = read_inode(&inodes, existing)?;
-                if other.is_directory() {
-                    return Err(RemoteError::new(
-                        ErrorCode::IsDirectory,
-                        format!("{path} is a directory"),
-                    ));
-                }
-                check_open(&caller, path, &other, true, true)?;
-                outcome = (existing, other, false);
-            } else {
-                access::require(
-                    &caller,
-                    parent_inode.owner(),
-                    Rights::WRITE_SEARCH,
-                    path,
-                    &parent_path,
-                )?;
-                let mut inode = inode.clone();
-                inode.parent = parent;
-                inodes
-                    .insert(handle, encode_inode(&inode)?.as_slice())
-                    .map_err(store_error)?;
-                dirents
-                    .insert((parent, name), handle)
-                    .map_err(store_error)?;
-                parent_inode.mtime_ns = inode.mtime_ns;
-                parent_inode.ctime_ns = inode.mtime_ns;
-                inodes
-                    .insert(parent, encode_inode(&parent_inode)?.as_slice())
-                    .map_err(store_error)?;
-                let stored_next = meta
-                    .get("next_handle")
+        self.store.write(|db| {
+            let txn = db.begin_write().map_err(store_error)?;
+            let outcome;
+            {
+                let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+                let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+                let mut meta = txn.open_table(META).map_err(store_error)?;
+                let Parent {
+                    handle: parent,
+                    inode: mut parent_inode,
+                    name,
+                    path: parent_path,
+                } = walk_parent(&dirents, &inodes, &caller, path)?;
+                let existing = dirents
+                    .get((parent, name))
                     .map_err(store_error)?
-                    .map_or(0, |guard| guard.value());
-                meta.insert("next_handle", stored_next.max(handle + 1))
-                    .map_err(store_error)?;
-                outcome = (handle, inode, true);
+                    .map(|guard| guard.value());
+                if let Some(existing) = existing {
+                    if exclusive {
+                        return Err(RemoteError::new(
+                            ErrorCode::Exists,
+                            format!("{path} already exists"),
+                        ));
+                    }
+                    let other = read_inode(&inodes, existing)?;
+                    if other.is_directory() {
+                        return Err(RemoteError::new(
+                            ErrorCode::IsDirectory,
+                            format!("{path} is a directory"),
+                        ));
+                    }
+                    check_open(&caller, path, &other, true, true)?;
+                    outcome = (existing, other, false);
+                } else {
+                    access::require(
+                        &caller,
+                        parent_inode.owner(),
+                        Rights::WRITE_SEARCH,
+                        path,
+                        &parent_path,
+                    )?;
+                    let mut inode = inode.clone();
+                    inode.parent = parent;
+                    inodes
+                        .insert(handle, encode_inode(&inode)?.as_slice())
+                        .map_err(store_error)?;
+                    dirents
+                        .insert((parent, name), handle)
+                        .map_err(store_error)?;
+                    parent_inode.mtime_ns = inode.mtime_ns;
+                    parent_inode.ctime_ns = inode.mtime_ns;
+                    inodes
+                        .insert(parent, encode_inode(&parent_inode)?.as_slice())
+                        .map_err(store_error)?;
+                    let stored_next = meta
+                        .get("next_handle")
+                        .map_err(store_error)?
+                        .map_or(0, |guard| guard.value());
+                    meta.insert("next_handle", stored_next.max(handle + 1))
+                        .map_err(store_error)?;
+                    outcome = (handle, inode, true);
+                }
             }
-        }
-        txn.commit().map_err(store_error)?;
-        Ok(outcome)
+            txn.commit().map_err(store_error)?;
+            Ok(outcome)
+        })
     }
 
     /// Creates a directory, owned by the caller: needs write and search on the parent.
@@ -809,49 +832,51 @@ impl Namespace {
     ) -> Result<(u64, Inode), RemoteError> {
         let caller = self.effective(caller);
         check_mode(mode)?;
-        let txn = self.db.begin_write().map_err(store_error)?;
-        let created;
-        {
-            let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
-            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
-            let mut meta = txn.open_table(META).map_err(store_error)?;
-            let found = walk_parent(&dirents, &inodes, &caller, path)?;
-            if dirents
-                .get((found.handle, found.name))
-                .map_err(store_error)?
-                .is_some()
+        self.store.write(|db| {
+            let txn = db.begin_write().map_err(store_error)?;
+            let created;
             {
-                return Err(RemoteError::new(
-                    ErrorCode::Exists,
-                    format!("{path} already exists"),
-                ));
+                let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+                let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+                let mut meta = txn.open_table(META).map_err(store_error)?;
+                let found = walk_parent(&dirents, &inodes, &caller, path)?;
+                if dirents
+                    .get((found.handle, found.name))
+                    .map_err(store_error)?
+                    .is_some()
+                {
+                    return Err(RemoteError::new(
+                        ErrorCode::Exists,
+                        format!("{path} already exists"),
+                    ));
+                }
+                found.require_write(&caller, path)?;
+                let (parent, mut parent_inode, name) = (found.handle, found.inode, found.name);
+                let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
+                let inode = Inode::directory(mode, &caller, parent);
+                inodes
+                    .insert(handle, encode_inode(&inode)?.as_slice())
+                    .map_err(store_error)?;
+                dirents
+                    .insert((parent, name), handle)
+                    .map_err(store_error)?;
+                parent_inode.nlink += 1;
+                parent_inode.mtime_ns = inode.mtime_ns;
+                parent_inode.ctime_ns = inode.mtime_ns;
+                inodes
+                    .insert(parent, encode_inode(&parent_inode)?.as_slice())
+                    .map_err(store_error)?;
+                let stored_next = meta
+                    .get("next_handle")
+                    .map_err(store_error)?
+                    .map_or(0, |guard| guard.value());
+                meta.insert("next_handle", stored_next.max(handle + 1))
+                    .map_err(store_error)?;
+                created = (handle, inode);
             }
-            found.require_write(&caller, path)?;
-            let (parent, mut parent_inode, name) = (found.handle, found.inode, found.name);
-            let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
-            let inode = Inode::directory(mode, &caller, parent);
-            inodes
-                .insert(handle, encode_inode(&inode)?.as_slice())
-                .map_err(store_error)?;
-            dirents
-                .insert((parent, name), handle)
-                .map_err(store_error)?;
-            parent_inode.nlink += 1;
-            parent_inode.mtime_ns = inode.mtime_ns;
-            parent_inode.ctime_ns = inode.mtime_ns;
-            inodes
-                .insert(parent, encode_inode(&parent_inode)?.as_slice())
-                .map_err(store_error)?;
-            let stored_next = meta
-                .get("next_handle")
-                .map_err(store_error)?
-                .map_or(0, |guard| guard.value());
-            meta.insert("next_handle", stored_next.max(handle + 1))
-                .map_err(store_error)?;
-            created = (handle, inode);
-        }
-        txn.commit().map_err(store_error)?;
-        Ok(created)
+            txn.commit().map_err(store_error)?;
+            Ok(created)
+        })
     }
 
     /// Removes a name: a file (`want_directory == false`) or an empty directory. Returns the
@@ -864,49 +889,51 @@ impl Namespace {
         want_directory: bool,
     ) -> Result<(u64, Inode), RemoteError> {
         let caller = self.effective(caller);
-        let txn = self.db.begin_write().map_err(store_error)?;
-        let removed;
-        {
-            let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
-            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
-            let found = walk_parent(&dirents, &inodes, &caller, path)?;
-            let handle = dirents
-                .get((found.handle, found.name))
-                .map_err(store_error)?
-                .ok_or_else(|| not_found(path))?
-                .value();
-            let inode = read_inode(&inodes, handle)?;
-            found.require_write(&caller, path)?;
-            found.require_sticky(&caller, inode.uid, path)?;
-            let (parent, mut parent_inode, name) = (found.handle, found.inode, found.name);
-            expect_kind(path, &inode, want_directory)?;
-            if inode.is_directory()
-                && dirents
-                    .range((handle, "")..(handle + 1, ""))
-                    .map_err(store_error)?
-                    .next()
-                    .is_some()
+        self.store.write(|db| {
+            let txn = db.begin_write().map_err(store_error)?;
+            let removed;
             {
-                return Err(RemoteError::new(
-                    ErrorCode::NotEmpty,
-                    format!("{path} is not empty"),
-                ));
+                let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+                let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+                let found = walk_parent(&dirents, &inodes, &caller, path)?;
+                let handle = dirents
+                    .get((found.handle, found.name))
+                    .map_err(store_error)?
+                    .ok_or_else(|| not_found(path))?
+                    .value();
+                let inode = read_inode(&inodes, handle)?;
+                found.require_write(&caller, path)?;
+                found.require_sticky(&caller, inode.uid, path)?;
+                let (parent, mut parent_inode, name) = (found.handle, found.inode, found.name);
+                expect_kind(path, &inode, want_directory)?;
+                if inode.is_directory()
+                    && dirents
+                        .range((handle, "")..(handle + 1, ""))
+                        .map_err(store_error)?
+                        .next()
+                        .is_some()
+                {
+                    return Err(RemoteError::new(
+                        ErrorCode::NotEmpty,
+                        format!("{path} is not empty"),
+                    ));
+                }
+                dirents.remove((parent, name)).map_err(store_error)?;
+                inodes.remove(handle).map_err(store_error)?;
+                let now = now_ns();
+                if inode.is_directory() {
+                    parent_inode.nlink -= 1;
+                }
+                parent_inode.mtime_ns = now;
+                parent_inode.ctime_ns = now;
+                inodes
+                    .insert(parent, encode_inode(&parent_inode)?.as_slice())
+                    .map_err(store_error)?;
+                removed = (handle, inode);
             }
-            dirents.remove((parent, name)).map_err(store_error)?;
-            inodes.remove(handle).map_err(store_error)?;
-            let now = now_ns();
-            if inode.is_directory() {
-                parent_inode.nlink -= 1;
-            }
-            parent_inode.mtime_ns = now;
-            parent_inode.ctime_ns = now;
-            inodes
-                .insert(parent, encode_inode(&parent_inode)?.as_slice())
-                .map_err(store_error)?;
-            removed = (handle, inode);
-        }
-        txn.commit().map_err(store_error)?;
-        Ok(removed)
+            txn.commit().map_err(store_error)?;
+            Ok(removed)
+        })
     }
 
     /// Moves `source` to `target`, replacing a target file or empty directory of the same
@@ -920,109 +947,111 @@ impl Namespace {
         target: &str,
     ) -> Result<Option<(u64, Inode)>, RemoteError> {
         let caller = self.effective(caller);
-        let txn = self.db.begin_write().map_err(store_error)?;
-        let replaced;
-        {
-            let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
-            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
-            let from = walk_parent(&dirents, &inodes, &caller, source)?;
-            let to = walk_parent(&dirents, &inodes, &caller, target)?;
-            let (source_parent, source_name) = (from.handle, from.name);
-            let (target_parent, target_name) = (to.handle, to.name);
-            let handle = dirents
-                .get((source_parent, source_name))
-                .map_err(store_error)?
-                .ok_or_else(|| not_found(source))?
-                .value();
-            let mut inode = read_inode(&inodes, handle)?;
-            from.require_write(&caller, source)?;
-            to.require_write(&caller, target)?;
-            from.require_sticky(&caller, inode.uid, source)?;
-            if inode.is_directory() && source_parent != target_parent {
-                access::require(&caller, inode.owner(), Rights::WRITE, source, source)?;
-            }
-            if inode.is_directory() {
-                // A directory cannot move below itself.
-                let mut ancestor = target_parent;
-                loop {
-                    if ancestor == handle {
+        self.store.write(|db| {
+            let txn = db.begin_write().map_err(store_error)?;
+            let replaced;
+            {
+                let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+                let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+                let from = walk_parent(&dirents, &inodes, &caller, source)?;
+                let to = walk_parent(&dirents, &inodes, &caller, target)?;
+                let (source_parent, source_name) = (from.handle, from.name);
+                let (target_parent, target_name) = (to.handle, to.name);
+                let handle = dirents
+                    .get((source_parent, source_name))
+                    .map_err(store_error)?
+                    .ok_or_else(|| not_found(source))?
+                    .value();
+                let mut inode = read_inode(&inodes, handle)?;
+                from.require_write(&caller, source)?;
+                to.require_write(&caller, target)?;
+                from.require_sticky(&caller, inode.uid, source)?;
+                if inode.is_directory() && source_parent != target_parent {
+                    access::require(&caller, inode.owner(), Rights::WRITE, source, source)?;
+                }
+                if inode.is_directory() {
+                    // A directory cannot move below itself.
+                    let mut ancestor = target_parent;
+                    loop {
+                        if ancestor == handle {
+                            return Err(RemoteError::new(
+                                ErrorCode::InvalidArgument,
+                                format!("cannot move {source} into itself ({target})"),
+                            ));
+                        }
+                        if ancestor == ROOT_HANDLE {
+                            break;
+                        }
+                        ancestor = read_inode(&inodes, ancestor)?.parent;
+                    }
+                }
+                let existing = dirents
+                    .get((target_parent, target_name))
+                    .map_err(store_error)?
+                    .map(|guard| guard.value());
+                let mut victim = None;
+                if let Some(existing) = existing {
+                    if existing == handle {
+                        return Ok(None);
+                    }
+                    let other = read_inode(&inodes, existing)?;
+                    to.require_sticky(&caller, other.uid, target)?;
+                    expect_kind(target, &other, inode.is_directory())?;
+                    let non_empty = other.is_directory()
+                        && dirents
+                            .range((existing, "")..(existing + 1, ""))
+                            .map_err(store_error)?
+                            .next()
+                            .is_some();
+                    if non_empty {
                         return Err(RemoteError::new(
-                            ErrorCode::InvalidArgument,
-                            format!("cannot move {source} into itself ({target})"),
+                            ErrorCode::NotEmpty,
+                            format!("{target} is not empty"),
                         ));
                     }
-                    if ancestor == ROOT_HANDLE {
-                        break;
-                    }
-                    ancestor = read_inode(&inodes, ancestor)?.parent;
+                    inodes.remove(existing).map_err(store_error)?;
+                    victim = Some((existing, other));
                 }
-            }
-            let existing = dirents
-                .get((target_parent, target_name))
-                .map_err(store_error)?
-                .map(|guard| guard.value());
-            let mut victim = None;
-            if let Some(existing) = existing {
-                if existing == handle {
-                    return Ok(None);
-                }
-                let other = read_inode(&inodes, existing)?;
-                to.require_sticky(&caller, other.uid, target)?;
-                expect_kind(target, &other, inode.is_directory())?;
-                let non_empty = other.is_directory()
-                    && dirents
-                        .range((existing, "")..(existing + 1, ""))
-                        .map_err(store_error)?
-                        .next()
-                        .is_some();
-                if non_empty {
-                    return Err(RemoteError::new(
-                        ErrorCode::NotEmpty,
-                        format!("{target} is not empty"),
-                    ));
-                }
-                inodes.remove(existing).map_err(store_error)?;
-                victim = Some((existing, other));
-            }
-            dirents
-                .remove((source_parent, source_name))
-                .map_err(store_error)?;
-            dirents
-                .insert((target_parent, target_name), handle)
-                .map_err(store_error)?;
-            let now = now_ns();
-            inode.ctime_ns = now;
-            inode.parent = target_parent;
-            inodes
-                .insert(handle, encode_inode(&inode)?.as_slice())
-                .map_err(store_error)?;
-            // A moved directory leaves its old parent and joins the new one, unless it
-            // replaced a directory there, whose link it takes over.
-            let mut deltas = vec![(source_parent, 0i64), (target_parent, 0i64)];
-            if inode.is_directory() {
-                deltas[0].1 -= 1;
-                if victim.is_none() {
-                    deltas[1].1 += 1;
-                }
-            }
-            if source_parent == target_parent {
-                deltas[0].1 += deltas[1].1;
-                deltas.truncate(1);
-            }
-            for (parent, delta) in deltas {
-                let mut parent_inode = read_inode(&inodes, parent)?;
-                parent_inode.mtime_ns = now;
-                parent_inode.ctime_ns = now;
-                parent_inode.nlink = u32::try_from(i64::from(parent_inode.nlink) + delta)
-                    .expect("link counts stay positive");
-                inodes
-                    .insert(parent, encode_inode(&parent_inode)?.as_slice())
+                dirents
+                    .remove((source_parent, source_name))
                     .map_err(store_error)?;
+                dirents
+                    .insert((target_parent, target_name), handle)
+                    .map_err(store_error)?;
+                let now = now_ns();
+                inode.ctime_ns = now;
+                inode.parent = target_parent;
+                inodes
+                    .insert(handle, encode_inode(&inode)?.as_slice())
+                    .map_err(store_error)?;
+                // A moved directory leaves its old parent and joins the new one, unless it
+                // replaced a directory there, whose link it takes over.
+                let mut deltas = vec![(source_parent, 0i64), (target_parent, 0i64)];
+                if inode.is_directory() {
+                    deltas[0].1 -= 1;
+                    if victim.is_none() {
+                        deltas[1].1 += 1;
+                    }
+                }
+                if source_parent == target_parent {
+                    deltas[0].1 += deltas[1].1;
+                    deltas.truncate(1);
+                }
+                for (parent, delta) in deltas {
+                    let mut parent_inode = read_inode(&inodes, parent)?;
+                    parent_inode.mtime_ns = now;
+                    parent_inode.ctime_ns = now;
+                    parent_inode.nlink = u32::try_from(i64::from(parent_inode.nlink) + delta)
+                        .expect("link counts stay positive");
+                    inodes
+                        .insert(parent, encode_inode(&parent_inode)?.as_slice())
+                        .map_err(store_error)?;
+                }
+                replaced = victim.filter(|(_, other)| !other.is_directory());
             }
-            replaced = victim.filter(|(_, other)| !other.is_directory());
-        }
-        txn.commit().map_err(store_error)?;
-        Ok(replaced)
+            txn.commit().map_err(store_error)?;
+            Ok(replaced)
+        })
     }
 
     /// One page of the entries of directory `path` with names after `after`: needs read on
@@ -1035,65 +1064,69 @@ impl Namespace {
     ) -> Result<ReaddirReply, RemoteError> {
         let caller = self.effective(caller);
         let names = components(path)?;
-        let txn = self.db.begin_read().map_err(store_error)?;
-        let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
-        let inodes = txn.open_table(INODES).map_err(store_error)?;
-        let handle = walk(&dirents, &inodes, &caller, path, &names)?;
-        let directory = read_inode(&inodes, handle)?;
-        if !directory.is_directory() {
-            return Err(RemoteError::new(
-                ErrorCode::NotDirectory,
-                format!("{path} is not a directory"),
-            ));
-        }
-        access::require(&caller, directory.owner(), Rights::READ, path, path)?;
-        let mut entries = Vec::new();
-        let mut more = false;
-        for item in dirents
-            .range((handle, after)..(handle + 1, ""))
-            .map_err(store_error)?
-        {
-            let (key, value) = item.map_err(store_error)?;
-            let (_, name) = key.value();
-            if name == after {
-                continue;
+        self.store.read(|db| {
+            let txn = db.begin_read().map_err(store_error)?;
+            let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+            let inodes = txn.open_table(INODES).map_err(store_error)?;
+            let handle = walk(&dirents, &inodes, &caller, path, &names)?;
+            let directory = read_inode(&inodes, handle)?;
+            if !directory.is_directory() {
+                return Err(RemoteError::new(
+                    ErrorCode::NotDirectory,
+                    format!("{path} is not a directory"),
+                ));
             }
-            if entries.len() == READDIR_ENTRIES_MAX as usize {
-                more = true;
-                break;
+            access::require(&caller, directory.owner(), Rights::READ, path, path)?;
+            let mut entries = Vec::new();
+            let mut more = false;
+            for item in dirents
+                .range((handle, after)..(handle + 1, ""))
+                .map_err(store_error)?
+            {
+                let (key, value) = item.map_err(store_error)?;
+                let (_, name) = key.value();
+                if name == after {
+                    continue;
+                }
+                if entries.len() == READDIR_ENTRIES_MAX as usize {
+                    more = true;
+                    break;
+                }
+                let child = value.value();
+                let kind = if read_inode(&inodes, child)?.is_directory() {
+                    FileKind::Directory
+                } else {
+                    FileKind::File
+                };
+                entries.push(DirEntry {
+                    name: name.to_owned(),
+                    handle: child,
+                    kind,
+                });
             }
-            let child = value.value();
-            let kind = if read_inode(&inodes, child)?.is_directory() {
-                FileKind::Directory
-            } else {
-                FileKind::File
-            };
-            entries.push(DirEntry {
-                name: name.to_owned(),
-                handle: child,
-                kind,
-            });
-        }
-        Ok(ReaddirReply { entries, more })
+            Ok(ReaddirReply { entries, more })
+        })
     }
 
     /// Records a change of the data of `handle` (truncate) in its times.
     pub fn touch(&self, handle: u64) -> Result<Inode, RemoteError> {
-        let txn = self.db.begin_write().map_err(store_error)?;
-        let inode;
-        {
-            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
-            let mut current = read_inode(&inodes, handle)?;
-            let now = now_ns();
-            current.mtime_ns = now;
-            current.ctime_ns = now;
-            inodes
-                .insert(handle, encode_inode(&current)?.as_slice())
-                .map_err(store_error)?;
-            inode = current;
-        }
-        txn.commit().map_err(store_error)?;
-        Ok(inode)
+        self.store.write(|db| {
+            let txn = db.begin_write().map_err(store_error)?;
+            let inode;
+            {
+                let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+                let mut current = read_inode(&inodes, handle)?;
+                let now = now_ns();
+                current.mtime_ns = now;
+                current.ctime_ns = now;
+                inodes
+                    .insert(handle, encode_inode(&current)?.as_slice())
+                    .map_err(store_error)?;
+                inode = current;
+            }
+            txn.commit().map_err(store_error)?;
+            Ok(inode)
+        })
     }
 
     /// Sets the permission bits of `path` (only its owner or root may; see
@@ -1136,22 +1169,24 @@ impl Namespace {
     ) -> Result<(u64, Inode), RemoteError> {
         let caller = self.effective(caller);
         let names = components(path)?;
-        let txn = self.db.begin_write().map_err(store_error)?;
-        let changed;
-        {
-            let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
-            let mut inodes = txn.open_table(INODES).map_err(store_error)?;
-            let handle = walk(&dirents, &inodes, &caller, path, &names)?;
-            let mut inode = read_inode(&inodes, handle)?;
-            change(&caller, &mut inode)?;
-            inode.ctime_ns = now_ns();
-            inodes
-                .insert(handle, encode_inode(&inode)?.as_slice())
-                .map_err(store_error)?;
-            changed = (handle, inode);
-        }
-        txn.commit().map_err(store_error)?;
-        Ok(changed)
+        self.store.write(|db| {
+            let txn = db.begin_write().map_err(store_error)?;
+            let changed;
+            {
+                let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
+                let mut inodes = txn.open_table(INODES).map_err(store_error)?;
+                let handle = walk(&dirents, &inodes, &caller, path, &names)?;
+                let mut inode = read_inode(&inodes, handle)?;
+                change(&caller, &mut inode)?;
+                inode.ctime_ns = now_ns();
+                inodes
+                    .insert(handle, encode_inode(&inode)?.as_slice())
+                    .map_err(store_error)?;
+                changed = (handle, inode);
+            }
+            txn.commit().map_err(store_error)?;
+            Ok(changed)
+        })
     }
 }
 
@@ -1163,27 +1198,31 @@ type Snapshot = (Vec<(u64, Inode)>, Vec<(u64, String, u64)>);
 impl Namespace {
     /// Every inode and entry, in key order: a refused call must leave this unchanged.
     fn snapshot(&self) -> Snapshot {
-        let txn = self.db.begin_read().unwrap();
-        let inodes = txn.open_table(INODES).unwrap();
-        let dirents = txn.open_table(DIRENTS).unwrap();
-        let inodes = inodes
-            .iter()
-            .unwrap()
-            .map(|item| {
-                let (key, value) = item.unwrap();
-                (key.value(), decode_inode(value.value()).unwrap())
+        self.store
+            .read(|db| {
+                let txn = db.begin_read().unwrap();
+                let inodes = txn.open_table(INODES).unwrap();
+                let dirents = txn.open_table(DIRENTS).unwrap();
+                let inodes = inodes
+                    .iter()
+                    .unwrap()
+                    .map(|item| {
+                        let (key, value) = item.unwrap();
+                        (key.value(), decode_inode(value.value()).unwrap())
+                    })
+                    .collect();
+                let dirents = dirents
+                    .iter()
+                    .unwrap()
+                    .map(|item| {
+                        let (key, value) = item.unwrap();
+                        let (parent, name) = key.value();
+                        (parent, name.to_owned(), value.value())
+                    })
+                    .collect();
+                Ok((inodes, dirents))
             })
-            .collect();
-        let dirents = dirents
-            .iter()
             .unwrap()
-            .map(|item| {
-                let (key, value) = item.unwrap();
-                let (parent, name) = key.value();
-                (parent, name.to_owned(), value.value())
-            })
-            .collect();
-        (inodes, dirents)
     }
 }
 

@@ -117,6 +117,9 @@ pub enum ErrorCode {
     /// shared on this connection, or was unmapped since (least recently used past
     /// `SHARED_REGIONS_PER_CONNECTION_MAX`): share it again (`ShareRegion`) and retry.
     UnknownRegion = 18,
+    /// The server's disk is full: nothing was changed. The request may succeed once space
+    /// is freed there (the message names the store's path).
+    NoSpace = 19,
 }
 
 impl ErrorCode {
@@ -141,6 +144,7 @@ impl ErrorCode {
             16 => Self::RemoteAccessRefused,
             17 => Self::BadAddress,
             18 => Self::UnknownRegion,
+            19 => Self::NoSpace,
             other => {
                 return Err(WireError::BadValue {
                     field: "error code",
@@ -171,6 +175,7 @@ impl ErrorCode {
             Self::RemoteAccessRefused => "one-sided access refused",
             Self::BadAddress => "bad remote address",
             Self::UnknownRegion => "unknown shared region",
+            Self::NoSpace => "no space left",
         }
     }
 }

@@ -779,6 +779,15 @@ pub const ROLE_MDS: u8 = 1;
 /// Which kind of server answered a ping.
 pub const ROLE_IOD: u8 = 2;
 
+/// `PingReply::store_state`: the server's store serves reads and writes.
+pub const STORE_OK: u8 = 0;
+/// `PingReply::store_state`: the last change failed because the store's disk is full; reads
+/// are served, changes fail with `NoSpace` until space is freed.
+pub const STORE_NO_SPACE: u8 = 1;
+/// `PingReply::store_state`: the store failed with another I/O error; the server reopens it
+/// and retries, changes fail with `Io` meanwhile.
+pub const STORE_FAILED: u8 = 2;
+
 wire_struct! {
     /// Asks a server who it is.
     pub struct Ping {}
@@ -795,6 +804,8 @@ wire_struct! {
         pub pid: u32,
         /// Files (mds) or objects (iod) the server holds.
         pub objects: u64,
+        /// `STORE_OK`, `STORE_NO_SPACE` or `STORE_FAILED` (the iod always sends `STORE_OK`).
+        pub store_state: u8,
     }
 }
 request!(Ping => Ping, PingReply);
@@ -1803,6 +1814,33 @@ mod tests {
         assert_eq!(&body[c + 6..c + 10], &u32::MAX.to_le_bytes());
         assert_eq!(&body[c + 10..c + 14], &100u32.to_le_bytes());
         assert_eq!(Opcode::from_u8(0x1D), Ok(Opcode::Chown));
+    }
+
+    #[test]
+    fn ping_reply_and_no_space_match_protocol_doc() {
+        // PROTOCOL.md §5.2 PingReply: role u8, server_index u16, pid u32, objects u64,
+        // store_state u8: 16 bytes.
+        let ping = PingReply {
+            role: ROLE_MDS,
+            server_index: 0,
+            pid: 42,
+            objects: 7,
+            store_state: STORE_NO_SPACE,
+        };
+        let body = round_trip(&ping);
+        assert_eq!(body.len(), 16);
+        assert_eq!(body[15], 1);
+        // PROTOCOL.md §4 error codes: NoSpace is 19.
+        let error = RemoteError::new(
+            ErrorCode::NoSpace,
+            "no space left on the metadata server's disk (/m)",
+        );
+        assert_eq!(error.to_body()[..2], 19u16.to_le_bytes());
+        assert_eq!(ErrorCode::from_u16(19), Ok(ErrorCode::NoSpace));
+        assert_eq!(
+            error.to_string(),
+            "no space left on the metadata server's disk (/m)"
+        );
     }
 
     #[test]

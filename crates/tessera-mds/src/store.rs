@@ -1,0 +1,288 @@
+//! The mds's handle on its redb file, and how it survives a failed write (a full disk above
+//! all).
+//!
+//! redb latches the first I/O error of a [`Database`]: every later transaction on that handle
+//! fails with `PreviousIo` ("close and re-open the database"), even once the cause is gone.
+//! So every namespace call runs through [`Store::read`] or [`Store::write`], which take the
+//! current handle (an `Arc`, cloned under a read lock, so a call in flight keeps the handle it
+//! started with), run the call, and look at its error. An error from the storage (code `Io`
+//! or `NoSpace`) records the store's condition for `Ping` and reopens the file: under the
+//! write lock, wait (at most [`STORE_DRAIN_MS`]) until the calls still holding the failed
+//! handle are done, drop it (redb then keeps its "needs recovery" mark on disk), and
+//! `Database::open` the file again, which recovers to the last committed transaction. So
+//! nothing committed is lost, and a transaction that failed was never acknowledged.
+//!
+//! A reopen can fail too (redb's recovery writes, and the disk may still be full): the slot
+//! is then empty, calls answer the recorded condition at once, and the next call at least
+//! [`STORE_REOPEN_INTERVAL_MS`] later tries again. While the disk is full, changes fail with
+//! `NoSpace` naming the store's path; reads go on whenever a handle is open. The condition
+//! clears at the first change that commits, so the first namespace change after space is
+//! freed both succeeds and turns `Ping`'s `store_state` back to `STORE_OK`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use redb::Database;
+use tessera_proto::{ErrorCode, RemoteError, STORE_FAILED, STORE_NO_SPACE, STORE_OK};
+
+/// Longest a reopen waits for calls still holding the failed handle to finish.
+pub const STORE_DRAIN_MS: u64 = 2_000;
+/// Shortest time between two attempts to open the store while it is closed.
+pub const STORE_REOPEN_INTERVAL_MS: u64 = 200;
+/// Attempts one reopen makes, [`STORE_REOPEN_BACKOFF_MS`] apart, before it leaves the store
+/// closed for a later call to try again.
+pub const STORE_REOPEN_ATTEMPTS: u32 = 3;
+/// Pause between two attempts of one reopen.
+pub const STORE_REOPEN_BACKOFF_MS: u64 = 20;
+/// How often a reopen looks whether the calls holding the failed handle are done.
+const DRAIN_POLL: Duration = Duration::from_millis(2);
+
+/// What went wrong with the store, for `Ping` and for calls that find it closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreHealth {
+    /// Reads and writes work.
+    Ok,
+    /// The last change found the disk full.
+    NoSpace,
+    /// The last call failed with another I/O error.
+    Failed,
+}
+
+impl StoreHealth {
+    /// The `PingReply::store_state` byte.
+    pub fn wire(self) -> u8 {
+        match self {
+            Self::Ok => STORE_OK,
+            Self::NoSpace => STORE_NO_SPACE,
+            Self::Failed => STORE_FAILED,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Condition {
+    health: StoreHealth,
+    /// The error that set `health` (its message), answered while the store is closed.
+    last_error: Option<RemoteError>,
+    /// When a closed store was last tried.
+    last_attempt: Option<Instant>,
+}
+
+/// The redb file of the namespace, reopened after an I/O error.
+#[derive(Debug)]
+pub struct Store {
+    path: PathBuf,
+    /// The open handle; `None` while a reopen failed.
+    current: RwLock<Option<Arc<Database>>>,
+    condition: Mutex<Condition>,
+}
+
+/// True when `err` says the disk (or the user's quota on it) is full.
+fn is_no_space(err: &std::io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        || err.kind() == std::io::ErrorKind::StorageFull
+}
+
+/// The reply for any error redb returns: `NoSpace` for a full disk, else `Io` with redb's
+/// words.
+pub fn store_error(err: impl Into<redb::Error>) -> RemoteError {
+    match err.into() {
+        redb::Error::Io(io) if is_no_space(&io) => {
+            RemoteError::new(ErrorCode::NoSpace, format!("metadata store: {io}"))
+        }
+        other => RemoteError::new(ErrorCode::Io, format!("metadata store: {other}")),
+    }
+}
+
+impl Store {
+    /// Wraps the handle `database` opened on `path`.
+    pub fn new(path: &Path, database: Database) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            current: RwLock::new(Some(Arc::new(database))),
+            condition: Mutex::new(Condition {
+                health: StoreHealth::Ok,
+                last_error: None,
+                last_attempt: None,
+            }),
+        }
+    }
+
+    /// The store's condition, as the last call left it.
+    pub fn health(&self) -> StoreHealth {
+        self.condition().health
+    }
+
+    /// Runs a call that only reads.
+    pub fn read<T>(
+        &self,
+        call: impl FnOnce(&Database) -> Result<T, RemoteError>,
+    ) -> Result<T, RemoteError> {
+        self.run(false, call)
+    }
+
+    /// Runs a call that changes the store; its success clears a recorded condition.
+    pub fn write<T>(
+        &self,
+        call: impl FnOnce(&Database) -> Result<T, RemoteError>,
+    ) -> Result<T, RemoteError> {
+        self.run(true, call)
+    }
+
+    fn run<T>(
+        &self,
+        changes: bool,
+        call: impl FnOnce(&Database) -> Result<T, RemoteError>,
+    ) -> Result<T, RemoteError> {
+        let database = self.handle()?;
+        match call(&database) {
+            Ok(value) => {
+                if changes {
+                    let mut condition = self.condition();
+                    if condition.health != StoreHealth::Ok {
+                        tracing::info!(path = %self.path.display(), "metadata store writes again");
+                        condition.health = StoreHealth::Ok;
+                        condition.last_error = None;
+                    }
+                }
+                Ok(value)
+            }
+            Err(error) if matches!(error.code, ErrorCode::Io | ErrorCode::NoSpace) => {
+                let error = self.explain(error);
+                self.record(&error);
+                self.reopen(database);
+                Err(error)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// A `NoSpace` error names the store's path; others go out as they are.
+    fn explain(&self, error: RemoteError) -> RemoteError {
+        if error.code == ErrorCode::NoSpace {
+            RemoteError::new(
+                ErrorCode::NoSpace,
+                format!(
+                    "no space left on the metadata server's disk ({}): free space there; the mds writes again without a restart",
+                    self.path.display()
+                ),
+            )
+        } else {
+            error
+        }
+    }
+
+    fn record(&self, error: &RemoteError) {
+        let health = if error.code == ErrorCode::NoSpace {
+            StoreHealth::NoSpace
+        } else {
+            StoreHealth::Failed
+        };
+        let mut condition = self.condition();
+        if condition.health != health {
+            tracing::warn!(path = %self.path.display(), "metadata store degraded: {error}");
+        }
+        condition.health = health;
+        condition.last_error = Some(error.clone());
+    }
+
+    fn condition(&self) -> std::sync::MutexGuard<'_, Condition> {
+        self.condition
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The open handle; if the store is closed, one attempt to open it (at most every
+    /// [`STORE_REOPEN_INTERVAL_MS`]), else the recorded error.
+    fn handle(&self) -> Result<Arc<Database>, RemoteError> {
+        if let Some(database) = self
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            return Ok(Arc::clone(database));
+        }
+        let mut slot = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(database) = slot.as_ref() {
+            return Ok(Arc::clone(database));
+        }
+        let due = self
+            .condition()
+            .last_attempt
+            .is_none_or(|at| at.elapsed() >= Duration::from_millis(STORE_REOPEN_INTERVAL_MS));
+        if due {
+            if let Some(database) = self.open_into(&mut slot) {
+                return Ok(database);
+            }
+        }
+        Err(self.condition().last_error.clone().unwrap_or_else(|| {
+            RemoteError::new(
+                ErrorCode::Io,
+                format!("metadata store {} is closed", self.path.display()),
+            )
+        }))
+    }
+
+    /// Drops `failed` (once no other call holds it) and opens the file again, unless another
+    /// call already did. Calls that arrive meanwhile wait on the lock, then get the new handle.
+    fn reopen(&self, failed: Arc<Database>) {
+        let mut slot = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        let Some(current) = slot.take_if(|current| Arc::ptr_eq(current, &failed)) else {
+            return; // Another call reopened it already, or it is closed.
+        };
+        drop(failed);
+        let deadline = Instant::now() + Duration::from_millis(STORE_DRAIN_MS);
+        while Arc::strong_count(&current) > 1 {
+            if Instant::now() >= deadline {
+                // The next failing call tries again; redb's lock on the file is still held.
+                tracing::warn!(
+                    path = %self.path.display(),
+                    "metadata store not reopened: calls still hold it after {STORE_DRAIN_MS} ms"
+                );
+                *slot = Some(current);
+                return;
+            }
+            std::thread::sleep(DRAIN_POLL);
+        }
+        // The last handle: dropping it closes the file (redb leaves its "needs recovery" mark
+        // on disk after an I/O error), so the open below recovers to the last commit.
+        drop(current);
+        self.open_into(&mut slot);
+    }
+
+    /// Opens the file into the empty `slot`, [`STORE_REOPEN_ATTEMPTS`] times at most.
+    fn open_into(&self, slot: &mut Option<Arc<Database>>) -> Option<Arc<Database>> {
+        debug_assert!(slot.is_none());
+        let mut last = None;
+        for attempt in 0..STORE_REOPEN_ATTEMPTS {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(STORE_REOPEN_BACKOFF_MS));
+            }
+            match Database::open(&self.path) {
+                Ok(database) => {
+                    let database = Arc::new(database);
+                    *slot = Some(Arc::clone(&database));
+                    self.condition().last_attempt = None;
+                    tracing::info!(path = %self.path.display(), "metadata store reopened");
+                    return Some(database);
+                }
+                Err(err) => last = Some(err),
+            }
+        }
+        let mut condition = self.condition();
+        condition.last_attempt = Some(Instant::now());
+        if let Some(err) = last {
+            let error = self.explain(store_error(err));
+            tracing::warn!(path = %self.path.display(), "metadata store cannot be reopened: {error}");
+            condition.health = if error.code == ErrorCode::NoSpace {
+                StoreHealth::NoSpace
+            } else {
+                StoreHealth::Failed
+            };
+            condition.last_error = Some(error);
+        }
+        None
+    }
+}
