@@ -709,13 +709,14 @@ pub async fn serve_with_local<S: Service>(
 ) {
     let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     let inflight = Arc::new(Semaphore::new(SERVER_REQUESTS_INFLIGHT_MAX));
+    let warnings = Arc::new(WarningLimiter::new());
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
             () = &mut shutdown => return,
             accepted = listener.accept() => accepted.map(|(stream, peer)| {
                 if let Err(err) = stream.set_nodelay(true) {
-                    tracing::warn!("{}: {peer}: cannot set TCP_NODELAY: {err}", service.name());
+                    warnings.warn(&service.name(), || format!("{peer}: cannot set TCP_NODELAY: {err}"));
                 }
                 (ServerStream::Tcp(stream), peer.to_string(), None)
             }),
@@ -724,31 +725,30 @@ pub async fn serve_with_local<S: Service>(
         let (stream, peer, peer_pid) = match accepted {
             Ok(accepted) => accepted,
             Err(err) => {
-                tracing::warn!("{}: accept failed: {err}", service.name());
+                warnings.warn(&service.name(), || format!("accept failed: {err}"));
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tracing::warn!(
-                "{}: refusing {peer}: connections_max ({CONNECTIONS_MAX}) reached",
-                service.name()
-            );
+            warnings.warn(&service.name(), || {
+                format!("refusing {peer}: connections_max ({CONNECTIONS_MAX}) reached")
+            });
             drop(stream);
             continue;
         };
         let service = service.clone();
         let inflight = inflight.clone();
         let auth = auth.clone();
+        let warnings = warnings.clone();
         tokio::spawn(async move {
             let mut stream = stream;
             let credentials = match handshake(&mut stream, &auth).await {
                 Ok(credentials) => credentials,
                 Err(err) => {
-                    tracing::warn!(
-                        "{}: refusing {peer}: authentication failed: {err}",
-                        service.name()
-                    );
+                    warnings.warn(&service.name(), || {
+                        format!("refusing {peer}: authentication failed: {err}")
+                    });
                     drop(permit);
                     return;
                 }
@@ -764,7 +764,9 @@ pub async fn serve_with_local<S: Service>(
                 shared: Vec::new(),
             };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
-                tracing::warn!("{}: dropping connection from {peer}: {err}", service.name());
+                warnings.warn(&service.name(), || {
+                    format!("dropping connection from {peer}: {err}")
+                });
             }
             drop(permit);
         });
@@ -794,5 +796,125 @@ async fn run_connection<S: Service>(
             }
             Err(err) => return Err(err),
         }
+    }
+}
+
+/// Most warning lines one server logs in a second about connections it refuses or drops
+/// (accept errors, a full connection table, failed handshakes, malformed frames). A flood of
+/// bad connections then costs a few lines a second, not one line each.
+pub const CONNECTION_WARNINGS_PER_SECOND_MAX: u32 = 10;
+
+/// The rate limit on one server's connection warnings: at most
+/// [`CONNECTION_WARNINGS_PER_SECOND_MAX`] lines in each one-second window; the others are
+/// counted, and the first warning of a later window is preceded by one line saying how many
+/// were suppressed.
+#[derive(Debug)]
+struct WarningLimiter {
+    window: std::sync::Mutex<WarningWindow>,
+}
+
+#[derive(Debug)]
+struct WarningWindow {
+    started: std::time::Instant,
+    logged: u32,
+    suppressed: u64,
+}
+
+/// What [`WarningLimiter::admit`] decided for one warning.
+#[derive(Debug, PartialEq, Eq)]
+struct Admitted {
+    /// Log the warning.
+    log: bool,
+    /// Warnings suppressed in earlier windows, to report before this one (0: none).
+    suppressed_before: u64,
+}
+
+impl WarningLimiter {
+    fn new() -> Self {
+        Self {
+            window: std::sync::Mutex::new(WarningWindow {
+                started: std::time::Instant::now(),
+                logged: 0,
+                suppressed: 0,
+            }),
+        }
+    }
+
+    /// Decides for a warning raised at `now`.
+    fn admit(&self, now: std::time::Instant) -> Admitted {
+        let mut window = self
+            .window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if now.saturating_duration_since(window.started) >= std::time::Duration::from_secs(1) {
+            window.started = now;
+            window.logged = 0;
+        }
+        if window.logged >= CONNECTION_WARNINGS_PER_SECOND_MAX {
+            window.suppressed += 1;
+            return Admitted {
+                log: false,
+                suppressed_before: 0,
+            };
+        }
+        window.logged += 1;
+        Admitted {
+            log: true,
+            suppressed_before: std::mem::take(&mut window.suppressed),
+        }
+    }
+
+    /// Logs `message()` as a warning of `server` unless this second's lines are spent.
+    fn warn(&self, server: &str, message: impl FnOnce() -> String) {
+        let admitted = self.admit(std::time::Instant::now());
+        if admitted.suppressed_before > 0 {
+            tracing::warn!(
+                "{server}: {} connection warnings suppressed (at most {CONNECTION_WARNINGS_PER_SECOND_MAX} a second)",
+                admitted.suppressed_before
+            );
+        }
+        if admitted.log {
+            tracing::warn!("{server}: {}", message());
+        }
+    }
+}
+
+#[cfg(test)]
+mod warning_tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn connection_warnings_are_rate_limited_and_counted() {
+        let limiter = WarningLimiter::new();
+        let start = Instant::now();
+        let logged = (0..1000).filter(|_| limiter.admit(start).log).count();
+        assert_eq!(logged, CONNECTION_WARNINGS_PER_SECOND_MAX as usize);
+        // Still the same window: nothing more, and no report yet.
+        let later = start + Duration::from_millis(900);
+        assert_eq!(
+            limiter.admit(later),
+            Admitted {
+                log: false,
+                suppressed_before: 0
+            }
+        );
+        // The next window logs again, first reporting the 991 suppressed.
+        let next = start + Duration::from_millis(1500);
+        assert_eq!(
+            limiter.admit(next),
+            Admitted {
+                log: true,
+                suppressed_before: 1000 - 10 + 1
+            }
+        );
+        assert_eq!(
+            limiter.admit(next),
+            Admitted {
+                log: true,
+                suppressed_before: 0
+            }
+        );
     }
 }
