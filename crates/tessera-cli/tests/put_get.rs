@@ -218,11 +218,9 @@ fn get_and_put_use_pipes_and_a_closed_stdout_ends_quietly() {
 /// is closed; returns the signal that ended it and its stderr.
 fn with_closed_stdout(cluster: &Cluster, args: &[&str]) -> (Option<i32>, String) {
     let mut ends = [0; 2];
-    // SAFETY: pipe writes two descriptors into `ends`, which we own.
-    assert_eq!(
-        unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) },
-        0
-    );
+    // SAFETY: pipe2 writes two descriptors into `ends`, which we own.
+    let made = unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(made, 0, "pipe2 failed");
     // SAFETY: both descriptors were just made by pipe2 and are owned by nobody else.
     let (reader, writer) =
         unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };

@@ -1351,9 +1351,12 @@ mod tests {
         };
         for bad in ["a\nb", "\u{1b}[31mred", "tab\there", "del\u{7f}", "\u{1}"] {
             let path = format!("/d/{bad}");
+            let Err(refused) = create_plan(&path) else {
+                panic!("create of {path:?} was planned");
+            };
             let errors = [
                 namespace.mkdir(&user(), &path, 0o755).unwrap_err(),
-                create_plan(&path).err().expect("create refused"),
+                refused,
                 namespace
                     .commit_create(&user(), &path, handle, &inode, false)
                     .unwrap_err(),
