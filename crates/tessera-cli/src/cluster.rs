@@ -77,12 +77,60 @@ fn run_dir(dir: &Path) -> PathBuf {
     dir.join("run")
 }
 
-fn process_alive(pid: i32) -> bool {
-    // A pid file can outlive its process and the pid be reused: only a tessera process counts.
-    let is_tessera = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|cmdline| cmdline.windows(7).any(|window| window == b"tessera"));
+/// The command line of `pid`, one string per argument (empty for a zombie or a dead pid).
+fn command_line(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|bytes| {
+            bytes
+                .split(|&byte| byte == 0)
+                .filter(|argument| !argument.is_empty())
+                .map(|argument| String::from_utf8_lossy(argument).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `command` (an argument list) is the server that `up` started in `dir` under the
+/// pid file `pid_file`: `…/tessera ROLE … --key DIR/key` as [`spawn_server`] runs it, with ROLE
+/// the pid file's name (`mds`, `agent`, or `iod` and `--index N` for `iod-N.pid`).
+fn is_our_server(dir: &Path, pid_file: &Path, command: &[String]) -> bool {
+    let Some(stem) = pid_file.file_stem().and_then(|stem| stem.to_str()) else {
+        return false;
+    };
+    let (role, index) = match stem.split_once('-') {
+        Some(("iod", index)) => ("iod", Some(index)),
+        None if stem == "mds" || stem == "agent" => (stem, None),
+        _ => return false,
+    };
+    let value_of = |flag: &str| {
+        command
+            .windows(2)
+            .find(|pair| pair[0] == flag)
+            .map(|pair| pair[1].as_str())
+    };
+    let key = absolute(&dir.join(KEY_FILE));
+    let same_key = value_of("--key").is_some_and(|given| {
+        Path::new(given) == key
+            || fs::canonicalize(given)
+                .is_ok_and(|given| fs::canonicalize(&key).is_ok_and(|key| key == given))
+    });
+    let tessera = command.first().is_some_and(|program| {
+        Path::new(program)
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().starts_with("tessera"))
+    });
+    tessera
+        && command.get(1).is_some_and(|argument| argument == role)
+        && same_key
+        && index.is_none_or(|index| value_of("--index") == Some(index))
+}
+
+/// Whether the pid in `pid_file` is alive and still the server `up` started there. A pid
+/// file can outlive its process and the pid be reused by anyone (a `tail -f` of this
+/// cluster's log included): only the exact server counts, so `down` never signals another.
+fn server_alive(dir: &Path, pid_file: &Path, pid: i32) -> bool {
     // SAFETY: kill with signal 0 only checks that the process exists; no memory is involved.
-    is_tessera && unsafe { libc::kill(pid, 0) == 0 }
+    is_our_server(dir, pid_file, &command_line(pid)) && unsafe { libc::kill(pid, 0) == 0 }
 }
 
 fn read_pid(path: &Path) -> Option<i32> {
@@ -301,7 +349,7 @@ pub fn start_with(
             .map_err(|err| format!("cannot create {}: {err}", dir.join(sub).display()))?;
     }
     for pid_file in pid_files(dir) {
-        if let Some(pid) = read_pid(&pid_file).filter(|&pid| process_alive(pid)) {
+        if let Some(pid) = read_pid(&pid_file).filter(|&pid| server_alive(dir, &pid_file, pid)) {
             return Err(format!(
                 "a cluster is already running in {} ({} is pid {pid}); run `tessera down --dir {}` first",
                 dir.display(),
@@ -453,15 +501,16 @@ pub fn stop_all(dir: &Path) -> usize {
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if let Some(pid) = read_pid(&pid_file).filter(|&pid| process_alive(pid)) {
+        let alive = |pid| server_alive(dir, &pid_file, pid);
+        if let Some(pid) = read_pid(&pid_file).filter(|&pid| alive(pid)) {
             // SAFETY: sending a signal to a pid touches no memory of ours.
             unsafe { libc::kill(pid, libc::SIGTERM) };
             let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
-            while process_alive(pid) && Instant::now() < deadline {
+            while alive(pid) && Instant::now() < deadline {
                 reap(pid);
                 std::thread::sleep(Duration::from_millis(10));
             }
-            if process_alive(pid) {
+            if alive(pid) {
                 eprintln!("tessera: {name} (pid {pid}) ignored SIGTERM for {SHUTDOWN_TIMEOUT:?}; killing it");
                 // SAFETY: as above.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -611,5 +660,57 @@ fn print_storage_counters(client: &Client) {
     println!();
     for model in models {
         println!("{model}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        text.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn only_the_exact_server_matches_its_pid_file() {
+        let dir = Path::new("/clusters/one");
+        let run = dir.join("run");
+        let (mds, iod, agent) = (
+            run.join("mds.pid"),
+            run.join("iod-2.pid"),
+            run.join("agent.pid"),
+        );
+        let key = "/clusters/one/key";
+        let mds_line = words(&format!(
+            "/bin/tessera mds --db /clusters/one/mds/meta.redb --key {key} --iod 127.0.0.1:9"
+        ));
+        let iod_line = words(&format!(
+            "/bin/tessera iod --index 2 --data /clusters/one/iod-2 --key {key}"
+        ));
+        let agent_line = words(&format!("tessera agent --key {key} --socket /x.sock"));
+        assert!(is_our_server(dir, &mds, &mds_line));
+        assert!(is_our_server(dir, &iod, &iod_line));
+        assert!(is_our_server(dir, &agent, &agent_line));
+        // The wrong role, index or cluster.
+        assert!(!is_our_server(dir, &iod, &mds_line));
+        assert!(!is_our_server(dir, &mds, &agent_line));
+        assert!(!is_our_server(dir, &run.join("iod-3.pid"), &iod_line));
+        assert!(!is_our_server(Path::new("/clusters/two"), &mds, &mds_line));
+        // Strangers that name the cluster or the role somewhere.
+        for stranger in [
+            "tail -f /clusters/one/log/mds.log",
+            "sleep 1000",
+            "/bin/tessera mds --db /clusters/one/mds/meta.redb",
+            "less mds --key /clusters/one/key",
+            "",
+        ] {
+            let line = if stranger.is_empty() {
+                Vec::new()
+            } else {
+                words(stranger)
+            };
+            assert!(!is_our_server(dir, &mds, &line), "{stranger}");
+        }
+        assert!(!is_our_server(dir, &run.join("other.pid"), &mds_line));
     }
 }

@@ -1,14 +1,20 @@
-//! File commands: `ls`, `stat`, `mkdir`, `rm`, `mv`, `put`, `get`, `chmod`, `chown`.
+//! File commands: `ls`, `stat`, `mkdir`, `rm`, `mv`, `put`, `get`, `sync`, `chmod`, `chown`.
 //!
 //! Each opens a client from the cluster file, does one thing, and prints what it did. `put`
 //! and `get` stream in `COPY_CHUNK_BYTES` pieces so memory stays bounded for any file size.
+//! `put` never writes its target in place: it fills a temporary file in the same directory,
+//! flushes it, and renames it over the target, so the target holds the old bytes or all the
+//! new ones.
 
 use std::fs;
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tessera_client::{Client, ClientError, ClusterConfig, CreateOptions, FileKind, OpenMode};
+use tessera_proto::limits::NAME_BYTES_MAX;
+use tessera_proto::ErrorCode;
 
 use crate::ClusterArg;
 
@@ -63,17 +69,21 @@ pub struct MvArgs {
 /// Arguments of `put`.
 #[derive(Debug, clap::Args)]
 pub struct PutArgs {
-    /// Local file to copy.
+    /// Local file to copy (a regular file or a pipe), or `-` for standard input.
     local: PathBuf,
-    /// Destination path in Tessera (replaced if it exists).
+    /// Destination path in Tessera. An existing file there is replaced at the end, in one
+    /// rename, by a new file holding the whole input.
     path: String,
-    /// Stripe unit of a new file, in bytes.
+    /// Stripe unit of the new file, in bytes.
     #[arg(long, default_value_t = tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT)]
     stripe_unit: u64,
-    /// Permission bits of a new file, in octal (644 or 0644; no umask). An existing file
-    /// keeps its own.
-    #[arg(long, default_value = "644")]
-    mode: String,
+    /// Permission bits of the new file, in octal (644 or 0644; no umask). Default: those of
+    /// the file it replaces, else 644.
+    #[arg(long)]
+    mode: Option<String>,
+    /// Report success without waiting for the iods to flush the data to stable storage.
+    #[arg(long)]
+    no_sync: bool,
     #[command(flatten)]
     cluster: ClusterArg,
 }
@@ -121,7 +131,7 @@ pub struct ChownArgs {
 pub struct GetArgs {
     /// Path in Tessera.
     path: String,
-    /// Local file to write.
+    /// Local file to write (a regular file, a pipe, `/dev/null`), or `-` for standard output.
     local: PathBuf,
     #[command(flatten)]
     cluster: ClusterArg,
@@ -177,8 +187,22 @@ fn parse_owner(text: &str) -> Result<(Option<u32>, Option<u32>), String> {
     Ok((uid, gid))
 }
 
+/// A name as `ls` prints it: control characters (stored by an older mds, which accepted
+/// them) are escaped, so a name cannot break the listing into lines or drive the terminal.
+fn printable_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 fn failed(command: &str, path: &str, err: &ClientError) -> String {
-    format!("{command} {path}: {err}")
+    format!("{command} {}: {err}", printable_name(path))
 }
 
 fn mib_s(bytes: u64, started: Instant) -> f64 {
@@ -205,10 +229,14 @@ pub fn ls(args: &LsArgs) -> Result<(), String> {
                 .map_err(|err| failed("ls", &full, &err))?;
             println!(
                 "{:04o} {:>6} {:>6} {:>14} {}{suffix}",
-                attr.mode, attr.uid, attr.gid, attr.size, entry.name
+                attr.mode,
+                attr.uid,
+                attr.gid,
+                attr.size,
+                printable_name(&entry.name)
             );
         } else {
-            println!("{}{suffix}", entry.name);
+            println!("{}{suffix}", printable_name(&entry.name));
         }
     }
     Ok(())
@@ -305,56 +333,219 @@ pub fn chown(args: &ChownArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `tessera put`.
+/// `-`: standard input for `put`, standard output for `get`.
+fn is_standard_stream(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Opens the source of a `put`: standard input, or a local regular file or pipe. Checked
+/// before anything in Tessera is touched.
+fn open_source(local: &Path) -> Result<Box<dyn Read>, String> {
+    if is_standard_stream(local) {
+        return Ok(Box::new(std::io::stdin().lock()));
+    }
+    let shown = local.display();
+    let metadata = fs::metadata(local).map_err(|err| format!("put: cannot read {shown}: {err}"))?;
+    let kind = metadata.file_type();
+    if kind.is_dir() {
+        return Err(format!("put: {shown} is a directory; put copies one file"));
+    }
+    if !kind.is_file() && !kind.is_fifo() {
+        return Err(format!("put: {shown} is not a regular file or a pipe"));
+    }
+    let file = fs::File::open(local).map_err(|err| format!("put: cannot read {shown}: {err}"))?;
+    Ok(Box::new(file))
+}
+
+/// Fills `buffer` from `source` as far as it goes; returns how many bytes it holds (fewer
+/// than its length only at the end of the input).
+fn fill(source: &mut dyn Read, buffer: &mut [u8], local: &Path) -> Result<usize, String> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match source.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(format!("put: reading {}: {err}", local.display())),
+        }
+    }
+    Ok(filled)
+}
+
+/// Splits a Tessera path into its parent directory (with its trailing `/`) and its last name.
+fn split_target(path: &str) -> Option<(&str, &str)> {
+    let trimmed = path.trim_end_matches('/');
+    let slash = trimmed.rfind('/')?;
+    let name = &trimmed[slash + 1..];
+    (!name.is_empty()).then(|| (&trimmed[..=slash], name))
+}
+
+/// A random number for temporary names, from the kernel (the clock if that fails).
+fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into `bytes`, which we own.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if usize::try_from(got) == Ok(bytes.len()) {
+        u64::from_ne_bytes(bytes)
+    } else {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos());
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the low bits are the random ones"
+        )]
+        let low = nanos as u64;
+        low
+    }
+}
+
+/// The temporary name a put writes before it renames over `parent``name`:
+/// `.NAME.put-PID-RANDOM` in the same directory, with `NAME` shortened (on a character
+/// boundary) so that the whole stays within `NAME_BYTES_MAX`.
+fn temporary_path(parent: &str, name: &str, random: u64) -> String {
+    let suffix = format!(".put-{}-{random:016x}", std::process::id());
+    let room = NAME_BYTES_MAX - 1 - suffix.len();
+    let mut end = name.len().min(room);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{parent}.{}{suffix}", &name[..end])
+}
+
+/// A put's temporary file: removed when dropped unless the rename over the target took it.
+struct Temporary<'a> {
+    client: &'a Client,
+    path: String,
+    renamed: bool,
+}
+
+impl Drop for Temporary<'_> {
+    fn drop(&mut self) {
+        if !self.renamed {
+            if let Err(err) = self.client.unlink(&self.path) {
+                eprintln!(
+                    "tessera: put: cannot remove the temporary {}: {err}",
+                    self.path
+                );
+            }
+        }
+    }
+}
+
+/// `tessera put`: checks and reads the source first, writes a temporary file beside the
+/// target, flushes it (unless `--no-sync`), then renames it over the target. A failed put
+/// leaves the target as it was and removes its temporary file; of two puts to one path, the
+/// later rename wins whole.
 pub fn put(args: &PutArgs) -> Result<(), String> {
-    let mode = parse_mode(&args.mode).map_err(|why| format!("put {}: {why}", args.path))?;
+    let mode = args
+        .mode
+        .as_deref()
+        .map(parse_mode)
+        .transpose()
+        .map_err(|why| format!("put {}: {why}", args.path))?;
+    let Some((parent, name)) = split_target(&args.path) else {
+        return Err(format!(
+            "put {}: the target names no file (an absolute path such as /dir/name)",
+            args.path
+        ));
+    };
+    let mut source = open_source(&args.local)?;
+    let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
+    // The first chunk is read before Tessera is touched: a source that cannot be read fails
+    // here, with nothing made.
+    let mut filled = fill(&mut *source, &mut buffer, &args.local)?;
     let client = client(&args.cluster)?;
-    let mut local = fs::File::open(&args.local)
-        .map_err(|err| format!("put: cannot read {}: {err}", args.local.display()))?;
     let started = Instant::now();
+    let replaced = match client.lookup(&args.path) {
+        Ok(attr) if attr.kind == FileKind::Directory => {
+            return Err(format!("put {}: is a directory", args.path));
+        }
+        Ok(attr) => Some(attr),
+        Err(err) if err.code() == Some(ErrorCode::NotFound) => None,
+        Err(err) => return Err(failed("put", &args.path, &err)),
+    };
+    let mode = mode
+        .or(replaced.as_ref().map(|attr| attr.mode & 0o7777))
+        .unwrap_or(0o644);
     let options = CreateOptions {
         stripe_unit_bytes: args.stripe_unit,
         mode,
+        exclusive: true,
         ..CreateOptions::default()
     };
-    let file = client
-        .create(&args.path, &options)
-        .map_err(|err| failed("put", &args.path, &err))?;
-    client
-        .truncate(&args.path, 0)
-        .map_err(|err| failed("put", &args.path, &err))?;
-    let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
+    let mut temporary = Temporary {
+        client: &client,
+        path: temporary_path(parent, name, random_u64()),
+        renamed: false,
+    };
+    let file = match client.create(&temporary.path, &options) {
+        Ok(file) => file,
+        Err(err) => {
+            // Nothing was made (an exclusive create that failed), so nothing to remove.
+            temporary.renamed = true;
+            return Err(failed("put", &args.path, &err));
+        }
+    };
     let mut offset = 0u64;
     let mut requests = 0;
-    loop {
-        let mut filled = 0;
-        while filled < buffer.len() {
-            match local.read(&mut buffer[filled..]) {
-                Ok(0) => break,
-                Ok(read) => filled += read,
-                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(err) => return Err(format!("put: reading {}: {err}", args.local.display())),
-            }
-        }
-        if filled == 0 {
-            break;
-        }
+    while filled > 0 {
         let report = file
             .write_at(offset, &buffer[..filled])
-            .map_err(|err| failed("put", &args.path, &err))?;
+            .map_err(|err| failed("put", &temporary.path, &err))?;
         requests += report.requests;
         offset += filled as u64;
+        filled = fill(&mut *source, &mut buffer, &args.local)?;
     }
+    if !args.no_sync {
+        file.sync()
+            .map_err(|err| format!("put {}: sync: {err}", temporary.path))?;
+    }
+    client
+        .rename(&temporary.path, &args.path)
+        .map_err(|err| failed("put", &args.path, &err))?;
+    temporary.renamed = true;
+    let source_name = if is_standard_stream(&args.local) {
+        "stdin".to_owned()
+    } else {
+        args.local.display().to_string()
+    };
     println!(
-        "put {} -> {}: {offset} bytes, {requests} requests, {:.1} MiB/s",
-        args.local.display(),
+        "put {source_name} -> {}: {offset} bytes, {requests} requests, {:.1} MiB/s{}",
         args.path,
-        mib_s(offset, started)
+        mib_s(offset, started),
+        if args.no_sync { " (not synced)" } else { "" }
     );
     Ok(())
 }
 
-/// `tessera get`.
+/// Where `get` writes: standard output, or a local file.
+enum Sink {
+    Stdout(std::io::StdoutLock<'static>),
+    File(fs::File),
+}
+
+impl Sink {
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            Self::Stdout(out) => out.write_all(data),
+            Self::File(file) => file.write_all(data),
+        }
+    }
+
+    /// Flushes to the reader, and a regular file to stable storage (a pipe or a device such
+    /// as `/dev/null` has nothing to sync).
+    fn finish(&mut self) -> std::io::Result<()> {
+        match self {
+            Self::Stdout(out) => out.flush(),
+            Self::File(file) if file.metadata()?.is_file() => file.sync_all(),
+            Self::File(_) => Ok(()),
+        }
+    }
+}
+
+/// `tessera get`: the local file is opened only once the Tessera file is open and its size
+/// known. A reader of standard output that goes away ends the command quietly.
 pub fn get(args: &GetArgs) -> Result<(), String> {
     let client = client(&args.cluster)?;
     let started = Instant::now();
@@ -365,8 +556,24 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
         .stat()
         .map_err(|err| failed("get", &args.path, &err))?
         .size;
-    let mut local = fs::File::create(&args.local)
-        .map_err(|err| format!("get: cannot write {}: {err}", args.local.display()))?;
+    let to_stdout = is_standard_stream(&args.local);
+    let target = if to_stdout {
+        "stdout".to_owned()
+    } else {
+        args.local.display().to_string()
+    };
+    let mut sink = if to_stdout {
+        Sink::Stdout(std::io::stdout().lock())
+    } else {
+        Sink::File(
+            fs::File::create(&args.local)
+                .map_err(|err| format!("get: cannot write {target}: {err}"))?,
+        )
+    };
+    let written = |err: std::io::Error| {
+        crate::output::closed_stdout(&err);
+        format!("get: writing {target}: {err}")
+    };
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
     let mut offset = 0u64;
     let mut requests = 0;
@@ -377,19 +584,37 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
             .read_at(offset, &mut buffer[..length])
             .map_err(|err| failed("get", &args.path, &err))?;
         requests += report.requests;
-        local
-            .write_all(&buffer[..length])
-            .map_err(|err| format!("get: writing {}: {err}", args.local.display()))?;
+        sink.write_all(&buffer[..length]).map_err(written)?;
         offset += length as u64;
     }
-    local
-        .sync_all()
-        .map_err(|err| format!("get: writing {}: {err}", args.local.display()))?;
-    println!(
-        "get {} -> {}: {size} bytes, {requests} requests, {:.1} MiB/s",
+    sink.finish().map_err(written)?;
+    let summary = format!(
+        "get {} -> {target}: {size} bytes, {requests} requests, {:.1} MiB/s",
         args.path,
-        args.local.display(),
         mib_s(size, started)
+    );
+    if to_stdout {
+        // Standard output carries the data.
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
+    Ok(())
+}
+
+/// `tessera sync`: flushes a file's data on every iod that holds it to stable storage. Any
+/// right to the file is enough, as for `fsync(2)` on a file opened for reading.
+pub fn sync(args: &PathArgs) -> Result<(), String> {
+    let client = client(&args.cluster)?;
+    let file = client
+        .open(&args.path, OpenMode::ReadOnly)
+        .map_err(|err| failed("sync", &args.path, &err))?;
+    file.sync()
+        .map_err(|err| failed("sync", &args.path, &err))?;
+    println!(
+        "sync {}: flushed on {} servers",
+        args.path,
+        file.layout().servers().len()
     );
     Ok(())
 }
@@ -407,6 +632,26 @@ mod tests {
             let error = parse_mode(bad).unwrap_err();
             assert!(error.contains(&format!("{bad:?}")), "{error}");
         }
+    }
+
+    #[test]
+    fn put_targets_and_temporary_names() {
+        assert_eq!(split_target("/a/b"), Some(("/a/", "b")));
+        assert_eq!(split_target("/b/"), Some(("/", "b")));
+        assert_eq!(split_target("/"), None);
+        assert_eq!(split_target("b"), None);
+        let temporary = temporary_path("/a/", "b", 0xab);
+        assert_eq!(
+            temporary,
+            format!("/a/.b.put-{}-{:016x}", std::process::id(), 0xab)
+        );
+        // A long name (here of two-byte characters) is shortened on a character boundary.
+        let long = "\u{e9}".repeat(NAME_BYTES_MAX / 2);
+        let temporary = temporary_path("/", &long, 1);
+        let name = temporary.strip_prefix('/').unwrap();
+        assert!(name.len() <= NAME_BYTES_MAX, "{}", name.len());
+        assert!(name.starts_with(".\u{e9}\u{e9}"));
+        assert_eq!(printable_name("a\nb\u{1b}[0m"), "a\\nb\\u{1b}[0m");
     }
 
     #[test]

@@ -4,10 +4,26 @@
 //! local cluster of them as background processes and writes the cluster file that every
 //! client command reads (`--cluster FILE` or `$TESSERA_CLUSTER`); `tessera down` stops it.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+// Every `print!` and `println!` below (in every module declared after these) goes through
+// `output::print_stdout`: a closed stdout (`tessera ls | head -1`) ends the command quietly,
+// where std's macros would panic.
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::output::print_stdout(format_args!($($arg)*)) };
+}
+macro_rules! println {
+    () => { $crate::output::print_stdout(format_args!("\n")) };
+    ($($arg:tt)*) => {
+        $crate::output::print_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+mod output;
 
 mod bench;
 mod cluster;
@@ -61,10 +77,13 @@ enum Command {
     Rm(files::PathArgs),
     /// Move a file or directory.
     Mv(files::MvArgs),
-    /// Copy a local file into Tessera.
+    /// Copy a local file (or stdin, `-`) into Tessera: atomic by rename, synced unless
+    /// --no-sync.
     Put(files::PutArgs),
-    /// Copy a Tessera file to a local file.
+    /// Copy a Tessera file to a local file (or stdout, `-`).
     Get(files::GetArgs),
+    /// Flush a file's data on its I/O servers to stable storage.
+    Sync(files::PathArgs),
     /// Set the permission bits of a path (octal MODE).
     Chmod(files::ChmodArgs),
     /// Set the owner and/or group of a path (UID[:GID] or :GID, numbers).
@@ -84,6 +103,29 @@ enum Command {
     MpiioWorker(bench::mpiio::WorkerArgs),
 }
 
+/// The log filter: `$TESSERA_LOG`, else `$RUST_LOG`, else `default` (`info` for servers,
+/// `warn` for commands). Both take `tracing_subscriber`'s directives (`debug`,
+/// `tessera_net=debug,warn`); `TESSERA_LOG` wins when both are set, and an empty one counts
+/// as unset. A filter that does not parse is reported and the default used.
+fn log_filter(default: &str) -> tracing_subscriber::EnvFilter {
+    for variable in ["TESSERA_LOG", "RUST_LOG"] {
+        let Some(directives) = std::env::var(variable)
+            .ok()
+            .filter(|directives| !directives.trim().is_empty())
+        else {
+            continue;
+        };
+        match tracing_subscriber::EnvFilter::try_new(&directives) {
+            Ok(filter) => return filter,
+            Err(err) => {
+                eprintln!("tessera: ignoring {variable}={directives:?}: {err}");
+                break;
+            }
+        }
+    }
+    tracing_subscriber::EnvFilter::new(default)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let logs_default = match cli.command {
@@ -92,10 +134,9 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
-                .unwrap_or_else(|_| logs_default.into()),
-        )
+        // Colours only for a person at a terminal: server logs go to files.
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(log_filter(logs_default))
         .init();
     let result = match cli.command {
         Command::Up(args) => cluster::up(&args),
@@ -113,6 +154,7 @@ fn main() -> ExitCode {
         Command::Mv(args) => files::mv(&args),
         Command::Put(args) => files::put(&args),
         Command::Get(args) => files::get(&args),
+        Command::Sync(args) => files::sync(&args),
         Command::Chmod(args) => files::chmod(&args),
         Command::Chown(args) => files::chown(&args),
         Command::Demo(args) => demo::run(&args),

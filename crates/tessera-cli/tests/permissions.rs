@@ -94,12 +94,16 @@ fn chmod_chown_and_modes_through_the_cli_and_root_squash() {
     assert_eq!(mode_and_owner(&cluster, "/d/f").0, "0600");
     ok(&cluster, &["create", "--mode", "0604", "/d/g"]);
     assert_eq!(mode_and_owner(&cluster, "/d/g").0, "0604");
-    // put onto an existing file keeps its bits.
+    // put onto an existing file replaces it with a file of the same bits, unless --mode
+    // names others.
+    ok(&cluster, &["put", local.to_str().unwrap(), "/d/f"]);
+    assert_eq!(mode_and_owner(&cluster, "/d/f").0, "0600");
     ok(
         &cluster,
         &["put", "--mode", "666", local.to_str().unwrap(), "/d/f"],
     );
-    assert_eq!(mode_and_owner(&cluster, "/d/f").0, "0600");
+    assert_eq!(mode_and_owner(&cluster, "/d/f").0, "0666");
+    ok(&cluster, &["chmod", "600", "/d/f"]);
 
     // chmod, with the sticky bit; chown of both ids, the group alone, the owner alone.
     ok(&cluster, &["chmod", "1777", "/d"]);

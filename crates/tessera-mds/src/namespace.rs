@@ -223,6 +223,24 @@ pub fn components(path: &str) -> Result<Vec<&str>, RemoteError> {
     Ok(names)
 }
 
+/// Refuses a new name (the last component of `path`, made by create, mkdir or a rename
+/// target) holding a control character: a byte below 0x20 or 0x7f. Such names (a newline, an
+/// ESC sequence) break line-oriented listings and can drive a terminal. Names already stored
+/// stay reachable: only new links are checked. The error shows the name escaped.
+fn check_new_name(path: &str, name: &str) -> Result<(), RemoteError> {
+    if name.bytes().any(|byte| byte < 0x20 || byte == 0x7f) {
+        return Err(RemoteError::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "bad name \"{}\" in {:?}: names cannot hold control characters (bytes below 0x20, 0x7f)",
+                name.escape_debug(),
+                path
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses `inode` (named by `path`) unless it is a directory exactly when `directory` is asked.
 fn expect_kind(path: &str, inode: &Inode, directory: bool) -> Result<(), RemoteError> {
     match (directory, inode.is_directory()) {
@@ -671,6 +689,7 @@ impl Namespace {
                 check_open(&caller, path, &inode, true, true)?;
                 return Ok(CreatePlan::Existing(handle, inode));
             }
+            check_new_name(path, parent.name)?;
             parent.require_write(&caller, path)?;
             let parent = parent.handle;
             let stripe_unit_bytes = if stripe_unit_bytes == 0 {
@@ -789,6 +808,7 @@ impl Namespace {
                     check_open(&caller, path, &other, true, true)?;
                     outcome = (existing, other, false);
                 } else {
+                    check_new_name(path, name)?;
                     access::require(
                         &caller,
                         parent_inode.owner(),
@@ -850,6 +870,7 @@ impl Namespace {
                         format!("{path} already exists"),
                     ));
                 }
+                check_new_name(path, found.name)?;
                 found.require_write(&caller, path)?;
                 let (parent, mut parent_inode, name) = (found.handle, found.inode, found.name);
                 let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
@@ -957,6 +978,7 @@ impl Namespace {
                 let to = walk_parent(&dirents, &inodes, &caller, target)?;
                 let (source_parent, source_name) = (from.handle, from.name);
                 let (target_parent, target_name) = (to.handle, to.name);
+                check_new_name(target, target_name)?;
                 let handle = dirents
                     .get((source_parent, source_name))
                     .map_err(store_error)?
@@ -1344,6 +1366,68 @@ mod tests {
         namespace.rename(&Caller::root(), "/d/e", "/e").unwrap();
         assert_eq!(namespace.lookup(&Caller::root(), "/").unwrap().1.nlink, 4);
         assert_eq!(namespace.lookup(&Caller::root(), "/d").unwrap().1.nlink, 2);
+    }
+
+    #[test]
+    fn new_names_with_control_characters_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let namespace = open_owned(&dir.path().join("m.redb"), 1);
+        namespace.mkdir(&user(), "/d", 0o755).unwrap();
+        create(&namespace, "/d/plain");
+        let create_plan = |path: &str| {
+            namespace.plan_create(
+                &user(),
+                &Create {
+                    path: path.to_owned(),
+                    mode: 0o644,
+                    exclusive: true,
+                    ..Create::default()
+                },
+            )
+        };
+        let CreatePlan::New(handle, inode) = create_plan("/d/template").unwrap() else {
+            panic!("/d/template exists");
+        };
+        for bad in ["a\nb", "\u{1b}[31mred", "tab\there", "del\u{7f}", "\u{1}"] {
+            let path = format!("/d/{bad}");
+            let Err(refused) = create_plan(&path) else {
+                panic!("create of {path:?} was planned");
+            };
+            let errors = [
+                namespace.mkdir(&user(), &path, 0o755).unwrap_err(),
+                refused,
+                namespace
+                    .commit_create(&user(), &path, handle, &inode, false)
+                    .unwrap_err(),
+                namespace.rename(&user(), "/d/plain", &path).unwrap_err(),
+            ];
+            for error in errors {
+                assert_eq!(error.code, ErrorCode::InvalidArgument, "{}", error.message);
+                assert!(
+                    error.message.contains(&bad.escape_debug().to_string()),
+                    "{}",
+                    error.message
+                );
+                assert!(
+                    !error.message.contains(bad),
+                    "raw name in {}",
+                    error.message
+                );
+            }
+        }
+        // Nothing was made, and the moved file is where it was.
+        let names: Vec<String> = namespace
+            .readdir(&Caller::root(), "/d", "")
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|entry| entry.name)
+            .collect();
+        assert_eq!(names, ["plain"]);
+        // Printable non-ASCII names stay allowed.
+        namespace
+            .mkdir(&user(), "/d/caf\u{e9} \u{2603}", 0o755)
+            .unwrap();
     }
 
     #[test]

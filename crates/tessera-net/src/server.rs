@@ -716,7 +716,7 @@ struct Slots {
 }
 
 /// What admitting a connection did.
-enum Admitted {
+enum Admission {
     /// A free place.
     Free(u64, Arc<Slot>),
     /// The longest idle connection (idle for the duration) was closed for it.
@@ -727,7 +727,7 @@ enum Admitted {
 
 impl Slots {
     /// A place for a new connection, idle (in its handshake) from now on.
-    fn admit(&self) -> Admitted {
+    fn admit(&self) -> Admission {
         let mut table = self
             .table
             .lock()
@@ -737,20 +737,20 @@ impl Slots {
         slot.set_idle(true);
         if table.len() < CONNECTIONS_MAX {
             table.insert(id, slot.clone());
-            return Admitted::Free(id, slot);
+            return Admission::Free(id, slot);
         }
         let oldest = table
             .iter()
             .filter_map(|(&id, slot)| slot.idle_since().map(|since| (since, id)))
             .min();
         let Some((since, victim)) = oldest else {
-            return Admitted::Full;
+            return Admission::Full;
         };
         if let Some(evicted) = table.remove(&victim) {
             evicted.close.notify_one();
         }
         table.insert(id, slot.clone());
-        Admitted::Evicted(id, slot, since.elapsed())
+        Admission::Evicted(id, slot, since.elapsed())
     }
 
     fn release(&self, id: u64) {
@@ -896,13 +896,14 @@ pub async fn serve_with_local<S: Service>(
 ) {
     let slots = Arc::new(Slots::default());
     let inflight = Arc::new(Semaphore::new(SERVER_REQUESTS_INFLIGHT_MAX));
+    let warnings = Arc::new(WarningLimiter::new());
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
             () = &mut shutdown => return,
             accepted = listener.accept() => accepted.map(|(stream, peer)| {
                 if let Err(err) = stream.set_nodelay(true) {
-                    tracing::warn!("{}: {peer}: cannot set TCP_NODELAY: {err}", service.name());
+                    warnings.warn(&service.name(), || format!("{peer}: cannot set TCP_NODELAY: {err}"));
                 }
                 (ServerStream::Tcp(stream), peer.to_string(), None)
             }),
@@ -911,25 +912,26 @@ pub async fn serve_with_local<S: Service>(
         let (stream, peer, peer_pid) = match accepted {
             Ok(accepted) => accepted,
             Err(err) => {
-                tracing::warn!("{}: accept failed: {err}", service.name());
+                warnings.warn(&service.name(), || format!("accept failed: {err}"));
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }
         };
         let (id, slot) = match slots.admit() {
-            Admitted::Free(id, slot) => (id, slot),
-            Admitted::Evicted(id, slot, idle) => {
+            Admission::Free(id, slot) => (id, slot),
+            Admission::Evicted(id, slot, idle) => {
                 tracing::debug!(
                     "{}: closed the connection idle longest ({idle:?}) for {peer}: connections_max ({CONNECTIONS_MAX}) reached",
                     service.name()
                 );
                 (id, slot)
             }
-            Admitted::Full => {
-                tracing::warn!(
-                    "{}: refusing {peer}: connections_max ({CONNECTIONS_MAX}) reached, every connection busy",
-                    service.name()
-                );
+            Admission::Full => {
+                warnings.warn(&service.name(), || {
+                    format!(
+                        "refusing {peer}: connections_max ({CONNECTIONS_MAX}) reached, every connection busy"
+                    )
+                });
                 drop(stream);
                 continue;
             }
@@ -938,6 +940,7 @@ pub async fn serve_with_local<S: Service>(
         let service = service.clone();
         let inflight = inflight.clone();
         let auth = auth.clone();
+        let warnings = warnings.clone();
         tokio::spawn(async move {
             let mut stream = stream;
             let handshake = tokio::select! {
@@ -950,10 +953,9 @@ pub async fn serve_with_local<S: Service>(
             let credentials = match handshake {
                 Ok(credentials) => credentials,
                 Err(err) => {
-                    tracing::warn!(
-                        "{}: refusing {peer}: authentication failed: {err}",
-                        service.name()
-                    );
+                    warnings.warn(&service.name(), || {
+                        format!("refusing {peer}: authentication failed: {err}")
+                    });
                     slots.release(id);
                     return;
                 }
@@ -972,7 +974,9 @@ pub async fn serve_with_local<S: Service>(
                 prefetched: None,
             };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
-                tracing::warn!("{}: dropping connection from {peer}: {err}", service.name());
+                warnings.warn(&service.name(), || {
+                    format!("dropping connection from {peer}: {err}")
+                });
             }
             slots.release(id);
         });
@@ -1011,5 +1015,125 @@ async fn run_connection<S: Service>(
             }
             Err(err) => return Err(err),
         }
+    }
+}
+
+/// Most warning lines one server logs in a second about connections it refuses or drops
+/// (accept errors, a full connection table, failed handshakes, malformed frames). A flood of
+/// bad connections then costs a few lines a second, not one line each.
+pub const CONNECTION_WARNINGS_PER_SECOND_MAX: u32 = 10;
+
+/// The rate limit on one server's connection warnings: at most
+/// [`CONNECTION_WARNINGS_PER_SECOND_MAX`] lines in each one-second window; the others are
+/// counted, and the first warning of a later window is preceded by one line saying how many
+/// were suppressed.
+#[derive(Debug)]
+struct WarningLimiter {
+    window: std::sync::Mutex<WarningWindow>,
+}
+
+#[derive(Debug)]
+struct WarningWindow {
+    started: std::time::Instant,
+    logged: u32,
+    suppressed: u64,
+}
+
+/// What [`WarningLimiter::admit`] decided for one warning.
+#[derive(Debug, PartialEq, Eq)]
+struct Admitted {
+    /// Log the warning.
+    log: bool,
+    /// Warnings suppressed in earlier windows, to report before this one (0: none).
+    suppressed_before: u64,
+}
+
+impl WarningLimiter {
+    fn new() -> Self {
+        Self {
+            window: std::sync::Mutex::new(WarningWindow {
+                started: std::time::Instant::now(),
+                logged: 0,
+                suppressed: 0,
+            }),
+        }
+    }
+
+    /// Decides for a warning raised at `now`.
+    fn admit(&self, now: std::time::Instant) -> Admitted {
+        let mut window = self
+            .window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if now.saturating_duration_since(window.started) >= std::time::Duration::from_secs(1) {
+            window.started = now;
+            window.logged = 0;
+        }
+        if window.logged >= CONNECTION_WARNINGS_PER_SECOND_MAX {
+            window.suppressed += 1;
+            return Admitted {
+                log: false,
+                suppressed_before: 0,
+            };
+        }
+        window.logged += 1;
+        Admitted {
+            log: true,
+            suppressed_before: std::mem::take(&mut window.suppressed),
+        }
+    }
+
+    /// Logs `message()` as a warning of `server` unless this second's lines are spent.
+    fn warn(&self, server: &str, message: impl FnOnce() -> String) {
+        let admitted = self.admit(std::time::Instant::now());
+        if admitted.suppressed_before > 0 {
+            tracing::warn!(
+                "{server}: {} connection warnings suppressed (at most {CONNECTION_WARNINGS_PER_SECOND_MAX} a second)",
+                admitted.suppressed_before
+            );
+        }
+        if admitted.log {
+            tracing::warn!("{server}: {}", message());
+        }
+    }
+}
+
+#[cfg(test)]
+mod warning_tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn connection_warnings_are_rate_limited_and_counted() {
+        let limiter = WarningLimiter::new();
+        let start = Instant::now();
+        let logged = (0..1000).filter(|_| limiter.admit(start).log).count();
+        assert_eq!(logged, CONNECTION_WARNINGS_PER_SECOND_MAX as usize);
+        // Still the same window: nothing more, and no report yet.
+        let later = start + Duration::from_millis(900);
+        assert_eq!(
+            limiter.admit(later),
+            Admitted {
+                log: false,
+                suppressed_before: 0
+            }
+        );
+        // The next window logs again, first reporting the 991 suppressed.
+        let next = start + Duration::from_millis(1500);
+        assert_eq!(
+            limiter.admit(next),
+            Admitted {
+                log: true,
+                suppressed_before: 1000 - 10 + 1
+            }
+        );
+        assert_eq!(
+            limiter.admit(next),
+            Admitted {
+                log: true,
+                suppressed_before: 0
+            }
+        );
     }
 }
