@@ -226,7 +226,7 @@ fn an_iod_removes_its_orphans_at_start_and_keeps_live_objects() {
 /// `HandlesLive` over a connection authenticated by `signer`.
 fn handles_live(
     cluster: &Cluster,
-    signer: Arc<dyn Authenticator>,
+    signer: &Arc<dyn Authenticator>,
     handles: Vec<u64>,
 ) -> Result<Vec<u64>, NetError> {
     let address = tessera_client::ClusterConfig::load(&cluster.file())
@@ -256,7 +256,7 @@ fn handles_live_answers_servers_only() {
     cluster.client().unlink("/dead").unwrap();
 
     let server: Arc<dyn Authenticator> = Arc::new(KeySigner::server(cluster.key()));
-    let answer = handles_live(&cluster, server.clone(), vec![dead, 1, live, 1 << 40]).unwrap();
+    let answer = handles_live(&cluster, &server, vec![dead, 1, live, 1 << 40]).unwrap();
     assert_eq!(
         answer,
         vec![1, live],
@@ -265,7 +265,7 @@ fn handles_live_answers_servers_only() {
 
     // A user's process, even one holding the key, is refused.
     let user: Arc<dyn Authenticator> = Arc::new(cluster.signer());
-    match handles_live(&cluster, user, vec![live]) {
+    match handles_live(&cluster, &user, vec![live]) {
         Err(NetError::Remote { error, .. }) => {
             assert_eq!(error.code, ErrorCode::PermissionDenied, "{error}");
             assert!(error.message.contains("servers only"), "{error}");
@@ -275,6 +275,6 @@ fn handles_live_answers_servers_only() {
 
     // Over the limit: refused by the decoder, naming the limit.
     let many = vec![live; tessera_proto::limits::HANDLES_LIVE_MAX + 1];
-    let error = handles_live(&cluster, server, many).unwrap_err();
+    let error = handles_live(&cluster, &server, many).unwrap_err();
     assert!(error.to_string().contains("handles_live_max"), "{error}");
 }

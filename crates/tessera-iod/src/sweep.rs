@@ -33,7 +33,7 @@ pub enum MdsAddress {
 
 /// How long a sweep waits for the mds, by default, before giving up (logged; the next
 /// start sweeps again).
-pub const SWEEP_MDS_WAIT: Duration = Duration::from_secs(120);
+pub const SWEEP_MDS_WAIT: Duration = Duration::from_mins(2);
 /// Pause between attempts to reach the mds.
 const SWEEP_RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Handles named in the log line of a sweep; the rest are counted.
