@@ -29,15 +29,16 @@ use tessera_proto::limits::{
 };
 use tessera_proto::{
     AgentSign, AgentSigned, Attr, Capability, Challenge, Chmod, Chown, CollectiveTag, Create,
-    Credentials, Datatype, DeclareView, DirEntry, Empty, ErrorCode, FileKind, FileType, Header,
-    Hello, IoReply, Layout, LockGranted, LockRange, Lookup, Mac, Mkdir, Nonce, ObjectCreate,
-    ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Open, Opened,
-    PatternLayout, Piece, Ping, PingReply, Principal, Read, ReadCollective, ReadType, ReadView,
-    Readdir, ReaddirReply, ReleaseView, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory,
-    RemoteProbe, RemoteProbeReply, RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats,
-    ServerStatsReply, ShareRegion, Stat, StatHandle, StorageCounters, StoragePlan, StripeLayout,
-    TransferMode, Truncate, Unlink, UnlockRange, Welcome, Wire, WireError, Write, WriteCollective,
-    WriteType, WriteView, CHOWN_UNCHANGED, ROLE_IOD,
+    Credentials, Datatype, DeclareView, DirEntry, Empty, ErrorCode, FileKind, FileType,
+    HandlesLive, HandlesLiveReply, Header, Hello, IoReply, Layout, LockGranted, LockRange, Lookup,
+    Mac, Mkdir, Nonce, ObjectCreate, ObjectLeft, ObjectRemove, ObjectStat, ObjectStatReply,
+    ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout, Piece, Ping, PingReply,
+    Principal, Read, ReadCollective, ReadType, ReadView, Readdir, ReaddirReply, ReleaseView,
+    RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply,
+    RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply, ShareRegion, Stat,
+    StatHandle, StorageCounters, StoragePlan, StripeLayout, TransferMode, Truncate, Unlink,
+    UnlinkReply, UnlockRange, Welcome, Wire, WireError, Write, WriteCollective, WriteType,
+    WriteView, CHOWN_UNCHANGED, ROLE_IOD,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -156,6 +157,7 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::Truncate => operation::<Truncate>(body, reply),
         Opcode::Chmod => operation::<Chmod>(body, reply),
         Opcode::Chown => operation::<Chown>(body, reply),
+        Opcode::HandlesLive => operation::<HandlesLive>(body, reply),
         Opcode::Open => operation::<Open>(body, reply),
         Opcode::Renew => operation::<Renew>(body, reply),
         Opcode::ObjectCreate => operation::<ObjectCreate>(body, reply),
@@ -840,7 +842,23 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             credentials: who.clone(),
             path: path.clone(),
         },
-        &Empty {},
+        &UnlinkReply {
+            left: vec![ObjectLeft {
+                server: 1,
+                error: RemoteError::new(ErrorCode::Unavailable, "iod 1 at 127.0.0.1:7001: down"),
+            }],
+        },
+    ));
+    seeds.extend(exchange(
+        "handles-live",
+        Opcode::HandlesLive,
+        &HandlesLive {
+            credentials: who.clone(),
+            handles: vec![2, 3, 0x1f],
+        },
+        &HandlesLiveReply {
+            live: vec![2, 0x1f],
+        },
     ));
     seeds.extend(exchange(
         "rename",

@@ -386,6 +386,14 @@ pub fn start_with(
             if let Some(socket) = local_socket(dir, index) {
                 args.extend(["--local-socket".into(), socket.display().to_string()]);
             }
+            // The mds starts after the iods, on a port not known yet: each iod reads its
+            // address from the file the mds writes, then sweeps its orphans.
+            args.extend([
+                "--mds-address-file".into(),
+                absolute(&run_dir(dir).join("mds.addr"))
+                    .display()
+                    .to_string(),
+            ]);
             if let Some(ofi) = ofi {
                 args.extend(["--ofi-provider".into(), ofi.provider.clone()]);
                 if let Some(node) = &ofi.node {

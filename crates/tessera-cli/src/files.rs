@@ -12,9 +12,10 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use tessera_client::{Client, ClientError, ClusterConfig, CreateOptions, FileKind, OpenMode};
+use tessera_client::{
+    Client, ClientError, ClusterConfig, CreateOptions, ErrorCode, FileKind, ObjectLeft, OpenMode,
+};
 use tessera_proto::limits::NAME_BYTES_MAX;
-use tessera_proto::ErrorCode;
 
 use crate::ClusterArg;
 
@@ -210,7 +211,9 @@ fn mib_s(bytes: u64, started: Instant) -> f64 {
     mib / started.elapsed().as_secs_f64().max(1e-9)
 }
 
-/// `tessera ls`.
+/// `tessera ls`. With `-l`, an entry whose size cannot be computed (an iod down, an object
+/// missing) is still listed, with `?` for its size and a warning naming the reason; an entry
+/// removed while listing is left out.
 pub fn ls(args: &LsArgs) -> Result<(), String> {
     let client = client(&args.cluster)?;
     let entries = client
@@ -224,15 +227,27 @@ pub fn ls(args: &LsArgs) -> Result<(), String> {
         };
         if args.long {
             let full = format!("{}/{}", args.path.trim_end_matches('/'), entry.name);
-            let attr = client
-                .stat(&full)
-                .map_err(|err| failed("ls", &full, &err))?;
+            let (attr, size) = match client.stat(&full) {
+                Ok(attr) => {
+                    let size = attr.size.to_string();
+                    (attr, size)
+                }
+                Err(stat_error) => match client.lookup(&full) {
+                    // The name resolves but its size does not: list it, size unknown.
+                    Ok(attr) => {
+                        eprintln!("tessera: warning: ls {full}: size unknown: {stat_error}");
+                        (attr, "?".to_owned())
+                    }
+                    Err(err) if err.code() == Some(ErrorCode::NotFound) => continue,
+                    Err(err) => return Err(failed("ls", &full, &err)),
+                },
+            };
             println!(
                 "{:04o} {:>6} {:>6} {:>14} {}{suffix}",
                 attr.mode,
                 attr.uid,
                 attr.gid,
-                attr.size,
+                size,
                 printable_name(&entry.name)
             );
         } else {
@@ -293,18 +308,48 @@ pub fn mkdir(args: &MkdirArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `tessera rm`: a file, or an empty directory.
+/// `tessera rm`: a file, or an empty directory. The kind comes from the namespace alone
+/// (no iod is asked), so a file whose iod is down or whose object is missing is removed
+/// too; each object left behind is named in a warning, and the command still succeeds
+/// (the iod's next orphan sweep removes what is left).
 pub fn rm(args: &PathArgs) -> Result<(), String> {
     let client = client(&args.cluster)?;
     let attr = client
-        .stat(&args.path)
+        .lookup(&args.path)
         .map_err(|err| failed("rm", &args.path, &err))?;
-    let result = if attr.kind == FileKind::Directory {
-        client.rmdir(&args.path)
-    } else {
-        client.unlink(&args.path)
-    };
-    result.map_err(|err| failed("rm", &args.path, &err))
+    if attr.kind == FileKind::Directory {
+        return client
+            .rmdir(&args.path)
+            .map_err(|err| failed("rm", &args.path, &err));
+    }
+    let left = client
+        .unlink_reporting(&args.path)
+        .map_err(|err| failed("rm", &args.path, &err))?;
+    for object in left {
+        eprintln!(
+            "tessera: warning: rm {}: {}",
+            args.path,
+            describe_left(&object)
+        );
+    }
+    Ok(())
+}
+
+/// One line on an object an unlink could not remove.
+fn describe_left(object: &ObjectLeft) -> String {
+    let server = object.server;
+    match object.error.code {
+        ErrorCode::UnknownHandle => {
+            format!(
+                "iod {server} had no object for it (already missing): {}",
+                object.error.message
+            )
+        }
+        _ => format!(
+            "object left behind on iod {server} (removed at that iod's next start): {}",
+            object.error.message
+        ),
+    }
 }
 
 /// `tessera mv`.

@@ -78,6 +78,17 @@ pub struct IodArgs {
     /// The address the fabric endpoint binds to (`tcp;ofi_rxm`).
     #[arg(long, requires = "ofi_provider")]
     ofi_node: Option<String>,
+    /// The mds's address: once it answers, remove the local objects no file owns (the
+    /// orphan sweep, in the background while serving; see docs/ARCHITECTURE.md).
+    #[arg(long, conflicts_with = "mds_address_file")]
+    mds: Option<String>,
+    /// As --mds, reading the address from this file (retried until it names an mds that
+    /// answers; `tessera up` passes DIR/run/mds.addr).
+    #[arg(long)]
+    mds_address_file: Option<PathBuf>,
+    /// How long the orphan sweep waits for the mds before giving up, in seconds.
+    #[arg(long, default_value_t = tessera_iod::sweep::SWEEP_MDS_WAIT.as_secs())]
+    sweep_wait_seconds: u64,
 }
 
 /// The iod's fabric, if `--ofi-provider` names one.
@@ -341,6 +352,32 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
     }
     let iod = Arc::new(iod);
     let key = key.expect("loaded unless calibrating");
+    let mds = match (&args.mds, &args.mds_address_file) {
+        (Some(address), _) => Some(tessera_iod::sweep::MdsAddress::Fixed(address.clone())),
+        (None, Some(path)) => Some(tessera_iod::sweep::MdsAddress::File(path.clone())),
+        (None, None) => None,
+    };
+    if let Some(mds) = mds {
+        let options = tessera_iod::sweep::SweepOptions {
+            index: args.index,
+            mds,
+            key: key.clone(),
+            timeout: MDS_IOD_TIMEOUT,
+            give_up_after: Duration::from_secs(args.sweep_wait_seconds),
+        };
+        let store = iod.store().clone();
+        std::thread::Builder::new()
+            .name(format!("iod-{}-sweep", args.index))
+            .spawn(move || {
+                let _ = tessera_iod::sweep::run(&store, &options);
+            })
+            .map_err(|err| format!("iod {}: cannot start the orphan sweep: {err}", args.index))?;
+    } else {
+        tracing::info!(
+            "iod {}: no --mds given, so no orphan sweep at this start",
+            args.index
+        );
+    }
     let auth = Arc::new(tessera_auth::ServerAuth::new(
         key,
         tessera_proto::ROLE_IOD,

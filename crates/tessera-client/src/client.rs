@@ -8,9 +8,9 @@ use tessera_auth::{AgentClient, Authenticator, ClusterKey, KeySigner, NoAuthenti
 use tessera_net::{Identity, Peer, Pool};
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 use tessera_proto::{
-    Attr, Chmod, Chown, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, Open, Opened, Ping,
-    PingReply, Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply, Stat,
-    StatHandle, Truncate, Unlink, CHOWN_UNCHANGED,
+    Attr, Chmod, Chown, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, ObjectLeft, Open,
+    Opened, Ping, PingReply, Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
+    Stat, StatHandle, Truncate, Unlink, CHOWN_UNCHANGED,
 };
 
 use crate::config::ClusterConfig;
@@ -315,13 +315,21 @@ impl Client {
         .map(drop)
     }
 
-    /// Removes a file and its data.
+    /// Removes a file and its data. The name goes even when an object cannot be removed (its
+    /// iod down, or the object already missing); [`Client::unlink_reporting`] says which.
     pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
+        self.unlink_reporting(path).map(drop)
+    }
+
+    /// Removes a file, as [`Client::unlink`], and returns the objects left behind: one entry
+    /// per iod whose object the mds could not remove, with the iod's error (see
+    /// `docs/SEMANTICS.md` on what a failure leaves).
+    pub fn unlink_reporting(&self, path: &str) -> Result<Vec<ObjectLeft>, ClientError> {
         self.mds_call_once(&Unlink {
             credentials: self.credentials()?,
             path: path.to_owned(),
         })
-        .map(drop)
+        .map(|reply| reply.left)
     }
 
     /// Moves `source` to `target`, replacing a file (or empty directory) there.

@@ -59,8 +59,8 @@ pub use tessera_net::local::policy::{Mechanism, Transfer, TransferPolicy};
 pub use tessera_net::Registration;
 pub use tessera_proto::dtype;
 pub use tessera_proto::{
-    Attr, Datatype, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, Piece, StripeLayout,
-    TransferMode,
+    Attr, Datatype, DirEntry, ErrorCode, FileKind, Layout, ObjectLeft, PatternLayout, Piece,
+    StripeLayout, TransferMode,
 };
 pub use tessera_reg;
 pub use typed::View;

@@ -100,6 +100,11 @@ impl Iod {
         self
     }
 
+    /// The objects it serves (shared with the orphan sweep).
+    pub fn store(&self) -> &Arc<ObjectStore> {
+        &self.store
+    }
+
     /// Runs a store call: inline when it moves at most `INLINE_STORAGE_BYTES_MAX` bytes,
     /// otherwise on a blocking thread off the async workers.
     async fn storage<T: Send + 'static>(

@@ -19,6 +19,7 @@ pub mod handler;
 pub mod plan;
 pub mod remote;
 pub mod store;
+pub mod sweep;
 pub mod uring;
 pub mod views;
 

@@ -10,17 +10,17 @@
 //! piece wins) under every plan. Every request is counted per direction for
 //! `tessera status --servers`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, IoSlice};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::UNIX_EPOCH;
 
-use tessera_proto::limits::IOD_OPEN_OBJECTS_MAX;
+use tessera_proto::limits::{HANDLES_LIVE_MAX, IOD_OPEN_OBJECTS_MAX};
 use tessera_proto::{
     ErrorCode, Piece, RemoteError, ServerStatsReply, StorageCounters, StoragePlan,
 };
@@ -407,6 +407,16 @@ impl Drop for Mapping {
     }
 }
 
+/// The handle an object file is named for: exactly 16 lowercase hex digits.
+fn parse_object_name(name: &std::ffi::OsStr) -> Option<u64> {
+    let name = name.to_str()?;
+    let hex = name.len() == 16
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
+    hex.then(|| u64::from_str_radix(name, 16).ok()).flatten()
+}
+
 /// The objects of one I/O server.
 #[derive(Debug)]
 pub struct ObjectStore {
@@ -419,6 +429,36 @@ pub struct ObjectStore {
     planner: Planner,
     reads: Counters,
     writes: Counters,
+    /// While an orphan sweep runs: the handles created since it started, which it must not
+    /// remove ([`ObjectStore::sweep_orphans`]). `create` and the sweep's removals hold this
+    /// lock, so a create is either recorded before a removal looks or runs after it.
+    sweep: Mutex<Option<SweepGuard>>,
+}
+
+/// Handles created while a sweep runs, at most `IOD_SWEEP_CREATES_MAX`.
+#[derive(Debug, Default)]
+struct SweepGuard {
+    created: HashSet<u64>,
+    /// More creates than the set holds: the sweep can no longer tell, and stops removing.
+    overflowed: bool,
+}
+
+/// Most creates an orphan sweep remembers; past it the sweep stops, removing nothing more.
+pub const IOD_SWEEP_CREATES_MAX: usize = 1 << 16;
+
+/// What an orphan sweep did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Objects looked at (files named by a handle in the object directory).
+    pub examined: u64,
+    /// Handles of the objects removed, in the order removed.
+    pub removed: Vec<u64>,
+    /// Orphans kept because a create of their handle arrived during the sweep.
+    pub kept_created: u64,
+    /// Files in the object directory whose names are not handles (left alone).
+    pub foreign: u64,
+    /// The sweep stopped early: more creates than `IOD_SWEEP_CREATES_MAX` during it.
+    pub stopped: bool,
 }
 
 impl ObjectStore {
@@ -456,6 +496,7 @@ impl ObjectStore {
             planner: Planner::new(model, batching),
             reads: Counters::default(),
             writes: Counters::default(),
+            sweep: Mutex::new(None),
         })
     }
 
@@ -481,6 +522,11 @@ impl ObjectStore {
 
     fn path(&self, handle: u64) -> PathBuf {
         self.directory.join(format!("{handle:016x}"))
+    }
+
+    /// The path of the object of `handle` (for tests and tools that look at the files).
+    pub fn object_path(&self, handle: u64) -> PathBuf {
+        self.path(handle)
     }
 
     fn io_error(&self, handle: u64, what: &str, err: &io::Error) -> RemoteError {
@@ -539,6 +585,14 @@ impl ObjectStore {
     /// each handle once, so one can only be an orphan of a create the mds never committed
     /// (it crashed in between and reissued the handle), whose bytes must not show through.
     pub fn create(&self, handle: u64) -> Result<(), RemoteError> {
+        let mut sweep = self.sweep.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(guard) = sweep.as_mut() {
+            if guard.created.len() < IOD_SWEEP_CREATES_MAX {
+                guard.created.insert(handle);
+            } else {
+                guard.overflowed = true;
+            }
+        }
         match OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -564,6 +618,81 @@ impl ObjectStore {
             }
             Err(err) if err.kind() == ErrorKind::NotFound => Err(Self::unknown(handle)),
             Err(err) => Err(self.io_error(handle, "remove", &err)),
+        }
+    }
+
+    /// Removes the objects of this server that no file owns. `live_of` asks the mds which of a
+    /// batch of handles (at most `HANDLES_LIVE_MAX`) are live — files in the namespace or
+    /// creates in flight — and every other object listed is removed, unless a create of its
+    /// handle arrived since the sweep started (the mds may hand a handle out again after a
+    /// restart). Objects made after the directory was read are never looked at. One sweep at
+    /// a time; a `live_of` error stops the sweep (what it removed stays removed).
+    pub fn sweep_orphans(
+        &self,
+        mut live_of: impl FnMut(&[u64]) -> Result<Vec<u64>, RemoteError>,
+    ) -> Result<SweepReport, RemoteError> {
+        {
+            let mut sweep = self.sweep.lock().unwrap_or_else(PoisonError::into_inner);
+            if sweep.is_some() {
+                return Err(RemoteError::new(
+                    ErrorCode::Busy,
+                    format!("an orphan sweep of {} is running", self.directory.display()),
+                ));
+            }
+            *sweep = Some(SweepGuard::default());
+        }
+        let result = self.sweep_pages(&mut live_of);
+        *self.sweep.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        result
+    }
+
+    fn sweep_pages(
+        &self,
+        live_of: &mut impl FnMut(&[u64]) -> Result<Vec<u64>, RemoteError>,
+    ) -> Result<SweepReport, RemoteError> {
+        let listing_error = |err: io::Error| {
+            RemoteError::new(
+                ErrorCode::Io,
+                format!("listing {} failed: {err}", self.directory.display()),
+            )
+        };
+        let mut report = SweepReport::default();
+        let mut entries = fs::read_dir(&self.directory).map_err(listing_error)?;
+        loop {
+            let mut batch = Vec::with_capacity(HANDLES_LIVE_MAX);
+            for entry in entries.by_ref() {
+                let entry = entry.map_err(listing_error)?;
+                match parse_object_name(&entry.file_name()) {
+                    Some(handle) => batch.push(handle),
+                    None => report.foreign += 1,
+                }
+                if batch.len() == HANDLES_LIVE_MAX {
+                    break;
+                }
+            }
+            if batch.is_empty() {
+                return Ok(report);
+            }
+            report.examined += batch.len() as u64;
+            let live: HashSet<u64> = live_of(&batch)?.into_iter().collect();
+            for handle in batch.into_iter().filter(|handle| !live.contains(handle)) {
+                let sweep = self.sweep.lock().unwrap_or_else(PoisonError::into_inner);
+                let guard = sweep.as_ref().expect("set while the sweep runs");
+                if guard.overflowed {
+                    report.stopped = true;
+                    return Ok(report);
+                }
+                if guard.created.contains(&handle) {
+                    report.kept_created += 1;
+                    continue;
+                }
+                // Under the sweep lock: no create of this handle can slip in between.
+                match self.remove(handle) {
+                    Ok(()) => report.removed.push(handle),
+                    Err(error) if error.code == ErrorCode::UnknownHandle => {}
+                    Err(error) => return Err(error),
+                }
+            }
         }
     }
 
@@ -1230,5 +1359,100 @@ mod tests {
             store.remove(0xabc).unwrap_err().code,
             ErrorCode::UnknownHandle
         );
+    }
+
+    #[test]
+    fn the_sweep_removes_dead_objects_and_keeps_live_ones_and_foreign_files() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = ObjectStore::open(directory.path()).unwrap();
+        for handle in 2..12 {
+            store.create(handle).unwrap();
+        }
+        fs::write(directory.path().join("objects").join("notes.txt"), b"x").unwrap();
+        let mut asked = Vec::new();
+        let report = store
+            .sweep_orphans(|handles| {
+                asked.extend_from_slice(handles);
+                Ok(handles.iter().copied().filter(|h| h % 2 == 0).collect())
+            })
+            .unwrap();
+        asked.sort_unstable();
+        assert_eq!(
+            asked,
+            (2..12).collect::<Vec<_>>(),
+            "every object asked about once"
+        );
+        let mut removed = report.removed.clone();
+        removed.sort_unstable();
+        assert_eq!(removed, vec![3, 5, 7, 9, 11]);
+        assert_eq!(
+            (report.examined, report.foreign, report.kept_created),
+            (10, 1, 0)
+        );
+        for handle in 2..12 {
+            assert_eq!(
+                store.object_path(handle).exists(),
+                handle % 2 == 0,
+                "{handle}"
+            );
+        }
+        assert_eq!(store.object_count(), 5, "five objects left");
+        assert!(directory.path().join("objects").join("notes.txt").exists());
+    }
+
+    #[test]
+    fn the_sweep_never_removes_an_object_created_while_it_runs() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = ObjectStore::open(directory.path()).unwrap();
+        store.create(5).unwrap();
+        store.create(6).unwrap();
+        // The mds says neither is live; meanwhile a create reissues handle 5 (as after an mds
+        // restart): its new object must stay.
+        let report = store
+            .sweep_orphans(|_| {
+                store.create(5).unwrap();
+                Ok(Vec::new())
+            })
+            .unwrap();
+        assert_eq!(report.removed, vec![6]);
+        assert_eq!(report.kept_created, 1);
+        assert!(store.object_path(5).exists());
+        assert!(!store.object_path(6).exists());
+        // Once the sweep is over, creates are not remembered.
+        assert!(store.sweep.lock().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_failed_question_stops_the_sweep_and_removes_nothing() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = ObjectStore::open(directory.path()).unwrap();
+        store.create(9).unwrap();
+        let error = store
+            .sweep_orphans(|_| Err(RemoteError::new(ErrorCode::Unavailable, "mds down")))
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::Unavailable);
+        assert!(store.object_path(9).exists());
+        assert!(
+            store.sweep.lock().unwrap().is_none(),
+            "a later sweep may run"
+        );
+    }
+
+    #[test]
+    fn object_names_are_sixteen_lowercase_hex_digits() {
+        use std::ffi::OsStr;
+        assert_eq!(
+            parse_object_name(OsStr::new("00000000000000ff")),
+            Some(0xff)
+        );
+        for bad in [
+            "ff",
+            "00000000000000FF",
+            "00000000000000fg",
+            "000000000000000ff",
+            "x.tmp",
+        ] {
+            assert_eq!(parse_object_name(OsStr::new(bad)), None, "{bad}");
+        }
     }
 }

@@ -14,7 +14,8 @@
 //! Every namespace request names its caller; [`caller_of`] is the one place that turns the
 //! request's credentials into the [`Caller`] the permission checks trust.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tessera_auth::{ClusterKey, Grant, KeySigner, Rights};
@@ -22,10 +23,11 @@ use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_net::{Identity, NetError, Peer, Pool};
 use tessera_proto::limits::FILE_BYTES_MAX;
 use tessera_proto::{
-    Attr, Capability, Chmod, Chown, Create, Credentials, Decoder, Empty, ErrorCode, Layout,
-    LockGranted, LockRange, Lookup, Mkdir, ObjectCreate, ObjectRemove, ObjectStat, ObjectTruncate,
-    Opcode, Open, Opened, PingReply, Readdir, RemoteError, Rename, Renew, Request, Rmdir, Stat,
-    StatHandle, Truncate, Unlink, UnlockRange, Wire, CHOWN_UNCHANGED, ROLE_MDS,
+    Attr, Capability, Chmod, Chown, Create, Credentials, Decoder, Empty, ErrorCode, HandlesLive,
+    HandlesLiveReply, Layout, LockGranted, LockRange, Lookup, Mkdir, ObjectCreate, ObjectLeft,
+    ObjectRemove, ObjectStat, ObjectTruncate, Opcode, Open, Opened, PingReply, Readdir,
+    RemoteError, Rename, Renew, Request, Rmdir, Stat, StatHandle, Truncate, Unlink, UnlinkReply,
+    UnlockRange, Wire, CHOWN_UNCHANGED, ROLE_MDS,
 };
 
 use crate::access::Caller;
@@ -43,6 +45,10 @@ struct Inner {
     namespace: Namespace,
     iods: Pool,
     locks: LockTable,
+    /// Handles of creates in flight: objects made (or being made) on the iods, name not yet
+    /// committed. An iod's orphan sweep must keep them ([`Inner::handles_live`]). At most one
+    /// entry per request in flight, so bounded by the blocking threads serving requests.
+    creating: Mutex<HashSet<u64>>,
     /// Signs capabilities.
     key: ClusterKey,
     options: MdsOptions,
@@ -97,6 +103,7 @@ impl Mds {
                 namespace,
                 iods: Pool::new(peers, timeout, signer).with_cluster_id(cluster_id),
                 locks: LockTable::new(),
+                creating: Mutex::new(HashSet::new()),
                 key,
                 options,
             }),
@@ -180,12 +187,39 @@ impl Inner {
         Ok(attr)
     }
 
-    fn remove_objects(&self, handle: u64, inode: &Inode) {
+    /// Removes the objects of a file whose name is gone (or never committed); returns those
+    /// it could not remove, each logged. Their iods' next orphan sweep removes what is left.
+    fn remove_objects(&self, handle: u64, inode: &Inode) -> Vec<ObjectLeft> {
+        let mut left = Vec::new();
         for &server in &inode.servers {
             if let Err(error) = self.iod_call(server, &ObjectRemove { handle }) {
                 tracing::warn!("mds: object {handle:#x} left on iod {server}: {error}");
+                left.push(ObjectLeft { server, error });
             }
         }
+        left
+    }
+
+    /// Which of `handles` an iod must keep: those of files in the namespace and of creates
+    /// in flight. The in-flight set is read before the namespace: a create commits its name
+    /// before it leaves the set, so a handle missing from the set here is either committed
+    /// (and seen by the read that follows) or not being created.
+    fn handles_live(&self, handles: &[u64]) -> Result<HandlesLiveReply, RemoteError> {
+        let creating: Vec<bool> = {
+            let creating = self.creating.lock().unwrap_or_else(PoisonError::into_inner);
+            handles
+                .iter()
+                .map(|handle| creating.contains(handle))
+                .collect()
+        };
+        let stored = self.namespace.handles_stored(handles)?;
+        let live = handles
+            .iter()
+            .zip(creating.iter().zip(&stored))
+            .filter(|(_, (&creating, &stored))| creating || stored)
+            .map(|(&handle, _)| handle)
+            .collect();
+        Ok(HandlesLiveReply { live })
     }
 
     /// A capability for `rights` on `handle`, for `credentials`' uid.
@@ -241,13 +275,14 @@ impl Inner {
             CreatePlan::Existing(handle, inode) => return self.attr(handle, &inode),
             CreatePlan::New(handle, inode) => (handle, inode),
         };
+        let _in_flight = Creating::enter(&self.creating, handle);
         for (made, &server) in inode.servers.iter().enumerate() {
             if let Err(error) = self.iod_call(server, &ObjectCreate { handle }) {
                 let partial = Inode {
                     servers: inode.servers[..made].to_vec(),
                     ..inode.clone()
                 };
-                self.remove_objects(handle, &partial);
+                let _ = self.remove_objects(handle, &partial);
                 return Err(RemoteError::new(
                     error.code,
                     format!("creating {}: {}", request.path, error.message),
@@ -263,11 +298,11 @@ impl Inner {
         ) {
             Ok((winner, winner_inode, true)) => winner_inode.attr(winner, 0),
             Ok((winner, winner_inode, false)) => {
-                self.remove_objects(handle, &inode);
+                let _ = self.remove_objects(handle, &inode);
                 self.attr(winner, &winner_inode)
             }
             Err(error) => {
-                self.remove_objects(handle, &inode);
+                let _ = self.remove_objects(handle, &inode);
                 Err(error)
             }
         }
@@ -371,9 +406,8 @@ impl Inner {
                 body(
                     self.namespace
                         .remove(&caller_of(&credentials), &path, false)
-                        .map(|(handle, inode)| {
-                            self.remove_objects(handle, &inode);
-                            Empty {}
+                        .map(|(handle, inode)| UnlinkReply {
+                            left: self.remove_objects(handle, &inode),
                         }),
                 )
             }
@@ -388,7 +422,7 @@ impl Inner {
                         .rename(&caller_of(&credentials), &source, &target)
                         .map(|replaced| {
                             if let Some((handle, inode)) = replaced {
-                                self.remove_objects(handle, &inode);
+                                let _ = self.remove_objects(handle, &inode);
                             }
                             Empty {}
                         }),
@@ -455,11 +489,39 @@ impl Inner {
                         .and_then(|(handle, inode)| inode.attr(handle, 0)),
                 )
             }
+            Opcode::HandlesLive => {
+                let HandlesLive { handles, .. } = request.decode().map_err(Err)?;
+                body(self.handles_live(&handles))
+            }
             other => Err(Ok(RemoteError::new(
                 ErrorCode::Protocol,
                 format!("the metadata server does not serve {other:?}"),
             ))),
         }
+    }
+}
+
+/// Marks a handle as being created for as long as it lives ([`Inner::creating`]).
+struct Creating<'a> {
+    set: &'a Mutex<HashSet<u64>>,
+    handle: u64,
+}
+
+impl<'a> Creating<'a> {
+    fn enter(set: &'a Mutex<HashSet<u64>>, handle: u64) -> Self {
+        set.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(handle);
+        Self { set, handle }
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.handle);
     }
 }
 
@@ -529,6 +591,18 @@ impl Service for Mds {
             if let Err(error) = connection.check_credentials(&credentials) {
                 return connection.reply_error(&header, &error).await;
             }
+        }
+        if request.opcode == Opcode::HandlesLive && !connection.is_server() {
+            // Which handles live is the servers' business (an iod's orphan sweep).
+            let error = RemoteError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "permission denied: HandlesLive is served to the cluster's servers only, not to uid {} at {}",
+                    connection.credentials().uid,
+                    connection.peer()
+                ),
+            );
+            return connection.reply_error(&header, &error).await;
         }
         // Requests that name a file by handle carry the capability its open returned.
         let by_handle = match request.opcode {

@@ -554,6 +554,18 @@ impl Namespace {
         })
     }
 
+    /// For each of `handles`, whether an inode holds it (in one read transaction).
+    pub fn handles_stored(&self, handles: &[u64]) -> Result<Vec<bool>, RemoteError> {
+        self.store.read(|db| {
+            let txn = db.begin_read().map_err(store_error)?;
+            let inodes = txn.open_table(INODES).map_err(store_error)?;
+            handles
+                .iter()
+                .map(|&handle| Ok(inodes.get(handle).map_err(store_error)?.is_some()))
+                .collect()
+        })
+    }
+
     /// Resolves `path`: search on every directory passed through.
     pub fn lookup(&self, caller: &Caller, path: &str) -> Result<(u64, Inode), RemoteError> {
         let caller = self.effective(caller);

@@ -123,6 +123,14 @@ pub const SIEVE_CHUNK_BYTES_MAX: u64 = 4 << 20;
 /// several rounds.
 pub const URING_BATCH_ENTRIES_MAX: u32 = 256;
 
+/// Most handles one `HandlesLive` request asks about (and its reply lists): an iod's orphan
+/// sweep pages through its objects this many at a time.
+pub const HANDLES_LIVE_MAX: usize = 4096;
+
+/// Longest reason an `UnlinkReply` gives for one object it could not remove (a longer one is
+/// cut at a character boundary).
+pub const OBJECT_LEFT_REASON_BYTES_MAX: usize = 512;
+
 /// Most byte-range locks (held and waited for) the mds keeps, over all files.
 pub const RANGE_LOCKS_MAX: usize = 65_536;
 
@@ -201,6 +209,12 @@ const _: () = assert!(MESSAGE_BULK_BYTES_MAX as u64 * 4 <= IOD_BUFFER_BYTES_MAX)
 // A readdir reply with the most entries of the longest names must fit one body.
 const _: () = assert!(
     (READDIR_ENTRIES_MAX as u64) * (NAME_BYTES_MAX as u64 + 16) <= MESSAGE_BODY_BYTES_MAX as u64
+);
+// A `HandlesLive` request or reply with the most handles fits one body.
+const _: () = assert!(HANDLES_LIVE_MAX as u64 * 8 + 1024 <= MESSAGE_BODY_BYTES_MAX as u64);
+// An `UnlinkReply` naming every server with the longest reasons fits one body.
+const _: () = assert!(
+    SERVERS_MAX as u64 * (OBJECT_LEFT_REASON_BYTES_MAX as u64 + 8) <= MESSAGE_BODY_BYTES_MAX as u64
 );
 const _: () = assert!(STRIPE_UNIT_BYTES_MIN <= STRIPE_UNIT_BYTES_DEFAULT);
 const _: () = assert!(STRIPE_UNIT_BYTES_DEFAULT <= STRIPE_UNIT_BYTES_MAX);

@@ -10,9 +10,10 @@ use crate::error::{ErrorCode, RemoteError, WireError};
 use crate::layout::Layout;
 use crate::layout::StripeLayout;
 use crate::limits::{
-    CAPABILITY_BYTES_MAX, CREDENTIAL_GROUPS_MAX, ERROR_MESSAGE_BYTES_MAX, HOST_NAME_BYTES_MAX,
-    MAC_BYTES, NAME_BYTES_MAX, NONCE_BYTES, PATH_BYTES_MAX, READDIR_ENTRIES_MAX,
-    REMOTE_ENDPOINT_BYTES_MAX, REMOTE_SEGMENTS_MAX, REQUEST_PIECES_MAX, SERVERS_MAX,
+    CAPABILITY_BYTES_MAX, CREDENTIAL_GROUPS_MAX, ERROR_MESSAGE_BYTES_MAX, HANDLES_LIVE_MAX,
+    HOST_NAME_BYTES_MAX, MAC_BYTES, NAME_BYTES_MAX, NONCE_BYTES, OBJECT_LEFT_REASON_BYTES_MAX,
+    PATH_BYTES_MAX, READDIR_ENTRIES_MAX, REMOTE_ENDPOINT_BYTES_MAX, REMOTE_SEGMENTS_MAX,
+    REQUEST_PIECES_MAX, SERVERS_MAX,
 };
 use tessera_dtype::Datatype;
 
@@ -59,6 +60,9 @@ pub enum Opcode {
     Chmod = 0x1C,
     /// mds: set the owner and/or group of a path.
     Chown = 0x1D,
+    /// mds, from a server only: which of a batch of handles name live files (an iod's orphan
+    /// sweep).
+    HandlesLive = 0x20,
     /// iod: create (or empty) the local object of a handle.
     ObjectCreate = 0x30,
     /// iod: remove the local object of a handle.
@@ -123,6 +127,7 @@ impl Opcode {
             0x1F => Self::Renew,
             0x1C => Self::Chmod,
             0x1D => Self::Chown,
+            0x20 => Self::HandlesLive,
             0x30 => Self::ObjectCreate,
             0x31 => Self::ObjectRemove,
             0x32 => Self::ObjectStat,
@@ -949,7 +954,61 @@ wire_struct! {
         pub path: String,
     }
 }
-request!(Unlink => Unlink, Empty);
+request!(Unlink => Unlink, UnlinkReply);
+
+/// One object an unlink could not remove: the name is gone, the object may be left behind
+/// on its iod (an orphan, removed by that iod's next sweep) or was already missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectLeft {
+    /// Index of the iod that holds (or held) the object.
+    pub server: u16,
+    /// Why the removal failed: `Unavailable` when the iod did not answer, `UnknownHandle`
+    /// when it had no such object, or the iod's own error.
+    pub error: RemoteError,
+}
+
+impl Wire for ObjectLeft {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.u16(self.server);
+        encoder.u16(self.error.code as u16);
+        let mut end = self.error.message.len().min(OBJECT_LEFT_REASON_BYTES_MAX);
+        while !self.error.message.is_char_boundary(end) {
+            end -= 1;
+        }
+        encoder.str(&self.error.message[..end]);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let server = decoder.u16()?;
+        let code = ErrorCode::from_u16(decoder.u16()?)?;
+        let message = decoder.str("object_left_reason_bytes_max", OBJECT_LEFT_REASON_BYTES_MAX)?;
+        Ok(Self {
+            server,
+            error: RemoteError { code, message },
+        })
+    }
+}
+
+impl Wire for Vec<ObjectLeft> {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.count(self.len());
+        for left in self {
+            left.encode(encoder);
+        }
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let count = decoder.count("servers_max", SERVERS_MAX, 8)?;
+        (0..count).map(|_| ObjectLeft::decode(decoder)).collect()
+    }
+}
+
+wire_struct! {
+    /// The outcome of an unlink: the name is gone; `left` lists the iods whose object could
+    /// not be removed (empty when every object went).
+    pub struct UnlinkReply {
+        /// One entry per object not removed, in layout order.
+        pub left: Vec<ObjectLeft>,
+    }
+}
 
 wire_struct! {
     /// Moves a name; an existing target file (or empty directory) is replaced.
@@ -1183,6 +1242,41 @@ wire_struct! {
     }
 }
 request!(Renew => Renew, Opened);
+
+/// A list of file handles, at most [`HANDLES_LIVE_MAX`].
+impl Wire for Vec<u64> {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.count(self.len());
+        for handle in self {
+            encoder.u64(*handle);
+        }
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let count = decoder.count("handles_live_max", HANDLES_LIVE_MAX, 8)?;
+        (0..count).map(|_| decoder.u64()).collect()
+    }
+}
+
+wire_struct! {
+    /// Asks the mds which of `handles` name live files. Served only on a connection that
+    /// authenticated as a server (an iod sweeping its orphans).
+    pub struct HandlesLive {
+        /// The asking server's credential.
+        pub credentials: Credentials,
+        /// Handles of local objects, at most `handles_live_max`.
+        pub handles: Vec<u64>,
+    }
+}
+request!(HandlesLive => HandlesLive, HandlesLiveReply);
+
+wire_struct! {
+    /// The handles of a [`HandlesLive`] request whose objects must stay: a file of the
+    /// namespace, or a create in flight. Every other handle asked about is an orphan.
+    pub struct HandlesLiveReply {
+        /// Live handles, a subset of those asked about, in the order asked.
+        pub live: Vec<u64>,
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // I/O server.

@@ -137,6 +137,31 @@ impl Cluster {
             .clone()
     }
 
+    /// Kills iod `index` (SIGKILL) and waits until it is gone: the iod is down, its objects
+    /// stay on disk.
+    pub fn kill_iod(&self, index: usize) {
+        let name = format!("iod-{index}");
+        let pid = self.pid(&name);
+        // SAFETY: signalling a server process of this test's cluster; no memory is involved.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| !line.is_empty()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} (pid {pid}) survived SIGKILL"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The file of the object of `handle` on iod `index`.
+    pub fn object_file(&self, index: usize, handle: u64) -> PathBuf {
+        self.path()
+            .join(format!("iod-{index}"))
+            .join("objects")
+            .join(format!("{handle:016x}"))
+    }
+
     /// Restarts iod `index` in place: stops its process (SIGTERM, as `tessera down` does),
     /// then starts a new one on the same address and data directory, so a client that keeps
     /// the old address reaches the new process. Its memory (open objects, declared views) is
@@ -158,6 +183,7 @@ impl Cluster {
             std::thread::sleep(Duration::from_millis(10));
         }
         let address = self.iod_address(index);
+        let mds = ClusterConfig::load(&self.file()).unwrap().mds.address;
         let run = self.path().join("run");
         let address_file = run.join(format!("{name}.addr"));
         let log_path = self.path().join("log").join(format!("{name}.log"));
@@ -177,6 +203,8 @@ impl Cluster {
                 .arg(run.join(format!("{name}.sock")))
                 .arg("--key")
                 .arg(self.path().join("key"))
+                // As `tessera up` starts it: the orphan sweep runs once the mds answers.
+                .args(["--mds", &mds])
                 .stdin(std::process::Stdio::null())
                 .stdout(log.try_clone().expect("iod log"))
                 .stderr(log)
