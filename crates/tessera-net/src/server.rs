@@ -25,8 +25,8 @@ use tessera_auth::{CapabilityCache, Rights, ServerAuth, HANDSHAKE_TIMEOUT};
 use tessera_proto::header::{FLAG_ERROR, FLAG_REPLY};
 use tessera_proto::limits::{
     BULK_PREFETCH_BYTES_MAX, CONNECTIONS_MAX, FRAME_TIMEOUT_MS, HEADER_BYTES,
-    IDLE_CONNECTION_TIMEOUT_MS, PEER_BYTES_PER_S_MIN, SERVER_REQUESTS_INFLIGHT_MAX,
-    SHARED_REGIONS_PER_CONNECTION_MAX,
+    IDLE_CONNECTION_TIMEOUT_MS, PEER_BYTES_PER_S_MIN, SERVER_BODY_BYTES_MAX,
+    SERVER_REQUESTS_INFLIGHT_MAX, SHARED_REGIONS_PER_CONNECTION_MAX,
 };
 use tessera_proto::{
     Capability, Credentials, ErrorCode, Header, Hello, Opcode, Piece, Principal, RemoteError,
@@ -114,6 +114,10 @@ pub struct ServerConnection {
     work: Option<OwnedSemaphorePermit>,
     /// The current request's bulk, read before it took a work slot (small bulk only).
     prefetched: Option<Vec<u8>>,
+    /// The server's budget for large request bodies (`SERVER_BODY_BYTES_MAX`, in KiB).
+    bodies: Arc<Semaphore>,
+    /// The current request's share of it, held until the request is done.
+    body_budget: Option<OwnedSemaphorePermit>,
 }
 
 /// A connection's socket: TCP, or a Unix socket from a process on this host.
@@ -421,6 +425,16 @@ impl ServerConnection {
             let _ = self.reply_error(&header, &error).await;
             return Err(ConnectionError::Refused(error));
         }
+        if header.body_bytes > BULK_PREFETCH_BYTES_MAX {
+            let permits = header.body_bytes.div_ceil(BODY_PERMIT_BYTES);
+            self.body_budget = Some(
+                self.bodies
+                    .clone()
+                    .acquire_many_owned(permits)
+                    .await
+                    .expect("the body budget is never closed"),
+            );
+        }
         let mut body = vec![0u8; header.body_bytes as usize];
         within(
             u64::from(header.body_bytes),
@@ -659,6 +673,9 @@ async fn write_frame_to(
     .await
 }
 
+/// The body budget is counted in units of this many bytes.
+const BODY_PERMIT_BYTES: u32 = 1024;
+
 /// The time a peer gets to move `bytes` bytes of a frame it has begun, or of a reply.
 fn frame_deadline(bytes: u64) -> Duration {
     Duration::from_millis(FRAME_TIMEOUT_MS)
@@ -896,6 +913,10 @@ pub async fn serve_with_local<S: Service>(
 ) {
     let slots = Arc::new(Slots::default());
     let inflight = Arc::new(Semaphore::new(SERVER_REQUESTS_INFLIGHT_MAX));
+    let bodies = Arc::new(Semaphore::new(
+        usize::try_from(SERVER_BODY_BYTES_MAX / u64::from(BODY_PERMIT_BYTES))
+            .expect("the body budget fits usize"),
+    ));
     let warnings = Arc::new(WarningLimiter::new());
     tokio::pin!(shutdown);
     loop {
@@ -937,6 +958,7 @@ pub async fn serve_with_local<S: Service>(
             }
         };
         let slots = slots.clone();
+        let bodies = bodies.clone();
         let service = service.clone();
         let inflight = inflight.clone();
         let auth = auth.clone();
@@ -972,6 +994,8 @@ pub async fn serve_with_local<S: Service>(
                 slot,
                 work: None,
                 prefetched: None,
+                bodies,
+                body_budget: None,
             };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
                 warnings.warn(&service.name(), || {
@@ -1006,6 +1030,7 @@ async fn run_connection<S: Service>(
         let handled = service.handle(request, connection).await;
         connection.work = None;
         connection.prefetched = None;
+        connection.body_budget = None;
         match handled {
             Ok(()) => {}
             Err(ConnectionError::Refused(error)) => {

@@ -103,6 +103,11 @@ pub const IDLE_CONNECTION_TIMEOUT_MS: u64 = 15 * 60 * 1000;
 /// that never sends it holds no slot.
 pub const BULK_PREFETCH_BYTES_MAX: u32 = 64 << 10;
 
+/// Request bodies over `BULK_PREFETCH_BYTES_MAX` bytes a server holds at once, over all
+/// connections (smaller ones are bounded by `CONNECTIONS_MAX`): a body waits for room before
+/// it is read, so peers sending large bodies slowly cannot make a server allocate more.
+pub const SERVER_BODY_BYTES_MAX: u64 = 128 << 20;
+
 /// Most runs in one period of a pattern layout (all servers together).
 pub const PATTERN_RUNS_MAX: usize = 1 << 16;
 
@@ -204,6 +209,8 @@ const _: () = assert!(
     REQUEST_PIECES_MAX as u64 * 16 + CAPABILITY_BYTES_MAX as u64 + 64
         <= MESSAGE_BODY_BYTES_MAX as u64
 );
+// The largest body fits the body budget, several times over.
+const _: () = assert!(MESSAGE_BODY_BYTES_MAX as u64 * 16 <= SERVER_BODY_BYTES_MAX);
 // One request's bulk must fit the server's buffer budget, several times over.
 const _: () = assert!(MESSAGE_BULK_BYTES_MAX as u64 * 4 <= IOD_BUFFER_BYTES_MAX);
 // A readdir reply with the most entries of the longest names must fit one body.
