@@ -1,13 +1,20 @@
-//! `tessera up`, `down` and `status`: a local cluster as background processes.
+//! `tessera up`, `down`, `restart` and `status`: a cluster as background processes.
 //!
 //! Layout of a cluster directory `D`:
 //! `D/cluster.toml` (what clients read), `D/key` (the cluster key, mode 0600, made at the
-//! first `up`), `D/mds/meta.redb` (the namespace), `D/iod-N/objects/` (each server's data),
-//! `D/run/*.pid` and `D/run/*.addr` (live processes and their bound addresses),
-//! `D/run/*.sock` (the iods' and the agent's Unix sockets, open to every local user),
-//! `D/log/*.log` (server logs). The data directories, the key and the logs are the owner's
-//! alone; the cluster file and the sockets are for everyone. Ports are chosen by the kernel
-//! at every `up`, and the data and namespace survive `down` + `up`.
+//! first `up`), `D/hosts` (the hostfile of `up --hosts`, if any), `D/mds/meta.redb` (the
+//! namespace), `D/iod-N/objects/` (each server's data), `D/run/NAME.pid` (live processes),
+//! `D/run/NAME.cmd` (how each server was started: launcher, program, `--listen` address),
+//! `D/run/NAME.addr` (the address it bound), `D/run/*.sock` (the iods' and the agent's Unix
+//! sockets, open to every local user), `D/log/NAME.log` (server logs). The data
+//! directories, the key, the saved commands and the logs are the owner's alone; the cluster
+//! file and the sockets are for everyone.
+//!
+//! A local cluster's ports are chosen by the kernel at its first `up`; each server's command
+//! is then saved with the address it got, so `down` + `up`, an `up` that finds some servers
+//! running (it starts only the missing ones), and `restart` of one server all put every
+//! server back at its old address, and clients that hold the cluster file keep working. A
+//! hostfile fixes every address and how each server is started (`hosts.rs`).
 
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -29,9 +36,13 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Arguments of `tessera up`.
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
-    /// Number of I/O servers.
-    #[arg(long, default_value_t = 4)]
-    servers: u16,
+    /// Number of I/O servers of a local cluster (default: as many as it had, else 4).
+    #[arg(long, conflicts_with = "hosts")]
+    servers: Option<u16>,
+    /// Start the servers a hostfile names, each through its launcher at its fixed address
+    /// (see docs/DEPLOY.md); the file is kept as DIR/hosts for later `up` and `restart`.
+    #[arg(long)]
+    hosts: Option<PathBuf>,
     /// Cluster directory (created if missing).
     #[arg(long)]
     dir: PathBuf,
@@ -99,6 +110,8 @@ fn is_our_server(dir: &Path, pid_file: &Path, command: &[String]) -> bool {
     };
     let (role, index) = match stem.split_once('-') {
         Some(("iod", index)) => ("iod", Some(index)),
+        // A hostfile's agents are `agent-K`, K their line among the agent lines.
+        Some(("agent", line)) if line.parse::<usize>().is_ok() => ("agent", None),
         None if stem == "mds" || stem == "agent" => (stem, None),
         _ => return false,
     };
@@ -114,15 +127,15 @@ fn is_our_server(dir: &Path, pid_file: &Path, command: &[String]) -> bool {
             || fs::canonicalize(given)
                 .is_ok_and(|given| fs::canonicalize(&key).is_ok_and(|key| key == given))
     });
-    let tessera = command.first().is_some_and(|program| {
-        Path::new(program)
+    // The program may follow a launcher's words (`ssh -tt HOST …`; `ip netns exec NS …`
+    // replaces itself with the program, so its pid then shows the program alone).
+    let runs_role = command.windows(2).any(|pair| {
+        Path::new(&pair[0])
             .file_name()
             .is_some_and(|name| name.to_string_lossy().starts_with("tessera"))
+            && pair[1] == role
     });
-    tessera
-        && command.get(1).is_some_and(|argument| argument == role)
-        && same_key
-        && index.is_none_or(|index| value_of("--index") == Some(index))
+    runs_role && same_key && index.is_none_or(|index| value_of("--index") == Some(index))
 }
 
 /// Whether the pid in `pid_file` is alive and still the server `up` started there. A pid
@@ -158,12 +171,65 @@ fn log_tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(3)..].join("\n")
 }
 
+/// How one server is started: saved as `DIR/run/NAME.cmd` at every start, so `restart` and a
+/// later `up` start it again the same way, at the same address.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct ServerCommand {
+    /// The launcher's words before the program (empty: a plain child of `up`).
+    launcher: Vec<String>,
+    /// The tessera program, then its arguments (`--listen ADDR` among them).
+    program: Vec<String>,
+    /// Whether the address file the server writes is on this host's file system (not so
+    /// over `ssh`).
+    address_here: bool,
+}
+
+impl ServerCommand {
+    /// The value of `flag` in the program's arguments.
+    fn value_of(&self, flag: &str) -> Option<&str> {
+        self.program
+            .windows(2)
+            .find(|pair| pair[0] == flag)
+            .map(|pair| pair[1].as_str())
+    }
+
+    /// Sets `flag` to `value`, adding it if missing.
+    fn set(&mut self, flag: &str, value: &str) {
+        match self.program.iter().position(|word| word == flag) {
+            Some(at) if at + 1 < self.program.len() => value.clone_into(&mut self.program[at + 1]),
+            _ => self.program.extend([flag.to_owned(), value.to_owned()]),
+        }
+    }
+}
+
+/// The command `up` saved for server `name` of `dir`, if any.
+fn saved_command(dir: &Path, name: &str) -> Option<ServerCommand> {
+    let text = fs::read_to_string(run_dir(dir).join(format!("{name}.cmd"))).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Where server `name` listened before: its saved `--listen` when that names a fixed port,
+/// else the address it last wrote to `DIR/run/NAME.addr` (kept across `down`).
+fn previous_address(dir: &Path, name: &str) -> Option<String> {
+    let fixed = |address: &str| !address.ends_with(":0") && address.contains(':');
+    saved_command(dir, name)
+        .and_then(|command| command.value_of("--listen").map(str::to_owned))
+        .filter(|address| fixed(address))
+        .or_else(|| {
+            fs::read_to_string(run_dir(dir).join(format!("{name}.addr")))
+                .ok()
+                .map(|address| address.trim().to_owned())
+                .filter(|address| fixed(address))
+        })
+}
+
 /// A server process being started.
 struct Starting {
     name: String,
     child: std::process::Child,
     address_file: PathBuf,
     log_file: PathBuf,
+    command: ServerCommand,
 }
 
 /// Mode of the servers' data directories (`mds`, `iod-N`) and of `log`: the owner's alone.
@@ -177,12 +243,54 @@ pub fn private_dir(path: &Path) -> std::io::Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(PRIVATE_DIRECTORY_MODE))
 }
 
-fn spawn_server(dir: &Path, name: &str, args: &[String]) -> Result<Starting, String> {
-    let exe =
-        std::env::current_exe().map_err(|err| format!("cannot find the tessera binary: {err}"))?;
+/// Writes `text` to `path`, owner-only, by rename (a reader never sees half of it).
+fn write_private(path: &Path, text: &str) -> Result<(), String> {
+    let temporary = path.with_extension("tmp");
+    fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(PRIVATE_FILE_MODE)
+        .open(&temporary)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
+        .and_then(|()| fs::rename(&temporary, path))
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))
+}
+
+fn save_command(dir: &Path, name: &str, command: &ServerCommand) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(command).expect("a command serializes");
+    write_private(&run_dir(dir).join(format!("{name}.cmd")), &text)
+}
+
+/// The path of the running tessera binary: what every server runs (on remote hosts too,
+/// which therefore install tessera at the same path).
+fn tessera_program() -> Result<String, String> {
+    std::env::current_exe()
+        .map(|exe| exe.display().to_string())
+        .map_err(|err| format!("cannot find the tessera binary: {err}"))
+}
+
+/// Quotes `word` for the remote shell `ssh` hands its command to (only when needed, so the
+/// pid check still sees `tessera ROLE` as words of its own).
+fn shell_quoted(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"/._-:=,@+%".contains(&byte));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+fn spawn_server(dir: &Path, name: &str, command: ServerCommand) -> Result<Starting, String> {
     let log_file = dir.join("log").join(format!("{name}.log"));
-    let address_file = run_dir(dir).join(format!("{name}.addr"));
-    let _ = fs::remove_file(&address_file);
+    let address_file = absolute(&run_dir(dir).join(format!("{name}.addr")));
+    if command.address_here {
+        let _ = fs::remove_file(&address_file);
+    }
+    save_command(dir, name, &command)?;
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -194,16 +302,27 @@ fn spawn_server(dir: &Path, name: &str, args: &[String]) -> Result<Starting, Str
         })
         .map_err(|err| format!("cannot open {}: {err}", log_file.display()))?;
     let log_err = log.try_clone().map_err(|err| err.to_string())?;
-    let child = Command::new(exe)
-        .args(args)
-        .arg("--address-file")
-        .arg(&address_file)
+    let mut words: Vec<String> = command.launcher.clone();
+    words.extend(command.program.iter().cloned());
+    words.extend([
+        "--address-file".to_owned(),
+        address_file.display().to_string(),
+    ]);
+    if !command.address_here {
+        // Over ssh the words are joined into one remote shell command.
+        let launcher_words = command.launcher.len();
+        for word in &mut words[launcher_words..] {
+            *word = shell_quoted(word);
+        }
+    }
+    let child = Command::new(&words[0])
+        .args(&words[1..])
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err)
         .process_group(0)
         .spawn()
-        .map_err(|err| format!("cannot start {name}: {err}"))?;
+        .map_err(|err| format!("cannot start {name} ({}): {err}", words[0]))?;
     let pid_file = run_dir(dir).join(format!("{name}.pid"));
     fs::write(&pid_file, child.id().to_string())
         .map_err(|err| format!("cannot write {}: {err}", pid_file.display()))?;
@@ -212,21 +331,37 @@ fn spawn_server(dir: &Path, name: &str, args: &[String]) -> Result<Starting, Str
         child,
         address_file,
         log_file,
+        command,
     })
 }
 
-fn wait_for_address(server: &mut Starting, deadline: Instant) -> Result<String, String> {
+fn exited_message(server: &Starting, status: std::process::ExitStatus) -> String {
+    format!(
+        "{} exited ({status}) while starting; its log {} ends:\n{}",
+        server.name,
+        server.log_file.display(),
+        log_tail(&server.log_file)
+    )
+}
+
+/// Waits for the address a local server writes once it listens, then saves its command with
+/// that address fixed, so every later start puts it there again.
+fn wait_for_address(
+    dir: &Path,
+    server: &mut Starting,
+    deadline: Instant,
+) -> Result<String, String> {
     loop {
         if let Ok(address) = fs::read_to_string(&server.address_file) {
-            return Ok(address.trim().to_owned());
+            let address = address.trim().to_owned();
+            if server.command.value_of("--listen").is_some() {
+                server.command.set("--listen", &address);
+                save_command(dir, &server.name, &server.command)?;
+            }
+            return Ok(address);
         }
         if let Ok(Some(status)) = server.child.try_wait() {
-            return Err(format!(
-                "{} exited ({status}) while starting; its log {} ends:\n{}",
-                server.name,
-                server.log_file.display(),
-                log_tail(&server.log_file)
-            ));
+            return Err(exited_message(server, status));
         }
         if Instant::now() > deadline {
             return Err(format!(
@@ -239,13 +374,10 @@ fn wait_for_address(server: &mut Starting, deadline: Instant) -> Result<String, 
     }
 }
 
-/// Starts a cluster.
+/// Starts a cluster: the servers of a hostfile (`--hosts`, or the one an earlier `up` kept
+/// in `DIR/hosts`), else a local cluster of `--servers` iods. Servers already running are
+/// left alone; the missing ones start at their old addresses.
 pub fn up(args: &UpArgs) -> Result<(), String> {
-    let ofi = args.ofi_provider.as_ref().map(|provider| OfiEntry {
-        provider: provider.clone(),
-        // tcp binds to loopback, where the servers listen.
-        node: provider.starts_with("tcp").then(|| "127.0.0.1".to_owned()),
-    });
     let mut mds_flags = Vec::new();
     if args.root_squash {
         mds_flags.push("--root-squash".to_owned());
@@ -253,15 +385,52 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
     if let Some(seconds) = args.capability_seconds {
         mds_flags.extend(["--capability-seconds".to_owned(), seconds.to_string()]);
     }
-    let config = start_with(
-        &args.dir,
-        args.servers,
-        args.stripe_unit,
-        ofi.as_ref(),
-        &mds_flags,
-    )?;
+    let kept_hosts = args.dir.join(HOSTS_FILE);
+    let hosts = match (&args.hosts, kept_hosts.exists()) {
+        (Some(file), _) => Some(file.clone()),
+        (None, true) if args.servers.is_none() => Some(kept_hosts),
+        (None, true) => {
+            return Err(format!(
+                "{} was started from a hostfile (kept in {}); run `tessera up --dir {}` without --servers",
+                args.dir.display(),
+                kept_hosts.display(),
+                args.dir.display()
+            ))
+        }
+        (None, false) => None,
+    };
+    let (config, started) = if let Some(hosts) = hosts {
+        if args.ofi_provider.is_some() {
+            return Err(
+                "--ofi-provider is for local clusters; it does not go with a hostfile".to_owned(),
+            );
+        }
+        start_hosts(&args.dir, &hosts, args.stripe_unit, &mds_flags)?
+    } else {
+        let ofi = args.ofi_provider.as_ref().map(|provider| OfiEntry {
+            provider: provider.clone(),
+            // tcp binds to loopback, where the servers listen.
+            node: provider.starts_with("tcp").then(|| "127.0.0.1".to_owned()),
+        });
+        let previous = ClusterConfig::load(&args.dir.join("cluster.toml"))
+            .ok()
+            .and_then(|config| u16::try_from(config.iods.len()).ok());
+        let servers = args.servers.or(previous).unwrap_or(SERVERS_DEFAULT);
+        start_local(
+            &args.dir,
+            servers,
+            args.stripe_unit,
+            ofi.as_ref(),
+            &mds_flags,
+        )?
+    };
+    let started = if started.is_empty() {
+        "every server was already running".to_owned()
+    } else {
+        format!("started {}", started.join(", "))
+    };
     println!(
-        "tessera: cluster up in {}: mds at {}, {} I/O servers",
+        "tessera: cluster up in {}: mds at {}, {} I/O servers; {started}",
         args.dir.display(),
         config.mds.address,
         config.iods.len()
@@ -273,17 +442,25 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Measures the storage cost model once, in `iod-0`'s data directory, and gives every iod
-/// without a model of its own a copy: the data directories of a local cluster share one
-/// file system, and iods calibrating all at once on a small machine would measure each
+/// Iods of a local cluster when `up` is given no `--servers` and there is no earlier one.
+const SERVERS_DEFAULT: u16 = 4;
+/// The copy of the hostfile `up --hosts` keeps in the cluster directory.
+pub const HOSTS_FILE: &str = "hosts";
+
+/// Measures the storage cost model once, in the first of `indices`' data directories, and
+/// gives every iod of `indices` without a model of its own a copy: these data directories
+/// share one machine, and iods calibrating all at once on a small machine would measure each
 /// other rather than the storage.
-fn share_cost_model(dir: &Path, servers: u16) -> Result<(), String> {
-    let first = dir.join("iod-0");
+fn share_cost_model(dir: &Path, indices: &[u16]) -> Result<(), String> {
+    let Some(first_index) = indices.first() else {
+        return Ok(());
+    };
+    let first = dir.join(format!("iod-{first_index}"));
     private_dir(&first).map_err(|err| format!("cannot create {}: {err}", first.display()))?;
     tessera_iod::cost::load_or_calibrate(&first, false, None)
-        .map_err(|err| format!("iod 0: cost model: {err}"))?;
+        .map_err(|err| format!("iod {first_index}: cost model: {err}"))?;
     let measured = first.join(tessera_iod::cost::COST_MODEL_FILE);
-    for index in 1..servers {
+    for index in &indices[1..] {
         let data = dir.join(format!("iod-{index}"));
         let kept = data.join(tessera_iod::cost::COST_MODEL_FILE);
         if !kept.exists() {
@@ -325,41 +502,38 @@ fn absolute(path: &Path) -> std::path::PathBuf {
 }
 
 /// Starts a cluster of `servers` iods in `dir`, writes `dir/cluster.toml` and returns once
-/// every server answers. On failure nothing is left running.
+/// every server answers. On failure nothing it started is left running.
 pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig, String> {
-    start_with(dir, servers, stripe_unit, None, &[])
+    start_local(dir, servers, stripe_unit, None, &[]).map(|(config, _)| config)
 }
 
-/// [`start`], with the iods serving one-sided transfers over the fabric `ofi` names, and
-/// `mds_flags` given to the mds (`--root-squash`, `--capability-seconds N`).
-pub fn start_with(
-    dir: &Path,
-    servers: u16,
-    stripe_unit: u64,
-    ofi: Option<&OfiEntry>,
-    mds_flags: &[String],
-) -> Result<ClusterConfig, String> {
-    if servers == 0 || usize::from(servers) > SERVERS_MAX {
-        return Err(format!("--servers {servers} is outside 1..={SERVERS_MAX}"));
-    }
+/// Creates the cluster directory's parts, forgets pid files of servers that are gone, and
+/// returns the names of the servers still running.
+fn prepare(dir: &Path) -> Result<std::collections::BTreeSet<String>, String> {
     fs::create_dir_all(dir.join("run"))
         .map_err(|err| format!("cannot create {}: {err}", dir.join("run").display()))?;
     for sub in ["log", "mds"] {
         private_dir(&dir.join(sub))
             .map_err(|err| format!("cannot create {}: {err}", dir.join(sub).display()))?;
     }
+    let mut alive = std::collections::BTreeSet::new();
     for pid_file in pid_files(dir) {
-        if let Some(pid) = read_pid(&pid_file).filter(|&pid| server_alive(dir, &pid_file, pid)) {
-            return Err(format!(
-                "a cluster is already running in {} ({} is pid {pid}); run `tessera down --dir {}` first",
-                dir.display(),
-                pid_file.display(),
-                dir.display()
-            ));
+        let name = pid_file
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if read_pid(&pid_file).is_some_and(|pid| server_alive(dir, &pid_file, pid)) {
+            alive.insert(name);
+        } else {
+            let _ = fs::remove_file(pid_file);
         }
-        let _ = fs::remove_file(pid_file);
     }
-    share_cost_model(dir, servers)?;
+    Ok(alive)
+}
+
+/// Loads the cluster key of `dir`, making one at the first start; returns its path and the
+/// cluster id.
+fn cluster_key(dir: &Path) -> Result<(PathBuf, u64), String> {
     let key = absolute(&dir.join(KEY_FILE));
     let cluster_id = if key.exists() {
         tessera_auth::ClusterKey::load(&key)
@@ -368,13 +542,75 @@ pub fn start_with(
     }
     .map_err(|err| err.to_string())?
     .cluster_id();
+    Ok((key, cluster_id))
+}
+
+/// Stops the servers of `started` (what one `up` or `restart` started before it failed).
+fn stop_started(dir: &Path, started: &[String]) {
+    for name in started {
+        stop_one(dir, &run_dir(dir).join(format!("{name}.pid")));
+    }
+}
+
+/// [`start`], with the iods serving one-sided transfers over the fabric `ofi` names, and
+/// `mds_flags` given to the mds (`--root-squash`, `--capability-seconds N`). Servers of `dir`
+/// that are running are kept; the others start at the address they had before (the kernel
+/// picks one at the first start). Returns the cluster and the names of the servers started.
+pub fn start_local(
+    dir: &Path,
+    servers: u16,
+    stripe_unit: u64,
+    ofi: Option<&OfiEntry>,
+    mds_flags: &[String],
+) -> Result<(ClusterConfig, Vec<String>), String> {
+    if servers == 0 || usize::from(servers) > SERVERS_MAX {
+        return Err(format!("--servers {servers} is outside 1..={SERVERS_MAX}"));
+    }
+    let alive = prepare(dir)?;
+    if !alive.is_empty() {
+        let running = ClusterConfig::load(&dir.join("cluster.toml"))
+            .map(|config| config.iods.len())
+            .unwrap_or_default();
+        if running != usize::from(servers) {
+            return Err(format!(
+                "a cluster of {running} iods is running in {} ({}); `up --servers {servers}` cannot change that while it runs: run `tessera down --dir {}` first",
+                dir.display(),
+                alive.iter().cloned().collect::<Vec<_>>().join(", "),
+                dir.display()
+            ));
+        }
+    }
+    let missing_iods: Vec<u16> = (0..servers)
+        .filter(|index| !alive.contains(&format!("iod-{index}")))
+        .collect();
+    if alive.contains("mds") {
+        // The running mds knows every iod by address: a new address would be unknown to it.
+        if let Some(index) = missing_iods
+            .iter()
+            .find(|index| previous_address(dir, &format!("iod-{index}")).is_none())
+        {
+            return Err(format!(
+                "iod {index} has no earlier address in {} but the mds runs with a fixed list; run `tessera down --dir {}` first",
+                run_dir(dir).display(),
+                dir.display()
+            ));
+        }
+    }
+    let all: Vec<u16> = (0..servers).collect();
+    share_cost_model(dir, &all)?;
+    let (key, cluster_id) = cluster_key(dir)?;
+    let program = tessera_program()?;
     let agent_socket = absolute(&run_dir(dir).join(AGENT_SOCKET));
     let deadline = Instant::now() + STARTUP_TIMEOUT;
+    let mut started = Vec::new();
     let result = (|| {
-        let mut iods = Vec::new();
-        for index in 0..servers {
-            let data = dir.join(format!("iod-{index}"));
+        let mut starting = Vec::new();
+        for &index in &missing_iods {
+            let name = format!("iod-{index}");
+            let data = dir.join(&name);
+            let listen = previous_address(dir, &name).unwrap_or_else(|| "127.0.0.1:0".into());
             let mut args = vec![
+                program.clone(),
                 "iod".into(),
                 "--index".into(),
                 index.to_string(),
@@ -382,11 +618,13 @@ pub fn start_with(
                 data.display().to_string(),
                 "--key".into(),
                 key.display().to_string(),
+                "--listen".into(),
+                listen,
             ];
             if let Some(socket) = local_socket(dir, index) {
                 args.extend(["--local-socket".into(), socket.display().to_string()]);
             }
-            // The mds starts after the iods, on a port not known yet: each iod reads its
+            // The mds may start after the iods, on a port not known yet: each iod reads its
             // address from the file the mds writes, then sweeps its orphans.
             args.extend([
                 "--mds-address-file".into(),
@@ -400,50 +638,86 @@ pub fn start_with(
                     args.extend(["--ofi-node".into(), node.clone()]);
                 }
             }
-            let server = spawn_server(dir, &format!("iod-{index}"), &args)?;
-            iods.push(server);
+            let command = ServerCommand {
+                launcher: Vec::new(),
+                program: args,
+                address_here: true,
+            };
+            starting.push((index, spawn_server(dir, &name, command)?));
+            started.push(name);
         }
         let mut iod_addresses = Vec::new();
-        for server in &mut iods {
-            iod_addresses.push(wait_for_address(server, deadline)?);
+        for index in 0..servers {
+            let name = format!("iod-{index}");
+            let address = match starting.iter_mut().find(|(at, _)| *at == index) {
+                Some((_, server)) => wait_for_address(dir, server, deadline)?,
+                None => previous_address(dir, &name).ok_or_else(|| {
+                    format!(
+                        "{name} runs but its address is not in {}",
+                        run_dir(dir).display()
+                    )
+                })?,
+            };
+            iod_addresses.push(address);
         }
-        let mut mds_args = vec![
-            "mds".to_owned(),
-            "--db".to_owned(),
-            dir.join("mds").join("meta.redb").display().to_string(),
-            "--stripe-unit".to_owned(),
-            stripe_unit.to_string(),
-            "--key".to_owned(),
-            key.display().to_string(),
-        ];
-        for address in &iod_addresses {
-            mds_args.push("--iod".to_owned());
-            mds_args.push(address.clone());
-        }
-        mds_args.extend(mds_flags.iter().cloned());
-        let mut mds = spawn_server(dir, "mds", &mds_args)?;
-        let agent_args = [
-            "agent".to_owned(),
-            "--key".to_owned(),
-            key.display().to_string(),
-            "--socket".to_owned(),
-            agent_socket.display().to_string(),
-        ];
+        let mds_address = if alive.contains("mds") {
+            previous_address(dir, "mds").ok_or_else(|| {
+                format!(
+                    "the mds runs but its address is not in {}",
+                    run_dir(dir).display()
+                )
+            })?
+        } else {
+            let mut mds_args = vec![
+                program.clone(),
+                "mds".to_owned(),
+                "--db".to_owned(),
+                dir.join("mds").join("meta.redb").display().to_string(),
+                "--stripe-unit".to_owned(),
+                stripe_unit.to_string(),
+                "--key".to_owned(),
+                key.display().to_string(),
+                "--listen".to_owned(),
+                previous_address(dir, "mds").unwrap_or_else(|| "127.0.0.1:0".into()),
+            ];
+            for address in &iod_addresses {
+                mds_args.push("--iod".to_owned());
+                mds_args.push(address.clone());
+            }
+            mds_args.extend(mds_flags.iter().cloned());
+            let command = ServerCommand {
+                launcher: Vec::new(),
+                program: mds_args,
+                address_here: true,
+            };
+            let mut mds = spawn_server(dir, "mds", command)?;
+            started.push("mds".to_owned());
+            wait_for_address(dir, &mut mds, deadline)?
+        };
         // An agent socket path too long for the kernel leaves the host without an agent:
         // only processes that can read the key can then use the cluster.
         let agent_fits = agent_socket.as_os_str().len() <= UNIX_SOCKET_PATH_BYTES_MAX;
-        let mut agent = if agent_fits {
-            Some(spawn_server(dir, "agent", &agent_args)?)
-        } else {
+        if !agent_fits {
             tracing::warn!(
                 "{} is too long for a Unix socket; no agent runs for this cluster",
                 agent_socket.display()
             );
-            None
-        };
-        let mds_address = wait_for_address(&mut mds, deadline)?;
-        if let Some(agent) = &mut agent {
-            wait_for_address(agent, deadline)?;
+        } else if !alive.contains("agent") {
+            let command = ServerCommand {
+                launcher: Vec::new(),
+                program: vec![
+                    program.clone(),
+                    "agent".to_owned(),
+                    "--key".to_owned(),
+                    key.display().to_string(),
+                    "--socket".to_owned(),
+                    agent_socket.display().to_string(),
+                ],
+                address_here: true,
+            };
+            let mut agent = spawn_server(dir, "agent", command)?;
+            started.push("agent".to_owned());
+            wait_for_address(dir, &mut agent, deadline)?;
         }
         let config = ClusterConfig {
             mds: MdsEntry {
@@ -469,22 +743,259 @@ pub fn start_with(
         config
             .save(&cluster_file)
             .map_err(|err| format!("cannot write {}: {err}", cluster_file.display()))?;
-        wait_until_answering(&config, deadline)?;
+        wait_until_answering(&config, &mut [], deadline)?;
         Ok::<_, String>(config)
     })();
-    if result.is_err() {
-        // Leave nothing half-started behind.
-        stop_all(dir);
+    match result {
+        Ok(config) => Ok((config, started)),
+        Err(err) => {
+            // Leave nothing half-started behind; what ran before keeps running.
+            stop_started(dir, &started);
+            Err(err)
+        }
     }
-    result
 }
 
-fn wait_until_answering(config: &ClusterConfig, deadline: Instant) -> Result<(), String> {
+/// Starts the servers of the hostfile `hosts` that are not running (each through its
+/// launcher, at its fixed address), keeps a copy of the hostfile in `dir/hosts`, and writes
+/// the cluster file naming those addresses.
+fn start_hosts(
+    dir: &Path,
+    hosts: &Path,
+    stripe_unit: u64,
+    mds_flags: &[String],
+) -> Result<(ClusterConfig, Vec<String>), String> {
+    let text = fs::read_to_string(hosts)
+        .map_err(|err| format!("cannot read the hostfile {}: {err}", hosts.display()))?;
+    let hostfile = crate::hosts::Hostfile::load(hosts)?;
+    let alive = prepare(dir)?;
+    let kept = dir.join(HOSTS_FILE);
+    if !alive.is_empty() && fs::read_to_string(&kept).is_ok_and(|old| old != text) {
+        return Err(format!(
+            "servers of {} run from another hostfile ({}); run `tessera down --dir {}` first",
+            dir.display(),
+            kept.display(),
+            dir.display()
+        ));
+    }
+    if hosts != kept {
+        write_private(&kept, &text)?;
+    }
+    let (key, cluster_id) = cluster_key(dir)?;
+    let program = tessera_program()?;
+    let here: Vec<u16> = hostfile
+        .iods
+        .iter()
+        .zip(0u16..)
+        .filter(|((_, launcher), _)| launcher.is_this_host())
+        .map(|(_, index)| index)
+        .collect();
+    share_cost_model(dir, &here)?;
+    let agent_socket = absolute(&run_dir(dir).join(AGENT_SOCKET));
+    let (mds_address, mds_launcher) = &hostfile.mds;
+    let mut servers: Vec<(String, crate::hosts::Launcher, Vec<String>)> = Vec::new();
+    for ((address, launcher), index) in hostfile.iods.iter().zip(0u16..) {
+        let mut args = vec![
+            program.clone(),
+            "iod".into(),
+            "--index".into(),
+            index.to_string(),
+            "--data".into(),
+            absolute(&dir.join(format!("iod-{index}")))
+                .display()
+                .to_string(),
+            "--key".into(),
+            key.display().to_string(),
+            "--listen".into(),
+            address.clone(),
+            "--mds".into(),
+            mds_address.clone(),
+        ];
+        let socket = (*launcher == crate::hosts::Launcher::Local)
+            .then(|| local_socket(dir, index))
+            .flatten();
+        if let Some(socket) = socket {
+            args.extend(["--local-socket".into(), socket.display().to_string()]);
+        }
+        servers.push((format!("iod-{index}"), launcher.clone(), args));
+    }
+    let mut mds_args = vec![
+        program.clone(),
+        "mds".to_owned(),
+        "--db".to_owned(),
+        absolute(&dir.join("mds").join("meta.redb"))
+            .display()
+            .to_string(),
+        "--stripe-unit".to_owned(),
+        stripe_unit.to_string(),
+        "--key".to_owned(),
+        key.display().to_string(),
+        "--listen".to_owned(),
+        mds_address.clone(),
+    ];
+    for (address, _) in &hostfile.iods {
+        mds_args.extend(["--iod".to_owned(), address.clone()]);
+    }
+    mds_args.extend(mds_flags.iter().cloned());
+    servers.push(("mds".to_owned(), mds_launcher.clone(), mds_args));
+    for (line, (_, launcher)) in hostfile.agents.iter().enumerate() {
+        let args = vec![
+            program.clone(),
+            "agent".to_owned(),
+            "--key".to_owned(),
+            key.display().to_string(),
+            "--socket".to_owned(),
+            agent_socket.display().to_string(),
+        ];
+        servers.push((format!("agent-{line}"), launcher.clone(), args));
+    }
+    let config = ClusterConfig {
+        mds: MdsEntry {
+            address: mds_address.clone(),
+        },
+        iods: hostfile
+            .iods
+            .iter()
+            .zip(0u16..)
+            .map(|((address, launcher), index)| IodEntry {
+                index,
+                address: address.clone(),
+                local: (*launcher == crate::hosts::Launcher::Local)
+                    .then(|| local_socket(dir, index))
+                    .flatten(),
+            })
+            .collect(),
+        ofi: None,
+        auth: AuthEntry {
+            key: Some(key.clone()),
+            agent: (!hostfile.agents.is_empty()).then(|| agent_socket.clone()),
+        },
+        cluster_id: Some(cluster_id),
+    };
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    let mut started = Vec::new();
+    let result = (|| {
+        let mut starting = Vec::new();
+        for (name, launcher, program) in servers {
+            if alive.contains(&name) {
+                continue;
+            }
+            let command = ServerCommand {
+                launcher: launcher.prefix(),
+                program,
+                address_here: launcher.is_this_host(),
+            };
+            starting.push(spawn_server(dir, &name, command)?);
+            started.push(name);
+        }
+        let cluster_file = dir.join("cluster.toml");
+        config
+            .save(&cluster_file)
+            .map_err(|err| format!("cannot write {}: {err}", cluster_file.display()))?;
+        wait_until_answering(&config, &mut starting, deadline)?;
+        Ok::<_, String>(())
+    })();
+    match result {
+        Ok(()) => Ok((config, started)),
+        Err(err) => {
+            stop_started(dir, &started);
+            Err(err)
+        }
+    }
+}
+
+/// Arguments of `tessera restart`.
+#[derive(Debug, clap::Args)]
+pub struct RestartArgs {
+    /// Which server: `mds`, `iod` (with its index) or `agent` (with its line among a
+    /// hostfile's agent lines, if more than one).
+    role: String,
+    /// The iod's index (or the agent's line).
+    index: Option<u16>,
+    /// Cluster directory given to `tessera up`.
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+/// Stops one server of a cluster (SIGTERM, then SIGKILL after the shutdown timeout) and
+/// starts it again with the command `up` saved, at the same address. The other servers keep
+/// running; clients reconnect to it by themselves.
+pub fn restart(args: &RestartArgs) -> Result<(), String> {
+    let name = match (args.role.as_str(), args.index) {
+        ("mds", None) => "mds".to_owned(),
+        ("iod", Some(index)) => format!("iod-{index}"),
+        ("agent", None) if saved_command(&args.dir, "agent").is_some() => "agent".to_owned(),
+        ("agent", line) => format!("agent-{}", line.unwrap_or(0)),
+        ("iod", None) => {
+            return Err("restart iod: give its index (`tessera restart iod 1`)".to_owned())
+        }
+        (role, _) => {
+            return Err(format!(
+                "restart {role}: expected `mds`, `iod N` or `agent [N]`"
+            ))
+        }
+    };
+    let command = saved_command(&args.dir, &name).ok_or_else(|| {
+        format!(
+            "no saved command for {name} in {} (was this cluster started by `tessera up`?)",
+            run_dir(&args.dir).display()
+        )
+    })?;
+    let config =
+        ClusterConfig::load(&args.dir.join("cluster.toml")).map_err(|err| err.to_string())?;
+    let pid_file = run_dir(&args.dir).join(format!("{name}.pid"));
+    let was_running = stop_one(&args.dir, &pid_file);
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    // The old process may still hold its port for a moment (a remote server hangs up after
+    // its ssh is gone): a start that finds the port taken is tried again until the deadline.
+    let server = loop {
+        let mut server = spawn_server(&args.dir, &name, command.clone())?;
+        match wait_until_answering(&config, std::slice::from_mut(&mut server), deadline) {
+            Ok(()) => break server,
+            Err(err) => {
+                let exited = matches!(server.child.try_wait(), Ok(Some(_)));
+                if exited
+                    && log_tail(&server.log_file).contains("Address already in use")
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                }
+                stop_one(&args.dir, &pid_file);
+                return Err(err);
+            }
+        }
+    };
+    println!(
+        "tessera: {} {name} (pid {}){}",
+        if was_running { "restarted" } else { "started" },
+        server.child.id(),
+        server
+            .command
+            .value_of("--listen")
+            .map(|address| format!(" at {address}"))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// Waits until every server of `config` answers a ping; fails early, with its log, if one
+/// of the processes in `starting` exits.
+fn wait_until_answering(
+    config: &ClusterConfig,
+    starting: &mut [Starting],
+    deadline: Instant,
+) -> Result<(), String> {
     let options = ClientOptions {
         timeout: Duration::from_secs(2),
         ..ClientOptions::default()
     };
     loop {
+        for server in starting.iter_mut() {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                return Err(exited_message(server, status));
+            }
+        }
         let client = Client::new(config, &options);
         let failures: Vec<String> = client
             .ping_all()
@@ -501,35 +1012,44 @@ fn wait_until_answering(config: &ClusterConfig, deadline: Instant) -> Result<(),
     }
 }
 
+/// Stops the server of `pid_file` if it runs (SIGTERM, then SIGKILL after
+/// [`SHUTDOWN_TIMEOUT`]) and removes the pid file; its address file stays, so the next start
+/// puts it at the same address. Returns whether it was running.
+fn stop_one(dir: &Path, pid_file: &Path) -> bool {
+    let name = pid_file
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let alive = |pid| server_alive(dir, pid_file, pid);
+    let mut stopped = false;
+    if let Some(pid) = read_pid(pid_file).filter(|&pid| alive(pid)) {
+        // SAFETY: sending a signal to a pid touches no memory of ours.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+        while alive(pid) && Instant::now() < deadline {
+            reap(pid);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if alive(pid) {
+            eprintln!(
+                "tessera: {name} (pid {pid}) ignored SIGTERM for {SHUTDOWN_TIMEOUT:?}; killing it"
+            );
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            reap(pid);
+        }
+        stopped = true;
+    }
+    let _ = fs::remove_file(pid_file);
+    stopped
+}
+
 /// Stops every process of `dir`; returns how many were stopped.
 pub fn stop_all(dir: &Path) -> usize {
-    let mut stopped = 0;
-    for pid_file in pid_files(dir) {
-        let name = pid_file
-            .file_stem()
-            .map(|stem| stem.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let alive = |pid| server_alive(dir, &pid_file, pid);
-        if let Some(pid) = read_pid(&pid_file).filter(|&pid| alive(pid)) {
-            // SAFETY: sending a signal to a pid touches no memory of ours.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
-            while alive(pid) && Instant::now() < deadline {
-                reap(pid);
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if alive(pid) {
-                eprintln!("tessera: {name} (pid {pid}) ignored SIGTERM for {SHUTDOWN_TIMEOUT:?}; killing it");
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                reap(pid);
-            }
-            stopped += 1;
-        }
-        let _ = fs::remove_file(&pid_file);
-        let _ = fs::remove_file(pid_file.with_extension("addr"));
-    }
-    stopped
+    pid_files(dir)
+        .iter()
+        .filter(|pid_file| stop_one(dir, pid_file))
+        .count()
 }
 
 /// Collects the exit status of `pid` if it is our child (so it does not linger as a zombie).
@@ -720,5 +1240,14 @@ mod tests {
             assert!(!is_our_server(dir, &mds, &line), "{stranger}");
         }
         assert!(!is_our_server(dir, &run.join("other.pid"), &mds_line));
+        // Behind a launcher (ssh keeps the program's words in its own command line), and a
+        // hostfile's agents.
+        let over_ssh = words(&format!(
+            "ssh -tt -o BatchMode=yes node1 /bin/tessera iod --index 2 --key {key}"
+        ));
+        assert!(is_our_server(dir, &iod, &over_ssh));
+        assert!(!is_our_server(dir, &mds, &over_ssh));
+        assert!(is_our_server(dir, &run.join("agent-3.pid"), &agent_line));
+        assert!(!is_our_server(dir, &run.join("agent-x.pid"), &agent_line));
     }
 }

@@ -29,6 +29,7 @@ mod bench;
 mod cluster;
 mod demo;
 mod files;
+mod hosts;
 mod plot;
 mod servers;
 mod workers;
@@ -51,10 +52,13 @@ pub struct ClusterArg {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Start a local cluster: one mds and N iods as background processes.
+    /// Start a cluster: one mds and N iods as background processes (local, or on the hosts
+    /// of a hostfile); only the servers not running are started.
     Up(cluster::UpArgs),
     /// Stop the local cluster started in DIR.
     Down(cluster::DownArgs),
+    /// Stop one server of the cluster in DIR and start it again at the same address.
+    Restart(cluster::RestartArgs),
     /// Report the state of every server of a cluster.
     Status(cluster::StatusArgs),
     /// Run a metadata server in the foreground.
@@ -141,6 +145,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Up(args) => cluster::up(&args),
         Command::Down(args) => cluster::down(&args),
+        Command::Restart(args) => cluster::restart(&args),
         Command::Status(args) => cluster::status(&args),
         Command::Mds(args) => servers::run_mds(&args),
         Command::Iod(args) => servers::run_iod(&args),

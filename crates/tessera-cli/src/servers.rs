@@ -252,11 +252,15 @@ async fn bind(
     Ok((listener, address))
 }
 
+/// Resolves at SIGTERM, SIGINT or SIGHUP. A hangup counts as a request to stop: a server
+/// started by `tessera up` over `ssh -tt` gets it when `down` or `restart` ends that ssh.
 async fn shutdown_signal() {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler installs");
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
+    let mut hangup = signal(SignalKind::hangup()).expect("SIGHUP handler installs");
     tokio::select! {
         _ = terminate.recv() => {}
+        _ = hangup.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
 }
