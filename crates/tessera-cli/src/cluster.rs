@@ -105,6 +105,8 @@ fn command_line(pid: i32) -> Vec<String> {
 /// pid file `pid_file`: `…/tessera ROLE … --key DIR/key` as [`spawn_server`] runs it, with ROLE
 /// the pid file's name (`mds`, `agent`, or `iod` and `--index N` for `iod-N.pid`).
 fn is_our_server(dir: &Path, pid_file: &Path, command: &[String]) -> bool {
+    // Over ssh the program's words are shell-quoted where needed (`shell_quoted`).
+    let command: Vec<String> = command.iter().map(|word| shell_unquoted(word)).collect();
     let Some(stem) = pid_file.file_stem().and_then(|stem| stem.to_str()) else {
         return false;
     };
@@ -281,6 +283,17 @@ fn shell_quoted(word: &str) -> String {
         word.to_owned()
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// The word [`shell_quoted`] made `quoted` from (other words are returned as they are).
+fn shell_unquoted(quoted: &str) -> String {
+    match quoted
+        .strip_prefix('\'')
+        .and_then(|rest| rest.strip_suffix('\''))
+    {
+        Some(inner) if quoted.len() >= 2 => inner.replace(r"'\''", "'"),
+        _ => quoted.to_owned(),
     }
 }
 
@@ -1249,5 +1262,16 @@ mod tests {
         assert!(!is_our_server(dir, &mds, &over_ssh));
         assert!(is_our_server(dir, &run.join("agent-3.pid"), &agent_line));
         assert!(!is_our_server(dir, &run.join("agent-x.pid"), &agent_line));
+        // Quoted for the remote shell when a path needs it.
+        let spaced = Path::new("/clusters/my one");
+        let quoted: Vec<String> = words("ssh -tt node1 /bin/tessera mds --key")
+            .into_iter()
+            .chain([shell_quoted("/clusters/my one/key")])
+            .collect();
+        assert_eq!(quoted.last().unwrap(), "'/clusters/my one/key'");
+        assert!(is_our_server(spaced, &spaced.join("run/mds.pid"), &quoted));
+        for word in ["plain/path:7000", "it's here", "", "'"] {
+            assert_eq!(shell_unquoted(&shell_quoted(word)), word);
+        }
     }
 }

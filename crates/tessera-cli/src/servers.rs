@@ -150,11 +150,13 @@ pub struct KeygenArgs {
 
 /// Writes a new cluster key.
 pub fn keygen(args: &KeygenArgs) -> Result<(), String> {
-    tessera_auth::ClusterKey::create(&args.file).map_err(|err| err.to_string())?;
+    let key = tessera_auth::ClusterKey::create(&args.file).map_err(|err| err.to_string())?;
     println!(
         "tessera: wrote a new cluster key to {} (mode 0600); give it to every server with --key and to every host's agent",
         args.file.display()
     );
+    // The line a hand-written cluster.toml takes, so clients check they reach this cluster.
+    println!("cluster_id = \"{:016x}\"", key.cluster_id());
     Ok(())
 }
 

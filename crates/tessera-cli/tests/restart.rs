@@ -174,3 +174,167 @@ fn restart_of_an_iod_and_the_mds_keeps_an_open_client_working() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn keygen_prints_the_cluster_id_that_up_writes_for_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    let stdout = ok(&tessera(&["keygen", key.to_str().unwrap()]));
+    let line = stdout
+        .lines()
+        .find(|line| line.starts_with("cluster_id = "))
+        .unwrap_or_else(|| panic!("no cluster_id line: {stdout}"))
+        .to_owned();
+    let cluster = Cluster { dir };
+    cluster.up(1);
+    let written = std::fs::read_to_string(cluster.file()).unwrap();
+    assert!(
+        written.lines().any(|l| l == line),
+        "{line} not in {written}"
+    );
+    cluster.down();
+}
+
+/// A port free on loopback a moment ago (a hostfile needs fixed ports).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Runs `tessera ARGS` with `path_prefix` first on PATH (where the fake `ssh` is).
+fn tessera_with_path(path_prefix: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let path = format!(
+        "{}:{}",
+        path_prefix.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    std::process::Command::new(common::TESSERA)
+        .args(args)
+        .env("PATH", path)
+        .env_remove("TESSERA_CLUSTER")
+        .output()
+        .expect("tessera runs")
+}
+
+/// Stands in for `ssh -tt -o BatchMode=yes HOST COMMAND…` (this machine has no sshd): runs
+/// the words after the host through `sh -c`, as sshd hands them to the remote shell, and
+/// turns its own SIGTERM into the SIGHUP a remote server gets when its terminal hangs up.
+const FAKE_SSH: &str = r#"#!/bin/sh
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -tt) shift ;;
+    -o) shift 2 ;;
+    *) shift; break ;;
+  esac
+done
+sh -c "exec $*" &
+child=$!
+trap 'kill -HUP $child; wait $child; exit 0' TERM
+wait $child
+"#;
+
+#[test]
+fn a_hostfile_starts_restarts_and_stops_servers_through_their_launchers() {
+    use std::os::unix::fs::PermissionsExt;
+
+    // A path that the remote shell must see quoted; dropping the cluster runs `down` on it,
+    // so no server outlives a failed test.
+    let cluster = Cluster {
+        dir: tempfile::Builder::new()
+            .prefix("tsr hosts ")
+            .tempdir()
+            .unwrap(),
+    };
+    let bin = cluster.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("ssh"), FAKE_SSH).unwrap();
+    std::fs::set_permissions(bin.join("ssh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cluster_dir = cluster.path().to_path_buf();
+    let ports = [free_port(), free_port(), free_port()];
+    let hosts = cluster.path().join("hosts.in");
+    std::fs::write(
+        &hosts,
+        format!(
+            "# two servers over (fake) ssh, one local\n\
+             mds 127.0.0.1:{} ssh node-a\n\
+             iod 0 127.0.0.1:{} ssh node-b\n\
+             iod 1 127.0.0.1:{}\n\
+             agent localhost\n",
+            ports[0], ports[1], ports[2]
+        ),
+    )
+    .unwrap();
+    let dir_arg = cluster_dir.to_str().unwrap();
+    let stdout = ok(&tessera_with_path(
+        &bin,
+        &["up", "--hosts", hosts.to_str().unwrap(), "--dir", dir_arg],
+    ));
+    assert!(
+        stdout.contains("started iod-0, iod-1, mds, agent-0"),
+        "{stdout}"
+    );
+    let config = tessera_client::ClusterConfig::load(&cluster.file()).unwrap();
+    assert_eq!(config.mds.address, format!("127.0.0.1:{}", ports[0]));
+    assert_eq!(config.iods[0].address, format!("127.0.0.1:{}", ports[1]));
+    assert!(config.iods[0].local.is_none(), "no Unix socket over ssh");
+    assert!(
+        config.iods[1].local.is_some(),
+        "a local iod offers its socket"
+    );
+    let data = bytes(31, (2 << 20) + 7);
+    put(&cluster, "/over-ssh", &data);
+
+    // The pid file of an ssh-launched server holds the ssh, whose command line names it.
+    let ssh_pid = std::fs::read_to_string(cluster_dir.join("run/iod-0.pid")).unwrap();
+    let line = std::fs::read(format!("/proc/{}/cmdline", ssh_pid.trim())).unwrap();
+    let line = String::from_utf8_lossy(&line).replace('\0', " ");
+    assert!(
+        line.contains("bin/ssh -tt -o BatchMode=yes node-b"),
+        "{line}"
+    );
+    assert!(line.contains('\''), "paths with a space are quoted: {line}");
+
+    for args in [["restart", "iod", "0"], ["restart", "mds", ""]] {
+        let mut args: Vec<&str> = args.iter().copied().filter(|a| !a.is_empty()).collect();
+        args.extend(["--dir", dir_arg]);
+        let stdout = ok(&tessera_with_path(&bin, &args));
+        assert!(stdout.contains("restarted"), "{stdout}");
+        assert_eq!(get(&cluster, "/over-ssh"), data);
+    }
+
+    // The hangup stopped the old servers cleanly (a SIGHUP left at its default would have
+    // killed them before they log this).
+    assert!(
+        cluster.log("iod-0").contains("iod 0: stopped"),
+        "{}",
+        cluster.log("iod-0")
+    );
+    assert!(
+        cluster.log("mds").contains("mds: stopped"),
+        "{}",
+        cluster.log("mds")
+    );
+
+    // down ends every server, the remote ones by hanging up their ssh.
+    ok(&tessera_with_path(&bin, &["down", "--dir", dir_arg]));
+    for port in ports {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "port {port} still answers after down"
+        );
+    }
+    // A later `up` without --hosts uses the kept hostfile and the same addresses.
+    let stdout = ok(&tessera_with_path(&bin, &["up", "--dir", dir_arg]));
+    assert!(
+        stdout.contains("started iod-0, iod-1, mds, agent-0"),
+        "{stdout}"
+    );
+    assert_eq!(get(&cluster, "/over-ssh"), data);
+    let refused = tessera_with_path(&bin, &["up", "--dir", dir_arg, "--servers", "2"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("was started from a hostfile"), "{stderr}");
+    ok(&tessera_with_path(&bin, &["down", "--dir", dir_arg]));
+}
