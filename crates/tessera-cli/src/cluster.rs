@@ -783,9 +783,11 @@ fn start_hosts(
     let hostfile = crate::hosts::Hostfile::load(hosts)?;
     let alive = prepare(dir)?;
     let kept = dir.join(HOSTS_FILE);
-    if !alive.is_empty() && fs::read_to_string(&kept).is_ok_and(|old| old != text) {
+    // Servers that run from another hostfile, or from a local `up` (no hostfile kept), would
+    // be mixed with these.
+    if !alive.is_empty() && fs::read_to_string(&kept).map_or(true, |old| old != text) {
         return Err(format!(
-            "servers of {} run from another hostfile ({}); run `tessera down --dir {}` first",
+            "servers of {} run from another hostfile or a local `up` (kept hostfile: {}); run `tessera down --dir {}` first",
             dir.display(),
             kept.display(),
             dir.display()

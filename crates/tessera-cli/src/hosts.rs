@@ -36,9 +36,18 @@ impl Launcher {
     pub fn prefix(&self) -> Vec<String> {
         match self {
             Self::Local => Vec::new(),
-            Self::Ssh(host) => ["ssh", "-tt", "-o", "BatchMode=yes", host.as_str()]
-                .map(str::to_owned)
-                .to_vec(),
+            // No password prompt, and an unreachable host fails within the start-up time.
+            Self::Ssh(host) => [
+                "ssh",
+                "-tt",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ConnectTimeout=10",
+                host.as_str(),
+            ]
+            .map(str::to_owned)
+            .to_vec(),
             Self::Exec(words) => words.clone(),
         }
     }
@@ -313,7 +322,15 @@ mod tests {
         );
         assert_eq!(
             Launcher::Ssh("n".into()).prefix(),
-            ["ssh", "-tt", "-o", "BatchMode=yes", "n"]
+            [
+                "ssh",
+                "-tt",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ConnectTimeout=10",
+                "n"
+            ]
         );
     }
 

@@ -292,7 +292,7 @@ fn a_hostfile_starts_restarts_and_stops_servers_through_their_launchers() {
     let line = std::fs::read(format!("/proc/{}/cmdline", ssh_pid.trim())).unwrap();
     let line = String::from_utf8_lossy(&line).replace('\0', " ");
     assert!(
-        line.contains("bin/ssh -tt -o BatchMode=yes node-b"),
+        line.contains("bin/ssh -tt -o BatchMode=yes -o ConnectTimeout=10 node-b"),
         "{line}"
     );
     assert!(line.contains('\''), "paths with a space are quoted: {line}");
@@ -337,4 +337,23 @@ fn a_hostfile_starts_restarts_and_stops_servers_through_their_launchers() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("was started from a hostfile"), "{stderr}");
     ok(&tessera_with_path(&bin, &["down", "--dir", dir_arg]));
+
+    // A hostfile is refused on a directory whose local cluster runs.
+    let local = Cluster::start(1);
+    let mixed = tessera_with_path(
+        &bin,
+        &[
+            "up",
+            "--hosts",
+            hosts.to_str().unwrap(),
+            "--dir",
+            local.path().to_str().unwrap(),
+        ],
+    );
+    assert!(!mixed.status.success());
+    let stderr = String::from_utf8_lossy(&mixed.stderr);
+    assert!(
+        stderr.contains("run from another hostfile or a local `up`"),
+        "{stderr}"
+    );
 }
