@@ -55,7 +55,7 @@ enum Command {
     /// Start a cluster: one mds and N iods as background processes (local, or on the hosts
     /// of a hostfile); only the servers not running are started.
     Up(cluster::UpArgs),
-    /// Stop the local cluster started in DIR.
+    /// Stop every server `tessera up` started for DIR (local or through a hostfile's launchers).
     Down(cluster::DownArgs),
     /// Stop one server of the cluster in DIR and start it again at the same address.
     Restart(cluster::RestartArgs),
