@@ -160,3 +160,50 @@ fn idle_half_sent_and_silent_peers_do_not_stop_the_servers() {
     file.read_at(0, &mut back).unwrap();
     assert!(back == update);
 }
+
+/// A stopped iod costs the requests that need it one mds timeout, not one each in turn: the
+/// first finds it silent, the rest (queued behind it, or arriving within 5 s) are answered
+/// `Unavailable` at once, and requests that do not need it go on.
+#[test]
+fn a_stopped_iod_costs_one_timeout_not_one_per_request() {
+    const STATS: usize = 8;
+    let cluster = Cluster::start(2);
+    let client = cluster.client();
+    for index in 0..STATS {
+        client
+            .create(&format!("/f{index}"), &CreateOptions::default())
+            .unwrap();
+    }
+    let iod = cluster.pid("iod-1");
+    // SAFETY: stops a server process of this test's cluster; no memory is involved.
+    unsafe { libc::kill(iod, libc::SIGSTOP) };
+    let start = Instant::now();
+    let stats: Vec<_> = (0..STATS)
+        .map(|index| {
+            let client = cluster.client_with_timeout(Duration::from_secs(60));
+            std::thread::spawn(move || client.stat(&format!("/f{index}")))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    timed("mkdir while an iod is stopped", || {
+        cluster.client().mkdir("/other", 0o755).unwrap()
+    });
+    for stat in stats {
+        let error = stat.join().unwrap().unwrap_err();
+        assert_eq!(
+            error.code(),
+            Some(tessera_client::ErrorCode::Unavailable),
+            "{error}"
+        );
+    }
+    let took = start.elapsed();
+    // SAFETY: resumes the process stopped above.
+    unsafe { libc::kill(iod, libc::SIGCONT) };
+    assert!(
+        took < Duration::from_secs(16),
+        "{STATS} stats of a stopped iod's files took {took:?}: one mds timeout (10 s) was expected"
+    );
+    // Once it answers again (after the 5 s the mds does not ask it), it serves.
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(client.stat("/f0").unwrap().size, 0);
+}

@@ -69,6 +69,10 @@ impl Default for MdsOptions {
     }
 }
 
+/// After an iod fails to answer, how long the mds answers `Unavailable` for it without
+/// asking it again: requests that need a stopped iod then cost one timeout, not one each.
+const IOD_RETRY_AFTER: Duration = Duration::from_secs(5);
+
 /// The layout epoch capabilities carry: a file's layout never changes after its create, so
 /// every capability names epoch 1 (a re-layout would sign a higher one).
 const LAYOUT_EPOCH: u64 = 1;
@@ -101,7 +105,9 @@ impl Mds {
         Self {
             inner: Arc::new(Inner {
                 namespace,
-                iods: Pool::new(peers, timeout, signer).with_cluster_id(cluster_id),
+                iods: Pool::new(peers, timeout, signer)
+                    .with_cluster_id(cluster_id)
+                    .with_retry_after(IOD_RETRY_AFTER),
                 locks: LockTable::new(),
                 creating: Mutex::new(HashSet::new()),
                 key,

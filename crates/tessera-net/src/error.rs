@@ -63,6 +63,17 @@ pub enum NetError {
         /// Who was expected, who answered.
         detail: String,
     },
+    /// The server failed to answer a moment ago, and is not asked again yet
+    /// (`Pool::with_retry_after`).
+    #[error("{peer} did not answer a moment ago ({detail}); not asked again for {seconds} s")]
+    NotAsked {
+        /// The server.
+        peer: String,
+        /// What happened when it was last asked.
+        detail: String,
+        /// Seconds until it is asked again.
+        seconds: u64,
+    },
     /// The server refused the request.
     #[error("{peer}: {error}")]
     Remote {

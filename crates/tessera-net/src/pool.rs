@@ -90,6 +90,12 @@ pub struct Pool {
     /// The cluster every server must belong to, when known (the cluster file's
     /// `cluster_id`, or the key's).
     cluster_id: Option<u64>,
+    /// After a server fails to answer, how long it is not asked again (`None`: always
+    /// asked). The mds sets it for its iods, so requests queued behind one that found an iod
+    /// silent do not each wait a timeout in turn.
+    retry_after: Option<Duration>,
+    /// Per server: until when it is not asked, and why.
+    silent_until: Vec<Mutex<Option<(std::time::Instant, String)>>>,
 }
 
 /// A connection checked out of a pool; dropped from the pool with [`Lease::discard`].
@@ -131,6 +137,7 @@ impl Pool {
     /// every new connection authenticates through `auth`.
     pub fn new(peers: Vec<Peer>, timeout: Duration, auth: Arc<dyn Authenticator>) -> Self {
         let connections = peers.iter().map(|_| Mutex::new(None)).collect();
+        let peer_count = peers.len();
         Self {
             peers,
             connections,
@@ -139,7 +146,63 @@ impl Pool {
             fabric: Mutex::new(None),
             auth,
             cluster_id: None,
+            retry_after: None,
+            silent_until: (0..peer_count).map(|_| Mutex::new(None)).collect(),
         }
+    }
+
+    /// After a server fails to answer, refuses further calls to it for `retry_after` without
+    /// asking it (with `NetError::NotAsked`).
+    #[must_use]
+    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
+        self.retry_after = Some(retry_after);
+        self
+    }
+
+    /// Refuses a call to server `index` while it is marked silent.
+    fn check_silent(&self, index: usize) -> Result<(), NetError> {
+        let held = self.silent_until[index]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*held {
+            Some((until, why)) if std::time::Instant::now() < *until => Err(NetError::NotAsked {
+                peer: self.peers[index].name.clone(),
+                detail: why.clone(),
+                seconds: until
+                    .saturating_duration_since(std::time::Instant::now())
+                    .as_secs()
+                    + 1,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Marks server `index` silent after a failure that took a timeout, or answering after
+    /// anything else.
+    fn note<T>(&self, index: usize, result: &Result<T, NetError>) {
+        let Some(retry_after) = self.retry_after else {
+            return;
+        };
+        // Only a failure that took a timeout to find counts: a refused connect costs nothing
+        // to repeat, and the server may be back a moment later.
+        let slow = |error: &NetError| match error {
+            NetError::TimedOut { .. } => true,
+            NetError::Connect { source, .. } => matches!(
+                source.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            ),
+            _ => false,
+        };
+        let mark = match result {
+            Err(error) if slow(error) => {
+                Some((std::time::Instant::now() + retry_after, error.to_string()))
+            }
+            Err(NetError::NotAsked { .. }) => return,
+            _ => None,
+        };
+        *self.silent_until[index]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = mark;
     }
 
     /// Who must answer as server `index`.
@@ -208,6 +271,9 @@ impl Pool {
         let mut slot = self.connections[index]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Checked after the wait for the connection: callers queued behind one that found the
+        // server silent are refused at once rather than each waiting a timeout.
+        self.check_silent(index)?;
         if slot.as_ref().is_some_and(Connection::inherited) {
             // This process was forked from the one that connected: open its own.
             if let Some(inherited) = slot.take() {
@@ -223,7 +289,7 @@ impl Pool {
         if slot.is_none() {
             let peer = &self.peers[index];
             let expect = Some(self.expected(index));
-            *slot = Some(match &peer.local {
+            let connected = match &peer.local {
                 Some(path) => Connection::connect_local(
                     peer.name.clone(),
                     path,
@@ -231,15 +297,17 @@ impl Pool {
                     self.timeout,
                     &*self.auth,
                     expect,
-                )?,
+                ),
                 None => Connection::connect(
                     peer.name.clone(),
                     &peer.address,
                     self.timeout,
                     &*self.auth,
                     expect,
-                )?,
-            });
+                ),
+            };
+            self.note(index, &connected);
+            *slot = Some(connected?);
         }
         let registration = self
             .registration
@@ -270,6 +338,7 @@ impl Pool {
     ) -> Result<T, NetError> {
         let mut lease = self.lease(index)?;
         let result = exchange(lease.connection());
+        self.note(index, &result);
         if let Err(error) = &result {
             lease.discard_after(error);
         }
@@ -288,12 +357,14 @@ impl Pool {
         let mut lease = self.lease(index)?;
         let reused = lease.reused;
         let result = exchange(lease.connection());
+        self.note(index, &result);
         match result {
             Err(NetError::Io { .. }) if reused => {
                 lease.discard();
                 drop(lease);
                 let mut lease = self.lease(index)?;
                 let result = exchange(lease.connection());
+                self.note(index, &result);
                 if let Err(error) = &result {
                     lease.discard_after(error);
                 }
