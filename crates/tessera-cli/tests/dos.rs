@@ -180,7 +180,7 @@ fn a_stopped_iod_costs_one_timeout_not_one_per_request() {
     let start = Instant::now();
     let stats: Vec<_> = (0..STATS)
         .map(|index| {
-            let client = cluster.client_with_timeout(Duration::from_secs(60));
+            let client = cluster.client_with_timeout(Duration::from_mins(1));
             std::thread::spawn(move || client.stat(&format!("/f{index}")))
         })
         .collect();
