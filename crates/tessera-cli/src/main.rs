@@ -94,7 +94,8 @@ enum Command {
     Chown(files::ChownArgs),
     /// Run the demo job: a block-block 2-D array written and read back with list I/O.
     Demo(demo::DemoArgs),
-    /// Run an experiment from the papers (see shared/BENCH.md).
+    /// Run an experiment from the papers: the methods compared side by side in one run, the
+    /// data verified; a table, CSV and PNG, or one JSON report with --json.
     Bench(bench::BenchArgs),
     /// Internal: one client process of the demo or a benchmark.
     #[command(hide = true)]

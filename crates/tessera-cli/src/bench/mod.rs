@@ -1,8 +1,9 @@
 //! `tessera bench NAME`: the experiments of the papers, run against a live cluster.
 //!
 //! Every benchmark measures all the methods it compares in the same run, interleaved, and
-//! checks the data it reads back (see `shared/BENCH.md`). With `--json` it prints exactly one
-//! JSON object on standard output; otherwise it prints the paper's table with our figures and
+//! checks the data it reads back (`verified` in the report). With `--json` it prints exactly
+//! one JSON object on standard output (`Report`: bench, quick, config, verified, and one row per
+//! case and method); otherwise it prints the paper's table with our figures and
 //! writes `NAME.csv` and `NAME.png` into `--out`. Without `--cluster` (or `$TESSERA_CLUSTER`)
 //! it starts a private cluster in a temporary directory and stops it afterwards.
 
