@@ -18,6 +18,10 @@ APT_PACKAGES += mpich libmpich-dev openmpi-bin libopenmpi-dev libhdf5-mpich-dev 
 
 all: build
 
+# The oldest Rust that builds the workspace: Cargo.toml's rust-version, which every crate
+# inherits and clippy's incompatible_msrv checks.
+RUST_MIN := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+
 # Installs what is missing, and nothing when all is present.
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -25,7 +29,11 @@ deps:
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
-	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (rustup, stable >= 1.85)"; exit 1; }
+	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (stable >= $(RUST_MIN), the workspace's rust-version)"; exit 1; }
+	@have=$$(rustc --version | cut -d' ' -f2); \
+	if [ "$$(printf '%s\n%s\n' "$(RUST_MIN)" "$$have" | sort -V | head -n1)" != "$(RUST_MIN)" ]; then \
+	  echo "rustc $$have is older than $(RUST_MIN), the workspace's rust-version"; exit 1; \
+	fi
 
 build: deps
 	$(CARGO) build --release --workspace --bins
