@@ -75,8 +75,8 @@ pub struct PutArgs {
     /// Destination path in Tessera. An existing file there is replaced at the end, in one
     /// rename, by a new file holding the whole input.
     path: String,
-    /// Stripe unit of the new file, in bytes.
-    #[arg(long, default_value_t = tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT)]
+    /// Stripe unit of the new file, in bytes (4096, 64k, 1m).
+    #[arg(long, value_parser = tessera_client::layouts::parse_bytes, default_value_t = tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT)]
     stripe_unit: u64,
     /// Permission bits of the new file, in octal (644 or 0644; no umask). Default: those of
     /// the file it replaces, else 644.
@@ -277,11 +277,36 @@ pub fn stat(args: &PathArgs) -> Result<(), String> {
     println!("owner:   {}:{}", attr.uid, attr.gid);
     println!("handle:  {:#x}", attr.handle);
     println!("nlink:   {}", attr.nlink);
-    println!("mtime:   {} ns", attr.mtime_ns);
+    println!("mtime:   {}", human_time(attr.mtime_ns));
     if let Some(layout) = attr.layout {
         println!("layout:  {}", layout.describe());
     }
     Ok(())
+}
+
+/// A time in ns since the epoch as UTC `YYYY-MM-DD HH:MM:SS.nnnnnnnnn` (days to civil date by
+/// the proleptic Gregorian calendar).
+fn human_time(ns: u64) -> String {
+    let seconds = ns / 1_000_000_000;
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    // Howard Hinnant's days-from-civil, inverted.
+    let z = i64::try_from(days).unwrap_or(i64::MAX / 2) + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:09} UTC",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        ns % 1_000_000_000
+    )
 }
 
 /// `tessera create`: an empty file with the given layout; fails if the name exists.
@@ -667,6 +692,20 @@ pub fn sync(args: &PathArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_read_as_utc_dates() {
+        assert_eq!(human_time(0), "1970-01-01 00:00:00.000000000 UTC");
+        // 2000-02-29 (a leap day) 12:34:56.5
+        assert_eq!(
+            human_time(951_827_696_500_000_000),
+            "2000-02-29 12:34:56.500000000 UTC"
+        );
+        assert_eq!(
+            human_time(1_795_619_848_324_123_602),
+            "2026-11-25 15:17:28.324123602 UTC"
+        );
+    }
 
     #[test]
     fn modes_are_octal_up_to_7777() {
