@@ -144,33 +144,58 @@ fn capability_rows(
             }
         }
         cluster.check_capabilities(true);
-        for (op_index, op) in ["write", "read"].into_iter().enumerate() {
-            for (index, method) in CAPABILITY_METHODS.into_iter().enumerate() {
-                let slot = op_index * 2 + index;
-                let seconds = median(&samples[slot]);
-                let (requests, storage_calls, bytes, messages) = last[slot];
-                rows.push(Row {
-                    case: format!("{op} seg={piece_bytes}"),
-                    method: method.to_owned(),
-                    mib_s: mib_s(bytes, seconds),
-                    requests,
-                    pieces: (PIECES * PROCESSES) as u64,
-                    bytes,
-                    seconds,
-                    extra: json!({
-                        "messages": messages,
-                        "iterations": iterations,
-                        "repetitions": repetitions,
-                        "storage_calls": storage_calls,
-                        "servers": "in-process",
-                    }),
-                    skipped: None,
-                });
-            }
-        }
+        rows.extend(rows_of(
+            piece_bytes,
+            &CAPABILITY_METHODS,
+            (&samples, &last),
+            (iterations, repetitions),
+            Some("in-process"),
+        ));
     }
     let _ = client.unlink(path);
     Ok((rows, verified))
+}
+
+/// One row per (op, method) of one piece size: the median seconds per call over the
+/// repetitions and the counts of the last one. `samples` and `last` are indexed
+/// `op * methods.len() + method`, writes first; `servers` names in-process servers.
+fn rows_of(
+    piece_bytes: usize,
+    methods: &[&str],
+    (samples, last): (&[Vec<f64>], &[Counts]),
+    (iterations, repetitions): (u32, usize),
+    servers: Option<&str>,
+) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (op_index, op) in ["write", "read"].into_iter().enumerate() {
+        for (method_index, method) in methods.iter().enumerate() {
+            let slot = op_index * methods.len() + method_index;
+            let seconds = median(&samples[slot]);
+            let (requests, storage_calls, bytes, messages) = last[slot];
+            let mut extra = json!({
+                "messages": messages,
+                "iterations": iterations,
+                "repetitions": repetitions,
+                "storage_calls": storage_calls,
+            });
+            if let Some(servers) = servers {
+                extra["servers"] = json!(servers);
+            }
+            rows.push(Row {
+                case: format!("{op} seg={piece_bytes}"),
+                method: (*method).to_owned(),
+                mib_s: mib_s(bytes, seconds),
+                requests,
+                // File pieces of the access; how the servers stored them is in `extra`.
+                pieces: (PIECES * PROCESSES) as u64,
+                bytes,
+                seconds,
+                extra,
+                skipped: None,
+            });
+        }
+    }
+    rows
 }
 
 /// The methods of the capability comparison.
@@ -228,30 +253,13 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 }
             }
         }
-        for (op_index, op) in ["write", "read"].into_iter().enumerate() {
-            for (method_index, method) in METHODS.into_iter().enumerate() {
-                let slot = op_index * METHODS.len() + method_index;
-                let seconds = median(&samples[slot]);
-                let (requests, storage_calls, bytes, messages) = last[slot];
-                rows.push(Row {
-                    case: format!("{op} seg={piece_bytes}"),
-                    method: method.to_owned(),
-                    mib_s: mib_s(bytes, seconds),
-                    requests,
-                    // File pieces of the access; how the servers stored them is in `extra`.
-                    pieces: (PIECES * PROCESSES) as u64,
-                    bytes,
-                    seconds,
-                    extra: json!({
-                        "messages": messages,
-                        "iterations": iterations,
-                        "repetitions": repetitions,
-                        "storage_calls": storage_calls,
-                    }),
-                    skipped: None,
-                });
-            }
-        }
+        rows.extend(rows_of(
+            piece_bytes,
+            &METHODS,
+            (&samples, &last),
+            (iterations, repetitions),
+            None,
+        ));
     }
     let _ = client.unlink(&path);
     let (capability_rows, capabilities_verified) =
