@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use tessera_proto::header::{FLAG_ERROR, FLAG_REPLY};
 use tessera_proto::limits::HEADER_BYTES;
+use tessera_proto::metrics::{AGENT_CREDENTIALS, ERRORS, REQUESTS, REQUEST_SECONDS};
 use tessera_proto::{
     AgentSign, AgentSigned, ErrorCode, Header, Opcode, Principal, RemoteError, Request, Wire,
 };
@@ -112,6 +113,9 @@ fn groups_of(pid: i32, uid: u32) -> Option<Vec<u32>> {
         .collect()
 }
 
+/// The `kind` label of the agent's request metrics.
+const KIND: &str = Opcode::AgentSign.name();
+
 async fn serve_connection(mut stream: UnixStream, config: &AgentConfig) -> Result<(), String> {
     let (uid, gid, groups, pid) = caller(&stream)?;
     let who = format!("uid {uid} (pid {})", pid.unwrap_or(0));
@@ -139,6 +143,7 @@ async fn serve_connection(mut stream: UnixStream, config: &AgentConfig) -> Resul
                 header.opcode, header.body_bytes
             ));
         }
+        let started = std::time::Instant::now();
         let mut body = vec![0u8; header.body_bytes as usize];
         tokio::time::timeout(AGENT_REQUEST_TIMEOUT, stream.read_exact(&mut body))
             .await
@@ -159,12 +164,14 @@ async fn serve_connection(mut stream: UnixStream, config: &AgentConfig) -> Resul
                     proof,
                     welcome,
                 };
+                metrics::counter!(AGENT_CREDENTIALS).increment(1);
                 (FLAG_REPLY, signed.to_body())
             }
-            Err(err) => (
-                FLAG_REPLY | FLAG_ERROR,
-                RemoteError::new(ErrorCode::Protocol, err.to_string()).to_body(),
-            ),
+            Err(err) => {
+                let error = RemoteError::new(ErrorCode::Protocol, err.to_string());
+                metrics::counter!(ERRORS, "kind" => KIND, "code" => error.code.name()).increment(1);
+                (FLAG_REPLY | FLAG_ERROR, error.to_body())
+            }
         };
         let out = Header {
             opcode: AgentSign::OPCODE as u8,
@@ -180,6 +187,9 @@ async fn serve_connection(mut stream: UnixStream, config: &AgentConfig) -> Resul
         .await
         .map_err(|_| format!("{who}: answer timed out"))?
         .map_err(|err| format!("{who}: {err}"))?;
+        metrics::counter!(REQUESTS, "kind" => KIND).increment(1);
+        metrics::histogram!(REQUEST_SECONDS, "kind" => KIND)
+            .record(started.elapsed().as_secs_f64());
     }
     Ok(())
 }

@@ -1,7 +1,10 @@
-//! `tessera mds` and `tessera iod`: one server in the foreground until SIGTERM or Ctrl-C.
+//! `tessera mds`, `tessera iod` and `tessera agent`: one server in the foreground until
+//! SIGTERM or Ctrl-C.
 //!
 //! A server binds its listen address (port 0 picks a free port), then writes the address it
-//! got to `--address-file` so `tessera up` can find it, and serves until told to stop.
+//! got to `--address-file` so `tessera up` can find it, and serves until told to stop. With
+//! `--metrics ADDR` it also serves its Prometheus metrics at `http://ADDR/metrics`
+//! ([`serve_metrics`]; the names are in `tessera_proto::metrics`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -39,6 +42,10 @@ pub struct MdsArgs {
     /// root on a client host gets no more rights than any other user.
     #[arg(long)]
     root_squash: bool,
+    /// Serve Prometheus metrics over HTTP on this address (`http://ADDR/metrics`; port 0
+    /// picks a free port, logged at start). Without it nothing is recorded.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// Arguments of `tessera iod`.
@@ -89,6 +96,10 @@ pub struct IodArgs {
     /// How long the orphan sweep waits for the mds before giving up, in seconds.
     #[arg(long, default_value_t = tessera_iod::sweep::SWEEP_MDS_WAIT.as_secs())]
     sweep_wait_seconds: u64,
+    /// Serve Prometheus metrics over HTTP on this address (`http://ADDR/metrics`; port 0
+    /// picks a free port, logged at start). Without it nothing is recorded.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// The iod's fabric, if `--ofi-provider` names one.
@@ -175,11 +186,16 @@ pub struct AgentArgs {
     /// Write "agent" here once listening (how `tessera up` knows it started).
     #[arg(long)]
     address_file: Option<PathBuf>,
+    /// Serve Prometheus metrics over HTTP on this address (`http://ADDR/metrics`; port 0
+    /// picks a free port, logged at start). Without it nothing is recorded.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// Runs the agent of this host in the foreground.
 pub fn run_agent(args: &AgentArgs) -> Result<(), String> {
     let key = tessera_auth::ClusterKey::load(&args.key).map_err(|err| format!("agent: {err}"))?;
+    serve_metrics(args.metrics.as_deref(), "agent")?;
     let config = tessera_auth::agent::AgentConfig {
         key,
         lifetime: Duration::from_secs(args.credential_seconds.max(1)),
@@ -197,6 +213,37 @@ pub fn run_agent(args: &AgentArgs) -> Result<(), String> {
         tracing::info!("agent: stopped");
         Ok(())
     })
+}
+
+/// Upper bounds of the request-latency histogram's buckets, seconds (10 µs to 10 s).
+const REQUEST_SECONDS_BUCKETS: [f64; 13] = [
+    1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0,
+];
+
+/// With `listen` given, installs the Prometheus recorder for this process and serves its
+/// metrics at `http://LISTEN/metrics` from a thread of its own (so a busy server still
+/// answers a scrape); without, does nothing and every metric record stays a no-op. Port 0
+/// is resolved to a free port first (bound, read and released), and the address is logged.
+pub fn serve_metrics(listen: Option<&str>, server: &str) -> Result<(), String> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    let Some(listen) = listen else {
+        return Ok(());
+    };
+    let failed = |err: &dyn std::fmt::Display| format!("{server}: --metrics {listen}: {err}");
+    let address = std::net::TcpListener::bind(listen)
+        .and_then(|probe| probe.local_addr())
+        .map_err(|err| failed(&err))?;
+    PrometheusBuilder::new()
+        .with_http_listener(address)
+        .set_buckets_for_metric(
+            Matcher::Full(tessera_proto::metrics::REQUEST_SECONDS.to_owned()),
+            &REQUEST_SECONDS_BUCKETS,
+        )
+        .map_err(|err| failed(&err))?
+        .install()
+        .map_err(|err| failed(&err))?;
+    tracing::info!("{server}: metrics at http://{address}/metrics");
+    Ok(())
 }
 
 /// How long the mds waits for an iod before naming it in an error.
@@ -278,6 +325,7 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
             .map_err(|err| format!("mds: data directory {}: {err}", data.display()))?;
     }
     let key = tessera_auth::ClusterKey::load(&args.key).map_err(|err| format!("mds: {err}"))?;
+    serve_metrics(args.metrics.as_deref(), "mds")?;
     let server_count =
         u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
     let auth = Arc::new(tessera_auth::ServerAuth::new(
@@ -345,6 +393,7 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
         return Ok(());
     }
     tracing::info!("iod {}: cost model {}", args.index, model.describe());
+    serve_metrics(args.metrics.as_deref(), &format!("iod {}", args.index))?;
     let store = tessera_iod::ObjectStore::open_with(&args.data, model).map_err(|err| {
         format!(
             "iod {}: data directory {}: {err}",

@@ -10,7 +10,7 @@ use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 use tessera_proto::{
     Attr, Chmod, Chown, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, ObjectLeft, Open,
     Opened, Ping, PingReply, Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
-    Stat, StatHandle, Truncate, Unlink, CHOWN_UNCHANGED,
+    Stat, StatHandle, Statfs, StatfsReply, Truncate, Unlink, CHOWN_UNCHANGED,
 };
 
 use crate::config::ClusterConfig;
@@ -269,6 +269,21 @@ impl Client {
         self.inner
             .iods
             .with(index, |connection| connection.call(&ServerStats {}))
+            .map_err(ClientError::from)
+    }
+
+    /// Capacity and use of the file system under iod `index`'s data directory, and the
+    /// bytes its objects hold (`tessera df`).
+    pub fn server_statfs(&self, index: usize) -> Result<StatfsReply, ClientError> {
+        if index >= self.server_count() {
+            return Err(ClientError::Config {
+                path: format!("iod {index}"),
+                detail: format!("the cluster has {} iods", self.server_count()),
+            });
+        }
+        self.inner
+            .iods
+            .with(index, |connection| connection.call(&Statfs {}))
             .map_err(ClientError::from)
     }
 

@@ -18,7 +18,7 @@ use tessera_proto::{
     Capability, CollectiveTag, DeclareView, Decoder, Empty, ErrorCode, FileType, Header, IoReply,
     Layout, ObjectCreate, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate,
     Opcode, Piece, PingReply, Read, ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess,
-    RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, ShareRegion,
+    RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, ShareRegion, Statfs,
     StoragePlan, TransferMode, Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD,
     STORE_OK,
 };
@@ -593,7 +593,8 @@ impl Iod {
             Opcode::DeclareView | Opcode::ReleaseView | Opcode::ObjectStat | Opcode::ObjectSync => {
                 Rights::ANY
             }
-            // Ping, ServerStats and RemoteProbe touch no file; others are refused later.
+            // Ping, ServerStats, Statfs and RemoteProbe touch no file; others are refused
+            // later.
             _ => return Ok(Ok(())),
         };
         if !self
@@ -1005,6 +1006,11 @@ impl Service for Iod {
             Opcode::ServerStats => {
                 let ServerStats {} = request.decode()?;
                 connection.reply(&header, &self.store.stats(), &[]).await
+            }
+            Opcode::Statfs => {
+                let Statfs {} = request.decode()?;
+                let result = self.blocking(ObjectStore::statfs).await;
+                Self::answer(connection, &header, result).await
             }
             Opcode::DeclareView => {
                 let DeclareView {

@@ -184,8 +184,33 @@ impl Planner {
     }
 
     /// [`Planner::plan`] for bytes whose page-cache `residency` is known (it matters only to
-    /// reads the model prices).
+    /// reads the model prices). Each decision between plans (a request of more than one run)
+    /// is counted in `tessera_plan_decisions_total`.
     pub fn plan_with(
+        &self,
+        direction: Direction,
+        runs: &[Run],
+        requested: StoragePlan,
+        residency: Residency,
+    ) -> Decision {
+        let decision = self.decide(direction, runs, requested, residency);
+        if runs.len() > 1 {
+            metrics::counter!(
+                tessera_proto::metrics::PLAN_DECISIONS,
+                "direction" => match direction {
+                    Direction::Read => "read",
+                    Direction::Write => "write",
+                },
+                "requested" => requested.name(),
+                "chosen" => decision.plan.name(),
+                "priced" => if decision.estimates.cold { "cold" } else { "cached" },
+            )
+            .increment(1);
+        }
+        decision
+    }
+
+    fn decide(
         &self,
         direction: Direction,
         runs: &[Run],

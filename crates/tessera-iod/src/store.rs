@@ -21,8 +21,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::UNIX_EPOCH;
 
 use tessera_proto::limits::{HANDLES_LIVE_MAX, IOD_OPEN_OBJECTS_MAX};
+use tessera_proto::metrics::{
+    STORAGE_BYTES_MOVED, STORAGE_BYTES_WANTED, STORAGE_CALLS, STORAGE_PIECES, STORAGE_PLANS,
+    STORAGE_REQUESTS,
+};
 use tessera_proto::{
-    ErrorCode, Piece, RemoteError, ServerStatsReply, StorageCounters, StoragePlan,
+    ErrorCode, Piece, RemoteError, ServerStatsReply, StatfsReply, StorageCounters, StoragePlan,
 };
 
 use crate::buffers::BufferPool;
@@ -52,9 +56,12 @@ pub struct Outcome {
     pub plan: StoragePlan,
 }
 
-/// Running totals of one direction.
+/// Running totals of one direction, for `ServerStats`; each record is also sent to the
+/// process's metrics recorder (`tessera_storage_*`, labelled with the direction).
 #[derive(Debug, Default)]
 struct Counters {
+    /// `read` or `write`: the `direction` label of the metrics.
+    direction: &'static str,
     requests: AtomicU64,
     pieces: AtomicU64,
     calls: AtomicU64,
@@ -67,6 +74,24 @@ struct Counters {
 }
 
 impl Counters {
+    fn new(direction: &'static str) -> Self {
+        Self {
+            direction,
+            ..Self::default()
+        }
+    }
+
+    /// Sends one request's figures to the metrics recorder (a no-op without one).
+    fn export(&self, pieces: usize, wanted: u64, calls: u32, moved: u64, plan: &'static str) {
+        let direction = self.direction;
+        metrics::counter!(STORAGE_REQUESTS, "direction" => direction).increment(1);
+        metrics::counter!(STORAGE_PIECES, "direction" => direction).increment(pieces as u64);
+        metrics::counter!(STORAGE_CALLS, "direction" => direction).increment(u64::from(calls));
+        metrics::counter!(STORAGE_BYTES_WANTED, "direction" => direction).increment(wanted);
+        metrics::counter!(STORAGE_BYTES_MOVED, "direction" => direction).increment(moved);
+        metrics::counter!(STORAGE_PLANS, "direction" => direction, "plan" => plan).increment(1);
+    }
+
     fn record(&self, pieces: usize, wanted: u64, outcome: &Outcome) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.pieces.fetch_add(pieces as u64, Ordering::Relaxed);
@@ -81,6 +106,11 @@ impl Counters {
             StoragePlan::PerPiece | StoragePlan::Auto => &self.per_piece,
         };
         plan.fetch_add(1, Ordering::Relaxed);
+        let plan = match outcome.plan {
+            StoragePlan::Auto => StoragePlan::PerPiece.name(),
+            plan => plan.name(),
+        };
+        self.export(pieces, wanted, outcome.calls, outcome.storage_bytes, plan);
     }
 
     /// A read served from a mapping: no storage call, `mapped` bytes of the object in it.
@@ -90,6 +120,7 @@ impl Counters {
         self.bytes_wanted.fetch_add(wanted, Ordering::Relaxed);
         self.bytes_storage.fetch_add(mapped, Ordering::Relaxed);
         self.mapped.fetch_add(1, Ordering::Relaxed);
+        self.export(pieces, wanted, 0, mapped, "mapped");
     }
 
     fn snapshot(&self) -> StorageCounters {
@@ -494,8 +525,8 @@ impl ObjectStore {
             object_count: AtomicU64::new(count),
             kept_bytes: Arc::new(AtomicU64::new(0)),
             planner: Planner::new(model, batching),
-            reads: Counters::default(),
-            writes: Counters::default(),
+            reads: Counters::new("read"),
+            writes: Counters::new("write"),
             sweep: Mutex::new(None),
         })
     }
@@ -513,6 +544,63 @@ impl ObjectStore {
             io_uring: self.planner.batching(),
             model: self.planner.model().describe(),
         }
+    }
+
+    /// The file system under the object directory (`statvfs(3)`) and the objects' sizes,
+    /// for `Statfs` (`tessera df`). Walks the object directory once: one `stat` per object.
+    pub fn statfs(&self) -> Result<StatfsReply, RemoteError> {
+        let failed = |what: &str, err: &io::Error| {
+            RemoteError::new(
+                ErrorCode::Io,
+                format!("{what} {} failed: {err}", self.directory.display()),
+            )
+        };
+        let path = std::ffi::CString::new(self.directory.as_os_str().as_encoded_bytes()).map_err(
+            |_| {
+                RemoteError::new(
+                    ErrorCode::Internal,
+                    format!("{} holds a NUL byte", self.directory.display()),
+                )
+            },
+        )?;
+        // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+        let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `path` is a NUL-terminated string and `vfs` a live struct the call fills.
+        if unsafe { libc::statvfs(path.as_ptr(), &raw mut vfs) } != 0 {
+            return Err(failed("statvfs of", &io::Error::last_os_error()));
+        }
+        #[allow(
+            clippy::useless_conversion,
+            reason = "the statvfs fields are u64 here, narrower on 32-bit targets"
+        )]
+        let (fragment, blocks, free, available) = (
+            u64::from(vfs.f_frsize),
+            u64::from(vfs.f_blocks),
+            u64::from(vfs.f_bfree),
+            u64::from(vfs.f_bavail),
+        );
+        let mut reply = StatfsReply {
+            total_bytes: blocks.saturating_mul(fragment),
+            free_bytes: free.saturating_mul(fragment),
+            available_bytes: available.saturating_mul(fragment),
+            ..StatfsReply::default()
+        };
+        for entry in fs::read_dir(&self.directory).map_err(|err| failed("listing", &err))? {
+            let entry = entry.map_err(|err| failed("listing", &err))?;
+            if parse_object_name(&entry.file_name()).is_none() {
+                continue;
+            }
+            let metadata = match entry.metadata() {
+                Ok(metadata) => metadata,
+                // Removed while listing: no longer an object.
+                Err(err) if err.kind() == ErrorKind::NotFound => continue,
+                Err(err) => return Err(failed("listing", &err)),
+            };
+            reply.objects += 1;
+            reply.object_bytes += metadata.len();
+            reply.object_allocated_bytes += std::os::unix::fs::MetadataExt::blocks(&metadata) * 512;
+        }
+        Ok(reply)
     }
 
     /// Objects stored.

@@ -50,6 +50,12 @@ pub enum StoreHealth {
 }
 
 impl StoreHealth {
+    /// Shows this state on the `tessera_mds_store_state` gauge (a no-op without a metrics
+    /// recorder).
+    fn export(self) {
+        metrics::gauge!(tessera_proto::metrics::MDS_STORE_STATE).set(f64::from(self.wire()));
+    }
+
     /// The `PingReply::store_state` byte.
     pub fn wire(self) -> u8 {
         match self {
@@ -98,6 +104,7 @@ pub fn store_error(err: impl Into<redb::Error>) -> RemoteError {
 impl Store {
     /// Wraps the handle `database` opened on `path`.
     pub fn new(path: &Path, database: Database) -> Self {
+        StoreHealth::Ok.export();
         Self {
             path: path.to_path_buf(),
             current: RwLock::new(Some(Arc::new(database))),
@@ -144,6 +151,7 @@ impl Store {
                         tracing::info!(path = %self.path.display(), "metadata store writes again");
                         condition.health = StoreHealth::Ok;
                         condition.last_error = None;
+                        StoreHealth::Ok.export();
                     }
                 }
                 Ok(value)
@@ -185,6 +193,7 @@ impl Store {
         }
         condition.health = health;
         condition.last_error = Some(error.clone());
+        health.export();
     }
 
     fn condition(&self) -> std::sync::MutexGuard<'_, Condition> {
@@ -281,6 +290,7 @@ impl Store {
             } else {
                 StoreHealth::Failed
             };
+            condition.health.export();
             condition.last_error = Some(error);
         }
         None

@@ -28,6 +28,10 @@ use tessera_proto::limits::{
     IDLE_CONNECTION_TIMEOUT_MS, PEER_BYTES_PER_S_MIN, SERVER_BODY_BYTES_MAX,
     SERVER_REQUESTS_INFLIGHT_MAX, SHARED_REGIONS_PER_CONNECTION_MAX,
 };
+use tessera_proto::metrics::{
+    CAPABILITY_CACHE, CONNECTIONS_DROPPED, ERRORS, REGIONS_SHARED, REGION_LOOKUPS, REQUESTS,
+    REQUEST_SECONDS,
+};
 use tessera_proto::{
     Capability, Credentials, ErrorCode, Header, Hello, Opcode, Piece, Principal, RemoteError,
     Request, Wire, WireError,
@@ -240,14 +244,24 @@ impl ServerConnection {
         wanted: Rights,
     ) -> Result<(), RemoteError> {
         let (principal, uid) = (self.credentials.principal, self.credentials.uid);
-        self.capabilities
-            .check(self.auth.key(), principal, uid, capability, handle, wanted)
-            .map_err(|err| {
-                RemoteError::new(
-                    ErrorCode::PermissionDenied,
-                    format!("permission denied on handle {handle:#x}: {err}"),
-                )
-            })
+        let checks_before = self.capabilities.checks;
+        let checked =
+            self.capabilities
+                .check(self.auth.key(), principal, uid, capability, handle, wanted);
+        if !(principal == Principal::Server && capability.0.is_empty()) {
+            let result = if self.capabilities.checks == checks_before {
+                "hit"
+            } else {
+                "miss"
+            };
+            metrics::counter!(CAPABILITY_CACHE, "result" => result).increment(1);
+        }
+        checked.map_err(|err| {
+            RemoteError::new(
+                ErrorCode::PermissionDenied,
+                format!("permission denied on handle {handle:#x}: {err}"),
+            )
+        })
     }
 
     /// Capability tags checked on this connection (cache misses).
@@ -260,6 +274,7 @@ impl ServerConnection {
     /// is `UnknownRegion` (the client shares it again and retries).
     pub fn shared_region(&mut self, key: u64) -> Result<Arc<SharedRegion>, RemoteError> {
         let Some(at) = self.shared.iter().position(|region| region.key() == key) else {
+            metrics::counter!(REGION_LOOKUPS, "result" => "miss").increment(1);
             return Err(RemoteError::new(
                 ErrorCode::UnknownRegion,
                 format!(
@@ -270,6 +285,7 @@ impl ServerConnection {
                 ),
             ));
         };
+        metrics::counter!(REGION_LOOKUPS, "result" => "hit").increment(1);
         let region = self.shared.remove(at);
         self.shared.push(region.clone());
         Ok(region)
@@ -304,6 +320,7 @@ impl ServerConnection {
             self.shared.remove(0);
         }
         self.shared.push(Arc::new(region));
+        metrics::counter!(REGIONS_SHARED).increment(1);
         Ok(())
     }
 
@@ -593,6 +610,12 @@ impl ServerConnection {
         request: &Header,
         error: &RemoteError,
     ) -> Result<(), ConnectionError> {
+        metrics::counter!(
+            ERRORS,
+            "kind" => request_kind(request.opcode),
+            "code" => error.code.name()
+        )
+        .increment(1);
         let body = error.to_body();
         self.write_frame(
             request.opcode,
@@ -948,6 +971,7 @@ pub async fn serve_with_local<S: Service>(
                 (id, slot)
             }
             Admission::Full => {
+                metrics::counter!(CONNECTIONS_DROPPED, "reason" => "full").increment(1);
                 warnings.warn(&service.name(), || {
                     format!(
                         "refusing {peer}: connections_max ({CONNECTIONS_MAX}) reached, every connection busy"
@@ -975,6 +999,7 @@ pub async fn serve_with_local<S: Service>(
             let credentials = match handshake {
                 Ok(credentials) => credentials,
                 Err(err) => {
+                    metrics::counter!(CONNECTIONS_DROPPED, "reason" => "handshake").increment(1);
                     warnings.warn(&service.name(), || {
                         format!("refusing {peer}: authentication failed: {err}")
                     });
@@ -998,6 +1023,7 @@ pub async fn serve_with_local<S: Service>(
                 body_budget: None,
             };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
+                metrics::counter!(CONNECTIONS_DROPPED, "reason" => "error").increment(1);
                 warnings.warn(&service.name(), || {
                     format!("dropping connection from {peer}: {err}")
                 });
@@ -1005,6 +1031,11 @@ pub async fn serve_with_local<S: Service>(
             slots.release(id);
         });
     }
+}
+
+/// The `kind` label of a request's metrics: its opcode's name.
+fn request_kind(opcode: u8) -> &'static str {
+    Opcode::from_u8(opcode).map_or("unknown", Opcode::name)
 }
 
 async fn run_connection<S: Service>(
@@ -1017,6 +1048,7 @@ async fn run_connection<S: Service>(
             return Ok(());
         };
         let header = request.header;
+        let (kind, started) = (request.opcode.name(), Instant::now());
         // A small bulk comes in before the request takes a work slot; the slot goes back when
         // the reply goes out (`ServerConnection::write_frame`).
         connection.prefetch_bulk(&header).await?;
@@ -1028,6 +1060,9 @@ async fn run_connection<S: Service>(
                 .expect("the in-flight semaphore is never closed"),
         );
         let handled = service.handle(request, connection).await;
+        metrics::counter!(REQUESTS, "kind" => kind).increment(1);
+        metrics::histogram!(REQUEST_SECONDS, "kind" => kind)
+            .record(started.elapsed().as_secs_f64());
         connection.work = None;
         connection.prefetched = None;
         connection.body_budget = None;

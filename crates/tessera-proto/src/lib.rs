@@ -13,6 +13,7 @@ pub mod header;
 pub mod layout;
 pub mod limits;
 pub mod message;
+pub mod metrics;
 pub mod pattern;
 
 pub use codec::{Decoder, Encoder, Wire};

@@ -102,6 +102,8 @@ pub enum Opcode {
     /// iod: map a shared-memory region of a same-host client, whose descriptor travels
     /// with the frame (`SCM_RIGHTS`), under a key the client chose.
     ShareRegion = 0x42,
+    /// iod: capacity and use of the file system under its data directory (`tessera df`).
+    Statfs = 0x43,
 }
 
 impl Opcode {
@@ -147,8 +149,99 @@ impl Opcode {
             0x40 => Self::WriteCollective,
             0x41 => Self::ReadCollective,
             0x42 => Self::ShareRegion,
+            0x43 => Self::Statfs,
             opcode => return Err(WireError::UnknownOpcode { opcode }),
         })
+    }
+
+    /// Every opcode, in byte order.
+    pub const ALL: [Self; 40] = [
+        Self::Ping,
+        Self::Hello,
+        Self::AgentSign,
+        Self::Lookup,
+        Self::Create,
+        Self::Mkdir,
+        Self::Rmdir,
+        Self::Unlink,
+        Self::Rename,
+        Self::Readdir,
+        Self::Stat,
+        Self::StatHandle,
+        Self::Truncate,
+        Self::LockRange,
+        Self::UnlockRange,
+        Self::Chmod,
+        Self::Chown,
+        Self::Open,
+        Self::Renew,
+        Self::HandlesLive,
+        Self::ObjectCreate,
+        Self::ObjectRemove,
+        Self::ObjectStat,
+        Self::ObjectTruncate,
+        Self::Write,
+        Self::Read,
+        Self::ObjectSync,
+        Self::WriteType,
+        Self::ReadType,
+        Self::DeclareView,
+        Self::WriteView,
+        Self::ReadView,
+        Self::ReleaseView,
+        Self::ServerStats,
+        Self::RemoteProbe,
+        Self::Data,
+        Self::WriteCollective,
+        Self::ReadCollective,
+        Self::ShareRegion,
+        Self::Statfs,
+    ];
+
+    /// A short, stable snake_case name: the `kind` label of the servers' request metrics.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Ping => "ping",
+            Self::Hello => "hello",
+            Self::AgentSign => "agent_sign",
+            Self::Lookup => "lookup",
+            Self::Create => "create",
+            Self::Mkdir => "mkdir",
+            Self::Rmdir => "rmdir",
+            Self::Unlink => "unlink",
+            Self::Rename => "rename",
+            Self::Readdir => "readdir",
+            Self::Stat => "stat",
+            Self::StatHandle => "stat_handle",
+            Self::Truncate => "truncate",
+            Self::LockRange => "lock_range",
+            Self::UnlockRange => "unlock_range",
+            Self::Open => "open",
+            Self::Renew => "renew",
+            Self::Chmod => "chmod",
+            Self::Chown => "chown",
+            Self::HandlesLive => "handles_live",
+            Self::ObjectCreate => "object_create",
+            Self::ObjectRemove => "object_remove",
+            Self::ObjectStat => "object_stat",
+            Self::ObjectTruncate => "object_truncate",
+            Self::Write => "write",
+            Self::Read => "read",
+            Self::ObjectSync => "object_sync",
+            Self::WriteType => "write_type",
+            Self::ReadType => "read_type",
+            Self::DeclareView => "declare_view",
+            Self::WriteView => "write_view",
+            Self::ReadView => "read_view",
+            Self::ReleaseView => "release_view",
+            Self::ServerStats => "server_stats",
+            Self::RemoteProbe => "remote_probe",
+            Self::Data => "data",
+            Self::WriteCollective => "write_collective",
+            Self::ReadCollective => "read_collective",
+            Self::ShareRegion => "share_region",
+            Self::Statfs => "statfs",
+        }
     }
 }
 
@@ -1691,6 +1784,33 @@ wire_struct! {
 request!(ServerStats => ServerStats, ServerStatsReply);
 
 wire_struct! {
+    /// Asks an iod for the capacity of the file system under its data directory and the
+    /// bytes its objects hold (`tessera df`). Read-only and server-wide: any authenticated
+    /// connection may ask.
+    pub struct Statfs {}
+}
+
+wire_struct! {
+    /// The file system under an iod's data directory (`statvfs(3)`) and its objects.
+    pub struct StatfsReply {
+        /// Size of the file system, bytes (`f_blocks × f_frsize`).
+        pub total_bytes: u64,
+        /// Free bytes (`f_bfree × f_frsize`).
+        pub free_bytes: u64,
+        /// Free bytes an unprivileged process may use (`f_bavail × f_frsize`); the iod's
+        /// writes are refused with `NoSpace` when this runs out.
+        pub available_bytes: u64,
+        /// Local objects in the data directory.
+        pub objects: u64,
+        /// Their sizes added up (logical bytes, holes included), bytes.
+        pub object_bytes: u64,
+        /// The disk space they take (`st_blocks × 512`, holes excluded), bytes.
+        pub object_allocated_bytes: u64,
+    }
+}
+request!(Statfs => Statfs, StatfsReply);
+
+wire_struct! {
     /// Asks an iod to pull 8 bytes of the client's memory one-sidedly: the request's bulk is a
     /// [`RemoteMemory`] with one 8-byte segment holding a token. A client sends it once per
     /// new same-host connection; a refusal (`RemoteAccessRefused`) makes it move data in
@@ -1953,6 +2073,38 @@ mod tests {
         let error = RemoteError::new(ErrorCode::UnknownRegion, "shared region 0x5");
         assert_eq!(error.to_body()[..2], 18u16.to_le_bytes());
         round_trip(&error);
+    }
+
+    #[test]
+    fn every_opcode_has_one_byte_and_one_name() {
+        let mut names = std::collections::HashSet::new();
+        for opcode in Opcode::ALL {
+            assert_eq!(Opcode::from_u8(opcode as u8), Ok(opcode));
+            assert!(names.insert(opcode.name()), "{opcode:?}");
+        }
+        let known = (0..=u8::MAX)
+            .filter(|&byte| Opcode::from_u8(byte).is_ok())
+            .count();
+        assert_eq!(known, Opcode::ALL.len());
+    }
+
+    #[test]
+    fn statfs_bodies_match_protocol_doc() {
+        // PROTOCOL.md §5.2 Statfs: an empty body; the reply is six u64, 48 bytes.
+        assert!(round_trip(&Statfs {}).is_empty());
+        let reply = StatfsReply {
+            total_bytes: 1 << 40,
+            free_bytes: 3,
+            available_bytes: 2,
+            objects: 7,
+            object_bytes: 5,
+            object_allocated_bytes: 4096,
+        };
+        let body = round_trip(&reply);
+        assert_eq!(body.len(), 48);
+        assert_eq!(&body[..8], &(1u64 << 40).to_le_bytes());
+        assert_eq!(&body[40..], &4096u64.to_le_bytes());
+        assert_eq!(Statfs::OPCODE as u8, 0x43);
     }
 
     #[test]

@@ -1,0 +1,51 @@
+//! The names of the metrics the servers record, in one catalogue so the servers, the docs
+//! (`docs/ARCHITECTURE.md`, "Metrics") and the tests agree.
+//!
+//! The servers record them with the `metrics` crate's macros; `--metrics ADDR` on `tessera
+//! mds`, `iod` or `agent` serves them in the Prometheus text format at `http://ADDR/metrics`.
+//! Without `--metrics` no recorder is installed and every record is a no-op. Labels are
+//! small, bounded sets: `kind` is an [`Opcode::name`](crate::Opcode::name), `code` an
+//! [`ErrorCode::name`](crate::ErrorCode::name), `direction` is `read` or `write`, `plan` a
+//! [`StoragePlan::name`](crate::StoragePlan::name) or `mapped`.
+
+/// Counter: requests served, by `kind` (every server; the agent counts `agent_sign`).
+pub const REQUESTS: &str = "tessera_requests_total";
+/// Histogram: time from a request's header read to its reply written, seconds, by `kind`.
+pub const REQUEST_SECONDS: &str = "tessera_request_seconds";
+/// Counter: error replies sent, by `kind` and `code`.
+pub const ERRORS: &str = "tessera_errors_total";
+/// Counter: connections dropped for a protocol, socket or handshake failure.
+pub const CONNECTIONS_DROPPED: &str = "tessera_connections_dropped_total";
+
+/// Counter (iod): data requests served by the object store, by `direction`.
+pub const STORAGE_REQUESTS: &str = "tessera_storage_requests_total";
+/// Counter (iod): pieces those requests asked for, by `direction`.
+pub const STORAGE_PIECES: &str = "tessera_storage_pieces_total";
+/// Counter (iod): storage calls made (a sieving read-modify-write counts two per chunk), by
+/// `direction`.
+pub const STORAGE_CALLS: &str = "tessera_storage_calls_total";
+/// Counter (iod): bytes the requests asked for, by `direction`.
+pub const STORAGE_BYTES_WANTED: &str = "tessera_storage_bytes_wanted_total";
+/// Counter (iod): bytes moved to or from storage (a sieving read moves the holes too), by
+/// `direction`.
+pub const STORAGE_BYTES_MOVED: &str = "tessera_storage_bytes_moved_total";
+/// Counter (iod): requests by the plan that served them, by `direction` and `plan`.
+pub const STORAGE_PLANS: &str = "tessera_storage_plans_total";
+/// Counter (iod): the planner's decisions for requests of more than one run, by
+/// `direction`, `requested` plan, `chosen` plan and `priced` (`cached` or `cold`).
+pub const PLAN_DECISIONS: &str = "tessera_plan_decisions_total";
+
+/// Counter (iod): capability checks, by `result`: `hit` (the connection's cache held it) or
+/// `miss` (its tag was verified).
+pub const CAPABILITY_CACHE: &str = "tessera_capability_cache_total";
+/// Counter (iod): shared-memory regions a same-host client registered (`ShareRegion`).
+pub const REGIONS_SHARED: &str = "tessera_regions_shared_total";
+/// Counter (iod): lookups of a registered region by a one-sided request, by `result`: `hit`
+/// or `miss` (unknown or evicted: the client registers it again).
+pub const REGION_LOOKUPS: &str = "tessera_region_lookups_total";
+
+/// Gauge (mds): the metadata store's state, as `PingReply.store_state` reports it (0 ok).
+pub const MDS_STORE_STATE: &str = "tessera_mds_store_state";
+
+/// Counter (agent): credentials signed.
+pub const AGENT_CREDENTIALS: &str = "tessera_agent_credentials_total";
