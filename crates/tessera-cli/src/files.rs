@@ -1,7 +1,10 @@
 //! File commands: `ls`, `stat`, `mkdir`, `rm`, `mv`, `put`, `get`, `sync`, `chmod`, `chown`.
 //!
-//! Each opens a client from the cluster file, does one thing, and prints what it did. `put`
-//! and `get` stream in `COPY_CHUNK_BYTES` pieces so memory stays bounded for any file size.
+//! Each opens a client from the cluster file, does one thing, and prints what it did: for
+//! people (sizes as `1.5 MiB`, times as UTC dates), or with `--json` (`ls`, `stat`) as one
+//! JSON value with exact bytes and RFC 3339 times. `put` and `get` stream in
+//! `COPY_CHUNK_BYTES` pieces so memory stays bounded for any file size, with a progress bar
+//! when standard error is a terminal.
 //! `put` never writes its target in place: it fills a temporary file in the same directory,
 //! flushes it, and renames it over the target, so the target holds the old bytes or all the
 //! new ones.
@@ -12,12 +15,14 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use serde::Serialize;
+use tessera_client::Attr;
 use tessera_client::{
     Client, ClientError, ClusterConfig, CreateOptions, ErrorCode, FileKind, ObjectLeft, OpenMode,
 };
 use tessera_proto::limits::NAME_BYTES_MAX;
 
-use crate::ClusterArg;
+use crate::{human, progress, ClusterArg};
 
 /// Bytes moved per call by `put` and `get`.
 const COPY_CHUNK_BYTES: usize = 8 << 20;
@@ -31,6 +36,18 @@ pub struct PathArgs {
     cluster: ClusterArg,
 }
 
+/// Arguments of `stat`.
+#[derive(Debug, clap::Args)]
+pub struct StatArgs {
+    /// Path in Tessera.
+    path: String,
+    /// Print one JSON object (exact bytes, RFC 3339 UTC times and ns).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    cluster: ClusterArg,
+}
+
 /// Arguments of `ls`.
 #[derive(Debug, clap::Args)]
 pub struct LsArgs {
@@ -40,6 +57,9 @@ pub struct LsArgs {
     /// Show attributes (computes file sizes).
     #[arg(short, long)]
     long: bool,
+    /// Print one JSON array of entries with their attributes (as `-l`, sizes in bytes).
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     cluster: ClusterArg,
 }
@@ -211,102 +231,160 @@ fn mib_s(bytes: u64, started: Instant) -> f64 {
     mib / started.elapsed().as_secs_f64().max(1e-9)
 }
 
-/// `tessera ls`. With `-l`, an entry whose size cannot be computed (an iod down, an object
-/// missing) is still listed, with `?` for its size and a warning naming the reason; an entry
-/// removed while listing is left out.
+/// A path's attributes as `stat --json` and `ls --json` write them: exact bytes, times as
+/// RFC 3339 UTC and as ns since the epoch. The field names are stable.
+#[derive(Debug, Serialize)]
+struct AttrJson {
+    path: String,
+    kind: &'static str,
+    /// `None` when it could not be computed (`size_error` says why).
+    size_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size_error: Option<String>,
+    /// Permission bits as a number, and in octal as `ls` shows them.
+    mode: u32,
+    mode_octal: String,
+    uid: u32,
+    gid: u32,
+    handle: u64,
+    nlink: u32,
+    atime: String,
+    atime_ns: u64,
+    mtime: String,
+    mtime_ns: u64,
+    ctime: String,
+    ctime_ns: u64,
+    /// The layout as `stat` describes it; `None` for a directory.
+    layout: Option<String>,
+}
+
+impl AttrJson {
+    fn new(path: String, attr: &Attr, size: Result<u64, String>) -> Self {
+        let (size_bytes, size_error) = match size {
+            Ok(bytes) => (Some(bytes), None),
+            Err(why) => (None, Some(why)),
+        };
+        Self {
+            path,
+            kind: kind_name(attr.kind),
+            size_bytes,
+            size_error,
+            mode: attr.mode,
+            mode_octal: format!("{:04o}", attr.mode),
+            uid: attr.uid,
+            gid: attr.gid,
+            handle: attr.handle,
+            nlink: attr.nlink,
+            atime: human::rfc3339(attr.atime_ns),
+            atime_ns: attr.atime_ns,
+            mtime: human::rfc3339(attr.mtime_ns),
+            mtime_ns: attr.mtime_ns,
+            ctime: human::rfc3339(attr.ctime_ns),
+            ctime_ns: attr.ctime_ns,
+            layout: attr.layout.as_ref().map(tessera_proto::Layout::describe),
+        }
+    }
+}
+
+/// One entry of `ls --json`.
+#[derive(Debug, Serialize)]
+struct EntryJson {
+    name: String,
+    #[serde(flatten)]
+    attr: AttrJson,
+}
+
+fn kind_name(kind: FileKind) -> &'static str {
+    if kind == FileKind::Directory {
+        "directory"
+    } else {
+        "file"
+    }
+}
+
+/// Prints `value` as pretty JSON on standard output.
+pub fn print_json(value: &impl Serialize) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|err| err.to_string())?;
+    println!("{text}");
+    Ok(())
+}
+
+/// `tessera ls`. With `-l` (or `--json`), an entry whose size cannot be computed (an iod
+/// down, an object missing) is still listed, with `?` for its size (`null` and a
+/// `size_error` in JSON) and a warning naming the reason; an entry removed while listing is
+/// left out.
 pub fn ls(args: &LsArgs) -> Result<(), String> {
     let client = client(&args.cluster)?;
     let entries = client
         .readdir(&args.path)
         .map_err(|err| failed("ls", &args.path, &err))?;
+    let mut listed = Vec::new();
     for entry in entries {
         let suffix = if entry.kind == FileKind::Directory {
             "/"
         } else {
             ""
         };
-        if args.long {
-            let full = format!("{}/{}", args.path.trim_end_matches('/'), entry.name);
-            let (attr, size) = match client.stat(&full) {
-                Ok(attr) => {
-                    let size = attr.size.to_string();
-                    (attr, size)
-                }
-                Err(stat_error) => match client.lookup(&full) {
-                    // The name resolves but its size does not: list it, size unknown.
-                    Ok(attr) => {
-                        eprintln!("tessera: warning: ls {full}: size unknown: {stat_error}");
-                        (attr, "?".to_owned())
-                    }
-                    Err(err) if err.code() == Some(ErrorCode::NotFound) => continue,
-                    Err(err) => return Err(failed("ls", &full, &err)),
-                },
-            };
-            println!(
-                "{:04o} {:>6} {:>6} {:>14} {}{suffix}",
-                attr.mode,
-                attr.uid,
-                attr.gid,
-                size,
-                printable_name(&entry.name)
-            );
-        } else {
+        if !(args.long || args.json) {
             println!("{}{suffix}", printable_name(&entry.name));
+            continue;
         }
+        let full = format!("{}/{}", args.path.trim_end_matches('/'), entry.name);
+        let (attr, size) = match client.stat(&full) {
+            Ok(attr) => (attr.clone(), Ok(attr.size)),
+            Err(stat_error) => match client.lookup(&full) {
+                // The name resolves but its size does not: list it, size unknown.
+                Ok(attr) => {
+                    eprintln!("tessera: warning: ls {full}: size unknown: {stat_error}");
+                    (attr, Err(stat_error.to_string()))
+                }
+                Err(err) if err.code() == Some(ErrorCode::NotFound) => continue,
+                Err(err) => return Err(failed("ls", &full, &err)),
+            },
+        };
+        if args.json {
+            listed.push(EntryJson {
+                name: entry.name,
+                attr: AttrJson::new(full, &attr, size),
+            });
+            continue;
+        }
+        println!(
+            "{:04o} {:>6} {:>6} {:>9} {}{suffix}",
+            attr.mode,
+            attr.uid,
+            attr.gid,
+            size.map_or_else(|_| "?".to_owned(), human::size),
+            printable_name(&entry.name)
+        );
+    }
+    if args.json {
+        print_json(&listed)?;
     }
     Ok(())
 }
 
 /// `tessera stat`.
-pub fn stat(args: &PathArgs) -> Result<(), String> {
+pub fn stat(args: &StatArgs) -> Result<(), String> {
     let client = client(&args.cluster)?;
     let attr = client
         .stat(&args.path)
         .map_err(|err| failed("stat", &args.path, &err))?;
+    if args.json {
+        return print_json(&AttrJson::new(args.path.clone(), &attr, Ok(attr.size)));
+    }
     println!("path:    {}", args.path);
-    println!(
-        "kind:    {}",
-        if attr.kind == FileKind::Directory {
-            "directory"
-        } else {
-            "file"
-        }
-    );
-    println!("size:    {}", attr.size);
+    println!("kind:    {}", kind_name(attr.kind));
+    println!("size:    {} ({} bytes)", human::size(attr.size), attr.size);
     println!("mode:    {:04o}", attr.mode);
     println!("owner:   {}:{}", attr.uid, attr.gid);
     println!("handle:  {:#x}", attr.handle);
     println!("nlink:   {}", attr.nlink);
-    println!("mtime:   {}", human_time(attr.mtime_ns));
+    println!("mtime:   {}", human::utc_time(attr.mtime_ns));
     if let Some(layout) = attr.layout {
         println!("layout:  {}", layout.describe());
     }
     Ok(())
-}
-
-/// A time in ns since the epoch as UTC `YYYY-MM-DD HH:MM:SS.nnnnnnnnn` (days to civil date by
-/// the proleptic Gregorian calendar).
-fn human_time(ns: u64) -> String {
-    let seconds = ns / 1_000_000_000;
-    let (days, rest) = (seconds / 86_400, seconds % 86_400);
-    // Howard Hinnant's days-from-civil, inverted.
-    let z = i64::try_from(days).unwrap_or(i64::MAX / 2) + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:09} UTC",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        ns % 1_000_000_000
-    )
 }
 
 /// `tessera create`: an empty file with the given layout; fails if the name exists.
@@ -409,10 +487,11 @@ fn is_standard_stream(path: &Path) -> bool {
 }
 
 /// Opens the source of a `put`: standard input, or a local regular file or pipe. Checked
-/// before anything in Tessera is touched.
-fn open_source(local: &Path) -> Result<Box<dyn Read>, String> {
+/// before anything in Tessera is touched. Also returns the size of a regular file (for the
+/// progress bar).
+fn open_source(local: &Path) -> Result<(Box<dyn Read>, Option<u64>), String> {
     if is_standard_stream(local) {
-        return Ok(Box::new(std::io::stdin().lock()));
+        return Ok((Box::new(std::io::stdin().lock()), None));
     }
     let shown = local.display();
     let metadata = fs::metadata(local).map_err(|err| format!("put: cannot read {shown}: {err}"))?;
@@ -424,7 +503,7 @@ fn open_source(local: &Path) -> Result<Box<dyn Read>, String> {
         return Err(format!("put: {shown} is not a regular file or a pipe"));
     }
     let file = fs::File::open(local).map_err(|err| format!("put: cannot read {shown}: {err}"))?;
-    Ok(Box::new(file))
+    Ok((Box::new(file), kind.is_file().then_some(metadata.len())))
 }
 
 /// Fills `buffer` from `source` as far as it goes; returns how many bytes it holds (fewer
@@ -520,7 +599,7 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
             args.path
         ));
     };
-    let mut source = open_source(&args.local)?;
+    let (mut source, source_bytes) = open_source(&args.local)?;
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
     // The first chunk is read before Tessera is touched: a source that cannot be read fails
     // here, with nothing made.
@@ -559,14 +638,17 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
     };
     let mut offset = 0u64;
     let mut requests = 0;
+    let bar = progress::copy(source_bytes, &format!("put {}", args.path));
     while filled > 0 {
         let report = file
             .write_at(offset, &buffer[..filled])
             .map_err(|err| failed("put", &temporary.path, &err))?;
         requests += report.requests;
         offset += filled as u64;
+        bar.set_position(offset);
         filled = fill(&mut *source, &mut buffer, &args.local)?;
     }
+    bar.finish_and_clear();
     if !args.no_sync {
         file.sync()
             .map_err(|err| format!("put {}: sync: {err}", temporary.path))?;
@@ -581,8 +663,10 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
         args.local.display().to_string()
     };
     println!(
-        "put {source_name} -> {}: {offset} bytes, {requests} requests, {:.1} MiB/s{}",
+        "put {source_name} -> {}: {offset} bytes ({}), {requests} requests, {}, {:.1} MiB/s{}",
         args.path,
+        human::size(offset),
+        human::duration(started.elapsed()),
         mib_s(offset, started),
         if args.no_sync { " (not synced)" } else { "" }
     );
@@ -647,6 +731,7 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
     let mut offset = 0u64;
     let mut requests = 0;
+    let bar = progress::copy(Some(size), &format!("get {}", args.path));
     while offset < size {
         let length = usize::try_from((size - offset).min(COPY_CHUNK_BYTES as u64))
             .expect("chunk fits usize");
@@ -656,11 +741,15 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
         requests += report.requests;
         sink.write_all(&buffer[..length]).map_err(written)?;
         offset += length as u64;
+        bar.set_position(offset);
     }
     sink.finish().map_err(written)?;
+    bar.finish_and_clear();
     let summary = format!(
-        "get {} -> {target}: {size} bytes, {requests} requests, {:.1} MiB/s",
+        "get {} -> {target}: {size} bytes ({}), {requests} requests, {}, {:.1} MiB/s",
         args.path,
+        human::size(size),
+        human::duration(started.elapsed()),
         mib_s(size, started)
     );
     if to_stdout {
@@ -692,20 +781,6 @@ pub fn sync(args: &PathArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_read_as_utc_dates() {
-        assert_eq!(human_time(0), "1970-01-01 00:00:00.000000000 UTC");
-        // 2000-02-29 (a leap day) 12:34:56.5
-        assert_eq!(
-            human_time(951_827_696_500_000_000),
-            "2000-02-29 12:34:56.500000000 UTC"
-        );
-        assert_eq!(
-            human_time(1_795_619_848_324_123_602),
-            "2026-11-25 15:17:28.324123602 UTC"
-        );
-    }
 
     #[test]
     fn modes_are_octal_up_to_7777() {

@@ -28,9 +28,12 @@ mod output;
 mod bench;
 mod cluster;
 mod demo;
+mod df;
 mod files;
 mod hosts;
+mod human;
 mod plot;
+mod progress;
 mod servers;
 mod workers;
 
@@ -72,7 +75,7 @@ enum Command {
     /// List a directory.
     Ls(files::LsArgs),
     /// Show the attributes of a path.
-    Stat(files::PathArgs),
+    Stat(files::StatArgs),
     /// Create an empty file with a stripe or pattern layout.
     Create(files::CreateArgs),
     /// Create a directory.
@@ -86,6 +89,8 @@ enum Command {
     Put(files::PutArgs),
     /// Copy a Tessera file to a local file (or stdout, `-`).
     Get(files::GetArgs),
+    /// Show the capacity and use of every I/O server's storage, and the total.
+    Df(df::DfArgs),
     /// Flush a file's data on its I/O servers to stable storage.
     Sync(files::PathArgs),
     /// Set the permission bits of a path (octal MODE).
@@ -161,6 +166,7 @@ fn main() -> ExitCode {
         Command::Put(args) => files::put(&args),
         Command::Get(args) => files::get(&args),
         Command::Sync(args) => files::sync(&args),
+        Command::Df(args) => df::df(&args),
         Command::Chmod(args) => files::chmod(&args),
         Command::Chown(args) => files::chown(&args),
         Command::Demo(args) => demo::run(&args),

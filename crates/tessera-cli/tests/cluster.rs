@@ -41,7 +41,7 @@ fn put_get_round_trip_survives_restart() {
         String::from_utf8_lossy(&output.stderr)
     );
     let stat = tessera(&["stat", "/big", "--cluster", cluster_arg]);
-    assert!(String::from_utf8_lossy(&stat.stdout).contains(&format!("size:    {}", data.len())));
+    assert!(String::from_utf8_lossy(&stat.stdout).contains(&format!("({} bytes)", data.len())));
 
     cluster.down();
     cluster.up(4);

@@ -124,7 +124,7 @@ fn ls_long_lists_every_entry_with_unknown_sizes_while_an_iod_is_down() {
 
     let healthy = run(&cluster, &["ls", "-l", "/"]);
     assert!(healthy.status.success(), "{}", text(&healthy.stderr));
-    assert_eq!(text(&healthy.stdout).matches(" 102400 ").count(), 3);
+    assert_eq!(text(&healthy.stdout).matches(" 100 KiB ").count(), 3);
 
     cluster.kill_iod(0);
     let output = run(&cluster, &["ls", "-l", "/"]);
@@ -139,7 +139,7 @@ fn ls_long_lists_every_entry_with_unknown_sizes_while_an_iod_is_down() {
     let fields: Vec<&str> = lines[3].split_whitespace().collect();
     assert_eq!(
         fields[3..],
-        ["0", "dir/"],
+        ["0", "B", "dir/"],
         "a directory's size needs no iod"
     );
     assert_eq!(

@@ -167,6 +167,11 @@ impl Cluster {
     /// the old address reaches the new process. Its memory (open objects, declared views) is
     /// gone; its objects are files and stay.
     pub fn restart_iod(&self, index: usize) {
+        self.restart_iod_with(index, &[]);
+    }
+
+    /// [`Cluster::restart_iod`], with `extra` arguments for the new process (`--metrics`).
+    pub fn restart_iod_with(&self, index: usize, extra: &[&str]) {
         use std::os::unix::process::CommandExt;
 
         let name = format!("iod-{index}");
@@ -205,6 +210,7 @@ impl Cluster {
                 .arg(self.path().join("key"))
                 // As `tessera up` starts it: the orphan sweep runs once the mds answers.
                 .args(["--mds", &mds])
+                .args(extra)
                 .stdin(std::process::Stdio::null())
                 .stdout(log.try_clone().expect("iod log"))
                 .stderr(log)

@@ -1,0 +1,228 @@
+//! What a user sees of a running cluster: the servers' Prometheus metrics (`--metrics`),
+//! and `ls`, `stat`, `df` with `--json`, against a real cluster on loopback.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{bytes, tessera, Cluster};
+use serde_json::Value;
+
+/// Runs a client command against `cluster`; panics with its stderr if it fails.
+fn ok(cluster: &Cluster, args: &[&str]) -> String {
+    let file = cluster.file();
+    let mut all = args.to_vec();
+    all.extend(["--cluster", file.to_str().unwrap()]);
+    let output = tessera(&all);
+    assert!(
+        output.status.success(),
+        "tessera {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+fn json(cluster: &Cluster, args: &[&str]) -> Value {
+    let text = ok(cluster, args);
+    serde_json::from_str(&text).unwrap_or_else(|err| panic!("{args:?}: {err}:\n{text}"))
+}
+
+/// The address a server logged for its metrics ("metrics at http://ADDR/metrics").
+fn metrics_address(cluster: &Cluster, server: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = cluster.log(server);
+        if let Some(address) = log
+            .split("metrics at http://")
+            .nth(1)
+            .and_then(|rest| rest.split("/metrics").next())
+        {
+            return address.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{server} logged no metrics address:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One plain HTTP/1.1 GET of `/metrics`; the body.
+fn scrape(address: &str) -> String {
+    let mut stream = TcpStream::connect(address).expect("metrics endpoint answers");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("a response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("HTTP head and body");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+/// The value of the sample of `name` whose labels include every one of `labels` (0 when
+/// the metric has not been recorded yet).
+fn sample(body: &str, name: &str, labels: &[&str]) -> f64 {
+    body.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter(|line| labels.iter().all(|label| line.contains(label)))
+        .map(|line| {
+            line.rsplit(' ')
+                .next()
+                .and_then(|value| value.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no value in {line:?}"))
+        })
+        .sum()
+}
+
+#[test]
+fn an_iods_metrics_count_the_bytes_of_a_put() {
+    let cluster = Cluster::start(1);
+    cluster.restart_iod_with(0, &["--metrics", "127.0.0.1:0"]);
+    let address = metrics_address(&cluster, "iod-0");
+    let before = scrape(&address);
+    let wanted_before = sample(
+        &before,
+        "tessera_storage_bytes_wanted_total",
+        &["direction=\"write\""],
+    );
+
+    let length = 5 << 20;
+    let local = cluster.path().join("input");
+    std::fs::write(&local, bytes(3, length)).unwrap();
+    ok(&cluster, &["put", local.to_str().unwrap(), "/five"]);
+
+    let after = scrape(&address);
+    let write = ["direction=\"write\""];
+    let wanted = sample(&after, "tessera_storage_bytes_wanted_total", &write) - wanted_before;
+    let moved = sample(&after, "tessera_storage_bytes_moved_total", &write);
+    assert!(
+        wanted >= length as f64,
+        "wanted {wanted} < {length}:\n{after}"
+    );
+    assert!(moved >= length as f64, "moved {moved} < {length}:\n{after}");
+    assert!(sample(&after, "tessera_storage_requests_total", &write) >= 1.0);
+    assert!(sample(&after, "tessera_storage_calls_total", &write) >= 1.0);
+    // The transport counted the requests and timed them.
+    let creates = sample(
+        &after,
+        "tessera_requests_total",
+        &["kind=\"object_create\""],
+    );
+    assert!(creates >= 1.0, "{after}");
+    let timed = sample(
+        &after,
+        "tessera_request_seconds_count",
+        &["kind=\"object_sync\""],
+    );
+    assert!(timed >= 1.0, "{after}");
+    assert!(
+        after.contains("tessera_request_seconds_bucket{kind=\"object_sync\",le=\"0.001\"}"),
+        "{after}"
+    );
+    // The put's capability was verified once per connection, then found in the cache.
+    assert!(sample(&after, "tessera_capability_cache_total", &[]) >= 1.0);
+
+    // A read counts its direction too.
+    let back = cluster.path().join("back");
+    ok(&cluster, &["get", "/five", back.to_str().unwrap()]);
+    let read = scrape(&address);
+    let wanted = sample(
+        &read,
+        "tessera_storage_bytes_wanted_total",
+        &["direction=\"read\""],
+    );
+    assert!(wanted >= length as f64, "read wanted {wanted}:\n{read}");
+    assert_eq!(std::fs::read(&back).unwrap(), bytes(3, length));
+}
+
+#[test]
+fn ls_stat_and_df_print_json() {
+    let cluster = Cluster::start(2);
+    let length = 3 << 20;
+    let local = cluster.path().join("input");
+    std::fs::write(&local, bytes(5, length)).unwrap();
+    ok(&cluster, &["mkdir", "/dir"]);
+    ok(
+        &cluster,
+        &["put", local.to_str().unwrap(), "/data", "--mode", "640"],
+    );
+
+    let stat = json(&cluster, &["stat", "/data", "--json"]);
+    assert_eq!(stat["path"], "/data");
+    assert_eq!(stat["kind"], "file");
+    assert_eq!(stat["size_bytes"], length);
+    assert_eq!(stat["mode"], 0o640);
+    assert_eq!(stat["mode_octal"], "0640");
+    assert_eq!(stat["nlink"], 1);
+    let mtime = stat["mtime"].as_str().expect("mtime is a string");
+    let mtime_ns = stat["mtime_ns"].as_u64().expect("mtime_ns is a number");
+    assert!(mtime.ends_with('Z') && mtime.contains('T'), "{mtime}");
+    assert!(
+        mtime.ends_with(&format!(".{:09}Z", mtime_ns % 1_000_000_000)),
+        "{mtime} vs {mtime_ns}"
+    );
+    assert!(stat["layout"].as_str().unwrap().contains("stripe"));
+
+    let listing = json(&cluster, &["ls", "/", "--json"]);
+    let entries = listing.as_array().expect("ls --json is an array");
+    let names: Vec<&str> = entries
+        .iter()
+        .map(|entry| entry["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{listing}");
+    assert!(
+        names.contains(&"data") && names.contains(&"dir"),
+        "{names:?}"
+    );
+    for entry in entries {
+        if entry["name"] == "data" {
+            assert_eq!(entry["size_bytes"], length);
+            assert_eq!(entry["path"], "/data");
+            assert_eq!(entry["handle"], stat["handle"]);
+        } else {
+            assert_eq!(entry["kind"], "directory");
+            assert!(entry["layout"].is_null());
+        }
+    }
+
+    let df = json(&cluster, &["df", "--json"]);
+    let iods = df["iods"].as_array().expect("df --json has iods");
+    assert_eq!(iods.len(), 2, "{df}");
+    let mut object_bytes = 0;
+    for (index, iod) in iods.iter().enumerate() {
+        assert_eq!(iod["index"], index);
+        assert!(iod["error"].is_null(), "{iod}");
+        let total = iod["total_bytes"].as_u64().unwrap();
+        let used = iod["used_bytes"].as_u64().unwrap();
+        assert!(total > 0 && used <= total, "{iod}");
+        assert!(iod["available_bytes"].as_u64().unwrap() <= total);
+        assert_eq!(iod["objects"], 1, "one object of /data per iod: {iod}");
+        object_bytes += iod["object_bytes"].as_u64().unwrap();
+    }
+    // The objects hold the file's bytes, split over the two iods.
+    assert_eq!(object_bytes, length as u64, "{df}");
+    assert_eq!(df["total"]["object_bytes"], length);
+    assert_eq!(df["total"]["objects"], 2);
+
+    // The human forms.
+    let stat = ok(&cluster, &["stat", "/data"]);
+    assert!(stat.contains("size:    3.0 MiB (3145728 bytes)"), "{stat}");
+    let table = ok(&cluster, &["df"]);
+    assert!(
+        table.lines().any(|line| line.starts_with("total")),
+        "{table}"
+    );
+    assert!(table.contains("3.0 MiB"), "{table}");
+}
