@@ -36,6 +36,7 @@ use tessera_proto::{
     Principal, Read, ReadCollective, ReadType, ReadView, Readdir, ReaddirReply, ReleaseView,
     RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply,
     RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply, ShareRegion, Stat,
+    Statfs, StatfsReply,
     StatHandle, StorageCounters, StoragePlan, StripeLayout, TransferMode, Truncate, Unlink,
     UnlinkReply, UnlockRange, Welcome, Wire, WireError, Write, WriteCollective, WriteType,
     WriteView, CHOWN_UNCHANGED, ROLE_IOD,
@@ -180,6 +181,7 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::WriteCollective => operation::<WriteCollective>(body, reply),
         Opcode::ReadCollective => operation::<ReadCollective>(body, reply),
         Opcode::ShareRegion => operation::<ShareRegion>(body, reply),
+        Opcode::Statfs => operation::<Statfs>(body, reply),
         // Bulk-only frames: the body is empty in both directions.
         Opcode::Data => check::<Empty>(body).is_some(),
     }
@@ -266,6 +268,7 @@ body_kinds! {
     "open" => Open,
     "opened" => Opened,
     "renew" => Renew,
+    "statfs-reply" => StatfsReply,
 }
 
 /// The `bodies` target: the first byte picks a body type, the rest is the body. Returns
@@ -1238,6 +1241,19 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         &stats,
     ));
     seeds.extend(exchange(
+        "statfs",
+        Opcode::Statfs,
+        &Statfs {},
+        &StatfsReply {
+            total_bytes: 1 << 40,
+            free_bytes: 1 << 39,
+            available_bytes: (1 << 39) - (1 << 30),
+            objects: 3,
+            object_bytes: 5 << 20,
+            object_allocated_bytes: 5 << 20,
+        },
+    ));
+    seeds.extend(exchange(
         "remote-probe",
         Opcode::RemoteProbe,
         &RemoteProbe {},
@@ -1404,6 +1420,7 @@ pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
         ("open", body_of("open-request")),
         ("opened", body_of("open-reply")),
         ("renew", body_of("renew-request")),
+        ("statfs-reply", body_of("statfs-reply")),
         ("layout-math", math),
     ];
     assert_eq!(bodies.len(), BODY_KINDS.len(), "one seed per body kind");
