@@ -17,7 +17,7 @@ use tessera_client::{
 };
 use tessera_proto::limits::NAME_BYTES_MAX;
 
-use crate::ClusterArg;
+use tessera_cluster::ClusterArg;
 
 /// Bytes moved per call by `put` and `get`.
 const COPY_CHUNK_BYTES: usize = 8 << 20;
@@ -641,7 +641,7 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
         )
     };
     let written = |err: std::io::Error| {
-        crate::output::closed_stdout(&err);
+        tessera_cluster::output::closed_stdout(&err);
         format!("get: writing {target}: {err}")
     };
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
