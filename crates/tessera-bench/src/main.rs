@@ -23,7 +23,7 @@ mod workers;
 /// Tessera's experiments: each compares its methods side by side in one run and verifies the
 /// data; a table, CSV and figure, or one JSON report with --json.
 #[derive(Debug, Parser)]
-#[command(name = "tessera-bench", version, about)]
+#[command(name = "tessera-bench", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
