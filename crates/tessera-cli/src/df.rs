@@ -9,7 +9,9 @@ use serde::Serialize;
 use tessera_client::ClusterConfig;
 
 use crate::files::print_json;
-use crate::{human, ClusterArg};
+use tessera_cluster::ClusterArg;
+
+use crate::human;
 
 /// Arguments of `df`.
 #[derive(Debug, clap::Args)]

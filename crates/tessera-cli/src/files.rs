@@ -22,7 +22,9 @@ use tessera_client::{
 };
 use tessera_proto::limits::NAME_BYTES_MAX;
 
-use crate::{human, progress, ClusterArg};
+use tessera_cluster::ClusterArg;
+
+use crate::{human, progress};
 
 /// Bytes moved per call by `put` and `get`.
 const COPY_CHUNK_BYTES: usize = 8 << 20;
@@ -725,7 +727,7 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
         )
     };
     let written = |err: std::io::Error| {
-        crate::output::closed_stdout(&err);
+        tessera_cluster::output::closed_stdout(&err);
         format!("get: writing {target}: {err}")
     };
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];

@@ -1,41 +1,30 @@
-//! `tessera`: one binary for the servers, the cluster, the files, the demo and the benchmarks.
+//! `tessera`: the user's tool: the servers, the cluster and the files.
+//!
+//! `tessera demo` and `tessera bench` run `tessera-bench`, the experiments' own binary,
+//! installed or built beside this one.
 //!
 //! `tessera mds` and `tessera iod` run one server in the foreground; `tessera up` starts a
 //! local cluster of them as background processes and writes the cluster file that every
 //! client command reads (`--cluster FILE` or `$TESSERA_CLUSTER`); `tessera down` stops it.
 
-use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tessera_cluster as cluster;
 
-// Every `print!` and `println!` below (in every module declared after these) goes through
-// `output::print_stdout`: a closed stdout (`tessera ls | head -1`) ends the command quietly,
-// where std's macros would panic.
-macro_rules! print {
-    ($($arg:tt)*) => { $crate::output::print_stdout(format_args!($($arg)*)) };
-}
-macro_rules! println {
-    () => { $crate::output::print_stdout(format_args!("\n")) };
-    ($($arg:tt)*) => {
-        $crate::output::print_stdout(format_args!("{}\n", format_args!($($arg)*)))
-    };
-}
+// Every `print!` and `println!` of this binary goes through
+// `tessera_cluster::output::print_stdout`: a closed stdout (`tessera ls | head -1`) ends the
+// command quietly, where std's macros would panic.
+#[macro_use]
+extern crate tessera_cluster;
 
-mod output;
-
-mod bench;
-mod cluster;
-mod demo;
 mod df;
 mod files;
-mod hosts;
+mod forward;
 mod human;
-mod plot;
 mod progress;
 mod servers;
-mod workers;
+mod status;
 
 /// Tessera: a parallel file system for fast noncontiguous I/O.
 #[derive(Debug, Parser)]
@@ -43,14 +32,6 @@ mod workers;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-/// Where client commands find the cluster.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ClusterArg {
-    /// Cluster file written by `tessera up` (default: $TESSERA_CLUSTER).
-    #[arg(long, env = "TESSERA_CLUSTER")]
-    pub cluster: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -63,7 +44,7 @@ enum Command {
     /// Stop one server of the cluster in DIR and start it again at the same address.
     Restart(cluster::RestartArgs),
     /// Report the state of every server of a cluster.
-    Status(cluster::StatusArgs),
+    Status(status::StatusArgs),
     /// Run a metadata server in the foreground.
     Mds(servers::MdsArgs),
     /// Run an I/O server in the foreground.
@@ -97,43 +78,15 @@ enum Command {
     Chmod(files::ChmodArgs),
     /// Set the owner and/or group of a path (UID[:GID] or :GID, numbers).
     Chown(files::ChownArgs),
-    /// Run the demo job: a block-block 2-D array written and read back with list I/O.
-    Demo(demo::DemoArgs),
+    /// Run the demo job: a block-block 2-D array written and read back with list I/O
+    /// (`tessera-bench demo`).
+    #[command(disable_help_flag = true)]
+    Demo(forward::Forwarded),
     /// Run an experiment from the papers: the methods compared side by side in one run, the
-    /// data verified; a table, CSV and PNG, or one JSON report with --json.
-    Bench(bench::BenchArgs),
-    /// Internal: one client process of the demo or a benchmark.
-    #[command(hide = true)]
-    Worker(workers::WorkerArgs),
-    /// Internal: one client process of `bench ecio`.
-    #[command(hide = true)]
-    EcioWorker(bench::ecio::WorkerArgs),
-    /// Internal: one native client process of `bench mpiio`.
-    #[command(hide = true)]
-    MpiioWorker(bench::mpiio::WorkerArgs),
-}
-
-/// The log filter: `$TESSERA_LOG`, else `$RUST_LOG`, else `default` (`info` for servers,
-/// `warn` for commands). Both take `tracing_subscriber`'s directives (`debug`,
-/// `tessera_net=debug,warn`); `TESSERA_LOG` wins when both are set, and an empty one counts
-/// as unset. A filter that does not parse is reported and the default used.
-fn log_filter(default: &str) -> tracing_subscriber::EnvFilter {
-    for variable in ["TESSERA_LOG", "RUST_LOG"] {
-        let Some(directives) = std::env::var(variable)
-            .ok()
-            .filter(|directives| !directives.trim().is_empty())
-        else {
-            continue;
-        };
-        match tracing_subscriber::EnvFilter::try_new(&directives) {
-            Ok(filter) => return filter,
-            Err(err) => {
-                eprintln!("tessera: ignoring {variable}={directives:?}: {err}");
-                break;
-            }
-        }
-    }
-    tracing_subscriber::EnvFilter::new(default)
+    /// data verified; a table, CSV and figure, or one JSON report with --json
+    /// (`tessera-bench NAME`; `tessera bench --help` lists them).
+    #[command(disable_help_flag = true)]
+    Bench(forward::Forwarded),
 }
 
 fn main() -> ExitCode {
@@ -142,17 +95,12 @@ fn main() -> ExitCode {
         Command::Mds(_) | Command::Iod(_) | Command::Agent(_) => "info",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // Colours only for a person at a terminal: server logs go to files.
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(log_filter(logs_default))
-        .init();
+    cluster::logs::init(logs_default);
     let result = match cli.command {
         Command::Up(args) => cluster::up(&args),
         Command::Down(args) => cluster::down(&args),
         Command::Restart(args) => cluster::restart(&args),
-        Command::Status(args) => cluster::status(&args),
+        Command::Status(args) => status::status(&args),
         Command::Mds(args) => servers::run_mds(&args),
         Command::Iod(args) => servers::run_iod(&args),
         Command::Agent(args) => servers::run_agent(&args),
@@ -169,11 +117,8 @@ fn main() -> ExitCode {
         Command::Df(args) => df::df(&args),
         Command::Chmod(args) => files::chmod(&args),
         Command::Chown(args) => files::chown(&args),
-        Command::Demo(args) => demo::run(&args),
-        Command::Bench(args) => bench::run(&args),
-        Command::Worker(args) => workers::run(&args),
-        Command::EcioWorker(args) => bench::ecio::run_worker(&args),
-        Command::MpiioWorker(args) => bench::mpiio::run_worker(&args),
+        Command::Demo(args) => forward::run("demo", &args),
+        Command::Bench(args) => forward::run("", &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -129,29 +129,6 @@ fn open_fabric(args: &IodArgs) -> Result<Option<Arc<tessera_iod::fabric::FabricS
     }
 }
 
-/// Mode of the servers' and the agent's Unix sockets: any local user may connect, since every
-/// connection authenticates and every request carries a credential or a capability.
-pub const LOCAL_SOCKET_MODE: u32 = 0o666;
-
-/// Binds the Unix socket at `path`, replacing a stale socket file (never another kind of
-/// file), open to every local user ([`LOCAL_SOCKET_MODE`]).
-pub fn bind_local(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if meta.file_type().is_socket() {
-            std::fs::remove_file(path)?;
-        } else {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "exists and is not a socket",
-            ));
-        }
-    }
-    let listener = tokio::net::UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(LOCAL_SOCKET_MODE))?;
-    Ok(listener)
-}
-
 /// Arguments of `tessera keygen`.
 #[derive(Debug, clap::Args)]
 pub struct KeygenArgs {
@@ -201,7 +178,7 @@ pub fn run_agent(args: &AgentArgs) -> Result<(), String> {
         lifetime: Duration::from_secs(args.credential_seconds.max(1)),
     };
     runtime()?.block_on(async {
-        let listener = bind_local(&args.socket)
+        let listener = tessera_cluster::bind_local(&args.socket)
             .map_err(|err| format!("agent: socket {}: {err}", args.socket.display()))?;
         if let Some(path) = &args.address_file {
             std::fs::write(path, args.socket.display().to_string())
@@ -321,7 +298,7 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
         .parent()
         .filter(|parent| !parent.as_os_str().is_empty())
     {
-        crate::cluster::private_dir(data)
+        tessera_cluster::private_dir(data)
             .map_err(|err| format!("mds: data directory {}: {err}", data.display()))?;
     }
     let key = tessera_auth::ClusterKey::load(&args.key).map_err(|err| format!("mds: {err}"))?;
@@ -365,7 +342,7 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
 
 /// Runs an I/O server.
 pub fn run_iod(args: &IodArgs) -> Result<(), String> {
-    crate::cluster::private_dir(&args.data).map_err(|err| {
+    tessera_cluster::private_dir(&args.data).map_err(|err| {
         format!(
             "iod {}: data directory {}: {err}",
             args.index,
@@ -441,7 +418,7 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
     runtime()?.block_on(async {
         let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
         let local = match &args.local_socket {
-            Some(path) => Some(bind_local(path).map_err(|err| {
+            Some(path) => Some(tessera_cluster::bind_local(path).map_err(|err| {
                 format!("iod {}: local socket {}: {err}", args.index, path.display())
             })?),
             None => None,

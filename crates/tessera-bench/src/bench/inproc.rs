@@ -31,9 +31,9 @@ impl InProcessCluster {
     pub fn start(servers: u16) -> Result<Self, String> {
         let root = std::env::temp_dir().join(format!("tessera-inproc-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        crate::cluster::private_dir(&root)
+        tessera_cluster::private_dir(&root)
             .map_err(|err| format!("cannot create {}: {err}", root.display()))?;
-        let key_path = root.join(crate::cluster::KEY_FILE);
+        let key_path = root.join(tessera_cluster::KEY_FILE);
         let key = tessera_auth::ClusterKey::create(&key_path).map_err(|err| err.to_string())?;
         let cluster_id = key.cluster_id();
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -53,7 +53,7 @@ impl InProcessCluster {
         let mut model = None;
         for index in 0..servers {
             let data = root.join(format!("iod-{index}"));
-            crate::cluster::private_dir(&data).map_err(|err| err.to_string())?;
+            tessera_cluster::private_dir(&data).map_err(|err| err.to_string())?;
             let measured = match &model {
                 Some(model) => Clone::clone(model),
                 None => tessera_iod::cost::load_or_calibrate(&data, false, None)
@@ -69,7 +69,7 @@ impl InProcessCluster {
                 .block_on(async {
                     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
                     let address = listener.local_addr()?.to_string();
-                    let local = crate::servers::bind_local(&socket)?;
+                    let local = tessera_cluster::bind_local(&socket)?;
                     Ok::<_, std::io::Error>((listener, local, address))
                 })
                 .map_err(|err| format!("iod {index}: cannot listen: {err}"))?;

@@ -1,4 +1,7 @@
-//! `tessera up`, `down`, `restart` and `status`: a cluster as background processes.
+//! Cluster supervision: `tessera up`, `down` and `restart`, a cluster as background processes.
+//!
+//! A library so that both binaries use it: `tessera` (the user's commands) and `tessera-bench`
+//! (which starts a private cluster when it is given none).
 //!
 //! Layout of a cluster directory `D`:
 //! `D/cluster.toml` (what clients read), `D/key` (the cluster key, mode 0600, made at the
@@ -16,6 +19,13 @@
 //! server back at its old address, and clients that hold the cluster file keep working. A
 //! hostfile fixes every address and how each server is started (`hosts.rs`).
 
+// First, so that its `print!` and `println!` replace std's in everything below.
+#[macro_use]
+pub mod output;
+
+mod hosts;
+pub mod logs;
+
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -26,12 +36,42 @@ use std::time::{Duration, Instant};
 use tessera_client::config::{AuthEntry, IodEntry, MdsEntry, OfiEntry};
 use tessera_client::{Client, ClientOptions, ClusterConfig};
 use tessera_proto::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_DEFAULT};
-use tessera_proto::{STORE_FAILED, STORE_NO_SPACE, STORE_OK};
+
+/// Mode of the servers' and the agent's Unix sockets: any local user may connect, since every
+/// connection authenticates and every request carries a credential or a capability.
+pub const LOCAL_SOCKET_MODE: u32 = 0o666;
+
+/// Binds the Unix socket at `path`, replacing a stale socket file (never another kind of
+/// file), open to every local user ([`LOCAL_SOCKET_MODE`]).
+pub fn bind_local(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_socket() {
+            std::fs::remove_file(path)?;
+        } else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "exists and is not a socket",
+            ));
+        }
+    }
+    let listener = tokio::net::UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(LOCAL_SOCKET_MODE))?;
+    Ok(listener)
+}
 
 /// How long `up` waits for every server to answer.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long `down` waits for a server to exit after SIGTERM before SIGKILL.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where client commands find the cluster.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArg {
+    /// Cluster file written by `tessera up` (default: $TESSERA_CLUSTER).
+    #[arg(long, env = "TESSERA_CLUSTER")]
+    pub cluster: Option<PathBuf>,
+}
 
 /// Arguments of `tessera up`.
 #[derive(Debug, clap::Args)]
@@ -68,20 +108,6 @@ pub struct DownArgs {
     /// Cluster directory given to `tessera up`.
     #[arg(long)]
     dir: PathBuf,
-}
-
-/// Arguments of `tessera status`.
-#[derive(Debug, clap::Args)]
-pub struct StatusArgs {
-    /// Cluster directory given to `tessera up` (else the cluster file is used).
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    /// Also show every iod's storage counters (requests, pieces, storage calls, bytes
-    /// wanted vs. moved, and the plans its cost model chose) and its cost model.
-    #[arg(long)]
-    servers: bool,
-    #[command(flatten)]
-    cluster: crate::ClusterArg,
 }
 
 fn run_dir(dir: &Path) -> PathBuf {
@@ -267,9 +293,23 @@ fn save_command(dir: &Path, name: &str, command: &ServerCommand) -> Result<(), S
 /// The path of the running tessera binary: what every server runs (on remote hosts too,
 /// which therefore install tessera at the same path).
 fn tessera_program() -> Result<String, String> {
-    std::env::current_exe()
-        .map(|exe| exe.display().to_string())
-        .map_err(|err| format!("cannot find the tessera binary: {err}"))
+    let exe =
+        std::env::current_exe().map_err(|err| format!("cannot find the tessera binary: {err}"))?;
+    if exe.file_name().is_some_and(|name| name == "tessera") {
+        return Ok(exe.display().to_string());
+    }
+    // Another binary of the workspace (`tessera-bench`): the servers are `tessera`, installed
+    // or built beside it.
+    let sibling = exe.with_file_name("tessera");
+    if sibling.is_file() {
+        Ok(sibling.display().to_string())
+    } else {
+        Err(format!(
+            "cannot start servers: {} not found beside {} (build it with `cargo build -p tessera-cli`)",
+            sibling.display(),
+            exe.display()
+        ))
+    }
 }
 
 /// Quotes `word` for the remote shell `ssh` hands its command to (only when needed, so the
@@ -780,7 +820,7 @@ fn start_hosts(
 ) -> Result<(ClusterConfig, Vec<String>), String> {
     let text = fs::read_to_string(hosts)
         .map_err(|err| format!("cannot read the hostfile {}: {err}", hosts.display()))?;
-    let hostfile = crate::hosts::Hostfile::load(hosts)?;
+    let hostfile = hosts::Hostfile::load(hosts)?;
     let alive = prepare(dir)?;
     let kept = dir.join(HOSTS_FILE);
     // Servers that run from another hostfile, or from a local `up` (no hostfile kept), would
@@ -808,7 +848,7 @@ fn start_hosts(
     share_cost_model(dir, &here)?;
     let agent_socket = absolute(&run_dir(dir).join(AGENT_SOCKET));
     let (mds_address, mds_launcher) = &hostfile.mds;
-    let mut servers: Vec<(String, crate::hosts::Launcher, Vec<String>)> = Vec::new();
+    let mut servers: Vec<(String, hosts::Launcher, Vec<String>)> = Vec::new();
     for ((address, launcher), index) in hostfile.iods.iter().zip(0u16..) {
         let mut args = vec![
             program.clone(),
@@ -826,7 +866,7 @@ fn start_hosts(
             "--mds".into(),
             mds_address.clone(),
         ];
-        let socket = (*launcher == crate::hosts::Launcher::Local)
+        let socket = (*launcher == hosts::Launcher::Local)
             .then(|| local_socket(dir, index))
             .flatten();
         if let Some(socket) = socket {
@@ -875,7 +915,7 @@ fn start_hosts(
             .map(|((address, launcher), index)| IodEntry {
                 index,
                 address: address.clone(),
-                local: (*launcher == crate::hosts::Launcher::Local)
+                local: (*launcher == hosts::Launcher::Local)
                     .then(|| local_socket(dir, index))
                     .flatten(),
             })
@@ -1088,122 +1128,6 @@ pub fn down(args: &DownArgs) -> Result<(), String> {
         args.dir.display()
     );
     Ok(())
-}
-
-/// Reports every server of a cluster.
-pub fn status(args: &StatusArgs) -> Result<(), String> {
-    let config = match (&args.dir, &args.cluster.cluster) {
-        (Some(dir), _) => ClusterConfig::load(&dir.join("cluster.toml")),
-        (None, Some(file)) => ClusterConfig::load(file),
-        (None, None) => ClusterConfig::from_env(),
-    }
-    .map_err(|err| err.to_string())?;
-    let client = Client::new(
-        &config,
-        &ClientOptions {
-            timeout: Duration::from_secs(2),
-            ..ClientOptions::default()
-        },
-    );
-    let mut down = 0;
-    let mut degraded = 0;
-    println!(
-        "{:<28} {:<8} {:<8} {:>10}",
-        "server", "state", "pid", "objects"
-    );
-    for (name, reply) in client.ping_all() {
-        match reply {
-            Ok(ping) if ping.store_state == STORE_OK => println!(
-                "{name:<28} {:<8} {:<8} {:>10}",
-                "up", ping.pid, ping.objects
-            ),
-            Ok(ping) => {
-                degraded += 1;
-                println!(
-                    "{name:<28} {:<8} {:<8} {:>10}   {}",
-                    "degraded",
-                    ping.pid,
-                    ping.objects,
-                    store_condition(ping.store_state)
-                );
-            }
-            Err(err) => {
-                down += 1;
-                println!("{name:<28} {:<8} {:<8} {:>10}   {err}", "down", "-", "-");
-            }
-        }
-    }
-    if args.servers {
-        print_storage_counters(&client);
-    }
-    match (down, degraded) {
-        (0, 0) => Ok(()),
-        (0, _) => Err(format!("{degraded} server(s) degraded")),
-        (_, 0) => Err(format!("{down} server(s) not answering")),
-        _ => Err(format!(
-            "{down} server(s) not answering, {degraded} degraded"
-        )),
-    }
-}
-
-/// What `status` prints for a server whose `PingReply::store_state` is not `STORE_OK`.
-fn store_condition(store_state: u8) -> String {
-    match store_state {
-        STORE_NO_SPACE => {
-            "store degraded: no space left on its disk (changes fail until space is freed)"
-                .to_owned()
-        }
-        STORE_FAILED => "store degraded: I/O error (the server reopens its store)".to_owned(),
-        other => format!("store degraded: unknown state {other}"),
-    }
-}
-
-/// The `--servers` table: one line per iod and direction, then each cost model.
-fn print_storage_counters(client: &Client) {
-    println!();
-    println!(
-        "{:<6} {:<5} {:>9} {:>10} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "iod",
-        "op",
-        "requests",
-        "pieces",
-        "calls",
-        "wanted",
-        "moved",
-        "per-piece",
-        "batched",
-        "sieve",
-        "mapped",
-        "io_uring"
-    );
-    let mut models = Vec::new();
-    for index in 0..client.server_count() {
-        match client.server_stats(index) {
-            Ok(stats) => {
-                for (op, counters) in [("read", &stats.reads), ("write", &stats.writes)] {
-                    println!(
-                        "{index:<6} {op:<5} {:>9} {:>10} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9}",
-                        counters.requests,
-                        counters.pieces,
-                        counters.calls,
-                        counters.bytes_wanted,
-                        counters.bytes_storage,
-                        counters.per_piece,
-                        counters.batched,
-                        counters.sieve,
-                        counters.mapped,
-                        if stats.io_uring { "yes" } else { "no" },
-                    );
-                }
-                models.push(format!("iod {index}: {}", stats.model));
-            }
-            Err(err) => println!("{index:<6} -     {err}"),
-        }
-    }
-    println!();
-    for model in models {
-        println!("{model}");
-    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! `tessera bench NAME`: the experiments of the papers, run against a live cluster.
+//! `tessera-bench NAME` (also `tessera bench NAME`): the experiments of the papers, run
+//! against a live cluster.
 //!
 //! Every benchmark measures all the methods it compares in the same run, interleaved, and
 //! checks the data it reads back (`verified` in the report). With `--json` it prints exactly
@@ -24,16 +25,9 @@ mod subarray;
 mod tile;
 mod views;
 
-/// Arguments of `tessera bench`.
-#[derive(Debug, clap::Args)]
-pub struct BenchArgs {
-    /// The experiment.
-    #[command(subcommand)]
-    experiment: Experiment,
-}
-
+/// The experiments: `tessera-bench NAME` (also `tessera bench NAME`).
 #[derive(Debug, clap::Subcommand)]
-enum Experiment {
+pub enum Experiment {
     /// 4 clients x 4 servers, 128 pieces of 128 B to 8 KiB: multiple vs pack vs gather (000 Fig. 4).
     Listio(CommonArgs),
     /// One 2-D subarray client -> server over `local`: contiguous, pack (reg / no reg),
@@ -237,7 +231,7 @@ impl BenchCluster {
             "bench: starting a private cluster of {servers} I/O servers in {}",
             dir.display()
         );
-        crate::cluster::start(
+        tessera_cluster::start(
             &dir,
             servers,
             tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
@@ -325,15 +319,15 @@ pub fn drop_page_cache(data_dirs: &[PathBuf]) -> Result<usize, String> {
 impl Drop for BenchCluster {
     fn drop(&mut self) {
         if let Some(dir) = &self.private_dir {
-            crate::cluster::stop_all(dir);
+            tessera_cluster::stop_all(dir);
             let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
 
 /// Runs the chosen experiment.
-pub fn run(args: &BenchArgs) -> Result<(), String> {
-    let report = match &args.experiment {
+pub fn run(experiment: &Experiment) -> Result<(), String> {
+    let report = match experiment {
         Experiment::Listio(common) => listio::run(common)?,
         Experiment::Subarray(common) => subarray::run(common)?,
         Experiment::Views(common) => views::run(common)?,
@@ -346,7 +340,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         Experiment::Ogr(common) => ogr::run(common)?,
         Experiment::Fmrd(common) => fmrd::run(common)?,
     };
-    if args.experiment.common().json {
+    if experiment.common().json {
         println!(
             "{}",
             serde_json::to_string_pretty(&report).map_err(|err| err.to_string())?

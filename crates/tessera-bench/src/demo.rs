@@ -26,14 +26,14 @@ pub struct DemoArgs {
     #[arg(long, default_value = "auto")]
     method: String,
     #[command(flatten)]
-    cluster: crate::ClusterArg,
+    cluster: tessera_cluster::ClusterArg,
 }
 
 /// Bytes per array element (a double).
 const ELEMENT_BYTES: usize = 8;
 const DEMO_PATH: &str = "/demo/array";
 
-fn cluster_file(arg: &crate::ClusterArg) -> Result<PathBuf, String> {
+fn cluster_file(arg: &tessera_cluster::ClusterArg) -> Result<PathBuf, String> {
     arg.cluster
         .clone()
         .or_else(|| std::env::var_os(tessera_client::config::CLUSTER_ENV).map(PathBuf::from))

@@ -2,7 +2,8 @@
 //!
 //! Rust ignores SIGPIPE, so a write to a closed pipe (`tessera ls | head -1`) returns
 //! `EPIPE`, and std's `println!` panics on it. Every line this binary prints goes through
-//! [`print_stdout`] (the crate shadows `print!` and `println!` with it, see `main.rs`), and
+//! [`print_stdout`] (each binary shadows `print!` and `println!` with this crate's, through
+//! `#[macro_use] extern crate tessera_cluster;` in its `main.rs`), and
 //! `tessera get PATH -` sends its data through [`closed_stdout`] on a write error. A closed
 //! stdout then ends the process the way it ends a C tool: by SIGPIPE, silently, with the
 //! shell's status 141. SIGPIPE itself stays ignored for the rest of the process, so a peer
@@ -33,4 +34,20 @@ pub fn closed_stdout(err: &std::io::Error) {
         // Not reached: the default action of SIGPIPE is to terminate.
         std::process::exit(141);
     }
+}
+
+/// `print!` through [`print_stdout`]; a binary that says `#[macro_use] extern crate
+/// tessera_cluster;` uses it in place of std's in every module.
+#[macro_export]
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::output::print_stdout(format_args!($($arg)*)) };
+}
+
+/// `println!` through [`print_stdout`], as [`print!`](crate::print).
+#[macro_export]
+macro_rules! println {
+    () => { $crate::output::print_stdout(format_args!("\n")) };
+    ($($arg:tt)*) => {
+        $crate::output::print_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
 }

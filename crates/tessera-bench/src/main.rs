@@ -1,0 +1,65 @@
+//! `tessera-bench`: the experiments of the papers and the demo, with their worker processes.
+//!
+//! `tessera-bench NAME` runs one experiment (`tessera bench NAME` runs this binary);
+//! `tessera-bench demo` is the main job of `make demo` (also `tessera demo`). Without
+//! `--cluster` (or `$TESSERA_CLUSTER`) an experiment starts a private cluster of `tessera`
+//! servers, found beside this binary, and stops it afterwards. The hidden `worker`,
+//! `ecio-worker` and `mpiio-worker` commands are the client processes the experiments start.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+// Every `print!` and `println!` of this binary goes through
+// `tessera_cluster::output::print_stdout`: a closed stdout ends the command quietly.
+#[macro_use]
+extern crate tessera_cluster;
+
+mod bench;
+mod demo;
+mod plot;
+mod workers;
+
+/// Tessera's experiments: each compares its methods side by side in one run and verifies the
+/// data; a table, CSV and figure, or one JSON report with --json.
+#[derive(Debug, Parser)]
+#[command(name = "tessera-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    #[command(flatten)]
+    Experiment(bench::Experiment),
+    /// Run the demo job: a block-block 2-D array written and read back with list I/O.
+    Demo(demo::DemoArgs),
+    /// Internal: one client process of the demo or a benchmark.
+    #[command(hide = true)]
+    Worker(workers::WorkerArgs),
+    /// Internal: one client process of `ecio`.
+    #[command(hide = true)]
+    EcioWorker(bench::ecio::WorkerArgs),
+    /// Internal: one native client process of `mpiio`.
+    #[command(hide = true)]
+    MpiioWorker(bench::mpiio::WorkerArgs),
+}
+
+fn main() -> ExitCode {
+    tessera_cluster::logs::init("warn");
+    let result = match Cli::parse().command {
+        Command::Experiment(experiment) => bench::run(&experiment),
+        Command::Demo(args) => demo::run(&args),
+        Command::Worker(args) => workers::run(&args),
+        Command::EcioWorker(args) => bench::ecio::run_worker(&args),
+        Command::MpiioWorker(args) => bench::mpiio::run_worker(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("tessera-bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
