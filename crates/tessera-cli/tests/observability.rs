@@ -226,3 +226,108 @@ fn ls_stat_and_df_print_json() {
     );
     assert!(table.contains("3.0 MiB"), "{table}");
 }
+
+/// A port P with P, P+1, .. P+count-1 free on loopback right now.
+fn free_ports(count: u16) -> u16 {
+    for _ in 0..50 {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = probe.local_addr().unwrap().port();
+        drop(probe);
+        if base.checked_add(count).is_some()
+            && (0..count)
+                .all(|offset| std::net::TcpListener::bind(("127.0.0.1", base + offset)).is_ok())
+        {
+            return base;
+        }
+    }
+    panic!("no {count} consecutive free ports on loopback");
+}
+
+#[test]
+fn up_gives_every_server_a_metrics_port_and_status_prints_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = free_ports(3);
+    let output = tessera(&[
+        "up",
+        "--servers",
+        "2",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--metrics-base-port",
+        &base.to_string(),
+    ]);
+    let cluster = Cluster { dir };
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        metrics_address(&cluster, "mds"),
+        format!("127.0.0.1:{base}")
+    );
+    for index in 0..2u16 {
+        assert_eq!(
+            metrics_address(&cluster, &format!("iod-{index}")),
+            format!("127.0.0.1:{}", base + 1 + index)
+        );
+    }
+    let local = cluster.path().join("input");
+    std::fs::write(&local, bytes(9, 1 << 20)).unwrap();
+    ok(&cluster, &["put", local.to_str().unwrap(), "/m"]);
+    let mds = scrape(&format!("127.0.0.1:{base}"));
+    assert!(
+        sample(&mds, "tessera_requests_total", &["kind=\"create\""]) >= 1.0,
+        "{mds}"
+    );
+    assert!(
+        sample(&mds, "tessera_requests_total", &["kind=\"rename\""]) >= 1.0,
+        "{mds}"
+    );
+    // put looks its target up first and finds nothing: an error reply, counted by code.
+    assert!(
+        sample(
+            &mds,
+            "tessera_errors_total",
+            &["kind=\"lookup\"", "code=\"not found\""]
+        ) >= 1.0,
+        "{mds}"
+    );
+    assert!(mds.contains("tessera_mds_store_state 0"), "{mds}");
+
+    let status = json(&cluster, &["status", "--servers", "--json"]);
+    let servers = status["servers"].as_array().expect("servers");
+    assert_eq!(servers.len(), 3, "{status}");
+    assert_eq!(servers[0]["role"], "mds");
+    assert_eq!(servers[0]["objects"], 2, "the root and one file: {status}");
+    assert_eq!(servers[0]["pid"], cluster.pid("mds"));
+    for (position, server) in servers.iter().enumerate() {
+        assert_eq!(server["state"], "up", "{server}");
+        assert_eq!(server["store_state"], 0);
+        assert!(server["answer_seconds"].as_f64().unwrap() > 0.0);
+        if position > 0 {
+            assert_eq!(server["role"], "iod");
+            assert_eq!(server["index"], position - 1);
+        }
+    }
+    let time = status["time"].as_str().unwrap();
+    assert!(time.ends_with('Z') && time.len() == 30, "{time}");
+    let storage = status["storage"]
+        .as_array()
+        .expect("storage with --servers");
+    let written: u64 = storage
+        .iter()
+        .map(|iod| iod["writes"]["bytes_wanted"].as_u64().unwrap())
+        .sum();
+    assert_eq!(written, 1 << 20, "{status}");
+    let iod_metrics = scrape(&format!("127.0.0.1:{}", base + 1));
+    assert!(
+        sample(&iod_metrics, "tessera_requests_total", &["kind=\"ping\""]) >= 1.0,
+        "status pinged iod 0: {iod_metrics}"
+    );
+    let table = ok(&cluster, &["status", "--servers"]);
+    assert!(
+        table.contains("answered") && table.contains("KiB"),
+        "{table}"
+    );
+}

@@ -240,20 +240,37 @@ impl Client {
 
     /// Asks the mds and every iod who they are, in that order ("mds", then "iod N").
     pub fn ping_all(&self) -> Vec<(String, Result<PingReply, ClientError>)> {
-        let mut replies = vec![(
-            self.inner.mds.peers()[0].name.clone(),
+        self.ping_all_timed()
+            .into_iter()
+            .map(|(name, _, reply)| (name, reply))
+            .collect()
+    }
+
+    /// [`Client::ping_all`], with the time each server took to answer (a connection's
+    /// handshake included when the ping opened it).
+    pub fn ping_all_timed(
+        &self,
+    ) -> Vec<(String, std::time::Duration, Result<PingReply, ClientError>)> {
+        let timed = |call: &dyn Fn() -> Result<PingReply, ClientError>| {
+            let started = std::time::Instant::now();
+            let reply = call();
+            (started.elapsed(), reply)
+        };
+        let (elapsed, reply) = timed(&|| {
             self.inner
                 .mds
                 .with(0, |connection| connection.call(&Ping {}))
-                .map_err(ClientError::from),
-        )];
+                .map_err(ClientError::from)
+        });
+        let mut replies = vec![(self.inner.mds.peers()[0].name.clone(), elapsed, reply)];
         for (index, peer) in self.inner.iods.peers().iter().enumerate() {
-            let reply = self
-                .inner
-                .iods
-                .with(index, |connection| connection.call(&Ping {}))
-                .map_err(ClientError::from);
-            replies.push((peer.name.clone(), reply));
+            let (elapsed, reply) = timed(&|| {
+                self.inner
+                    .iods
+                    .with(index, |connection| connection.call(&Ping {}))
+                    .map_err(ClientError::from)
+            });
+            replies.push((peer.name.clone(), elapsed, reply));
         }
         replies
     }

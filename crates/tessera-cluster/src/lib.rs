@@ -100,6 +100,24 @@ pub struct UpArgs {
     /// clients renew theirs before they expire.
     #[arg(long)]
     capability_seconds: Option<u64>,
+    /// Have the servers of a local cluster serve Prometheus metrics on loopback: the mds on
+    /// port P, iod i on P+1+i (`http://127.0.0.1:PORT/metrics`).
+    #[arg(long, value_name = "P")]
+    metrics_base_port: Option<u16>,
+}
+
+/// The `--metrics` address of each server of a local cluster of `servers` iods when
+/// `--metrics-base-port` is `base`: the mds on `base`, iod i on `base + 1 + i`.
+fn metrics_addresses(base: u16, servers: u16) -> Result<(String, Vec<String>), String> {
+    let last = u32::from(base) + u32::from(servers);
+    if base == 0 || last > u32::from(u16::MAX) {
+        return Err(format!(
+            "--metrics-base-port {base}: the mds and {servers} iods need ports {base} to {last}, \
+             within 1 to 65535"
+        ));
+    }
+    let address = |offset: u16| format!("127.0.0.1:{}", base + offset);
+    Ok((address(0), (1..=servers).map(address).collect()))
 }
 
 /// Arguments of `tessera down`.
@@ -453,9 +471,11 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
         (None, false) => None,
     };
     let (config, started) = if let Some(hosts) = hosts {
-        if args.ofi_provider.is_some() {
+        if args.ofi_provider.is_some() || args.metrics_base_port.is_some() {
             return Err(
-                "--ofi-provider is for local clusters; it does not go with a hostfile".to_owned(),
+                "--ofi-provider and --metrics-base-port are for local clusters; they do not go \
+                 with a hostfile (give each server --metrics in the hostfile's flags)"
+                    .to_owned(),
             );
         }
         start_hosts(&args.dir, &hosts, args.stripe_unit, &mds_flags)?
@@ -469,12 +489,19 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
             .ok()
             .and_then(|config| u16::try_from(config.iods.len()).ok());
         let servers = args.servers.or(previous).unwrap_or(SERVERS_DEFAULT);
+        let mut iod_metrics = Vec::new();
+        if let Some(base) = args.metrics_base_port {
+            let (mds, iods) = metrics_addresses(base, servers)?;
+            mds_flags.extend(["--metrics".to_owned(), mds]);
+            iod_metrics = iods;
+        }
         start_local(
             &args.dir,
             servers,
             args.stripe_unit,
             ofi.as_ref(),
             &mds_flags,
+            &iod_metrics,
         )?
     };
     let started = if started.is_empty() {
@@ -557,7 +584,7 @@ fn absolute(path: &Path) -> std::path::PathBuf {
 /// Starts a cluster of `servers` iods in `dir`, writes `dir/cluster.toml` and returns once
 /// every server answers. On failure nothing it started is left running.
 pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig, String> {
-    start_local(dir, servers, stripe_unit, None, &[]).map(|(config, _)| config)
+    start_local(dir, servers, stripe_unit, None, &[], &[]).map(|(config, _)| config)
 }
 
 /// Creates the cluster directory's parts, forgets pid files of servers that are gone, and
@@ -605,8 +632,9 @@ fn stop_started(dir: &Path, started: &[String]) {
     }
 }
 
-/// [`start`], with the iods serving one-sided transfers over the fabric `ofi` names, and
-/// `mds_flags` given to the mds (`--root-squash`, `--capability-seconds N`). Servers of `dir`
+/// [`start`], with the iods serving one-sided transfers over the fabric `ofi` names,
+/// `mds_flags` given to the mds (`--root-squash`, `--capability-seconds N`) and iod i serving
+/// its metrics on `iod_metrics[i]` (none when the list is shorter). Servers of `dir`
 /// that are running are kept; the others start at the address they had before (the kernel
 /// picks one at the first start). Returns the cluster and the names of the servers started.
 pub fn start_local(
@@ -615,6 +643,7 @@ pub fn start_local(
     stripe_unit: u64,
     ofi: Option<&OfiEntry>,
     mds_flags: &[String],
+    iod_metrics: &[String],
 ) -> Result<(ClusterConfig, Vec<String>), String> {
     if servers == 0 || usize::from(servers) > SERVERS_MAX {
         return Err(format!("--servers {servers} is outside 1..={SERVERS_MAX}"));
@@ -690,6 +719,9 @@ pub fn start_local(
                 if let Some(node) = &ofi.node {
                     args.extend(["--ofi-node".into(), node.clone()]);
                 }
+            }
+            if let Some(address) = iod_metrics.get(usize::from(index)) {
+                args.extend(["--metrics".into(), address.clone()]);
             }
             let command = ServerCommand {
                 launcher: Vec::new(),
@@ -1136,6 +1168,18 @@ mod tests {
 
     fn words(text: &str) -> Vec<String> {
         text.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn metrics_ports_follow_the_base_and_stay_in_range() {
+        let (mds, iods) = metrics_addresses(9100, 3).unwrap();
+        assert_eq!(mds, "127.0.0.1:9100");
+        assert_eq!(iods, ["127.0.0.1:9101", "127.0.0.1:9102", "127.0.0.1:9103"]);
+        assert!(metrics_addresses(65_535, 1)
+            .unwrap_err()
+            .contains("65535 to 65536"));
+        assert!(metrics_addresses(0, 1).is_err());
+        assert_eq!(metrics_addresses(65_534, 1).unwrap().1, ["127.0.0.1:65535"]);
     }
 
     #[test]
