@@ -203,6 +203,7 @@ const REQUEST_SECONDS_BUCKETS: [f64; 13] = [
 /// is resolved to a free port first (bound, read and released), and the address is logged.
 pub fn serve_metrics(listen: Option<&str>, server: &str) -> Result<(), String> {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    use tessera_proto::metrics::MetricKind;
     let Some(listen) = listen else {
         return Ok(());
     };
@@ -219,6 +220,13 @@ pub fn serve_metrics(listen: Option<&str>, server: &str) -> Result<(), String> {
         .map_err(|err| failed(&err))?
         .install()
         .map_err(|err| failed(&err))?;
+    for (name, kind, help) in tessera_proto::metrics::CATALOGUE {
+        match kind {
+            MetricKind::Counter => metrics::describe_counter!(name, help),
+            MetricKind::Gauge => metrics::describe_gauge!(name, help),
+            MetricKind::Histogram => metrics::describe_histogram!(name, help),
+        }
+    }
     tracing::info!("{server}: metrics at http://{address}/metrics");
     Ok(())
 }

@@ -294,6 +294,10 @@ fn up_gives_every_server_a_metrics_port_and_status_prints_json() {
         "{mds}"
     );
     assert!(mds.contains("tessera_mds_store_state 0"), "{mds}");
+    assert!(
+        mds.contains("# HELP tessera_mds_store_state The metadata store's state"),
+        "{mds}"
+    );
 
     let status = json(&cluster, &["status", "--servers", "--json"]);
     let servers = status["servers"].as_array().expect("servers");

@@ -1,5 +1,5 @@
-//! The names of the metrics the servers record, in one catalogue so the servers, the docs
-//! (`docs/ARCHITECTURE.md`, "Metrics") and the tests agree.
+//! The names of the metrics the servers record, in one catalogue ([`CATALOGUE`]) so the
+//! servers, the docs (`docs/ARCHITECTURE.md` §4.3) and the tests agree.
 //!
 //! The servers record them with the `metrics` crate's macros; `--metrics ADDR` on `tessera
 //! mds`, `iod` or `agent` serves them in the Prometheus text format at `http://ADDR/metrics`.
@@ -49,3 +49,119 @@ pub const MDS_STORE_STATE: &str = "tessera_mds_store_state";
 
 /// Counter (agent): credentials signed.
 pub const AGENT_CREDENTIALS: &str = "tessera_agent_credentials_total";
+
+/// What kind of metric a name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    /// Only ever rises (named `…_total`).
+    Counter,
+    /// Set to the current value.
+    Gauge,
+    /// A distribution in buckets.
+    Histogram,
+}
+
+/// Every metric a server records, its kind and the help line a scrape shows (`# HELP`).
+pub const CATALOGUE: [(&str, MetricKind, &str); 16] = [
+    (REQUESTS, MetricKind::Counter, "Requests served, by kind."),
+    (
+        REQUEST_SECONDS,
+        MetricKind::Histogram,
+        "Time from a request's body read to its reply sent, seconds, by kind.",
+    ),
+    (
+        ERRORS,
+        MetricKind::Counter,
+        "Error replies sent, by request kind and error code.",
+    ),
+    (
+        CONNECTIONS_DROPPED,
+        MetricKind::Counter,
+        "Connections refused or closed on a failure, by reason.",
+    ),
+    (
+        STORAGE_REQUESTS,
+        MetricKind::Counter,
+        "Data requests served by the object store, by direction.",
+    ),
+    (
+        STORAGE_PIECES,
+        MetricKind::Counter,
+        "Pieces the data requests asked for, by direction.",
+    ),
+    (
+        STORAGE_CALLS,
+        MetricKind::Counter,
+        "Storage calls made, by direction.",
+    ),
+    (
+        STORAGE_BYTES_WANTED,
+        MetricKind::Counter,
+        "Bytes the data requests asked for, by direction.",
+    ),
+    (
+        STORAGE_BYTES_MOVED,
+        MetricKind::Counter,
+        "Bytes moved to or from storage, by direction.",
+    ),
+    (
+        STORAGE_PLANS,
+        MetricKind::Counter,
+        "Data requests by the storage plan that served them.",
+    ),
+    (
+        PLAN_DECISIONS,
+        MetricKind::Counter,
+        "Storage planner decisions for requests of more than one run.",
+    ),
+    (
+        CAPABILITY_CACHE,
+        MetricKind::Counter,
+        "Capability checks served from the connection's cache (hit) or verified (miss).",
+    ),
+    (
+        REGIONS_SHARED,
+        MetricKind::Counter,
+        "Shared-memory regions registered by same-host clients.",
+    ),
+    (
+        REGION_LOOKUPS,
+        MetricKind::Counter,
+        "One-sided requests finding their shared region registered (hit) or not (miss).",
+    ),
+    (
+        MDS_STORE_STATE,
+        MetricKind::Gauge,
+        "The metadata store's state: 0 ok, 1 no space, 2 failed.",
+    ),
+    (
+        AGENT_CREDENTIALS,
+        MetricKind::Counter,
+        "Credentials the agent signed.",
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catalogue_names_each_metric_once_as_prometheus_expects() {
+        let mut names = std::collections::HashSet::new();
+        for (name, kind, help) in CATALOGUE {
+            assert!(names.insert(name), "{name} twice");
+            assert!(name.starts_with("tessera_"), "{name}");
+            assert!(
+                name.bytes()
+                    .all(|byte| byte.is_ascii_lowercase() || byte == b'_'),
+                "{name}"
+            );
+            assert_eq!(
+                kind == MetricKind::Counter,
+                name.ends_with("_total"),
+                "{name}"
+            );
+            assert!(help.ends_with('.'), "{name}");
+        }
+    }
+}
