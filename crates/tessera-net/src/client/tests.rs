@@ -515,3 +515,68 @@ fn an_idle_connection_closed_by_the_server_is_seen_without_reading() {
     assert!(connection.closed_by_peer());
     assert_eq!(tap.log().read_calls, reads, "no read was made");
 }
+
+/// A one-sided read on `connection` lending `target`, packed: the memory is lent to the
+/// server until its reply.
+fn send_one_sided_read(connection: &mut Connection<ScriptedStream>, target: &mut [u8]) {
+    // What a same-host probe would have found.
+    connection.one_sided = true;
+    let request = read_request(
+        TransferMode::Remote,
+        vec![Piece::new(0, target.len() as u64)],
+    );
+    let mut data = PieceDataMut {
+        slices: vec![IoSliceMut::new(target)],
+        piece_ends: vec![1],
+    };
+    let transfer = Transfer::Remote {
+        pack: true,
+        segments_per_call: 0,
+    };
+    connection.send_read(&request, transfer, &mut data).unwrap();
+    assert!(connection.lent.is_some());
+}
+
+#[test]
+fn lent_memory_is_kept_until_the_server_lets_go_after_a_missing_reply() {
+    // No reply within the timeout; then the server finishes and closes the stream.
+    let (mut connection, tap) = connected(vec![Event::Fail(io::ErrorKind::WouldBlock)], |s| s);
+    let mut target = [0u8; 16];
+    send_one_sided_read(&mut connection, &mut target);
+    let request = read_request(TransferMode::Remote, vec![Piece::new(0, 16)]);
+    let mut data = PieceDataMut {
+        slices: vec![IoSliceMut::new(&mut target)],
+        piece_ends: vec![1],
+    };
+    let transfer = Transfer::Remote {
+        pack: true,
+        segments_per_call: 0,
+    };
+    let error = connection
+        .recv_data(transfer, &request.pieces, &mut data)
+        .unwrap_err();
+    assert!(matches!(error, NetError::TimedOut { .. }), "{error}");
+    // Before returning, the connection stopped sending and waited for the server's end of
+    // the stream, with the timeout as the bound.
+    let log = tap.log();
+    assert!(log.shut_down);
+    assert_eq!(log.read_timeout, Some(TIMEOUT));
+    drop(log);
+    assert!(
+        connection.lent.is_none(),
+        "the memory is back with the caller"
+    );
+}
+
+#[test]
+fn a_connection_dropped_with_memory_lent_waits_for_the_server() {
+    let (mut connection, tap) = connected(vec![], |stream| stream);
+    let mut target = [0u8; 8];
+    send_one_sided_read(&mut connection, &mut target);
+    assert!(!tap.log().shut_down);
+    drop(connection);
+    assert!(
+        tap.log().shut_down,
+        "the drop settled the outstanding one-sided request"
+    );
+}

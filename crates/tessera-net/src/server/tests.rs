@@ -350,3 +350,31 @@ async fn a_silent_client_fails_the_handshake_in_time() {
     assert!(error.to_string().contains("no handshake within"), "{error}");
     assert_eq!(start.elapsed(), HANDSHAKE_TIMEOUT);
 }
+
+#[test]
+fn a_full_server_evicts_its_longest_idle_connection_or_refuses() {
+    let slots = Slots::default();
+    let admitted: Vec<(u64, Arc<Slot>)> = (0..CONNECTIONS_MAX)
+        .map(|_| match slots.admit() {
+            Admission::Free(id, slot) => (id, slot),
+            _ => panic!("room for connections_max connections"),
+        })
+        .collect();
+    // Every connection busy with a request: the next is refused.
+    for (_, slot) in &admitted {
+        slot.set_idle(false);
+    }
+    assert!(matches!(slots.admit(), Admission::Full));
+    // Two wait for a request; the one waiting longest goes.
+    admitted[7].1.set_idle(true);
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    admitted[3].1.set_idle(true);
+    let Admission::Evicted(_, _, idle) = slots.admit() else {
+        panic!("an idle connection is evicted");
+    };
+    assert!(idle >= std::time::Duration::from_millis(2));
+    let table = slots.table.lock().unwrap();
+    assert_eq!(table.len(), CONNECTIONS_MAX);
+    assert!(!table.contains_key(&admitted[7].0), "the longest idle went");
+    assert!(table.contains_key(&admitted[3].0));
+}
