@@ -76,8 +76,10 @@ fn scatter(
     let mut sources = sources.iter().map(|s| &**s).filter(|s| !s.is_empty());
     let mut source: &[u8] = sources.next().unwrap_or(&[]);
     for (index, segment) in segments.iter().enumerate() {
-        let target = region
-            .bytes_mut(segment.address, segment.length)
+        // SAFETY: the one request served on this connection holds the region; `target` is
+        // its only view of these bytes (the sources are the server's buffers or the object's
+        // pages, never the region).
+        let target = unsafe { region.bytes_mut(segment.address, segment.length) }
             .ok_or_else(|| outside_shared(region, index, segment))?;
         let mut filled = 0;
         while filled < target.len() {
@@ -279,8 +281,9 @@ pub fn read(
     if let Some(region) = &client.shared {
         let segments = &client.memory.segments;
         if let [segment] = segments.as_slice() {
-            let data = region
-                .bytes_mut(segment.address, segment.length)
+            // SAFETY: the one request served on this connection holds the region, and
+            // `data` is its only view of these bytes.
+            let data = unsafe { region.bytes_mut(segment.address, segment.length) }
                 .ok_or_else(|| outside_shared(region, 0, segment))?;
             return store.read(handle, pieces, data, requested);
         }

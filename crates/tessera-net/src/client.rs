@@ -16,7 +16,7 @@
 //! touches any data; the connection then shares the region again and sends the request once
 //! more, within the same `recv_*` call.
 
-use std::io::{self, IoSlice, IoSliceMut, Read};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::sync::Arc;
@@ -36,7 +36,8 @@ use crate::error::NetError;
 use crate::iov::{read_exact_vectored, write_all_vectored};
 use crate::local::eager::EagerBuffer;
 use crate::local::policy::Transfer;
-use crate::stream::Stream;
+use crate::peer::{Expected, Identity};
+use crate::stream::{ByteStream, Stream};
 
 /// Memory registration for one-sided transfers: the client registers the segments a server
 /// will reach before it sends the request and releases them after the reply (what an RDMA
@@ -90,20 +91,11 @@ impl std::ops::AddAssign for TransferCounts {
     }
 }
 
-/// Who a new connection must reach: checked against the server's challenge before anything
-/// is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expected {
-    /// The role and index.
-    pub identity: crate::pool::Identity,
-    /// The cluster, when known.
-    pub cluster_id: Option<u64>,
-}
-
-/// A blocking connection to one server.
+/// A blocking connection to one server, over a TCP or Unix socket ([`Stream`], the default)
+/// or, in tests, any other [`ByteStream`].
 #[derive(Debug)]
-pub struct Connection {
-    stream: Stream,
+pub struct Connection<S: ByteStream = Stream> {
+    stream: S,
     peer: String,
     timeout: Duration,
     next_request_id: u64,
@@ -135,10 +127,10 @@ pub struct Connection {
     /// The process that opened the connection. A child forked from it inherits the socket,
     /// but the server knows the parent (its pid, from `SO_PEERCRED`, is whose memory a
     /// one-sided transfer reaches), so a child must open connections of its own
-    /// ([`Connection::inherited`], [`crate::pool::Pool::lease`]).
+    /// ([`Connection::inherited`]; the pool opens a new one).
     opened_by: u32,
     /// Who the server said it is in its challenge, and its cluster id.
-    identity: Option<(crate::pool::Identity, u64)>,
+    identity: Option<(Identity, u64)>,
 }
 
 /// Memory lent to the server for the outstanding request. Fields drop in order: the
@@ -165,7 +157,7 @@ struct SharedRequest {
     key: u64,
 }
 
-impl Drop for Connection {
+impl<S: ByteStream> Drop for Connection<S> {
     /// A connection dropped with a one-sided request outstanding (a failed round abandons
     /// its replies) must not return the memory before the server has let go of it.
     fn drop(&mut self) {
@@ -183,7 +175,7 @@ impl std::fmt::Debug for Lent {
     }
 }
 
-impl Connection {
+impl Connection<Stream> {
     /// Connects to `address`; `peer` names the server in every error ("iod 2 at 127.0.0.1:7001").
     /// Connecting, and every later send or receive, gives up after `timeout`.
     pub fn connect(
@@ -277,8 +269,11 @@ impl Connection {
         }
         Ok(connection)
     }
+}
 
-    fn over(stream: Stream, peer: String, timeout: Duration) -> Self {
+impl<S: ByteStream> Connection<S> {
+    /// A connection over `stream`, before its handshake ([`Connection::handshake`]).
+    pub(crate) fn over(stream: S, peer: String, timeout: Duration) -> Self {
         Self {
             stream,
             peer,
@@ -324,7 +319,7 @@ impl Connection {
     /// The handshake every connection starts with (`tessera_auth::handshake`): reads the
     /// server's challenge, answers it with this process's credential and proof, and checks
     /// that the server's welcome proves it holds the cluster key.
-    fn handshake(
+    pub(crate) fn handshake(
         &mut self,
         auth: &dyn Authenticator,
         expect: Option<Expected>,
@@ -347,7 +342,7 @@ impl Connection {
             Challenge::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
         // A server at the wrong address is refused before this side says or lends anything.
         self.identity = Some((
-            crate::pool::Identity {
+            Identity {
                 role: challenge.role,
                 index: challenge.server_index,
             },
@@ -380,7 +375,7 @@ impl Connection {
     /// cluster) is refused before any request.
     pub fn check_identity(
         &self,
-        expect: crate::pool::Identity,
+        expect: Identity,
         cluster_id: Option<u64>,
     ) -> Result<(), NetError> {
         let Some((found, found_cluster)) = self.identity else {
@@ -698,7 +693,13 @@ impl Connection {
             return self.send_remote(opcode, body, slices, true, 0);
         }
         let eager = self.eager.as_mut().expect("checked above");
-        let copied = if fill { eager.fill(slices) } else { 0 };
+        let copied = if fill {
+            // SAFETY: `slices` were made by `send_data` / `send_read` from the caller's live
+            // slices, borrowed for this call.
+            unsafe { eager.fill(slices) }
+        } else {
+            0
+        };
         let mut counts = self.send_shared(opcode, body, key, &[(0, total as u64)], 0)?;
         counts.bytes_copied = copied as u64;
         Ok(counts)
@@ -761,7 +762,7 @@ impl Connection {
             self.outstanding.is_none(),
             "one request in flight per connection"
         );
-        let Stream::Unix(socket) = &self.stream else {
+        let Some(socket) = self.stream.descriptor_socket() else {
             return Err(self.protocol("shared memory needs a same-host Unix socket".to_owned()));
         };
         let body = ShareRegion { key, bytes }.to_body();
@@ -777,9 +778,8 @@ impl Connection {
         .encode()
         .to_vec();
         frame.extend_from_slice(&body);
-        let sent =
-            crate::local::scm::send_with_descriptors(socket.as_fd(), &frame, &[descriptor.as_fd()])
-                .map_err(|err| self.io_error(err))?;
+        let sent = crate::local::scm::send_with_descriptors(socket, &frame, &[descriptor.as_fd()])
+            .map_err(|err| self.io_error(err))?;
         // The descriptor went with the first byte; any rest of the frame follows plainly.
         write_all_vectored(&mut self.stream, &mut [IoSlice::new(&frame[sent..])])
             .map_err(|err| self.io_error(err))?;
@@ -1311,3 +1311,6 @@ fn segment_of(address: *const u8, length: usize) -> RemoteSegment {
         key: 0,
     }
 }
+
+#[cfg(test)]
+mod tests;

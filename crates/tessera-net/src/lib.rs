@@ -13,10 +13,14 @@ mod error;
 pub mod fabric;
 pub mod iov;
 pub mod local;
+mod peer;
 mod pool;
 pub mod server;
 pub mod stream;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
-pub use client::{Connection, Expected, PieceData, PieceDataMut, Registration, TransferCounts};
+pub use client::{Connection, PieceData, PieceDataMut, Registration, TransferCounts};
 pub use error::NetError;
-pub use pool::{Identity, Lease, Peer, Pool};
+pub use peer::{Expected, Identity, Peer};
+pub use pool::{Dial, Lease, Pool, SocketDial};

@@ -4,84 +4,75 @@
 //! server. A connection is made on first use, reused while it works, and dropped after any
 //! failure that may have left the stream out of step, so the next call starts clean. A
 //! process forked from the one that connected gets connections of its own on its first call.
+//!
+//! A pool opens its connections through a [`Dial`]: [`SocketDial`] (TCP, or the server's Unix
+//! socket on this host) for [`Pool::new`]; tests dial scripted streams instead
+//! ([`Pool::with_dial`]) to check what is discarded, reused and retried.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tessera_auth::Authenticator;
 
-use crate::client::{Connection, Expected, Registration};
+use crate::client::{Connection, Registration};
 use crate::error::NetError;
 use crate::fabric::Fabric;
+use crate::peer::{Expected, Peer};
+use crate::stream::{ByteStream, Stream};
 
-/// One server of a pool: its name for errors and its address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Peer {
-    /// Names the server in errors: "iod 2 at 127.0.0.1:7001".
-    pub name: String,
-    /// `host:port`.
-    pub address: String,
-    /// The server's Unix socket, when it runs on this host: data then moves one-sidedly
-    /// (the `local` backend), with TCP as the fallback.
-    pub local: Option<PathBuf>,
-    /// Who must answer at this address: the role and index the server names in its
-    /// challenge, checked on every new connection before any request.
-    pub expect: Identity,
+/// Opens a pool's connections: a new connection to `peer` that has passed its handshake and
+/// is `expect`.
+pub trait Dial<S: ByteStream>: Send + Sync + std::fmt::Debug {
+    /// Connects to `peer`; connecting, and every later send or receive, gives up after
+    /// `timeout`.
+    fn dial(
+        &self,
+        peer: &Peer,
+        timeout: Duration,
+        auth: &dyn Authenticator,
+        expect: Expected,
+    ) -> Result<Connection<S>, NetError>;
 }
 
-/// Who a server is: what its challenge says, and what a client expects of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Identity {
-    /// `ROLE_MDS` or `ROLE_IOD`.
-    pub role: u8,
-    /// The iod's index in the cluster (0 for the mds).
-    pub index: u16,
-}
+/// Dials the server's Unix socket when it has one on this host (TCP as the fallback), or TCP.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SocketDial;
 
-impl Identity {
-    /// The metadata server.
-    pub const MDS: Self = Self {
-        role: tessera_proto::ROLE_MDS,
-        index: 0,
-    };
-
-    /// I/O server `index`.
-    pub fn iod(index: u16) -> Self {
-        Self {
-            role: tessera_proto::ROLE_IOD,
-            index,
-        }
-    }
-}
-
-impl std::fmt::Display for Identity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.role {
-            tessera_proto::ROLE_MDS => f.write_str("the mds"),
-            tessera_proto::ROLE_IOD => write!(f, "iod {}", self.index),
-            role => write!(f, "a server of role {role}"),
-        }
-    }
-}
-
-impl Peer {
-    /// A server reached by TCP only, which must be `expect`.
-    pub fn tcp(name: impl Into<String>, address: impl Into<String>, expect: Identity) -> Self {
-        Self {
-            name: name.into(),
-            address: address.into(),
-            local: None,
-            expect,
+impl Dial<Stream> for SocketDial {
+    fn dial(
+        &self,
+        peer: &Peer,
+        timeout: Duration,
+        auth: &dyn Authenticator,
+        expect: Expected,
+    ) -> Result<Connection, NetError> {
+        match &peer.local {
+            Some(path) => Connection::connect_local(
+                peer.name.clone(),
+                path,
+                &peer.address,
+                timeout,
+                auth,
+                Some(expect),
+            ),
+            None => Connection::connect(
+                peer.name.clone(),
+                &peer.address,
+                timeout,
+                auth,
+                Some(expect),
+            ),
         }
     }
 }
 
 /// Connections to a list of servers, at most one per server.
 #[derive(Debug)]
-pub struct Pool {
+pub struct Pool<S: ByteStream = Stream> {
     peers: Vec<Peer>,
-    connections: Vec<Mutex<Option<Connection>>>,
+    connections: Vec<Mutex<Option<Connection<S>>>>,
+    /// Opens each new connection.
+    dial: Box<dyn Dial<S>>,
     timeout: Duration,
     registration: Mutex<Option<Arc<dyn Registration>>>,
     fabric: Mutex<Option<Arc<dyn Fabric>>>,
@@ -100,15 +91,15 @@ pub struct Pool {
 
 /// A connection checked out of a pool; dropped from the pool with [`Lease::discard`].
 #[derive(Debug)]
-pub struct Lease<'a> {
-    slot: MutexGuard<'a, Option<Connection>>,
+pub struct Lease<'a, S: ByteStream = Stream> {
+    slot: MutexGuard<'a, Option<Connection<S>>>,
     /// The connection was opened by an earlier lease (and may have died since).
     reused: bool,
 }
 
-impl Lease<'_> {
+impl<S: ByteStream> Lease<'_, S> {
     /// The connection.
-    pub fn connection(&mut self) -> &mut Connection {
+    pub fn connection(&mut self) -> &mut Connection<S> {
         self.slot
             .as_mut()
             .expect("a lease always holds a connection")
@@ -136,11 +127,24 @@ impl Pool {
     /// A pool over `peers`; every connect, send and receive gives up after `timeout`, and
     /// every new connection authenticates through `auth`.
     pub fn new(peers: Vec<Peer>, timeout: Duration, auth: Arc<dyn Authenticator>) -> Self {
+        Self::with_dial(peers, timeout, auth, Box::new(SocketDial))
+    }
+}
+
+impl<S: ByteStream> Pool<S> {
+    /// A pool over `peers` whose connections `dial` opens (as [`Pool::new`] otherwise).
+    pub fn with_dial(
+        peers: Vec<Peer>,
+        timeout: Duration,
+        auth: Arc<dyn Authenticator>,
+        dial: Box<dyn Dial<S>>,
+    ) -> Self {
         let connections = peers.iter().map(|_| Mutex::new(None)).collect();
         let peer_count = peers.len();
         Self {
             peers,
             connections,
+            dial,
             timeout,
             registration: Mutex::new(None),
             fabric: Mutex::new(None),
@@ -267,7 +271,7 @@ impl Pool {
     }
 
     /// Checks out the connection to server `index`, connecting if needed.
-    pub fn lease(&self, index: usize) -> Result<Lease<'_>, NetError> {
+    pub fn lease(&self, index: usize) -> Result<Lease<'_, S>, NetError> {
         let mut slot = self.connections[index]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -287,25 +291,12 @@ impl Pool {
         }
         let reused = slot.is_some();
         if slot.is_none() {
-            let peer = &self.peers[index];
-            let expect = Some(self.expected(index));
-            let connected = match &peer.local {
-                Some(path) => Connection::connect_local(
-                    peer.name.clone(),
-                    path,
-                    &peer.address,
-                    self.timeout,
-                    &*self.auth,
-                    expect,
-                ),
-                None => Connection::connect(
-                    peer.name.clone(),
-                    &peer.address,
-                    self.timeout,
-                    &*self.auth,
-                    expect,
-                ),
-            };
+            let connected = self.dial.dial(
+                &self.peers[index],
+                self.timeout,
+                &*self.auth,
+                self.expected(index),
+            );
             self.note(index, &connected);
             *slot = Some(connected?);
         }
@@ -334,7 +325,7 @@ impl Pool {
     pub fn with_once<T>(
         &self,
         index: usize,
-        exchange: impl FnOnce(&mut Connection) -> Result<T, NetError>,
+        exchange: impl FnOnce(&mut Connection<S>) -> Result<T, NetError>,
     ) -> Result<T, NetError> {
         let mut lease = self.lease(index)?;
         let result = exchange(lease.connection());
@@ -352,7 +343,7 @@ impl Pool {
     pub fn with<T>(
         &self,
         index: usize,
-        mut exchange: impl FnMut(&mut Connection) -> Result<T, NetError>,
+        mut exchange: impl FnMut(&mut Connection<S>) -> Result<T, NetError>,
     ) -> Result<T, NetError> {
         let mut lease = self.lease(index)?;
         let reused = lease.reused;
@@ -378,3 +369,6 @@ impl Pool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -129,6 +129,9 @@ pub struct ServerConnection {
 enum ServerStream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// An in-memory pipe standing in for a socket in unit tests.
+    #[cfg(test)]
+    Duplex(tokio::io::DuplexStream),
 }
 
 impl AsyncRead for ServerStream {
@@ -140,6 +143,8 @@ impl AsyncRead for ServerStream {
         match self.get_mut() {
             Self::Tcp(stream) => Pin::new(stream).poll_read(cx, buf),
             Self::Unix(stream) => Pin::new(stream).poll_read(cx, buf),
+            #[cfg(test)]
+            Self::Duplex(stream) => Pin::new(stream).poll_read(cx, buf),
         }
     }
 }
@@ -153,6 +158,8 @@ impl AsyncWrite for ServerStream {
         match self.get_mut() {
             Self::Tcp(stream) => Pin::new(stream).poll_write(cx, buf),
             Self::Unix(stream) => Pin::new(stream).poll_write(cx, buf),
+            #[cfg(test)]
+            Self::Duplex(stream) => Pin::new(stream).poll_write(cx, buf),
         }
     }
     fn poll_write_vectored(
@@ -163,6 +170,8 @@ impl AsyncWrite for ServerStream {
         match self.get_mut() {
             Self::Tcp(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
             Self::Unix(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+            #[cfg(test)]
+            Self::Duplex(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
         }
     }
     fn is_write_vectored(&self) -> bool {
@@ -172,12 +181,16 @@ impl AsyncWrite for ServerStream {
         match self.get_mut() {
             Self::Tcp(stream) => Pin::new(stream).poll_flush(cx),
             Self::Unix(stream) => Pin::new(stream).poll_flush(cx),
+            #[cfg(test)]
+            Self::Duplex(stream) => Pin::new(stream).poll_flush(cx),
         }
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Tcp(stream) => Pin::new(stream).poll_shutdown(cx),
             Self::Unix(stream) => Pin::new(stream).poll_shutdown(cx),
+            #[cfg(test)]
+            Self::Duplex(stream) => Pin::new(stream).poll_shutdown(cx),
         }
     }
 }
@@ -378,6 +391,8 @@ impl ServerConnection {
     ) -> io::Result<usize> {
         match stream {
             ServerStream::Tcp(stream) => stream.read(&mut bytes[filled..]).await,
+            #[cfg(test)]
+            ServerStream::Duplex(stream) => stream.read(&mut bytes[filled..]).await,
             ServerStream::Unix(stream) => {
                 let socket = stream.as_raw_fd();
                 stream
@@ -1157,6 +1172,9 @@ impl WarningLimiter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
 
 #[cfg(test)]
 mod warning_tests {

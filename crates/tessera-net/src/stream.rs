@@ -4,12 +4,90 @@
 //! Unix socket gives the server the client's process id from the kernel (`SO_PEERCRED`),
 //! which is what lets the server move bulk data one-sidedly between the two address spaces
 //! (the `local` backend, [`crate::local`]); a TCP peer has no such identity.
+//!
+//! A [`Connection`](crate::Connection) is generic over its stream through [`ByteStream`]: the
+//! real one is [`Stream`] (the default type parameter, so callers name neither), and tests put
+//! a scripted stream in its place (the `testing` module) to inject resets, short transfers and
+//! timeouts. Each connection is monomorphised for its stream, so the seam adds no dynamic
+//! dispatch to the hot path.
 
+use std::fmt;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::TcpStream;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
+
+/// The blocking byte stream a client connection runs over.
+///
+/// Reads and writes follow `std::io`, with the socket's timeout semantics: a read or write
+/// that waits past the timeout set with [`ByteStream::set_read_timeout`] (or at connect)
+/// fails with `WouldBlock` or `TimedOut`, and a read of 0 bytes is the end of the stream.
+/// Either may move fewer bytes than asked; the connection loops.
+pub trait ByteStream: Read + Write + Send + fmt::Debug {
+    /// Changes the receive timeout (`None`: wait forever).
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
+
+    /// Whether the peer has closed its end (or sent bytes nobody asked for) while the
+    /// connection sat unused; must neither wait nor consume.
+    fn closed_by_peer(&self) -> bool;
+
+    /// Stops sending; the peer sees the end of the stream once it has read what was sent.
+    fn shutdown_write(&self) -> io::Result<()>;
+
+    /// The socket to pass descriptors over (`SCM_RIGHTS`): a same-host Unix socket only.
+    fn descriptor_socket(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+}
+
+/// Whether the socket `fd` is closed by its peer or has unasked bytes: a one-byte peek
+/// that neither waits nor consumes.
+fn peer_closed(fd: RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a one-byte peek into a local byte on a socket the caller owns.
+    let got = unsafe {
+        libc::recv(
+            fd,
+            std::ptr::from_mut(&mut byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match got {
+        0 => true,
+        n if n > 0 => true,
+        _ => io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock,
+    }
+}
+
+impl ByteStream for TcpStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, timeout)
+    }
+    fn closed_by_peer(&self) -> bool {
+        peer_closed(self.as_raw_fd())
+    }
+    fn shutdown_write(&self) -> io::Result<()> {
+        self.shutdown(std::net::Shutdown::Write)
+    }
+}
+
+impl ByteStream for UnixStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, timeout)
+    }
+    fn closed_by_peer(&self) -> bool {
+        peer_closed(self.as_raw_fd())
+    }
+    fn shutdown_write(&self) -> io::Result<()> {
+        self.shutdown(std::net::Shutdown::Write)
+    }
+    fn descriptor_socket(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.as_fd())
+    }
+}
 
 /// The client side of a connection: blocking, either transport.
 #[derive(Debug)]
@@ -33,45 +111,31 @@ impl Stream {
     pub fn is_local(&self) -> bool {
         matches!(self, Self::Unix(_))
     }
+}
 
-    /// Changes the receive timeout.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+impl ByteStream for Stream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
-            Self::Tcp(stream) => stream.set_read_timeout(timeout),
-            Self::Unix(stream) => stream.set_read_timeout(timeout),
+            Self::Tcp(stream) => ByteStream::set_read_timeout(stream, timeout),
+            Self::Unix(stream) => ByteStream::set_read_timeout(stream, timeout),
         }
     }
-
-    /// Whether the server has closed its end (or sent bytes nobody asked for) while the
-    /// connection sat unused: a look at the socket that neither waits nor consumes.
-    pub fn closed_by_peer(&self) -> bool {
-        use std::os::fd::AsRawFd;
-        let fd = match self {
-            Self::Tcp(stream) => stream.as_raw_fd(),
-            Self::Unix(stream) => stream.as_raw_fd(),
-        };
-        let mut byte = 0u8;
-        // SAFETY: a one-byte peek into a local byte on a socket this value owns.
-        let got = unsafe {
-            libc::recv(
-                fd,
-                std::ptr::from_mut(&mut byte).cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        match got {
-            0 => true,
-            n if n > 0 => true,
-            _ => io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock,
+    fn closed_by_peer(&self) -> bool {
+        match self {
+            Self::Tcp(stream) => stream.closed_by_peer(),
+            Self::Unix(stream) => stream.closed_by_peer(),
         }
     }
-
-    /// Stops sending; the server sees the end of the stream once it has read what was sent.
-    pub fn shutdown_write(&self) -> io::Result<()> {
+    fn shutdown_write(&self) -> io::Result<()> {
         match self {
-            Self::Tcp(stream) => stream.shutdown(std::net::Shutdown::Write),
-            Self::Unix(stream) => stream.shutdown(std::net::Shutdown::Write),
+            Self::Tcp(stream) => stream.shutdown_write(),
+            Self::Unix(stream) => stream.shutdown_write(),
+        }
+    }
+    fn descriptor_socket(&self) -> Option<BorrowedFd<'_>> {
+        match self {
+            Self::Tcp(_) => None,
+            Self::Unix(stream) => stream.descriptor_socket(),
         }
     }
 }

@@ -62,14 +62,19 @@ impl EagerBuffer {
 
     /// Copies `slices`, back to back, to the start of the buffer; returns the bytes copied.
     /// The caller checks that they fit.
-    pub fn fill(&mut self, slices: &[(*const u8, usize)]) -> usize {
+    ///
+    /// # Safety
+    ///
+    /// Each `(pointer, len)` must be readable for `len` bytes for the whole call (made from
+    /// a live `&[u8]` or `&mut [u8]`, as the connection's slices are).
+    pub unsafe fn fill(&mut self, slices: &[(*const u8, usize)]) -> usize {
         let mut cursor = 0;
         for &(pointer, len) in slices {
             assert!(
                 cursor + len <= self.mapping.len,
                 "eager data past the buffer"
             );
-            // SAFETY: the source slice is a live slice the caller lends; the target lies
+            // SAFETY: the source is readable for `len` bytes (this function's contract); the target lies
             // inside the mapping (checked above); the two never overlap (the mapping is ours).
             unsafe {
                 std::ptr::copy_nonoverlapping(pointer, self.mapping.base.add(cursor), len);
@@ -114,13 +119,18 @@ mod tests {
         assert!(!crate::local::region::is_arena(buffer.key()));
         assert_ne!(EagerBuffer::new().unwrap().key(), buffer.key());
         let data = b"eager bytes";
-        assert_eq!(buffer.fill(&[(data.as_ptr(), data.len())]), data.len());
+        // SAFETY: the pointer and length of a live array.
+        let copied = unsafe { buffer.fill(&[(data.as_ptr(), data.len())]) };
+        assert_eq!(copied, data.len());
         let descriptor = buffer.descriptor().try_clone_to_owned().unwrap();
         let region =
             SharedRegion::from_descriptor(buffer.key(), EAGER_BYTES_MAX, &descriptor).unwrap();
         assert_eq!(region.bytes(0, 11).unwrap(), data);
         assert!(region.bytes(EAGER_BYTES_MAX - 1, 2).is_none());
-        region.bytes_mut(0, 5).unwrap().copy_from_slice(b"READY");
+        // SAFETY: the only view of these bytes in this test.
+        unsafe { region.bytes_mut(0, 5) }
+            .unwrap()
+            .copy_from_slice(b"READY");
         let mut out = [0u8; 5];
         buffer.empty_into(&mut [&mut out[..]]);
         assert_eq!(&out, b"READY");

@@ -222,13 +222,24 @@ impl SharedRegion {
         Some(unsafe { std::slice::from_raw_parts(self.mapping.base.add(offset), len) })
     }
 
-    /// Bytes `[offset, offset + len)` of the region to fill, if inside it. One request at a
-    /// time is served per connection, so no two of these are alive at once.
-    #[allow(clippy::mut_from_ref)]
-    pub fn bytes_mut(&self, offset: u64, len: u64) -> Option<&mut [u8]> {
+    /// Bytes `[offset, offset + len)` of the region to fill, if inside it.
+    ///
+    /// The region is reached through `&self` (the connection and the request being served
+    /// share it by `Arc`), so the exclusivity of the returned slice is the caller's to keep.
+    ///
+    /// # Safety
+    ///
+    /// While the returned slice is alive, no other reference into the same bytes of this
+    /// region may be made or used in this process: no second `bytes_mut` and no `bytes`
+    /// overlapping it. The server keeps this by serving one request at a time per
+    /// connection (regions are per connection) and by taking one view of a range at a time
+    /// within that request.
+    #[allow(clippy::mut_from_ref)] // exclusivity is the caller's contract, stated above
+    pub unsafe fn bytes_mut(&self, offset: u64, len: u64) -> Option<&mut [u8]> {
         let (offset, len) = self.range(offset, len)?;
-        // SAFETY: inside the mapping, which lives as long as `self`; the connection serves one
-        // request at a time, so this is the only view of these bytes in this process.
+        // SAFETY: inside the mapping, which lives as long as `self`; no other reference to
+        // these bytes is alive in this process (this function's contract). The client, the
+        // other process mapping them, does not touch them until the reply.
         Some(unsafe { std::slice::from_raw_parts_mut(self.mapping.base.add(offset), len) })
     }
 
@@ -268,7 +279,10 @@ mod tests {
         assert!(File::from(fd.try_clone().unwrap()).set_len(8192).is_err());
         let client = Mapping::new(fd.as_raw_fd(), 4096).unwrap();
         let region = SharedRegion::from_descriptor(key, 4096, &fd).unwrap();
-        region.bytes_mut(10, 4).unwrap().copy_from_slice(b"SEEN");
+        // SAFETY: the only view of these bytes in this test.
+        unsafe { region.bytes_mut(10, 4) }
+            .unwrap()
+            .copy_from_slice(b"SEEN");
         // SAFETY: bytes 10..14 of the client's mapping of the same memfd.
         let seen = unsafe { std::slice::from_raw_parts(client.base.add(10), 4) };
         assert_eq!(seen, b"SEEN");
