@@ -11,7 +11,7 @@ use tessera_client::ClusterConfig;
 use crate::files::print_json;
 use tessera_cluster::ClusterArg;
 
-use crate::human;
+use tessera_cluster::human;
 
 /// Arguments of `df`.
 #[derive(Debug, clap::Args)]

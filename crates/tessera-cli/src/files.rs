@@ -24,7 +24,7 @@ use tessera_proto::limits::NAME_BYTES_MAX;
 
 use tessera_cluster::ClusterArg;
 
-use crate::{human, progress};
+use tessera_cluster::{human, progress};
 
 /// Bytes moved per call by `put` and `get`.
 const COPY_CHUNK_BYTES: usize = 8 << 20;

@@ -21,8 +21,6 @@ extern crate tessera_cluster;
 mod df;
 mod files;
 mod forward;
-mod human;
-mod progress;
 mod servers;
 mod status;
 

@@ -10,7 +10,7 @@ use tessera_client::{Client, ClientOptions, ClusterConfig};
 use tessera_proto::{StorageCounters, STORE_FAILED, STORE_NO_SPACE, STORE_OK};
 
 use crate::files::print_json;
-use crate::human;
+use tessera_cluster::human;
 
 /// Arguments of `tessera status`.
 #[derive(Debug, clap::Args)]

@@ -24,7 +24,9 @@
 pub mod output;
 
 mod hosts;
+pub mod human;
 pub mod logs;
+pub mod progress;
 
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

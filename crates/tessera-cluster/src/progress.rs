@@ -1,5 +1,5 @@
-//! Progress bars for `put` and `get` (`indicatif`): drawn on standard error only when it is
-//! a terminal, hidden otherwise, so pipes, logs and tests see the same output as before.
+//! Progress bars (`indicatif`) for `put`, `get` and long experiments: drawn on standard error
+//! only when it is a terminal, hidden otherwise, so pipes, logs and tests see plain output.
 
 use std::io::IsTerminal;
 

@@ -1,5 +1,5 @@
-//! Sizes, durations and times as people read them (`ls -l`, `stat`, `status`, `df`), and
-//! times as `--json` writes them (RFC 3339, UTC).
+//! Sizes, durations and times as people read them (`ls -l`, `stat`, `status`, `df`, the
+//! experiments' tables), and times as `--json` writes them (RFC 3339, UTC).
 //!
 //! Sizes are binary (`1.5 MiB`): the stripe units and limits they are compared with are
 //! powers of two. The exact bytes stay available in every command's `--json`.
