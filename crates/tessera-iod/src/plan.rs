@@ -33,24 +33,7 @@ use tessera_proto::limits::{SIEVE_CHUNK_BYTES_MAX, URING_BATCH_ENTRIES_MAX};
 use tessera_proto::{Piece, StoragePlan};
 
 use crate::cost::{CostModel, Direction};
-
-/// One storage run: consecutive request pieces adjacent in the object, merged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Run {
-    /// Offset in the object.
-    pub offset: u64,
-    /// Bytes.
-    pub length: u64,
-    /// Offset of the run's bytes in the request's data buffer.
-    pub data: usize,
-}
-
-impl Run {
-    /// One past the run's last object byte.
-    pub fn end(&self) -> u64 {
-        self.offset + self.length
-    }
-}
+pub use crate::run::Run;
 
 /// Merges consecutive pieces that are adjacent in the object; drops empty ones.
 pub fn merge_runs(pieces: &[Piece]) -> Vec<Run> {
