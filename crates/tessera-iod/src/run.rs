@@ -16,6 +16,7 @@ pub struct Run {
 
 impl Run {
     /// One past the run's last object byte.
+    #[inline]
     pub fn end(&self) -> u64 {
         self.offset + self.length
     }

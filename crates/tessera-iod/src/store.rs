@@ -214,23 +214,31 @@ fn pwritev_all(
     Ok(calls)
 }
 
+// The small helpers below are `#[inline]`: the request paths calling them are generic over
+// the storage, so they are compiled in the crate that picks the storage (the server binary),
+// where a plain function of this crate could not be inlined as it was before.
+
 /// Where `piece` ends (saturated: decoders refuse pieces past `u64::MAX` anyway).
+#[inline]
 fn piece_end(piece: &Piece) -> u64 {
     piece.offset.saturating_add(piece.length)
 }
 
 /// The object extent `[first offset, last end)` the runs span.
+#[inline]
 fn extent_of(runs: &[Run]) -> (u64, u64) {
     let start = runs.iter().map(|run| run.offset).min().unwrap_or(0);
     let end = runs.iter().map(Run::end).max().unwrap_or(0);
     (start, end)
 }
 
+#[inline]
 fn length_of(run: &Run) -> usize {
     usize::try_from(run.length).expect("a run lies within one bulk buffer")
 }
 
 /// Offset of `run` inside a chunk starting at `chunk_start`.
+#[inline]
 fn position_in(run: &Run, chunk_start: u64) -> usize {
     usize::try_from(run.offset - chunk_start).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX")
 }
