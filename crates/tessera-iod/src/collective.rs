@@ -30,6 +30,7 @@ use tessera_proto::limits::{
 use tessera_proto::{CollectiveTag, ErrorCode, Piece, RemoteError, StoragePlan};
 use tokio::sync::oneshot;
 
+use crate::storage::ObjectStorage;
 use crate::store::{ObjectStore, Outcome};
 
 /// (collective id, round): one meeting of participants on this server.
@@ -479,7 +480,10 @@ impl Placement {
 /// Serves a complete collective write: merges every participant's pieces into sorted runs
 /// (higher ranks applied last, so their bytes win where participants overlap) and writes the
 /// runs in one store call.
-pub fn serve_write(store: &ObjectStore, complete: &Complete) -> Result<Outcome, RemoteError> {
+pub fn serve_write<S: ObjectStorage>(
+    store: &ObjectStore<S>,
+    complete: &Complete,
+) -> Result<Outcome, RemoteError> {
     let (runs, placement) = union(&complete.arrivals);
     if runs.is_empty() {
         return Ok(Outcome::default());
@@ -505,8 +509,8 @@ pub fn serve_write(store: &ObjectStore, complete: &Complete) -> Result<Outcome, 
 
 /// Serves a complete collective read: reads the union of the pieces once, in sorted runs,
 /// and cuts each participant's bytes out of it, in its stream order.
-pub fn serve_read(
-    store: &ObjectStore,
+pub fn serve_read<S: ObjectStorage>(
+    store: &ObjectStore<S>,
     complete: &Complete,
 ) -> Result<(Vec<Vec<u8>>, Outcome), RemoteError> {
     let (runs, placement) = union(&complete.arrivals);

@@ -8,7 +8,7 @@
 //! the cost of one submission and of each entry in it. [`calibrate`] measures them at start-up
 //! in a scratch file under the data directory; [`load_or_calibrate`] keeps the result in
 //! `DATA/cost-model.toml` so later starts reuse it, and an operator's file overrides any of
-//! them. The planner ([`crate::plan`]) only ever asks this module "how long would this call
+//! them. The planner (`plan.rs`) only ever asks this module "how long would this call
 //! take".
 
 use std::fs::{self, File, OpenOptions};
@@ -461,7 +461,7 @@ pub fn calibrate(data_directory: &Path) -> io::Result<CostModel> {
         .write(true)
         .create(true)
         .truncate(true)
-        .mode(crate::store::OWNER_ONLY_FILE)
+        .mode(crate::files::OWNER_ONLY_FILE)
         .open(&path)?;
     let result = calibrate_on(&file);
     drop(file);
@@ -657,7 +657,7 @@ fn calibrate_cold(
 
 /// Seconds of one io_uring submission and of each read and write entry in one.
 fn calibrate_batches(file: &File, offsets: &[u64], pattern: &[u8]) -> io::Result<(f64, f64, f64)> {
-    use crate::plan::Run;
+    use crate::run::Run;
     let entries = URING_BATCH_ENTRIES_MAX as usize;
     let runs = |count: usize| -> Vec<Run> {
         offsets[..count]

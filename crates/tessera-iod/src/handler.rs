@@ -25,7 +25,9 @@ use tessera_proto::{
 use tokio::sync::Semaphore;
 
 use crate::collective::{self, Arrival, Collectives, Complete, Done, Joined};
+use crate::files::FileStorage;
 use crate::remote;
+use crate::storage::ObjectStorage;
 use crate::store::{ObjectStore, Outcome};
 use crate::views::ViewTable;
 
@@ -51,11 +53,14 @@ fn reply_of(bytes: u64, outcome: Outcome) -> IoReply {
     }
 }
 
-/// One I/O server.
+/// The storage side of a complete collective: one answer per participant, in arrival order.
+type ServeCollective<S> = fn(&ObjectStore<S>, &Complete) -> Vec<Result<Done, RemoteError>>;
+
+/// One I/O server, over storage `S` (a directory of files, or in tests memory or faults).
 #[derive(Debug)]
-pub struct Iod {
+pub struct Iod<S: ObjectStorage = FileStorage> {
     index: u16,
-    store: Arc<ObjectStore>,
+    store: Arc<ObjectStore<S>>,
     /// Bulk-buffer budget, `IOD_BUFFER_BYTES_MAX` in `BUFFER_PERMIT_BYTES` units.
     buffers: Semaphore,
     /// Declared views.
@@ -69,9 +74,9 @@ pub struct Iod {
     check_capabilities: Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl Iod {
+impl<S: ObjectStorage> Iod<S> {
     /// An iod with cluster index `index` over `store`.
-    pub fn new(index: u16, store: ObjectStore) -> Self {
+    pub fn new(index: u16, store: ObjectStore<S>) -> Self {
         let permits =
             usize::try_from(IOD_BUFFER_BYTES_MAX / BUFFER_PERMIT_BYTES).expect("budget fits usize");
         Self {
@@ -101,7 +106,7 @@ impl Iod {
     }
 
     /// The objects it serves (shared with the orphan sweep).
-    pub fn store(&self) -> &Arc<ObjectStore> {
+    pub fn store(&self) -> &Arc<ObjectStore<S>> {
         &self.store
     }
 
@@ -110,7 +115,7 @@ impl Iod {
     async fn storage<T: Send + 'static>(
         &self,
         bytes: u64,
-        call: impl FnOnce(&ObjectStore) -> Result<T, RemoteError> + Send + 'static,
+        call: impl FnOnce(&ObjectStore<S>) -> Result<T, RemoteError> + Send + 'static,
     ) -> Result<T, RemoteError> {
         if bytes <= INLINE_STORAGE_BYTES_MAX {
             return call(&self.store);
@@ -121,7 +126,7 @@ impl Iod {
     /// Runs a blocking store call off the async workers.
     async fn blocking<T: Send + 'static>(
         &self,
-        call: impl FnOnce(&ObjectStore) -> Result<T, RemoteError> + Send + 'static,
+        call: impl FnOnce(&ObjectStore<S>) -> Result<T, RemoteError> + Send + 'static,
     ) -> Result<T, RemoteError> {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || call(&store))
@@ -558,7 +563,7 @@ impl Iod {
     }
 }
 
-impl Iod {
+impl<S: ObjectStorage> Iod<S> {
     /// Whether the connection may make this request: a capability with the rights it needs
     /// on its handle for data requests, the mds's own connection for object life-cycle
     /// requests. The outer error closes the connection (a body too short to hold a handle
@@ -656,7 +661,7 @@ impl Iod {
         write: bool,
         storage: StoragePlan,
         arrival: Arrival,
-        serve: fn(&ObjectStore, &Complete) -> Vec<Result<Done, RemoteError>>,
+        serve: ServeCollective<S>,
     ) -> Result<Done, RemoteError> {
         match self
             .collectives
@@ -939,7 +944,7 @@ impl Iod {
     }
 }
 
-impl Service for Iod {
+impl<S: ObjectStorage> Service for Iod<S> {
     fn name(&self) -> String {
         format!("iod {}", self.index)
     }

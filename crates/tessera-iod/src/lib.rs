@@ -7,7 +7,9 @@
 //! merging pieces that are adjacent in the object, and its [`plan`]ner decides per request,
 //! with a [`cost`] model measured on the server's own storage, whether to serve the runs one
 //! call each, in one io_uring batch ([`uring`]), or by sieving — Active Data Sieving, under
-//! server-local [`extent`] locks. Bulk buffers come out of a fixed budget
+//! server-local [`extent`] locks. The store reaches its bytes through the [`ObjectStorage`]
+//! trait ([`storage`]): files in a directory ([`files`]) in a server, in memory or with
+//! injected faults in tests (feature `testing`). Bulk buffers come out of a fixed budget
 //! (`IOD_BUFFER_BYTES_MAX`), so memory stays bounded however many clients write at once.
 
 pub mod buffers;
@@ -15,13 +17,21 @@ pub mod collective;
 pub mod cost;
 pub mod extent;
 pub mod fabric;
+pub mod files;
 pub mod handler;
+pub mod mapping;
 pub mod plan;
 pub mod remote;
+pub mod run;
+pub mod storage;
 pub mod store;
 pub mod sweep;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod uring;
 pub mod views;
 
+pub use files::FileStorage;
 pub use handler::Iod;
+pub use storage::{ObjectStorage, StorageObject};
 pub use store::ObjectStore;

@@ -33,26 +33,12 @@ use tessera_proto::limits::{SIEVE_CHUNK_BYTES_MAX, URING_BATCH_ENTRIES_MAX};
 use tessera_proto::{Piece, StoragePlan};
 
 use crate::cost::{CostModel, Direction};
-
-/// One storage run: consecutive request pieces adjacent in the object, merged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Run {
-    /// Offset in the object.
-    pub offset: u64,
-    /// Bytes.
-    pub length: u64,
-    /// Offset of the run's bytes in the request's data buffer.
-    pub data: usize,
-}
-
-impl Run {
-    /// One past the run's last object byte.
-    pub fn end(&self) -> u64 {
-        self.offset + self.length
-    }
-}
+pub use crate::run::Run;
 
 /// Merges consecutive pieces that are adjacent in the object; drops empty ones.
+// Inlinable into the store's request paths, which are generic over the storage and so
+// compiled in the crate that names it (the server binary): it was inlined there before.
+#[inline]
 pub fn merge_runs(pieces: &[Piece]) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     let mut data = 0usize;

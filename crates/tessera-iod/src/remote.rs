@@ -25,6 +25,7 @@ use tessera_proto::limits::PIPELINE_UNIT_BYTES;
 use tessera_proto::{ErrorCode, Piece, RemoteError, RemoteMemory, RemoteSegment, StoragePlan};
 
 use crate::buffers::{BufferPool, KeptBuffer};
+use crate::storage::ObjectStorage;
 use crate::store::{ObjectStore, Outcome};
 
 /// One unit of a pipelined request: its share of the file pieces and of the client's memory.
@@ -203,8 +204,8 @@ fn rma_error(err: &RmaError) -> RemoteError {
 }
 
 /// Writes `pieces` of object `handle` with data pulled from the client's memory.
-pub fn write(
-    store: &ObjectStore,
+pub fn write<S: ObjectStorage>(
+    store: &ObjectStore<S>,
     handle: u64,
     pieces: &[Piece],
     requested: StoragePlan,
@@ -270,8 +271,8 @@ pub fn write(
 }
 
 /// Reads `pieces` of object `handle` and pushes the data into the client's memory.
-pub fn read(
-    store: &ObjectStore,
+pub fn read<S: ObjectStorage>(
+    store: &ObjectStore<S>,
     handle: u64,
     pieces: &[Piece],
     requested: StoragePlan,

@@ -1,5 +1,6 @@
-//! Local objects: one file per handle in `DATA_DIR/objects/`, holding the server's share of
-//! the file in logical order.
+//! Local objects: one per handle, holding the server's share of the file in logical order,
+//! kept by an [`ObjectStorage`] — in a server one file per handle in `DATA_DIR/objects/`
+//! ([`FileStorage`]).
 //!
 //! Each request holds the object's extent lock over the bytes its pieces span — shared for
 //! reads, exclusive for writes, the whole object for truncates — so a request is atomic on
@@ -11,14 +12,10 @@
 //! `tessera status --servers`.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, IoSlice};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::UNIX_EPOCH;
 
 use tessera_proto::limits::{HANDLES_LIVE_MAX, IOD_OPEN_OBJECTS_MAX};
 use tessera_proto::metrics::{
@@ -32,13 +29,18 @@ use tessera_proto::{
 use crate::buffers::BufferPool;
 use crate::cost::{CostModel, Direction};
 use crate::extent::ExtentLocks;
-use crate::plan::{merge_runs, Decision, Planner, Residency, Run};
+pub use crate::files::{FileStorage, OWNER_ONLY_DIRECTORY, OWNER_ONLY_FILE};
+use crate::mapping::Mapping;
+pub use crate::mapping::RESIDENCY_PAGES_MAX;
+use crate::plan::{merge_runs, Decision, Planner, Residency};
+use crate::run::Run;
+use crate::storage::{is_no_space, read_full, write_full, Listed, ObjectStorage, StorageObject};
 use crate::uring;
 
 /// An open local object.
 #[derive(Debug)]
-struct Object {
-    file: File,
+struct Object<O> {
+    file: O,
     /// Serialises overlapping requests on this object (see the module comment).
     extents: ExtentLocks,
     /// The mapping of the object's first bytes mapped reads share (see `KEPT_MAPPING_BYTES_MAX`).
@@ -141,16 +143,16 @@ impl Counters {
 
 /// The storage side of a request served in units ([`ObjectStore::serve_units`]).
 #[derive(Debug)]
-pub struct Units<'a> {
-    store: &'a ObjectStore,
-    file: &'a File,
+pub struct Units<'a, S: ObjectStorage> {
+    store: &'a ObjectStore<S>,
+    file: &'a S::Object,
     handle: u64,
     write: bool,
     requested: StoragePlan,
     outcome: Outcome,
 }
 
-impl Units<'_> {
+impl<S: ObjectStorage> Units<'_, S> {
     /// Writes `data` to `pieces`, one unit of the request.
     pub fn write(&mut self, pieces: &[Piece], data: &[u8]) -> Result<(), RemoteError> {
         debug_assert!(self.write, "a read request writes no unit");
@@ -159,7 +161,7 @@ impl Units<'_> {
             .store
             .planner
             .plan(Direction::Write, &runs, self.requested);
-        let outcome = ObjectStore::write_runs(self.file, &runs, data, &decision)
+        let outcome = write_runs(self.file, &runs, data, &decision)
             .map_err(|err| self.store.io_error(self.handle, "write", &err))?;
         self.add(outcome);
         Ok(())
@@ -173,7 +175,7 @@ impl Units<'_> {
             .store
             .planner
             .plan(Direction::Read, &runs, self.requested);
-        let outcome = ObjectStore::read_runs(self.file, &runs, buffer, &decision)
+        let outcome = read_runs(self.file, &runs, buffer, &decision)
             .map_err(|err| self.store.io_error(self.handle, "read", &err))?;
         self.add(outcome);
         Ok(())
@@ -218,31 +220,21 @@ impl<'a> SliceCursor<'a> {
     }
 }
 
-/// Writes all of `parts` at `offset` with `pwritev`, at most `IOV_PIECES_MAX` slices a call;
-/// returns the calls made.
-fn pwritev_all(file: &File, mut parts: &mut [IoSlice<'_>], mut offset: u64) -> io::Result<u32> {
+/// Writes all of `parts` at `offset`, `IOV_PIECES_MAX` slices a call at most (`pwritev` on a
+/// file); returns the calls made.
+fn pwritev_all(
+    file: &impl StorageObject,
+    mut parts: &mut [IoSlice<'_>],
+    mut offset: u64,
+) -> io::Result<u32> {
     let mut calls = 0;
     while !parts.is_empty() {
         let count = parts.len().min(tessera_proto::limits::IOV_PIECES_MAX);
-        let position =
-            libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
-        // SAFETY: `parts` are live slices (IoSlice is ABI-compatible with iovec); `count` of
-        // them are passed; the kernel only reads them.
-        let written = unsafe {
-            libc::pwritev(
-                file.as_raw_fd(),
-                parts.as_ptr().cast(),
-                i32::try_from(count).expect("at most IOV_PIECES_MAX"),
-                position,
-            )
-        };
         calls += 1;
-        let Ok(written) = usize::try_from(written) else {
-            let err = io::Error::last_os_error();
-            if err.kind() == ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        let written = match file.write_vectored_at(&parts[..count], offset) {
+            Ok(written) => written,
+            Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
         };
         if written == 0 {
             return Err(ErrorKind::WriteZero.into());
@@ -253,46 +245,34 @@ fn pwritev_all(file: &File, mut parts: &mut [IoSlice<'_>], mut offset: u64) -> i
     Ok(calls)
 }
 
-/// Reads `target.len()` bytes at `offset`; bytes past the end of the file read as zeros.
-pub(crate) fn read_full(file: &File, target: &mut [u8], offset: u64) -> io::Result<()> {
-    let mut filled = 0;
-    while filled < target.len() {
-        match file.read_at(&mut target[filled..], offset + filled as u64) {
-            Ok(0) => break,
-            Ok(read) => filled += read,
-            Err(err) if err.kind() == ErrorKind::Interrupted => {}
-            Err(err) => return Err(err),
-        }
-    }
-    target[filled..].fill(0);
-    Ok(())
-}
+// The small helpers below are `#[inline]`: the request paths calling them are generic over
+// the storage, so they are compiled in the crate that picks the storage (the server binary),
+// where a plain function of this crate could not be inlined as it was before.
 
 /// Where `piece` ends (saturated: decoders refuse pieces past `u64::MAX` anyway).
+#[inline]
 fn piece_end(piece: &Piece) -> u64 {
     piece.offset.saturating_add(piece.length)
 }
 
 /// The object extent `[first offset, last end)` the runs span.
+#[inline]
 fn extent_of(runs: &[Run]) -> (u64, u64) {
     let start = runs.iter().map(|run| run.offset).min().unwrap_or(0);
     let end = runs.iter().map(Run::end).max().unwrap_or(0);
     (start, end)
 }
 
+#[inline]
 fn length_of(run: &Run) -> usize {
     usize::try_from(run.length).expect("a run lies within one bulk buffer")
 }
 
 /// Offset of `run` inside a chunk starting at `chunk_start`.
+#[inline]
 fn position_in(run: &Run, chunk_start: u64) -> usize {
     usize::try_from(run.offset - chunk_start).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX")
 }
-
-/// Mode of an iod's data directory and its object directory: the owner's alone.
-pub const OWNER_ONLY_DIRECTORY: u32 = 0o700;
-/// Mode of every object file (and of the calibration scratch file).
-pub const OWNER_ONLY_FILE: u32 = 0o600;
 
 /// Sieving chunk buffers kept between requests.
 pub const SIEVE_BUFFERS_KEPT: usize = 4;
@@ -314,10 +294,6 @@ pub const MAPPED_SPAN_MAX: u64 = 1 << 30;
 /// shrink meanwhile, so no access meets a page past the end.
 pub const KEPT_MAPPING_BYTES_MAX: u64 = 1 << 30;
 
-/// Pages of a read's extent the server asks `mincore` about to price the read cold or cached
-/// (16 MiB of 4 KiB pages; the first ones stand for the rest).
-pub const RESIDENCY_PAGES_MAX: usize = 4096;
-
 /// Kept mappings grow in steps of this, so a growing object is remapped seldom.
 const KEPT_MAPPING_STEP: u64 = 64 << 20;
 
@@ -328,132 +304,12 @@ pub const KEPT_MAPPINGS_BYTES_MAX: u64 = 16 << 30;
 /// The source of the zeros a mapped read returns past the end of an object.
 static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
-/// A read-only shared mapping of `[offset, offset + length)` of a file, unmapped on drop.
+/// The objects of one I/O server, kept in `S` (by default files in a directory).
 #[derive(Debug)]
-struct Mapping {
-    base: *mut libc::c_void,
-    mapped: usize,
-    /// The file offset of byte 0 of `base` (page-aligned).
-    origin: u64,
-    /// For a kept mapping, the server's count of kept bytes, given back on drop.
-    kept_bytes: Option<Arc<AtomicU64>>,
-}
-
-// SAFETY: the mapping is read-only shared memory owned by this value; the pointer is only
-// handed to the kernel, from any thread.
-unsafe impl Send for Mapping {}
-// SAFETY: as above; nothing is written through it.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    fn new(file: &File, offset: u64, length: u64) -> io::Result<Self> {
-        // SAFETY: sysconf has no preconditions.
-        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        let origin = offset / page * page;
-        let mapped = usize::try_from(offset + length - origin)
-            .map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
-        let file_offset = libc::off_t::try_from(origin)
-            .map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
-        // SAFETY: a new read-only mapping of an open file chosen by the kernel; it aliases no
-        // Rust object and is unmapped only by Drop.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                mapped,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                file_offset,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Self {
-            base,
-            mapped,
-            origin,
-            kept_bytes: None,
-        })
-    }
-
-    /// Whether the mapping covers file bytes `[start, end)`.
-    fn covers(&self, start: u64, end: u64) -> bool {
-        start >= self.origin && end <= self.origin + self.mapped as u64
-    }
-
-    /// Of the pages holding file bytes `[start, end)` (inside the mapping), how many are not
-    /// in the page cache, and how many were asked about (at most [`RESIDENCY_PAGES_MAX`]).
-    fn absent_pages(&self, start: u64, end: u64) -> io::Result<(usize, usize)> {
-        assert!(self.covers(start, end), "a range outside its mapping");
-        // SAFETY: sysconf has no preconditions.
-        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        let first = start / page * page;
-        let pages = usize::try_from((end - first).div_ceil(page))
-            .unwrap_or(RESIDENCY_PAGES_MAX)
-            .min(RESIDENCY_PAGES_MAX);
-        let mut vector = vec![0u8; pages];
-        let skip = usize::try_from(first - self.origin).expect("inside the mapping");
-        let length = pages * usize::try_from(page).expect("a page size fits usize");
-        let length = length.min(self.mapped - skip);
-        // SAFETY: [base + skip, + length) lies inside this live mapping and starts on a page
-        // boundary (origin and first are page-aligned); `vector` has one byte per page of it.
-        let status = unsafe {
-            libc::mincore(
-                self.base.cast::<u8>().wrapping_add(skip).cast(),
-                length,
-                vector.as_mut_ptr(),
-            )
-        };
-        if status != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let absent = vector.iter().filter(|&&flags| flags & 1 == 0).count();
-        Ok((absent, pages))
-    }
-
-    /// The address and length of file bytes `[offset, offset + length)`, which must lie
-    /// inside the mapping.
-    fn range(&self, offset: u64, length: u64) -> (*const u8, usize) {
-        let skip = usize::try_from(offset - self.origin).expect("inside the mapping");
-        let length = usize::try_from(length).expect("inside the mapping");
-        assert!(skip + length <= self.mapped, "a range outside its mapping");
-        (
-            self.base.cast::<u8>().wrapping_add(skip).cast_const(),
-            length,
-        )
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `base`/`mapped` are the mapping made in `new`, unmapped only here; nothing
-        // refers to it any more (the slices handed out borrow it only during `read_mapped`).
-        unsafe {
-            libc::munmap(self.base, self.mapped);
-        }
-        if let Some(kept_bytes) = &self.kept_bytes {
-            kept_bytes.fetch_sub(self.mapped as u64, Ordering::Relaxed);
-        }
-    }
-}
-
-/// The handle an object file is named for: exactly 16 lowercase hex digits.
-fn parse_object_name(name: &std::ffi::OsStr) -> Option<u64> {
-    let name = name.to_str()?;
-    let hex = name.len() == 16
-        && name
-            .bytes()
-            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
-    hex.then(|| u64::from_str_radix(name, 16).ok()).flatten()
-}
-
-/// The objects of one I/O server.
-#[derive(Debug)]
-pub struct ObjectStore {
-    directory: PathBuf,
+pub struct ObjectStore<S: ObjectStorage = FileStorage> {
+    storage: S,
     /// Open objects, at most `IOD_OPEN_OBJECTS_MAX`.
-    open: Mutex<HashMap<u64, Arc<Object>>>,
+    open: Mutex<HashMap<u64, Arc<Object<S::Object>>>>,
     object_count: AtomicU64,
     /// Bytes the kept mappings of open objects cover, at most `KEPT_MAPPINGS_BYTES_MAX`.
     kept_bytes: Arc<AtomicU64>,
@@ -492,7 +348,7 @@ pub struct SweepReport {
     pub stopped: bool,
 }
 
-impl ObjectStore {
+impl ObjectStore<FileStorage> {
     /// Opens (creating if needed) the object directory under `data_directory`, planning
     /// storage calls with the default cost model (see [`ObjectStore::open_with`]).
     pub fn open(data_directory: &Path) -> io::Result<Self> {
@@ -502,25 +358,32 @@ impl ObjectStore {
     /// Opens the object directory under `data_directory`, planning storage calls with
     /// `model` (batched plans only where io_uring works; the reason is logged once if not).
     pub fn open_with(data_directory: &Path, model: CostModel) -> io::Result<Self> {
-        let directory = data_directory.join("objects");
-        fs::create_dir_all(&directory)?;
-        // Owner-only, also for a directory an older server made: the objects are the files'
-        // bytes, for the servers alone (clients reach them through requests).
-        for private in [data_directory, &directory] {
-            fs::set_permissions(private, fs::Permissions::from_mode(OWNER_ONLY_DIRECTORY))?;
-        }
-        let count = fs::read_dir(&directory)?.count() as u64;
-        let batching = match uring::available() {
-            Ok(()) => true,
-            Err(reason) => {
-                tracing::warn!(
-                    "io_uring is unavailable ({reason}): batched storage plans fall back to one call per piece"
-                );
-                false
-            }
-        };
+        Self::with_storage(FileStorage::open(data_directory)?, model)
+    }
+
+    /// The path of the object of `handle` (for tests and tools that look at the files).
+    pub fn object_path(&self, handle: u64) -> PathBuf {
+        self.storage.path(handle)
+    }
+}
+
+impl<S: ObjectStorage> ObjectStore<S> {
+    /// A store over `storage`, planning storage calls with `model` (batched plans only for
+    /// file-backed storage where io_uring works; the reason is logged once if not).
+    pub fn with_storage(storage: S, model: CostModel) -> io::Result<Self> {
+        let count = storage.list()?.count() as u64;
+        let batching = S::FILE_BACKED
+            && match uring::available() {
+                Ok(()) => true,
+                Err(reason) => {
+                    tracing::warn!(
+                        "io_uring is unavailable ({reason}): batched storage plans fall back to one call per piece"
+                    );
+                    false
+                }
+            };
         Ok(Self {
-            directory,
+            storage,
             open: Mutex::new(HashMap::new()),
             object_count: AtomicU64::new(count),
             kept_bytes: Arc::new(AtomicU64::new(0)),
@@ -608,21 +471,24 @@ impl ObjectStore {
         self.object_count.load(Ordering::Relaxed)
     }
 
-    fn path(&self, handle: u64) -> PathBuf {
-        self.directory.join(format!("{handle:016x}"))
+    /// The storage underneath.
+    pub fn storage(&self) -> &S {
+        &self.storage
     }
 
-    /// The path of the object of `handle` (for tests and tools that look at the files).
-    pub fn object_path(&self, handle: u64) -> PathBuf {
-        self.path(handle)
-    }
-
+    /// The reply for a storage error: `NoSpace` for a full disk (or quota), else `Io`; both
+    /// name the object and where the objects are.
     fn io_error(&self, handle: u64, what: &str, err: &io::Error) -> RemoteError {
+        let code = if is_no_space(err) {
+            ErrorCode::NoSpace
+        } else {
+            ErrorCode::Io
+        };
         RemoteError::new(
-            ErrorCode::Io,
+            code,
             format!(
                 "{what} of object {handle:#x} in {} failed: {err}",
-                self.directory.display()
+                self.storage.location()
             ),
         )
     }
@@ -634,16 +500,12 @@ impl ObjectStore {
         )
     }
 
-    fn object(&self, handle: u64) -> Result<Arc<Object>, RemoteError> {
+    fn object(&self, handle: u64) -> Result<Arc<Object<S::Object>>, RemoteError> {
         let mut open = self.open.lock().expect("object table lock");
         if let Some(object) = open.get(&handle) {
             return Ok(object.clone());
         }
-        let file = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(self.path(handle))
-        {
+        let file = match self.storage.open(handle) {
             Ok(file) => file,
             Err(err) if err.kind() == ErrorKind::NotFound => return Err(Self::unknown(handle)),
             Err(err) => return Err(self.io_error(handle, "open", &err)),
@@ -681,13 +543,8 @@ impl ObjectStore {
                 guard.overflowed = true;
             }
         }
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(OWNER_ONLY_FILE)
-            .open(self.path(handle))
-        {
-            Ok(_) => {
+        match self.storage.create(handle) {
+            Ok(()) => {
                 self.object_count.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
@@ -699,7 +556,7 @@ impl ObjectStore {
     /// Removes the object of `handle`.
     pub fn remove(&self, handle: u64) -> Result<(), RemoteError> {
         self.open.lock().expect("object table lock").remove(&handle);
-        match fs::remove_file(self.path(handle)) {
+        match self.storage.remove(handle) {
             Ok(()) => {
                 self.object_count.fetch_sub(1, Ordering::Relaxed);
                 Ok(())
@@ -724,7 +581,7 @@ impl ObjectStore {
             if sweep.is_some() {
                 return Err(RemoteError::new(
                     ErrorCode::Busy,
-                    format!("an orphan sweep of {} is running", self.directory.display()),
+                    format!("an orphan sweep of {} is running", self.storage.location()),
                 ));
             }
             *sweep = Some(SweepGuard::default());
@@ -741,18 +598,17 @@ impl ObjectStore {
         let listing_error = |err: io::Error| {
             RemoteError::new(
                 ErrorCode::Io,
-                format!("listing {} failed: {err}", self.directory.display()),
+                format!("listing {} failed: {err}", self.storage.location()),
             )
         };
         let mut report = SweepReport::default();
-        let mut entries = fs::read_dir(&self.directory).map_err(listing_error)?;
+        let mut entries = self.storage.list().map_err(listing_error)?;
         loop {
             let mut batch = Vec::with_capacity(HANDLES_LIVE_MAX);
             for entry in entries.by_ref() {
-                let entry = entry.map_err(listing_error)?;
-                match parse_object_name(&entry.file_name()) {
-                    Some(handle) => batch.push(handle),
-                    None => report.foreign += 1,
+                match entry.map_err(listing_error)? {
+                    Listed::Object(handle) => batch.push(handle),
+                    Listed::Foreign => report.foreign += 1,
                 }
                 if batch.len() == HANDLES_LIVE_MAX {
                     break;
@@ -791,14 +647,7 @@ impl ObjectStore {
             .file
             .metadata()
             .map_err(|err| self.io_error(handle, "stat", &err))?;
-        let mtime_ns = metadata
-            .modified()
-            .ok()
-            .and_then(|time| time.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |since| {
-                u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
-            });
-        Ok((metadata.len(), mtime_ns))
+        Ok((metadata.size, metadata.mtime_ns))
     }
 
     /// Sets the size of the object of `handle`.
@@ -807,7 +656,7 @@ impl ObjectStore {
         let _guard = object.extents.lock(0, u64::MAX, true);
         object
             .file
-            .set_len(size)
+            .set_size(size)
             .map_err(|err| self.io_error(handle, "truncate", &err))
     }
 
@@ -816,7 +665,7 @@ impl ObjectStore {
         let object = self.object(handle)?;
         object
             .file
-            .sync_all()
+            .sync()
             .map_err(|err| self.io_error(handle, "sync", &err))
     }
 
@@ -835,7 +684,7 @@ impl ObjectStore {
             data.len(),
             Direction::Write,
             requested,
-            |file, runs, decision| Self::write_runs(file, runs, data, decision),
+            |file, runs, decision| write_runs(file, runs, data, decision),
         )
     }
 
@@ -858,32 +707,13 @@ impl ObjectStore {
             requested,
             |file, runs, decision| match decision.plan {
                 StoragePlan::PerPiece | StoragePlan::Auto => {
-                    Self::write_runs_gathered(file, runs, slices)
+                    write_runs_gathered(file, runs, slices)
                 }
                 StoragePlan::Sieve | StoragePlan::Batched => {
-                    Self::write_runs(file, runs, &slices.concat(), decision)
+                    write_runs(file, runs, &slices.concat(), decision)
                 }
             },
         )
-    }
-
-    /// One `pwritev` (at most `IOV_PIECES_MAX` slices a call) per run, from `slices`.
-    fn write_runs_gathered(file: &File, runs: &[Run], slices: &[&[u8]]) -> io::Result<Outcome> {
-        let mut cursor = SliceCursor {
-            slices,
-            at: 0,
-            skip: 0,
-        };
-        let mut calls = 0u32;
-        for run in runs {
-            let mut parts = cursor.take(length_of(run));
-            calls += pwritev_all(file, &mut parts, run.offset)?;
-        }
-        Ok(Outcome {
-            calls,
-            storage_bytes: runs.iter().map(|run| run.length).sum(),
-            plan: StoragePlan::PerPiece,
-        })
     }
 
     /// Reads `pieces` into `buffer`, back to back, by the plan `requested`; bytes past the
@@ -902,7 +732,7 @@ impl ObjectStore {
             bytes,
             Direction::Read,
             requested,
-            |file, runs, decision| Self::read_runs(file, runs, buffer, decision),
+            |file, runs, decision| read_runs(file, runs, buffer, decision),
         )
     }
 
@@ -915,7 +745,7 @@ impl ObjectStore {
         bytes: usize,
         direction: Direction,
         requested: StoragePlan,
-        execute: impl FnOnce(&File, &[Run], &Decision) -> io::Result<Outcome>,
+        execute: impl FnOnce(&S::Object, &[Run], &Decision) -> io::Result<Outcome>,
     ) -> Result<Outcome, RemoteError> {
         debug_assert_eq!(pieces.iter().map(|p| p.length).sum::<u64>(), bytes as u64);
         let object = self.object(handle)?;
@@ -952,7 +782,7 @@ impl ObjectStore {
         pieces: &[Piece],
         write: bool,
         requested: StoragePlan,
-        drive: impl FnOnce(&mut Units<'_>) -> Result<(), RemoteError>,
+        drive: impl FnOnce(&mut Units<'_, S>) -> Result<(), RemoteError>,
     ) -> Result<Outcome, RemoteError> {
         let object = self.object(handle)?;
         let (start, end) = extent_of(&merge_runs(pieces));
@@ -982,7 +812,8 @@ impl ObjectStore {
     /// span read-only (the object's page-cache pages themselves), holds their extent shared,
     /// and hands `push` the pieces' bytes in request order as slices of the mapping (bytes past
     /// the end of the object as zeros), so the data reaches the client in one copy. `None`
-    /// when the extent is wider than [`MAPPED_SPAN_MAX`] (the caller reads through buffers).
+    /// when the extent is wider than [`MAPPED_SPAN_MAX`] or the object is not a file
+    /// ([`StorageObject::as_file`]): the caller reads through buffers.
     pub fn read_mapped(
         &self,
         handle: u64,
@@ -997,16 +828,18 @@ impl ObjectStore {
             return Ok(None);
         }
         let object = self.object(handle)?;
+        let Some(file) = object.file.as_file() else {
+            return Ok(None);
+        };
         let guard = object.extents.lock(start, end, false);
-        let size = object
-            .file
+        let size = file
             .metadata()
             .map_err(|err| self.io_error(handle, "stat", &err))?
             .len();
         let mapped_end = end.min(size);
         let mapping = if mapped_end > start {
             Some(
-                self.mapping_for(&object, start, mapped_end)
+                self.mapping_for(&object, file, start, mapped_end)
                     .map_err(|err| self.io_error(handle, "mmap", &err))?,
             )
         } else {
@@ -1064,8 +897,11 @@ impl ObjectStore {
     /// Whether most of the pages of object bytes `[start, end)` are missing from the page
     /// cache, by `mincore` over a mapping of them (at most the first
     /// [`RESIDENCY_PAGES_MAX`] pages are asked about). What cannot be asked counts as cached.
-    fn residency(&self, object: &Object, start: u64, end: u64) -> Residency {
-        let Ok(metadata) = object.file.metadata() else {
+    fn residency(&self, object: &Object<S::Object>, start: u64, end: u64) -> Residency {
+        let Some(file) = object.file.as_file() else {
+            return Residency::Cached;
+        };
+        let Ok(metadata) = file.metadata() else {
             return Residency::Cached;
         };
         let end = end.min(metadata.len());
@@ -1073,7 +909,7 @@ impl ObjectStore {
             return Residency::Cached;
         }
         let absent = self
-            .mapping_for(object, start, end)
+            .mapping_for(object, file, start, end)
             .and_then(|mapping| mapping.absent_pages(start, end));
         match absent {
             Ok((absent, asked)) if absent * 2 > asked => Residency::Cold,
@@ -1086,10 +922,16 @@ impl ObjectStore {
         self.kept_bytes.load(Ordering::Relaxed)
     }
 
-    /// A mapping of file bytes `[start, end)` of `object`: its kept mapping (made or grown
-    /// here) when they lie in the first `KEPT_MAPPING_BYTES_MAX` bytes and the server's
-    /// budget allows, else one of just that span for this request.
-    fn mapping_for(&self, object: &Object, start: u64, end: u64) -> io::Result<Arc<Mapping>> {
+    /// A mapping of file bytes `[start, end)` of `object` (whose file is `file`): its kept
+    /// mapping (made or grown here) when they lie in the first `KEPT_MAPPING_BYTES_MAX` bytes
+    /// and the server's budget allows, else one of just that span for this request.
+    fn mapping_for(
+        &self,
+        object: &Object<S::Object>,
+        file: &std::fs::File,
+        start: u64,
+        end: u64,
+    ) -> io::Result<Arc<Mapping>> {
         if end <= KEPT_MAPPING_BYTES_MAX {
             let mut kept = object.kept.lock().expect("kept mapping lock");
             if let Some(mapping) = kept.as_ref().filter(|mapping| mapping.covers(start, end)) {
@@ -1101,10 +943,9 @@ impl ObjectStore {
             // The mapping it replaces gives its bytes back when its last reader is done.
             let before = self.kept_bytes.fetch_add(length, Ordering::Relaxed);
             if before + length <= KEPT_MAPPINGS_BYTES_MAX {
-                match Mapping::new(&object.file, 0, length) {
-                    Ok(mut mapping) => {
-                        mapping.kept_bytes = Some(Arc::clone(&self.kept_bytes));
-                        let mapping = Arc::new(mapping);
+                match Mapping::new(file, 0, length) {
+                    Ok(mapping) => {
+                        let mapping = Arc::new(mapping.kept(Arc::clone(&self.kept_bytes)));
                         *kept = Some(Arc::clone(&mapping));
                         return Ok(mapping);
                     }
@@ -1116,147 +957,194 @@ impl ObjectStore {
             }
             self.kept_bytes.fetch_sub(length, Ordering::Relaxed);
         }
-        Mapping::new(&object.file, start, end - start).map(Arc::new)
+        Mapping::new(file, start, end - start).map(Arc::new)
     }
+}
 
-    fn write_runs(
-        file: &File,
-        runs: &[Run],
-        data: &[u8],
-        decision: &Decision,
-    ) -> io::Result<Outcome> {
-        let wanted: u64 = runs.iter().map(|run| run.length).sum();
-        let calls = u32::try_from(runs.len()).expect("runs are bounded by request_pieces_max");
-        let direct =
-            |run: &Run| file.write_all_at(&data[run.data..run.data + length_of(run)], run.offset);
-        match decision.plan {
-            StoragePlan::Batched => uring::write(file, runs, data)?,
-            StoragePlan::Sieve => return Self::sieve_write(file, runs, data, decision),
-            StoragePlan::PerPiece | StoragePlan::Auto => runs.iter().try_for_each(direct)?,
+/// One `pwritev` (at most `IOV_PIECES_MAX` slices a call) per run, from `slices`.
+fn write_runs_gathered(
+    file: &impl StorageObject,
+    runs: &[Run],
+    slices: &[&[u8]],
+) -> io::Result<Outcome> {
+    let mut cursor = SliceCursor {
+        slices,
+        at: 0,
+        skip: 0,
+    };
+    let mut calls = 0u32;
+    for run in runs {
+        let mut parts = cursor.take(length_of(run));
+        calls += pwritev_all(file, &mut parts, run.offset)?;
+    }
+    Ok(Outcome {
+        calls,
+        storage_bytes: runs.iter().map(|run| run.length).sum(),
+        plan: StoragePlan::PerPiece,
+    })
+}
+
+fn write_runs(
+    file: &impl StorageObject,
+    runs: &[Run],
+    data: &[u8],
+    decision: &Decision,
+) -> io::Result<Outcome> {
+    let wanted: u64 = runs.iter().map(|run| run.length).sum();
+    let calls = u32::try_from(runs.len()).expect("runs are bounded by request_pieces_max");
+    let direct =
+        |run: &Run| write_full(file, &data[run.data..run.data + length_of(run)], run.offset);
+    let plan = match (decision.plan, file.as_file()) {
+        (StoragePlan::Batched, Some(file)) => {
+            uring::write(file, runs, data)?;
+            StoragePlan::Batched
         }
-        Ok(Outcome {
-            calls,
-            storage_bytes: wanted,
-            plan: decision.plan,
-        })
-    }
-
-    fn read_runs(
-        file: &File,
-        runs: &[Run],
-        buffer: &mut [u8],
-        decision: &Decision,
-    ) -> io::Result<Outcome> {
-        let wanted: u64 = runs.iter().map(|run| run.length).sum();
-        let calls = u32::try_from(runs.len()).expect("runs are bounded by request_pieces_max");
-        match decision.plan {
-            StoragePlan::Batched => uring::read(file, runs, buffer)?,
-            StoragePlan::Sieve => return Self::sieve_read(file, runs, buffer, decision),
-            StoragePlan::PerPiece | StoragePlan::Auto => {
-                for run in runs {
-                    read_full(
-                        file,
-                        &mut buffer[run.data..run.data + length_of(run)],
-                        run.offset,
-                    )?;
-                }
-            }
+        (StoragePlan::Sieve, _) => return sieve_write(file, runs, data, decision),
+        // A batch needs a kernel file; without one the runs go one call each.
+        (StoragePlan::Batched, None) => {
+            runs.iter().try_for_each(direct)?;
+            StoragePlan::PerPiece
         }
-        Ok(Outcome {
-            calls,
-            storage_bytes: wanted,
-            plan: decision.plan,
-        })
-    }
+        (plan @ (StoragePlan::PerPiece | StoragePlan::Auto), _) => {
+            runs.iter().try_for_each(direct)?;
+            plan
+        }
+    };
+    Ok(Outcome {
+        calls,
+        storage_bytes: wanted,
+        plan,
+    })
+}
 
-    /// Reads each chunk of several runs with one call into a chunk buffer and copies the runs
-    /// out; a chunk of one run is read directly.
-    fn sieve_read(
-        file: &File,
-        runs: &[Run],
-        buffer: &mut [u8],
-        decision: &Decision,
-    ) -> io::Result<Outcome> {
-        let mut chunk_buffer = SIEVE_BUFFERS.take(0);
-        let (mut calls, mut storage_bytes) = (0u32, 0u64);
-        for chunk in &decision.chunks {
-            let members = &decision.order[chunk.members.clone()];
+fn read_runs(
+    file: &impl StorageObject,
+    runs: &[Run],
+    buffer: &mut [u8],
+    decision: &Decision,
+) -> io::Result<Outcome> {
+    let wanted: u64 = runs.iter().map(|run| run.length).sum();
+    let calls = u32::try_from(runs.len()).expect("runs are bounded by request_pieces_max");
+    let direct = |buffer: &mut [u8]| -> io::Result<()> {
+        for run in runs {
+            read_full(
+                file,
+                &mut buffer[run.data..run.data + length_of(run)],
+                run.offset,
+            )?;
+        }
+        Ok(())
+    };
+    let plan = match (decision.plan, file.as_file()) {
+        (StoragePlan::Batched, Some(file)) => {
+            uring::read(file, runs, buffer)?;
+            StoragePlan::Batched
+        }
+        (StoragePlan::Sieve, _) => return sieve_read(file, runs, buffer, decision),
+        // A batch needs a kernel file; without one the runs go one call each.
+        (StoragePlan::Batched, None) => {
+            direct(buffer)?;
+            StoragePlan::PerPiece
+        }
+        (plan @ (StoragePlan::PerPiece | StoragePlan::Auto), _) => {
+            direct(buffer)?;
+            plan
+        }
+    };
+    Ok(Outcome {
+        calls,
+        storage_bytes: wanted,
+        plan,
+    })
+}
+
+/// Reads each chunk of several runs with one call into a chunk buffer and copies the runs
+/// out; a chunk of one run is read directly.
+fn sieve_read(
+    file: &impl StorageObject,
+    runs: &[Run],
+    buffer: &mut [u8],
+    decision: &Decision,
+) -> io::Result<Outcome> {
+    let mut chunk_buffer = SIEVE_BUFFERS.take(0);
+    let (mut calls, mut storage_bytes) = (0u32, 0u64);
+    for chunk in &decision.chunks {
+        let members = &decision.order[chunk.members.clone()];
+        calls += 1;
+        if let [only] = members {
+            let run = &runs[*only];
+            read_full(
+                file,
+                &mut buffer[run.data..run.data + length_of(run)],
+                run.offset,
+            )?;
+            storage_bytes += run.length;
+            continue;
+        }
+        let bytes =
+            usize::try_from(chunk.bytes()).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX");
+        chunk_buffer.set_len(bytes);
+        let chunk_buffer = &mut *chunk_buffer;
+        read_full(file, chunk_buffer, chunk.start)?;
+        storage_bytes += chunk.bytes();
+        for &index in members {
+            let run = &runs[index];
+            let from = position_in(run, chunk.start);
+            buffer[run.data..run.data + length_of(run)]
+                .copy_from_slice(&chunk_buffer[from..from + length_of(run)]);
+        }
+    }
+    Ok(Outcome {
+        calls,
+        storage_bytes,
+        plan: StoragePlan::Sieve,
+    })
+}
+
+/// Read-modify-write of each chunk of several runs (the runs applied in list order); a
+/// chunk of one run is written directly. The caller holds the extent lock over all
+/// chunks, so no other write can land between the read and the write of a chunk.
+fn sieve_write(
+    file: &impl StorageObject,
+    runs: &[Run],
+    data: &[u8],
+    decision: &Decision,
+) -> io::Result<Outcome> {
+    let mut chunk_buffer = SIEVE_BUFFERS.take(0);
+    let mut members_in_list_order = Vec::new();
+    let (mut calls, mut storage_bytes) = (0u32, 0u64);
+    for chunk in &decision.chunks {
+        let members = &decision.order[chunk.members.clone()];
+        if let [only] = members {
+            let run = &runs[*only];
+            write_full(file, &data[run.data..run.data + length_of(run)], run.offset)?;
             calls += 1;
-            if let [only] = members {
-                let run = &runs[*only];
-                read_full(
-                    file,
-                    &mut buffer[run.data..run.data + length_of(run)],
-                    run.offset,
-                )?;
-                storage_bytes += run.length;
-                continue;
-            }
-            let bytes =
-                usize::try_from(chunk.bytes()).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX");
-            chunk_buffer.set_len(bytes);
-            let chunk_buffer = &mut *chunk_buffer;
-            read_full(file, chunk_buffer, chunk.start)?;
-            storage_bytes += chunk.bytes();
-            for &index in members {
-                let run = &runs[index];
-                let from = position_in(run, chunk.start);
-                buffer[run.data..run.data + length_of(run)]
-                    .copy_from_slice(&chunk_buffer[from..from + length_of(run)]);
-            }
+            storage_bytes += run.length;
+            continue;
         }
-        Ok(Outcome {
-            calls,
-            storage_bytes,
-            plan: StoragePlan::Sieve,
-        })
-    }
-
-    /// Read-modify-write of each chunk of several runs (the runs applied in list order); a
-    /// chunk of one run is written directly. The caller holds the extent lock over all
-    /// chunks, so no other write can land between the read and the write of a chunk.
-    fn sieve_write(
-        file: &File,
-        runs: &[Run],
-        data: &[u8],
-        decision: &Decision,
-    ) -> io::Result<Outcome> {
-        let mut chunk_buffer = SIEVE_BUFFERS.take(0);
-        let mut members_in_list_order = Vec::new();
-        let (mut calls, mut storage_bytes) = (0u32, 0u64);
-        for chunk in &decision.chunks {
-            let members = &decision.order[chunk.members.clone()];
-            if let [only] = members {
-                let run = &runs[*only];
-                file.write_all_at(&data[run.data..run.data + length_of(run)], run.offset)?;
-                calls += 1;
-                storage_bytes += run.length;
-                continue;
-            }
-            let bytes =
-                usize::try_from(chunk.bytes()).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX");
-            chunk_buffer.set_len(bytes);
-            let chunk_buffer = &mut *chunk_buffer;
-            read_full(file, chunk_buffer, chunk.start)?;
-            members_in_list_order.clear();
-            members_in_list_order.extend_from_slice(members);
-            members_in_list_order.sort_unstable();
-            for &index in &members_in_list_order {
-                let run = &runs[index];
-                let to = position_in(run, chunk.start);
-                chunk_buffer[to..to + length_of(run)]
-                    .copy_from_slice(&data[run.data..run.data + length_of(run)]);
-            }
-            file.write_all_at(chunk_buffer, chunk.start)?;
-            calls += 2;
-            storage_bytes += 2 * chunk.bytes();
+        let bytes =
+            usize::try_from(chunk.bytes()).expect("chunks are at most SIEVE_CHUNK_BYTES_MAX");
+        chunk_buffer.set_len(bytes);
+        let chunk_buffer = &mut *chunk_buffer;
+        read_full(file, chunk_buffer, chunk.start)?;
+        members_in_list_order.clear();
+        members_in_list_order.extend_from_slice(members);
+        members_in_list_order.sort_unstable();
+        for &index in &members_in_list_order {
+            let run = &runs[index];
+            let to = position_in(run, chunk.start);
+            chunk_buffer[to..to + length_of(run)]
+                .copy_from_slice(&data[run.data..run.data + length_of(run)]);
         }
-        Ok(Outcome {
-            calls,
-            storage_bytes,
-            plan: StoragePlan::Sieve,
-        })
+        write_full(file, chunk_buffer, chunk.start)?;
+        calls += 2;
+        storage_bytes += 2 * chunk.bytes();
     }
+    Ok(Outcome {
+        calls,
+        storage_bytes,
+        plan: StoragePlan::Sieve,
+    })
 }
 
 #[cfg(test)]
@@ -1281,6 +1169,7 @@ mod tests {
     /// Writes object bytes to the device and drops them from the page cache; false where the
     /// kernel keeps them (tmpfs).
     fn evict(store: &ObjectStore, handle: u64) -> bool {
+        use std::os::fd::AsRawFd;
         let object = store.object(handle).unwrap();
         object.file.sync_data().unwrap();
         // SAFETY: advice about an open descriptor.
@@ -1314,7 +1203,10 @@ mod tests {
             Residency::Cached
         );
         if !evict(&store, 7) {
-            eprintln!("skipped: this file system keeps the object's pages cached");
+            crate::testing::ignored_at_run_time(&format!(
+                "the file system of {} keeps the object's pages cached (tmpfs?)",
+                directory.path().display()
+            ));
             return;
         }
         // Block columns: 512-byte pieces every 2 KiB over 1 MiB, and 128-byte pieces every
@@ -1456,7 +1348,7 @@ mod tests {
         for handle in 2..12 {
             store.create(handle).unwrap();
         }
-        fs::write(directory.path().join("objects").join("notes.txt"), b"x").unwrap();
+        std::fs::write(directory.path().join("objects").join("notes.txt"), b"x").unwrap();
         let mut asked = Vec::new();
         let report = store
             .sweep_orphans(|handles| {
@@ -1527,20 +1419,55 @@ mod tests {
     }
 
     #[test]
-    fn object_names_are_sixteen_lowercase_hex_digits() {
-        use std::ffi::OsStr;
+    fn memory_storage_serves_every_path_without_a_file() {
+        use crate::testing::MemStorage;
+        let store = ObjectStore::with_storage(MemStorage::new(), CostModel::default()).unwrap();
+        assert!(!store.planner().batching(), "no batches without a file");
+        store.create(7).unwrap();
+        let pieces = [Piece::new(0, 4), Piece::new(10, 4), Piece::new(20, 4)];
+        let outcome = store
+            .write(7, &pieces, b"aaaabbbbcccc", StoragePlan::Batched)
+            .unwrap();
+        assert_eq!((outcome.plan, outcome.calls), (StoragePlan::PerPiece, 3));
+        let gathered = store
+            .write_gathered(
+                7,
+                &pieces[1..],
+                &[b"xy", b"zwvu", b"ts"],
+                StoragePlan::PerPiece,
+            )
+            .unwrap();
         assert_eq!(
-            parse_object_name(OsStr::new("00000000000000ff")),
-            Some(0xff)
+            (gathered.storage_bytes, gathered.calls),
+            (8, 4),
+            "one call per slice"
         );
-        for bad in [
-            "ff",
-            "00000000000000FF",
-            "00000000000000fg",
-            "000000000000000ff",
-            "x.tmp",
-        ] {
-            assert_eq!(parse_object_name(OsStr::new(bad)), None, "{bad}");
-        }
+        let mut buffer = [0u8; 12];
+        let outcome = store
+            .read(7, &pieces, &mut buffer, StoragePlan::Batched)
+            .unwrap();
+        assert_eq!(outcome.plan, StoragePlan::PerPiece);
+        assert_eq!(&buffer, b"aaaaxyzwvuts");
+        let mapped = store.read_mapped(7, &pieces, |_| unreachable!()).unwrap();
+        assert_eq!(
+            mapped, None,
+            "no mapping without a file: the caller reads buffered"
+        );
+        // Pipelined units over memory.
+        let outcome = store
+            .serve_units(7, &pieces, false, StoragePlan::Auto, |units| {
+                let mut first = [0u8; 4];
+                units.read(&pieces[..1], &mut first)?;
+                assert_eq!(&first, b"aaaa");
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(outcome.calls, 1);
+        assert_eq!(store.stat(7).unwrap().0, 24);
+        // The sweep lists memory too.
+        store.create(8).unwrap();
+        let report = store.sweep_orphans(|_| Ok(vec![7])).unwrap();
+        assert_eq!(report.removed, vec![8]);
+        assert_eq!(store.storage().handles(), vec![7]);
     }
 }

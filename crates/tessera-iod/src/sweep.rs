@@ -18,6 +18,7 @@ use tessera_auth::{Authenticator, ClusterKey, KeySigner};
 use tessera_net::{Identity, NetError, Peer, Pool};
 use tessera_proto::{ErrorCode, HandlesLive, RemoteError};
 
+use crate::storage::ObjectStorage;
 use crate::store::{ObjectStore, SweepReport};
 
 /// How the iod finds the mds.
@@ -55,7 +56,10 @@ pub struct SweepOptions {
 }
 
 /// Sweeps `store` once the mds answers; returns the report, or why it gave up (also logged).
-pub fn run(store: &ObjectStore, options: &SweepOptions) -> Result<SweepReport, String> {
+pub fn run<S: ObjectStorage>(
+    store: &ObjectStore<S>,
+    options: &SweepOptions,
+) -> Result<SweepReport, String> {
     let index = options.index;
     let deadline = Instant::now() + options.give_up_after;
     let signer: Arc<dyn Authenticator> = Arc::new(KeySigner::server(options.key.clone()));
@@ -81,8 +85,8 @@ pub fn run(store: &ObjectStore, options: &SweepOptions) -> Result<SweepReport, S
 
 /// One try: resolve the mds, then sweep. An error before any removal is retried by [`run`];
 /// one during the sweep too (what was removed stays removed, the rest is asked again).
-fn attempt(
-    store: &ObjectStore,
+fn attempt<S: ObjectStorage>(
+    store: &ObjectStore<S>,
     options: &SweepOptions,
     signer: &Arc<dyn Authenticator>,
 ) -> Result<SweepReport, String> {

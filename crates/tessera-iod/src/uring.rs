@@ -18,7 +18,8 @@ use std::sync::OnceLock;
 use io_uring::{opcode, types, IoUring};
 use tessera_proto::limits::URING_BATCH_ENTRIES_MAX;
 
-use crate::plan::Run;
+use crate::run::Run;
+use crate::storage::read_full;
 
 thread_local! {
     static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
@@ -137,7 +138,7 @@ pub fn read(file: &File, runs: &[Run], buffer: &mut [u8]) -> io::Result<()> {
                 usize::try_from(result).map_err(|_| io::Error::from_raw_os_error(-result))?;
             let target = &mut buffer[run.data..run.data + length_of(run)];
             if done < target.len() {
-                crate::store::read_full(file, &mut target[done..], run.offset + done as u64)?;
+                read_full(file, &mut target[done..], run.offset + done as u64)?;
             }
         }
     }
@@ -185,7 +186,7 @@ mod tests {
     #[test]
     fn batched_reads_and_writes_match_the_file() {
         if let Err(reason) = available() {
-            eprintln!("skipped: {reason}");
+            crate::testing::ignored_at_run_time(&format!("io_uring is unavailable: {reason}"));
             return;
         }
         let file = tempfile::tempfile().unwrap();

@@ -1,0 +1,124 @@
+//! The real storage: one file per handle in `DATA/objects/`, named by the handle as 16
+//! lowercase hex digits, readable by the server's user alone. Objects are kernel files, so the
+//! store's io_uring batches and mapped reads apply to them.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::storage::{Listed, Listing, ObjectStorage};
+
+/// Mode of an iod's data directory and its object directory: the owner's alone.
+pub const OWNER_ONLY_DIRECTORY: u32 = 0o700;
+/// Mode of every object file (and of the calibration scratch file).
+pub const OWNER_ONLY_FILE: u32 = 0o600;
+
+/// A directory of object files.
+#[derive(Debug)]
+pub struct FileStorage {
+    directory: PathBuf,
+    /// `directory` as text, for messages.
+    location: String,
+}
+
+impl FileStorage {
+    /// Opens (creating if needed) the object directory under `data_directory`, owner-only.
+    pub fn open(data_directory: &Path) -> io::Result<Self> {
+        let directory = data_directory.join("objects");
+        fs::create_dir_all(&directory)?;
+        // Owner-only, also for a directory an older server made: the objects are the files'
+        // bytes, for the servers alone (clients reach them through requests).
+        for private in [data_directory, &directory] {
+            fs::set_permissions(private, fs::Permissions::from_mode(OWNER_ONLY_DIRECTORY))?;
+        }
+        let location = directory.display().to_string();
+        Ok(Self {
+            directory,
+            location,
+        })
+    }
+
+    /// The object directory.
+    pub fn directory(&self) -> &Path {
+        &self.directory
+    }
+
+    /// The path of the object of `handle`.
+    pub fn path(&self, handle: u64) -> PathBuf {
+        self.directory.join(format!("{handle:016x}"))
+    }
+}
+
+impl ObjectStorage for FileStorage {
+    type Object = File;
+
+    const FILE_BACKED: bool = true;
+
+    fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn open(&self, handle: u64) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.path(handle))
+    }
+
+    fn create(&self, handle: u64) -> io::Result<()> {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(OWNER_ONLY_FILE)
+            .open(self.path(handle))
+            .map(drop)
+    }
+
+    fn remove(&self, handle: u64) -> io::Result<()> {
+        fs::remove_file(self.path(handle))
+    }
+
+    fn list(&self) -> io::Result<Listing<'_>> {
+        let entries = fs::read_dir(&self.directory)?;
+        Ok(Box::new(entries.map(|entry| {
+            entry.map(|entry| match parse_object_name(&entry.file_name()) {
+                Some(handle) => Listed::Object(handle),
+                None => Listed::Foreign,
+            })
+        })))
+    }
+}
+
+/// The handle an object file is named for: exactly 16 lowercase hex digits.
+fn parse_object_name(name: &std::ffi::OsStr) -> Option<u64> {
+    let name = name.to_str()?;
+    let hex = name.len() == 16
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
+    hex.then(|| u64::from_str_radix(name, 16).ok()).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_names_are_sixteen_lowercase_hex_digits() {
+        use std::ffi::OsStr;
+        assert_eq!(
+            parse_object_name(OsStr::new("00000000000000ff")),
+            Some(0xff)
+        );
+        for bad in [
+            "ff",
+            "00000000000000FF",
+            "00000000000000fg",
+            "000000000000000ff",
+            "x.tmp",
+        ] {
+            assert_eq!(parse_object_name(OsStr::new(bad)), None, "{bad}");
+        }
+    }
+}
