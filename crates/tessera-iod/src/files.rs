@@ -7,7 +7,7 @@ use std::io;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::storage::{Listed, Listing, ObjectStorage};
+use crate::storage::{Listed, Listing, ObjectStorage, Usage};
 
 /// Mode of an iod's data directory and its object directory: the owner's alone.
 pub const OWNER_ONLY_DIRECTORY: u32 = 0o700;
@@ -87,6 +87,50 @@ impl ObjectStorage for FileStorage {
                 None => Listed::Foreign,
             })
         })))
+    }
+
+    /// `statvfs(3)` of the object directory, and one `stat` per object.
+    fn usage(&self) -> io::Result<Usage> {
+        let path = std::ffi::CString::new(self.directory.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))?;
+        // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+        let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `path` is a NUL-terminated string and `vfs` a live struct the call fills.
+        if unsafe { libc::statvfs(path.as_ptr(), &raw mut vfs) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        #[allow(
+            clippy::useless_conversion,
+            reason = "the statvfs fields are u64 here, narrower on 32-bit targets"
+        )]
+        let (fragment, blocks, free, available) = (
+            u64::from(vfs.f_frsize),
+            u64::from(vfs.f_blocks),
+            u64::from(vfs.f_bfree),
+            u64::from(vfs.f_bavail),
+        );
+        let mut usage = Usage {
+            total_bytes: blocks.saturating_mul(fragment),
+            free_bytes: free.saturating_mul(fragment),
+            available_bytes: available.saturating_mul(fragment),
+            ..Usage::default()
+        };
+        for entry in fs::read_dir(&self.directory)? {
+            let entry = entry?;
+            if parse_object_name(&entry.file_name()).is_none() {
+                continue;
+            }
+            let metadata = match entry.metadata() {
+                Ok(metadata) => metadata,
+                // Removed while listing: no longer an object.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            usage.objects += 1;
+            usage.object_bytes += metadata.len();
+            usage.object_allocated_bytes += std::os::unix::fs::MetadataExt::blocks(&metadata) * 512;
+        }
+        Ok(usage)
     }
 }
 

@@ -41,6 +41,23 @@ pub struct ObjectMetadata {
     pub mtime_ns: u64,
 }
 
+/// Capacity and use of a storage, for `Statfs` (`tessera df`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Size of the storage, bytes.
+    pub total_bytes: u64,
+    /// Free bytes.
+    pub free_bytes: u64,
+    /// Free bytes the server may use (what its writes run out of).
+    pub available_bytes: u64,
+    /// Objects stored.
+    pub objects: u64,
+    /// Their sizes added up (holes included), bytes.
+    pub object_bytes: u64,
+    /// The space they take (holes excluded), bytes.
+    pub object_allocated_bytes: u64,
+}
+
 /// Where an iod's objects live.
 ///
 /// Errors are plain `io::Error`s; the store names the object and the [`location`] in the
@@ -71,6 +88,9 @@ pub trait ObjectStorage: Send + Sync + Debug + 'static {
 
     /// Every entry where the objects are, in no particular order.
     fn list(&self) -> io::Result<Listing<'_>>;
+
+    /// Capacity and use: one look at every object.
+    fn usage(&self) -> io::Result<Usage>;
 }
 
 /// One open object: positioned calls on its bytes.

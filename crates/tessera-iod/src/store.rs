@@ -409,61 +409,22 @@ impl<S: ObjectStorage> ObjectStore<S> {
         }
     }
 
-    /// The file system under the object directory (`statvfs(3)`) and the objects' sizes,
-    /// for `Statfs` (`tessera df`). Walks the object directory once: one `stat` per object.
+    /// The storage's capacity and the objects' sizes, for `Statfs` (`tessera df`).
     pub fn statfs(&self) -> Result<StatfsReply, RemoteError> {
-        let failed = |what: &str, err: &io::Error| {
+        let usage = self.storage.usage().map_err(|err| {
             RemoteError::new(
                 ErrorCode::Io,
-                format!("{what} {} failed: {err}", self.directory.display()),
+                format!("measuring {} failed: {err}", self.storage.location()),
             )
-        };
-        let path = std::ffi::CString::new(self.directory.as_os_str().as_encoded_bytes()).map_err(
-            |_| {
-                RemoteError::new(
-                    ErrorCode::Internal,
-                    format!("{} holds a NUL byte", self.directory.display()),
-                )
-            },
-        )?;
-        // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
-        let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: `path` is a NUL-terminated string and `vfs` a live struct the call fills.
-        if unsafe { libc::statvfs(path.as_ptr(), &raw mut vfs) } != 0 {
-            return Err(failed("statvfs of", &io::Error::last_os_error()));
-        }
-        #[allow(
-            clippy::useless_conversion,
-            reason = "the statvfs fields are u64 here, narrower on 32-bit targets"
-        )]
-        let (fragment, blocks, free, available) = (
-            u64::from(vfs.f_frsize),
-            u64::from(vfs.f_blocks),
-            u64::from(vfs.f_bfree),
-            u64::from(vfs.f_bavail),
-        );
-        let mut reply = StatfsReply {
-            total_bytes: blocks.saturating_mul(fragment),
-            free_bytes: free.saturating_mul(fragment),
-            available_bytes: available.saturating_mul(fragment),
-            ..StatfsReply::default()
-        };
-        for entry in fs::read_dir(&self.directory).map_err(|err| failed("listing", &err))? {
-            let entry = entry.map_err(|err| failed("listing", &err))?;
-            if parse_object_name(&entry.file_name()).is_none() {
-                continue;
-            }
-            let metadata = match entry.metadata() {
-                Ok(metadata) => metadata,
-                // Removed while listing: no longer an object.
-                Err(err) if err.kind() == ErrorKind::NotFound => continue,
-                Err(err) => return Err(failed("listing", &err)),
-            };
-            reply.objects += 1;
-            reply.object_bytes += metadata.len();
-            reply.object_allocated_bytes += std::os::unix::fs::MetadataExt::blocks(&metadata) * 512;
-        }
-        Ok(reply)
+        })?;
+        Ok(StatfsReply {
+            total_bytes: usage.total_bytes,
+            free_bytes: usage.free_bytes,
+            available_bytes: usage.available_bytes,
+            objects: usage.objects,
+            object_bytes: usage.object_bytes,
+            object_allocated_bytes: usage.object_allocated_bytes,
+        })
     }
 
     /// Objects stored.

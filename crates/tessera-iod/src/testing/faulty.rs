@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::storage::{Listing, ObjectMetadata, ObjectStorage, StorageObject};
+use crate::storage::{Listing, ObjectMetadata, ObjectStorage, StorageObject, Usage};
 
 /// Rules a [`FaultPlan`] holds at once.
 pub const FAULT_RULES_MAX: usize = 64;
@@ -27,7 +27,7 @@ pub enum Op {
     Create,
     /// `ObjectStorage::remove`.
     Remove,
-    /// `ObjectStorage::list`.
+    /// `ObjectStorage::list` and `ObjectStorage::usage`.
     List,
     /// A positioned read.
     Read,
@@ -314,6 +314,10 @@ impl<S: ObjectStorage> ObjectStorage for Faulty<S> {
 
     fn list(&self) -> io::Result<Listing<'_>> {
         self.plan.run(Op::List, None, || self.inner.list())
+    }
+
+    fn usage(&self) -> io::Result<Usage> {
+        self.plan.run(Op::List, None, || self.inner.usage())
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::storage::{Listed, Listing, ObjectMetadata, ObjectStorage, StorageObject};
+use crate::storage::{Listed, Listing, ObjectMetadata, ObjectStorage, StorageObject, Usage};
 
 /// Bytes a [`MemStorage::new`] holds over all its objects.
 pub const MEM_STORAGE_BYTES_DEFAULT: u64 = 256 << 20;
@@ -140,6 +140,22 @@ impl ObjectStorage for MemStorage {
                 .into_iter()
                 .map(|handle| Ok(Listed::Object(handle))),
         ))
+    }
+
+    fn usage(&self) -> io::Result<Usage> {
+        let objects = self.objects.lock().expect("object map lock");
+        let object_bytes = objects
+            .values()
+            .map(|object| object.0.bytes.read().expect("object lock").len() as u64)
+            .sum();
+        Ok(Usage {
+            total_bytes: self.space.capacity_bytes,
+            free_bytes: self.space.free_bytes(),
+            available_bytes: self.space.free_bytes(),
+            objects: objects.len() as u64,
+            object_bytes,
+            object_allocated_bytes: object_bytes,
+        })
     }
 }
 
