@@ -7,10 +7,11 @@ use std::ffi::{c_char, c_int};
 use std::path::PathBuf;
 
 use tessera_client::config::CLUSTER_ENV;
-use tessera_client::{Attr, Client, CreateOptions, FileKind, Layout, OpenMode, ViewedFile};
+use tessera_client::{Client, CreateOptions, OpenMode, ViewedFile};
 
 use crate::error::{guard, handle, put, text, Failure, TESSERA_ERR_CONFIG};
 use crate::file::{FileState, TesseraFile};
+use crate::stat::TesseraStat;
 
 /// A connection to one cluster.
 pub struct TesseraClient {
@@ -36,60 +37,6 @@ pub struct TesseraCreateOptions {
     pub stripe_unit_bytes: u64,
     /// Servers to stripe over; 0 means all (default).
     pub server_count: u32,
-}
-
-/// What [`tessera_stat`] and [`tessera_file_stat`] report.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TesseraStat {
-    /// The file handle.
-    pub handle: u64,
-    /// Size in bytes (computed from the servers).
-    pub size: u64,
-    /// Permission bits.
-    pub mode: u32,
-    /// Non-zero for a directory.
-    pub is_directory: c_int,
-    /// Last data or name change, ns since the Unix epoch.
-    pub mtime_ns: u64,
-    /// Stripe unit of a striped file (0 for a directory or a pattern layout).
-    pub stripe_unit_bytes: u64,
-    /// Servers the file's layout spans (0 for a directory).
-    pub server_count: u32,
-    /// Owner.
-    pub uid: u32,
-    /// Group.
-    pub gid: u32,
-    /// Links (2 + subdirectories for a directory, 1 for a file).
-    pub nlink: u32,
-    /// Last access, ns since the Unix epoch.
-    pub atime_ns: u64,
-    /// Last attribute change, ns since the Unix epoch.
-    pub ctime_ns: u64,
-}
-
-impl From<&Attr> for TesseraStat {
-    fn from(attr: &Attr) -> Self {
-        let (stripe_unit_bytes, server_count) = match &attr.layout {
-            Some(Layout::Stripe(stripe)) => (stripe.stripe_unit_bytes, stripe.servers.len()),
-            Some(layout) => (0, layout.servers().len()),
-            None => (0, 0),
-        };
-        Self {
-            handle: attr.handle,
-            size: attr.size,
-            mode: attr.mode,
-            is_directory: c_int::from(attr.kind == FileKind::Directory),
-            mtime_ns: attr.mtime_ns,
-            stripe_unit_bytes,
-            server_count: u32::try_from(server_count).unwrap_or(u32::MAX),
-            uid: attr.uid,
-            gid: attr.gid,
-            nlink: attr.nlink,
-            atime_ns: attr.atime_ns,
-            ctime_ns: attr.ctime_ns,
-        }
-    }
 }
 
 /// The cluster file named by `cluster`, or by `$TESSERA_CLUSTER` when it is empty; a

@@ -23,6 +23,7 @@ mod error;
 mod file;
 mod memory;
 mod shared;
+mod stat;
 
 pub use client::*;
 pub use collective::*;
@@ -31,3 +32,4 @@ pub use error::*;
 pub use file::*;
 pub use memory::TESSERA_MEMORY_RUNS_MAX;
 pub use shared::*;
+pub use stat::*;

@@ -14,6 +14,7 @@ pub mod layout;
 pub mod limits;
 pub mod message;
 pub mod pattern;
+pub mod segment;
 
 pub use codec::{Decoder, Encoder, Wire};
 pub use error::{ErrorCode, RemoteError, WireError};
