@@ -1,4 +1,5 @@
-//! Connecting to a cluster and the namespace calls: create, open, delete, mkdir, stat.
+//! Connecting to a cluster and the namespace calls: create, open, delete, mkdir, rmdir,
+//! rename, chmod, chown, stat (listing a directory is `dir.rs`).
 //!
 //! A `TesseraClient` wraps one `tessera_client::Client` (its connections are made on first
 //! use and shared by every file opened through it). Paths are Tessera paths (`/dir/file`).
@@ -246,5 +247,94 @@ pub unsafe extern "C" fn tessera_stat(
         let attr = client.client.stat(path)?;
         // SAFETY: the caller guarantees `out` is valid for one write.
         unsafe { put(out, TesseraStat::from(&attr), "out") }
+    })
+}
+
+/// Removes the empty directory `path`.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_rmdir(client: *const TesseraClient, path: *const c_char) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        Ok(client.client.rmdir(path)?)
+    })
+}
+
+/// Moves `source` to `target` in one step, as POSIX `rename` does: a file or empty directory
+/// at `target` is replaced, and a file open under the old name stays open. Fails with
+/// `TESSERA_ERR_NOT_FOUND` when `source` does not exist, `TESSERA_ERR_NOT_EMPTY` when
+/// `target` is a directory with entries, `TESSERA_ERR_IS_DIRECTORY` or
+/// `TESSERA_ERR_NOT_DIRECTORY` when one is a directory and the other is not.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `source` and `target` are NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_rename(
+    client: *const TesseraClient,
+    source: *const c_char,
+    target: *const c_char,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, source, target) = unsafe {
+            (
+                handle(client, "client")?,
+                text(source, "source")?,
+                text(target, "target")?,
+            )
+        };
+        Ok(client.client.rename(source, target)?)
+    })
+}
+
+/// Sets the permission bits of `path` to `mode` (the low 12 bits: permissions, setuid,
+/// setgid, sticky). Only the owner or root may.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_chmod(
+    client: *const TesseraClient,
+    path: *const c_char,
+    mode: u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        client.client.chmod(path, mode).map(drop)?;
+        Ok(())
+    })
+}
+
+/// Pass as `uid` or `gid` of [`tessera_chown`] to leave that one unchanged (POSIX's
+/// `(uid_t)-1`).
+pub const TESSERA_ID_UNCHANGED: u32 = u32::MAX;
+const _: () = assert!(TESSERA_ID_UNCHANGED == tessera_proto::CHOWN_UNCHANGED);
+
+/// Sets the owner `uid` and the group `gid` of `path`; `TESSERA_ID_UNCHANGED` leaves one as it
+/// is. Only root may change the owner; the owner may change the group to one of their own
+/// groups.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_chown(
+    client: *const TesseraClient,
+    path: *const c_char,
+    uid: u32,
+    gid: u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        let given = |id: u32| (id != TESSERA_ID_UNCHANGED).then_some(id);
+        client
+            .client
+            .chown(path, given(uid), given(gid))
+            .map(drop)?;
+        Ok(())
     })
 }

@@ -67,7 +67,7 @@ impl TesseraFile {
     }
 }
 
-/// What one I/O call did (the client library's `IoReport`).
+/// What one I/O call did: requests and messages on the wire, and what the servers did.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TesseraIoReport {

@@ -318,18 +318,31 @@ impl Client {
         let mut entries = Vec::new();
         let mut after = String::new();
         loop {
-            let page = self.mds_call(&Readdir {
-                credentials: self.credentials()?,
-                path: path.to_owned(),
-                after: after.clone(),
-            })?;
-            let more = page.more;
-            entries.extend(page.entries);
+            let (page, more) = self.readdir_page(path, &after)?;
+            entries.extend(page);
             match entries.last() {
                 Some(last) if more => after.clone_from(&last.name),
                 _ => return Ok(entries),
             }
         }
+    }
+
+    /// One page of a directory's listing: at most `READDIR_ENTRIES_MAX` entries in name
+    /// order, those after the name `after` ("" for the first page), and whether more follow.
+    /// A caller that lists page by page holds one page at a time, whatever the directory's
+    /// size; an entry made or removed between two pages may or may not be listed, and no name
+    /// is listed twice.
+    pub fn readdir_page(
+        &self,
+        path: &str,
+        after: &str,
+    ) -> Result<(Vec<DirEntry>, bool), ClientError> {
+        let page = self.mds_call(&Readdir {
+            credentials: self.credentials()?,
+            path: path.to_owned(),
+            after: after.to_owned(),
+        })?;
+        Ok((page.entries, page.more))
     }
 
     /// A fresh capability for an open file.
