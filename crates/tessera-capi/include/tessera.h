@@ -8,250 +8,485 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Open for reading only.
+/**
+ * Open for reading only.
+ */
 #define TESSERA_MODE_READ_ONLY 1
 
-// Open for writing only.
+/**
+ * Open for writing only.
+ */
 #define TESSERA_MODE_WRITE_ONLY 2
 
-// Open for reading and writing.
+/**
+ * Open for reading and writing.
+ */
 #define TESSERA_MODE_READ_WRITE 3
 
-// Most bytes of one message, and the largest displacement, a communicator callback is given
-// (MPI's counts are `int`).
+/**
+ * Pass as `uid` or `gid` of tessera_chown() to leave that one unchanged (POSIX's
+ * `(uid_t)-1`).
+ */
+#define TESSERA_ID_UNCHANGED UINT32_MAX
+
+/**
+ * Most bytes of one message, and the largest displacement, a communicator callback is given
+ * (MPI's counts are `int`).
+ */
 #define TESSERA_COMM_COUNT_MAX 2147483647
 
-// Row-major order (C): the last dimension varies fastest.
+/**
+ * Row-major order (C): the last dimension varies fastest.
+ */
 #define TESSERA_ORDER_C 0
 
-// Column-major order (Fortran): the first dimension varies fastest.
+/**
+ * Column-major order (Fortran): the first dimension varies fastest.
+ */
 #define TESSERA_ORDER_FORTRAN 1
 
-// A darray dimension dealt in contiguous blocks.
+/**
+ * A darray dimension dealt in contiguous blocks.
+ */
 #define TESSERA_DISTRIBUTE_BLOCK 1
 
-// A darray dimension dealt round-robin in blocks.
+/**
+ * A darray dimension dealt round-robin in blocks.
+ */
 #define TESSERA_DISTRIBUTE_CYCLIC 2
 
-// A darray dimension not distributed.
+/**
+ * A darray dimension not distributed.
+ */
 #define TESSERA_DISTRIBUTE_NONE 3
 
-// The typemap is in order: every entry at a non-negative offset, none before the one
-// preceding it, none overlapping it.
+/**
+ * The typemap is in order: every entry at a non-negative offset, none before the one
+ * preceding it, none overlapping it.
+ */
 #define TESSERA_TYPEMAP_ORDERED 0
 
-// An entry lies at a negative offset.
+/**
+ * An entry lies at a negative offset.
+ */
 #define TESSERA_TYPEMAP_NEGATIVE 1
 
-// An entry lies before the entry preceding it in the typemap.
+/**
+ * An entry lies before the entry preceding it in the typemap.
+ */
 #define TESSERA_TYPEMAP_DECREASING 2
 
-// An entry starts inside the bytes of the entry preceding it.
+/**
+ * An entry starts inside the bytes of the entry preceding it.
+ */
 #define TESSERA_TYPEMAP_OVERLAPPING 3
 
-// Success.
+/**
+ * Bytes of the `name` field of `TesseraDirEntry`: the longest name Tessera allows (255
+ * bytes) and its NUL.
+ */
+#define TESSERA_DIR_NAME_BYTES 256
+
+/**
+ * Success.
+ */
 #define TESSERA_OK 0
 
-// A path or name does not exist.
+/**
+ * A path or name does not exist.
+ */
 #define TESSERA_ERR_NOT_FOUND 1
 
-// The name already exists.
+/**
+ * The name already exists.
+ */
 #define TESSERA_ERR_EXISTS 2
 
-// A path component is not a directory.
+/**
+ * A path component is not a directory.
+ */
 #define TESSERA_ERR_NOT_DIRECTORY 3
 
-// A file was needed but the path is a directory.
+/**
+ * A file was needed but the path is a directory.
+ */
 #define TESSERA_ERR_IS_DIRECTORY 4
 
-// The directory is not empty.
+/**
+ * The directory is not empty.
+ */
 #define TESSERA_ERR_NOT_EMPTY 5
 
-// A malformed argument (null pointer, bad type, bad mode name, ...).
+/**
+ * A malformed argument (null pointer, bad type, bad mode name, ...).
+ */
 #define TESSERA_ERR_INVALID_ARGUMENT 6
 
-// A count or size over a named limit (the message names it).
+/**
+ * A count or size over a named limit (the message names it).
+ */
 #define TESSERA_ERR_LIMIT_EXCEEDED 7
 
-// The file's objects are gone (the file was removed while open).
+/**
+ * The file's objects are gone (the file was removed while open).
+ */
 #define TESSERA_ERR_UNKNOWN_HANDLE 8
 
-// A server's storage failed.
+/**
+ * A server's storage failed.
+ */
 #define TESSERA_ERR_IO 9
 
-// A peer broke the protocol.
+/**
+ * A peer broke the protocol.
+ */
 #define TESSERA_ERR_PROTOCOL 10
 
-// The file is not open for this operation.
+/**
+ * The file is not open for this operation.
+ */
 #define TESSERA_ERR_PERMISSION_DENIED 11
 
-// A server or lock is busy (a range lock not granted in time, a lease that ran out).
+/**
+ * A server or lock is busy (a range lock not granted in time, a lease that ran out).
+ */
 #define TESSERA_ERR_BUSY 12
 
-// A server could not be reached or did not answer in time.
+/**
+ * A server could not be reached or did not answer in time.
+ */
 #define TESSERA_ERR_UNAVAILABLE 13
 
-// An invariant broke inside a server.
+/**
+ * An invariant broke inside a server.
+ */
 #define TESSERA_ERR_INTERNAL 14
 
-// A server's disk is full (the message names the server's store); nothing was changed.
+/**
+ * A server's disk is full (the message names the server's store); nothing was changed.
+ */
 #define TESSERA_ERR_NO_SPACE 19
 
-// The cluster file is missing or malformed, or no cluster was named.
+/**
+ * The cluster file is missing or malformed, or no cluster was named.
+ */
 #define TESSERA_ERR_CONFIG 64
 
-// A bug: Rust code panicked; the message says where. The handle involved may be unusable.
+/**
+ * A bug inside the library (it panicked); the message says where. The handle involved may
+ * be unusable.
+ */
 #define TESSERA_ERR_PANIC 65
 
-// Longest message kept for [`tessera_last_error`], in bytes (a longer one is cut).
+/**
+ * Longest message kept for tessera_last_error(), in bytes (a longer one is cut).
+ */
 #define TESSERA_ERROR_MESSAGE_BYTES_MAX 4096
 
-// Most runs one access's memory type may give (each becomes a slice of 16 bytes).
+/**
+ * Most runs one access's memory type may give (each becomes a slice of 16 bytes).
+ */
 #define TESSERA_MEMORY_RUNS_MAX (1 << 22)
 
-// A connection to one cluster.
+/**
+ * Major version of the library this header belongs to.
+ */
+#define TESSERA_VERSION_MAJOR 0
+
+/**
+ * Minor version of the library this header belongs to.
+ */
+#define TESSERA_VERSION_MINOR 1
+
+/**
+ * Patch version of the library this header belongs to.
+ */
+#define TESSERA_VERSION_PATCH 0
+
+/**
+ * A connection to one cluster.
+ */
 typedef struct TesseraClient TesseraClient;
 
-// A datatype: an immutable tree, safe to share between threads.
+/**
+ * A datatype: an immutable tree, safe to share between threads.
+ */
 typedef struct TesseraDatatype TesseraDatatype;
 
-// An open file. Calls on one file are serialised.
+/**
+ * An open directory listing.
+ */
+typedef struct TesseraDir TesseraDir;
+
+/**
+ * An open file. Calls on one file are serialised.
+ */
 typedef struct TesseraFile TesseraFile;
 
-// A shared file pointer.
+/**
+ * A shared file pointer.
+ */
 typedef struct TesseraSharedPointer TesseraSharedPointer;
 
-// How [`tessera_create`] makes a file. Fill it with [`tessera_create_options_init`].
+/**
+ * How tessera_create() makes a file. Fill it with tessera_create_options_init().
+ */
 typedef struct TesseraCreateOptions {
-  // Permission bits (default 0644).
+  /**
+   * Permission bits (default 0644).
+   */
   uint32_t mode;
-  // Non-zero: fail with `TESSERA_ERR_EXISTS` if the name exists (default 0: open it).
+  /**
+   * Non-zero: fail with `TESSERA_ERR_EXISTS` if the name exists (default 0: open it).
+   */
   int exclusive;
-  // Stripe unit in bytes (default 64 KiB).
+  /**
+   * Stripe unit in bytes (default 64 KiB).
+   */
   uint64_t stripe_unit_bytes;
-  // Servers to stripe over; 0 means all (default).
+  /**
+   * Servers to stripe over; 0 means all (default).
+   */
   uint32_t server_count;
 } TesseraCreateOptions;
 
-// What [`tessera_stat`] and [`tessera_file_stat`] report.
+/**
+ * What tessera_stat() and tessera_file_stat() report.
+ */
 typedef struct TesseraStat {
-  // The file handle.
+  /**
+   * The file handle.
+   */
   uint64_t handle;
-  // Size in bytes (computed from the servers).
+  /**
+   * Size in bytes (computed from the servers).
+   */
   uint64_t size;
-  // Permission bits.
+  /**
+   * Permission bits.
+   */
   uint32_t mode;
-  // Non-zero for a directory.
+  /**
+   * Non-zero for a directory.
+   */
   int is_directory;
-  // Last data or name change, ns since the Unix epoch.
+  /**
+   * Last data or name change, ns since the Unix epoch.
+   */
   uint64_t mtime_ns;
-  // Stripe unit of a striped file (0 for a directory or a pattern layout).
+  /**
+   * Stripe unit of a striped file (0 for a directory or a pattern layout).
+   */
   uint64_t stripe_unit_bytes;
-  // Servers the file's layout spans (0 for a directory).
+  /**
+   * Servers the file's layout spans (0 for a directory).
+   */
   uint32_t server_count;
-  // Owner.
+  /**
+   * Owner.
+   */
   uint32_t uid;
-  // Group.
+  /**
+   * Group.
+   */
   uint32_t gid;
-  // Links (2 + subdirectories for a directory, 1 for a file).
+  /**
+   * Links (2 + subdirectories for a directory, 1 for a file).
+   */
   uint32_t nlink;
-  // Last access, ns since the Unix epoch.
+  /**
+   * Last access, ns since the Unix epoch.
+   */
   uint64_t atime_ns;
-  // Last attribute change, ns since the Unix epoch.
+  /**
+   * Last attribute change, ns since the Unix epoch.
+   */
   uint64_t ctime_ns;
 } TesseraStat;
 
-// How a collective access reaches the servers (MPI hints `tessera_coll`, `cb_buffer_size`,
-// `cb_nodes`).
+/**
+ * How a collective access reaches the servers (MPI hints `tessera_coll`, `cb_buffer_size`,
+ * `cb_nodes`).
+ */
 typedef struct TesseraCollectiveOptions {
-  // `"two_phase"`, `"server_directed"` or `"independent"`; null is `"server_directed"`.
+  /**
+   * `"two_phase"`, `"server_directed"` or `"independent"`; null is `"server_directed"`.
+   */
   const char *method;
-  // `two_phase`: most bytes per aggregator and round; 0 is the default (16 MiB).
+  /**
+   * `two_phase`: most bytes per aggregator and round; 0 is the default (16 MiB).
+   */
   uint64_t cb_buffer_size;
-  // `two_phase`: aggregators; 0 is the default (every process, or one per server if
-  // fewer).
+  /**
+   * `two_phase`: aggregators; 0 is the default (every process, or one per server if
+   * fewer).
+   */
   uint32_t cb_nodes;
-  // `server_directed`: how long a server waits for missing participants, in ms; 0 is the
-  // default (20 s).
+  /**
+   * `server_directed`: how long a server waits for missing participants, in ms; 0 is the
+   * default (20 s).
+   */
   uint32_t wait_ms;
-  // 0: automatic (ROMIO's `romio_cb_read`/`romio_cb_write` `automatic`): when no two
-  // processes' accesses can touch the same file bytes, each makes its own access; 1:
-  // always the method (`enable`).
+  /**
+   * 0: automatic (ROMIO's `romio_cb_read`/`romio_cb_write` `automatic`): when no two
+   * processes' accesses can touch the same file bytes, each makes its own access; 1:
+   * always the method (`enable`).
+   */
   uint32_t buffering;
 } TesseraCollectiveOptions;
 
-// The processes of a collective call, as callbacks. Every callback returns 0 on success and
-// anything else on failure; every process calls them in the same order.
+/**
+ * The processes of a collective call, as callbacks. Every callback returns 0 on success and
+ * anything else on failure; every process calls them in the same order.
+ */
 typedef struct TesseraCommunicator {
-  // Passed to every callback.
+  /**
+   * Passed to every callback.
+   */
   void *ctx;
-  // This process's rank, `0..size`.
+  /**
+   * This process's rank, `0..size`.
+   */
   uint32_t rank;
-  // Processes in the group (at least 1).
+  /**
+   * Processes in the group (at least 1).
+   */
   uint32_t size;
-  // Every process sends `bytes` bytes from `send`; `recv` receives `size · bytes` bytes,
-  // rank 0's first.
+  /**
+   * Every process sends `bytes` bytes from `send`; `recv` receives `size · bytes` bytes,
+   * rank 0's first.
+   */
   int (*allgather)(void *ctx, const void *send, uint64_t bytes, void *recv);
-  // Sends `send_counts[r]` bytes from `send + send_displs[r]` to rank `r`, and receives
-  // `recv_counts[r]` bytes from rank `r` at `recv + recv_displs[r]` (arrays of `size`).
+  /**
+   * Sends `send_counts[r]` bytes from `send + send_displs[r]` to rank `r`, and receives
+   * `recv_counts[r]` bytes from rank `r` at `recv + recv_displs[r]` (arrays of `size`).
+   */
   int (*alltoallv)(void *ctx, const void *send, const uint64_t *send_counts, const uint64_t *send_displs, void *recv, const uint64_t *recv_counts, const uint64_t *recv_displs);
-  // Returns when every process has called it.
+  /**
+   * Returns when every process has called it.
+   */
   int (*barrier)(void *ctx);
 } TesseraCommunicator;
 
-// What one I/O call did (the client library's `IoReport`).
+/**
+ * What one I/O call did: requests and messages on the wire, and what the servers did.
+ */
 typedef struct TesseraIoReport {
-  // Requests sent.
+  /**
+   * Requests sent.
+   */
   uint64_t requests;
-  // Frames sent.
+  /**
+   * Frames sent.
+   */
   uint64_t messages_sent;
-  // Frames received.
+  /**
+   * Frames received.
+   */
   uint64_t messages_received;
-  // Contiguous storage pieces the servers touched.
+  /**
+   * Contiguous storage pieces the servers touched.
+   */
   uint64_t storage_pieces;
-  // Bytes the servers moved to and from storage.
+  /**
+   * Bytes the servers moved to and from storage.
+   */
   uint64_t storage_bytes;
-  // Requests the servers served by sieving.
+  /**
+   * Requests the servers served by sieving.
+   */
   uint64_t sieved;
-  // Bytes moved for the caller.
+  /**
+   * Bytes moved for the caller.
+   */
   uint64_t bytes;
-  // Bytes copied through pack buffers on the client.
+  /**
+   * Bytes copied through pack buffers on the client.
+   */
   uint64_t bytes_copied;
-  // Distinct servers reached.
+  /**
+   * Distinct servers reached.
+   */
   uint64_t servers;
-  // Range locks taken.
+  /**
+   * Range locks taken.
+   */
   uint64_t locks;
 } TesseraIoReport;
 
-// Sizes and bounds of a datatype, as MPI reports them.
+/**
+ * Sizes and bounds of a datatype, as MPI reports them.
+ */
 typedef struct TesseraTypeInfo {
-  // Data bytes in one instance.
+  /**
+   * Data bytes in one instance.
+   */
   uint64_t size;
-  // Lower bound.
+  /**
+   * Lower bound.
+   */
   int64_t lb;
-  // Extent (upper minus lower bound).
+  /**
+   * Extent (upper minus lower bound).
+   */
   int64_t extent;
-  // Lowest byte the data touches.
+  /**
+   * Lowest byte the data touches.
+   */
   int64_t true_lb;
-  // Extent of the bytes the data touches.
+  /**
+   * Extent of the bytes the data touches.
+   */
   int64_t true_extent;
-  // Depth of the tree (1 for a basic type).
+  /**
+   * Depth of the tree (1 for a basic type).
+   */
   uint32_t depth;
 } TesseraTypeInfo;
 
-// A memory segment of a list call: `length` bytes at `base`.
+/**
+ * One entry of a directory, as tessera_readdir() hands it out.
+ */
+typedef struct TesseraDirEntry {
+  /**
+   * The entry's name within the directory (no slash), NUL-terminated.
+   */
+  char name[TESSERA_DIR_NAME_BYTES];
+  /**
+   * The entry's file handle (as `TesseraStat.handle`).
+   */
+  uint64_t handle;
+  /**
+   * Non-zero for a directory.
+   */
+  int is_directory;
+} TesseraDirEntry;
+
+/**
+ * A memory segment of a list call: `length` bytes at `base`.
+ */
 typedef struct TesseraMemSegment {
-  // First byte.
+  /**
+   * First byte.
+   */
   void *base;
-  // Bytes.
+  /**
+   * Bytes.
+   */
   uint64_t length;
 } TesseraMemSegment;
 
-// A file segment of a list call: `length` bytes at file offset `offset`.
+/**
+ * A file segment of a list call: `length` bytes at file offset `offset`.
+ */
 typedef struct TesseraFileSegment {
-  // First byte in the file.
+  /**
+   * First byte in the file.
+   */
   uint64_t offset;
-  // Bytes.
+  /**
+   * Bytes.
+   */
   uint64_t length;
 } TesseraFileSegment;
 
@@ -259,84 +494,143 @@ typedef struct TesseraFileSegment {
 extern "C" {
 #endif // __cplusplus
 
-// Connects to the cluster described by the cluster file `cluster` (a path to
-// `cluster.toml` or to the directory holding it). With `cluster` null or empty,
-// `$TESSERA_CLUSTER` names it. Connections are made on first use.
-//
-// # Safety
-// `cluster` is null or a NUL-terminated string; `out` is valid for one write.
+/**
+ * Connects to the cluster described by the cluster file `cluster` (a path to
+ * `cluster.toml` or to the directory holding it). With `cluster` null or empty,
+ * `$TESSERA_CLUSTER` names it. Connections are made on first use.
+ *
+ * Safety:
+ * `cluster` is null or a NUL-terminated string; `out` is valid for one write.
+ */
 int tessera_connect(const char *cluster, struct TesseraClient **out);
 
-// Frees a client. Files opened through it stay usable. Null is ignored.
-//
-// # Safety
-// `client` is null or a pointer from [`tessera_connect`] not freed before.
+/**
+ * Frees a client. Files opened through it stay usable. Null is ignored.
+ *
+ * Safety:
+ * `client` is null or a pointer from tessera_connect() not freed before.
+ */
 void tessera_client_free(struct TesseraClient *client);
 
-// Fills `options` with the defaults: mode 0644, not exclusive, 64 KiB stripe unit, all
-// servers.
-//
-// # Safety
-// `options` is valid for one write.
+/**
+ * Fills `options` with the defaults: mode 0644, not exclusive, 64 KiB stripe unit, all
+ * servers.
+ *
+ * Safety:
+ * `options` is valid for one write.
+ */
 int tessera_create_options_init(struct TesseraCreateOptions *options);
 
-// Creates the file `path` (or opens it when it exists and `options->exclusive` is 0; an
-// existing file is not truncated), open for reading and writing. `options` may be null
-// for the defaults.
-//
-// # Safety
-// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string; `options` is
-// null or points at a `TesseraCreateOptions`; `out` is valid for one write.
+/**
+ * Creates the file `path` (or opens it when it exists and `options->exclusive` is 0; an
+ * existing file is not truncated), open for reading and writing. `options` may be null
+ * for the defaults.
+ *
+ * Safety:
+ * `client` comes from tessera_connect(); `path` is a NUL-terminated string; `options` is
+ * null or points at a `TesseraCreateOptions`; `out` is valid for one write.
+ */
 int tessera_create(const struct TesseraClient *client,
                    const char *path,
                    const struct TesseraCreateOptions *options,
                    struct TesseraFile **out);
 
-// Opens the existing file `path` with `mode` (`TESSERA_MODE_*`).
-//
-// # Safety
-// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string; `out` is
-// valid for one write.
+/**
+ * Opens the existing file `path` with `mode` (`TESSERA_MODE_*`).
+ *
+ * Safety:
+ * `client` comes from tessera_connect(); `path` is a NUL-terminated string; `out` is
+ * valid for one write.
+ */
 int tessera_open(const struct TesseraClient *client,
                  const char *path,
                  int mode,
                  struct TesseraFile **out);
 
-// Removes the file `path` and its data.
-//
-// # Safety
-// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string.
+/**
+ * Removes the file `path` and its data.
+ *
+ * Safety:
+ * `client` comes from tessera_connect(); `path` is a NUL-terminated string.
+ */
 int tessera_delete(const struct TesseraClient *client, const char *path);
 
-// Creates the directory `path` with permission bits `mode`.
-//
-// # Safety
-// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string.
+/**
+ * Creates the directory `path` with permission bits `mode`.
+ *
+ * Safety:
+ * `client` comes from tessera_connect(); `path` is a NUL-terminated string.
+ */
 int tessera_mkdir(const struct TesseraClient *client, const char *path, uint32_t mode);
 
-// Attributes of `path`, the size computed from the servers.
-//
-// # Safety
-// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string; `out` is
-// valid for one write.
+/**
+ * Attributes of `path`, the size computed from the servers.
+ *
+ * Safety:
+ * `client` comes from tessera_connect(); `path` is a NUL-terminated string; `out` is
+ * valid for one write.
+ */
 int tessera_stat(const struct TesseraClient *client, const char *path, struct TesseraStat *out);
 
-// Checks collective options without an access: 0 if a later call would accept them.
-//
-// # Safety
-// `options` is null or valid; its `method` is null or NUL-terminated.
+/**
+ * Removes the empty directory `path`.
+ *
+ * Safety:
+ * `client` comes from tessera_connect(); `path` is a NUL-terminated string.
+ */
+int tessera_rmdir(const struct TesseraClient *client, const char *path);
+
+/**
+ * Moves `source` to `target` in one step, as POSIX `rename` does: a file or empty directory
+ * at `target` is replaced, and a file open under the old name stays open. Fails with
+ * `TESSERA_ERR_NOT_FOUND` when `source` does not exist, `TESSERA_ERR_NOT_EMPTY` when
+ * `target` is a directory with entries, `TESSERA_ERR_IS_DIRECTORY` or
+ * `TESSERA_ERR_NOT_DIRECTORY` when one is a directory and the other is not.
+ *
+ * Safety:
+ * `client` comes from tessera_connect(); `source` and `target` are NUL-terminated strings.
+ */
+int tessera_rename(const struct TesseraClient *client, const char *source, const char *target);
+
+/**
+ * Sets the permission bits of `path` to `mode` (the low 12 bits: permissions, setuid,
+ * setgid, sticky). Only the owner or root may.
+ *
+ * Safety:
+ * `client` comes from tessera_connect(); `path` is a NUL-terminated string.
+ */
+int tessera_chmod(const struct TesseraClient *client, const char *path, uint32_t mode);
+
+/**
+ * Sets the owner `uid` and the group `gid` of `path`; `TESSERA_ID_UNCHANGED` leaves one as it
+ * is. Only root may change the owner; the owner may change the group to one of their own
+ * groups.
+ *
+ * Safety:
+ * `client` comes from tessera_connect(); `path` is a NUL-terminated string.
+ */
+int tessera_chown(const struct TesseraClient *client, const char *path, uint32_t uid, uint32_t gid);
+
+/**
+ * Checks collective options without an access: 0 if a later call would accept them.
+ *
+ * Safety:
+ * `options` is null or valid; its `method` is null or NUL-terminated.
+ */
 int tessera_collective_options_check(const struct TesseraCollectiveOptions *options_given);
 
-// Writes collectively with every process of `communicator`: as [`crate::tessera_file_write`]
-// (same memory rules), but every process of the group calls it, and the group's
-// `options.method` decides how the data reaches the servers. A process with nothing to
-// write passes a count of 0. Every process gets an error if any failed.
-//
-// # Safety
-// `file` is a live handle; `communicator` is valid and its callbacks are as
-// [`TesseraCommunicator`] says; `options` is null or valid; `memtype` is null or a live
-// handle; the memory is as for [`crate::tessera_file_write`]; `report` is null or valid for
-// one write.
+/**
+ * Writes collectively with every process of `communicator`: as tessera_file_write()
+ * (same memory rules), but every process of the group calls it, and the group's
+ * `options.method` decides how the data reaches the servers. A process with nothing to
+ * write passes a count of 0. Every process gets an error if any failed.
+ *
+ * Safety:
+ * `file` is a live handle; `communicator` is valid and its callbacks are as
+ * TesseraCommunicator says; `options` is null or valid; `memtype` is null or a live
+ * handle; the memory is as for tessera_file_write(); `report` is null or valid for
+ * one write.
+ */
 int tessera_file_write_all(const struct TesseraFile *file,
                            const struct TesseraCommunicator *communicator,
                            const struct TesseraCollectiveOptions *options_given,
@@ -346,11 +640,13 @@ int tessera_file_write_all(const struct TesseraFile *file,
                            const struct TesseraDatatype *memtype,
                            struct TesseraIoReport *report);
 
-// Reads collectively with every process of `communicator`: as [`crate::tessera_file_read`],
-// with the group as for [`tessera_file_write_all`].
-//
-// # Safety
-// As [`tessera_file_write_all`], with the memory as for [`crate::tessera_file_read`].
+/**
+ * Reads collectively with every process of `communicator`: as tessera_file_read(),
+ * with the group as for tessera_file_write_all().
+ *
+ * Safety:
+ * As tessera_file_write_all(), with the memory as for tessera_file_read().
+ */
 int tessera_file_read_all(const struct TesseraFile *file,
                           const struct TesseraCommunicator *communicator,
                           const struct TesseraCollectiveOptions *options_given,
@@ -360,107 +656,127 @@ int tessera_file_read_all(const struct TesseraFile *file,
                           const struct TesseraDatatype *memtype,
                           struct TesseraIoReport *report);
 
-// `n` contiguous bytes: the basic type (a named MPI type of `n` bytes).
-//
-// # Safety
-// `out` is valid for one write.
+/**
+ * `n` contiguous bytes: the basic type (a named MPI type of `n` bytes).
+ *
+ * Safety:
+ * `out` is valid for one write.
+ */
 int tessera_type_bytes(uint64_t n, struct TesseraDatatype **out);
 
-// `count` copies of `old` back to back (MPI_Type_contiguous).
-//
-// # Safety
-// `old` is a live handle; `out` is valid for one write.
+/**
+ * `count` copies of `old` back to back (MPI_Type_contiguous).
+ *
+ * Safety:
+ * `old` is a live handle; `out` is valid for one write.
+ */
 int tessera_type_contiguous(uint64_t count,
                             const struct TesseraDatatype *old,
                             struct TesseraDatatype **out);
 
-// `count` blocks of `blocklen` copies of `old`, `stride` extents of `old` apart
-// (MPI_Type_vector).
-//
-// # Safety
-// `old` is a live handle; `out` is valid for one write.
+/**
+ * `count` blocks of `blocklen` copies of `old`, `stride` extents of `old` apart
+ * (MPI_Type_vector).
+ *
+ * Safety:
+ * `old` is a live handle; `out` is valid for one write.
+ */
 int tessera_type_vector(uint64_t count,
                         uint64_t blocklen,
                         int64_t stride,
                         const struct TesseraDatatype *old,
                         struct TesseraDatatype **out);
 
-// As [`tessera_type_vector`] with the stride in bytes (MPI_Type_create_hvector).
-//
-// # Safety
-// `old` is a live handle; `out` is valid for one write.
+/**
+ * As tessera_type_vector() with the stride in bytes (MPI_Type_create_hvector).
+ *
+ * Safety:
+ * `old` is a live handle; `out` is valid for one write.
+ */
 int tessera_type_hvector(uint64_t count,
                          uint64_t blocklen,
                          int64_t stride_bytes,
                          const struct TesseraDatatype *old,
                          struct TesseraDatatype **out);
 
-// `count` blocks of `blocklens[i]` copies of `old` at `displacements[i]` extents of `old`
-// (MPI_Type_indexed).
-//
-// # Safety
-// `blocklens` and `displacements` are valid for `count` reads; `old` is a live handle;
-// `out` is valid for one write.
+/**
+ * `count` blocks of `blocklens[i]` copies of `old` at `displacements[i]` extents of `old`
+ * (MPI_Type_indexed).
+ *
+ * Safety:
+ * `blocklens` and `displacements` are valid for `count` reads; `old` is a live handle;
+ * `out` is valid for one write.
+ */
 int tessera_type_indexed(size_t count,
                          const uint64_t *blocklens,
                          const int64_t *displacements,
                          const struct TesseraDatatype *old,
                          struct TesseraDatatype **out);
 
-// As [`tessera_type_indexed`] with byte displacements (MPI_Type_create_hindexed).
-//
-// # Safety
-// `blocklens` and `displacements` are valid for `count` reads; `old` is a live handle;
-// `out` is valid for one write.
+/**
+ * As tessera_type_indexed() with byte displacements (MPI_Type_create_hindexed).
+ *
+ * Safety:
+ * `blocklens` and `displacements` are valid for `count` reads; `old` is a live handle;
+ * `out` is valid for one write.
+ */
 int tessera_type_hindexed(size_t count,
                           const uint64_t *blocklens,
                           const int64_t *displacements,
                           const struct TesseraDatatype *old,
                           struct TesseraDatatype **out);
 
-// `count` blocks of `blocklen` copies of `old` at `displacements[i]` extents of `old`
-// (MPI_Type_create_indexed_block).
-//
-// # Safety
-// `displacements` is valid for `count` reads; `old` is a live handle; `out` is valid for
-// one write.
+/**
+ * `count` blocks of `blocklen` copies of `old` at `displacements[i]` extents of `old`
+ * (MPI_Type_create_indexed_block).
+ *
+ * Safety:
+ * `displacements` is valid for `count` reads; `old` is a live handle; `out` is valid for
+ * one write.
+ */
 int tessera_type_indexed_block(size_t count,
                                uint64_t blocklen,
                                const int64_t *displacements,
                                const struct TesseraDatatype *old,
                                struct TesseraDatatype **out);
 
-// As [`tessera_type_indexed_block`] with byte displacements
-// (MPI_Type_create_hindexed_block).
-//
-// # Safety
-// `displacements` is valid for `count` reads; `old` is a live handle; `out` is valid for
-// one write.
+/**
+ * As tessera_type_indexed_block() with byte displacements
+ * (MPI_Type_create_hindexed_block).
+ *
+ * Safety:
+ * `displacements` is valid for `count` reads; `old` is a live handle; `out` is valid for
+ * one write.
+ */
 int tessera_type_hindexed_block(size_t count,
                                 uint64_t blocklen,
                                 const int64_t *displacements,
                                 const struct TesseraDatatype *old,
                                 struct TesseraDatatype **out);
 
-// `count` blocks of `blocklens[i]` copies of `types[i]` at byte `displacements[i]`
-// (MPI_Type_create_struct). No alignment padding is added: give MPI's extent with
-// [`tessera_type_resized`].
-//
-// # Safety
-// `blocklens`, `displacements` and `types` are valid for `count` reads, and every entry of
-// `types` is a live handle; `out` is valid for one write.
+/**
+ * `count` blocks of `blocklens[i]` copies of `types[i]` at byte `displacements[i]`
+ * (MPI_Type_create_struct). No alignment padding is added: give MPI's extent with
+ * tessera_type_resized().
+ *
+ * Safety:
+ * `blocklens`, `displacements` and `types` are valid for `count` reads, and every entry of
+ * `types` is a live handle; `out` is valid for one write.
+ */
 int tessera_type_struct(size_t count,
                         const uint64_t *blocklens,
                         const int64_t *displacements,
                         const struct TesseraDatatype *const *types,
                         struct TesseraDatatype **out);
 
-// A sub-block of an `ndims`-dimensional array: `subsizes` elements from `starts` in an
-// array of `sizes` elements of `old`, in `order` (MPI_Type_create_subarray).
-//
-// # Safety
-// `sizes`, `subsizes` and `starts` are valid for `ndims` reads; `old` is a live handle;
-// `out` is valid for one write.
+/**
+ * A sub-block of an `ndims`-dimensional array: `subsizes` elements from `starts` in an
+ * array of `sizes` elements of `old`, in `order` (MPI_Type_create_subarray).
+ *
+ * Safety:
+ * `sizes`, `subsizes` and `starts` are valid for `ndims` reads; `old` is a live handle;
+ * `out` is valid for one write.
+ */
 int tessera_type_subarray(size_t ndims,
                           const uint64_t *sizes,
                           const uint64_t *subsizes,
@@ -469,14 +785,16 @@ int tessera_type_subarray(size_t ndims,
                           const struct TesseraDatatype *old,
                           struct TesseraDatatype **out);
 
-// The share of process `rank` of `size` of a distributed `ndims`-dimensional array of
-// `gsizes` elements of `old` (MPI_Type_create_darray): per dimension a distribution
-// (`TESSERA_DISTRIBUTE_*`), a distribution argument (the block size; 0 for MPI's default)
-// and a process count.
-//
-// # Safety
-// `gsizes`, `distributions`, `dargs` and `psizes` are valid for `ndims` reads; `old` is a
-// live handle; `out` is valid for one write.
+/**
+ * The share of process `rank` of `size` of a distributed `ndims`-dimensional array of
+ * `gsizes` elements of `old` (MPI_Type_create_darray): per dimension a distribution
+ * (`TESSERA_DISTRIBUTE_*`), a distribution argument (the block size; 0 for MPI's default)
+ * and a process count.
+ *
+ * Safety:
+ * `gsizes`, `distributions`, `dargs` and `psizes` are valid for `ndims` reads; `old` is a
+ * live handle; `out` is valid for one write.
+ */
 int tessera_type_darray(uint64_t size,
                         uint64_t rank,
                         size_t ndims,
@@ -488,79 +806,135 @@ int tessera_type_darray(uint64_t size,
                         const struct TesseraDatatype *old,
                         struct TesseraDatatype **out);
 
-// `old` with lower bound `lb` and extent `extent` (MPI_Type_create_resized).
-//
-// # Safety
-// `old` is a live handle; `out` is valid for one write.
+/**
+ * `old` with lower bound `lb` and extent `extent` (MPI_Type_create_resized).
+ *
+ * Safety:
+ * `old` is a live handle; `out` is valid for one write.
+ */
 int tessera_type_resized(int64_t lb,
                          int64_t extent,
                          const struct TesseraDatatype *old,
                          struct TesseraDatatype **out);
 
-// Size and bounds of a type.
-//
-// # Safety
-// `datatype` is a live handle; `out` is valid for one write.
+/**
+ * Size and bounds of a type.
+ *
+ * Safety:
+ * `datatype` is a live handle; `out` is valid for one write.
+ */
 int tessera_type_info(const struct TesseraDatatype *datatype, struct TesseraTypeInfo *out);
 
-// Frees a type handle; types built from it keep their share of the tree. Null is ignored.
-//
-// # Safety
-// `datatype` is null or a handle not freed before.
+/**
+ * Frees a type handle; types built from it keep their share of the tree. Null is ignored.
+ *
+ * Safety:
+ * `datatype` is null or a handle not freed before.
+ */
 void tessera_type_free(struct TesseraDatatype *datatype);
 
-// Checks the order of the typemap of `instances` instances of a type tiled from offset 0
-// (MPI-IO asks an etype's and a file type's typemap to be non-negative, monotonically
-// non-decreasing and, for a file open for writing, non-overlapping; two instances also
-// catch an extent too small for the data). `*order` gets the first `TESSERA_TYPEMAP_*`
-// breach found (overlap is reported only where the order is non-decreasing), `*offset`
-// the byte offset of the entry that breaks it (0 when ordered). If the stream of
-// `instances` instances is over the datatype engine's byte limit, one instance is checked.
-//
-// # Safety
-// `datatype` is a live handle; `order` and `offset` are valid for one write each.
+/**
+ * Checks the order of the typemap of `instances` instances of a type tiled from offset 0
+ * (MPI-IO asks an etype's and a file type's typemap to be non-negative, monotonically
+ * non-decreasing and, for a file open for writing, non-overlapping; two instances also
+ * catch an extent too small for the data). `*order` gets the first `TESSERA_TYPEMAP_*`
+ * breach found (overlap is reported only where the order is non-decreasing), `*offset`
+ * the byte offset of the entry that breaks it (0 when ordered). If the stream of
+ * `instances` instances is over the datatype engine's byte limit, one instance is checked.
+ *
+ * Safety:
+ * `datatype` is a live handle; `order` and `offset` are valid for one write each.
+ */
 int tessera_type_typemap_order(const struct TesseraDatatype *datatype,
                                uint64_t instances,
                                int *order,
                                int64_t *offset);
 
-// The message of the last failed call on this thread ("" if none failed yet). The pointer
-// stays valid until the next failing call on the same thread.
+/**
+ * Opens the directory `path` for listing. The first page of entries is read here, so a
+ * missing path (`TESSERA_ERR_NOT_FOUND`), a file (`TESSERA_ERR_NOT_DIRECTORY`) or a
+ * directory the caller may not read (`TESSERA_ERR_PERMISSION_DENIED`) fails now, not at
+ * the first `tessera_readdir`. Free the handle with tessera_closedir().
+ *
+ * Safety:
+ * `client` comes from tessera_connect(); `path` is a
+ * NUL-terminated string; `out` is valid for one write.
+ */
+int tessera_opendir(const struct TesseraClient *client, const char *path, struct TesseraDir **out);
+
+/**
+ * The next entry of `dir`, in name order: `*entry` points at it, or is null at the end of
+ * the listing (and the call returns `TESSERA_OK`). The entry stays valid until the next call
+ * on `dir`; copy it to keep it. A failure (the mds unreachable while the next page is read,
+ * the directory removed) returns its code and leaves `*entry` null.
+ *
+ * const TesseraDirEntry *entry;
+ * while ((rc = tessera_readdir(dir, &entry)) == TESSERA_OK && entry != NULL)
+ *     printf("%s\n", entry->name);
+ *
+ * Safety:
+ * `dir` comes from tessera_opendir() and is not used by another thread during the call;
+ * `entry` is valid for one write.
+ */
+int tessera_readdir(struct TesseraDir *dir, const struct TesseraDirEntry **entry);
+
+/**
+ * Frees a directory listing. Null is ignored.
+ *
+ * Safety:
+ * `dir` is null or a pointer from tessera_opendir() not freed before.
+ */
+void tessera_closedir(struct TesseraDir *dir);
+
+/**
+ * The message of the last failed call on this thread ("" if none failed yet). The pointer
+ * stays valid until the next failing call on the same thread.
+ */
 const char *tessera_last_error(void);
 
-// Closes a file: releases the views declared through it and frees the handle, also when
-// the release fails (the return code then says so). Null is ignored.
-//
-// # Safety
-// `file` is null or a handle not closed before.
+/**
+ * Closes a file: releases the views declared through it and frees the handle, also when
+ * the release fails (the return code then says so). Null is ignored.
+ *
+ * Safety:
+ * `file` is null or a handle not closed before.
+ */
 int tessera_close(struct TesseraFile *file);
 
-// Attributes of an open file, the size computed from the servers.
-//
-// # Safety
-// `file` is a live handle; `out` is valid for one write.
+/**
+ * Attributes of an open file, the size computed from the servers.
+ *
+ * Safety:
+ * `file` is a live handle; `out` is valid for one write.
+ */
 int tessera_file_stat(const struct TesseraFile *file, struct TesseraStat *out);
 
-// Sets the size of the file: shrinking drops bytes, growing adds zeros.
-//
-// # Safety
-// `file` is a live handle.
+/**
+ * Sets the size of the file: shrinking drops bytes, growing adds zeros.
+ *
+ * Safety:
+ * `file` is a live handle.
+ */
 int tessera_file_set_size(const struct TesseraFile *file, uint64_t size);
 
-// Flushes the file's data on every server to stable storage.
-//
-// # Safety
-// `file` is a live handle.
+/**
+ * Flushes the file's data on every server to stable storage.
+ *
+ * Safety:
+ * `file` is a live handle.
+ */
 int tessera_file_sync(const struct TesseraFile *file);
 
-// Writes the memory segments, in order, to the file segments, in order (list I/O: one
-// request per involved server). The totals must match; where file segments overlap, the
-// later wins. `report` may be null.
-//
-// # Safety
-// `file` is a live handle; `memory` is valid for `memory_count` reads and each segment's
-// bytes for reads; `file_segments` is valid for `file_count` reads; `report` is null or
-// valid for one write.
+/**
+ * Writes the memory segments, in order, to the file segments, in order (list I/O: one
+ * request per involved server). The totals must match; where file segments overlap, the
+ * later wins. `report` may be null.
+ *
+ * Safety:
+ * `file` is a live handle; `memory` is valid for `memory_count` reads and each segment's
+ * bytes for reads; `file_segments` is valid for `file_count` reads; `report` is null or
+ * valid for one write.
+ */
 int tessera_write_list(const struct TesseraFile *file,
                        const struct TesseraMemSegment *memory,
                        size_t memory_count,
@@ -568,13 +942,15 @@ int tessera_write_list(const struct TesseraFile *file,
                        size_t file_count,
                        struct TesseraIoReport *report);
 
-// Reads the file segments, in order, into the memory segments, in order. Bytes never
-// written read as zeros. Memory segments must not overlap. `report` may be null.
-//
-// # Safety
-// `file` is a live handle; `memory` is valid for `memory_count` reads and each segment's
-// bytes for writes; `file_segments` is valid for `file_count` reads; `report` is null or
-// valid for one write.
+/**
+ * Reads the file segments, in order, into the memory segments, in order. Bytes never
+ * written read as zeros. Memory segments must not overlap. `report` may be null.
+ *
+ * Safety:
+ * `file` is a live handle; `memory` is valid for `memory_count` reads and each segment's
+ * bytes for writes; `file_segments` is valid for `file_count` reads; `report` is null or
+ * valid for one write.
+ */
 int tessera_read_list(const struct TesseraFile *file,
                       const struct TesseraMemSegment *memory,
                       size_t memory_count,
@@ -582,99 +958,121 @@ int tessera_read_list(const struct TesseraFile *file,
                       size_t file_count,
                       struct TesseraIoReport *report);
 
-// Sets the file's view: the stream of `filetype` tiled from byte `displacement`, with
-// offsets counted in `etype`s. A null `etype` is one byte; a null `filetype` is the etype
-// (a contiguous view). The file type's size must be a multiple of the etype's. A view
-// declared on the servers for the previous view is released.
-//
-// # Safety
-// `file` is a live handle; `etype` and `filetype` are null or live handles.
+/**
+ * Sets the file's view: the stream of `filetype` tiled from byte `displacement`, with
+ * offsets counted in `etype`s. A null `etype` is one byte; a null `filetype` is the etype
+ * (a contiguous view). The file type's size must be a multiple of the etype's. A view
+ * declared on the servers for the previous view is released.
+ *
+ * Safety:
+ * `file` is a live handle; `etype` and `filetype` are null or live handles.
+ */
 int tessera_file_set_view(const struct TesseraFile *file,
                           uint64_t displacement,
                           const struct TesseraDatatype *etype,
                           const struct TesseraDatatype *filetype);
 
-// Chooses how later accesses reach the servers: `"auto"` (the default: `"view"` when a
-// view other than the default is set, `"datatype"` otherwise), `"multiple"`, `"sieve"`,
-// `"list"`, `"datatype"` or `"view"`.
-//
-// # Safety
-// `file` is a live handle; `method` is a NUL-terminated string.
+/**
+ * Chooses how later accesses reach the servers: `"auto"` (the default: `"view"` when a
+ * view other than the default is set, `"datatype"` otherwise), `"multiple"`, `"sieve"`,
+ * `"list"`, `"datatype"` or `"view"`.
+ *
+ * Safety:
+ * `file` is a live handle; `method` is a NUL-terminated string.
+ */
 int tessera_file_set_method(const struct TesseraFile *file, const char *method);
 
-// The name of the method the next access will use (`"auto"` resolved when `resolved` is
-// non-zero). The string is static.
-//
-// # Safety
-// `file` is a live handle; `out` is valid for one write.
+/**
+ * The name of the method the next access will use (`"auto"` resolved when `resolved` is
+ * non-zero). The string is static.
+ *
+ * Safety:
+ * `file` is a live handle; `out` is valid for one write.
+ */
 int tessera_file_method(const struct TesseraFile *file, int resolved, const char **out);
 
-// Chooses how bulk data moves (`"gather"`, the default, `"pack"`, `"multiple"`, or any
-// other mode the client library names).
-//
-// # Safety
-// `file` is a live handle; `mode` is a NUL-terminated string.
+/**
+ * Chooses how bulk data moves (`"gather"`, the default, `"pack"`, `"multiple"`, or any
+ * other mode the client library names).
+ *
+ * Safety:
+ * `file` is a live handle; `mode` is a NUL-terminated string.
+ */
 int tessera_file_set_transfer_mode(const struct TesseraFile *file, const char *mode);
 
-// Asks the servers to serve later calls by a storage plan: `"auto"` (the default: each
-// server's cost model chooses), `"per-piece"`, `"batched"` or `"sieve"` (as the client
-// library names them).
-//
-// # Safety
-// `file` is a live handle; `plan` is a NUL-terminated string.
+/**
+ * Asks the servers to serve later calls by a storage plan: `"auto"` (the default: each
+ * server's cost model chooses), `"per-piece"`, `"batched"` or `"sieve"` (as the client
+ * library names them).
+ *
+ * Safety:
+ * `file` is a live handle; `plan` is a NUL-terminated string.
+ */
 int tessera_file_set_storage_plan(const struct TesseraFile *file, const char *plan);
 
-// Sets the buffers of the `"sieve"` method (ROMIO's `ind_rd_buffer_size` and
-// `ind_wr_buffer_size`); 0 keeps the current value.
-//
-// # Safety
-// `file` is a live handle.
+/**
+ * Sets the buffers of the `"sieve"` method (ROMIO's `ind_rd_buffer_size` and
+ * `ind_wr_buffer_size`); 0 keeps the current value.
+ *
+ * Safety:
+ * `file` is a live handle.
+ */
 int tessera_file_set_sieve_buffers(const struct TesseraFile *file,
                                    uint64_t read_buffer_bytes,
                                    uint64_t write_buffer_bytes);
 
-// The buffers the `"sieve"` method uses now (ROMIO's `ind_rd_buffer_size` and
-// `ind_wr_buffer_size`), as `tessera_file_set_sieve_buffers` left them.
-//
-// # Safety
-// `file` is a live handle; `read_buffer_bytes` and `write_buffer_bytes` are valid for
-// writes.
+/**
+ * The buffers the `"sieve"` method uses now (ROMIO's `ind_rd_buffer_size` and
+ * `ind_wr_buffer_size`), as `tessera_file_set_sieve_buffers` left them.
+ *
+ * Safety:
+ * `file` is a live handle; `read_buffer_bytes` and `write_buffer_bytes` are valid for
+ * writes.
+ */
 int tessera_file_sieve_buffers(const struct TesseraFile *file,
                                uint64_t *read_buffer_bytes,
                                uint64_t *write_buffer_bytes);
 
-// MPI's atomic mode (non-zero: on): each later write holds an exclusive, and each read a
-// shared, byte-range lock over the file bytes it spans, so overlapping atomic accesses
-// apply whole, one after the other, even across servers.
-//
-// # Safety
-// `file` is a live handle.
+/**
+ * MPI's atomic mode (non-zero: on): each later write holds an exclusive, and each read a
+ * shared, byte-range lock over the file bytes it spans, so overlapping atomic accesses
+ * apply whole, one after the other, even across servers.
+ *
+ * Safety:
+ * `file` is a live handle.
+ */
 int tessera_file_set_atomic(const struct TesseraFile *file, int atomic);
 
-// The file byte where etype `offset` of the view lies (MPI_File_get_byte_offset).
-//
-// # Safety
-// `file` is a live handle; `out` is valid for one write.
+/**
+ * The file byte where etype `offset` of the view lies (MPI_File_get_byte_offset).
+ *
+ * Safety:
+ * `file` is a live handle; `out` is valid for one write.
+ */
 int tessera_file_byte_offset(const struct TesseraFile *file, uint64_t offset, uint64_t *out);
 
-// The view offset, in etypes, of the end of a file of `file_bytes` bytes: the number of
-// view bytes lying below that file byte, rounded up to whole etypes (MPI_SEEK_END).
-//
-// # Safety
-// `file` is a live handle; `out` is valid for one write.
+/**
+ * The view offset, in etypes, of the end of a file of `file_bytes` bytes: the number of
+ * view bytes lying below that file byte, rounded up to whole etypes (MPI_SEEK_END).
+ *
+ * Safety:
+ * `file` is a live handle; `out` is valid for one write.
+ */
 int tessera_file_offset_of_byte(const struct TesseraFile *file, uint64_t file_bytes, uint64_t *out);
 
-// Writes `count` instances of `memtype` (null: `count` bytes) from `buffer` at etype
-// `offset` of the file's view, by the file's method. `report` may be null.
-//
-// The bytes from the memory type's true lower bound to its true upper bound (relative to
-// `buffer`) must lie in one allocation that nothing writes during the call. A null `buffer`
-// makes the type's offsets absolute addresses (`MPI_BOTTOM`); then only the selected bytes
-// need be readable (they are copied first).
-//
-// # Safety
-// `file` is a live handle; `memtype` is null or a live handle; the memory is as above;
-// `report` is null or valid for one write.
+/**
+ * Writes `count` instances of `memtype` (null: `count` bytes) from `buffer` at etype
+ * `offset` of the file's view, by the file's method. `report` may be null.
+ *
+ * The bytes from the memory type's true lower bound to its true upper bound (relative to
+ * `buffer`) must lie in one allocation that nothing writes during the call. A null `buffer`
+ * makes the type's offsets absolute addresses (`MPI_BOTTOM`); then only the selected bytes
+ * need be readable (they are copied first).
+ *
+ * Safety:
+ * `file` is a live handle; `memtype` is null or a live handle; the memory is as above;
+ * `report` is null or valid for one write.
+ */
 int tessera_file_write(const struct TesseraFile *file,
                        uint64_t offset,
                        const void *buffer,
@@ -682,18 +1080,20 @@ int tessera_file_write(const struct TesseraFile *file,
                        const struct TesseraDatatype *memtype,
                        struct TesseraIoReport *report);
 
-// Reads into `count` instances of `memtype` (null: `count` bytes) over `buffer` from etype
-// `offset` of the file's view, by the file's method. Bytes never written read as zeros. The
-// memory type may not select a byte twice. `report` may be null.
-//
-// The bytes from the memory type's true lower bound to its true upper bound (relative to
-// `buffer`) must lie in one allocation that nothing else uses during the call; only the
-// selected bytes are written. A null `buffer` makes the type's offsets absolute addresses
-// (`MPI_BOTTOM`); then only the selected bytes need be writable.
-//
-// # Safety
-// `file` is a live handle; `memtype` is null or a live handle; the memory is as above;
-// `report` is null or valid for one write.
+/**
+ * Reads into `count` instances of `memtype` (null: `count` bytes) over `buffer` from etype
+ * `offset` of the file's view, by the file's method. Bytes never written read as zeros. The
+ * memory type may not select a byte twice. `report` may be null.
+ *
+ * The bytes from the memory type's true lower bound to its true upper bound (relative to
+ * `buffer`) must lie in one allocation that nothing else uses during the call; only the
+ * selected bytes are written. A null `buffer` makes the type's offsets absolute addresses
+ * (`MPI_BOTTOM`); then only the selected bytes need be writable.
+ *
+ * Safety:
+ * `file` is a live handle; `memtype` is null or a live handle; the memory is as above;
+ * `report` is null or valid for one write.
+ */
 int tessera_file_read(const struct TesseraFile *file,
                       uint64_t offset,
                       void *buffer,
@@ -701,61 +1101,83 @@ int tessera_file_read(const struct TesseraFile *file,
                       const struct TesseraDatatype *memtype,
                       struct TesseraIoReport *report);
 
-// Opens the shared pointer `name` (1 to 255 bytes, no '/'), making it, holding 0, if no one
-// has yet. Any number of processes may open one name at once.
-//
-// # Safety
-// `client` is a live handle; `name` is a NUL-terminated string; `out` is valid for one
-// write.
+/**
+ * Opens the shared pointer `name` (1 to 255 bytes, no '/'), making it, holding 0, if no one
+ * has yet. Any number of processes may open one name at once.
+ *
+ * Safety:
+ * `client` is a live handle; `name` is a NUL-terminated string; `out` is valid for one
+ * write.
+ */
 int tessera_shared_pointer_open(const struct TesseraClient *client,
                                 const char *name,
                                 struct TesseraSharedPointer **out);
 
-// Adds `delta` to the pointer and stores the value before in `before`.
-//
-// # Safety
-// `pointer` is a live handle; `before` is valid for one write.
+/**
+ * Adds `delta` to the pointer and stores the value before in `before`.
+ *
+ * Safety:
+ * `pointer` is a live handle; `before` is valid for one write.
+ */
 int tessera_shared_pointer_fetch_add(const struct TesseraSharedPointer *pointer,
                                      uint64_t delta,
                                      uint64_t *before);
 
-// The pointer's value.
-//
-// # Safety
-// `pointer` is a live handle; `value` is valid for one write.
+/**
+ * The pointer's value.
+ *
+ * Safety:
+ * `pointer` is a live handle; `value` is valid for one write.
+ */
 int tessera_shared_pointer_load(const struct TesseraSharedPointer *pointer, uint64_t *value);
 
-// Sets the pointer to `value`.
-//
-// # Safety
-// `pointer` is a live handle.
+/**
+ * Sets the pointer to `value`.
+ *
+ * Safety:
+ * `pointer` is a live handle.
+ */
 int tessera_shared_pointer_store(const struct TesseraSharedPointer *pointer, uint64_t value);
 
-// Frees the handle (the side file stays; see [`tessera_shared_pointer_remove`]). Null is
-// ignored.
-//
-// # Safety
-// `pointer` is null or a handle not freed before.
+/**
+ * Frees the handle (the side file stays; see tessera_shared_pointer_remove()). Null is
+ * ignored.
+ *
+ * Safety:
+ * `pointer` is null or a handle not freed before.
+ */
 void tessera_shared_pointer_free(struct TesseraSharedPointer *pointer);
 
-// Removes the side file of the shared pointer `name`; a missing one is not an error.
-//
-// # Safety
-// `client` is a live handle; `name` is a NUL-terminated string.
+/**
+ * Removes the side file of the shared pointer `name`; a missing one is not an error.
+ *
+ * Safety:
+ * `client` is a live handle; `name` is a NUL-terminated string.
+ */
 int tessera_shared_pointer_remove(const struct TesseraClient *client, const char *name);
 
-// Removes the side files whose names start with `prefix` (1 to 255 bytes, no '/') that no
-// live process holds: the leftovers of opens whose processes died (a holder's lease,
-// `SHARED_POINTER_HOLD_LEASE`, 10 s, must have ended). At most `SHARED_POINTER_SWEEP_MAX`
-// (256) side files are looked at per call. Stores how many were removed in `removed`
-// (may be null).
-//
-// # Safety
-// `client` is a live handle; `prefix` is a NUL-terminated string; `removed` is null or
-// valid for one write.
+/**
+ * Removes the side files whose names start with `prefix` (1 to 255 bytes, no '/') that no
+ * live process holds: the leftovers of opens whose processes died (a holder's lease,
+ * `SHARED_POINTER_HOLD_LEASE`, 10 s, must have ended). At most `SHARED_POINTER_SWEEP_MAX`
+ * (256) side files are looked at per call. Stores how many were removed in `removed`
+ * (may be null).
+ *
+ * Safety:
+ * `client` is a live handle; `prefix` is a NUL-terminated string; `removed` is null or
+ * valid for one write.
+ */
 int tessera_shared_pointer_sweep(const struct TesseraClient *client,
                                  const char *prefix,
                                  uint64_t *removed);
+
+/**
+ * The library's version as a NUL-terminated string, `"MAJOR.MINOR.PATCH"` (for example
+ * `"0.1.0"`), the same numbers as `TESSERA_VERSION_MAJOR`, `_MINOR` and `_PATCH` when the
+ * header and the library match. The string is static: never free it. Needs no client and
+ * never fails.
+ */
+const char *tessera_version(void);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -1,4 +1,5 @@
-//! Connecting to a cluster and the namespace calls: create, open, delete, mkdir, stat.
+//! Connecting to a cluster and the namespace calls: create, open, delete, mkdir, rmdir,
+//! rename, chmod, chown, stat (listing a directory is `dir.rs`).
 //!
 //! A `TesseraClient` wraps one `tessera_client::Client` (its connections are made on first
 //! use and shared by every file opened through it). Paths are Tessera paths (`/dir/file`).
@@ -7,10 +8,11 @@ use std::ffi::{c_char, c_int};
 use std::path::PathBuf;
 
 use tessera_client::config::CLUSTER_ENV;
-use tessera_client::{Attr, Client, CreateOptions, FileKind, Layout, OpenMode, ViewedFile};
+use tessera_client::{Client, CreateOptions, OpenMode, ViewedFile};
 
 use crate::error::{guard, handle, put, text, Failure, TESSERA_ERR_CONFIG};
 use crate::file::{FileState, TesseraFile};
+use crate::stat::TesseraStat;
 
 /// A connection to one cluster.
 pub struct TesseraClient {
@@ -36,60 +38,6 @@ pub struct TesseraCreateOptions {
     pub stripe_unit_bytes: u64,
     /// Servers to stripe over; 0 means all (default).
     pub server_count: u32,
-}
-
-/// What [`tessera_stat`] and [`tessera_file_stat`] report.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TesseraStat {
-    /// The file handle.
-    pub handle: u64,
-    /// Size in bytes (computed from the servers).
-    pub size: u64,
-    /// Permission bits.
-    pub mode: u32,
-    /// Non-zero for a directory.
-    pub is_directory: c_int,
-    /// Last data or name change, ns since the Unix epoch.
-    pub mtime_ns: u64,
-    /// Stripe unit of a striped file (0 for a directory or a pattern layout).
-    pub stripe_unit_bytes: u64,
-    /// Servers the file's layout spans (0 for a directory).
-    pub server_count: u32,
-    /// Owner.
-    pub uid: u32,
-    /// Group.
-    pub gid: u32,
-    /// Links (2 + subdirectories for a directory, 1 for a file).
-    pub nlink: u32,
-    /// Last access, ns since the Unix epoch.
-    pub atime_ns: u64,
-    /// Last attribute change, ns since the Unix epoch.
-    pub ctime_ns: u64,
-}
-
-impl From<&Attr> for TesseraStat {
-    fn from(attr: &Attr) -> Self {
-        let (stripe_unit_bytes, server_count) = match &attr.layout {
-            Some(Layout::Stripe(stripe)) => (stripe.stripe_unit_bytes, stripe.servers.len()),
-            Some(layout) => (0, layout.servers().len()),
-            None => (0, 0),
-        };
-        Self {
-            handle: attr.handle,
-            size: attr.size,
-            mode: attr.mode,
-            is_directory: c_int::from(attr.kind == FileKind::Directory),
-            mtime_ns: attr.mtime_ns,
-            stripe_unit_bytes,
-            server_count: u32::try_from(server_count).unwrap_or(u32::MAX),
-            uid: attr.uid,
-            gid: attr.gid,
-            nlink: attr.nlink,
-            atime_ns: attr.atime_ns,
-            ctime_ns: attr.ctime_ns,
-        }
-    }
 }
 
 /// The cluster file named by `cluster`, or by `$TESSERA_CLUSTER` when it is empty; a
@@ -299,5 +247,94 @@ pub unsafe extern "C" fn tessera_stat(
         let attr = client.client.stat(path)?;
         // SAFETY: the caller guarantees `out` is valid for one write.
         unsafe { put(out, TesseraStat::from(&attr), "out") }
+    })
+}
+
+/// Removes the empty directory `path`.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_rmdir(client: *const TesseraClient, path: *const c_char) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        Ok(client.client.rmdir(path)?)
+    })
+}
+
+/// Moves `source` to `target` in one step, as POSIX `rename` does: a file or empty directory
+/// at `target` is replaced, and a file open under the old name stays open. Fails with
+/// `TESSERA_ERR_NOT_FOUND` when `source` does not exist, `TESSERA_ERR_NOT_EMPTY` when
+/// `target` is a directory with entries, `TESSERA_ERR_IS_DIRECTORY` or
+/// `TESSERA_ERR_NOT_DIRECTORY` when one is a directory and the other is not.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `source` and `target` are NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_rename(
+    client: *const TesseraClient,
+    source: *const c_char,
+    target: *const c_char,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, source, target) = unsafe {
+            (
+                handle(client, "client")?,
+                text(source, "source")?,
+                text(target, "target")?,
+            )
+        };
+        Ok(client.client.rename(source, target)?)
+    })
+}
+
+/// Sets the permission bits of `path` to `mode` (the low 12 bits: permissions, setuid,
+/// setgid, sticky). Only the owner or root may.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_chmod(
+    client: *const TesseraClient,
+    path: *const c_char,
+    mode: u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        client.client.chmod(path, mode).map(drop)?;
+        Ok(())
+    })
+}
+
+/// Pass as `uid` or `gid` of [`tessera_chown`] to leave that one unchanged (POSIX's
+/// `(uid_t)-1`).
+pub const TESSERA_ID_UNCHANGED: u32 = u32::MAX;
+const _: () = assert!(TESSERA_ID_UNCHANGED == tessera_proto::CHOWN_UNCHANGED);
+
+/// Sets the owner `uid` and the group `gid` of `path`; `TESSERA_ID_UNCHANGED` leaves one as it
+/// is. Only root may change the owner; the owner may change the group to one of their own
+/// groups.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`]; `path` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_chown(
+    client: *const TesseraClient,
+    path: *const c_char,
+    uid: u32,
+    gid: u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantees, argument by argument.
+        let (client, path) = unsafe { (handle(client, "client")?, text(path, "path")?) };
+        let given = |id: u32| (id != TESSERA_ID_UNCHANGED).then_some(id);
+        client
+            .client
+            .chown(path, given(uid), given(gid))
+            .map(drop)?;
+        Ok(())
     })
 }

@@ -66,7 +66,8 @@ const _: () = {
 
 /// The cluster file is missing or malformed, or no cluster was named.
 pub const TESSERA_ERR_CONFIG: c_int = 64;
-/// A bug: Rust code panicked; the message says where. The handle involved may be unusable.
+/// A bug inside the library (it panicked); the message says where. The handle involved may
+/// be unusable.
 pub const TESSERA_ERR_PANIC: c_int = 65;
 
 /// Longest message kept for [`tessera_last_error`], in bytes (a longer one is cut).

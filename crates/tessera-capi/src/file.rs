@@ -15,10 +15,10 @@ use tessera_client::{
 };
 use tessera_proto::StoragePlan;
 
-use crate::client::TesseraStat;
 use crate::datatype::TesseraDatatype;
 use crate::error::{guard, handle, put, put_optional, text, Failure};
 use crate::memory::{memory_runs, slices, slices_mut};
+use crate::stat::TesseraStat;
 
 pub(crate) struct FileState {
     pub(crate) viewed: ViewedFile,
@@ -67,7 +67,7 @@ impl TesseraFile {
     }
 }
 
-/// What one I/O call did (the client library's `IoReport`).
+/// What one I/O call did: requests and messages on the wire, and what the servers did.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TesseraIoReport {

@@ -6,7 +6,7 @@
 //! 64 MiB, list I/O (`tessera demo`), datatype I/O and views, and a server-directed
 //! collective, all checked byte for byte; then it kills an iod, brings it back with
 //! `tessera restart iod N`, and reads everything back. Needs root and `ip`; where namespaces
-//! cannot be made the test says so, and fails under `CI=true`.
+//! cannot be made the test is ignored at run time, and fails under `CI=true`.
 
 mod common;
 
@@ -415,11 +415,9 @@ fn a_cluster_across_network_namespaces_serves_and_survives_an_iod_restart() {
     let network = match network {
         Ok(network) => network,
         Err(err) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "cannot create network namespaces under CI: {err}"
-            );
-            eprintln!("skipped: cannot create network namespaces: {err}");
+            common::not_run::ignored_at_run_time(&format!(
+                "cannot create network namespaces: {err}"
+            ));
             return;
         }
     };

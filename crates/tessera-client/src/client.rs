@@ -6,78 +6,15 @@ use std::time::Duration;
 
 use tessera_auth::{AgentClient, Authenticator, ClusterKey, KeySigner, NoAuthenticator};
 use tessera_net::{Identity, Peer, Pool};
-use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 use tessera_proto::{
-    Attr, Chmod, Chown, Create, Credentials, Datatype, DirEntry, Lookup, Mkdir, ObjectLeft, Open,
-    Opened, Ping, PingReply, Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
-    Stat, StatHandle, Statfs, StatfsReply, Truncate, Unlink, CHOWN_UNCHANGED,
+    Attr, Chmod, Chown, Credentials, DirEntry, Lookup, Mkdir, ObjectLeft, Opened, Ping, PingReply,
+    Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply, Stat, StatHandle,
+    Statfs, StatfsReply, Truncate, Unlink, CHOWN_UNCHANGED,
 };
 
 use crate::config::ClusterConfig;
 use crate::error::ClientError;
-use crate::file::{File, OpenMode};
-use crate::typed::check_encodable;
-
-/// Environment variable overriding the default timeout, in milliseconds.
-pub const TIMEOUT_ENV: &str = "TESSERA_TIMEOUT_MS";
-
-/// Tunables of a client.
-#[derive(Debug, Clone)]
-pub struct ClientOptions {
-    /// How long to wait to connect to, send to or hear from a server before naming it in an
-    /// error (default 30 s, or `$TESSERA_TIMEOUT_MS`).
-    pub timeout: Duration,
-    /// Reach servers on this host through their Unix sockets and move data one-sidedly
-    /// (the `local` backend) where the cluster file names a socket (default true; false
-    /// with `$TESSERA_TRANSPORT=tcp`).
-    pub local: bool,
-}
-
-/// The environment variable that chooses the transport: `tcp` or `local` (the default).
-pub const TRANSPORT_ENV: &str = "TESSERA_TRANSPORT";
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        let timeout_ms = std::env::var(TIMEOUT_ENV)
-            .ok()
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(30_000);
-        let local = std::env::var(TRANSPORT_ENV).map_or(true, |value| value != "tcp");
-        Self {
-            timeout: Duration::from_millis(timeout_ms),
-            local,
-        }
-    }
-}
-
-/// How to create a file.
-#[derive(Debug, Clone)]
-pub struct CreateOptions {
-    /// Permission bits.
-    pub mode: u32,
-    /// Fail if the name exists (otherwise the existing file is opened).
-    pub exclusive: bool,
-    /// Stripe unit in bytes (default 64 KiB).
-    pub stripe_unit_bytes: u64,
-    /// Servers to stripe over; 0 means all of them.
-    pub server_count: u16,
-    /// A pattern layout instead of stripes: one datatype per server, each with lower bound
-    /// 0 and the same extent (the period), together covering each period once
-    /// (see `tessera_proto::PatternLayout`). Empty for stripes.
-    pub pattern: Vec<Datatype>,
-}
-
-impl Default for CreateOptions {
-    fn default() -> Self {
-        Self {
-            mode: 0o644,
-            exclusive: false,
-            stripe_unit_bytes: STRIPE_UNIT_BYTES_DEFAULT,
-            server_count: 0,
-            pattern: Vec::new(),
-        }
-    }
-}
+use crate::options::{ClientOptions, OpenMode};
 
 pub(crate) struct Inner {
     pub(crate) mds: Pool,
@@ -221,7 +158,7 @@ impl Client {
 
     /// As [`Client::mds_call`] for calls that must not be repeated (their first attempt may
     /// have taken effect before the connection died): no retry on a dead connection.
-    fn mds_call_once<R: Request>(&self, request: &R) -> Result<R::Reply, ClientError> {
+    pub(crate) fn mds_call_once<R: Request>(&self, request: &R) -> Result<R::Reply, ClientError> {
         Ok(self
             .inner
             .mds
@@ -413,13 +350,8 @@ impl Client {
         let mut entries = Vec::new();
         let mut after = String::new();
         loop {
-            let page = self.mds_call(&Readdir {
-                credentials: self.credentials()?,
-                path: path.to_owned(),
-                after: after.clone(),
-            })?;
-            let more = page.more;
-            entries.extend(page.entries);
+            let (page, more) = self.readdir_page(path, &after)?;
+            entries.extend(page);
             match entries.last() {
                 Some(last) if more => after.clone_from(&last.name),
                 _ => return Ok(entries),
@@ -427,40 +359,22 @@ impl Client {
         }
     }
 
-    /// Creates (or, unless `exclusive`, opens) a file for reading and writing.
-    pub fn create(&self, path: &str, options: &CreateOptions) -> Result<File, ClientError> {
-        for datatype in &options.pattern {
-            check_encodable("pattern layout", datatype)?;
-        }
-        let create = Create {
+    /// One page of a directory's listing: at most `READDIR_ENTRIES_MAX` entries in name
+    /// order, those after the name `after` ("" for the first page), and whether more follow.
+    /// A caller that lists page by page holds one page at a time, whatever the directory's
+    /// size; an entry made or removed between two pages may or may not be listed, and no name
+    /// is listed twice.
+    pub fn readdir_page(
+        &self,
+        path: &str,
+        after: &str,
+    ) -> Result<(Vec<DirEntry>, bool), ClientError> {
+        let page = self.mds_call(&Readdir {
             credentials: self.credentials()?,
             path: path.to_owned(),
-            mode: options.mode,
-            exclusive: options.exclusive,
-            stripe_unit_bytes: options.stripe_unit_bytes,
-            server_count: options.server_count,
-            pattern: options.pattern.clone(),
-        };
-        // An exclusive create repeated after it took effect would report `Exists`.
-        let opened = if options.exclusive {
-            self.mds_call_once(&create)?
-        } else {
-            self.mds_call(&create)?
-        };
-        File::new(self.clone(), path, opened, OpenMode::ReadWrite)
-    }
-
-    /// Opens an existing file: the mds checks `mode` against the file's permissions and
-    /// signs a capability for it.
-    pub fn open(&self, path: &str, mode: OpenMode) -> Result<File, ClientError> {
-        let (read, write) = mode.rights();
-        let opened = self.mds_call(&Open {
-            credentials: self.credentials()?,
-            path: path.to_owned(),
-            read,
-            write,
+            after: after.to_owned(),
         })?;
-        File::new(self.clone(), path, opened, mode)
+        Ok((page.entries, page.more))
     }
 
     /// A fresh capability for an open file.

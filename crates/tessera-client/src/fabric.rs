@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use tessera_net::fabric::{Fabric, FabricRegistration, OfiFabric};
 
-use crate::client::ClientOptions;
 use crate::config::ClusterConfig;
+use crate::options::ClientOptions;
 
 /// The environment variable overriding the cluster file's provider (`off`: no fabric).
 pub const OFI_PROVIDER_ENV: &str = "TESSERA_OFI_PROVIDER";

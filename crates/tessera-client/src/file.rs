@@ -12,41 +12,53 @@ use tessera_net::local::policy::{Mechanism, Transfer, TransferPolicy};
 use tessera_net::{Lease, NetError, PieceData, PieceDataMut, TransferCounts};
 use tessera_proto::limits::{FILE_BYTES_MAX, LIST_PIECES_MAX, PIECE_BYTES_MAX};
 use tessera_proto::{
-    Attr, Capability, ErrorCode, FileKind, Layout, ObjectSync, Opened, Piece, Read, StoragePlan,
-    TransferMode, Write,
+    Attr, Capability, Create, ErrorCode, FileKind, Layout, ObjectSync, Open, Opened, Piece, Read,
+    StoragePlan, TransferMode, Write,
 };
 
 use crate::client::Client;
+use crate::encodable::check_encodable;
 use crate::error::ClientError;
+use crate::options::{CreateOptions, OpenMode};
 use crate::plan::Plan;
 
-/// What a file is open for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpenMode {
-    /// Reads only.
-    ReadOnly,
-    /// Writes only.
-    WriteOnly,
-    /// Reads and writes.
-    ReadWrite,
-}
-
-impl OpenMode {
-    /// The rights asked of the mds: (read, write).
-    pub(crate) fn rights(self) -> (bool, bool) {
-        match self {
-            Self::ReadOnly => (true, false),
-            Self::WriteOnly => (false, true),
-            Self::ReadWrite => (true, true),
+// The namespace calls that hand out a `File` live here, beside it, so that the client
+// module needs nothing from this one.
+impl Client {
+    /// Creates (or, unless `exclusive`, opens) a file for reading and writing.
+    pub fn create(&self, path: &str, options: &CreateOptions) -> Result<File, ClientError> {
+        for datatype in &options.pattern {
+            check_encodable("pattern layout", datatype)?;
         }
+        let create = Create {
+            credentials: self.credentials()?,
+            path: path.to_owned(),
+            mode: options.mode,
+            exclusive: options.exclusive,
+            stripe_unit_bytes: options.stripe_unit_bytes,
+            server_count: options.server_count,
+            pattern: options.pattern.clone(),
+        };
+        // An exclusive create repeated after it took effect would report `Exists`.
+        let opened = if options.exclusive {
+            self.mds_call_once(&create)?
+        } else {
+            self.mds_call(&create)?
+        };
+        File::new(self.clone(), path, opened, OpenMode::ReadWrite)
     }
 
-    fn name(self) -> &'static str {
-        match self {
-            Self::ReadOnly => "reading only",
-            Self::WriteOnly => "writing only",
-            Self::ReadWrite => "reading and writing",
-        }
+    /// Opens an existing file: the mds checks `mode` against the file's permissions and
+    /// signs a capability for it.
+    pub fn open(&self, path: &str, mode: OpenMode) -> Result<File, ClientError> {
+        let (read, write) = mode.rights();
+        let opened = self.mds_call(&Open {
+            credentials: self.credentials()?,
+            path: path.to_owned(),
+            read,
+            write,
+        })?;
+        File::new(self.clone(), path, opened, mode)
     }
 }
 

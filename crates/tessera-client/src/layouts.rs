@@ -18,7 +18,7 @@
 use tessera_proto::dtype::{DatatypeError, Order};
 use tessera_proto::Datatype;
 
-use crate::client::CreateOptions;
+use crate::options::CreateOptions;
 
 /// The share `[start, end)` of part `index` when `total` is cut into `parts` near-equal parts.
 fn share(total: u64, parts: u64, index: u64) -> (u64, u64) {

@@ -26,30 +26,33 @@ mod access;
 mod client;
 pub mod collective;
 pub mod config;
+mod encodable;
 mod error;
 #[cfg(feature = "ofi")]
 pub mod fabric;
 mod file;
 pub mod layouts;
 mod methods;
+mod options;
 pub mod plan;
 pub mod registration;
 pub mod shared_pointer;
 mod typed;
 
 pub use access::{Method, ViewedFile};
-pub use client::{Client, ClientOptions, CreateOptions};
+pub use client::Client;
 pub use collective::{
     CollectiveBuffering, CollectiveMethod, CollectiveOptions, Communicator, SocketCommunicator,
     ThreadCommunicator,
 };
 pub use config::ClusterConfig;
 pub use error::ClientError;
-pub use file::{File, IoReport, OpenMode};
+pub use file::{File, IoReport};
 pub use methods::{
     LockOptions, RangeLock, SieveOptions, LOCK_LEASE_DEFAULT, LOCK_WAIT_DEFAULT,
     SIEVE_READ_BUFFER_BYTES_DEFAULT, SIEVE_WRITE_BUFFER_BYTES_DEFAULT,
 };
+pub use options::{ClientOptions, CreateOptions, OpenMode};
 pub use registration::RegistryRegistration;
 pub use shared_pointer::SharedPointer;
 /// Memory shared with the servers of this host (`local` backend's registered memory): pieces

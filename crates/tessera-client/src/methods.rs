@@ -30,7 +30,8 @@ use tessera_proto::{ErrorCode, LockRange, Piece, UnlockRange};
 
 use crate::client::Client;
 use crate::error::ClientError;
-use crate::file::{File, IoReport, OpenMode};
+use crate::file::{File, IoReport};
+use crate::options::OpenMode;
 
 /// How long [`File::lock_range`] waits for conflicting locks to go.
 pub const LOCK_WAIT_DEFAULT: Duration = Duration::from_secs(30);

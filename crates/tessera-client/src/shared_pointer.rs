@@ -31,10 +31,11 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::client::{Client, CreateOptions};
+use crate::client::Client;
 use crate::error::ClientError;
-use crate::file::{File, OpenMode};
+use crate::file::File;
 use crate::methods::{LockOptions, RangeLock};
+use crate::options::{CreateOptions, OpenMode};
 use tessera_proto::{ErrorCode, Readdir};
 
 /// The directory holding the side files of shared pointers.

@@ -24,6 +24,7 @@ use tessera_proto::{
     ReleaseView, RemoteError, Request, WriteType, WriteView,
 };
 
+use crate::encodable::check_encodable;
 use crate::error::ClientError;
 use crate::file::{File, IoReport};
 use crate::plan::{Plan, RequestPlan};
@@ -172,14 +173,6 @@ fn file_runs<'a>(
             run.length,
         )
     }))
-}
-
-/// Checks that a type can be sent: within the node, block and encoded-size limits that
-/// only its encoding measures (a type built by the constructors may still exceed them).
-pub(crate) fn check_encodable(what: &str, datatype: &Datatype) -> Result<(), ClientError> {
-    tessera_proto::dtype::wire::encode(datatype)
-        .map(drop)
-        .map_err(|err| ClientError::InvalidArgument(format!("{what}: {err}")))
 }
 
 pub(crate) fn piece_count(request: &RequestPlan) -> u32 {

@@ -16,9 +16,18 @@ use std::time::Duration;
 
 use tessera_ofi_sys as sys;
 
+use crate::call::{check, cstr_to_string, FI_ETOOSMALL};
 use crate::error::OfiError;
-use crate::fabric::{check, cstr_to_string, Domain};
+use crate::fabric::Domain;
 use crate::{COMPLETION_TIMEOUT_DEFAULT, ENDPOINT_NAME_BYTES_MAX, OPS_INFLIGHT_MAX, PEERS_MAX};
+
+// Opening an endpoint is a call on the domain; it lives here, beside the endpoint it makes.
+impl Domain {
+    /// Opens an RDM endpoint on this domain.
+    pub fn endpoint(&self) -> Result<Endpoint, OfiError> {
+        Endpoint::open(self)
+    }
+}
 
 /// Tells endpoints apart so a [`Peer`] is only used with the endpoint that inserted it.
 static ENDPOINT_IDS: AtomicU64 = AtomicU64::new(1);
@@ -202,7 +211,7 @@ impl Endpoint {
         let ret = unsafe {
             sys::tessera_fi_getname(state.ep, name.as_mut_ptr().cast(), &raw mut name_length)
         };
-        if ret == -crate::fabric::FI_ETOOSMALL {
+        if ret == -FI_ETOOSMALL {
             return Err(OfiError::Limit {
                 what: "endpoint name bytes",
                 value: name_length as u64,

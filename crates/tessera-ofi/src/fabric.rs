@@ -10,16 +10,15 @@
 //! message size) are read from the returned `fi_info`, never assumed, and every transfer obeys
 //! them.
 
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::CString;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tessera_ofi_sys as sys;
 
-use crate::endpoint::Endpoint;
+use crate::call::{check, cstr_to_string, strerror};
 use crate::error::OfiError;
-use crate::mem::{Access, MemoryRegion};
 
 /// How the provider wants remote addresses in an `fi_rma_iov`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,53 +96,6 @@ impl std::fmt::Debug for Domain {
             .field("limits", &self.shared.limits)
             .finish_non_exhaustive()
     }
-}
-
-/// `fi_strerror` of a positive `FI_E*` code.
-pub(crate) fn strerror(code: i32) -> String {
-    // SAFETY: fi_strerror returns a pointer to a static NUL-terminated string for any code.
-    unsafe { cstr_to_string(sys::fi_strerror(code)) }
-}
-
-/// Copies a C string that may be null.
-///
-/// # Safety
-/// `text` is null or points to a NUL-terminated string valid for the call.
-pub(crate) unsafe fn cstr_to_string(text: *const c_char) -> String {
-    if text.is_null() {
-        String::new()
-    } else {
-        // SAFETY: the caller promises a valid NUL-terminated string.
-        unsafe { CStr::from_ptr(text) }
-            .to_string_lossy()
-            .into_owned()
-    }
-}
-
-/// Turns a libfabric return value (0 or a negative `FI_E*`) into a result.
-pub(crate) fn check(provider: &str, call: &'static str, ret: i64) -> Result<(), OfiError> {
-    if ret >= 0 {
-        return Ok(());
-    }
-    let code = i32::try_from(-ret).unwrap_or(i32::MAX);
-    Err(OfiError::Call {
-        provider: provider.to_owned(),
-        call,
-        code,
-        message: strerror(code),
-    })
-}
-
-/// `FI_EAVAIL`: an error completion waits in the queue. libfabric's own error numbers form an
-/// anonymous `enum`, which bindgen types as `u32`; calls return them negated, as `int`.
-pub(crate) const FI_EAVAIL: i32 = fi_errno(sys::FI_EAVAIL);
-/// `FI_ETOOSMALL`: a buffer passed to libfabric is too small.
-pub(crate) const FI_ETOOSMALL: i32 = fi_errno(sys::FI_ETOOSMALL);
-
-#[allow(clippy::cast_possible_wrap)] // the assert keeps the value in range
-const fn fi_errno(code: u32) -> i32 {
-    assert!(code < 1 << 16);
-    code as i32
 }
 
 /// Mode bits this crate knows how to meet.
@@ -283,38 +235,13 @@ impl Domain {
         self.shared.limits.mr_mode & sys::FI_MR_LOCAL != 0
     }
 
-    /// Opens an RDM endpoint on this domain.
-    pub fn endpoint(&self) -> Result<Endpoint, OfiError> {
-        Endpoint::open(self)
-    }
-
-    /// Registers `length` bytes at `address` with `fi_mr_reg` for `access`.
-    ///
-    /// # Safety
-    /// The memory must stay mapped and allocated until the returned region is dropped. While it
-    /// is registered with remote access, peers that hold its key may read or write it at any
-    /// time: the caller must not hold Rust references to it that such accesses would violate,
-    /// and must order its own accesses with the peers' through its control messages.
-    pub unsafe fn register(
-        &self,
-        address: usize,
-        length: usize,
-        access: Access,
-    ) -> Result<MemoryRegion, OfiError> {
-        let requested_key = if self.shared.limits.mr_mode & sys::FI_MR_PROV_KEY != 0 {
+    /// The key to ask `fi_mr_reg` for: 0 where the provider hands out its own keys
+    /// (`FI_MR_PROV_KEY`), else the next of this domain's own.
+    pub(crate) fn key_to_request(&self) -> u64 {
+        if self.shared.limits.mr_mode & sys::FI_MR_PROV_KEY != 0 {
             0
         } else {
             self.shared.next_key.fetch_add(1, Ordering::Relaxed)
-        };
-        // SAFETY: the caller keeps the memory valid while registered (this function's contract).
-        unsafe {
-            MemoryRegion::register(
-                Arc::clone(&self.shared),
-                address,
-                length,
-                access,
-                requested_key,
-            )
         }
     }
 }

@@ -17,11 +17,15 @@
 //! `endpoint.rs` (RDM endpoint, address vector, completion queue), `mem.rs` (registration and
 //! the local/remote piece types), `rma.rs` (splitting lists into operations and issuing them),
 //! `progress.rs` (completion polling, errors, the progress thread), `registrar.rs` (the `ofi`
-//! registrar for `tessera-reg`).
+//! registrar for `tessera-reg`), and `call.rs` (libfabric's return codes and strings, a leaf
+//! the others use). Opening an endpoint and registering memory are calls on the `Domain`, but
+//! live in `endpoint.rs` and `mem.rs`, so no two files import each other.
 //!
 //! Everything is behind the `ofi` feature: without it this crate is empty and the workspace
 //! builds on machines without libfabric.
 
+#[cfg(feature = "ofi")]
+mod call;
 #[cfg(feature = "ofi")]
 mod endpoint;
 #[cfg(feature = "ofi")]

@@ -14,8 +14,38 @@ use std::sync::Arc;
 
 use tessera_ofi_sys as sys;
 
+use crate::call::check;
 use crate::error::OfiError;
-use crate::fabric::{check, Addressing, DomainShared};
+use crate::fabric::{Addressing, Domain, DomainShared};
+
+// Registration is a call on the domain; it lives here, beside the region it makes.
+impl Domain {
+    /// Registers `length` bytes at `address` with `fi_mr_reg` for `access`.
+    ///
+    /// # Safety
+    /// The memory must stay mapped and allocated until the returned region is dropped. While it
+    /// is registered with remote access, peers that hold its key may read or write it at any
+    /// time: the caller must not hold Rust references to it that such accesses would violate,
+    /// and must order its own accesses with the peers' through its control messages.
+    pub unsafe fn register(
+        &self,
+        address: usize,
+        length: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, OfiError> {
+        let requested_key = self.key_to_request();
+        // SAFETY: the caller keeps the memory valid while registered (this function's contract).
+        unsafe {
+            MemoryRegion::register(
+                Arc::clone(&self.shared),
+                address,
+                length,
+                access,
+                requested_key,
+            )
+        }
+    }
+}
 
 /// Access rights of a registration (`FI_READ`, `FI_WRITE`, `FI_REMOTE_READ`,
 /// `FI_REMOTE_WRITE`).

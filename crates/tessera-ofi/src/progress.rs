@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use tessera_ofi_sys as sys;
 
+use crate::call::{check, cstr_to_string, strerror, FI_EAVAIL};
 use crate::endpoint::{Endpoint, EndpointState};
 use crate::error::OfiError;
-use crate::fabric::{check, cstr_to_string, strerror};
 
 /// Completions read per `fi_cq_read`.
 pub(crate) const CQ_BATCH: usize = 16;
@@ -69,7 +69,7 @@ impl EndpointState {
         if ret == -(sys::FI_EAGAIN as isize) {
             return Ok(0);
         }
-        if ret != -(crate::fabric::FI_EAVAIL as isize) {
+        if ret != -(FI_EAVAIL as isize) {
             check(
                 provider,
                 "fi_cq_read",

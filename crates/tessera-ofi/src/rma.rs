@@ -19,9 +19,9 @@ use std::time::Instant;
 
 use tessera_ofi_sys as sys;
 
+use crate::call::check;
 use crate::endpoint::{Endpoint, EndpointState, Peer, Slot};
 use crate::error::{CompletionFailure, OfiError};
-use crate::fabric::check;
 use crate::mem::{Descriptor, LocalIov, MemoryRegion, RemoteIov};
 use crate::TRANSFER_PIECES_MAX;
 

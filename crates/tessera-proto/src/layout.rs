@@ -15,6 +15,7 @@ use crate::codec::{Decoder, Encoder, Wire};
 use crate::error::WireError;
 use crate::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_MAX, STRIPE_UNIT_BYTES_MIN};
 use crate::pattern::PatternLayout;
+pub use crate::segment::Segment;
 
 /// The physical distribution of a file over its I/O servers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,19 +199,6 @@ pub struct StripeLayout {
     pub stripe_unit_bytes: u64,
     /// Cluster indices of the I/O servers, in stripe order.
     pub servers: Vec<u16>,
-}
-
-/// One contiguous run of an access that falls on one server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Segment {
-    /// Position of the server in the layout's server list (not its cluster index).
-    pub server_position: usize,
-    /// Offset in that server's local object.
-    pub local_offset: u64,
-    /// Logical offset in the file.
-    pub logical_offset: u64,
-    /// Bytes in the run.
-    pub length: u64,
 }
 
 impl StripeLayout {

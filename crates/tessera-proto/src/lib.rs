@@ -15,6 +15,7 @@ pub mod limits;
 pub mod message;
 pub mod metrics;
 pub mod pattern;
+pub mod segment;
 
 pub use codec::{Decoder, Encoder, Wire};
 pub use error::{ErrorCode, RemoteError, WireError};

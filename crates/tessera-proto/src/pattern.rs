@@ -13,8 +13,8 @@
 
 use tessera_dtype::Datatype;
 
-use crate::layout::Segment;
 use crate::limits::{PATTERN_RUNS_MAX, SERVERS_MAX};
+use crate::segment::Segment;
 
 /// One run of a period and where it lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

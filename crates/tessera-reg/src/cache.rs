@@ -12,8 +12,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::RegError;
+use crate::policy::{CacheCapacity, FMRD_BATCH};
 use crate::registrar::RegHandle;
-use crate::registry::{CacheCapacity, FMRD_BATCH};
 use crate::segment::Segment;
 use crate::stats::{bump, Counters};
 

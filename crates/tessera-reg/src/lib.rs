@@ -33,6 +33,7 @@ pub mod mapping;
 pub mod monitor;
 pub mod ogr;
 pub mod pin;
+pub mod policy;
 pub mod registrar;
 pub mod registry;
 pub mod segment;
@@ -44,12 +45,13 @@ pub use holes::{mapped_runs, HoleQuery, HOLE_RUNS_MAX};
 pub use monitor::{Monitor, MONITOR_EVENTS_KEPT};
 pub use ogr::{plan_groups, Group, OGR_QUERY_SEGMENTS_MIN};
 pub use pin::{memlock_limit, PinRegistrar};
-pub use registrar::{calibrate, CostModel, NoneRegistrar, RegHandle, Registrar};
-pub use registry::{
-    CacheCapacity, Caching, Cover, Grouping, OwnedRegistration, Policy, Registration, Registry,
-    ACQUIRE_SEGMENTS_MAX, ARENAS_MAX, CACHE_BYTES_DEFAULT, CACHE_ENTRIES_DEFAULT,
-    CACHE_ENTRIES_MAX, FMRD_BATCH, FMRD_BATCHES_QUEUED_MAX,
+pub use policy::{
+    CacheCapacity, Caching, Grouping, Policy, ACQUIRE_SEGMENTS_MAX, ARENAS_MAX,
+    CACHE_BYTES_DEFAULT, CACHE_ENTRIES_DEFAULT, CACHE_ENTRIES_MAX, FMRD_BATCH,
+    FMRD_BATCHES_QUEUED_MAX,
 };
+pub use registrar::{calibrate, CostModel, NoneRegistrar, RegHandle, Registrar};
+pub use registry::{Cover, OwnedRegistration, Registration, Registry};
 pub use segment::{page_bytes, Segment};
 pub use stats::RegStats;
 

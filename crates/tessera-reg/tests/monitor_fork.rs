@@ -2,14 +2,17 @@
 //! address space: the child must not watch through it. A process of its own (one test, so
 //! the fork happens with no other test thread running).
 
+#[path = "../../../tests/not_run.rs"]
+mod not_run;
+
 use std::sync::Arc;
 
 use tessera_reg::{Caching, Grouping, Monitor, NoneRegistrar, Policy, Registry, Segment};
 
 #[test]
 fn a_forked_child_does_not_watch_through_its_parents_monitor() {
-    if Monitor::process().is_err() {
-        eprintln!("skipped: no userfaultfd for this user");
+    if let Err(reason) = Monitor::process() {
+        not_run::ignored_at_run_time(&format!("no unmap monitor: {reason}"));
         return;
     }
     let registry = Registry::new(

@@ -1,10 +1,14 @@
 //! A registry that fell more than `MONITOR_EVENTS_KEPT` unmap events behind forgets every
 //! cached registration. A process of its own: the overrun would reach every registry in it.
 
+#[path = "../../../tests/not_run.rs"]
+mod not_run;
+
 use std::sync::Arc;
 
 use tessera_reg::{
-    page_bytes, Caching, Grouping, NoneRegistrar, Policy, Registry, Segment, MONITOR_EVENTS_KEPT,
+    page_bytes, Caching, Grouping, Monitor, NoneRegistrar, Policy, Registry, Segment,
+    MONITOR_EVENTS_KEPT,
 };
 
 #[test]
@@ -14,13 +18,14 @@ fn an_overrun_event_log_forgets_every_cached_registration() {
         Policy::new(Grouping::Individual, Caching::PinDown),
     )
     .unwrap();
-    if !registry.watching() {
-        // SAFETY: no arguments, no failure.
-        let user = unsafe { libc::geteuid() };
-        assert_ne!(user, 0, "root always gets a userfaultfd");
-        eprintln!("skipped: no userfaultfd for this user");
+    if let Err(reason) = Monitor::process() {
+        not_run::ignored_at_run_time(&format!("no unmap monitor: {reason}"));
         return;
     }
+    assert!(
+        registry.watching(),
+        "the monitor runs, so the registry watches"
+    );
     let page = page_bytes();
     let pages = 4;
     // SAFETY: a fresh anonymous mapping, unmapped at the end.

@@ -3,6 +3,9 @@
 
 #![allow(dead_code, clippy::cast_possible_truncation)]
 
+#[path = "../../../../tests/not_run.rs"]
+pub mod not_run;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;

@@ -52,7 +52,7 @@ fn plan(
     if total == 0 {
         return Ok(Plan::default());
     }
-    crate::typed::check_encodable("file type", viewed.filetype())?;
+    crate::encodable::check_encodable("file type", viewed.filetype())?;
     let cap = options
         .request_bytes_max
         .unwrap_or(COLLECTIVE_BYTES_MAX / (2 * processes as u64));

@@ -1,0 +1,100 @@
+//! What a caller chooses before any call: the client's tunables ([`ClientOptions`], with the
+//! environment variables that set their defaults), how a file is made ([`CreateOptions`]) and
+//! what it is opened for ([`OpenMode`]). A leaf: the client, its files and the fabric read
+//! these, and this module reads none of them.
+
+use std::time::Duration;
+
+use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
+use tessera_proto::Datatype;
+
+/// Environment variable overriding the default timeout, in milliseconds.
+pub const TIMEOUT_ENV: &str = "TESSERA_TIMEOUT_MS";
+
+/// Tunables of a client.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// How long to wait to connect to, send to or hear from a server before naming it in an
+    /// error (default 30 s, or `$TESSERA_TIMEOUT_MS`).
+    pub timeout: Duration,
+    /// Reach servers on this host through their Unix sockets and move data one-sidedly
+    /// (the `local` backend) where the cluster file names a socket (default true; false
+    /// with `$TESSERA_TRANSPORT=tcp`).
+    pub local: bool,
+}
+
+/// The environment variable that chooses the transport: `tcp` or `local` (the default).
+pub const TRANSPORT_ENV: &str = "TESSERA_TRANSPORT";
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        let timeout_ms = std::env::var(TIMEOUT_ENV)
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(30_000);
+        let local = std::env::var(TRANSPORT_ENV).map_or(true, |value| value != "tcp");
+        Self {
+            timeout: Duration::from_millis(timeout_ms),
+            local,
+        }
+    }
+}
+
+/// How to create a file.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    /// Permission bits.
+    pub mode: u32,
+    /// Fail if the name exists (otherwise the existing file is opened).
+    pub exclusive: bool,
+    /// Stripe unit in bytes (default 64 KiB).
+    pub stripe_unit_bytes: u64,
+    /// Servers to stripe over; 0 means all of them.
+    pub server_count: u16,
+    /// A pattern layout instead of stripes: one datatype per server, each with lower bound
+    /// 0 and the same extent (the period), together covering each period once
+    /// (see `tessera_proto::PatternLayout`). Empty for stripes.
+    pub pattern: Vec<Datatype>,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        Self {
+            mode: 0o644,
+            exclusive: false,
+            stripe_unit_bytes: STRIPE_UNIT_BYTES_DEFAULT,
+            server_count: 0,
+            pattern: Vec::new(),
+        }
+    }
+}
+
+/// What a file is open for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Reads only.
+    ReadOnly,
+    /// Writes only.
+    WriteOnly,
+    /// Reads and writes.
+    ReadWrite,
+}
+
+impl OpenMode {
+    /// The rights asked of the mds: (read, write).
+    pub(crate) fn rights(self) -> (bool, bool) {
+        match self {
+            Self::ReadOnly => (true, false),
+            Self::WriteOnly => (false, true),
+            Self::ReadWrite => (true, true),
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "reading only",
+            Self::WriteOnly => "writing only",
+            Self::ReadWrite => "reading and writing",
+        }
+    }
+}
