@@ -1164,7 +1164,7 @@ mod tests {
             Residency::Cached
         );
         if !evict(&store, 7) {
-            crate::testing::ignored_at_run_time(&format!(
+            crate::not_run::ignored_at_run_time(&format!(
                 "the file system of {} keeps the object's pages cached (tmpfs?)",
                 directory.path().display()
             ));

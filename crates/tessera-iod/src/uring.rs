@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn batched_reads_and_writes_match_the_file() {
         if let Err(reason) = available() {
-            crate::testing::ignored_at_run_time(&format!("io_uring is unavailable: {reason}"));
+            crate::not_run::ignored_at_run_time(&format!("io_uring is unavailable: {reason}"));
             return;
         }
         let file = tempfile::tempfile().unwrap();
