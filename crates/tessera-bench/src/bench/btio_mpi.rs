@@ -1,13 +1,13 @@
 //! `tessera bench btio-mpi`: NAS BT-IO class A output written by a real MPI program through
 //! the MPI-IO shim, once per method (seed 001 Table 3.2, issue 6).
 //!
-//! The program is `mpiio/bench/btio.c` (carried inside this binary and compiled here with the
-//! chosen MPI's `mpicc`): 4 processes in BT's multi-partition, a struct of one subarray per
+//! The program is `mpiio/bench/btio.c`, which `make mpiio` builds with each MPI's `mpicc`
+//! beside its shim (`target/mpiio/<mpi>/btio`): 4 processes in BT's multi-partition, a struct of one subarray per
 //! cell as the file type of `MPI_File_set_view`, one `MPI_File_write_at` (independent methods,
 //! hint `tessera_method`) or `MPI_File_write_at_all` (collective methods, hint
 //! `tessera_coll`) per output step, then a read-back of the whole file with every byte
-//! compared. This module starts (or uses) a cluster, finds the shim of the MPI
-//! (`target/mpiio/<mpi>/libtessera_mpiio.so`, made by `make mpiio`), launches the program with
+//! compared. This module starts (or uses) a cluster, finds the shim and the program of the MPI
+//! (`target/mpiio/<mpi>/libtessera_mpiio.so` and `btio`), launches the program with
 //! `mpiexec.mpich` or `mpirun.openmpi` and the shim preloaded, one run per method, and turns
 //! the one JSON line process 0 prints into a row. The program sees only MPI, so request and
 //! piece counts are not reported (0).
@@ -25,8 +25,10 @@ use super::blockcol::open_cluster;
 use super::{mib_s, CommonArgs, Report, Row};
 use crate::plot::{Plot, Series};
 
-/// The program's source, compiled at run time with the chosen MPI's compiler wrapper.
-const PROGRAM_SOURCE: &str = include_str!("../../../../mpiio/bench/btio.c");
+/// The program `make mpiio` builds beside the shim (from `mpiio/bench/btio.c`).
+const PROGRAM: &str = "btio";
+/// The MPI-IO shim's file name in `target/mpiio/<mpi>/`.
+pub(super) const SHIM: &str = "libtessera_mpiio.so";
 /// I/O servers of a private cluster (`open_cluster`).
 const SERVERS: u16 = 4;
 const PROCESSES: u32 = 4;
@@ -61,9 +63,9 @@ const PAPER_SECONDS: [(&str, f64); 4] = [
 /// The MPI to run under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mpi {
-    /// MPICH: `mpicc.mpich`, `mpiexec.mpich`.
+    /// MPICH: `mpiexec.mpich`.
     Mpich,
-    /// Open MPI: `mpicc.openmpi`, `mpirun.openmpi`.
+    /// Open MPI: `mpirun.openmpi`.
     Openmpi,
 }
 
@@ -75,39 +77,31 @@ impl Mpi {
         }
     }
 
-    pub(super) fn compiler(self) -> String {
-        format!("mpicc.{}", self.name())
+    /// Where `make mpiio` put this MPI's shim and benchmark programs: `target/mpiio/<mpi>/`
+    /// beside the target directory this binary runs from (`target/release/tessera-bench`).
+    fn built_dir(self) -> Result<PathBuf, String> {
+        let exe =
+            std::env::current_exe().map_err(|err| format!("cannot find tessera-bench: {err}"))?;
+        Ok(exe
+            .parent()
+            .and_then(Path::parent)
+            .ok_or_else(|| format!("{} has no target directory", exe.display()))?
+            .join("mpiio")
+            .join(self.name()))
     }
 
-    /// Writes the C program `text` into `dir` as `name` and compiles it with this MPI's
-    /// `mpicc` into `dir` (the executable is `name` without `.c`, then `-` and the MPI's
-    /// name); errors name the bench and the compiler's messages.
-    pub(super) fn compile(
-        self,
-        bench: &str,
-        name: &str,
-        text: &str,
-        dir: &Path,
-    ) -> Result<PathBuf, String> {
-        let compiler = self.compiler();
-        let source = dir.join(name);
-        std::fs::write(&source, text)
-            .map_err(|err| format!("cannot write {}: {err}", source.display()))?;
-        let program = dir.join(format!("{}-{}", name.trim_end_matches(".c"), self.name()));
-        let output = Command::new(&compiler)
-            .args(["-O2", "-o"])
-            .arg(&program)
-            .arg(&source)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|err| format!("cannot run {compiler}: {err}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "bench {bench}: {compiler} could not compile {name}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ));
+    /// The file `name` that `make mpiio` built for this MPI (the shim or a benchmark program),
+    /// or an error naming `bench`, the path and `make mpiio`.
+    pub(super) fn built(self, bench: &str, name: &str) -> Result<PathBuf, String> {
+        built_file(bench, &self.built_dir()?.join(name))
+    }
+
+    /// The package that installs this MPI's launcher.
+    pub(super) fn package(self) -> &'static str {
+        match self {
+            Self::Mpich => "mpich and libmpich-dev",
+            Self::Openmpi => "openmpi-bin and libopenmpi-dev",
         }
-        Ok(program)
     }
 
     pub(super) fn launcher(self) -> &'static str {
@@ -148,11 +142,11 @@ impl Mpi {
 pub struct BtioMpiArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// The MPI to build and run the program with.
+    /// The MPI to run the program with (its build of the program and of the shim).
     #[arg(long, value_enum, default_value = "mpich")]
     pub mpi: Mpi,
-    /// The MPI-IO shim to preload (default: target/mpiio/MPI/libtessera_mpiio.so beside the
-    /// target directory this binary is in).
+    /// The MPI-IO shim to preload (default: target/mpiio/MPI/libtessera_mpiio.so in the
+    /// target directory this binary is in, made by `make mpiio` with the program).
     #[arg(long)]
     pub shim: Option<PathBuf>,
 }
@@ -176,44 +170,35 @@ pub(super) fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-/// The shim to preload: `--shim`, or the one `make mpiio` built into the target directory
-/// this binary runs from (`target/release/tessera` -> `target/mpiio/MPI/`).
-fn find_shim(args: &BtioMpiArgs) -> Result<PathBuf, String> {
-    let shim = if let Some(shim) = &args.shim {
-        shim.clone()
-    } else {
-        let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera: {err}"))?;
-        exe.parent()
-            .and_then(Path::parent)
-            .ok_or_else(|| format!("{} has no target directory", exe.display()))?
-            .join("mpiio")
-            .join(args.mpi.name())
-            .join("libtessera_mpiio.so")
-    };
-    if !shim.is_file() {
+/// `path` canonical if it is a file `make mpiio` built; else an error naming `bench`.
+fn built_file(bench: &str, path: &Path) -> Result<PathBuf, String> {
+    if !path.is_file() {
         return Err(format!(
-            "bench btio-mpi: no MPI-IO shim at {}: run `make mpiio` first (or give --shim)",
-            shim.display()
+            "bench {bench}: {} is missing: run `make mpiio` first (it builds the MPI-IO shim and the benchmark programs for each MPI)",
+            path.display()
         ));
     }
-    std::fs::canonicalize(&shim).map_err(|err| format!("{}: {err}", shim.display()))
+    std::fs::canonicalize(path).map_err(|err| format!("{}: {err}", path.display()))
 }
 
-/// Writes the program's source into `dir` and compiles it with the MPI's `mpicc`.
-fn build_program(mpi: Mpi, dir: &Path) -> Result<PathBuf, String> {
-    let compiler = mpi.compiler();
-    for tool in [compiler.as_str(), mpi.launcher()] {
-        if !on_path(tool) {
-            return Err(format!(
-                "bench btio-mpi: {tool} is not installed: install {} (make deps) or choose another --mpi",
-                match mpi {
-                    Mpi::Mpich => "mpich and libmpich-dev",
-                    Mpi::Openmpi => "openmpi-bin and libopenmpi-dev",
-                }
-            ));
-        }
+/// The shim to preload: `--shim`, or the one `make mpiio` built ([`Mpi::built`]).
+fn find_shim(args: &BtioMpiArgs) -> Result<PathBuf, String> {
+    match &args.shim {
+        Some(shim) => built_file("btio-mpi", shim),
+        None => args.mpi.built("btio-mpi", SHIM),
     }
-    mpi.compile("btio-mpi", "btio.c", PROGRAM_SOURCE, dir)
+}
+
+/// The program `make mpiio` built for the MPI, once its launcher is known to be installed.
+fn find_program(mpi: Mpi) -> Result<PathBuf, String> {
+    if !on_path(mpi.launcher()) {
+        return Err(format!(
+            "bench btio-mpi: {} is not installed: install {} (make deps) or choose another --mpi",
+            mpi.launcher(),
+            mpi.package()
+        ));
+    }
+    mpi.built("btio-mpi", PROGRAM)
 }
 
 /// One run of the program with `method`; its outcome, or why there is none.
@@ -314,17 +299,11 @@ fn row(method: &str, mode: &str, outcome: &Outcome) -> Row {
 pub fn run(args: &BtioMpiArgs) -> Result<Report, String> {
     let common = &args.common;
     let shim = find_shim(args)?;
-    let work = std::env::temp_dir().join(format!("tessera-btio-mpi-{}", std::process::id()));
-    std::fs::create_dir_all(&work)
-        .map_err(|err| format!("cannot create {}: {err}", work.display()))?;
-    let result = build_program(args.mpi, &work).and_then(|program| {
-        let (cluster, _client) = open_cluster(common)?;
-        let cluster_file = std::fs::canonicalize(&cluster.file)
-            .map_err(|err| format!("{}: {err}", cluster.file.display()))?;
-        measure(args, &shim, &cluster_file, &program)
-    });
-    let _ = std::fs::remove_dir_all(&work);
-    let report = result?;
+    let program = find_program(args.mpi)?;
+    let (cluster, _client) = open_cluster(common)?;
+    let cluster_file = std::fs::canonicalize(&cluster.file)
+        .map_err(|err| format!("{}: {err}", cluster.file.display()))?;
+    let report = measure(args, &shim, &cluster_file, &program)?;
     let table = table(&report, args.mpi);
     if common.json {
         eprint!("{table}");
@@ -367,7 +346,8 @@ fn measure(
             "mpi": args.mpi.name(),
             "launcher": args.mpi.launcher(),
             "shim": shim.display().to_string(),
-            "program": "mpiio/bench/btio.c",
+            "program": program.display().to_string(),
+            "source": "mpiio/bench/btio.c",
             "class": "A",
             "grid_points": [POINTS, POINTS, POINTS],
             "step_bytes": u64::from(POINTS).pow(3) * 40,
@@ -472,14 +452,24 @@ fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// The program's source, read where the tests are built (the bench runs what `make mpiio`
+    /// built from it).
+    pub(crate) fn source(name: &str) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../mpiio/bench")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+    }
 
     #[test]
     fn every_method_is_one_the_program_knows() {
+        let program = source("btio.c");
         for (method, mode) in METHODS {
             assert!(
-                PROGRAM_SOURCE.contains(&format!("\"{method}\"")),
+                program.contains(&format!("\"{method}\"")),
                 "{method} is not in btio.c"
             );
             assert!(mode == "independent" || mode == "collective");
@@ -533,5 +523,8 @@ mod tests {
         };
         let err = find_shim(&args).unwrap_err();
         assert!(err.contains("make mpiio"), "{err}");
+        assert!(err.contains("/nonexistent/libtessera_mpiio.so"), "{err}");
+        let err = built_file("mpiio", Path::new("/nonexistent/mpiio-bench")).unwrap_err();
+        assert!(err.contains("run `make mpiio` first"), "{err}");
     }
 }

@@ -9,9 +9,9 @@
 //! case is run by three columns, each a group of processes kept up for the whole sweep of one
 //! process count and driven one case at a time:
 //!
-//! - `tessera-mpiio`: `mpiio/bench/mpiio.c` (carried in this binary, compiled with the MPI's
-//!   `mpicc`), launched with `libtessera_mpiio.so` preloaded, on a file of a private 4-server
-//!   cluster (or `--cluster`);
+//! - `tessera-mpiio`: `mpiio/bench/mpiio.c` (built by `make mpiio` with the MPI's `mpicc` as
+//!   `target/mpiio/<mpi>/mpiio-bench`, beside the shim), launched with `libtessera_mpiio.so`
+//!   preloaded, on a file of a private 4-server cluster (or `--cluster`);
 //! - `native`: `tessera mpiio-worker` processes making the same calls with `tessera-client`
 //!   (`File::write_at`/`read_at` for contiguous independent, `ViewedFile` with the same view
 //!   for strided, `ViewedFile::write_all`/`read_all` over a [`SocketCommunicator`] for the
@@ -44,12 +44,12 @@ use tessera_client::{
 };
 
 use super::blockcol::open_cluster;
-use super::btio_mpi::{on_path, Mpi};
+use super::btio_mpi::{on_path, Mpi, SHIM};
 use super::{median, mib_s, CommonArgs, Report, Row};
 use crate::plot::{Decorations, Plot, Series};
 
-/// The program's source, compiled at run time with the chosen MPI's compiler wrapper.
-const PROGRAM_SOURCE: &str = include_str!("../../../../mpiio/bench/mpiio.c");
+/// The program `make mpiio` builds beside the shim (from `mpiio/bench/mpiio.c`).
+const PROGRAM: &str = "mpiio-bench";
 /// I/O servers of a private cluster (`open_cluster`).
 const SERVERS: u16 = 4;
 const PROCESS_COUNTS: [u32; 3] = [1, 2, 4];
@@ -964,11 +964,10 @@ struct Plan {
     program: Option<PathBuf>,
     shim: Option<PathBuf>,
     skip_mpi: Option<String>,
-    skip_shim: Option<String>,
 }
 
 fn mpis(choice: Option<MpiChoice>) -> Vec<Mpi> {
-    let installed = |mpi: Mpi| on_path(&mpi.compiler()) && on_path(mpi.launcher());
+    let installed = |mpi: Mpi| on_path(mpi.launcher());
     match choice {
         Some(MpiChoice::Mpich) => vec![Mpi::Mpich],
         Some(MpiChoice::Openmpi) => vec![Mpi::Openmpi],
@@ -987,54 +986,24 @@ fn mpis(choice: Option<MpiChoice>) -> Vec<Mpi> {
     }
 }
 
-/// The shim `make mpiio` built beside this binary (`target/release/tessera` ->
-/// `target/mpiio/MPI/libtessera_mpiio.so`).
-fn shim_of(mpi: Mpi) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera: {err}"))?;
-    let shim = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or_else(|| format!("{} has no target directory", exe.display()))?
-        .join("mpiio")
-        .join(mpi.name())
-        .join("libtessera_mpiio.so");
-    if !shim.is_file() {
-        return Err(format!(
-            "no MPI-IO library at {}: run `make mpiio` first",
-            shim.display()
-        ));
-    }
-    std::fs::canonicalize(&shim).map_err(|err| format!("{}: {err}", shim.display()))
-}
-
-/// Compiles the program with the MPI's `mpicc` into `dir`.
-fn build_program(mpi: Mpi, dir: &Path) -> Result<PathBuf, String> {
-    mpi.compile("mpiio", "mpiio.c", PROGRAM_SOURCE, dir)
-}
-
-fn plan_of(mpi: Mpi, work: &Path) -> Result<Plan, String> {
+/// The plan of `mpi`: its columns skipped if its launcher is not installed, else its program
+/// and shim, which `make mpiio` must have built (an error otherwise).
+fn plan_of(mpi: Mpi) -> Result<Plan, String> {
     let mut plan = Plan {
         mpi: Some(mpi),
         mpi_name: mpi.name().to_owned(),
         ..Plan::default()
     };
-    for tool in [mpi.compiler(), mpi.launcher().to_owned()] {
-        if !on_path(&tool) {
-            plan.skip_mpi = Some(format!(
-                "{tool} is not installed: install {} (make deps)",
-                match mpi {
-                    Mpi::Mpich => "mpich and libmpich-dev",
-                    Mpi::Openmpi => "openmpi-bin and libopenmpi-dev",
-                }
-            ));
-            return Ok(plan);
-        }
+    if !on_path(mpi.launcher()) {
+        plan.skip_mpi = Some(format!(
+            "{} is not installed: install {} (make deps)",
+            mpi.launcher(),
+            mpi.package()
+        ));
+        return Ok(plan);
     }
-    plan.program = Some(build_program(mpi, work)?);
-    match shim_of(mpi) {
-        Ok(shim) => plan.shim = Some(shim),
-        Err(reason) => plan.skip_shim = Some(reason),
-    }
+    plan.program = Some(mpi.built("mpiio", PROGRAM)?);
+    plan.shim = Some(mpi.built("mpiio", SHIM)?);
     Ok(plan)
 }
 
@@ -1112,7 +1081,7 @@ type SampleMap = BTreeMap<(String, Case, &'static str), Samples>;
 fn measure(args: &MpiioArgs, sweep: &Sweep, work: &Path) -> Result<(Vec<Plan>, SampleMap), String> {
     let mut plans = Vec::new();
     for mpi in mpis(args.mpi) {
-        plans.push(plan_of(mpi, work)?);
+        plans.push(plan_of(mpi)?);
     }
     let (cluster, client) = open_cluster(&args.common)?;
     let cluster_file = std::fs::canonicalize(&cluster.file)
@@ -1277,8 +1246,7 @@ fn report(
                         .collect();
                     for method in METHODS {
                         let skipped = match method {
-                            "tessera-mpiio" => plan.skip_mpi.clone().or(plan.skip_shim.clone()),
-                            "local-mpiio" => plan.skip_mpi.clone(),
+                            "tessera-mpiio" | "local-mpiio" => plan.skip_mpi.clone(),
                             _ => None,
                         };
                         let name = case.name(op, &plan.mpi_name);
@@ -1378,7 +1346,8 @@ fn report(
             "clients": PROCESS_COUNTS,
             "transport": "the client's default: the local one-sided backend on the servers' host",
             "mpis": plans.iter().map(|plan| plan.mpi_name.clone()).collect::<Vec<_>>(),
-            "program": "mpiio/bench/mpiio.c",
+            "programs": plans.iter().map(|plan| plan.program.as_ref().map(|p| p.display().to_string())).collect::<Vec<_>>(),
+            "source": "mpiio/bench/mpiio.c",
             "shims": plans.iter().map(|plan| plan.shim.as_ref().map(|s| s.display().to_string())).collect::<Vec<_>>(),
             "transfers": sweep.transfers,
             "process_bytes_per_case": sweep.process_bytes,
@@ -1426,7 +1395,7 @@ fn table(report: &Report, plans: &[Plan], sweep: &Sweep) -> String {
     );
     for plan in plans {
         let _ = writeln!(out, "-- {} --", plan.mpi_name);
-        if let Some(reason) = plan.skip_mpi.as_ref().or(plan.skip_shim.as_ref()) {
+        if let Some(reason) = &plan.skip_mpi {
             let _ = writeln!(out, "skipped columns: {reason}");
         }
         let _ = writeln!(
@@ -1705,15 +1674,16 @@ mod tests {
 
     #[test]
     fn the_value_formula_is_the_programs() {
-        assert!(PROGRAM_SOURCE.contains("((offset >> 3) + 1) * 0x9E3779B97F4A7C15ULL"));
-        assert!(PROGRAM_SOURCE.contains("((uint64_t)(writer + 1) << 56)"));
-        assert!(PROGRAM_SOURCE.contains("(generation << 40)"));
+        let program = super::super::btio_mpi::tests::source("mpiio.c");
+        assert!(program.contains("((offset >> 3) + 1) * 0x9E3779B97F4A7C15ULL"));
+        assert!(program.contains("((uint64_t)(writer + 1) << 56)"));
+        assert!(program.contains("(generation << 40)"));
         assert_ne!(value(8, 0, 1), value(8, 1, 1));
         assert_ne!(value(8, 0, 1), value(8, 0, 2));
         assert_ne!(value(8, 0, 1), value(16, 0, 1));
         // The program's limits are the worker's.
-        assert!(PROGRAM_SOURCE.contains("#define PROCESS_BYTES_MAX (256LL << 20)"));
-        assert!(PROGRAM_SOURCE.contains("#define CASES_MAX 100000"));
+        assert!(program.contains("#define PROCESS_BYTES_MAX (256LL << 20)"));
+        assert!(program.contains("#define CASES_MAX 100000"));
     }
 
     #[test]
