@@ -39,6 +39,14 @@ const COUNTS: [u64; 9] = [
     4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 256_000, 512_000, 1_024_000,
 ];
 const QUICK_COUNTS: usize = 5;
+/// The most ints `--counts` may give one file (64 MiB).
+const COUNT_MAX: u64 = 16 << 20;
+/// The most counts `--counts` may list.
+const COUNTS_MAX: usize = 64;
+/// The most `--repetitions`.
+const REPETITIONS_MAX: u64 = 100;
+/// The most `--iterations`.
+const ITERATIONS_MAX: i64 = 1000;
 const INT: u64 = 4;
 const METHODS: [CollectiveMethod; 2] =
     [CollectiveMethod::TwoPhase, CollectiveMethod::ServerDirected];
@@ -63,9 +71,45 @@ const PAPER_IMPROVEMENT: [(&str, usize, [f64; 9]); 4] = [
     ("read", 4, [6.6, 7.2, 10.8, 12.4, 11.9, 9.2, 8.7, 7.5, 8.2]),
 ];
 
-/// Set (to anything) by the integration tests: the counts 4k and 64k only, one repetition of
-/// one call per measurement — the checks and figures of every row, not the timings.
-pub const SMOKE_ENV: &str = "TESSERA_BENCH_ECIO_SMOKE";
+/// Arguments of `tessera-bench ecio`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EcioArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Ints in the file, comma-separated, each a multiple of 4 (so that 2 and 4 processes
+    /// share it evenly) and at most 16M (default: the paper's 4000..1024000; --quick: up to
+    /// 64000). `--counts 4000,64000 --repetitions 1 --iterations 1` checks every row's data
+    /// and figures in seconds, without meaningful timings.
+    #[arg(long, value_delimiter = ',', value_parser = parse_count)]
+    pub counts: Vec<u64>,
+    /// Measurements of each (count, direction, method), median reported (default: 5 with
+    /// --quick, else 3; at most 100).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=REPETITIONS_MAX))]
+    pub repetitions: Option<u64>,
+    /// Collective calls per measurement (default: 2,000,000 / count, between 3 and 50; at
+    /// most 1000).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=ITERATIONS_MAX))]
+    pub iterations: Option<u32>,
+}
+
+/// One `--counts` entry: a positive multiple of 4 ints, at most [`COUNT_MAX`].
+fn parse_count(text: &str) -> Result<u64, String> {
+    let count: u64 = text
+        .trim()
+        .parse()
+        .map_err(|err| format!("{text:?} is not a count of ints: {err}"))?;
+    if count == 0 || !count.is_multiple_of(4) {
+        return Err(format!(
+            "{count} ints cannot be shared evenly by 2 and 4 processes: give a positive multiple of 4"
+        ));
+    }
+    if count > COUNT_MAX {
+        return Err(format!(
+            "{count} ints is more than {COUNT_MAX} (COUNT_MAX, 64 MiB)"
+        ));
+    }
+    Ok(count)
+}
 
 /// Arguments of the hidden `tessera ecio-worker` command.
 #[derive(Debug, clap::Args)]
@@ -308,7 +352,14 @@ fn run_group(plan: &Plan) -> Result<Vec<Measured>, String> {
 }
 
 /// Runs the experiment and returns its report.
-pub fn run(common: &CommonArgs) -> Result<Report, String> {
+pub fn run(args: &EcioArgs) -> Result<Report, String> {
+    let common = &args.common;
+    if args.counts.len() > COUNTS_MAX {
+        return Err(format!(
+            "--counts lists {} counts, more than {COUNTS_MAX} (COUNTS_MAX)",
+            args.counts.len()
+        ));
+    }
     let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
     let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
     let client = Client::new(&config, &ClientOptions::default());
@@ -317,20 +368,17 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         Err(err) if err.code() == Some(ErrorCode::Exists) => {}
         Err(err) => return Err(format!("mkdir /bench: {err}")),
     }
-    let smoke = std::env::var_os(SMOKE_ENV).is_some();
-    let counts: Vec<u64> = if smoke {
-        vec![COUNTS[0], COUNTS[QUICK_COUNTS - 1]]
+    let counts: Vec<u64> = if !args.counts.is_empty() {
+        args.counts.clone()
     } else if common.quick {
         COUNTS[..QUICK_COUNTS].to_vec()
     } else {
         COUNTS.to_vec()
     };
-    let repetitions = if smoke {
-        1
-    } else if common.quick {
-        5
-    } else {
-        3
+    let repetitions = match args.repetitions {
+        Some(repetitions) => usize::try_from(repetitions).map_err(|err| err.to_string())?,
+        None if common.quick => 5,
+        None => 3,
     };
     let meeting = std::env::temp_dir().join(format!("tessera-ecio-{}", std::process::id()));
     std::fs::create_dir_all(&meeting)
@@ -349,7 +397,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             )
             .map_err(|err| format!("create {path}: {err}"))?;
         let plan = Plan {
-            iterations: u32::from(smoke),
+            iterations: args.iterations.unwrap_or(0),
             cluster: cluster.file.clone(),
             path: path.clone(),
             meeting: meeting.clone(),
@@ -453,22 +501,21 @@ fn table(report: &Report, counts: &[u64]) -> String {
             "count", "file KiB", "two_phase", "server_dir", "speedup", "improve", "paper"
         );
         for &count in counts {
-            let index = COUNTS
+            let paper = COUNTS
                 .iter()
                 .position(|&c| c == count)
-                .expect("a paper count");
+                .map_or_else(|| "-".to_owned(), |index| format!("{:.1}%", paper[index]));
             let case = format!("{op} m={processes} count={count}");
             let two_phase = seconds_of(report, &case, CollectiveMethod::TwoPhase);
             let server = seconds_of(report, &case, CollectiveMethod::ServerDirected);
             let _ = writeln!(
                 out,
-                "{count:>9} {:>10.1} {:>12.3} {:>12.3} {:>8.2}x {:>8.1}% {:>9.1}%",
+                "{count:>9} {:>10.1} {:>12.3} {:>12.3} {:>8.2}x {:>8.1}% {paper:>10}",
                 (count * INT) as f64 / 1024.0,
                 two_phase * 1e3,
                 server * 1e3,
                 two_phase / server,
                 (two_phase - server) / two_phase * 100.0,
-                paper[index]
             );
         }
     }

@@ -63,8 +63,9 @@ pub enum Experiment {
     /// local file, in one interleaved run; `--mpi mpich|openmpi|both` (needs `make mpiio`).
     Mpiio(mpiio::MpiioArgs),
     /// 1 server, 2 and 4 client processes, interleaved ints, count 4k-1M: collective
-    /// two_phase vs server_directed, writes and reads (004 Tables 1-4).
-    Ecio(CommonArgs),
+    /// two_phase vs server_directed, writes and reads (004 Tables 1-4); `--counts`,
+    /// `--repetitions`, `--iterations` choose a smaller run.
+    Ecio(ecio::EcioArgs),
 }
 
 impl Experiment {
@@ -76,11 +77,11 @@ impl Experiment {
             | Self::Blockcol(common)
             | Self::Tile(common)
             | Self::Btio(common)
-            | Self::Ecio(common)
             | Self::Ogr(common)
             | Self::Fmrd(common) => common,
             Self::BtioMpi(args) => &args.common,
             Self::Mpiio(args) => &args.common,
+            Self::Ecio(args) => &args.common,
         }
     }
 }
@@ -336,7 +337,7 @@ pub fn run(experiment: &Experiment) -> Result<(), String> {
         Experiment::Btio(common) => btio::run(common)?,
         Experiment::BtioMpi(args) => btio_mpi::run(args)?,
         Experiment::Mpiio(args) => mpiio::run(args)?,
-        Experiment::Ecio(common) => ecio::run(common)?,
+        Experiment::Ecio(args) => ecio::run(args)?,
         Experiment::Ogr(common) => ogr::run(common)?,
         Experiment::Fmrd(common) => fmrd::run(common)?,
     };
