@@ -52,10 +52,13 @@ fn bench(args: &[&str], cluster: &Path) -> std::process::Output {
 #[test]
 fn ecio_bench_verifies_and_merges_each_collective_into_one_run() {
     let cluster = Cluster::start(1);
+    let out = tempfile::tempdir().expect("a temporary directory");
     let output = bench(
         &[
             "ecio",
             "--json",
+            "--out",
+            out.path().to_str().unwrap(),
             "--counts",
             "4000,64000",
             "--repetitions",
@@ -83,12 +86,17 @@ fn ecio_bench_verifies_and_merges_each_collective_into_one_run() {
     assert_eq!(rows.len(), 2 * 2 * 2 * 2);
     for processes in [2u64, 4] {
         for count in [4000u64, 64_000] {
-            let case = format!("write m={processes} count={count}");
             let row = |method: &str| {
                 rows.iter()
-                    .find(|row| row["case"] == case && row["method"] == method)
-                    .unwrap_or_else(|| panic!("no row {case} {method}"))
+                    .find(|row| {
+                        row["direction"] == "write"
+                            && row["processes"] == processes
+                            && row["count"] == count
+                            && row["method"] == method
+                    })
+                    .unwrap_or_else(|| panic!("no row write {processes} {count} {method}"))
             };
+            let case = format!("write, {processes} clients, {count} ints");
             let server = row("server_directed");
             assert_eq!(server["requests"], processes, "{case}");
             assert_eq!(
@@ -96,14 +104,36 @@ fn ecio_bench_verifies_and_merges_each_collective_into_one_run() {
                 "{case}: one storage call per collective"
             );
             assert_eq!(server["bytes"], count * 4);
-            assert_eq!(server["extra"]["iterations"], 1, "{case}");
-            assert_eq!(server["extra"]["repetitions"], 1, "{case}");
+            assert_eq!(server["iterations"], 1, "{case}");
+            assert_eq!(server["repetitions"], 1, "{case}");
+            assert_eq!(server["verified"], true, "{case}");
             let two_phase = row("two_phase");
             // Every process is an aggregator and writes its domain as one run.
             assert_eq!(two_phase["requests"], processes, "{case}");
             assert_eq!(two_phase["pieces"], processes, "{case}");
             assert!(server["mib_s"].as_f64().unwrap() > 0.0);
+            // One repetition: the range is the median.
+            assert_eq!(server["mib_s_min"], server["mib_s"]);
+            assert_eq!(server["mib_s_max"], server["mib_s"]);
+            // The paper's Table 1/2 value at 4000 and 64000 ints.
+            assert!(server["paper_improvement_pct"].as_f64().is_some(), "{case}");
         }
+    }
+    // The CSV has the same rows, one per line after the header, and the figure is written
+    // as SVG and PNG.
+    let csv = std::fs::read_to_string(out.path().join("ecio.csv")).expect("ecio.csv");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    assert!(
+        header.iter().any(|name| name == "speedup_vs_two_phase"),
+        "{header:?}"
+    );
+    assert_eq!(reader.records().count(), rows.len());
+    for name in ["ecio.svg", "ecio.png"] {
+        let bytes = std::fs::metadata(out.path().join(name))
+            .unwrap_or_else(|err| panic!("{name}: {err}"))
+            .len();
+        assert!(bytes > 1000, "{name}: {bytes} bytes");
     }
 }
 

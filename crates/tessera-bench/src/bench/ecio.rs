@@ -13,7 +13,7 @@
 //!
 //! The workers are started by the parent with their plan on the command line; rank 0 prints
 //! one JSON line per (count, direction, method) on its standard output, which the parent
-//! turns into rows.
+//! turns into one [`EcioRow`] each: the median over the repetitions and its range.
 
 use std::fmt::Write as _;
 use std::io::BufRead;
@@ -29,8 +29,10 @@ use tessera_client::{
     CreateOptions, Datatype, ErrorCode, IoReport, OpenMode, SocketCommunicator, ViewedFile,
 };
 
-use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
-use crate::plot::{Plot, Series};
+use super::{BenchCluster, CommonArgs};
+use crate::report::{
+    self, Direction, Figure, Line, Meta, Outcome, Panel, Point, Report, Scale, Spread,
+};
 
 const SERVERS: u16 = 1;
 const PROCESS_COUNTS: [usize; 2] = [2, 4];
@@ -136,13 +138,14 @@ struct Plan {
     repetitions: usize,
 }
 
-/// One measurement, as rank 0 reports it.
+/// The measurements of one (count, direction, method), as rank 0 reports them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Measured {
     count: u64,
     write: bool,
     method: String,
-    seconds: f64,
+    /// Seconds per call, one per repetition.
+    samples: Vec<f64>,
     iterations: u32,
     requests: u64,
     storage_calls: u64,
@@ -275,7 +278,7 @@ pub fn run_worker(args: &WorkerArgs) -> Result<(), String> {
                         count,
                         write,
                         method: method.name().to_owned(),
-                        seconds: median(&samples[index]),
+                        samples: samples[index].clone(),
                         iterations,
                         requests: figures[index].0,
                         storage_calls: figures[index].1,
@@ -351,8 +354,8 @@ fn run_group(plan: &Plan) -> Result<Vec<Measured>, String> {
     Ok(measured)
 }
 
-/// Runs the experiment and returns its report.
-pub fn run(args: &EcioArgs) -> Result<Report, String> {
+/// Runs the experiment and writes its report.
+pub fn run(args: &EcioArgs) -> Result<Outcome, String> {
     let common = &args.common;
     if args.counts.len() > COUNTS_MAX {
         return Err(format!(
@@ -417,40 +420,14 @@ pub fn run(args: &EcioArgs) -> Result<Report, String> {
         };
         for one in &measured {
             verified &= one.verified;
-            let op = if one.write { "write" } else { "read" };
-            let bytes = one.count * INT;
-            let two_phase = measured
-                .iter()
-                .find(|other| {
-                    other.count == one.count
-                        && other.write == one.write
-                        && other.method == CollectiveMethod::TwoPhase.name()
-                })
-                .map_or(f64::NAN, |other| other.seconds);
-            rows.push(Row {
-                case: format!("{op} m={processes} count={}", one.count),
-                method: one.method.clone(),
-                mib_s: mib_s(bytes, one.seconds),
-                requests: one.requests,
-                pieces: one.storage_calls,
-                bytes,
-                seconds: one.seconds,
-                extra: json!({
-                    "processes": processes,
-                    "count": one.count,
-                    "iterations": one.iterations,
-                    "repetitions": repetitions,
-                    "speedup_vs_two_phase": two_phase / one.seconds,
-                    "improvement_pct": (two_phase - one.seconds) / two_phase * 100.0,
-                }),
-                skipped: None,
-            });
+            rows.push(row(processes, repetitions, one, &measured)?);
         }
     }
     let _ = std::fs::remove_dir_all(&meeting);
     let report = Report {
-        bench: "ecio".to_owned(),
+        bench: "ecio",
         quick: common.quick,
+        meta: Meta::now(repetitions),
         config: json!({
             "servers": SERVERS,
             "clients": PROCESS_COUNTS,
@@ -458,121 +435,228 @@ pub fn run(args: &EcioArgs) -> Result<Report, String> {
             "communicator": "unix sockets between client processes",
             "pattern": "interleaved ints, block length 1 (seed 004 Fig. 3)",
             "counts": counts,
+            "repetitions": repetitions,
+            "iterations": args.iterations.map_or_else(|| json!("2,000,000 / count, between 3 and 50"), |calls| json!(calls)),
             "two_phase_cb_nodes": "all processes",
             "cb_buffer_bytes": tessera_client::collective::CB_BUFFER_BYTES_DEFAULT,
         }),
         verified,
         rows,
     };
-    let table = table(&report, &counts);
-    if common.json {
-        eprint!("{table}");
+    report.finish(
+        common,
+        &text(&report, &counts)?,
+        &[figure(&report, &counts)?],
+    )
+}
+
+/// One (direction, processes, count, method) of ecio: seconds per collective call and MiB/s,
+/// medians over the repetitions with their ranges, and the figures of one call.
+#[derive(Debug, Clone, Serialize)]
+pub struct EcioRow {
+    /// Writes or reads.
+    pub direction: Direction,
+    /// Client processes.
+    pub processes: usize,
+    /// Ints in the file.
+    pub count: u64,
+    /// The collective method.
+    pub method: &'static str,
+    /// Seconds per collective call, median over the repetitions.
+    pub seconds: f64,
+    /// The fastest repetition's seconds per call.
+    pub seconds_min: f64,
+    /// The slowest repetition's seconds per call.
+    pub seconds_max: f64,
+    /// MiB/s of one call, median.
+    pub mib_s: f64,
+    /// The slowest repetition's MiB/s.
+    pub mib_s_min: f64,
+    /// The fastest repetition's MiB/s.
+    pub mib_s_max: f64,
+    /// Client requests of one call, all processes.
+    pub requests: u64,
+    /// Storage calls the server made for one call.
+    pub pieces: u64,
+    /// Bytes of one call (the whole file).
+    pub bytes: u64,
+    /// Median two_phase seconds over this method's.
+    pub speedup_vs_two_phase: f64,
+    /// How much less time than two_phase this method took, percent of two_phase's.
+    pub improvement_pct: f64,
+    /// The paper's improvement of ECIO over collective I/O at this count (Tables 1-4).
+    pub paper_improvement_pct: Option<f64>,
+    /// Collective calls per measurement.
+    pub iterations: u32,
+    /// Measurements.
+    pub repetitions: usize,
+    /// Every call's data checked right.
+    pub verified: bool,
+}
+
+impl report::Row for EcioRow {
+    fn case(&self) -> String {
+        case(self.direction, self.processes, self.count)
+    }
+    fn method(&self) -> &str {
+        self.method
+    }
+}
+
+/// The case label of a row.
+fn case(direction: Direction, processes: usize, count: u64) -> String {
+    format!("{direction}, {processes} clients, {count} ints")
+}
+
+/// The row of `one`, compared with the two_phase measurement of the same case in `all`.
+fn row(
+    processes: usize,
+    repetitions: usize,
+    one: &Measured,
+    all: &[Measured],
+) -> Result<EcioRow, String> {
+    let direction = if one.write {
+        Direction::Write
     } else {
-        print!("{table}");
-        write_outputs(common, &report, &counts)?;
-    }
-    Ok(report)
-}
-
-fn seconds_of(report: &Report, case: &str, method: CollectiveMethod) -> f64 {
-    report
-        .rows
+        Direction::Read
+    };
+    let label = case(direction, processes, one.count);
+    let method = METHODS
         .iter()
-        .find(|row| row.case == case && row.method == method.name())
-        .map_or(f64::NAN, |row| row.seconds)
-}
-
-fn table(report: &Report, counts: &[u64]) -> String {
-    let mut out = String::new();
-    for (op, processes, paper) in PAPER_IMPROVEMENT {
-        let _ = writeln!(
-            out,
-            "ecio: noncontiguous data {op}: {processes} clients + 1 server (seed 004 Table {}; ms per collective call)",
-            match (op, processes) {
-                ("write", 2) => 1,
-                ("write", _) => 2,
-                ("read", 2) => 3,
-                _ => 4,
-            }
-        );
-        let _ = writeln!(
-            out,
-            "{:>9} {:>10} {:>12} {:>12} {:>9} {:>9} {:>10}",
-            "count", "file KiB", "two_phase", "server_dir", "speedup", "improve", "paper"
-        );
-        for &count in counts {
-            let paper = COUNTS
+        .map(|method| method.name())
+        .find(|&name| name == one.method)
+        .ok_or_else(|| {
+            format!(
+                "bench ecio: {label}: the workers measured an unknown method {:?}",
+                one.method
+            )
+        })?;
+    let seconds = Spread::of(&one.samples)
+        .map_err(|err| format!("bench ecio: case \"{label}\", method \"{method}\": {err}"))?;
+    let two_phase_name = CollectiveMethod::TwoPhase.name();
+    let two_phase = all
+        .iter()
+        .find(|other| {
+            other.count == one.count && other.write == one.write && other.method == two_phase_name
+        })
+        .ok_or_else(|| {
+            format!("bench ecio: no row for case \"{label}\", method \"{two_phase_name}\"")
+        })?;
+    let two_phase = Spread::of(&two_phase.samples)
+        .map_err(|err| format!("bench ecio: case \"{label}\", method \"{two_phase_name}\": {err}"))?
+        .median;
+    let bytes = one.count * INT;
+    let rate = seconds.rate_of(bytes);
+    let paper = PAPER_IMPROVEMENT
+        .iter()
+        .find(|(op, clients, _)| *op == direction.to_string() && *clients == processes)
+        .and_then(|(_, _, percents)| {
+            COUNTS
                 .iter()
-                .position(|&c| c == count)
-                .map_or_else(|| "-".to_owned(), |index| format!("{:.1}%", paper[index]));
-            let case = format!("{op} m={processes} count={count}");
-            let two_phase = seconds_of(report, &case, CollectiveMethod::TwoPhase);
-            let server = seconds_of(report, &case, CollectiveMethod::ServerDirected);
-            let _ = writeln!(
-                out,
-                "{count:>9} {:>10.1} {:>12.3} {:>12.3} {:>8.2}x {:>8.1}% {paper:>10}",
-                (count * INT) as f64 / 1024.0,
-                two_phase * 1e3,
-                server * 1e3,
-                two_phase / server,
-                (two_phase - server) / two_phase * 100.0,
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "paper (InfiniBand, PVFS2, 100 calls per point): ECIO 5-24 % faster than MPI collective I/O; the gap grows with the count for 2 clients and shrinks with more clients"
-    );
-    let _ = writeln!(out, "verified: {}", report.verified);
-    out
+                .position(|&count| count == one.count)
+                .map(|index| percents[index])
+        });
+    Ok(EcioRow {
+        direction,
+        processes,
+        count: one.count,
+        method,
+        seconds: seconds.median,
+        seconds_min: seconds.min,
+        seconds_max: seconds.max,
+        mib_s: rate.median,
+        mib_s_min: rate.min,
+        mib_s_max: rate.max,
+        requests: one.requests,
+        pieces: one.storage_calls,
+        bytes,
+        speedup_vs_two_phase: two_phase / seconds.median,
+        improvement_pct: (two_phase - seconds.median) / two_phase * 100.0,
+        paper_improvement_pct: paper,
+        iterations: one.iterations,
+        repetitions,
+        verified: one.verified,
+    })
 }
 
-fn write_outputs(common: &CommonArgs, report: &Report, counts: &[u64]) -> Result<(), String> {
-    std::fs::create_dir_all(&common.out)
-        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
-    let mut csv = String::from("case,method,mib_s,requests,pieces,bytes,seconds\n");
-    for row in &report.rows {
-        let _ = writeln!(
-            csv,
-            "{},{},{:.3},{},{},{},{:.9}",
-            row.case, row.method, row.mib_s, row.requests, row.pieces, row.bytes, row.seconds
+/// The paper's four tables, ours beside its improvement, and notes.
+fn text(report: &Report<EcioRow>, counts: &[u64]) -> Result<String, String> {
+    let mut out = String::new();
+    for (table_number, (op, processes, _)) in PAPER_IMPROVEMENT.iter().enumerate() {
+        let direction = if *op == "write" {
+            Direction::Write
+        } else {
+            Direction::Read
+        };
+        let mut table = report::table([
+            "count",
+            "file KiB",
+            "two_phase ms",
+            "server_dir ms",
+            "speedup",
+            "improve",
+            "paper",
+        ]);
+        for &count in counts {
+            let label = case(direction, *processes, count);
+            let two_phase = report.row(&label, CollectiveMethod::TwoPhase.name())?;
+            let server = report.row(&label, CollectiveMethod::ServerDirected.name())?;
+            table.add_row([
+                count.to_string(),
+                report::cell((count * INT) as f64 / 1024.0, 1),
+                report::cell(two_phase.seconds * 1e3, 3),
+                report::cell(server.seconds * 1e3, 3),
+                report::ratio(two_phase.seconds, server.seconds),
+                format!("{:.1}%", server.improvement_pct),
+                server
+                    .paper_improvement_pct
+                    .map_or_else(|| "-".to_owned(), |percent| format!("{percent:.1}%")),
+            ]);
+        }
+        let _ = writeln!(out,
+            "ecio: noncontiguous data {op}: {processes} clients + 1 server (seed 004 Table {}; ms per collective call, median)\n{table}",
+            table_number + 1
         );
     }
-    let csv_path = common.out.join("ecio.csv");
-    std::fs::write(&csv_path, csv)
-        .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
-    let mut series = Vec::new();
-    for op in ["write", "read"] {
+    out.push_str("paper (InfiniBand, PVFS2, 100 calls per point): ECIO 5-24 % faster than MPI collective I/O; the gap grows with the count for 2 clients and shrinks with more clients\n");
+    let _ = writeln!(out, "verified: {}", report.verified);
+    Ok(out)
+}
+
+/// MiB/s against the count, writes and reads side by side, one line per (clients, method).
+fn figure(report: &Report<EcioRow>, counts: &[u64]) -> Result<Figure, String> {
+    let mut panels = Vec::new();
+    for direction in Direction::BOTH {
+        let mut panel = Panel::new(
+            &format!("{direction}s, 1 server, interleaved ints"),
+            ("count (ints in the file)", Scale::Log2),
+            ("MiB/s", Scale::Linear),
+        );
         for processes in PROCESS_COUNTS {
             for method in METHODS {
-                let points = counts
-                    .iter()
-                    .map(|&count| {
-                        let case = format!("{op} m={processes} count={count}");
-                        let seconds = seconds_of(report, &case, method);
-                        (count as f64, mib_s(count * INT, seconds))
-                    })
-                    .collect();
-                // Short names: the legend cuts at 13 characters.
-                let short = match method {
-                    CollectiveMethod::TwoPhase => "two-phase",
-                    _ => "server-dir",
-                };
-                series.push(Series {
-                    name: format!("{}{processes} {short}", &op[..1]),
+                let mut points = Vec::new();
+                for &count in counts {
+                    let row = report.row(&case(direction, processes, count), method.name())?;
+                    points.push(Point {
+                        x: count as f64,
+                        y: Spread {
+                            min: row.mib_s_min,
+                            median: row.mib_s,
+                            max: row.mib_s_max,
+                        },
+                    });
+                }
+                panel.lines.push(Line {
+                    name: format!("{processes} clients, {}", method.name()),
                     points,
                 });
             }
         }
+        panels.push(panel);
     }
-    let plot = Plot {
-        title: "ecio: 1 server, interleaved ints (w/r = write/read, 2/4 clients)".to_owned(),
-        x_label: "count (ints in the file)".to_owned(),
-        y_label: "MiB/s".to_owned(),
-        log2_x: true,
-        series,
-    };
-    let png_path = super::write_plot(common, "ecio.png", &plot)?;
-    super::report_written(&[csv_path, png_path]);
-    Ok(())
+    Ok(Figure {
+        stem: "ecio".to_owned(),
+        title: "ecio (004 Tables 1-4): two-phase vs server-directed collective I/O".to_owned(),
+        panels,
+    })
 }

@@ -319,11 +319,11 @@ pub fn run(experiment: &Experiment) -> Result<(), String> {
         Experiment::Blockcol(common) => legacy(common, blockcol::run(common)?)?,
         Experiment::Tile(common) => legacy(common, tile::run(common)?)?,
         Experiment::Btio(common) => legacy(common, btio::run(common)?)?,
-        Experiment::BtioMpi(args) => legacy(&args.common, btio_mpi::run(args)?)?,
-        Experiment::Mpiio(args) => legacy(&args.common, mpiio::run(args)?)?,
-        Experiment::Ecio(args) => legacy(&args.common, ecio::run(args)?)?,
+        Experiment::BtioMpi(args) => btio_mpi::run(args)?,
+        Experiment::Mpiio(args) => mpiio::run(args)?,
+        Experiment::Ecio(args) => ecio::run(args)?,
         Experiment::Ogr(common) => legacy(common, ogr::run(common)?)?,
-        Experiment::Fmrd(common) => legacy(common, fmrd::run(common)?)?,
+        Experiment::Fmrd(common) => fmrd::run(common)?,
     };
     if outcome.verified {
         Ok(())
