@@ -6,6 +6,8 @@ TESSERA := target/release/tessera
 # Debian packages the build and tests need (C toolchain for cc-based crates and the fuzzer;
 # libfabric and libclang for the `ofi` backend, whose -sys crate runs bindgen at build time).
 APT_PACKAGES := build-essential pkg-config libfabric-dev libfabric-bin libclang-dev
+# The text of the benches' figures (plotters loads DejaVu Sans at run time).
+APT_PACKAGES += fonts-dejavu-core
 # The MPI-IO shim and its tests: both MPIs, their parallel HDF5 builds, PnetCDF (built by
 # Debian against Open MPI) and its tools; gfortran for the Fortran MPI-IO test (mpif90.mpich,
 # mpif90.openmpi; the MPIs' Fortran bindings and modules come with libmpich-dev and

@@ -12,7 +12,7 @@
  *               T bytes at view offset s * T, i.e. T / B blocks.
  * Both fill the file's first P * S * T bytes exactly once.
  *
- * usage: mpiio FILE CONTROL
+ * usage: mpiio-bench FILE CONTROL
  *   CONTROL is a directory holding one command source per rank, `CONTROL/rank-<r>` (a FIFO
  *   the bench writes to, or a plain file): each line is
  *     run ACCESS PATTERN TRANSFER SEGMENTS BLOCK GENERATION CHECK
@@ -218,7 +218,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc != 3) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpiio FILE CONTROL\n");
+            fprintf(stderr, "usage: mpiio-bench FILE CONTROL\n");
         MPI_Finalize();
         return 2;
     }

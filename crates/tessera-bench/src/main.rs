@@ -18,6 +18,7 @@ extern crate tessera_cluster;
 mod bench;
 mod demo;
 mod plot;
+mod report;
 mod workers;
 
 /// Tessera's experiments: each compares its methods side by side in one run and verifies the

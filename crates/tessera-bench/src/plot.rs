@@ -69,19 +69,6 @@ impl Plot {
         encode_png(&canvas)
     }
 
-    /// Writes the PNG with `decorations` to `path`, replacing any existing file.
-    ///
-    /// # Errors
-    ///
-    /// Any I/O error from creating or writing the file.
-    pub fn write_png_decorated(
-        &self,
-        path: &Path,
-        decorations: &Decorations,
-    ) -> std::io::Result<()> {
-        std::fs::write(path, self.render_png_decorated(decorations))
-    }
-
     /// Writes the PNG to `path`, replacing any existing file.
     ///
     /// # Errors

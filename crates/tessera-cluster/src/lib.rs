@@ -319,10 +319,18 @@ fn tessera_program() -> Result<String, String> {
         return Ok(exe.display().to_string());
     }
     // Another binary of the workspace (`tessera-bench`): the servers are `tessera`, installed
-    // or built beside it.
+    // or built beside it. A test of the workspace runs from cargo's `deps` directory, below
+    // the one its binaries are built in.
     let sibling = exe.with_file_name("tessera");
+    let above_deps = exe
+        .parent()
+        .filter(|dir| dir.file_name().is_some_and(|name| name == "deps"))
+        .and_then(Path::parent)
+        .map(|dir| dir.join("tessera"));
     if sibling.is_file() {
         Ok(sibling.display().to_string())
+    } else if let Some(built) = above_deps.filter(|built| built.is_file()) {
+        Ok(built.display().to_string())
     } else {
         Err(format!(
             "cannot start servers: {} not found beside {} (build it with `cargo build -p tessera-cli`)",

@@ -1,32 +1,38 @@
 //! `tessera bench btio-mpi`: NAS BT-IO class A output written by a real MPI program through
 //! the MPI-IO shim, once per method (seed 001 Table 3.2, issue 6).
 //!
-//! The program is `mpiio/bench/btio.c` (carried inside this binary and compiled here with the
-//! chosen MPI's `mpicc`): 4 processes in BT's multi-partition, a struct of one subarray per
+//! The program is `mpiio/bench/btio.c`, which `make mpiio` builds with each MPI's `mpicc`
+//! beside its shim (`target/mpiio/<mpi>/btio`): 4 processes in BT's multi-partition, a struct of one subarray per
 //! cell as the file type of `MPI_File_set_view`, one `MPI_File_write_at` (independent methods,
 //! hint `tessera_method`) or `MPI_File_write_at_all` (collective methods, hint
 //! `tessera_coll`) per output step, then a read-back of the whole file with every byte
-//! compared. This module starts (or uses) a cluster, finds the shim of the MPI
-//! (`target/mpiio/<mpi>/libtessera_mpiio.so`, made by `make mpiio`), launches the program with
-//! `mpiexec.mpich` or `mpirun.openmpi` and the shim preloaded, one run per method, and turns
-//! the one JSON line process 0 prints into a row. The program sees only MPI, so request and
-//! piece counts are not reported (0).
+//! compared. This module starts (or uses) a cluster, finds the shim and the program of the MPI
+//! (`target/mpiio/<mpi>/libtessera_mpiio.so` and `btio`), launches the program with
+//! `mpiexec.mpich` or `mpirun.openmpi` and the shim preloaded, one run per method and
+//! repetition (the methods' order rotating from one repetition to the next), and turns the
+//! JSON lines process 0 prints into one [`BtioMpiRow`] per method: the median over the
+//! repetitions and its range. The program sees only MPI, so the rows hold no request or piece
+//! counts.
 
-use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::blockcol::open_cluster;
-use super::{mib_s, CommonArgs, Report, Row};
-use crate::plot::{Plot, Series};
+use super::CommonArgs;
+use crate::report::{
+    self, mib_s, Figure, Line, Meta, Outcome as Finished, Panel, Point, Progress, Report, Scale,
+    Spread,
+};
 
-/// The program's source, compiled at run time with the chosen MPI's compiler wrapper.
-const PROGRAM_SOURCE: &str = include_str!("../../../../mpiio/bench/btio.c");
+/// The program `make mpiio` builds beside the shim (from `mpiio/bench/btio.c`).
+const PROGRAM: &str = "btio";
+/// The MPI-IO shim's file name in `target/mpiio/<mpi>/`.
+pub(super) const SHIM: &str = "libtessera_mpiio.so";
 /// I/O servers of a private cluster (`open_cluster`).
 const SERVERS: u16 = 4;
 const PROCESSES: u32 = 4;
@@ -35,19 +41,40 @@ const POINTS: u32 = 64;
 const STEPS_QUICK: u32 = 2;
 /// Class A: 200 iterations, output every 5.
 const STEPS_FULL: u32 = 40;
+/// Runs of each method (`--quick` and full alike: a run of 40 steps takes seconds).
+const REPETITIONS: usize = 3;
 /// The longest one run of the program may take before it is killed.
 const RUN_SECONDS_MAX: u64 = 900;
 /// The most bytes of the program's standard output kept.
 const OUTPUT_BYTES_MAX: u64 = 1 << 20;
+/// How a method's steps are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// `MPI_File_write_at`, hint `tessera_method`.
+    Independent,
+    /// `MPI_File_write_at_all`, hint `tessera_coll`.
+    Collective,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Independent => "independent",
+            Self::Collective => "collective",
+        }
+    }
+}
+
 /// Independent methods (hint `tessera_method`), then collective ones (hint `tessera_coll`).
-const METHODS: [(&str, &str); 7] = [
-    ("multiple", "independent"),
-    ("sieve", "independent"),
-    ("list", "independent"),
-    ("datatype", "independent"),
-    ("view", "independent"),
-    ("two_phase", "collective"),
-    ("server_directed", "collective"),
+const METHODS: [(&str, Mode); 7] = [
+    ("multiple", Mode::Independent),
+    ("sieve", Mode::Independent),
+    ("list", Mode::Independent),
+    ("datatype", Mode::Independent),
+    ("view", Mode::Independent),
+    ("two_phase", Mode::Collective),
+    ("server_directed", Mode::Collective),
 ];
 /// Seed 001 Table 3.2 (class A, 4 clients, 40 steps, PVFS): I/O overhead in seconds of the
 /// methods it has; its collective I/O is ROMIO's two-phase.
@@ -61,9 +88,9 @@ const PAPER_SECONDS: [(&str, f64); 4] = [
 /// The MPI to run under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mpi {
-    /// MPICH: `mpicc.mpich`, `mpiexec.mpich`.
+    /// MPICH: `mpiexec.mpich`.
     Mpich,
-    /// Open MPI: `mpicc.openmpi`, `mpirun.openmpi`.
+    /// Open MPI: `mpirun.openmpi`.
     Openmpi,
 }
 
@@ -75,39 +102,31 @@ impl Mpi {
         }
     }
 
-    pub(super) fn compiler(self) -> String {
-        format!("mpicc.{}", self.name())
+    /// Where `make mpiio` put this MPI's shim and benchmark programs: `target/mpiio/<mpi>/`
+    /// beside the target directory this binary runs from (`target/release/tessera-bench`).
+    fn built_dir(self) -> Result<PathBuf, String> {
+        let exe =
+            std::env::current_exe().map_err(|err| format!("cannot find tessera-bench: {err}"))?;
+        Ok(exe
+            .parent()
+            .and_then(Path::parent)
+            .ok_or_else(|| format!("{} has no target directory", exe.display()))?
+            .join("mpiio")
+            .join(self.name()))
     }
 
-    /// Writes the C program `text` into `dir` as `name` and compiles it with this MPI's
-    /// `mpicc` into `dir` (the executable is `name` without `.c`, then `-` and the MPI's
-    /// name); errors name the bench and the compiler's messages.
-    pub(super) fn compile(
-        self,
-        bench: &str,
-        name: &str,
-        text: &str,
-        dir: &Path,
-    ) -> Result<PathBuf, String> {
-        let compiler = self.compiler();
-        let source = dir.join(name);
-        std::fs::write(&source, text)
-            .map_err(|err| format!("cannot write {}: {err}", source.display()))?;
-        let program = dir.join(format!("{}-{}", name.trim_end_matches(".c"), self.name()));
-        let output = Command::new(&compiler)
-            .args(["-O2", "-o"])
-            .arg(&program)
-            .arg(&source)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|err| format!("cannot run {compiler}: {err}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "bench {bench}: {compiler} could not compile {name}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ));
+    /// The file `name` that `make mpiio` built for this MPI (the shim or a benchmark program),
+    /// or an error naming `bench`, the path and `make mpiio`.
+    pub(super) fn built(self, bench: &str, name: &str) -> Result<PathBuf, String> {
+        built_file(bench, &self.built_dir()?.join(name))
+    }
+
+    /// The package that installs this MPI's launcher.
+    pub(super) fn package(self) -> &'static str {
+        match self {
+            Self::Mpich => "mpich and libmpich-dev",
+            Self::Openmpi => "openmpi-bin and libopenmpi-dev",
         }
-        Ok(program)
     }
 
     pub(super) fn launcher(self) -> &'static str {
@@ -148,17 +167,17 @@ impl Mpi {
 pub struct BtioMpiArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// The MPI to build and run the program with.
+    /// The MPI to run the program with (its build of the program and of the shim).
     #[arg(long, value_enum, default_value = "mpich")]
     pub mpi: Mpi,
-    /// The MPI-IO shim to preload (default: target/mpiio/MPI/libtessera_mpiio.so beside the
-    /// target directory this binary is in).
+    /// The MPI-IO shim to preload (default: target/mpiio/MPI/libtessera_mpiio.so in the
+    /// target directory this binary is in, made by `make mpiio` with the program).
     #[arg(long)]
     pub shim: Option<PathBuf>,
 }
 
 /// The line process 0 of the program prints.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct Outcome {
     method: String,
     mode: String,
@@ -176,44 +195,35 @@ pub(super) fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-/// The shim to preload: `--shim`, or the one `make mpiio` built into the target directory
-/// this binary runs from (`target/release/tessera` -> `target/mpiio/MPI/`).
-fn find_shim(args: &BtioMpiArgs) -> Result<PathBuf, String> {
-    let shim = if let Some(shim) = &args.shim {
-        shim.clone()
-    } else {
-        let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera: {err}"))?;
-        exe.parent()
-            .and_then(Path::parent)
-            .ok_or_else(|| format!("{} has no target directory", exe.display()))?
-            .join("mpiio")
-            .join(args.mpi.name())
-            .join("libtessera_mpiio.so")
-    };
-    if !shim.is_file() {
+/// `path` canonical if it is a file `make mpiio` built; else an error naming `bench`.
+fn built_file(bench: &str, path: &Path) -> Result<PathBuf, String> {
+    if !path.is_file() {
         return Err(format!(
-            "bench btio-mpi: no MPI-IO shim at {}: run `make mpiio` first (or give --shim)",
-            shim.display()
+            "bench {bench}: {} is missing: run `make mpiio` first (it builds the MPI-IO shim and the benchmark programs for each MPI)",
+            path.display()
         ));
     }
-    std::fs::canonicalize(&shim).map_err(|err| format!("{}: {err}", shim.display()))
+    std::fs::canonicalize(path).map_err(|err| format!("{}: {err}", path.display()))
 }
 
-/// Writes the program's source into `dir` and compiles it with the MPI's `mpicc`.
-fn build_program(mpi: Mpi, dir: &Path) -> Result<PathBuf, String> {
-    let compiler = mpi.compiler();
-    for tool in [compiler.as_str(), mpi.launcher()] {
-        if !on_path(tool) {
-            return Err(format!(
-                "bench btio-mpi: {tool} is not installed: install {} (make deps) or choose another --mpi",
-                match mpi {
-                    Mpi::Mpich => "mpich and libmpich-dev",
-                    Mpi::Openmpi => "openmpi-bin and libopenmpi-dev",
-                }
-            ));
-        }
+/// The shim to preload: `--shim`, or the one `make mpiio` built ([`Mpi::built`]).
+fn find_shim(args: &BtioMpiArgs) -> Result<PathBuf, String> {
+    match &args.shim {
+        Some(shim) => built_file("btio-mpi", shim),
+        None => args.mpi.built("btio-mpi", SHIM),
     }
-    mpi.compile("btio-mpi", "btio.c", PROGRAM_SOURCE, dir)
+}
+
+/// The program `make mpiio` built for the MPI, once its launcher is known to be installed.
+fn find_program(mpi: Mpi) -> Result<PathBuf, String> {
+    if !on_path(mpi.launcher()) {
+        return Err(format!(
+            "bench btio-mpi: {} is not installed: install {} (make deps) or choose another --mpi",
+            mpi.launcher(),
+            mpi.package()
+        ));
+    }
+    mpi.built("btio-mpi", PROGRAM)
 }
 
 /// One run of the program with `method`; its outcome, or why there is none.
@@ -284,55 +294,147 @@ fn run_once(
     Ok(outcome)
 }
 
-fn row(method: &str, mode: &str, outcome: &Outcome) -> Row {
-    let paper = PAPER_SECONDS
-        .iter()
-        .find(|entry| entry.0 == method)
-        .map(|entry| entry.1);
-    Row {
-        case: "write".to_owned(),
-        method: method.to_owned(),
-        mib_s: mib_s(outcome.bytes, outcome.seconds),
-        requests: 0,
-        pieces: 0,
-        bytes: outcome.bytes,
-        seconds: outcome.seconds,
-        extra: json!({
-            "mode": mode,
-            "program_mode": outcome.mode,
-            "write_seconds": outcome.write_seconds,
-            "verify_seconds": outcome.verify_seconds,
-            "errors": outcome.errors,
-            "verified": outcome.verified,
-            "paper_io_seconds_40_steps": paper,
-        }),
-        skipped: None,
+/// One method of btio-mpi: medians over the repetitions with their ranges.
+#[derive(Debug, Clone, Serialize)]
+pub struct BtioMpiRow {
+    /// The MPI the program ran under.
+    pub mpi: &'static str,
+    /// Output steps written.
+    pub steps: u32,
+    /// The method (hint value).
+    pub method: &'static str,
+    /// Independent or collective.
+    pub mode: Mode,
+    /// I/O seconds: the slowest process's, barrier to barrier over all steps; median.
+    pub seconds: f64,
+    /// The fastest repetition's seconds.
+    pub seconds_min: f64,
+    /// The slowest repetition's seconds.
+    pub seconds_max: f64,
+    /// MiB/s of the steps, median.
+    pub mib_s: f64,
+    /// The slowest repetition's MiB/s.
+    pub mib_s_min: f64,
+    /// The fastest repetition's MiB/s.
+    pub mib_s_max: f64,
+    /// Median seconds per step.
+    pub seconds_per_step: f64,
+    /// Seconds in the write calls alone, median.
+    pub write_seconds: f64,
+    /// Seconds of the read-back check, median.
+    pub verify_seconds: f64,
+    /// Bytes of all steps.
+    pub bytes: u64,
+    /// Wrong doubles found, summed over the repetitions.
+    pub errors: u64,
+    /// Every repetition read back right.
+    pub verified: bool,
+    /// 001 Table 3.2's I/O seconds for 40 steps (PVFS), where it has the method.
+    pub paper_seconds_40_steps: Option<f64>,
+    /// Runs of the program measured.
+    pub repetitions: usize,
+}
+
+impl report::Row for BtioMpiRow {
+    fn case(&self) -> String {
+        case(self.mpi, self.steps)
+    }
+    fn method(&self) -> &str {
+        self.method
     }
 }
 
-/// Runs the experiment and returns its report.
-pub fn run(args: &BtioMpiArgs) -> Result<Report, String> {
+/// The case label of every row of one run.
+fn case(mpi: &str, steps: u32) -> String {
+    format!("{mpi}, {steps} steps")
+}
+
+/// The row of `method` from the outcomes of its runs.
+fn row(
+    mpi: Mpi,
+    steps: u32,
+    (method, mode): (&'static str, Mode),
+    outcomes: &[Outcome],
+) -> Result<BtioMpiRow, String> {
+    let spread = |values: Vec<f64>| {
+        Spread::of(&values).map_err(|err| {
+            format!(
+                "bench btio-mpi: case \"{}\", method \"{method}\": {err}",
+                case(mpi.name(), steps)
+            )
+        })
+    };
+    let seconds = spread(outcomes.iter().map(|outcome| outcome.seconds).collect())?;
+    let write_seconds = spread(
+        outcomes
+            .iter()
+            .map(|outcome| outcome.write_seconds)
+            .collect(),
+    )?;
+    let verify_seconds = spread(
+        outcomes
+            .iter()
+            .map(|outcome| outcome.verify_seconds)
+            .collect(),
+    )?;
+    if let Some(other) = outcomes.iter().find(|outcome| outcome.mode != mode.name()) {
+        return Err(format!(
+            "bench btio-mpi: {method}: the program ran it as {}, not {}",
+            other.mode,
+            mode.name()
+        ));
+    }
+    let bytes = outcomes.first().map_or(0, |outcome| outcome.bytes);
+    if let Some(other) = outcomes.iter().find(|outcome| outcome.bytes != bytes) {
+        return Err(format!(
+            "bench btio-mpi: {method}: one run wrote {bytes} bytes, another {}",
+            other.bytes
+        ));
+    }
+    let rate = seconds.rate_of(bytes);
+    Ok(BtioMpiRow {
+        mpi: mpi.name(),
+        steps,
+        method,
+        mode,
+        seconds: seconds.median,
+        seconds_min: seconds.min,
+        seconds_max: seconds.max,
+        mib_s: rate.median,
+        mib_s_min: rate.min,
+        mib_s_max: rate.max,
+        seconds_per_step: seconds.median / f64::from(steps),
+        write_seconds: write_seconds.median,
+        verify_seconds: verify_seconds.median,
+        bytes,
+        errors: outcomes.iter().map(|outcome| outcome.errors).sum(),
+        verified: outcomes.iter().all(|outcome| outcome.verified),
+        paper_seconds_40_steps: paper_seconds(method),
+        repetitions: outcomes.len(),
+    })
+}
+
+fn paper_seconds(method: &str) -> Option<f64> {
+    PAPER_SECONDS
+        .iter()
+        .find(|entry| entry.0 == method)
+        .map(|entry| entry.1)
+}
+
+/// Runs the experiment and writes its report.
+pub fn run(args: &BtioMpiArgs) -> Result<Finished, String> {
     let common = &args.common;
     let shim = find_shim(args)?;
-    let work = std::env::temp_dir().join(format!("tessera-btio-mpi-{}", std::process::id()));
-    std::fs::create_dir_all(&work)
-        .map_err(|err| format!("cannot create {}: {err}", work.display()))?;
-    let result = build_program(args.mpi, &work).and_then(|program| {
-        let (cluster, _client) = open_cluster(common)?;
-        let cluster_file = std::fs::canonicalize(&cluster.file)
-            .map_err(|err| format!("{}: {err}", cluster.file.display()))?;
-        measure(args, &shim, &cluster_file, &program)
-    });
-    let _ = std::fs::remove_dir_all(&work);
-    let report = result?;
-    let table = table(&report, args.mpi);
-    if common.json {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-        write_outputs(common, &report)?;
-    }
-    Ok(report)
+    let program = find_program(args.mpi)?;
+    let (cluster, _client) = open_cluster(common)?;
+    let cluster_file = std::fs::canonicalize(&cluster.file)
+        .map_err(|err| format!("{}: {err}", cluster.file.display()))?;
+    let report = measure(args, &shim, &cluster_file, &program)?;
+    report.finish(
+        common,
+        &text(&report, args.mpi)?,
+        &[figure(&report, args.mpi)?],
+    )
 }
 
 fn measure(
@@ -340,26 +442,38 @@ fn measure(
     shim: &Path,
     cluster: &Path,
     program: &Path,
-) -> Result<Report, String> {
+) -> Result<Report<BtioMpiRow>, String> {
     let steps = if args.common.quick {
         STEPS_QUICK
     } else {
         STEPS_FULL
     };
-    let mut rows = Vec::with_capacity(METHODS.len());
-    let mut verified = true;
-    for (method, mode) in METHODS {
-        eprintln!(
-            "bench btio-mpi: {method} ({mode}), {steps} steps under {}",
-            args.mpi.name()
-        );
-        let outcome = run_once(args, shim, cluster, program, method, steps)?;
-        verified &= outcome.verified;
-        rows.push(row(method, mode, &outcome));
+    let progress = Progress::new("btio-mpi", (REPETITIONS * METHODS.len()) as u64);
+    let mut outcomes: Vec<Vec<Outcome>> = vec![Vec::with_capacity(REPETITIONS); METHODS.len()];
+    for repetition in 0..REPETITIONS {
+        for turn in 0..METHODS.len() {
+            let index = (turn + repetition) % METHODS.len();
+            let (method, mode) = METHODS[index];
+            progress.step(&format!(
+                "{method} ({}), {steps} steps under {}, repetition {}",
+                mode.name(),
+                args.mpi.name(),
+                repetition + 1
+            ));
+            outcomes[index].push(run_once(args, shim, cluster, program, method, steps)?);
+        }
     }
+    drop(progress);
+    let rows = METHODS
+        .iter()
+        .zip(&outcomes)
+        .map(|(&method, outcomes)| row(args.mpi, steps, method, outcomes))
+        .collect::<Result<Vec<_>, String>>()?;
     Ok(Report {
-        bench: "btio-mpi".to_owned(),
+        bench: "btio-mpi",
         quick: args.common.quick,
+        meta: Meta::now(REPETITIONS),
+        verified: rows.iter().all(|row| row.verified),
         config: json!({
             "servers": SERVERS,
             "clients": PROCESSES,
@@ -367,124 +481,158 @@ fn measure(
             "mpi": args.mpi.name(),
             "launcher": args.mpi.launcher(),
             "shim": shim.display().to_string(),
-            "program": "mpiio/bench/btio.c",
+            "program": program.display().to_string(),
+            "source": "mpiio/bench/btio.c",
             "class": "A",
             "grid_points": [POINTS, POINTS, POINTS],
-            "step_bytes": u64::from(POINTS).pow(3) * 40,
+            "step_bytes": step_bytes(),
             "steps": steps,
             "steps_class_a": STEPS_FULL,
+            "repetitions": REPETITIONS,
             "partition": "BT multi-partition: 2 x 2 x 2 cells of 32^3 points, 2 per process; file type = struct of one Fortran-order subarray of 5-double elements per cell, set with MPI_File_set_view at step * step_bytes; memory = the process's cells back to back",
             "methods": "independent: MPI_File_write_at with hint tessera_method; collective: MPI_File_write_at_all with hint tessera_coll",
-            "figures": "seconds = the slowest process's time from the barrier before the first step to the barrier after the last (setting views and writing); requests and pieces are not counted (the program sees only MPI): 0",
-            "order": "one run of the program (one mpirun) per method, methods in the order of the rows; each run makes, writes, reads back and removes its own file",
+            "figures": "seconds = the slowest process's time from the barrier before the first step to the barrier after the last (setting views and writing), median over the repetitions with min and max; the program sees only MPI, so the rows count no requests or pieces",
+            "order": "one run of the program (one mpirun) per method and repetition, the methods' order rotating by repetition; each run makes, writes, reads back and removes its own file",
             "verify": "after the steps each process reads back a quarter of the file through the default view (MPI_File_read_at, 4 MiB at a time) and compares every double with the value the step, point and component give; the file size must be steps * step_bytes",
             "paper": "001 Table 3.2: I/O overhead s, class A, 4 clients, 40 steps, PVFS; its collective I/O is ROMIO two-phase",
         }),
-        verified,
         rows,
     })
 }
 
-fn table(report: &Report, mpi: Mpi) -> String {
-    let steps = report.config["steps"].as_u64().unwrap_or(0);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "btio-mpi: NAS BT-IO class A output from an MPI program ({}) through the MPI-IO shim: {POINTS}^3 points x 5 doubles, {PROCESSES} processes in BT's multi-partition, {steps} steps",
-        mpi.name()
-    );
-    let _ = writeln!(
-        out,
-        "{:<16} {:<11} {:>8} {:>8} {:>9} {:>8} | {:>7}",
-        "method", "mode", "I/O s", "MiB/s", "s/step", "verified", "paper s"
-    );
-    for row in &report.rows {
-        let paper = row.extra["paper_io_seconds_40_steps"]
-            .as_f64()
-            .map_or_else(|| "-".to_owned(), |seconds| format!("{seconds:.1}"));
-        let _ = writeln!(
-            out,
-            "{:<16} {:<11} {:>8.3} {:>8.1} {:>9.3} {:>8} | {:>7}",
-            row.method,
-            row.extra["mode"].as_str().unwrap_or(""),
-            row.seconds,
-            row.mib_s,
-            row.seconds / steps.max(1) as f64,
-            row.extra["verified"].as_bool().unwrap_or(false),
-            paper
-        );
-    }
-    let _ = writeln!(
-        out,
-        "paper (001 Table 3.2, 4 clients, PVFS): I/O seconds over 40 steps; ours over {steps}"
-    );
-    let _ = writeln!(out, "verified: {}", report.verified);
-    out
+/// Bytes of one output step of class A: 64^3 points of 5 doubles.
+fn step_bytes() -> u64 {
+    u64::from(POINTS).pow(3) * 40
 }
 
-fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
-    std::fs::create_dir_all(&common.out)
-        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
-    let mut csv = String::from(
-        "case,method,mode,mib_s,bytes,seconds,write_seconds,verify_seconds,verified\n",
-    );
-    for row in &report.rows {
-        let _ = writeln!(
-            csv,
-            "{},{},{},{:.3},{},{:.6},{},{},{}",
-            row.case,
-            row.method,
-            row.extra["mode"].as_str().unwrap_or(""),
-            row.mib_s,
-            row.bytes,
-            row.seconds,
-            row.extra["write_seconds"],
-            row.extra["verify_seconds"],
-            row.extra["verified"]
-        );
+/// The table and notes for people.
+fn text(report: &Report<BtioMpiRow>, mpi: Mpi) -> Result<String, String> {
+    let steps = report.rows.first().map_or(0, |row| row.steps);
+    let mut table = report::table([
+        "method",
+        "mode",
+        "I/O s",
+        "min-max s",
+        "MiB/s",
+        "s/step",
+        "verified",
+        "paper s",
+    ]);
+    for (method, _) in METHODS {
+        let row = report.row(&case(mpi.name(), steps), method)?;
+        table.add_row([
+            row.method.to_owned(),
+            row.mode.name().to_owned(),
+            report::cell(row.seconds, 3),
+            format!("{:.3}-{:.3}", row.seconds_min, row.seconds_max),
+            report::cell(row.mib_s, 1),
+            report::cell(row.seconds_per_step, 3),
+            row.verified.to_string(),
+            row.paper_seconds_40_steps
+                .map_or_else(|| "-".to_owned(), |seconds| report::cell(seconds, 1)),
+        ]);
     }
-    let csv_path = common.out.join("btio-mpi.csv");
-    std::fs::write(&csv_path, csv)
-        .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
-    let series = ["independent", "collective"]
-        .into_iter()
-        .map(|mode| Series {
-            name: mode.to_owned(),
-            points: report
-                .rows
-                .iter()
-                .zip(1u32..)
-                .filter(|(row, _)| row.extra["mode"] == mode)
-                .map(|(row, index)| (f64::from(index), row.mib_s))
-                .collect(),
+    Ok(format!(
+        "btio-mpi: NAS BT-IO class A output from an MPI program ({}) through the MPI-IO shim: {POINTS}^3 points x 5 doubles, {PROCESSES} processes in BT's multi-partition, {steps} steps, median of {REPETITIONS} runs\n{table}\n\
+         paper (001 Table 3.2, 4 clients, PVFS): I/O seconds over 40 steps; ours over {steps}\n\
+         verified: {}\n",
+        mpi.name(),
+        report.verified
+    ))
+}
+
+/// MiB/s per method, independent and collective apart, beside the paper's (its seconds for
+/// 40 steps turned into MiB/s).
+fn figure(report: &Report<BtioMpiRow>, mpi: Mpi) -> Result<Figure, String> {
+    let steps = report.rows.first().map_or(0, |row| row.steps);
+    let mut panel = Panel::new(
+        &format!(
+            "class A, {PROCESSES} processes, {steps} steps ({})",
+            mpi.name()
+        ),
+        ("method", Scale::Linear),
+        ("MiB/s", Scale::Linear),
+    );
+    // Short names: the category labels sit side by side under the axis.
+    panel.categories = METHODS
+        .iter()
+        .map(|(method, _)| match *method {
+            "two_phase" => "2-phase".to_owned(),
+            "server_directed" => "server-dir".to_owned(),
+            other => other.to_owned(),
         })
         .collect();
-    let plot = Plot {
-        title: "btio-mpi: class A output through the MPI-IO shim, 4 processes".to_owned(),
-        x_label: "1 multiple 2 sieve 3 list 4 datatype 5 view 6 2-phase 7 server-dir".to_owned(),
-        y_label: "MiB/s".to_owned(),
-        log2_x: false,
-        series,
-    };
-    let png_path = super::write_plot(common, "btio-mpi.png", &plot)?;
-    super::report_written(&[csv_path, png_path]);
-    Ok(())
+    for mode in [Mode::Independent, Mode::Collective] {
+        let mut points = Vec::new();
+        for (index, (method, _)) in METHODS.iter().enumerate().filter(|(_, m)| m.1 == mode) {
+            let row = report.row(&case(mpi.name(), steps), method)?;
+            points.push(Point {
+                x: index as f64,
+                y: Spread {
+                    min: row.mib_s_min,
+                    median: row.mib_s,
+                    max: row.mib_s_max,
+                },
+            });
+        }
+        panel.lines.push(Line {
+            name: mode.name().to_owned(),
+            points,
+        });
+    }
+    let paper = METHODS
+        .iter()
+        .enumerate()
+        .filter_map(|(index, (method, _))| {
+            let rate = mib_s(step_bytes() * u64::from(STEPS_FULL), paper_seconds(method)?);
+            Some(Point {
+                x: index as f64,
+                y: Spread {
+                    min: rate,
+                    median: rate,
+                    max: rate,
+                },
+            })
+        })
+        .collect();
+    panel.lines.push(Line {
+        name: "paper (PVFS, 001 Table 3.2)".to_owned(),
+        points: paper,
+    });
+    Ok(Figure {
+        stem: "btio-mpi".to_owned(),
+        title: "btio-mpi: BT-IO class A output through the MPI-IO shim".to_owned(),
+        panels: vec![panel],
+    })
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// The program's source, read where the tests are built (the bench runs what `make mpiio`
+    /// built from it).
+    pub(crate) fn source(name: &str) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../mpiio/bench")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+    }
 
     #[test]
     fn every_method_is_one_the_program_knows() {
+        let program = source("btio.c");
         for (method, mode) in METHODS {
             assert!(
-                PROGRAM_SOURCE.contains(&format!("\"{method}\"")),
+                program.contains(&format!("\"{method}\"")),
                 "{method} is not in btio.c"
             );
-            assert!(mode == "independent" || mode == "collective");
+            assert!(matches!(mode, Mode::Independent | Mode::Collective));
         }
-        assert_eq!(METHODS.iter().filter(|m| m.1 == "collective").count(), 2);
+        assert_eq!(
+            METHODS.iter().filter(|m| m.1 == Mode::Collective).count(),
+            2
+        );
     }
 
     #[test]
@@ -533,5 +681,8 @@ mod tests {
         };
         let err = find_shim(&args).unwrap_err();
         assert!(err.contains("make mpiio"), "{err}");
+        assert!(err.contains("/nonexistent/libtessera_mpiio.so"), "{err}");
+        let err = built_file("mpiio", Path::new("/nonexistent/mpiio-bench")).unwrap_err();
+        assert!(err.contains("run `make mpiio` first"), "{err}");
     }
 }

@@ -24,15 +24,16 @@
 //! method's `mlock` of them cheap). The methods take turns every 250 writes, so load on the
 //! machine falls on all of them alike; after a turn of `fmrd` its thread finishes the batches
 //! it was given, inside the turn's time. `normalized` is, per repetition, the `no reg` time
-//! over the method's time, then the median over the repetitions. After each repetition every method's file is read
-//! back by a client without registration and compared with its buffers, whose contents change
-//! every repetition.
+//! over the method's time, then the median over the repetitions (its range kept). After each
+//! repetition every method's file is read back by a client without registration and compared
+//! with its buffers, whose contents change every repetition. The report has one [`FmrdRow`]
+//! per (reuse, method).
 
 use std::collections::VecDeque;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
+use serde::Serialize;
 use serde_json::json;
 use tessera_client::tessera_reg::mapping::AnonymousMapping;
 use tessera_client::tessera_reg::{
@@ -43,8 +44,10 @@ use tessera_client::{
     TransferPolicy,
 };
 
-use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
-use crate::plot::{Plot, Series};
+use super::{BenchCluster, CommonArgs};
+use crate::report::{
+    self, Figure, Line, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+};
 
 const SERVERS: u16 = 4;
 /// Writes per run (the seed's 1000 I/O operations).
@@ -226,24 +229,109 @@ struct Subject {
     pool: Pool,
 }
 
-fn delta(before: &RegStats, after: &RegStats) -> serde_json::Value {
-    json!({
-        "registrations": after.registrations - before.registrations,
-        "deregistrations": after.deregistrations - before.deregistrations,
-        "cache_hits": after.cache_hits - before.cache_hits,
-        "cache_misses": after.cache_misses - before.cache_misses,
-        "revivals": after.revivals - before.revivals,
-        "evictions": after.evictions - before.evictions,
-        "deregistration_batches": after.deregistration_batches - before.deregistration_batches,
-        "registration_us": after.registration_us - before.registration_us,
-        "deregistration_us": after.deregistration_us - before.deregistration_us,
-        "background_deregistration_us":
-            after.background_deregistration_us - before.background_deregistration_us,
-    })
+/// What a method's registry did in one repetition.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    registrations: u64,
+    deregistrations: u64,
+    cache_hits: u64,
+    cache_misses: u64,
+    revivals: u64,
+    evictions: u64,
+    deregistration_batches: u64,
+    registration_us: f64,
+    deregistration_us: f64,
+    background_deregistration_us: f64,
 }
 
-/// Runs the experiment and returns its report.
-pub fn run(common: &CommonArgs) -> Result<Report, String> {
+impl Counts {
+    fn between(before: &RegStats, after: &RegStats) -> Self {
+        Self {
+            registrations: after.registrations - before.registrations,
+            deregistrations: after.deregistrations - before.deregistrations,
+            cache_hits: after.cache_hits - before.cache_hits,
+            cache_misses: after.cache_misses - before.cache_misses,
+            revivals: after.revivals - before.revivals,
+            evictions: after.evictions - before.evictions,
+            deregistration_batches: after.deregistration_batches - before.deregistration_batches,
+            registration_us: after.registration_us - before.registration_us,
+            deregistration_us: after.deregistration_us - before.deregistration_us,
+            background_deregistration_us: after.background_deregistration_us
+                - before.background_deregistration_us,
+        }
+    }
+}
+
+/// One (reuse, method) of fmrd: medians over the repetitions with their ranges, and what the
+/// registry did in the last repetition.
+#[derive(Debug, Clone, Serialize)]
+pub struct FmrdRow {
+    /// Percent of the writes that reuse one of the 100 most recently used buffers.
+    pub reuse_percent: u32,
+    /// The registration method.
+    pub method: &'static str,
+    /// MiB/s of the 1000 writes, median over the repetitions.
+    pub mib_s: f64,
+    /// The slowest repetition's MiB/s.
+    pub mib_s_min: f64,
+    /// The fastest repetition's MiB/s.
+    pub mib_s_max: f64,
+    /// Seconds of the 1000 writes, median.
+    pub seconds: f64,
+    /// `no reg` time over this method's time, paired per repetition, median.
+    pub normalized: f64,
+    /// The smallest of those ratios.
+    pub normalized_min: f64,
+    /// The largest of those ratios.
+    pub normalized_max: f64,
+    /// Writes per repetition.
+    pub writes: usize,
+    /// Bytes per repetition.
+    pub bytes: u64,
+    /// Writes drawn as reuses of a recent buffer.
+    pub reuses_drawn: usize,
+    /// Every write moved its data one-sidedly.
+    pub one_sided: bool,
+    /// Registrations (last repetition).
+    pub registrations: u64,
+    /// Deregistrations (last repetition).
+    pub deregistrations: u64,
+    /// Cache hits (last repetition).
+    pub cache_hits: u64,
+    /// Cache misses (last repetition).
+    pub cache_misses: u64,
+    /// Hits on a registration revived from the FMRD queue (last repetition).
+    pub revivals: u64,
+    /// Cache entries evicted (last repetition).
+    pub evictions: u64,
+    /// FMRD deregistration batches (last repetition).
+    pub deregistration_batches: u64,
+    /// µs in registrations (last repetition).
+    pub registration_us: f64,
+    /// µs in deregistrations, on any thread (last repetition).
+    pub deregistration_us: f64,
+    /// Of those, µs on FMRD's thread (last repetition).
+    pub background_deregistration_us: f64,
+    /// Repetitions measured.
+    pub repetitions: usize,
+}
+
+impl report::Row for FmrdRow {
+    fn case(&self) -> String {
+        case(self.reuse_percent)
+    }
+    fn method(&self) -> &str {
+        self.method
+    }
+}
+
+/// The case label of a row.
+fn case(reuse_percent: u32) -> String {
+    format!("reuse {reuse_percent} %")
+}
+
+/// Runs the experiment and writes its report.
+pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
     let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
     let checker = Client::new(&config, &ClientOptions::default());
@@ -284,14 +372,14 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         });
     }
     let repetitions = if common.quick { 9 } else { 11 };
+    let progress = Progress::new("fmrd", (REUSE_PERCENTS.len() * repetitions) as u64);
     let mut rows = Vec::new();
     let mut verified = true;
     let mut generation = 0u64;
     for reuse_percent in REUSE_PERCENTS {
-        let case = format!("reuse={reuse_percent}%");
         let (sequence, reuses) = buffer_sequence(reuse_percent, u64::from(reuse_percent));
         let mut samples = vec![Vec::new(); subjects.len()];
-        let mut last = vec![serde_json::Value::Null; subjects.len()];
+        let mut last = vec![Counts::default(); subjects.len()];
         let mut one_sided = vec![0u64; subjects.len()];
         for repetition in 0..repetitions {
             generation += 1;
@@ -341,9 +429,9 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                         registry.flush().map_err(|err| err.to_string())?;
                         let after = registry.stats();
                         registry.clear().map_err(|err| err.to_string())?;
-                        delta(&before[index], &after)
+                        Counts::between(&before[index], &after)
                     }
-                    None => delta(&before[index], &before[index]),
+                    None => Counts::default(),
                 };
                 verified &= verify(
                     &checker,
@@ -354,6 +442,11 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                     subject.method,
                 )?;
             }
+            progress.step(&format!(
+                "{}, repetition {}",
+                case(reuse_percent),
+                repetition + 1
+            ));
         }
         for (index, subject) in subjects.iter().enumerate() {
             // Paired within each repetition (the methods took turns), then the median: steadier
@@ -363,36 +456,56 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 .zip(&samples[index])
                 .map(|(baseline, seconds)| baseline / seconds.max(1e-12))
                 .collect();
-            let normalized = median(&ratios);
-            let seconds = median(&samples[index]);
+            let missing = |err: String| {
+                format!(
+                    "bench fmrd: case \"{}\", method \"{}\": {err}",
+                    case(reuse_percent),
+                    subject.method.name()
+                )
+            };
+            let normalized = Spread::of(&ratios).map_err(missing)?;
+            let seconds = Spread::of(&samples[index]).map_err(missing)?;
             let bytes = (OPERATIONS * BUFFER_BYTES) as u64;
-            let mut extra = last[index].clone();
-            extra["normalized"] = json!(normalized);
-            extra["reuses_drawn"] = json!(reuses);
-            extra["one_sided"] = json!(one_sided[index] == OPERATIONS as u64);
-            extra["repetitions"] = json!(repetitions);
-            extra["seconds_all"] = json!(samples[index]);
-            rows.push(Row {
-                case: case.clone(),
-                method: subject.method.name().to_owned(),
-                mib_s: mib_s(bytes, seconds),
-                requests: OPERATIONS as u64,
-                pieces: OPERATIONS as u64,
+            let rate = seconds.rate_of(bytes);
+            let counts = last[index];
+            rows.push(FmrdRow {
+                reuse_percent,
+                method: subject.method.name(),
+                mib_s: rate.median,
+                mib_s_min: rate.min,
+                mib_s_max: rate.max,
+                seconds: seconds.median,
+                normalized: normalized.median,
+                normalized_min: normalized.min,
+                normalized_max: normalized.max,
+                writes: OPERATIONS,
                 bytes,
-                seconds,
-                extra,
-                skipped: None,
+                reuses_drawn: reuses,
+                one_sided: one_sided[index] == OPERATIONS as u64,
+                registrations: counts.registrations,
+                deregistrations: counts.deregistrations,
+                cache_hits: counts.cache_hits,
+                cache_misses: counts.cache_misses,
+                revivals: counts.revivals,
+                evictions: counts.evictions,
+                deregistration_batches: counts.deregistration_batches,
+                registration_us: counts.registration_us,
+                deregistration_us: counts.deregistration_us,
+                background_deregistration_us: counts.background_deregistration_us,
+                repetitions,
             });
         }
     }
+    drop(progress);
     for subject in &subjects {
         subject.client.set_registration(None);
         let _ = checker.unlink(&subject.path);
     }
     drop(subjects);
     let report = Report {
-        bench: "fmrd".to_owned(),
+        bench: "fmrd",
         quick: common.quick,
+        meta: Meta::now(repetitions),
         config: json!({
             "servers": SERVERS,
             "clients": 1,
@@ -410,14 +523,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         verified,
         rows,
     };
-    let table = table(&report);
-    if common.json {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-        write_outputs(common, &report)?;
-    }
-    Ok(report)
+    report.finish(common, &text(&report, registrar_name)?, &[figure(&report)?])
 }
 
 /// Reads every slot of the method's file back and compares it with the buffer last written
@@ -457,112 +563,147 @@ fn verify(
     Ok(true)
 }
 
-fn table(report: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "fmrd: {OPERATIONS} writes of {} KiB from {BUFFERS} buffers, cache {CACHE_ENTRIES} entries, local (gather), registrar {}",
-        BUFFER_BYTES >> 10,
-        report.config["registrar"].as_str().unwrap_or("?")
-    );
-    let _ = writeln!(
-        out,
-        "{:<10} {:<12} {:>9} {:>10} {:>6} {:>6} {:>6} {:>8} {:>10} {:>10}",
+/// The table and notes for people.
+fn text(report: &Report<FmrdRow>, registrar: &str) -> Result<String, String> {
+    let mut table = report::table([
         "case",
         "method",
         "MiB/s",
         "normalized",
+        "min-max",
         "regs",
         "hits",
         "reviv",
         "dereg",
         "reg µs",
-        "dereg µs"
-    );
-    for row in &report.rows {
-        let extra = &row.extra;
-        let count = |key: &str| extra[key].as_u64().unwrap_or(0);
-        let number = |key: &str| extra[key].as_f64().unwrap_or(0.0);
-        let _ = writeln!(
-            out,
-            "{:<10} {:<12} {:>9.1} {:>10.3} {:>6} {:>6} {:>6} {:>8} {:>10.0} {:>10.0}",
-            row.case,
-            row.method,
-            row.mib_s,
-            number("normalized"),
-            count("registrations"),
-            count("cache_hits"),
-            count("revivals"),
-            count("deregistrations"),
-            number("registration_us"),
-            number("deregistration_us"),
-        );
+        "dereg µs",
+    ]);
+    for &percent in &REUSE_PERCENTS {
+        for method in Method::ALL {
+            let row = report.row(&case(percent), method.name())?;
+            table.add_row([
+                case(percent),
+                row.method.to_owned(),
+                report::cell(row.mib_s, 1),
+                report::cell(row.normalized, 3),
+                format!("{:.3}-{:.3}", row.normalized_min, row.normalized_max),
+                row.registrations.to_string(),
+                row.cache_hits.to_string(),
+                row.revivals.to_string(),
+                row.deregistrations.to_string(),
+                report::cell(row.registration_us, 0),
+                report::cell(row.deregistration_us, 0),
+            ]);
+        }
     }
-    let _ = writeln!(
-        out,
-        "paper (InfiniBand, 001 Fig. 4.4, normalized to no registration): dynamic down to 0.65; at 80 % reuse pin-down +24 %, FMRD +28 % over dynamic; at 20 % FMRD about 9 % above pin-down"
-    );
-    let _ = writeln!(out, "verified: {}", report.verified);
-    out
+    Ok(format!(
+        "fmrd: {OPERATIONS} writes of {} KiB from {BUFFERS} buffers, cache {CACHE_ENTRIES} entries, local (gather), registrar {registrar}\n{table}\n\
+         paper (InfiniBand, 001 Fig. 4.4, normalized to no registration): dynamic down to 0.65; at 80 % reuse pin-down +24 %, FMRD +28 % over dynamic; at 20 % FMRD about 9 % above pin-down\n\
+         verified: {}\n",
+        BUFFER_BYTES >> 10,
+        report.verified
+    ))
 }
 
-fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
-    std::fs::create_dir_all(&common.out)
-        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
-    let mut csv = String::from(
-        "case,method,mib_s,seconds,normalized,registrations,cache_hits,deregistrations,registration_us,deregistration_us\n",
+/// 001 Fig. 4.4: bandwidth normalized to no registration against buffer reuse, one line per
+/// method, bars spanning the repetitions.
+fn figure(report: &Report<FmrdRow>) -> Result<Figure, String> {
+    let mut panel = Panel::new(
+        "64 KiB writes, cache of 100 registrations",
+        ("buffer reuse (%)", Scale::Linear),
+        ("bandwidth / no registration", Scale::Linear),
     );
-    for row in &report.rows {
-        let extra = &row.extra;
-        let _ = writeln!(
-            csv,
-            "{},{},{:.3},{:.9},{:.4},{},{},{},{:.1},{:.1}",
-            row.case,
-            row.method,
-            row.mib_s,
-            row.seconds,
-            extra["normalized"].as_f64().unwrap_or(0.0),
-            extra["registrations"],
-            extra["cache_hits"],
-            extra["deregistrations"],
-            extra["registration_us"].as_f64().unwrap_or(0.0),
-            extra["deregistration_us"].as_f64().unwrap_or(0.0),
-        );
-    }
-    let csv_path = common.out.join("fmrd.csv");
-    std::fs::write(&csv_path, csv)
-        .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
-    let series = Method::ALL
-        .iter()
-        .map(|method| Series {
+    for method in Method::ALL {
+        let mut points = Vec::new();
+        for &percent in &REUSE_PERCENTS {
+            let row = report.row(&case(percent), method.name())?;
+            points.push(Point {
+                x: f64::from(percent),
+                y: Spread {
+                    min: row.normalized_min,
+                    median: row.normalized,
+                    max: row.normalized_max,
+                },
+            });
+        }
+        panel.lines.push(Line {
             name: method.name().to_owned(),
-            points: REUSE_PERCENTS
-                .iter()
-                .filter_map(|&percent| {
-                    report
-                        .rows
-                        .iter()
-                        .find(|row| {
-                            row.case == format!("reuse={percent}%") && row.method == method.name()
-                        })
-                        .map(|row| {
-                            (
-                                f64::from(percent),
-                                row.extra["normalized"].as_f64().unwrap_or(0.0),
-                            )
-                        })
-                })
-                .collect(),
-        })
-        .collect();
-    let plot = Plot {
-        title: "fmrd (001 Fig. 4.4): 64 KiB writes, cache 100".to_owned(),
-        x_label: "buffer reuse (%)".to_owned(),
-        y_label: "bandwidth / no registration".to_owned(),
-        log2_x: false,
-        series,
-    };
-    let png_path = super::write_plot(common, "fmrd.png", &plot)?;
-    super::report_written(&[csv_path, png_path]);
-    Ok(())
+            points,
+        });
+    }
+    Ok(Figure {
+        stem: "fmrd".to_owned(),
+        title: "fmrd (001 Fig. 4.4): dynamic registration vs pin-down cache vs FMRD".to_owned(),
+        panels: vec![panel],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(reuse_percent: u32, method: Method, normalized: f64) -> FmrdRow {
+        FmrdRow {
+            reuse_percent,
+            method: method.name(),
+            mib_s: 100.0,
+            mib_s_min: 90.0,
+            mib_s_max: 110.0,
+            seconds: 0.625,
+            normalized,
+            normalized_min: normalized - 0.1,
+            normalized_max: normalized + 0.1,
+            writes: OPERATIONS,
+            bytes: (OPERATIONS * BUFFER_BYTES) as u64,
+            reuses_drawn: 0,
+            one_sided: true,
+            registrations: 0,
+            deregistrations: 0,
+            cache_hits: 0,
+            cache_misses: 0,
+            revivals: 0,
+            evictions: 0,
+            deregistration_batches: 0,
+            registration_us: 0.0,
+            deregistration_us: 0.0,
+            background_deregistration_us: 0.0,
+            repetitions: 9,
+        }
+    }
+
+    fn report(rows: Vec<FmrdRow>) -> Report<FmrdRow> {
+        Report {
+            bench: "fmrd",
+            quick: true,
+            meta: Meta::now(9),
+            config: json!({}),
+            verified: true,
+            rows,
+        }
+    }
+
+    #[test]
+    fn a_missing_row_fails_the_table_and_the_figure_by_name() {
+        let mut rows: Vec<FmrdRow> = REUSE_PERCENTS
+            .iter()
+            .flat_map(|&percent| Method::ALL.map(|method| row(percent, method, 0.9)))
+            .collect();
+        let full = report(rows.clone());
+        assert!(text(&full, "pin").unwrap().contains("reuse 80 %"));
+        let figure = figure(&full).unwrap();
+        assert_eq!(figure.panels[0].lines.len(), Method::ALL.len());
+        assert!((figure.panels[0].lines[1].points[1].y.median - 0.9).abs() < 1e-12);
+        rows.retain(|row| !(row.reuse_percent == 80 && row.method == "fmrd"));
+        let partial = report(rows);
+        for err in [text(&partial, "pin").unwrap_err(), figure_err(&partial)] {
+            assert_eq!(
+                err,
+                "bench fmrd: no row for case \"reuse 80 %\", method \"fmrd\""
+            );
+        }
+    }
+
+    fn figure_err(report: &Report<FmrdRow>) -> String {
+        figure(report).unwrap_err()
+    }
 }

@@ -5,16 +5,19 @@
 //! memory pieces separated by gaps of the same size. The same list call runs with each
 //! transfer mode — `multiple` (one message per piece), `pack` (one copy into one buffer) and
 //! `gather` (`writev`/`readv` from the pieces) — interleaved within each repetition so the
-//! machine's noise falls on all of them alike. Every read is verified byte by byte.
+//! machine's noise falls on all of them alike. Every read is verified byte by byte. The
+//! report has one [`ListioRow`] per (direction, piece size, method): the median over the
+//! repetitions and its range.
 
-use std::fmt::Write as _;
-
+use serde::Serialize;
 use serde_json::json;
 use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode};
 
 use super::inproc::InProcessCluster;
-use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
-use crate::plot::{Plot, Series};
+use super::{BenchCluster, CommonArgs};
+use crate::report::{
+    self, Direction, Figure, Line, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+};
 use crate::workers::{Pattern, Task, Workers};
 
 const PROCESSES: usize = 4;
@@ -95,6 +98,78 @@ impl Step<'_> {
 /// pieces make the most requests per byte).
 const CAPABILITY_PIECE_SIZES: [usize; 2] = [128, 2048];
 
+/// The methods of the capability comparison.
+const CAPABILITY_METHODS: [&str; 2] = [
+    "gather, capabilities checked",
+    "gather, capabilities unchecked",
+];
+
+/// Which servers a row ran against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Servers {
+    /// The bench's cluster of server processes.
+    Cluster,
+    /// Servers run inside the bench process (the capability comparison).
+    InProcess,
+}
+
+/// One (direction, piece size, method) of listio.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListioRow {
+    /// Writes or reads.
+    pub direction: Direction,
+    /// Bytes of each of the 128 pieces per process.
+    pub piece_bytes: usize,
+    /// The transfer method (a `tcp:` prefix: over TCP).
+    pub method: String,
+    /// Which servers.
+    pub servers: Servers,
+    /// MiB/s of all processes, median over the repetitions.
+    pub mib_s: f64,
+    /// The slowest repetition's MiB/s.
+    pub mib_s_min: f64,
+    /// The fastest repetition's MiB/s.
+    pub mib_s_max: f64,
+    /// Seconds per list call (the slowest process), median over the repetitions.
+    pub seconds: f64,
+    /// Client-to-server requests per call, all processes.
+    pub requests: u64,
+    /// File pieces per call, all processes.
+    pub pieces: u64,
+    /// Useful bytes per call, all processes.
+    pub bytes: u64,
+    /// Messages per call, all processes.
+    pub messages: u64,
+    /// Storage calls the servers made per call.
+    pub storage_calls: u64,
+    /// List calls per process in each repetition.
+    pub iterations: u32,
+    /// Repetitions measured.
+    pub repetitions: usize,
+}
+
+impl report::Row for ListioRow {
+    fn case(&self) -> String {
+        case(self.direction, self.piece_bytes)
+    }
+    fn method(&self) -> &str {
+        &self.method
+    }
+}
+
+/// The case label of a row.
+fn case(direction: Direction, piece_bytes: usize) -> String {
+    format!("{direction} {piece_bytes} B")
+}
+
+/// List calls per process in one timed step of `piece_bytes` pieces.
+fn iterations(common: &CommonArgs, piece_bytes: usize) -> u32 {
+    let call_bytes = PIECES * piece_bytes;
+    let budget = if common.quick { 2 << 20 } else { 16 << 20 };
+    u32::try_from((budget / call_bytes).clamp(4, 256)).expect("at most 256")
+}
+
 /// The same gather list calls on servers with capability checks on and off
 /// ([`InProcessCluster`]), the two interleaved within each repetition: the rows
 /// `gather, capabilities checked` and `gather, capabilities unchecked`.
@@ -102,7 +177,8 @@ fn capability_rows(
     common: &CommonArgs,
     workers: &mut Workers,
     generation: &mut u64,
-) -> Result<(Vec<Row>, bool), String> {
+    progress: &Progress,
+) -> Result<(Vec<ListioRow>, bool), String> {
     let cluster = InProcessCluster::start(SERVERS)?;
     let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
     let client = Client::new(&config, &ClientOptions::default());
@@ -110,26 +186,22 @@ fn capability_rows(
     client
         .create(path, &CreateOptions::default())
         .map_err(|err| format!("create {path}: {err}"))?;
-    let repetitions = if common.quick { 9 } else { 15 };
+    let repetitions = capability_repetitions(common);
     let mut rows = Vec::new();
     let mut verified = true;
     for piece_bytes in CAPABILITY_PIECE_SIZES {
-        let call_bytes = PIECES * piece_bytes;
-        let budget = if common.quick { 2 << 20 } else { 16 << 20 };
-        let iterations = u32::try_from((budget / call_bytes).clamp(4, 256)).expect("small");
-        // seconds per (op, checked), one entry per repetition
-        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); 4];
-        let mut last = [(0u64, 0u64, 0u64, 0u64); 4];
+        let iterations = iterations(common, piece_bytes);
+        let mut measured = Measured::new(CAPABILITY_METHODS.len());
         for repetition in 0..repetitions {
             for turn in 0..2 {
                 let checked = (turn + repetition) % 2 == 0;
                 cluster.check_capabilities(checked);
                 *generation += 1;
-                for (op_index, write) in [(0, true), (1, false)] {
+                for direction in Direction::BOTH {
                     let step = Step {
                         cluster: &cluster.file,
                         path,
-                        write,
+                        write: direction == Direction::Write,
                         method: "gather",
                         iterations,
                         generation: *generation,
@@ -137,75 +209,116 @@ fn capability_rows(
                     };
                     let (seconds, counts, ok) = step.run(workers)?;
                     verified &= ok;
-                    let slot = op_index * 2 + usize::from(!checked);
-                    samples[slot].push(seconds);
-                    last[slot] = counts;
+                    measured.add(direction, usize::from(!checked), seconds, counts);
                 }
             }
+            progress.step(&format!("capabilities, {piece_bytes} B pieces"));
         }
         cluster.check_capabilities(true);
-        rows.extend(rows_of(
+        rows.extend(measured.rows(
             piece_bytes,
             &CAPABILITY_METHODS,
-            (&samples, &last),
             (iterations, repetitions),
-            Some("in-process"),
-        ));
+            Servers::InProcess,
+        )?);
     }
     let _ = client.unlink(path);
     Ok((rows, verified))
 }
 
-/// One row per (op, method) of one piece size: the median seconds per call over the
-/// repetitions and the counts of the last one. `samples` and `last` are indexed
-/// `op * methods.len() + method`, writes first; `servers` names in-process servers.
-fn rows_of(
-    piece_bytes: usize,
-    methods: &[&str],
-    (samples, last): (&[Vec<f64>], &[Counts]),
-    (iterations, repetitions): (u32, usize),
-    servers: Option<&str>,
-) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for (op_index, op) in ["write", "read"].into_iter().enumerate() {
-        for (method_index, method) in methods.iter().enumerate() {
-            let slot = op_index * methods.len() + method_index;
-            let seconds = median(&samples[slot]);
-            let (requests, storage_calls, bytes, messages) = last[slot];
-            let mut extra = json!({
-                "messages": messages,
-                "iterations": iterations,
-                "repetitions": repetitions,
-                "storage_calls": storage_calls,
-            });
-            if let Some(servers) = servers {
-                extra["servers"] = json!(servers);
-            }
-            rows.push(Row {
-                case: format!("{op} seg={piece_bytes}"),
-                method: (*method).to_owned(),
-                mib_s: mib_s(bytes, seconds),
-                requests,
-                // File pieces of the access; how the servers stored them is in `extra`.
-                pieces: (PIECES * PROCESSES) as u64,
-                bytes,
-                seconds,
-                extra,
-                skipped: None,
-            });
-        }
-    }
-    rows
+/// The samples of one piece size: seconds per call of every repetition and the counts of
+/// the last, per (direction, method), writes first.
+struct Measured {
+    methods: usize,
+    seconds: Vec<Vec<f64>>,
+    counts: Vec<Option<Counts>>,
 }
 
-/// The methods of the capability comparison.
-const CAPABILITY_METHODS: [&str; 2] = [
-    "gather, capabilities checked",
-    "gather, capabilities unchecked",
-];
+impl Measured {
+    fn new(methods: usize) -> Self {
+        Self {
+            methods,
+            seconds: vec![Vec::new(); 2 * methods],
+            counts: vec![None; 2 * methods],
+        }
+    }
 
-/// Runs the experiment and returns its report.
-pub fn run(common: &CommonArgs) -> Result<Report, String> {
+    fn slot(&self, direction: Direction, method: usize) -> usize {
+        usize::from(direction == Direction::Read) * self.methods + method
+    }
+
+    fn add(&mut self, direction: Direction, method: usize, seconds: f64, counts: Counts) {
+        let slot = self.slot(direction, method);
+        self.seconds[slot].push(seconds);
+        self.counts[slot] = Some(counts);
+    }
+
+    /// One row per (direction, method): the median seconds per call over the repetitions,
+    /// its range, and the counts of the last one.
+    fn rows(
+        &self,
+        piece_bytes: usize,
+        methods: &[&str],
+        (iterations, repetitions): (u32, usize),
+        servers: Servers,
+    ) -> Result<Vec<ListioRow>, String> {
+        let mut rows = Vec::new();
+        for direction in Direction::BOTH {
+            for (method_index, method) in methods.iter().enumerate() {
+                let slot = self.slot(direction, method_index);
+                let missing = || {
+                    format!(
+                        "bench listio: case \"{}\", method \"{method}\" was not measured",
+                        case(direction, piece_bytes)
+                    )
+                };
+                let seconds = Spread::of(&self.seconds[slot])
+                    .map_err(|err| format!("{}: {err}", missing()))?;
+                let (requests, storage_calls, bytes, messages) =
+                    self.counts[slot].ok_or_else(missing)?;
+                let rate = seconds.rate_of(bytes);
+                rows.push(ListioRow {
+                    direction,
+                    piece_bytes,
+                    method: (*method).to_owned(),
+                    servers,
+                    mib_s: rate.median,
+                    mib_s_min: rate.min,
+                    mib_s_max: rate.max,
+                    seconds: seconds.median,
+                    requests,
+                    // File pieces of the access; how the servers stored them is `storage_calls`.
+                    pieces: (PIECES * PROCESSES) as u64,
+                    bytes,
+                    messages,
+                    storage_calls,
+                    iterations,
+                    repetitions,
+                });
+            }
+        }
+        Ok(rows)
+    }
+}
+
+fn repetitions(common: &CommonArgs) -> usize {
+    if common.quick {
+        5
+    } else {
+        7
+    }
+}
+
+fn capability_repetitions(common: &CommonArgs) -> usize {
+    if common.quick {
+        9
+    } else {
+        15
+    }
+}
+
+/// Runs the experiment and writes its report.
+pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
     let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
     let client = Client::new(&config, &ClientOptions::default());
@@ -218,28 +331,29 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
     client
         .create(&path, &CreateOptions::default())
         .map_err(|err| format!("create {path}: {err}"))?;
-    let repetitions = if common.quick { 5 } else { 7 };
+    let repetitions = repetitions(common);
+    let progress = Progress::new(
+        "listio",
+        (PIECE_SIZES.len() * repetitions
+            + CAPABILITY_PIECE_SIZES.len() * capability_repetitions(common)) as u64,
+    );
     let mut workers = Workers::spawn(PROCESSES)?;
     let mut rows = Vec::new();
     let mut verified = true;
     let mut generation = 0u64;
     for piece_bytes in PIECE_SIZES {
-        let call_bytes = PIECES * piece_bytes;
-        let budget = if common.quick { 2 << 20 } else { 16 << 20 };
-        let iterations = u32::try_from((budget / call_bytes).clamp(4, 256)).expect("small");
-        // seconds per (op, method), one entry per repetition
-        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); 2 * METHODS.len()];
-        let mut last = vec![(0u64, 0u64, 0u64, 0u64); 2 * METHODS.len()];
+        let iterations = iterations(common, piece_bytes);
+        let mut measured = Measured::new(METHODS.len());
         for repetition in 0..repetitions {
             for turn in 0..METHODS.len() {
                 let method_index = (turn + repetition) % METHODS.len();
                 let method = METHODS[method_index];
                 generation += 1;
-                for (op_index, write) in [(0, true), (1, false)] {
+                for direction in Direction::BOTH {
                     let step = Step {
                         cluster: &cluster.file,
                         path: &path,
-                        write,
+                        write: direction == Direction::Write,
                         method,
                         iterations,
                         generation,
@@ -247,28 +361,28 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                     };
                     let (seconds, counts, ok) = step.run(&mut workers)?;
                     verified &= ok;
-                    let slot = op_index * METHODS.len() + method_index;
-                    samples[slot].push(seconds);
-                    last[slot] = counts;
+                    measured.add(direction, method_index, seconds, counts);
                 }
             }
+            progress.step(&format!("{piece_bytes} B pieces"));
         }
-        rows.extend(rows_of(
+        rows.extend(measured.rows(
             piece_bytes,
             &METHODS,
-            (&samples, &last),
             (iterations, repetitions),
-            None,
-        ));
+            Servers::Cluster,
+        )?);
     }
     let _ = client.unlink(&path);
     let (capability_rows, capabilities_verified) =
-        capability_rows(common, &mut workers, &mut generation)?;
+        capability_rows(common, &mut workers, &mut generation, &progress)?;
+    drop(progress);
     rows.extend(capability_rows);
     verified &= capabilities_verified;
     let report = Report {
-        bench: "listio".to_owned(),
+        bench: "listio",
         quick: common.quick,
+        meta: Meta::now(repetitions),
         config: json!({
             "servers": SERVERS,
             "clients": PROCESSES,
@@ -277,112 +391,109 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "piece_bytes": PIECE_SIZES,
             "stripe_unit_bytes": tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
             "capability_rows": "gather on 4 iods run inside the bench process, capability checks on and off (a switch no server option reaches), interleaved per repetition",
+            "capability_repetitions": capability_repetitions(common),
         }),
         verified,
         rows,
     };
-    let table = table(&report);
-    if common.json {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-        write_outputs(common, &report)?;
-    }
-    Ok(report)
+    let text = text(&report)?;
+    report.finish(common, &text, &[figure(&report)?])
 }
 
-fn rate(report: &Report, case: &str, method: &str) -> f64 {
-    report
-        .rows
-        .iter()
-        .find(|row| row.case == case && row.method == method)
-        .map_or(0.0, |row| row.mib_s)
-}
-
-fn table(report: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "listio: {PROCESSES} client processes x {SERVERS} I/O servers, {PIECES} pieces per process, local backend (MiB/s, all processes; hybrid and tcp: rows of --json)");
-    let _ = writeln!(
-        out,
-        "{:<6} {:>6} {:>10} {:>10} {:>10} {:>12} {:>10}",
-        "op", "seg", "multiple", "pack", "gather", "gather/mult", "gather/pack"
-    );
-    for op in ["write", "read"] {
+/// The paper's table with our figures, and the capability comparison.
+fn text(report: &Report<ListioRow>) -> Result<String, String> {
+    let rate = |direction, piece_bytes, method| -> Result<f64, String> {
+        Ok(report.row(&case(direction, piece_bytes), method)?.mib_s)
+    };
+    let mut main = report::table([
+        "op",
+        "piece B",
+        "multiple",
+        "pack",
+        "gather",
+        "gather/mult",
+        "gather/pack",
+    ]);
+    for direction in Direction::BOTH {
         for piece_bytes in PIECE_SIZES {
-            let case = format!("{op} seg={piece_bytes}");
-            let (multiple, pack, gather) = (
-                rate(report, &case, "multiple"),
-                rate(report, &case, "pack"),
-                rate(report, &case, "gather"),
-            );
-            let _ = writeln!(
-                out,
-                "{op:<6} {piece_bytes:>6} {multiple:>10.1} {pack:>10.1} {gather:>10.1} {:>11.2}x {:>9.2}x",
-                gather / multiple.max(1e-9),
-                gather / pack.max(1e-9)
-            );
+            let multiple = rate(direction, piece_bytes, "multiple")?;
+            let pack = rate(direction, piece_bytes, "pack")?;
+            let gather = rate(direction, piece_bytes, "gather")?;
+            main.add_row([
+                direction.to_string(),
+                piece_bytes.to_string(),
+                report::cell(multiple, 1),
+                report::cell(pack, 1),
+                report::cell(gather, 1),
+                report::ratio(gather, multiple),
+                report::ratio(gather, pack),
+            ]);
         }
     }
+    let mut capabilities = report::table([
+        "op",
+        "piece B",
+        "gather checked",
+        "gather unchecked",
+        "checked/unchecked",
+    ]);
     for piece_bytes in CAPABILITY_PIECE_SIZES {
-        for op in ["write", "read"] {
-            let case = format!("{op} seg={piece_bytes}");
-            let checked = rate(report, &case, CAPABILITY_METHODS[0]);
-            let unchecked = rate(report, &case, CAPABILITY_METHODS[1]);
-            let _ = writeln!(
-                out,
-                "capabilities: {op} seg={piece_bytes} gather checked {checked:.1} MiB/s, unchecked {unchecked:.1} MiB/s: {:.3}x",
-                checked / unchecked.max(1e-9)
-            );
+        for direction in Direction::BOTH {
+            let checked = rate(direction, piece_bytes, CAPABILITY_METHODS[0])?;
+            let unchecked = rate(direction, piece_bytes, CAPABILITY_METHODS[1])?;
+            capabilities.add_row([
+                direction.to_string(),
+                piece_bytes.to_string(),
+                report::cell(checked, 1),
+                report::cell(unchecked, 1),
+                report::ratio(checked, unchecked),
+            ]);
         }
     }
-    let _ = writeln!(
-        out,
-        "paper (InfiniBand, 000 Fig. 4 / 001 Fig. 3.4): pack wins while a request is small (< 64 KiB), gather wins above it, by up to 1.5x; multiple message is the baseline both beat"
-    );
-    let _ = writeln!(out, "verified: {}", report.verified);
-    out
+    Ok(format!(
+        "listio: {PROCESSES} client processes x {SERVERS} I/O servers, {PIECES} pieces per process, local backend (MiB/s of all processes, median of {} repetitions; hybrid, eager and tcp: rows in the CSV and --json)\n{main}\n\
+         capability checks, in-process servers (MiB/s):\n{capabilities}\n\
+         paper (InfiniBand, 000 Fig. 4 / 001 Fig. 3.4): pack wins while a request is small (< 64 KiB), gather wins above it, by up to 1.5x; multiple message is the baseline both beat\n\
+         verified: {}\n",
+        report.meta.repetitions, report.verified
+    ))
 }
 
-fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
-    std::fs::create_dir_all(&common.out)
-        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
-    let mut csv = String::from("case,method,mib_s,requests,pieces,bytes,seconds\n");
-    for row in &report.rows {
-        let _ = writeln!(
-            csv,
-            "{},{},{:.3},{},{},{},{:.9}",
-            row.case, row.method, row.mib_s, row.requests, row.pieces, row.bytes, row.seconds
+/// 000 Fig. 4: MiB/s against piece size, one line per method, writes and reads.
+fn figure(report: &Report<ListioRow>) -> Result<Figure, String> {
+    let mut panels = Vec::new();
+    for direction in Direction::BOTH {
+        let mut panel = Panel::new(
+            &format!("{direction}s"),
+            ("piece size (bytes)", Scale::Log2),
+            ("MiB/s (all processes)", Scale::Linear),
         );
-    }
-    let csv_path = common.out.join("listio.csv");
-    std::fs::write(&csv_path, csv)
-        .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
-    let mut series = Vec::new();
-    for op in ["write", "read"] {
         for method in METHODS {
-            let points = PIECE_SIZES
-                .iter()
-                .map(|&size| {
-                    (
-                        size as f64,
-                        rate(report, &format!("{op} seg={size}"), method),
-                    )
-                })
-                .collect();
-            series.push(Series {
-                name: format!("{op} {method}"),
+            let mut points = Vec::new();
+            for piece_bytes in PIECE_SIZES {
+                let row = report.row(&case(direction, piece_bytes), method)?;
+                points.push(Point {
+                    x: piece_bytes as f64,
+                    y: Spread {
+                        min: row.mib_s_min,
+                        median: row.mib_s,
+                        max: row.mib_s_max,
+                    },
+                });
+            }
+            panel.lines.push(Line {
+                name: method.to_owned(),
                 points,
             });
         }
+        panels.push(panel);
     }
-    let plot = Plot {
-        title: "listio: 4 clients x 4 servers, 128 pieces (local and tcp)".to_owned(),
-        x_label: "piece size (bytes)".to_owned(),
-        y_label: "MiB/s".to_owned(),
-        log2_x: true,
-        series,
-    };
-    let png_path = super::write_plot(common, "listio.png", &plot)?;
-    super::report_written(&[csv_path, png_path]);
-    Ok(())
+    Ok(Figure {
+        stem: "listio".to_owned(),
+        title: format!(
+            "listio: {PROCESSES} clients x {SERVERS} servers, {PIECES} pieces per client (median, min-max of {} runs)",
+            report.meta.repetitions
+        ),
+        panels,
+    })
 }

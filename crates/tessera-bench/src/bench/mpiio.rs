@@ -9,9 +9,9 @@
 //! case is run by three columns, each a group of processes kept up for the whole sweep of one
 //! process count and driven one case at a time:
 //!
-//! - `tessera-mpiio`: `mpiio/bench/mpiio.c` (carried in this binary, compiled with the MPI's
-//!   `mpicc`), launched with `libtessera_mpiio.so` preloaded, on a file of a private 4-server
-//!   cluster (or `--cluster`);
+//! - `tessera-mpiio`: `mpiio/bench/mpiio.c` (built by `make mpiio` with the MPI's `mpicc` as
+//!   `target/mpiio/<mpi>/mpiio-bench`, beside the shim), launched with `libtessera_mpiio.so`
+//!   preloaded, on a file of a private 4-server cluster (or `--cluster`);
 //! - `native`: `tessera mpiio-worker` processes making the same calls with `tessera-client`
 //!   (`File::write_at`/`read_at` for contiguous independent, `ViewedFile` with the same view
 //!   for strided, `ViewedFile::write_all`/`read_all` over a [`SocketCommunicator`] for the
@@ -24,8 +24,8 @@
 //! standard input), runs it (truncate, barrier, timed writes, barrier, barrier, timed reads,
 //! barrier, then every word read checked against a formula of file offset, writing rank and
 //! generation), and its rank 0 answers one JSON line. The columns take turns on every case,
-//! in an order that rotates from case to case and repetition to repetition; a row is the
-//! median over the repetitions, with the minimum and maximum kept.
+//! in an order that rotates from case to case and repetition to repetition; a row
+//! ([`MpiioRow`]) is the median over the repetitions, with the minimum and maximum kept.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -44,12 +44,14 @@ use tessera_client::{
 };
 
 use super::blockcol::open_cluster;
-use super::btio_mpi::{on_path, Mpi};
-use super::{median, mib_s, CommonArgs, Report, Row};
-use crate::plot::{Decorations, Plot, Series};
+use super::btio_mpi::{on_path, Mpi, SHIM};
+use super::CommonArgs;
+use crate::report::{
+    self, Direction, Figure, Line, Meta, Outcome as Finished, Panel, Point, Report, Scale, Spread,
+};
 
-/// The program's source, compiled at run time with the chosen MPI's compiler wrapper.
-const PROGRAM_SOURCE: &str = include_str!("../../../../mpiio/bench/mpiio.c");
+/// The program `make mpiio` builds beside the shim (from `mpiio/bench/mpiio.c`).
+const PROGRAM: &str = "mpiio-bench";
 /// I/O servers of a private cluster (`open_cluster`).
 const SERVERS: u16 = 4;
 const PROCESS_COUNTS: [u32; 3] = [1, 2, 4];
@@ -168,14 +170,15 @@ impl Case {
         self.transfer.min(STRIDED_BLOCK_BYTES_MAX)
     }
 
-    /// The row's case name, for `op` and `mpi`.
-    fn name(self, op: &str, mpi: &str) -> String {
-        format!(
-            "{op} {} {} {} p{} {mpi}",
+    /// The case label of its rows of `direction` under `mpi`.
+    fn name(self, direction: Direction, mpi: &str) -> String {
+        case_name(
+            direction,
             self.access(),
             self.pattern(),
-            size_name(self.transfer),
-            self.processes
+            self.transfer,
+            self.processes,
+            mpi,
         )
     }
 }
@@ -964,11 +967,10 @@ struct Plan {
     program: Option<PathBuf>,
     shim: Option<PathBuf>,
     skip_mpi: Option<String>,
-    skip_shim: Option<String>,
 }
 
 fn mpis(choice: Option<MpiChoice>) -> Vec<Mpi> {
-    let installed = |mpi: Mpi| on_path(&mpi.compiler()) && on_path(mpi.launcher());
+    let installed = |mpi: Mpi| on_path(mpi.launcher());
     match choice {
         Some(MpiChoice::Mpich) => vec![Mpi::Mpich],
         Some(MpiChoice::Openmpi) => vec![Mpi::Openmpi],
@@ -987,54 +989,24 @@ fn mpis(choice: Option<MpiChoice>) -> Vec<Mpi> {
     }
 }
 
-/// The shim `make mpiio` built beside this binary (`target/release/tessera` ->
-/// `target/mpiio/MPI/libtessera_mpiio.so`).
-fn shim_of(mpi: Mpi) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera: {err}"))?;
-    let shim = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or_else(|| format!("{} has no target directory", exe.display()))?
-        .join("mpiio")
-        .join(mpi.name())
-        .join("libtessera_mpiio.so");
-    if !shim.is_file() {
-        return Err(format!(
-            "no MPI-IO library at {}: run `make mpiio` first",
-            shim.display()
-        ));
-    }
-    std::fs::canonicalize(&shim).map_err(|err| format!("{}: {err}", shim.display()))
-}
-
-/// Compiles the program with the MPI's `mpicc` into `dir`.
-fn build_program(mpi: Mpi, dir: &Path) -> Result<PathBuf, String> {
-    mpi.compile("mpiio", "mpiio.c", PROGRAM_SOURCE, dir)
-}
-
-fn plan_of(mpi: Mpi, work: &Path) -> Result<Plan, String> {
+/// The plan of `mpi`: its columns skipped if its launcher is not installed, else its program
+/// and shim, which `make mpiio` must have built (an error otherwise).
+fn plan_of(mpi: Mpi) -> Result<Plan, String> {
     let mut plan = Plan {
         mpi: Some(mpi),
         mpi_name: mpi.name().to_owned(),
         ..Plan::default()
     };
-    for tool in [mpi.compiler(), mpi.launcher().to_owned()] {
-        if !on_path(&tool) {
-            plan.skip_mpi = Some(format!(
-                "{tool} is not installed: install {} (make deps)",
-                match mpi {
-                    Mpi::Mpich => "mpich and libmpich-dev",
-                    Mpi::Openmpi => "openmpi-bin and libopenmpi-dev",
-                }
-            ));
-            return Ok(plan);
-        }
+    if !on_path(mpi.launcher()) {
+        plan.skip_mpi = Some(format!(
+            "{} is not installed: install {} (make deps)",
+            mpi.launcher(),
+            mpi.package()
+        ));
+        return Ok(plan);
     }
-    plan.program = Some(build_program(mpi, work)?);
-    match shim_of(mpi) {
-        Ok(shim) => plan.shim = Some(shim),
-        Err(reason) => plan.skip_shim = Some(reason),
-    }
+    plan.program = Some(mpi.built("mpiio", PROGRAM)?);
+    plan.shim = Some(mpi.built("mpiio", SHIM)?);
     Ok(plan)
 }
 
@@ -1068,8 +1040,8 @@ impl Sweep {
     }
 }
 
-/// Runs the experiment and returns its report.
-pub fn run(args: &MpiioArgs) -> Result<Report, String> {
+/// Runs the experiment and writes its report.
+pub fn run(args: &MpiioArgs) -> Result<Finished, String> {
     let common = &args.common;
     let sweep = if common.quick {
         Sweep {
@@ -1098,13 +1070,12 @@ pub fn run(args: &MpiioArgs) -> Result<Report, String> {
         &plans,
         &samples,
         started.elapsed().as_secs_f64(),
-    );
-    let table = table(&report, &plans, &sweep);
-    eprint!("{table}");
-    if !common.json {
-        write_outputs(common, &report, &plans)?;
-    }
-    Ok(report)
+    )?;
+    report.finish(
+        common,
+        &text(&report, &plans, &sweep)?,
+        &[figure(&report, &plans)?],
+    )
 }
 
 type SampleMap = BTreeMap<(String, Case, &'static str), Samples>;
@@ -1112,7 +1083,7 @@ type SampleMap = BTreeMap<(String, Case, &'static str), Samples>;
 fn measure(args: &MpiioArgs, sweep: &Sweep, work: &Path) -> Result<(Vec<Plan>, SampleMap), String> {
     let mut plans = Vec::new();
     for mpi in mpis(args.mpi) {
-        plans.push(plan_of(mpi, work)?);
+        plans.push(plan_of(mpi)?);
     }
     let (cluster, client) = open_cluster(&args.common)?;
     let cluster_file = std::fs::canonicalize(&cluster.file)
@@ -1241,12 +1212,150 @@ fn sweep_groups(
     Ok(())
 }
 
-fn spread(bytes: u64, seconds: &[f64]) -> (f64, f64) {
-    let rates: Vec<f64> = seconds.iter().map(|&s| mib_s(bytes, s)).collect();
-    (
-        rates.iter().copied().fold(f64::INFINITY, f64::min),
-        rates.iter().copied().fold(0.0, f64::max),
+/// One (MPI, direction, access, pattern, transfer, processes, column) of mpiio: the median
+/// over the repetitions and its range; a column that could not run has `skipped` and no
+/// figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct MpiioRow {
+    /// The MPI of the MPI columns (the native column runs beside them).
+    pub mpi: String,
+    /// Writes or reads.
+    pub direction: Direction,
+    /// `independent` (write_at/read_at) or `collective` (write_at_all/read_at_all).
+    pub access: &'static str,
+    /// `contiguous` (IOR segments) or `strided` (a vector file view).
+    pub pattern: &'static str,
+    /// Bytes per call.
+    pub transfer_bytes: u64,
+    /// Processes.
+    pub processes: u32,
+    /// Calls per process per phase.
+    pub segments: u64,
+    /// The strided view's block (the transfer when contiguous).
+    pub block_bytes: u64,
+    /// The column: `tessera-mpiio`, `native` or `local-mpiio`.
+    pub method: &'static str,
+    /// Bytes all processes moved in one phase.
+    pub bytes: u64,
+    /// MiB/s, median over the repetitions.
+    pub mib_s: Option<f64>,
+    /// The slowest repetition's MiB/s.
+    pub mib_s_min: Option<f64>,
+    /// The fastest repetition's MiB/s.
+    pub mib_s_max: Option<f64>,
+    /// Seconds of the phase (the slowest process), median.
+    pub seconds: Option<f64>,
+    /// GB/s (10^9 bytes), median.
+    pub gb_s: Option<f64>,
+    /// One barrier alone, median (each timed phase includes one).
+    pub barrier_seconds: Option<f64>,
+    /// Native's median seconds over this column's: above 1, this column is faster.
+    pub ratio_vs_native: Option<f64>,
+    /// local-mpiio's median seconds over this column's.
+    pub ratio_vs_local_mpiio: Option<f64>,
+    /// Client requests, all processes and calls (native only: the MPI columns count none).
+    pub requests: Option<u64>,
+    /// Server storage pieces (native only).
+    pub storage_pieces: Option<u64>,
+    /// Requests whose data moved one-sidedly (native only).
+    pub one_sided_requests: Option<u64>,
+    /// Bytes the client copied (native only).
+    pub bytes_copied: Option<u64>,
+    /// The library's `tessera_method` in effect (tessera-mpiio).
+    pub tessera_method: Option<String>,
+    /// The library's `tessera_coll` in effect (tessera-mpiio).
+    pub tessera_coll: Option<String>,
+    /// ROMIO's `romio_cb_write` in effect (the MPI columns under ROMIO).
+    pub romio_cb_write: Option<String>,
+    /// ROMIO's `romio_ds_write` in effect.
+    pub romio_ds_write: Option<String>,
+    /// Every word read back was right in every repetition.
+    pub verified: Option<bool>,
+    /// Repetitions measured.
+    pub repetitions: usize,
+    /// Why this column was not measured.
+    pub skipped: Option<String>,
+}
+
+impl report::Row for MpiioRow {
+    fn case(&self) -> String {
+        case_name(
+            self.direction,
+            self.access,
+            self.pattern,
+            self.transfer_bytes,
+            self.processes,
+            &self.mpi,
+        )
+    }
+    fn method(&self) -> &str {
+        self.method
+    }
+}
+
+/// The case label of a row.
+fn case_name(
+    direction: Direction,
+    access: &str,
+    pattern: &str,
+    transfer: u64,
+    processes: u32,
+    mpi: &str,
+) -> String {
+    format!(
+        "{direction} {access} {pattern} {} p{processes} {mpi}",
+        size_name(transfer)
     )
+}
+
+/// An empty hint (the program prints "" for a hint not in effect) is none.
+fn hint(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+/// A row of `case` and `method` without figures yet.
+fn empty_row(
+    plan: &Plan,
+    sweep: &Sweep,
+    case: Case,
+    direction: Direction,
+    method: &'static str,
+) -> MpiioRow {
+    MpiioRow {
+        mpi: plan.mpi_name.clone(),
+        direction,
+        access: case.access(),
+        pattern: case.pattern(),
+        transfer_bytes: case.transfer,
+        processes: case.processes,
+        segments: sweep.segments(case.transfer),
+        block_bytes: if case.strided {
+            case.block()
+        } else {
+            case.transfer
+        },
+        method,
+        bytes: sweep.segments(case.transfer) * case.transfer * u64::from(case.processes),
+        mib_s: None,
+        mib_s_min: None,
+        mib_s_max: None,
+        seconds: None,
+        gb_s: None,
+        barrier_seconds: None,
+        ratio_vs_native: None,
+        ratio_vs_local_mpiio: None,
+        requests: None,
+        storage_pieces: None,
+        one_sided_requests: None,
+        bytes_copied: None,
+        tessera_method: None,
+        tessera_coll: None,
+        romio_cb_write: None,
+        romio_ds_write: None,
+        verified: None,
+        repetitions: 0,
+        skipped: None,
+    }
 }
 
 fn report(
@@ -1255,130 +1364,98 @@ fn report(
     plans: &[Plan],
     samples: &SampleMap,
     elapsed: f64,
-) -> Report {
+) -> Result<Report<MpiioRow>, String> {
     let mut rows = Vec::new();
     let mut verified = true;
     for plan in plans {
         for processes in PROCESS_COUNTS {
             for case in sweep.cases(processes) {
-                let bytes = sweep.segments(case.transfer) * case.transfer * u64::from(processes);
-                for op in ["write", "read"] {
-                    let medians: BTreeMap<&str, f64> = METHODS
-                        .iter()
-                        .filter_map(|&method| {
-                            let found = samples.get(&(plan.mpi_name.clone(), case, method))?;
-                            let seconds = if op == "write" {
-                                &found.write
-                            } else {
-                                &found.read
-                            };
-                            Some((method, median(seconds)))
-                        })
-                        .collect();
+                for direction in Direction::BOTH {
+                    let name = case.name(direction, &plan.mpi_name);
+                    let mut medians: BTreeMap<&str, Spread> = BTreeMap::new();
                     for method in METHODS {
+                        if let Some(found) = samples.get(&(plan.mpi_name.clone(), case, method)) {
+                            let seconds = match direction {
+                                Direction::Write => &found.write,
+                                Direction::Read => &found.read,
+                            };
+                            let spread = Spread::of(seconds).map_err(|err| {
+                                format!("bench mpiio: case \"{name}\", method \"{method}\": {err}")
+                            })?;
+                            medians.insert(method, spread);
+                        }
+                    }
+                    for method in METHODS {
+                        let mut row = empty_row(plan, sweep, case, direction, method);
                         let skipped = match method {
-                            "tessera-mpiio" => plan.skip_mpi.clone().or(plan.skip_shim.clone()),
-                            "local-mpiio" => plan.skip_mpi.clone(),
+                            "tessera-mpiio" | "local-mpiio" => plan.skip_mpi.clone(),
                             _ => None,
                         };
-                        let name = case.name(op, &plan.mpi_name);
-                        let base = json!({
-                            "mpi": plan.mpi_name,
-                            "op": op,
-                            "access": case.access(),
-                            "pattern": case.pattern(),
-                            "transfer_bytes": case.transfer,
-                            "processes": case.processes,
-                            "segments": sweep.segments(case.transfer),
-                            "block_bytes": if case.strided { case.block() } else { case.transfer },
-                        });
-                        let found = samples.get(&(plan.mpi_name.clone(), case, method));
-                        let (Some(found), None) = (found, &skipped) else {
-                            let reason = skipped.unwrap_or_else(|| {
-                                "not measured (a group of this column failed to start)".to_owned()
-                            });
-                            verified = false;
-                            rows.push(Row {
-                                case: name,
-                                method: method.to_owned(),
-                                mib_s: 0.0,
-                                requests: 0,
-                                pieces: 0,
-                                bytes,
-                                seconds: 0.0,
-                                extra: base,
-                                skipped: Some(reason),
-                            });
+                        if let Some(reason) = skipped {
+                            row.skipped = Some(reason);
+                            rows.push(row);
                             continue;
+                        }
+                        let (Some(found), Some(seconds)) = (
+                            samples.get(&(plan.mpi_name.clone(), case, method)),
+                            medians.get(method),
+                        ) else {
+                            return Err(format!(
+                                "bench mpiio: case \"{name}\", method \"{method}\" was not measured"
+                            ));
                         };
                         verified &= found.verified;
-                        let seconds_all = if op == "write" {
-                            &found.write
-                        } else {
-                            &found.read
+                        let rate = seconds.rate_of(row.bytes);
+                        let ratio = |other: &str| {
+                            medians
+                                .get(other)
+                                .map(|theirs| theirs.median / seconds.median)
                         };
-                        let seconds = median(seconds_all);
-                        let (low, high) = spread(bytes, seconds_all);
-                        let ratio =
-                            |other: &str| medians.get(other).map(|&theirs| theirs / seconds);
                         let last = found.last.as_ref();
-                        let figures = last.and_then(|outcome| {
-                            if op == "write" {
-                                outcome.write_report
-                            } else {
-                                outcome.read_report
-                            }
+                        let figures = last.and_then(|outcome| match direction {
+                            Direction::Write => outcome.write_report,
+                            Direction::Read => outcome.read_report,
                         });
-                        let mut extra = base;
-                        let fields = json!({
-                            "repetitions": seconds_all.len(),
-                            "seconds_all": seconds_all,
-                            "mib_s_min": low,
-                            "mib_s_max": high,
-                            "gb_s": bytes as f64 / seconds / 1e9,
-                            "barrier_seconds": median(&found.barrier),
-                            "ratio_vs_native": ratio("native"),
-                            "ratio_vs_local_mpiio": ratio("local-mpiio"),
-                            "ratio_tessera_mpiio_vs_this": medians.get("tessera-mpiio").map(|&t| seconds / t),
-                            "verified": found.verified,
-                            "tessera_method": last.map(|o| o.tessera_method.clone()),
-                            "tessera_coll": last.map(|o| o.tessera_coll.clone()),
-                            "romio_cb_write": last.map(|o| o.romio_cb_write.clone()),
-                            "romio_ds_write": last.map(|o| o.romio_ds_write.clone()),
-                            "storage_pieces": figures.map(|f| f.storage_pieces),
-                            "one_sided_requests": figures.map(|f| f.one_sided),
-                            "bytes_copied": figures.map(|f| f.bytes_copied),
-                        });
-                        if let (Some(target), Some(source)) =
-                            (extra.as_object_mut(), fields.as_object())
-                        {
-                            target.extend(source.clone());
-                        }
-                        rows.push(Row {
-                            case: name,
-                            method: method.to_owned(),
-                            mib_s: mib_s(bytes, seconds),
-                            requests: figures.map_or(0, |f| f.requests),
-                            pieces: figures.map_or(0, |f| f.storage_pieces),
-                            bytes,
-                            seconds,
-                            extra,
-                            skipped: None,
-                        });
+                        let barrier = Spread::of(&found.barrier).map_err(|err| {
+                            format!(
+                                "bench mpiio: case \"{name}\", method \"{method}\": barrier: {err}"
+                            )
+                        })?;
+                        row.mib_s = Some(rate.median);
+                        row.mib_s_min = Some(rate.min);
+                        row.mib_s_max = Some(rate.max);
+                        row.seconds = Some(seconds.median);
+                        row.gb_s = Some(row.bytes as f64 / seconds.median / 1e9);
+                        row.barrier_seconds = Some(barrier.median);
+                        row.ratio_vs_native = ratio("native");
+                        row.ratio_vs_local_mpiio = ratio("local-mpiio");
+                        row.requests = figures.map(|f| f.requests);
+                        row.storage_pieces = figures.map(|f| f.storage_pieces);
+                        row.one_sided_requests = figures.map(|f| f.one_sided);
+                        row.bytes_copied = figures.map(|f| f.bytes_copied);
+                        row.tessera_method = last.and_then(|o| hint(&o.tessera_method));
+                        row.tessera_coll = last.and_then(|o| hint(&o.tessera_coll));
+                        row.romio_cb_write = last.and_then(|o| hint(&o.romio_cb_write));
+                        row.romio_ds_write = last.and_then(|o| hint(&o.romio_ds_write));
+                        row.verified = Some(found.verified);
+                        row.repetitions = found.write.len();
+                        rows.push(row);
                     }
                 }
             }
         }
     }
-    Report {
-        bench: "mpiio".to_owned(),
+    Ok(Report {
+        bench: "mpiio",
         quick: common.quick,
+        meta: Meta::now(sweep.repetitions),
         config: json!({
             "servers": SERVERS,
             "clients": PROCESS_COUNTS,
             "transport": "the client's default: the local one-sided backend on the servers' host",
             "mpis": plans.iter().map(|plan| plan.mpi_name.clone()).collect::<Vec<_>>(),
-            "program": "mpiio/bench/mpiio.c",
+            "programs": plans.iter().map(|plan| plan.program.as_ref().map(|p| p.display().to_string())).collect::<Vec<_>>(),
+            "source": "mpiio/bench/mpiio.c",
             "shims": plans.iter().map(|plan| plan.shim.as_ref().map(|s| s.display().to_string())).collect::<Vec<_>>(),
             "transfers": sweep.transfers,
             "process_bytes_per_case": sweep.process_bytes,
@@ -1391,98 +1468,76 @@ fn report(
                 "native": "tessera mpiio-worker processes: File::write_at/read_at (contiguous independent), ViewedFile::write/read with the same view and MPI_BYTE-like memory (strided independent), ViewedFile::write_all/read_all with CollectiveOptions::default() over a SocketCommunicator (collective), on another file of the cluster",
                 "local-mpiio": "mpiio.c without the library on a file in a temporary directory (the MPI's own MPI-IO)",
             },
-            "timing": "each phase: truncate to 0 (untimed), barrier, the timed calls, barrier; the slowest process's time. extra.barrier_seconds is one barrier alone: with 4 processes on 2 cores (oversubscribed, ranks polling) an MPICH barrier costs milliseconds, on both MPI columns; the native workers' socket barriers do not poll",
+            "timing": "each phase: truncate to 0 (untimed), barrier, the timed calls, barrier; the slowest process's time. barrier_seconds is one barrier alone: with 4 processes on 2 cores (oversubscribed, ranks polling) an MPICH barrier costs milliseconds, on both MPI columns; the native workers' socket barriers do not poll",
             "order": "one group of processes per column and process count, kept up for the sweep; every case runs on the three columns in turn, the order rotating by case and repetition; rows are medians over the repetitions (min/max kept)",
             "verify": "every 8-byte word read back equals a formula of its file offset, writing rank and a per-run generation; the file size is P*S*T; in the first repetition each process also reads its share of the whole file through the default view and checks whose data lies where",
-            "requests_pieces": "client requests and server storage pieces are counted by the native workers only; the MPI columns report 0",
+            "requests_pieces": "client requests and server storage pieces are counted by the native workers only; the MPI columns' are null",
             "elapsed_seconds": elapsed,
         }),
         verified,
         rows,
-    }
+    })
 }
 
-fn row_of<'a>(report: &'a Report, case: &str, method: &str) -> Option<&'a Row> {
-    report
-        .rows
-        .iter()
-        .find(|row| row.case == case && row.method == method)
+/// A rate for a table cell: "skip" for a column that did not run.
+fn rate(row: &MpiioRow) -> String {
+    row.mib_s
+        .map_or_else(|| "skip".to_owned(), |mib_s| report::cell(mib_s, 1))
 }
 
-fn rate(row: Option<&Row>) -> String {
-    match row {
-        Some(row) if row.skipped.is_none() => format!("{:.1}", row.mib_s),
-        Some(_) => "skip".to_owned(),
-        None => "-".to_owned(),
-    }
-}
-
-fn table(report: &Report, plans: &[Plan], sweep: &Sweep) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "mpiio: IOR-style MPI-IO through libtessera_mpiio.so on {SERVERS} servers vs tessera-client natively vs the MPI's own MPI-IO on a local file (MiB/s, median of {}; spread in the CSV/JSON)",
+/// The table per MPI and the acceptance notes of issue 15.
+fn text(report: &Report<MpiioRow>, plans: &[Plan], sweep: &Sweep) -> Result<String, String> {
+    let mut out = format!(
+        "mpiio: IOR-style MPI-IO through libtessera_mpiio.so on {SERVERS} servers vs tessera-client natively vs the MPI's own MPI-IO on a local file (MiB/s, median of {}; spread in the CSV/JSON)\n",
         sweep.repetitions
     );
     for plan in plans {
         let _ = writeln!(out, "-- {} --", plan.mpi_name);
-        if let Some(reason) = plan.skip_mpi.as_ref().or(plan.skip_shim.as_ref()) {
+        if let Some(reason) = &plan.skip_mpi {
             let _ = writeln!(out, "skipped columns: {reason}");
         }
-        let _ = writeln!(
-            out,
-            "{:<5} {:<11} {:<10} {:>6} {:>2} | {:>10} {:>10} {:>10} | {:>9} {:>9}",
-            "op",
-            "access",
-            "pattern",
-            "T",
-            "P",
-            "tessera",
-            "native",
-            "local",
-            "t/native",
-            "t/local"
-        );
+        let mut table = report::table([
+            "op", "access", "pattern", "T", "P", "tessera", "native", "local", "t/native",
+            "t/local",
+        ]);
         let mut worst: BTreeMap<(&str, &str), f64> = BTreeMap::new();
         for processes in PROCESS_COUNTS {
             for case in sweep.cases(processes) {
-                for op in ["write", "read"] {
-                    let name = case.name(op, &plan.mpi_name);
-                    let tessera = row_of(report, &name, METHODS[0]);
-                    let native = row_of(report, &name, METHODS[1]);
-                    let local = row_of(report, &name, METHODS[2]);
-                    let ratio = |other: Option<&Row>| match (tessera, other) {
-                        (Some(t), Some(o)) if t.skipped.is_none() && o.skipped.is_none() => {
-                            Some(t.mib_s / o.mib_s)
-                        }
-                        _ => None,
+                for direction in Direction::BOTH {
+                    let name = case.name(direction, &plan.mpi_name);
+                    let tessera = report.row(&name, METHODS[0])?;
+                    let native = report.row(&name, METHODS[1])?;
+                    let local = report.row(&name, METHODS[2])?;
+                    let ratio = |other: &MpiioRow| Some(tessera.mib_s? / other.mib_s?);
+                    let show = |value: Option<f64>| {
+                        value.map_or_else(|| "-".to_owned(), |v| report::cell(v, 2))
                     };
-                    let show =
-                        |value: Option<f64>| value.map_or("-".to_owned(), |v| format!("{v:.2}"));
                     if let Some(value) = ratio(native) {
                         if case.transfer >= ACCEPTANCE_TRANSFER_MIN && !case.strided {
-                            let key = (op, case.access());
-                            let entry = worst.entry(key).or_insert(f64::INFINITY);
+                            let op = match direction {
+                                Direction::Write => "write",
+                                Direction::Read => "read",
+                            };
+                            let entry = worst.entry((op, case.access())).or_insert(f64::INFINITY);
                             *entry = entry.min(value);
                         }
                     }
-                    let _ = writeln!(
-                        out,
-                        "{:<5} {:<11} {:<10} {:>6} {:>2} | {:>10} {:>10} {:>10} | {:>9} {:>9}",
-                        op,
-                        case.access(),
-                        case.pattern(),
+                    table.add_row([
+                        direction.to_string(),
+                        case.access().to_owned(),
+                        case.pattern().to_owned(),
                         size_name(case.transfer),
-                        processes,
+                        processes.to_string(),
                         rate(tessera),
                         rate(native),
                         rate(local),
                         show(ratio(native)),
                         show(ratio(local)),
-                    );
+                    ]);
                 }
             }
         }
+        let _ = writeln!(out, "{table}");
         let barriers: Vec<String> = METHODS
             .iter()
             .filter_map(|&method| {
@@ -1490,14 +1545,12 @@ fn table(report: &Report, plans: &[Plan], sweep: &Sweep) -> String {
                     .rows
                     .iter()
                     .filter(|row| {
-                        row.method == method
-                            && row.skipped.is_none()
-                            && row.extra["mpi"] == plan.mpi_name.as_str()
-                            && row.extra["processes"] == 4
+                        row.method == method && row.mpi == plan.mpi_name && row.processes == 4
                     })
-                    .filter_map(|row| row.extra["barrier_seconds"].as_f64())
+                    .filter_map(|row| row.barrier_seconds)
                     .collect();
-                (!seconds.is_empty()).then(|| format!("{method} {:.2} ms", median(&seconds) * 1e3))
+                let spread = Spread::of(&seconds).ok()?;
+                Some(format!("{method} {:.2} ms", spread.median * 1e3))
             })
             .collect();
         if !barriers.is_empty() {
@@ -1508,8 +1561,7 @@ fn table(report: &Report, plans: &[Plan], sweep: &Sweep) -> String {
             );
         }
         for ((op, access), ratio) in &worst {
-            let _ = writeln!(
-                out,
+            let _ = writeln!(out,
                 "acceptance (issue 15): contiguous {access} {op}, T >= 1 MiB: lowest tessera-mpiio / native = {ratio:.2} ({} {ACCEPTANCE_RATIO})",
                 if *ratio >= ACCEPTANCE_RATIO { "meets" } else { "below" }
             );
@@ -1520,123 +1572,94 @@ fn table(report: &Report, plans: &[Plan], sweep: &Sweep) -> String {
             transfer: 4 << 20,
             processes: 4,
         };
-        for op in ["write", "read"] {
-            let name = four.name(op, &plan.mpi_name);
-            let gb_s = |method: &str| {
-                row_of(report, &name, method)
-                    .filter(|row| row.skipped.is_none())
-                    .map_or("-".to_owned(), |row| {
-                        format!("{:.3}", row.bytes as f64 / row.seconds / 1e9)
-                    })
-            };
-            if row_of(report, &name, METHODS[1]).is_some() {
-                let _ = writeln!(
-                    out,
-                    "4 processes x 4 MiB contiguous independent {op}: tessera-mpiio {} GB/s, native {} GB/s, local-mpiio {} GB/s (issue 15 asks >= {} GB/s through the library)",
-                    gb_s(METHODS[0]),
-                    gb_s(METHODS[1]),
-                    gb_s(METHODS[2]),
-                    if op == "write" { 1 } else { 2 }
+        if sweep.transfers.contains(&four.transfer) {
+            for direction in Direction::BOTH {
+                let name = four.name(direction, &plan.mpi_name);
+                let gb_s = |method: &str| -> Result<String, String> {
+                    Ok(report
+                        .row(&name, method)?
+                        .gb_s
+                        .map_or_else(|| "-".to_owned(), |gb_s| report::cell(gb_s, 3)))
+                };
+                let _ = writeln!(out,
+                    "4 processes x 4 MiB contiguous independent {direction}: tessera-mpiio {} GB/s, native {} GB/s, local-mpiio {} GB/s (issue 15 asks >= {} GB/s through the library)",
+                    gb_s(METHODS[0])?,
+                    gb_s(METHODS[1])?,
+                    gb_s(METHODS[2])?,
+                    match direction {
+                        Direction::Write => 1,
+                        Direction::Read => 2,
+                    }
                 );
             }
         }
     }
     let _ = writeln!(out, "verified: {}", report.verified);
-    out
+    Ok(out)
 }
 
-fn write_outputs(common: &CommonArgs, report: &Report, plans: &[Plan]) -> Result<(), String> {
-    std::fs::create_dir_all(&common.out)
-        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
-    let mut csv = String::from(
-        "case,method,mpi,op,access,pattern,transfer_bytes,processes,mib_s,mib_s_min,mib_s_max,bytes,seconds,ratio_vs_native,skipped\n",
-    );
-    for row in &report.rows {
-        let text = |key: &str| row.extra[key].as_str().unwrap_or("").to_owned();
-        let number = |key: &str| {
-            row.extra[key]
-                .as_f64()
-                .map_or(String::new(), |value| format!("{value:.3}"))
-        };
-        let _ = writeln!(
-            csv,
-            "{},{},{},{},{},{},{},{},{:.3},{},{},{},{:.9},{},{}",
-            row.case,
-            row.method,
-            text("mpi"),
-            text("op"),
-            text("access"),
-            text("pattern"),
-            row.extra["transfer_bytes"],
-            row.extra["processes"],
-            row.mib_s,
-            number("mib_s_min"),
-            number("mib_s_max"),
-            row.bytes,
-            row.seconds,
-            number("ratio_vs_native"),
-            row.skipped
-                .as_deref()
-                .unwrap_or("")
-                .replace([',', '\n'], ";"),
+/// The first MPI's 4-process contiguous independent access: MiB/s against the transfer per
+/// column, writes and reads side by side, bars spanning the repetitions.
+fn figure(report: &Report<MpiioRow>, plans: &[Plan]) -> Result<Figure, String> {
+    let mpi = plans
+        .first()
+        .map(|plan| plan.mpi_name.clone())
+        .ok_or_else(|| "bench mpiio: no MPI to draw".to_owned())?;
+    let mut panels = Vec::new();
+    for direction in Direction::BOTH {
+        let mut panel = Panel::new(
+            &format!("{direction}_at, 4 processes, contiguous"),
+            ("transfer (bytes per call)", Scale::Log2),
+            ("MiB/s", Scale::Linear),
         );
-    }
-    let csv_path = common.out.join("mpiio.csv");
-    std::fs::write(&csv_path, csv)
-        .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
-    // The figure: the first MPI, 4 processes, contiguous independent access.
-    let mpi = plans.first().map_or("", |plan| plan.mpi_name.as_str());
-    let mut series = Vec::new();
-    let mut decorations = Decorations {
-        log10_y: true,
-        ..Decorations::default()
-    };
-    for op in ["write", "read"] {
         for method in METHODS {
-            let rows: Vec<&Row> = report
+            let rows: Vec<&MpiioRow> = report
                 .rows
                 .iter()
                 .filter(|row| {
                     row.method == method
-                        && row.skipped.is_none()
-                        && row.extra["mpi"] == mpi
-                        && row.extra["op"] == op
-                        && row.extra["access"] == "independent"
-                        && row.extra["pattern"] == "contiguous"
-                        && row.extra["processes"] == 4
+                        && row.mpi == mpi
+                        && row.direction == direction
+                        && row.access == "independent"
+                        && row.pattern == "contiguous"
+                        && row.processes == 4
                 })
                 .collect();
-            let x = |row: &Row| row.extra["transfer_bytes"].as_f64().unwrap_or(f64::NAN) / 1024.0;
-            series.push(Series {
-                name: format!("{} {}", &op[..1], method.trim_end_matches("-mpiio")),
-                points: rows.iter().map(|row| (x(row), row.mib_s)).collect(),
+            if rows.is_empty() {
+                return Err(format!(
+                    "bench mpiio: no rows of {method}, {direction}, 4 processes, contiguous independent under {mpi}"
+                ));
+            }
+            if rows.iter().any(|row| row.skipped.is_some()) {
+                continue;
+            }
+            let mut points = Vec::new();
+            for row in rows {
+                let (Some(median), Some(min), Some(max)) =
+                    (row.mib_s, row.mib_s_min, row.mib_s_max)
+                else {
+                    return Err(format!(
+                        "bench mpiio: case \"{}\", method \"{method}\" has no rate",
+                        report::Row::case(row)
+                    ));
+                };
+                points.push(Point {
+                    x: row.transfer_bytes as f64,
+                    y: Spread { min, median, max },
+                });
+            }
+            panel.lines.push(Line {
+                name: method.to_owned(),
+                points,
             });
-            decorations.spread.push(
-                rows.iter()
-                    .map(|row| {
-                        (
-                            x(row),
-                            row.extra["mib_s_min"].as_f64().unwrap_or(f64::NAN),
-                            row.extra["mib_s_max"].as_f64().unwrap_or(f64::NAN),
-                        )
-                    })
-                    .collect(),
-            );
-            decorations.dashed.push(op == "read");
         }
+        panels.push(panel);
     }
-    let plot = Plot {
-        title: format!("mpiio ({mpi}): 4 processes, contiguous write_at/read_at"),
-        x_label: "transfer (KiB per call); bars: min-max of the repetitions".to_owned(),
-        y_label: "MiB/s (log)".to_owned(),
-        log2_x: true,
-        series,
-    };
-    let png_path = common.out.join("mpiio.png");
-    plot.write_png_decorated(&png_path, &decorations)
-        .map_err(|err| format!("cannot write {}: {err}", png_path.display()))?;
-    super::report_written(&[csv_path, png_path]);
-    Ok(())
+    Ok(Figure {
+        stem: "mpiio".to_owned(),
+        title: format!("mpiio ({mpi}): IOR-style MPI-IO, bars: min-max of the repetitions"),
+        panels,
+    })
 }
 
 #[cfg(test)]
@@ -1705,15 +1728,16 @@ mod tests {
 
     #[test]
     fn the_value_formula_is_the_programs() {
-        assert!(PROGRAM_SOURCE.contains("((offset >> 3) + 1) * 0x9E3779B97F4A7C15ULL"));
-        assert!(PROGRAM_SOURCE.contains("((uint64_t)(writer + 1) << 56)"));
-        assert!(PROGRAM_SOURCE.contains("(generation << 40)"));
+        let program = super::super::btio_mpi::tests::source("mpiio.c");
+        assert!(program.contains("((offset >> 3) + 1) * 0x9E3779B97F4A7C15ULL"));
+        assert!(program.contains("((uint64_t)(writer + 1) << 56)"));
+        assert!(program.contains("(generation << 40)"));
         assert_ne!(value(8, 0, 1), value(8, 1, 1));
         assert_ne!(value(8, 0, 1), value(8, 0, 2));
         assert_ne!(value(8, 0, 1), value(16, 0, 1));
         // The program's limits are the worker's.
-        assert!(PROGRAM_SOURCE.contains("#define PROCESS_BYTES_MAX (256LL << 20)"));
-        assert!(PROGRAM_SOURCE.contains("#define CASES_MAX 100000"));
+        assert!(program.contains("#define PROCESS_BYTES_MAX (256LL << 20)"));
+        assert!(program.contains("#define CASES_MAX 100000"));
     }
 
     #[test]

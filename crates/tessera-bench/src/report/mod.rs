@@ -1,0 +1,419 @@
+//! The report harness of `tessera-bench`: what every experiment's measurements become.
+//!
+//! An experiment measures each (case, method) a number of times, interleaving the methods, and
+//! keeps the samples. [`Spread::of`] turns a case's samples into the median the report gives
+//! and the minimum and maximum its figure draws. The experiment builds one typed row per
+//! (case, method) — a `#[derive(Serialize)]` struct of its own that implements [`Row`] — and
+//! a [`Report`] of them, which adds what every report carries: the bench, `--quick`, the
+//! configuration, whether every byte read back was right, and [`Meta`] (timestamp, host,
+//! version, git commit, repetitions). [`Report::finish`] then writes the output contract of
+//! `docs/BENCH.md`: one JSON object on standard output with `--json` (`serde_json`), the
+//! table (`comfy-table`) on standard output or, with `--json`, standard error, and into
+//! `--out` the rows as `NAME.csv` (`csv`) and each [`Figure`] as SVG and PNG (`plotters`).
+//!
+//! A figure or table reads the rows back through [`Report::row`] / [`Report::find`], which
+//! fail with the bench, case and method named when a row is missing: never a 0.
+
+pub mod figure;
+pub mod progress;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use figure::{Figure, Line, Panel, Point, Scale};
+pub use progress::Progress;
+
+use crate::bench::CommonArgs;
+
+/// What a report says about the run itself, beside its figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Meta {
+    /// When the report was made, RFC 3339 in UTC.
+    pub timestamp: String,
+    /// The host the bench ran on.
+    pub host: String,
+    /// The version of tessera-bench.
+    pub version: &'static str,
+    /// The git commit it was built from (short hash, or "unknown" outside a checkout).
+    pub commit: &'static str,
+    /// How many times each case was measured (the figures are medians over them).
+    pub repetitions: usize,
+}
+
+impl Meta {
+    /// The metadata of a report made now of `repetitions` measurements per case.
+    pub fn now(repetitions: usize) -> Self {
+        Self {
+            timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            host: host_name(),
+            version: env!("CARGO_PKG_VERSION"),
+            commit: env!("TESSERA_GIT_COMMIT"),
+            repetitions,
+        }
+    }
+}
+
+/// The kernel's host name, or "unknown".
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// Which way the data of a case moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client memory to the file.
+    Write,
+    /// The file to client memory.
+    Read,
+}
+
+impl Direction {
+    /// Writes first, as the benches run them.
+    pub const BOTH: [Self; 2] = [Self::Write, Self::Read];
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Write => "write",
+            Self::Read => "read",
+        })
+    }
+}
+
+/// The median and range of one figure over a case's repetitions.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    /// The smallest sample.
+    pub min: f64,
+    /// The median (the mean of the middle two of an even count).
+    pub median: f64,
+    /// The largest sample.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `samples`; an error when there are none or one is not finite.
+    pub fn of(samples: &[f64]) -> Result<Self, String> {
+        if samples.is_empty() {
+            return Err("no samples to take a median of".to_owned());
+        }
+        if let Some(bad) = samples.iter().find(|sample| !sample.is_finite()) {
+            return Err(format!("sample {bad} is not a finite number"));
+        }
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let middle = sorted.len() / 2;
+        let median = if sorted.len().is_multiple_of(2) {
+            f64::midpoint(sorted[middle - 1], sorted[middle])
+        } else {
+            sorted[middle]
+        };
+        Ok(Self {
+            min: sorted[0],
+            median,
+            max: sorted[sorted.len() - 1],
+        })
+    }
+
+    /// The MiB/s of moving `bytes` in each of these seconds: the slowest sample gives the
+    /// smallest rate.
+    pub fn rate_of(self, bytes: u64) -> Self {
+        Self {
+            min: mib_s(bytes, self.max),
+            median: mib_s(bytes, self.median),
+            max: mib_s(bytes, self.min),
+        }
+    }
+}
+
+/// MiB (2^20 bytes) per second.
+pub fn mib_s(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
+}
+
+/// A row of an experiment's report: one (case, method). Its serialized fields are the
+/// columns of `NAME.csv` and the keys of the JSON rows, so they must be flat (numbers,
+/// strings, unit enums, options of those).
+pub trait Row: Serialize {
+    /// The case as people read it, built from the row's typed fields (e.g. "write 128 B").
+    fn case(&self) -> String;
+    /// The method measured.
+    fn method(&self) -> &str;
+}
+
+/// The whole output of one run of an experiment.
+#[derive(Debug, Serialize)]
+pub struct Report<R> {
+    /// Experiment name.
+    pub bench: &'static str,
+    /// Reduced sizes.
+    pub quick: bool,
+    /// When, where and from what the run was made.
+    pub meta: Meta,
+    /// Cluster and workload settings.
+    pub config: serde_json::Value,
+    /// Every byte read back was right.
+    pub verified: bool,
+    /// One row per (case, method).
+    pub rows: Vec<R>,
+}
+
+/// What `tessera-bench` needs of a finished run.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Experiment name.
+    pub bench: String,
+    /// Every byte read back was right.
+    pub verified: bool,
+}
+
+impl<R: Row> Report<R> {
+    /// The row of `case` and `method`; an error naming both when there is none.
+    pub fn row(&self, case: &str, method: &str) -> Result<&R, String> {
+        self.find(case, method, |row| row.case() == case)
+    }
+
+    /// The row of `method` that `matches`, `case` saying which one was meant; an error naming
+    /// the bench, case and method when none does.
+    pub fn find(
+        &self,
+        case: &str,
+        method: &str,
+        matches: impl Fn(&R) -> bool,
+    ) -> Result<&R, String> {
+        self.rows
+            .iter()
+            .find(|row| row.method() == method && matches(row))
+            .ok_or_else(|| {
+                format!(
+                    "bench {}: no row for case \"{case}\", method \"{method}\"",
+                    self.bench
+                )
+            })
+    }
+
+    /// The rows as CSV: a header of the row type's field names, then one line per row.
+    pub fn to_csv(&self) -> Result<Vec<u8>, String> {
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        for row in &self.rows {
+            writer
+                .serialize(row)
+                .map_err(|err| format!("bench {}: CSV row: {err}", self.bench))?;
+        }
+        writer
+            .into_inner()
+            .map_err(|err| format!("bench {}: CSV: {err}", self.bench))
+    }
+
+    /// Prints and writes the run's output (see the module doc): `text` is the table and notes
+    /// for people, `figures` the figures of the paper. Returns what `tessera-bench` needs.
+    pub fn finish(
+        &self,
+        common: &CommonArgs,
+        text: &str,
+        figures: &[Figure],
+    ) -> Result<Outcome, String> {
+        if common.json {
+            eprint!("{text}");
+            println!(
+                "{}",
+                serde_json::to_string_pretty(self).map_err(|err| err.to_string())?
+            );
+        } else {
+            print!("{text}");
+        }
+        let mut written = vec![write_file(
+            &common.out,
+            &format!("{}.csv", self.bench),
+            &self.to_csv()?,
+        )?];
+        for figure in figures {
+            written.extend(figure.write(&common.out)?);
+        }
+        let names: Vec<String> = written
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
+        eprintln!("bench: wrote {}", names.join(", "));
+        Ok(Outcome {
+            bench: self.bench.to_owned(),
+            verified: self.verified,
+        })
+    }
+}
+
+/// Writes `bytes` as `dir/name`, making `dir` if needed; returns the path.
+fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let path = dir.join(name);
+    std::fs::write(&path, bytes)
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    Ok(path)
+}
+
+/// A table for people with `header`, in the look every bench shares (Markdown-like, so it
+/// pastes into docs).
+pub fn table<I, T>(header: I) -> comfy_table::Table
+where
+    I: IntoIterator<Item = T>,
+    T: Into<comfy_table::Cell>,
+{
+    let mut table = comfy_table::Table::new();
+    table
+        .load_style(comfy_table::presets::ASCII_MARKDOWN)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header(header);
+    table
+}
+
+/// A number for a table cell: `decimals` places.
+pub fn cell(value: f64, decimals: usize) -> String {
+    format!("{value:.decimals$}")
+}
+
+/// The ratio `numerator / denominator` for a table cell ("2.31x"), "-" when the denominator
+/// is 0.
+pub fn ratio(numerator: f64, denominator: f64) -> String {
+    if denominator == 0.0 {
+        "-".to_owned()
+    } else {
+        format!("{:.2}x", numerator / denominator)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct TestRow {
+        direction: Direction,
+        method: String,
+        mib_s: f64,
+        skipped: Option<String>,
+    }
+
+    impl Row for TestRow {
+        fn case(&self) -> String {
+            self.direction.to_string()
+        }
+        fn method(&self) -> &str {
+            &self.method
+        }
+    }
+
+    fn report(rows: Vec<TestRow>) -> Report<TestRow> {
+        Report {
+            bench: "test",
+            quick: true,
+            meta: Meta::now(3),
+            config: serde_json::json!({}),
+            verified: true,
+            rows,
+        }
+    }
+
+    #[test]
+    fn csv_quotes_commas_quotes_and_newlines() {
+        let report = report(vec![
+            TestRow {
+                direction: Direction::Write,
+                method: "gather, capabilities \"checked\"".to_owned(),
+                mib_s: 1.5,
+                skipped: None,
+            },
+            TestRow {
+                direction: Direction::Read,
+                method: "pack".to_owned(),
+                mib_s: 0.0,
+                skipped: Some("no libfabric\nin this build".to_owned()),
+            },
+        ]);
+        let text = String::from_utf8(report.to_csv().unwrap()).unwrap();
+        assert_eq!(
+            text,
+            "direction,method,mib_s,skipped\n\
+             write,\"gather, capabilities \"\"checked\"\"\",1.5,\n\
+             read,pack,0.0,\"no libfabric\nin this build\"\n"
+        );
+        // And a CSV reader gets the fields back whole.
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert_eq!(records.len(), 2);
+        assert_eq!(&records[0][1], "gather, capabilities \"checked\"");
+        assert_eq!(&records[1][3], "no libfabric\nin this build");
+    }
+
+    #[test]
+    fn a_missing_row_is_an_error_naming_bench_case_and_method() {
+        let report = report(vec![TestRow {
+            direction: Direction::Write,
+            method: "pack".to_owned(),
+            mib_s: 2.0,
+            skipped: None,
+        }]);
+        let found = report.row("write", "pack").unwrap();
+        assert!((found.mib_s - 2.0).abs() < f64::EPSILON);
+        let err = report.row("read", "pack").err().unwrap();
+        assert_eq!(err, "bench test: no row for case \"read\", method \"pack\"");
+        let err = report.row("write", "gather").err().unwrap();
+        assert!(
+            err.contains("\"write\"") && err.contains("\"gather\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn spread_gives_median_min_and_max() {
+        let odd = Spread::of(&[3.0, 1.0, 2.0, 9.0, 5.0]).unwrap();
+        assert_eq!(
+            odd,
+            Spread {
+                min: 1.0,
+                median: 3.0,
+                max: 9.0
+            }
+        );
+        let even = Spread::of(&[4.0, 1.0, 2.0, 8.0]).unwrap();
+        assert_eq!(
+            even,
+            Spread {
+                min: 1.0,
+                median: 3.0,
+                max: 8.0
+            }
+        );
+        assert!(Spread::of(&[]).is_err());
+        assert!(Spread::of(&[1.0, f64::NAN]).is_err());
+        // Rates: the slowest time is the smallest rate.
+        let rate = Spread::of(&[1.0, 2.0, 4.0]).unwrap().rate_of(1 << 20);
+        assert_eq!(
+            rate,
+            Spread {
+                min: 0.25,
+                median: 0.5,
+                max: 1.0
+            }
+        );
+    }
+
+    #[test]
+    fn meta_names_version_commit_and_an_rfc3339_utc_time() {
+        let meta = Meta::now(5);
+        assert_eq!(meta.version, env!("CARGO_PKG_VERSION"));
+        assert!(!meta.commit.is_empty());
+        assert!(!meta.host.is_empty());
+        assert!(meta.timestamp.ends_with('Z'), "{}", meta.timestamp);
+        chrono::DateTime::parse_from_rfc3339(&meta.timestamp).unwrap();
+        assert_eq!(meta.repetitions, 5);
+    }
+}
