@@ -15,15 +15,17 @@
 //! rotated from one repetition to the next; every write carries a new generation and every
 //! read is verified byte by byte against `expected_byte(file offset, last generation)`.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use serde::Serialize;
 use serde_json::json;
 use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode};
 
-use super::{drop_page_cache, median, mib_s, BenchCluster, CommonArgs, Report, Row};
-use crate::plot::{Plot, Series};
+use super::{drop_page_cache, BenchCluster, CommonArgs};
+use crate::report::{
+    self, Figure, Line, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+};
 use crate::workers::{ArrayMethod, ArrayShare, Pattern, StepResult, Task, Workers};
 
 const PROCESSES: u64 = 4;
@@ -46,15 +48,19 @@ const REPETITIONS: usize = 5;
 const PAPER_LIST_OVER_SIEVE_WRITE: (f64, f64) = (3.5, 12.1);
 
 /// The cases of seed 001 Figs. 3.6-3.9.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Case {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Case {
     /// Write, no sync: the servers' page cache absorbs it.
+    #[serde(rename = "write")]
     Write,
     /// Write, then `File::sync`, both timed.
+    #[serde(rename = "write+sync")]
     WriteSync,
     /// Read what the servers hold in their page cache.
+    #[serde(rename = "read cached")]
     Read,
     /// Read after the servers' page cache was dropped.
+    #[serde(rename = "read uncached")]
     ReadUncached,
 }
 
@@ -116,18 +122,6 @@ impl Figures {
             sieved: sum(|r| r.sieved),
             locks: sum(|r| r.locks),
         }
-    }
-
-    /// The figures every row of these benchmarks carries in `extra`.
-    pub(super) fn extra(&self) -> serde_json::Value {
-        json!({
-            "wire_bytes": self.wire_bytes,
-            "storage_calls": self.storage_calls,
-            "storage_bytes": self.storage_bytes,
-            "sieved_requests": self.sieved,
-            "locks": self.locks,
-            "storage_bytes_ratio": self.storage_bytes as f64 / self.bytes.max(1) as f64,
-        })
     }
 }
 
@@ -278,123 +272,178 @@ impl<'a> Sweep<'a> {
     }
 }
 
-/// The rows of one measured share: one per (case, method), `case_label` naming the case.
+/// One (case, n, method) of blockcol, or (case, method) of tile: a row of the sweep both
+/// run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRow {
+    /// Write, write+sync, read cached or read uncached.
+    pub case: Case,
+    /// The array side (blockcol only).
+    pub n: Option<u64>,
+    /// The method.
+    pub method: &'static str,
+    /// MiB/s of useful bytes, all processes, median over the repetitions (NaN if skipped).
+    pub mib_s: f64,
+    /// The slowest repetition's MiB/s.
+    pub mib_s_min: f64,
+    /// The fastest repetition's MiB/s.
+    pub mib_s_max: f64,
+    /// Seconds per call of the slowest process, median over the repetitions.
+    pub seconds: f64,
+    /// Client-to-server I/O requests per call, all processes.
+    pub requests: u64,
+    /// File pieces of the access.
+    pub pieces: u64,
+    /// Useful bytes per call (the file pieces' total).
+    pub bytes: u64,
+    /// Bytes that crossed the network per call (sieve moves the holes too).
+    pub wire_bytes: u64,
+    /// Storage calls the servers made per call.
+    pub storage_calls: u64,
+    /// Bytes the servers moved to and from storage per call.
+    pub storage_bytes: u64,
+    /// Requests the servers served by sieving per call.
+    pub sieved_requests: u64,
+    /// Range locks taken on the mds per call (sieve writes).
+    pub locks: u64,
+    /// `storage_bytes / bytes`.
+    pub storage_bytes_ratio: f64,
+    /// Calls per timed step.
+    pub calls: u64,
+    /// Repetitions measured.
+    pub repetitions: usize,
+    /// Why this row was not measured.
+    pub skipped: Option<String>,
+}
+
+impl report::Row for SweepRow {
+    fn case(&self) -> String {
+        case_label(self.case, self.n)
+    }
+    fn method(&self) -> &str {
+        self.method
+    }
+}
+
+/// The case label of a row.
+pub(super) fn case_label(case: Case, n: Option<u64>) -> String {
+    match n {
+        Some(n) => format!("{} n={n}", case.name()),
+        None => case.name().to_owned(),
+    }
+}
+
+/// The rows of one measured share: one per (case, method); `n` is blockcol's array side.
 pub(super) fn rows(
     measured: &[[Measured; 4]; 4],
-    case_label: impl Fn(Case) -> String,
+    n: Option<u64>,
     repetitions: usize,
     uncached: bool,
-) -> Vec<Row> {
+) -> Result<Vec<SweepRow>, String> {
     let mut rows = Vec::new();
     for (case, by_method) in Case::ALL.into_iter().zip(measured) {
         for (method, measured) in ArrayMethod::ALL.into_iter().zip(by_method) {
             let figures = measured.figures;
-            if case == Case::ReadUncached && !uncached {
-                rows.push(Row {
-                    case: case_label(case),
-                    method: method.name().to_owned(),
-                    mib_s: f64::NAN,
-                    requests: 0,
-                    pieces: 0,
-                    bytes: 0,
-                    seconds: f64::NAN,
-                    extra: json!({}),
-                    skipped: Some(UNCACHED_SKIPPED.to_owned()),
-                });
-                continue;
-            }
-            let seconds = median(&measured.seconds);
-            let seconds_best = measured
-                .seconds
-                .iter()
-                .copied()
-                .fold(f64::INFINITY, f64::min);
-            let mut extra = figures.extra();
-            extra["mib_s_best"] = json!(mib_s(figures.bytes, seconds_best));
-            extra["calls"] = json!(measured.calls);
-            extra["repetitions"] = json!(repetitions);
-            rows.push(Row {
-                case: case_label(case),
-                method: method.name().to_owned(),
-                mib_s: mib_s(figures.bytes, seconds),
+            let skipped = case == Case::ReadUncached && !uncached;
+            let (seconds, rate) = if skipped {
+                let none = f64::NAN;
+                let rate = Spread {
+                    min: none,
+                    median: none,
+                    max: none,
+                };
+                (none, rate)
+            } else {
+                let seconds = Spread::of(&measured.seconds).map_err(|err| {
+                    format!(
+                        "case \"{}\", method \"{}\": {err}",
+                        case_label(case, n),
+                        method.name()
+                    )
+                })?;
+                (seconds.median, seconds.rate_of(figures.bytes))
+            };
+            rows.push(SweepRow {
+                case,
+                n,
+                method: method.name(),
+                mib_s: rate.median,
+                mib_s_min: rate.min,
+                mib_s_max: rate.max,
+                seconds,
                 requests: figures.requests,
                 pieces: figures.file_pieces,
                 bytes: figures.bytes,
-                seconds,
-                extra,
-                skipped: None,
+                wire_bytes: figures.wire_bytes,
+                storage_calls: figures.storage_calls,
+                storage_bytes: figures.storage_bytes,
+                sieved_requests: figures.sieved,
+                locks: figures.locks,
+                storage_bytes_ratio: figures.storage_bytes as f64 / figures.bytes.max(1) as f64,
+                calls: measured.calls,
+                repetitions,
+                skipped: skipped.then(|| UNCACHED_SKIPPED.to_owned()),
             });
         }
     }
-    rows
+    Ok(rows)
 }
 
-/// The row of (case, method) in a report.
-pub(super) fn find<'r>(report: &'r Report, case: &str, method: ArrayMethod) -> Option<&'r Row> {
-    report
-        .rows
-        .iter()
-        .find(|row| row.case == case && row.method == method.name())
+/// The measured row of (case, method), `None` where it was skipped.
+pub(super) fn measured<'r>(
+    report: &'r Report<SweepRow>,
+    case: &str,
+    method: ArrayMethod,
+) -> Result<Option<&'r SweepRow>, String> {
+    let row = report.row(case, method.name())?;
+    Ok(row.skipped.is_none().then_some(row))
 }
 
-/// MiB/s of (case, method), NaN where not measured.
-pub(super) fn rate(report: &Report, case: &str, method: ArrayMethod) -> f64 {
-    find(report, case, method)
-        .filter(|row| row.skipped.is_none())
-        .map_or(f64::NAN, |row| row.mib_s)
-}
-
-/// A figure of `extra`, NaN where absent.
-pub(super) fn extra_f64(row: Option<&Row>, key: &str) -> f64 {
-    row.and_then(|row| row.extra.get(key)?.as_f64())
-        .unwrap_or(f64::NAN)
-}
-
-/// Writes the rows as CSV to `OUT/NAME.csv`; returns its path.
-pub(super) fn write_csv(common: &CommonArgs, report: &Report) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(&common.out)
-        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
-    let mut csv = String::from(
-        "case,method,mib_s,requests,pieces,bytes,seconds,wire_bytes,storage_calls,storage_bytes,sieved_requests,locks,storage_bytes_ratio,skipped\n",
-    );
-    for row in &report.rows {
-        let number = |key: &str| {
-            row.extra
-                .get(key)
-                .map_or_else(String::new, ToString::to_string)
-        };
-        let _ = writeln!(
-            csv,
-            "{},{},{:.3},{},{},{},{:.9},{},{},{},{},{},{},{}",
-            row.case,
-            row.method,
-            row.mib_s,
-            row.requests,
-            row.pieces,
-            row.bytes,
-            row.seconds,
-            number("wire_bytes"),
-            number("storage_calls"),
-            number("storage_bytes"),
-            number("sieved_requests"),
-            number("locks"),
-            number("storage_bytes_ratio"),
-            row.skipped
-                .as_deref()
-                .map_or(String::new(), |reason| format!("{reason:?}")),
-        );
+/// The point of a measured row at `x`.
+pub(super) fn point(row: &SweepRow, x: f64) -> Point {
+    Point {
+        x,
+        y: Spread {
+            min: row.mib_s_min,
+            median: row.mib_s,
+            max: row.mib_s_max,
+        },
     }
-    let path = common.out.join(format!("{}.csv", report.bench));
-    std::fs::write(&path, csv).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
-    Ok(path)
 }
 
-fn case_label(case: Case, n: u64) -> String {
-    format!("{} n={n}", case.name())
+/// The lines of `cases` against `x`: one per (case, method) with a measured point, named
+/// `METHOD` for the first case and `METHOD, SUFFIX` for others.
+pub(super) fn case_lines(
+    report: &Report<SweepRow>,
+    cases: &[(Case, &str)],
+    xs: &[(f64, Option<u64>)],
+) -> Result<Vec<Line>, String> {
+    let mut lines = Vec::new();
+    for &(case, suffix) in cases {
+        for method in ArrayMethod::ALL {
+            let mut points = Vec::new();
+            for &(x, n) in xs {
+                if let Some(row) = measured(report, &case_label(case, n), method)? {
+                    points.push(point(row, x));
+                }
+            }
+            if !points.is_empty() {
+                lines.push(Line {
+                    name: if suffix.is_empty() {
+                        method.name().to_owned()
+                    } else {
+                        format!("{}, {suffix}", method.name())
+                    },
+                    points,
+                });
+            }
+        }
+    }
+    Ok(lines)
 }
 
-/// Runs the experiment and returns its report.
-pub fn run(common: &CommonArgs) -> Result<Report, String> {
+/// Runs the experiment and writes its report.
+pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let started = Instant::now();
     let (cluster, client) = open_cluster(common)?;
     let path = format!("/bench/blockcol-{}", std::process::id());
@@ -404,6 +453,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         &SIZES_FULL
     };
     let repetitions = REPETITIONS;
+    let progress = Progress::new("blockcol", sizes.len() as u64);
     let mut sweep = Sweep::new(&cluster, "blockcol")?;
     let mut rows = Vec::new();
     for &n in sizes {
@@ -414,16 +464,18 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             processes: PROCESSES,
         };
         let measured = sweep.measure(&path, share, repetitions)?;
-        rows.extend(rows_of(&measured, n, repetitions, sweep.uncached()));
-        eprintln!(
-            "bench blockcol: n={n} done ({:.1} s)",
-            started.elapsed().as_secs_f64()
+        rows.extend(
+            self::rows(&measured, Some(n), repetitions, sweep.uncached())
+                .map_err(|err| format!("bench blockcol: {err}"))?,
         );
+        progress.step(&format!("n={n}"));
     }
+    drop(progress);
     let _ = client.unlink(&path);
     let report = Report {
-        bench: "blockcol".to_owned(),
+        bench: "blockcol",
         quick: common.quick,
+        meta: Meta::now(repetitions),
         config: json!({
             "servers": SERVERS,
             "clients": PROCESSES,
@@ -436,26 +488,20 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "cases": cases_config(sweep.uncached()),
             "repetitions": repetitions,
             "step_bytes_min": STEP_BYTES_MIN,
-            "timing": "each step: prepare (open; an untimed one-byte-per-server warm-up call), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s from the median over the repetitions, mib_s_best from the best",
-            "figures": "per call, all processes: bytes = useful bytes (the file pieces' total; mib_s counts these); requests = client-to-server I/O requests; pieces = file pieces of the access; extra.wire_bytes = bytes that crossed the network (sieve moves the holes too); extra.storage_calls = storage calls the servers made (IoReport.storage_pieces); extra.storage_bytes = bytes they moved to and from storage; extra.sieved_requests = requests they served by sieving; extra.locks = range locks taken on the mds (sieve writes); extra.storage_bytes_ratio = storage_bytes / bytes",
+            "timing": "each step: prepare (open; an untimed one-byte-per-server warm-up call), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s from the median over the repetitions, mib_s_min and mib_s_max their range",
+            "figures": "per call, all processes: bytes = useful bytes (the file pieces' total; mib_s counts these); requests = client-to-server I/O requests; pieces = file pieces of the access; wire_bytes = bytes that crossed the network (sieve moves the holes too); storage_calls = storage calls the servers made (IoReport.storage_pieces); storage_bytes = bytes they moved to and from storage; sieved_requests = requests they served by sieving; locks = range locks taken on the mds (sieve writes); storage_bytes_ratio = storage_bytes / bytes",
             "verify": "every byte read back == expected_byte(file offset, generation of the last write)",
         }),
         verified: sweep.verified,
         rows,
     };
     drop(sweep);
-    let table = table(&report, sizes);
+    let text = text(&report, sizes)?;
     eprintln!(
         "bench blockcol: {:.1} s in all",
         started.elapsed().as_secs_f64()
     );
-    if common.json {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-        write_outputs(common, &report, sizes)?;
-    }
-    Ok(report)
+    report.finish(common, &text, &[figure(&report, sizes)?])
 }
 
 /// The `methods` entry of the config of blockcol and tile.
@@ -482,19 +528,8 @@ pub(super) fn cases_config(uncached: bool) -> serde_json::Value {
     })
 }
 
-fn rows_of(measured: &[[Measured; 4]; 4], n: u64, repetitions: usize, uncached: bool) -> Vec<Row> {
-    rows(measured, |case| case_label(case, n), repetitions, uncached)
-}
-
-fn table(report: &Report, sizes: &[u64]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "blockcol: {PROCESSES} client processes x {SERVERS} I/O servers, n x n bytes, 1-D block columns, 64 KiB stripes, tcp (MiB/s, all processes, median per call)"
-    );
-    let _ = writeln!(
-        out,
-        "{:<14} {:>5} {:>9} {:>9} {:>9} {:>9} | {:>10} {:>8} | {:>9} {:>9} {:>8}",
+fn text(report: &Report<SweepRow>, sizes: &[u64]) -> Result<String, String> {
+    let mut table = report::table([
         "case",
         "n",
         "multiple",
@@ -505,97 +540,83 @@ fn table(report: &Report, sizes: &[u64]) -> String {
         "ads/list",
         "calls lst",
         "calls ads",
-        "ads s/b"
-    );
+        "ads s/b",
+    ]);
+    let mut skipped = Vec::new();
     for case in Case::ALL {
         for &n in sizes {
-            let label = case_label(case, n);
-            let rates = ArrayMethod::ALL.map(|method| rate(report, &label, method));
-            if rates.iter().all(|rate| rate.is_nan()) {
-                let _ = writeln!(
-                    out,
-                    "{:<14} {n:>5}   skipped: {UNCACHED_SKIPPED}",
-                    case.name()
-                );
+            let label = case_label(case, Some(n));
+            let rows = ArrayMethod::ALL.map(|method| measured(report, &label, method));
+            let [Some(multiple), Some(sieve), Some(list), Some(ads)] =
+                [&rows[0], &rows[1], &rows[2], &rows[3]].map(|row| row.clone().ok().flatten())
+            else {
+                for row in rows {
+                    row?;
+                }
+                skipped.push(label);
                 continue;
-            }
-            let list = find(report, &label, ArrayMethod::List);
-            let ads = find(report, &label, ArrayMethod::ListAds);
-            let _ = writeln!(
-                out,
-                "{:<14} {n:>5} {:>9.1} {:>9.1} {:>9.1} {:>9.1} | {:>9.2}x {:>7.2}x | {:>9.0} {:>9.0} {:>8.2}",
-                case.name(),
-                rates[0],
-                rates[1],
-                rates[2],
-                rates[3],
-                rates[2] / rates[1],
-                rates[3] / rates[2],
-                extra_f64(list, "storage_calls"),
-                extra_f64(ads, "storage_calls"),
-                extra_f64(ads, "storage_bytes_ratio"),
-            );
+            };
+            table.add_row([
+                case.name().to_owned(),
+                n.to_string(),
+                report::cell(multiple.mib_s, 1),
+                report::cell(sieve.mib_s, 1),
+                report::cell(list.mib_s, 1),
+                report::cell(ads.mib_s, 1),
+                report::ratio(list.mib_s, sieve.mib_s),
+                report::ratio(ads.mib_s, list.mib_s),
+                list.storage_calls.to_string(),
+                ads.storage_calls.to_string(),
+                report::cell(ads.storage_bytes_ratio, 2),
+            ]);
         }
     }
+    let skipped = if skipped.is_empty() {
+        String::new()
+    } else {
+        format!("skipped {}: {UNCACHED_SKIPPED}\n", skipped.join(", "))
+    };
     let (low, high) = PAPER_LIST_OVER_SIEVE_WRITE;
-    let _ = writeln!(
-        out,
-        "paper (001 Fig. 3.6, InfiniBand, PVFS): list over ROMIO sieve writes {low}-{high}x (sync and no sync; ROMIO wrote as multiple I/O, PVFS had no locks); list+ADS ahead of list for small arrays, the curves merging from n = 2048 where the model turns sieving off"
-    );
-    let _ = writeln!(
-        out,
-        "paper (001 Fig. 3.7): reads: list comparable to or above ROMIO sieve, which moves the whole array; ADS ahead for small arrays; uncached, sieve ~ list up to n = 2048, then falls off"
-    );
-    let _ = writeln!(
-        out,
-        "calls lst / calls ads: storage calls of one call, all servers; ads s/b: storage bytes / useful bytes of list+ads (> 1 where the servers sieved)"
-    );
-    let _ = writeln!(out, "verified: {}", report.verified);
-    out
+    Ok(format!(
+        "blockcol: {PROCESSES} client processes x {SERVERS} I/O servers, n x n bytes, 1-D block columns, 64 KiB stripes, tcp (MiB/s, all processes, median per call of {} repetitions)\n{table}\n{skipped}\
+         paper (001 Fig. 3.6, InfiniBand, PVFS): list over ROMIO sieve writes {low}-{high}x (sync and no sync; ROMIO wrote as multiple I/O, PVFS had no locks); list+ADS ahead of list for small arrays, the curves merging from n = 2048 where the model turns sieving off\n\
+         paper (001 Fig. 3.7): reads: list comparable to or above ROMIO sieve, which moves the whole array; ADS ahead for small arrays; uncached, sieve ~ list up to n = 2048, then falls off\n\
+         calls lst / calls ads: storage calls of one call, all servers; ads s/b: storage bytes / useful bytes of list+ads (> 1 where the servers sieved)\n\
+         verified: {}\n",
+        report.meta.repetitions, report.verified
+    ))
 }
 
-fn write_outputs(common: &CommonArgs, report: &Report, sizes: &[u64]) -> Result<(), String> {
-    let mut written = vec![write_csv(common, report)?];
-    for (file_name, figure, cases) in [
+/// 001 Figs. 3.6 (writes) and 3.7 (reads): MiB/s against n, one line per (case, method).
+fn figure(report: &Report<SweepRow>, sizes: &[u64]) -> Result<Figure, String> {
+    let xs: Vec<(f64, Option<u64>)> = sizes.iter().map(|&n| (n as f64, Some(n))).collect();
+    let mut panels = Vec::new();
+    for (title, cases) in [
         (
-            "blockcol.png",
-            "Fig. 3.6 writes",
-            [Case::Write, Case::WriteSync],
+            "Fig. 3.6: writes",
+            [(Case::Write, ""), (Case::WriteSync, "sync")],
         ),
         (
-            "blockcol-read.png",
-            "Fig. 3.7 reads",
-            [Case::Read, Case::ReadUncached],
+            "Fig. 3.7: reads",
+            [(Case::Read, ""), (Case::ReadUncached, "uncached")],
         ),
     ] {
-        let mut series = Vec::new();
-        for case in cases {
-            let suffix = match case {
-                Case::Write | Case::Read => "",
-                Case::WriteSync => " sync",
-                Case::ReadUncached => " unc",
-            };
-            for method in ArrayMethod::ALL {
-                series.push(Series {
-                    name: format!("{}{suffix}", method.name()),
-                    points: sizes
-                        .iter()
-                        .map(|&n| (n as f64, rate(report, &case_label(case, n), method)))
-                        .collect(),
-                });
-            }
-        }
-        let plot = Plot {
-            title: format!("blockcol ({figure}): 4 clients x 4 servers, tcp"),
-            x_label: "array side n (bytes)".to_owned(),
-            y_label: "MiB/s".to_owned(),
-            log2_x: true,
-            series,
-        };
-        written.push(super::write_plot(common, file_name, &plot)?);
+        let mut panel = Panel::new(
+            title,
+            ("array side n (bytes)", Scale::Log2),
+            ("MiB/s (all processes)", Scale::Log10),
+        );
+        panel.lines = case_lines(report, &cases, &xs)?;
+        panels.push(panel);
     }
-    super::report_written(&written);
-    Ok(())
+    Ok(Figure {
+        stem: "blockcol".to_owned(),
+        title: format!(
+            "blockcol: {PROCESSES} clients x {SERVERS} servers, 1-D block columns, tcp (median, min-max of {} repetitions)",
+            report.meta.repetitions
+        ),
+        panels,
+    })
 }
 
 #[cfg(test)]
@@ -612,18 +633,27 @@ mod tests {
     }
 
     #[test]
-    fn skipped_uncached_rows_say_why() {
-        let measured: [[Measured; 4]; 4] = Default::default();
-        let rows = rows_of(&measured, 512, 1, false);
+    fn skipped_uncached_rows_say_why_and_unmeasured_rows_are_errors() {
+        let mut measured: [[Measured; 4]; 4] = Default::default();
+        assert!(rows(&measured, Some(512), 1, false).is_err());
+        for by_method in &mut measured[..3] {
+            for entry in by_method {
+                entry.seconds = vec![0.5, 0.25];
+                entry.figures.bytes = 1 << 20;
+            }
+        }
+        let rows = rows(&measured, Some(512), 2, false).unwrap();
         assert_eq!(rows.len(), 16);
         let skipped: Vec<_> = rows.iter().filter(|row| row.skipped.is_some()).collect();
         assert_eq!(skipped.len(), 4);
-        assert!(skipped.iter().all(|row| row.case == "read uncached n=512"));
+        assert!(skipped.iter().all(|row| row.case == Case::ReadUncached));
         let json = serde_json::to_value(skipped[0]).unwrap();
         assert_eq!(json["skipped"], UNCACHED_SKIPPED);
-        assert!(serde_json::to_value(&rows[0])
-            .unwrap()
-            .get("skipped")
-            .is_none());
+        assert_eq!(json["case"], "read uncached");
+        let first = serde_json::to_value(&rows[0]).unwrap();
+        assert!(first["skipped"].is_null());
+        assert_eq!(first["case"], "write");
+        // 1 MiB in 0.5 s and 0.25 s: 2 and 4 MiB/s, median 3 (of the seconds' midpoint).
+        assert!((rows[0].mib_s_min - 2.0).abs() < 1e-9 && (rows[0].mib_s_max - 4.0).abs() < 1e-9);
     }
 }

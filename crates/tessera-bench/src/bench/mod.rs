@@ -313,15 +313,15 @@ impl Drop for BenchCluster {
 pub fn run(experiment: &Experiment) -> Result<(), String> {
     let outcome = match experiment {
         Experiment::Listio(common) => listio::run(common)?,
-        Experiment::Subarray(common) => legacy(common, subarray::run(common)?)?,
-        Experiment::Views(common) => legacy(common, views::run(common)?)?,
-        Experiment::Blockcol(common) => legacy(common, blockcol::run(common)?)?,
-        Experiment::Tile(common) => legacy(common, tile::run(common)?)?,
-        Experiment::Btio(common) => legacy(common, btio::run(common)?)?,
+        Experiment::Subarray(common) => subarray::run(common)?,
+        Experiment::Views(common) => views::run(common)?,
+        Experiment::Blockcol(common) => blockcol::run(common)?,
+        Experiment::Tile(common) => tile::run(common)?,
+        Experiment::Btio(common) => btio::run(common)?,
         Experiment::BtioMpi(args) => legacy(&args.common, btio_mpi::run(args)?)?,
         Experiment::Mpiio(args) => legacy(&args.common, mpiio::run(args)?)?,
         Experiment::Ecio(common) => legacy(common, ecio::run(common)?)?,
-        Experiment::Ogr(common) => legacy(common, ogr::run(common)?)?,
+        Experiment::Ogr(common) => ogr::run(common)?,
         Experiment::Fmrd(common) => legacy(common, fmrd::run(common)?)?,
     };
     if outcome.verified {
