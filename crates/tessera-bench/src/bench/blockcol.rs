@@ -16,15 +16,14 @@
 //! read is verified byte by byte against `expected_byte(file offset, last generation)`.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::json;
-use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode};
+use tessera_client::{Client, CreateOptions, ErrorCode};
 
 use super::{drop_page_cache, BenchCluster, CommonArgs};
 use crate::report::{
-    self, Figure, Line, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+    self, Figure, Line, Measure, Meta, Outcome, Panel, Progress, Report, Scale, Spread,
 };
 use crate::workers::{ArrayMethod, ArrayShare, Pattern, StepResult, Task, Workers};
 
@@ -93,19 +92,35 @@ impl Case {
     }
 }
 
-/// What one call did, summed over the processes (the same in every repetition).
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Figures {
-    pub(super) requests: u64,
-    pub(super) file_pieces: u64,
+/// What one call did, summed over the processes (the same in every repetition); flattened
+/// into the rows of blockcol, tile and btio.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Figures {
+    /// Client-to-server I/O requests.
+    pub requests: u64,
+    /// File pieces of the access.
+    #[serde(rename = "pieces")]
+    pub file_pieces: u64,
     /// Useful bytes: the file pieces' total.
-    pub(super) bytes: u64,
+    pub bytes: u64,
     /// Bytes that crossed the network (IoReport.bytes: more than `bytes` for `sieve`).
-    pub(super) wire_bytes: u64,
-    pub(super) storage_calls: u64,
-    pub(super) storage_bytes: u64,
-    pub(super) sieved: u64,
-    pub(super) locks: u64,
+    pub wire_bytes: u64,
+    /// Storage calls the servers made.
+    pub storage_calls: u64,
+    /// Bytes the servers moved to and from storage.
+    pub storage_bytes: u64,
+    /// Requests the servers served by sieving.
+    #[serde(rename = "sieved_requests")]
+    pub sieved: u64,
+    /// Range locks taken on the mds (sieve writes).
+    pub locks: u64,
+}
+
+impl Figures {
+    /// `storage_bytes / bytes`.
+    pub(super) fn storage_bytes_ratio(&self) -> f64 {
+        self.storage_bytes as f64 / self.bytes.max(1) as f64
+    }
 }
 
 impl Figures {
@@ -149,15 +164,7 @@ pub(super) fn create(client: &Client, path: &str) -> Result<(), String> {
 
 /// Opens the cluster of a benchmark and the client that makes its files under `/bench`.
 pub(super) fn open_cluster(common: &CommonArgs) -> Result<(BenchCluster, Client), String> {
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
-    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let client = Client::new(&config, &ClientOptions::default());
-    match client.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
-    Ok((cluster, client))
+    super::open_cluster(common, SERVERS)
 }
 
 /// Why uncached reads are not measured on a cluster whose data directories are unknown.
@@ -282,30 +289,12 @@ pub struct SweepRow {
     pub n: Option<u64>,
     /// The method.
     pub method: &'static str,
-    /// MiB/s of useful bytes, all processes, median over the repetitions (NaN if skipped).
-    pub mib_s: f64,
-    /// The slowest repetition's MiB/s.
-    pub mib_s_min: f64,
-    /// The fastest repetition's MiB/s.
-    pub mib_s_max: f64,
-    /// Seconds per call of the slowest process, median over the repetitions.
-    pub seconds: f64,
-    /// Client-to-server I/O requests per call, all processes.
-    pub requests: u64,
-    /// File pieces of the access.
-    pub pieces: u64,
-    /// Useful bytes per call (the file pieces' total).
-    pub bytes: u64,
-    /// Bytes that crossed the network per call (sieve moves the holes too).
-    pub wire_bytes: u64,
-    /// Storage calls the servers made per call.
-    pub storage_calls: u64,
-    /// Bytes the servers moved to and from storage per call.
-    pub storage_bytes: u64,
-    /// Requests the servers served by sieving per call.
-    pub sieved_requests: u64,
-    /// Range locks taken on the mds per call (sieve writes).
-    pub locks: u64,
+    /// MiB/s and seconds, median over the repetitions, and the MiB/s range.
+    #[serde(flatten)]
+    pub measure: Measure,
+    /// What one call did, all processes.
+    #[serde(flatten)]
+    pub figures: Figures,
     /// `storage_bytes / bytes`.
     pub storage_bytes_ratio: f64,
     /// Calls per timed step.
@@ -317,11 +306,8 @@ pub struct SweepRow {
 }
 
 impl report::Row for SweepRow {
-    fn case(&self) -> String {
-        case_label(self.case, self.n)
-    }
-    fn method(&self) -> &str {
-        self.method
+    fn key(&self) -> (String, &str) {
+        (case_label(self.case, self.n), self.method)
     }
 }
 
@@ -345,14 +331,8 @@ pub(super) fn rows(
         for (method, measured) in ArrayMethod::ALL.into_iter().zip(by_method) {
             let figures = measured.figures;
             let skipped = case == Case::ReadUncached && !uncached;
-            let (seconds, rate) = if skipped {
-                let none = f64::NAN;
-                let rate = Spread {
-                    min: none,
-                    median: none,
-                    max: none,
-                };
-                (none, rate)
+            let measure = if skipped {
+                Measure::none()
             } else {
                 let seconds = Spread::of(&measured.seconds).map_err(|err| {
                     format!(
@@ -361,25 +341,15 @@ pub(super) fn rows(
                         method.name()
                     )
                 })?;
-                (seconds.median, seconds.rate_of(figures.bytes))
+                Measure::of_seconds(seconds, figures.bytes)
             };
             rows.push(SweepRow {
                 case,
                 n,
                 method: method.name(),
-                mib_s: rate.median,
-                mib_s_min: rate.min,
-                mib_s_max: rate.max,
-                seconds,
-                requests: figures.requests,
-                pieces: figures.file_pieces,
-                bytes: figures.bytes,
-                wire_bytes: figures.wire_bytes,
-                storage_calls: figures.storage_calls,
-                storage_bytes: figures.storage_bytes,
-                sieved_requests: figures.sieved,
-                locks: figures.locks,
-                storage_bytes_ratio: figures.storage_bytes as f64 / figures.bytes.max(1) as f64,
+                measure,
+                figures,
+                storage_bytes_ratio: figures.storage_bytes_ratio(),
                 calls: measured.calls,
                 repetitions,
                 skipped: skipped.then(|| UNCACHED_SKIPPED.to_owned()),
@@ -399,18 +369,6 @@ pub(super) fn measured<'r>(
     Ok(row.skipped.is_none().then_some(row))
 }
 
-/// The point of a measured row at `x`.
-pub(super) fn point(row: &SweepRow, x: f64) -> Point {
-    Point {
-        x,
-        y: Spread {
-            min: row.mib_s_min,
-            median: row.mib_s,
-            max: row.mib_s_max,
-        },
-    }
-}
-
 /// The lines of `cases` against `x`: one per (case, method) with a measured point, named
 /// `METHOD` for the first case and `METHOD, SUFFIX` for others.
 pub(super) fn case_lines(
@@ -424,7 +382,7 @@ pub(super) fn case_lines(
             let mut points = Vec::new();
             for &(x, n) in xs {
                 if let Some(row) = measured(report, &case_label(case, n), method)? {
-                    points.push(point(row, x));
+                    points.push(row.measure.point(x));
                 }
             }
             if !points.is_empty() {
@@ -444,7 +402,6 @@ pub(super) fn case_lines(
 
 /// Runs the experiment and writes its report.
 pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
-    let started = Instant::now();
     let (cluster, client) = open_cluster(common)?;
     let path = format!("/bench/blockcol-{}", std::process::id());
     let sizes: &[u64] = if common.quick {
@@ -470,8 +427,11 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         );
         progress.step(&format!("n={n}"));
     }
-    drop(progress);
     let _ = client.unlink(&path);
+    drop(progress);
+    let uncached = sweep.uncached();
+    let verified = sweep.verified;
+    drop(sweep);
     let report = Report {
         bench: "blockcol",
         quick: common.quick,
@@ -485,22 +445,17 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             "sizes_n": sizes,
             "stripe_unit_bytes": tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
             "methods": methods_config(),
-            "cases": cases_config(sweep.uncached()),
+            "cases": cases_config(uncached),
             "repetitions": repetitions,
             "step_bytes_min": STEP_BYTES_MIN,
             "timing": "each step: prepare (open; an untimed one-byte-per-server warm-up call), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s from the median over the repetitions, mib_s_min and mib_s_max their range",
             "figures": "per call, all processes: bytes = useful bytes (the file pieces' total; mib_s counts these); requests = client-to-server I/O requests; pieces = file pieces of the access; wire_bytes = bytes that crossed the network (sieve moves the holes too); storage_calls = storage calls the servers made (IoReport.storage_pieces); storage_bytes = bytes they moved to and from storage; sieved_requests = requests they served by sieving; locks = range locks taken on the mds (sieve writes); storage_bytes_ratio = storage_bytes / bytes",
             "verify": "every byte read back == expected_byte(file offset, generation of the last write)",
         }),
-        verified: sweep.verified,
+        verified,
         rows,
     };
-    drop(sweep);
     let text = text(&report, sizes)?;
-    eprintln!(
-        "bench blockcol: {:.1} s in all",
-        started.elapsed().as_secs_f64()
-    );
     report.finish(common, &text, &[figure(&report, sizes)?])
 }
 
@@ -528,54 +483,79 @@ pub(super) fn cases_config(uncached: bool) -> serde_json::Value {
     })
 }
 
-fn text(report: &Report<SweepRow>, sizes: &[u64]) -> Result<String, String> {
-    let mut table = report::table([
-        "case",
-        "n",
-        "multiple",
-        "sieve",
-        "list",
-        "list+ads",
-        "list/sieve",
-        "ads/list",
-        "calls lst",
-        "calls ads",
-        "ads s/b",
-    ]);
+/// The table of a sweep: one line per case label, `lead` cells first, then the four
+/// methods' MiB/s, the `ratios` (numerator over denominator), and the storage calls of list
+/// and list+ads and list+ads' storage bytes over useful bytes. Returns the table and a note
+/// naming the cases skipped.
+pub(super) fn sweep_table(
+    report: &Report<SweepRow>,
+    lead: &[&str],
+    cases: &[(String, Vec<String>)],
+    ratios: &[(ArrayMethod, ArrayMethod)],
+) -> Result<(comfy_table::Table, String), String> {
+    let short = |method: ArrayMethod| match method {
+        ArrayMethod::Multiple => "mult",
+        ArrayMethod::ListAds => "ads",
+        other => other.name(),
+    };
+    let mut header: Vec<String> = lead.iter().map(|&cell| cell.to_owned()).collect();
+    header.extend(
+        ArrayMethod::ALL
+            .iter()
+            .map(|method| method.name().to_owned()),
+    );
+    header.extend(
+        ratios
+            .iter()
+            .map(|&(a, b)| format!("{}/{}", short(a), short(b))),
+    );
+    header.extend(["calls lst", "calls ads", "ads s/b"].map(str::to_owned));
+    let mut table = report::table(header);
     let mut skipped = Vec::new();
-    for case in Case::ALL {
-        for &n in sizes {
-            let label = case_label(case, Some(n));
-            let rows = ArrayMethod::ALL.map(|method| measured(report, &label, method));
-            let [Some(multiple), Some(sieve), Some(list), Some(ads)] =
-                [&rows[0], &rows[1], &rows[2], &rows[3]].map(|row| row.clone().ok().flatten())
-            else {
-                for row in rows {
-                    row?;
-                }
-                skipped.push(label);
-                continue;
-            };
-            table.add_row([
-                case.name().to_owned(),
-                n.to_string(),
-                report::cell(multiple.mib_s, 1),
-                report::cell(sieve.mib_s, 1),
-                report::cell(list.mib_s, 1),
-                report::cell(ads.mib_s, 1),
-                report::ratio(list.mib_s, sieve.mib_s),
-                report::ratio(ads.mib_s, list.mib_s),
-                list.storage_calls.to_string(),
-                ads.storage_calls.to_string(),
-                report::cell(ads.storage_bytes_ratio, 2),
-            ]);
+    for (label, lead) in cases {
+        let mut rows = Vec::new();
+        for method in ArrayMethod::ALL {
+            rows.extend(measured(report, label, method)?);
         }
+        let [_, _, list, ads] = rows[..] else {
+            skipped.push(label.clone());
+            continue;
+        };
+        let rate = |method: ArrayMethod| {
+            let index = ArrayMethod::ALL.iter().position(|&one| one == method);
+            rows[index.expect("every method is in ALL")].measure.mib_s
+        };
+        let mut cells = lead.clone();
+        cells.extend(rows.iter().map(|row| report::cell(row.measure.mib_s, 1)));
+        cells.extend(ratios.iter().map(|&(a, b)| report::ratio(rate(a), rate(b))));
+        cells.extend([
+            list.figures.storage_calls.to_string(),
+            ads.figures.storage_calls.to_string(),
+            report::cell(ads.storage_bytes_ratio, 2),
+        ]);
+        table.add_row(cells);
     }
-    let skipped = if skipped.is_empty() {
+    let note = if skipped.is_empty() {
         String::new()
     } else {
         format!("skipped {}: {UNCACHED_SKIPPED}\n", skipped.join(", "))
     };
+    Ok((table, note))
+}
+
+fn text(report: &Report<SweepRow>, sizes: &[u64]) -> Result<String, String> {
+    let mut cases = Vec::new();
+    for case in Case::ALL {
+        for &n in sizes {
+            let lead = vec![case.name().to_owned(), n.to_string()];
+            cases.push((case_label(case, Some(n)), lead));
+        }
+    }
+    let ratios = [
+        (ArrayMethod::List, ArrayMethod::Sieve),
+        (ArrayMethod::ListAds, ArrayMethod::List),
+    ];
+    let (table, skipped) = sweep_table(report, &["case", "n"], &cases, &ratios)?;
     let (low, high) = PAPER_LIST_OVER_SIEVE_WRITE;
     Ok(format!(
         "blockcol: {PROCESSES} client processes x {SERVERS} I/O servers, n x n bytes, 1-D block columns, 64 KiB stripes, tcp (MiB/s, all processes, median per call of {} repetitions)\n{table}\n{skipped}\
@@ -654,6 +634,9 @@ mod tests {
         assert!(first["skipped"].is_null());
         assert_eq!(first["case"], "write");
         // 1 MiB in 0.5 s and 0.25 s: 2 and 4 MiB/s, median 3 (of the seconds' midpoint).
-        assert!((rows[0].mib_s_min - 2.0).abs() < 1e-9 && (rows[0].mib_s_max - 4.0).abs() < 1e-9);
+        assert!(
+            (rows[0].measure.mib_s_min - 2.0).abs() < 1e-9
+                && (rows[0].measure.mib_s_max - 4.0).abs() < 1e-9
+        );
     }
 }

@@ -22,7 +22,7 @@ use tessera_client::{Client, OpenMode};
 use super::blockcol::{create, open_cluster, Figures};
 use super::CommonArgs;
 use crate::report::{
-    self, Figure, Line, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+    self, Figure, Line, Measure, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
 };
 use crate::workers::{expected_byte, ArrayMethod, ArrayShare, Pattern, Task, Workers};
 
@@ -232,36 +232,20 @@ pub struct BtioRow {
     pub method: &'static str,
     /// Output steps written.
     pub steps: u64,
-    /// MiB/s over the whole run (total bytes / total I/O seconds).
-    pub mib_s: f64,
-    /// The slowest step's MiB/s.
-    pub mib_s_min: f64,
-    /// The fastest step's MiB/s.
-    pub mib_s_max: f64,
-    /// I/O seconds of the run: the sum over steps of the slowest process's write time.
-    pub seconds: f64,
+    /// MiB/s over the whole run (total bytes / total I/O seconds) and its range over the
+    /// steps; seconds = the run's I/O seconds, the sum over steps of the slowest process's
+    /// write time.
+    #[serde(flatten)]
+    pub measure: Measure,
     /// Seconds of the median step.
     pub seconds_per_step: f64,
     /// Seconds of the fastest step.
     pub seconds_per_step_min: f64,
     /// Seconds of the slowest step.
     pub seconds_per_step_max: f64,
-    /// Client-to-server requests, all steps and processes.
-    pub requests: u64,
-    /// File pieces, all steps and processes.
-    pub pieces: u64,
-    /// Useful bytes, all steps and processes.
-    pub bytes: u64,
-    /// Bytes that crossed the network.
-    pub wire_bytes: u64,
-    /// Storage calls the servers made.
-    pub storage_calls: u64,
-    /// Bytes the servers moved to and from storage.
-    pub storage_bytes: u64,
-    /// Requests the servers served by sieving.
-    pub sieved_requests: u64,
-    /// Range locks taken on the mds.
-    pub locks: u64,
+    /// What the whole run did, all steps and processes.
+    #[serde(flatten)]
+    pub figures: Figures,
     /// `storage_bytes / bytes`.
     pub storage_bytes_ratio: f64,
     /// Requests per step.
@@ -277,11 +261,8 @@ pub struct BtioRow {
 }
 
 impl report::Row for BtioRow {
-    fn case(&self) -> String {
-        format!("write {} steps", self.steps)
-    }
-    fn method(&self) -> &str {
-        self.method
+    fn key(&self) -> (String, &str) {
+        (format!("write {} steps", self.steps), self.method)
     }
 }
 
@@ -307,22 +288,17 @@ fn row(method: ArrayMethod, totals: &Totals, steps: u64) -> Result<BtioRow, Stri
     Ok(BtioRow {
         method: method.name(),
         steps,
-        mib_s: report::mib_s(figures.bytes, seconds),
-        mib_s_min: rate.min,
-        mib_s_max: rate.max,
-        seconds,
+        measure: Measure {
+            mib_s: report::mib_s(figures.bytes, seconds),
+            mib_s_min: rate.min,
+            mib_s_max: rate.max,
+            seconds,
+        },
         seconds_per_step: per_step.median,
         seconds_per_step_min: per_step.min,
         seconds_per_step_max: per_step.max,
-        requests: figures.requests,
-        pieces: figures.file_pieces,
-        bytes: figures.bytes,
-        wire_bytes: figures.wire_bytes,
-        storage_calls: figures.storage_calls,
-        storage_bytes: figures.storage_bytes,
-        sieved_requests: figures.sieved,
-        locks: figures.locks,
-        storage_bytes_ratio: figures.storage_bytes as f64 / figures.bytes.max(1) as f64,
+        figures,
+        storage_bytes_ratio: figures.storage_bytes_ratio(),
         requests_per_step: figures.requests as f64 / steps as f64,
         storage_calls_per_step: figures.storage_calls as f64 / steps as f64,
         paper_io_seconds,
@@ -351,11 +327,11 @@ fn text(report: &Report<BtioRow>, steps: u64) -> Result<String, String> {
         let row = report.row(&case, method.name())?;
         table.add_row([
             method.name().to_owned(),
-            report::cell(row.seconds, 3),
-            report::cell(row.mib_s, 1),
-            row.requests.to_string(),
+            report::cell(row.measure.seconds, 3),
+            report::cell(row.measure.mib_s, 1),
+            row.figures.requests.to_string(),
             report::cell(row.requests_per_step, 0),
-            row.storage_calls.to_string(),
+            row.figures.storage_calls.to_string(),
             report::cell(row.storage_calls_per_step, 0),
             report::cell(row.storage_bytes_ratio, 2),
             report::cell(row.paper_io_seconds, 1),
@@ -370,7 +346,7 @@ fn text(report: &Report<BtioRow>, steps: u64) -> Result<String, String> {
         over_ads.push(format!(
             "{} {} (paper {})",
             method.name(),
-            report::ratio(row.seconds, ads.seconds),
+            report::ratio(row.measure.seconds, ads.measure.seconds),
             report::ratio(row.paper_io_seconds, ads.paper_io_seconds)
         ));
     }
@@ -390,15 +366,14 @@ fn text(report: &Report<BtioRow>, steps: u64) -> Result<String, String> {
 /// the steps), on a log axis (the methods differ by up to 10x).
 fn figure(report: &Report<BtioRow>, steps: u64) -> Result<Figure, String> {
     let case = format!("write {steps} steps");
-    let mut panel = Panel::new(
+    let mut panel = Panel::categorical(
         "one output step, all processes",
-        ("method", Scale::Linear),
+        (
+            "method",
+            ArrayMethod::ALL.iter().map(|method| method.name()),
+        ),
         ("I/O seconds per step", Scale::Log10),
     );
-    panel.categories = ArrayMethod::ALL
-        .iter()
-        .map(|method| method.name().to_owned())
-        .collect();
     for (index, method) in ArrayMethod::ALL.into_iter().enumerate() {
         let row = report.row(&case, method.name())?;
         panel.lines.push(Line {

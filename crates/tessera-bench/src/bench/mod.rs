@@ -239,6 +239,24 @@ impl BenchCluster {
     }
 }
 
+/// Opens the cluster of a benchmark (the caller's, or a private one of `servers` iods) and a
+/// client that makes the benchmark's files under `/bench`.
+pub fn open_cluster(
+    common: &CommonArgs,
+    servers: u16,
+) -> Result<(BenchCluster, tessera_client::Client), String> {
+    use tessera_client::{Client, ClientOptions, ClusterConfig, ErrorCode};
+    let cluster = BenchCluster::open(common.cluster.as_deref(), servers)?;
+    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
+    let client = Client::new(&config, &ClientOptions::default());
+    match client.mkdir("/bench", 0o755) {
+        Ok(_) => {}
+        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
+        Err(err) => return Err(format!("mkdir /bench: {err}")),
+    }
+    Ok((cluster, client))
+}
+
 /// Drops the page cache of every object file of the iods whose data directories are
 /// `data_dirs`, so the next read of them reaches the disk: each file's dirty pages are written
 /// first (`fdatasync`), then its cached pages dropped (`POSIX_FADV_DONTNEED`). Returns the

@@ -45,13 +45,13 @@ use serde_json::json;
 use tessera_client::tessera_reg::mapping::AnonymousMapping;
 use tessera_client::tessera_reg::{page_bytes, Caching, Grouping, Policy, RegStats, Registry};
 use tessera_client::{
-    Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, IoReport, Mechanism,
-    Piece, TransferPolicy,
+    Client, ClientOptions, ClusterConfig, CreateOptions, File, IoReport, Mechanism, Piece,
+    TransferPolicy,
 };
 
-use super::{BenchCluster, CommonArgs};
+use super::CommonArgs;
 use crate::report::{
-    self, Figure, Line, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+    self, Figure, Line, Measure, Meta, Outcome, Panel, Progress, Report, Scale, Spread,
 };
 
 const SERVERS: u16 = 4;
@@ -425,14 +425,8 @@ fn figures(before: &RegStats, after: &RegStats, calls: usize) -> Figures {
 
 /// Runs the experiment and writes its report.
 pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
+    let (cluster, checker) = super::open_cluster(common, SERVERS)?;
     let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let checker = Client::new(&config, &ClientOptions::default());
-    match checker.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
     let (registrar, registrar_name) = common.registrar(super::RegistrarKind::Fixed)?;
     let mut subjects = Vec::new();
     for (index, method) in Method::ALL.into_iter().enumerate() {
@@ -567,16 +561,12 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             };
             let ideal_seconds = spread(ideal_index)?.median;
             let seconds = spread(index)?;
-            let rate = seconds.rate_of(CALL_BYTES as u64);
             let figures = last[index];
             let paper = subject.method.paper();
             rows.push(OgrRow {
                 sync,
                 method: subject.method.name(),
-                mib_s: rate.median,
-                mib_s_min: rate.min,
-                mib_s_max: rate.max,
-                seconds: seconds.median,
+                measure: Measure::of_seconds(seconds, CALL_BYTES as u64),
                 requests: figures.requests,
                 pieces: 1,
                 bytes: CALL_BYTES as u64,
@@ -666,14 +656,9 @@ pub struct OgrRow {
     pub sync: bool,
     /// The registration method.
     pub method: &'static str,
-    /// MiB/s per call, median over the repetitions.
-    pub mib_s: f64,
-    /// The slowest repetition's MiB/s.
-    pub mib_s_min: f64,
-    /// The fastest repetition's MiB/s.
-    pub mib_s_max: f64,
-    /// Seconds per call, median over the repetitions.
-    pub seconds: f64,
+    /// MiB/s and seconds, median over the repetitions, and the MiB/s range.
+    #[serde(flatten)]
+    pub measure: Measure,
     /// Requests per call.
     pub requests: u64,
     /// File pieces per call.
@@ -715,11 +700,8 @@ pub struct OgrRow {
 }
 
 impl report::Row for OgrRow {
-    fn case(&self) -> String {
-        case_label(self.sync).to_owned()
-    }
-    fn method(&self) -> &str {
-        self.method
+    fn key(&self) -> (String, &str) {
+        (case_label(self.sync).to_owned(), self.method)
     }
 }
 
@@ -751,7 +733,7 @@ fn text(report: &Report<OgrRow>, registrar: &str, syncs: &[bool]) -> Result<Stri
             table.add_row([
                 case_label(sync).to_owned(),
                 method.name().to_owned(),
-                report::cell(row.mib_s, 1),
+                report::cell(row.measure.mib_s, 1),
                 format!("{:.0}%", 100.0 * row.of_ideal),
                 report::cell(row.registrations, 1),
                 report::cell(row.registration_overhead_us, 1),
@@ -771,27 +753,19 @@ fn text(report: &Report<OgrRow>, registrar: &str, syncs: &[bool]) -> Result<Stri
 
 /// 000 Table 3 as a figure: MiB/s per call of each method (x), one line per case.
 fn figure(report: &Report<OgrRow>, syncs: &[bool]) -> Result<Figure, String> {
-    let mut panel = Panel::new(
+    let mut panel = Panel::categorical(
         "one list write of 1024 rows",
-        ("registration method", Scale::Linear),
+        (
+            "registration method",
+            Method::ALL.iter().map(|method| method.name()),
+        ),
         ("MiB/s per call", Scale::Linear),
     );
-    panel.categories = Method::ALL
-        .iter()
-        .map(|method| method.name().to_owned())
-        .collect();
     for &sync in syncs {
         let mut points = Vec::new();
         for (index, method) in Method::ALL.into_iter().enumerate() {
             let row = report.row(case_label(sync), method.name())?;
-            points.push(Point {
-                x: index as f64,
-                y: Spread {
-                    min: row.mib_s_min,
-                    median: row.mib_s,
-                    max: row.mib_s_max,
-                },
-            });
+            points.push(row.measure.point(index as f64));
         }
         panel.lines.push(Line {
             name: case_label(sync).to_owned(),

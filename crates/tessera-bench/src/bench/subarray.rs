@@ -29,14 +29,11 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::json;
 use tessera_client::tessera_reg::{Caching, Grouping, Policy, Registry, Segment};
-use tessera_client::{
-    Arena, Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, Mechanism, Piece,
-    TransferPolicy,
-};
+use tessera_client::{Arena, Client, CreateOptions, File, Mechanism, Piece, TransferPolicy};
 
-use super::{BenchCluster, CommonArgs};
+use super::CommonArgs;
 use crate::report::{
-    self, Figure, Line, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+    self, Figure, Line, Measure, Meta, Outcome, Panel, Progress, Report, Scale, Spread,
 };
 
 const SERVERS: u16 = 1;
@@ -179,14 +176,9 @@ pub struct SubarrayRow {
     pub method: String,
     /// Where the array lives.
     pub memory: Memory,
-    /// MiB/s, median over the repetitions.
-    pub mib_s: f64,
-    /// The slowest repetition's MiB/s.
-    pub mib_s_min: f64,
-    /// The fastest repetition's MiB/s.
-    pub mib_s_max: f64,
-    /// Seconds per call, median over the repetitions.
-    pub seconds: f64,
+    /// MiB/s and seconds, median over the repetitions, and the MiB/s range.
+    #[serde(flatten)]
+    pub measure: Measure,
     /// Requests per call.
     pub requests: u64,
     /// File pieces per call.
@@ -206,11 +198,8 @@ pub struct SubarrayRow {
 }
 
 impl report::Row for SubarrayRow {
-    fn case(&self) -> String {
-        case(self.part, self.n)
-    }
-    fn method(&self) -> &str {
-        &self.method
+    fn key(&self) -> (String, &str) {
+        (case(self.part, self.n), &self.method)
     }
 }
 
@@ -238,14 +227,7 @@ struct Subject {
 
 /// Runs the experiment and writes its report.
 pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
-    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let client = Client::new(&config, &ClientOptions::default());
-    match client.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
+    let (_cluster, client) = super::open_cluster(common, SERVERS)?;
     let path = format!("/bench/subarray-{}", std::process::id());
     let mut file = client
         .create(
@@ -372,7 +354,6 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 .map_err(unmeasured)?;
             let (requests, one_sided, registrations, registration_us) =
                 last[index].ok_or_else(|| unmeasured("not measured".to_owned()))?;
-            let rate = seconds.rate_of(bytes as u64);
             rows_out.push(SubarrayRow {
                 part: Part::Subarray,
                 n: Some(n),
@@ -382,10 +363,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 } else {
                     Memory::Heap
                 },
-                mib_s: rate.median,
-                mib_s_min: rate.min,
-                mib_s_max: rate.max,
-                seconds: seconds.median,
+                measure: Measure::of_seconds(seconds, bytes as u64),
                 requests: requests / iterations as u64,
                 pieces: 1,
                 memory_pieces: if subject.method.contiguous {
@@ -491,16 +469,12 @@ fn raw_case(
         let seconds = Spread::of(samples).map_err(|err| {
             format!("bench subarray: case \"64 KiB pieces\", method \"{method}\": {err}")
         })?;
-        let rate = seconds.rate_of(bytes as u64);
         Ok(SubarrayRow {
             part: Part::Transport,
             n: None,
             method: method.to_owned(),
             memory: Memory::Heap,
-            mib_s: rate.median,
-            mib_s_min: rate.min,
-            mib_s_max: rate.max,
-            seconds: seconds.median,
+            measure: Measure::of_seconds(seconds, bytes as u64),
             requests,
             pieces: 1,
             memory_pieces: count as u64,
@@ -552,7 +526,7 @@ fn text(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<String, String>
         let mut cells = vec![method.name.to_owned()];
         for &n in sizes {
             let row = report.row(&case(Part::Subarray, Some(n)), method.name)?;
-            cells.push(report::cell(row.mib_s, 0));
+            cells.push(report::cell(row.measure.mib_s, 0));
         }
         table.add_row(cells);
     }
@@ -561,9 +535,9 @@ fn text(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<String, String>
         let row = report.row(&case(Part::Transport, None), method)?;
         transport.add_row([
             method.to_owned(),
-            report::cell(row.mib_s, 0),
-            report::cell(row.mib_s_min, 0),
-            report::cell(row.mib_s_max, 0),
+            report::cell(row.measure.mib_s, 0),
+            report::cell(row.measure.mib_s_min, 0),
+            report::cell(row.measure.mib_s_max, 0),
         ]);
     }
     Ok(format!(
@@ -586,14 +560,7 @@ fn figure(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<Figure, Strin
         let mut points = Vec::new();
         for &n in sizes {
             let row = report.row(&case(Part::Subarray, Some(n)), method.name)?;
-            points.push(Point {
-                x: n as f64,
-                y: Spread {
-                    min: row.mib_s_min,
-                    median: row.mib_s,
-                    max: row.mib_s_max,
-                },
-            });
+            points.push(row.measure.point(n as f64));
         }
         panel.lines.push(Line {
             name: method.name.to_owned(),

@@ -7,16 +7,14 @@
 //! methods and four cases of `tessera bench blockcol` run on it, interleaved the same way
 //! (see [`super::blockcol::Sweep`]); every read is verified byte by byte.
 
-use std::time::Instant;
-
 use serde_json::json;
 
 use super::blockcol::{
-    case_label, case_lines, cases_config, create, measured, methods_config, open_cluster, rows,
-    Case, Sweep, SweepRow, UNCACHED_SKIPPED,
+    case_label, case_lines, cases_config, create, methods_config, open_cluster, rows, sweep_table,
+    Case, Sweep, SweepRow,
 };
 use super::CommonArgs;
-use crate::report::{self, Figure, Meta, Outcome, Panel, Report, Scale};
+use crate::report::{Figure, Meta, Outcome, Panel, Report, Scale};
 use crate::workers::{ArrayMethod, ArrayShare};
 
 const SERVERS: u16 = 4;
@@ -38,7 +36,6 @@ const PAPER_ADS_OVER: [(ArrayMethod, f64, f64); 3] = [
 
 /// Runs the experiment and writes its report.
 pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
-    let started = Instant::now();
     let (cluster, client) = open_cluster(common)?;
     let path = format!("/bench/tile-{}", std::process::id());
     // The same 9 MiB file in both modes: quick only repeats less.
@@ -75,57 +72,20 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     };
     drop(sweep);
     let text = text(&report)?;
-    eprintln!(
-        "bench tile: {:.1} s in all",
-        started.elapsed().as_secs_f64()
-    );
     report.finish(common, &text, &[figure(&report)?])
 }
 
 fn text(report: &Report<SweepRow>) -> Result<String, String> {
-    let mut table = report::table([
-        "case",
-        "multiple",
-        "sieve",
-        "list",
-        "list+ads",
-        "ads/mult",
-        "ads/list",
-        "ads/sieve",
-        "calls lst",
-        "calls ads",
-        "ads s/b",
-    ]);
-    let mut skipped = Vec::new();
-    for case in Case::ALL {
-        let label = case_label(case, None);
-        let mut rows = Vec::new();
-        for method in ArrayMethod::ALL {
-            rows.extend(measured(report, &label, method)?);
-        }
-        let [multiple, sieve, list, ads] = rows[..] else {
-            skipped.push(label);
-            continue;
-        };
-        table.add_row([
-            label,
-            report::cell(multiple.mib_s, 1),
-            report::cell(sieve.mib_s, 1),
-            report::cell(list.mib_s, 1),
-            report::cell(ads.mib_s, 1),
-            report::ratio(ads.mib_s, multiple.mib_s),
-            report::ratio(ads.mib_s, list.mib_s),
-            report::ratio(ads.mib_s, sieve.mib_s),
-            list.storage_calls.to_string(),
-            ads.storage_calls.to_string(),
-            report::cell(ads.storage_bytes_ratio, 2),
-        ]);
-    }
-    let skipped = if skipped.is_empty() {
-        String::new()
-    } else {
-        format!("skipped {}: {UNCACHED_SKIPPED}\n", skipped.join(", "))
-    };
+    let cases: Vec<(String, Vec<String>)> = Case::ALL
+        .iter()
+        .map(|&case| (case_label(case, None), vec![case.name().to_owned()]))
+        .collect();
+    let ratios = [
+        (ArrayMethod::ListAds, ArrayMethod::Multiple),
+        (ArrayMethod::ListAds, ArrayMethod::List),
+        (ArrayMethod::ListAds, ArrayMethod::Sieve),
+    ];
+    let (table, skipped) = sweep_table(report, &["case"], &cases, &ratios)?;
     let paper: Vec<String> = PAPER_ADS_OVER
         .iter()
         .map(|(method, write, read)| {
@@ -149,15 +109,11 @@ fn text(report: &Report<SweepRow>) -> Result<String, String> {
 
 /// 001 Figs. 3.8-3.9: MiB/s per case (x) and method (line).
 fn figure(report: &Report<SweepRow>) -> Result<Figure, String> {
-    let mut panel = Panel::new(
+    let mut panel = Panel::categorical(
         "Figs. 3.8-3.9",
-        ("case", Scale::Linear),
+        ("case", Case::ALL.iter().map(|case| case.name())),
         ("MiB/s (all processes)", Scale::Log10),
     );
-    panel.categories = Case::ALL
-        .iter()
-        .map(|case| case.name().to_owned())
-        .collect();
     let mut lines = Vec::new();
     for (index, case) in Case::ALL.into_iter().enumerate() {
         let x = index as f64;

@@ -15,11 +15,11 @@
 
 use serde::Serialize;
 use serde_json::json;
-use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, Datatype, ErrorCode};
+use tessera_client::{Client, CreateOptions, Datatype, ErrorCode};
 
 use super::{BenchCluster, CommonArgs};
 use crate::report::{
-    self, Direction, Figure, Line, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+    self, Direction, Figure, Line, Measure, Meta, Outcome, Panel, Progress, Report, Spread,
 };
 use crate::workers::{
     MatrixDistribution, Pattern, StepResult, Task, Workers, LIST_OFFSET_BYTES_PER_PIECE,
@@ -240,15 +240,7 @@ fn create(client: &Client, path: &str, options: &CreateOptions) -> Result<(), St
 
 /// Runs the experiment and writes its report.
 pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
-    let started = std::time::Instant::now();
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
-    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let client = Client::new(&config, &ClientOptions::default());
-    match client.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
+    let (cluster, client) = super::open_cluster(common, SERVERS)?;
     let stripe_path = format!("/bench/views-{}", std::process::id());
     let pattern_path = format!("/bench/views-{}-pattern", std::process::id());
     create(&client, &stripe_path, &CreateOptions::default())?;
@@ -309,9 +301,9 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         quick: common.quick,
         meta: Meta::now(repetitions),
         config: json!({
+            "transport": "tcp",
             "servers": SERVERS,
             "clients": PROCESSES,
-            "transport": "tcp",
             "grid": "2x2 for (BLOCK,BLOCK) and (CYCLIC,CYCLIC), 1x4 for (*,BLOCK)",
             "matrix": "n x n bytes, row-major, one file; each process's share is an MPI darray",
             "sizes_n": sizes,
@@ -337,10 +329,6 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     };
     drop(run);
     let text = text(&report, sizes)?;
-    eprintln!(
-        "bench views: {:.1} s in all",
-        started.elapsed().as_secs_f64()
-    );
     report.finish(common, &text, &[figure(&report, sizes)?])
 }
 
@@ -367,14 +355,9 @@ pub struct ViewsRow {
     pub direction: Direction,
     /// `list`, `view`, `view-stripe` or `view-pattern`.
     pub method: String,
-    /// MiB/s of all processes, median over the repetitions.
-    pub mib_s: f64,
-    /// The slowest repetition's MiB/s.
-    pub mib_s_min: f64,
-    /// The fastest repetition's MiB/s.
-    pub mib_s_max: f64,
-    /// Seconds per call of the slowest process, median over the repetitions.
-    pub seconds: f64,
+    /// MiB/s and seconds, median over the repetitions, and the MiB/s range.
+    #[serde(flatten)]
+    pub measure: Measure,
     /// Requests per call, all processes.
     pub requests: u64,
     /// Storage pieces the servers touched per call, all processes.
@@ -410,11 +393,11 @@ pub struct ViewsRow {
 }
 
 impl report::Row for ViewsRow {
-    fn case(&self) -> String {
-        case(self.part, self.distribution, self.n, self.direction)
-    }
-    fn method(&self) -> &str {
-        &self.method
+    fn key(&self) -> (String, &str) {
+        (
+            case(self.part, self.distribution, self.n, self.direction),
+            &self.method,
+        )
     }
 }
 
@@ -448,7 +431,6 @@ fn size_rows(
                 )
             };
             let seconds = Spread::of(&measured.seconds).map_err(unmeasured)?;
-            let rate = seconds.rate_of(figures.bytes);
             let declare_seconds = if turn.via == "view" {
                 Some(
                     Spread::of(&measured.declare_seconds)
@@ -464,10 +446,7 @@ fn size_rows(
                 n,
                 direction,
                 method: turn.method().to_owned(),
-                mib_s: rate.median,
-                mib_s_min: rate.min,
-                mib_s_max: rate.max,
-                seconds: seconds.median,
+                measure: Measure::of_seconds(seconds, figures.bytes),
                 requests: figures.requests,
                 pieces: figures.storage_pieces,
                 bytes: figures.bytes,
@@ -504,8 +483,8 @@ fn size_rows(
                 "bench views: n={n} {direction}: the (*,BLOCK) view was not measured on both layouts"
             ));
         };
-        let speedup = pattern.mib_s / stripe.mib_s.max(1e-9);
-        let speedup_best = pattern.mib_s_max / stripe.mib_s_max.max(1e-9);
+        let speedup = pattern.measure.mib_s / stripe.measure.mib_s.max(1e-9);
+        let speedup_best = pattern.measure.mib_s_max / stripe.measure.mib_s_max.max(1e-9);
         rows.push(ViewsRow {
             part: Part::LayoutMatch,
             method: "view-stripe".to_owned(),
@@ -536,7 +515,7 @@ fn view_figure<T>(row: &ViewsRow, name: &str, value: Option<T>) -> Result<T, Str
     value.ok_or_else(|| {
         format!(
             "bench views: case \"{}\", method \"{}\" has no {name}",
-            report::Row::case(row),
+            report::Row::key(row).0,
             row.method
         )
     })
@@ -572,8 +551,12 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
                 (n * n / 1024).to_string(),
             ];
             for distribution in DISTRIBUTIONS {
-                let list = row(distribution.name(), n, direction, "list")?.mib_s;
-                let view = row(distribution.name(), n, direction, "view")?.mib_s;
+                let list = row(distribution.name(), n, direction, "list")?
+                    .measure
+                    .mib_s;
+                let view = row(distribution.name(), n, direction, "view")?
+                    .measure
+                    .mib_s;
                 cells.extend([cell(list, 1), cell(view, 1), report::ratio(view, list)]);
             }
             fig2.add_row(cells);
@@ -659,8 +642,8 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
             fig34.add_row([
                 direction.to_string(),
                 n.to_string(),
-                cell(stripe.mib_s, 1),
-                cell(pattern.mib_s, 1),
+                cell(stripe.measure.mib_s, 1),
+                cell(pattern.measure.mib_s, 1),
                 format!("{:.2}x", view_figure(pattern, "speedup", pattern.speedup)?),
                 format!(
                     "{:.2}x",
@@ -711,21 +694,10 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
 /// Fig. 2 and Figs. 3-4: MiB/s against n, writes and reads, one line per (distribution,
 /// method) and the (*,BLOCK) view on the matching layout.
 fn figure(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<Figure, String> {
-    let point = |row: &ViewsRow| Point {
-        x: row.n as f64,
-        y: Spread {
-            min: row.mib_s_min,
-            median: row.mib_s,
-            max: row.mib_s_max,
-        },
-    };
+    let point = |row: &ViewsRow| row.measure.point(row.n as f64);
     let mut panels = Vec::new();
     for direction in Direction::BOTH {
-        let mut panel = Panel::new(
-            &format!("{direction}s"),
-            ("matrix side n (bytes)", Scale::Log2),
-            ("MiB/s (all processes)", Scale::Linear),
-        );
+        let mut panel = Panel::of_direction(direction, "matrix side n (bytes)");
         for distribution in DISTRIBUTIONS {
             for method in ["list", "view"] {
                 let points = sizes
