@@ -282,21 +282,43 @@ impl Figure {
             widest = widest.max(width);
         }
         let legend_width = LEGEND_SAMPLE.unsigned_abs() + widest + 30;
-        let panels = u32::try_from(self.panels.len().max(1)).map_err(|err| err.to_string())?;
         let rows = u32::try_from(names.len()).map_err(|err| err.to_string())?;
         let height = PANEL_SIZE.1.max(rows * LEGEND_ROW.unsigned_abs() + 40) + TITLE_HEIGHT;
-        Ok((panels * PANEL_SIZE.0 + legend_width, height))
+        let (title_width, _) = title_font()
+            .box_size(&self.title)
+            .map_err(|err| format!("figure {}: cannot measure its title: {err:?}", self.stem))?;
+        let width = (self.panels_width()? + legend_width).max(title_width + 40);
+        Ok((width, height))
+    }
+
+    /// The width of the panels together: each at least [`PANEL_SIZE`], wider where its
+    /// category labels need the room.
+    fn panels_width(&self) -> Result<u32, String> {
+        let font = tick_font();
+        let mut panel_width = PANEL_SIZE.0;
+        for panel in &self.panels {
+            let mut widest = 0;
+            for category in &panel.categories {
+                let (width, _) = font.box_size(category).map_err(|err| {
+                    format!(
+                        "figure {}: cannot measure \"{category}\": {err:?}",
+                        self.stem
+                    )
+                })?;
+                widest = widest.max(width);
+            }
+            let count = u32::try_from(panel.categories.len()).map_err(|err| err.to_string())?;
+            panel_width = panel_width.max(count * (widest + 24) + 120);
+        }
+        let panels = u32::try_from(self.panels.len().max(1)).map_err(|err| err.to_string())?;
+        Ok(panels * panel_width)
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let failed = |err: DrawingAreaErrorKind<DB::ErrorType>| format!("{err:?}");
         root.fill(&WHITE).map_err(failed)?;
-        let body = root
-            .titled(&self.title, ("sans-serif", 20).into_font())
-            .map_err(failed)?;
-        let panels_width = PANEL_SIZE.0
-            * u32::try_from(self.panels.len().max(1)).map_err(|err| err.to_string())?;
-        let (charts, legend) = body.split_horizontally(panels_width);
+        let body = root.titled(&self.title, title_font()).map_err(failed)?;
+        let (charts, legend) = body.split_horizontally(self.panels_width()?);
         let names = self.names();
         let areas = charts.split_evenly((1, self.panels.len().max(1)));
         for (panel, area) in self.panels.iter().zip(&areas) {
@@ -344,6 +366,14 @@ fn line_style(index: usize) -> ShapeStyle {
 
 fn legend_font() -> FontDesc<'static> {
     ("sans-serif", 15).into_font()
+}
+
+fn title_font() -> FontDesc<'static> {
+    ("sans-serif", 20).into_font()
+}
+
+fn tick_font() -> FontDesc<'static> {
+    ("sans-serif", 13).into_font()
 }
 
 /// A range holding `values` with a margin; `from_zero` starts a linear y axis at 0.
@@ -450,7 +480,7 @@ fn draw_panel<DB: DrawingBackend>(
         .y_labels(10)
         .x_label_formatter(&x_label)
         .y_label_formatter(&y_label)
-        .label_style(("sans-serif", 13).into_font())
+        .label_style(tick_font())
         .axis_desc_style(("sans-serif", 14).into_font())
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
