@@ -2,11 +2,12 @@
 //! against a live cluster.
 //!
 //! Every benchmark measures all the methods it compares in the same run, interleaved, and
-//! checks the data it reads back (`verified` in the report). With `--json` it prints exactly
-//! one JSON object on standard output (`Report`: bench, quick, config, verified, and one row per
-//! case and method); otherwise it prints the paper's table with our figures and
-//! writes `NAME.csv` and `NAME.png` into `--out`. Without `--cluster` (or `$TESSERA_CLUSTER`)
-//! it starts a private cluster in a temporary directory and stops it afterwards.
+//! checks the data it reads back (`verified` in the report). Its output goes through the
+//! report harness ([`crate::report`]): the paper's table with our figures, `NAME.csv` and the
+//! figure as `NAME.svg` and `NAME.png` in `--out`, and with `--json` exactly one JSON object on
+//! standard output (bench, quick, meta, config, verified, and one typed row per case and
+//! method). Without `--cluster` (or `$TESSERA_CLUSTER`) it starts a private cluster in a
+//! temporary directory and stops it afterwards.
 
 use std::path::{Path, PathBuf};
 
@@ -152,7 +153,8 @@ pub fn mib_s(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
 }
 
-/// One row of the output contract.
+/// One row of the benches not yet on the report harness (fmrd, ecio, btio-mpi, mpiio); goes
+/// with them.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     /// The case (e.g. "write seg=128").
@@ -176,7 +178,7 @@ pub struct Row {
     pub skipped: Option<String>,
 }
 
-/// The whole output of one run.
+/// The whole output of one run of a bench not yet on the report harness.
 #[derive(Debug, Serialize)]
 pub struct Report {
     /// Experiment name.
@@ -257,11 +259,7 @@ pub fn open_cluster(
     Ok((cluster, client))
 }
 
-/// Drops the page cache of every object file of the iods whose data directories are
-/// `data_dirs`, so the next read of them reaches the disk: each file's dirty pages are written
-/// first (`fdatasync`), then its cached pages dropped (`POSIX_FADV_DONTNEED`). Returns the
-/// files dropped.
-/// Writes `plot` as `OUT/file_name`; returns its path.
+/// Writes `plot` as `OUT/file_name`; returns its path (benches not yet on the harness).
 pub fn write_plot(
     common: &CommonArgs,
     file_name: &str,
@@ -282,6 +280,10 @@ pub fn report_written(paths: &[PathBuf]) {
     eprintln!("bench: wrote {}", names.join(", "));
 }
 
+/// Drops the page cache of every object file of the iods whose data directories are
+/// `data_dirs`, so the next read of them reaches the disk: each file's dirty pages are written
+/// first (`fdatasync`), then its cached pages dropped (`POSIX_FADV_DONTNEED`). Returns the
+/// files dropped.
 pub fn drop_page_cache(data_dirs: &[PathBuf]) -> Result<usize, String> {
     use std::os::fd::AsRawFd;
     let mut dropped = 0;
