@@ -17,7 +17,6 @@ extern crate tessera_cluster;
 
 mod bench;
 mod demo;
-mod plot;
 mod report;
 mod workers;
 

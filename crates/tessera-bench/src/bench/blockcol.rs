@@ -15,15 +15,16 @@
 //! rotated from one repetition to the next; every write carries a new generation and every
 //! read is verified byte by byte against `expected_byte(file offset, last generation)`.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::time::Instant;
 
+use serde::Serialize;
 use serde_json::json;
-use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode};
+use tessera_client::{Client, CreateOptions, ErrorCode};
 
-use super::{drop_page_cache, median, mib_s, BenchCluster, CommonArgs, Report, Row};
-use crate::plot::{Plot, Series};
+use super::{drop_page_cache, BenchCluster, CommonArgs};
+use crate::report::{
+    self, Figure, Line, Measure, Meta, Outcome, Panel, Progress, Report, Scale, Spread,
+};
 use crate::workers::{ArrayMethod, ArrayShare, Pattern, StepResult, Task, Workers};
 
 const PROCESSES: u64 = 4;
@@ -46,15 +47,19 @@ const REPETITIONS: usize = 5;
 const PAPER_LIST_OVER_SIEVE_WRITE: (f64, f64) = (3.5, 12.1);
 
 /// The cases of seed 001 Figs. 3.6-3.9.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Case {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Case {
     /// Write, no sync: the servers' page cache absorbs it.
+    #[serde(rename = "write")]
     Write,
     /// Write, then `File::sync`, both timed.
+    #[serde(rename = "write+sync")]
     WriteSync,
     /// Read what the servers hold in their page cache.
+    #[serde(rename = "read cached")]
     Read,
     /// Read after the servers' page cache was dropped.
+    #[serde(rename = "read uncached")]
     ReadUncached,
 }
 
@@ -87,19 +92,35 @@ impl Case {
     }
 }
 
-/// What one call did, summed over the processes (the same in every repetition).
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Figures {
-    pub(super) requests: u64,
-    pub(super) file_pieces: u64,
+/// What one call did, summed over the processes (the same in every repetition); flattened
+/// into the rows of blockcol, tile and btio.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Figures {
+    /// Client-to-server I/O requests.
+    pub requests: u64,
+    /// File pieces of the access.
+    #[serde(rename = "pieces")]
+    pub file_pieces: u64,
     /// Useful bytes: the file pieces' total.
-    pub(super) bytes: u64,
+    pub bytes: u64,
     /// Bytes that crossed the network (IoReport.bytes: more than `bytes` for `sieve`).
-    pub(super) wire_bytes: u64,
-    pub(super) storage_calls: u64,
-    pub(super) storage_bytes: u64,
-    pub(super) sieved: u64,
-    pub(super) locks: u64,
+    pub wire_bytes: u64,
+    /// Storage calls the servers made.
+    pub storage_calls: u64,
+    /// Bytes the servers moved to and from storage.
+    pub storage_bytes: u64,
+    /// Requests the servers served by sieving.
+    #[serde(rename = "sieved_requests")]
+    pub sieved: u64,
+    /// Range locks taken on the mds (sieve writes).
+    pub locks: u64,
+}
+
+impl Figures {
+    /// `storage_bytes / bytes`.
+    pub(super) fn storage_bytes_ratio(&self) -> f64 {
+        self.storage_bytes as f64 / self.bytes.max(1) as f64
+    }
 }
 
 impl Figures {
@@ -116,18 +137,6 @@ impl Figures {
             sieved: sum(|r| r.sieved),
             locks: sum(|r| r.locks),
         }
-    }
-
-    /// The figures every row of these benchmarks carries in `extra`.
-    pub(super) fn extra(&self) -> serde_json::Value {
-        json!({
-            "wire_bytes": self.wire_bytes,
-            "storage_calls": self.storage_calls,
-            "storage_bytes": self.storage_bytes,
-            "sieved_requests": self.sieved,
-            "locks": self.locks,
-            "storage_bytes_ratio": self.storage_bytes as f64 / self.bytes.max(1) as f64,
-        })
     }
 }
 
@@ -155,15 +164,7 @@ pub(super) fn create(client: &Client, path: &str) -> Result<(), String> {
 
 /// Opens the cluster of a benchmark and the client that makes its files under `/bench`.
 pub(super) fn open_cluster(common: &CommonArgs) -> Result<(BenchCluster, Client), String> {
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
-    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let client = Client::new(&config, &ClientOptions::default());
-    match client.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
-    Ok((cluster, client))
+    super::open_cluster(common, SERVERS)
 }
 
 /// Why uncached reads are not measured on a cluster whose data directories are unknown.
@@ -278,124 +279,129 @@ impl<'a> Sweep<'a> {
     }
 }
 
-/// The rows of one measured share: one per (case, method), `case_label` naming the case.
+/// One (case, n, method) of blockcol, or (case, method) of tile: a row of the sweep both
+/// run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRow {
+    /// Write, write+sync, read cached or read uncached.
+    pub case: Case,
+    /// The array side (blockcol only).
+    pub n: Option<u64>,
+    /// The method.
+    pub method: &'static str,
+    /// MiB/s and seconds, median over the repetitions, and the MiB/s range.
+    #[serde(flatten)]
+    pub measure: Measure,
+    /// What one call did, all processes.
+    #[serde(flatten)]
+    pub figures: Figures,
+    /// `storage_bytes / bytes`.
+    pub storage_bytes_ratio: f64,
+    /// Calls per timed step.
+    pub calls: u64,
+    /// Repetitions measured.
+    pub repetitions: usize,
+    /// Why this row was not measured.
+    pub skipped: Option<String>,
+}
+
+impl report::Row for SweepRow {
+    fn key(&self) -> (String, &str) {
+        (case_label(self.case, self.n), self.method)
+    }
+}
+
+/// The case label of a row.
+pub(super) fn case_label(case: Case, n: Option<u64>) -> String {
+    match n {
+        Some(n) => format!("{} n={n}", case.name()),
+        None => case.name().to_owned(),
+    }
+}
+
+/// The rows of one measured share: one per (case, method); `n` is blockcol's array side.
 pub(super) fn rows(
     measured: &[[Measured; 4]; 4],
-    case_label: impl Fn(Case) -> String,
+    n: Option<u64>,
     repetitions: usize,
     uncached: bool,
-) -> Vec<Row> {
+) -> Result<Vec<SweepRow>, String> {
     let mut rows = Vec::new();
     for (case, by_method) in Case::ALL.into_iter().zip(measured) {
         for (method, measured) in ArrayMethod::ALL.into_iter().zip(by_method) {
             let figures = measured.figures;
-            if case == Case::ReadUncached && !uncached {
-                rows.push(Row {
-                    case: case_label(case),
-                    method: method.name().to_owned(),
-                    mib_s: f64::NAN,
-                    requests: 0,
-                    pieces: 0,
-                    bytes: 0,
-                    seconds: f64::NAN,
-                    extra: json!({}),
-                    skipped: Some(UNCACHED_SKIPPED.to_owned()),
-                });
-                continue;
-            }
-            let seconds = median(&measured.seconds);
-            let seconds_best = measured
-                .seconds
-                .iter()
-                .copied()
-                .fold(f64::INFINITY, f64::min);
-            let mut extra = figures.extra();
-            extra["mib_s_best"] = json!(mib_s(figures.bytes, seconds_best));
-            extra["calls"] = json!(measured.calls);
-            extra["repetitions"] = json!(repetitions);
-            rows.push(Row {
-                case: case_label(case),
-                method: method.name().to_owned(),
-                mib_s: mib_s(figures.bytes, seconds),
-                requests: figures.requests,
-                pieces: figures.file_pieces,
-                bytes: figures.bytes,
-                seconds,
-                extra,
-                skipped: None,
+            let skipped = case == Case::ReadUncached && !uncached;
+            let measure = if skipped {
+                Measure::none()
+            } else {
+                let seconds = Spread::of(&measured.seconds).map_err(|err| {
+                    format!(
+                        "case \"{}\", method \"{}\": {err}",
+                        case_label(case, n),
+                        method.name()
+                    )
+                })?;
+                Measure::of_seconds(seconds, figures.bytes)
+            };
+            rows.push(SweepRow {
+                case,
+                n,
+                method: method.name(),
+                measure,
+                figures,
+                storage_bytes_ratio: figures.storage_bytes_ratio(),
+                calls: measured.calls,
+                repetitions,
+                skipped: skipped.then(|| UNCACHED_SKIPPED.to_owned()),
             });
         }
     }
-    rows
+    Ok(rows)
 }
 
-/// The row of (case, method) in a report.
-pub(super) fn find<'r>(report: &'r Report, case: &str, method: ArrayMethod) -> Option<&'r Row> {
-    report
-        .rows
-        .iter()
-        .find(|row| row.case == case && row.method == method.name())
+/// The measured row of (case, method), `None` where it was skipped.
+pub(super) fn measured<'r>(
+    report: &'r Report<SweepRow>,
+    case: &str,
+    method: ArrayMethod,
+) -> Result<Option<&'r SweepRow>, String> {
+    let row = report.row(case, method.name())?;
+    Ok(row.skipped.is_none().then_some(row))
 }
 
-/// MiB/s of (case, method), NaN where not measured.
-pub(super) fn rate(report: &Report, case: &str, method: ArrayMethod) -> f64 {
-    find(report, case, method)
-        .filter(|row| row.skipped.is_none())
-        .map_or(f64::NAN, |row| row.mib_s)
-}
-
-/// A figure of `extra`, NaN where absent.
-pub(super) fn extra_f64(row: Option<&Row>, key: &str) -> f64 {
-    row.and_then(|row| row.extra.get(key)?.as_f64())
-        .unwrap_or(f64::NAN)
-}
-
-/// Writes the rows as CSV to `OUT/NAME.csv`; returns its path.
-pub(super) fn write_csv(common: &CommonArgs, report: &Report) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(&common.out)
-        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
-    let mut csv = String::from(
-        "case,method,mib_s,requests,pieces,bytes,seconds,wire_bytes,storage_calls,storage_bytes,sieved_requests,locks,storage_bytes_ratio,skipped\n",
-    );
-    for row in &report.rows {
-        let number = |key: &str| {
-            row.extra
-                .get(key)
-                .map_or_else(String::new, ToString::to_string)
-        };
-        let _ = writeln!(
-            csv,
-            "{},{},{:.3},{},{},{},{:.9},{},{},{},{},{},{},{}",
-            row.case,
-            row.method,
-            row.mib_s,
-            row.requests,
-            row.pieces,
-            row.bytes,
-            row.seconds,
-            number("wire_bytes"),
-            number("storage_calls"),
-            number("storage_bytes"),
-            number("sieved_requests"),
-            number("locks"),
-            number("storage_bytes_ratio"),
-            row.skipped
-                .as_deref()
-                .map_or(String::new(), |reason| format!("{reason:?}")),
-        );
+/// The lines of `cases` against `x`: one per (case, method) with a measured point, named
+/// `METHOD` for the first case and `METHOD, SUFFIX` for others.
+pub(super) fn case_lines(
+    report: &Report<SweepRow>,
+    cases: &[(Case, &str)],
+    xs: &[(f64, Option<u64>)],
+) -> Result<Vec<Line>, String> {
+    let mut lines = Vec::new();
+    for &(case, suffix) in cases {
+        for method in ArrayMethod::ALL {
+            let mut points = Vec::new();
+            for &(x, n) in xs {
+                if let Some(row) = measured(report, &case_label(case, n), method)? {
+                    points.push(row.measure.point(x));
+                }
+            }
+            if !points.is_empty() {
+                lines.push(Line {
+                    name: if suffix.is_empty() {
+                        method.name().to_owned()
+                    } else {
+                        format!("{}, {suffix}", method.name())
+                    },
+                    points,
+                });
+            }
+        }
     }
-    let path = common.out.join(format!("{}.csv", report.bench));
-    std::fs::write(&path, csv).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
-    Ok(path)
+    Ok(lines)
 }
 
-fn case_label(case: Case, n: u64) -> String {
-    format!("{} n={n}", case.name())
-}
-
-/// Runs the experiment and returns its report.
-pub fn run(common: &CommonArgs) -> Result<Report, String> {
-    let started = Instant::now();
+/// Runs the experiment and writes its report.
+pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let (cluster, client) = open_cluster(common)?;
     let path = format!("/bench/blockcol-{}", std::process::id());
     let sizes: &[u64] = if common.quick {
@@ -404,6 +410,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         &SIZES_FULL
     };
     let repetitions = REPETITIONS;
+    let progress = Progress::new("blockcol", sizes.len() as u64);
     let mut sweep = Sweep::new(&cluster, "blockcol")?;
     let mut rows = Vec::new();
     for &n in sizes {
@@ -414,16 +421,21 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             processes: PROCESSES,
         };
         let measured = sweep.measure(&path, share, repetitions)?;
-        rows.extend(rows_of(&measured, n, repetitions, sweep.uncached()));
-        eprintln!(
-            "bench blockcol: n={n} done ({:.1} s)",
-            started.elapsed().as_secs_f64()
+        rows.extend(
+            self::rows(&measured, Some(n), repetitions, sweep.uncached())
+                .map_err(|err| format!("bench blockcol: {err}"))?,
         );
+        progress.step(&format!("n={n}"));
     }
     let _ = client.unlink(&path);
+    drop(progress);
+    let uncached = sweep.uncached();
+    let verified = sweep.verified;
+    drop(sweep);
     let report = Report {
-        bench: "blockcol".to_owned(),
+        bench: "blockcol",
         quick: common.quick,
+        meta: Meta::now(repetitions),
         config: json!({
             "servers": SERVERS,
             "clients": PROCESSES,
@@ -433,29 +445,18 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "sizes_n": sizes,
             "stripe_unit_bytes": tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
             "methods": methods_config(),
-            "cases": cases_config(sweep.uncached()),
+            "cases": cases_config(uncached),
             "repetitions": repetitions,
             "step_bytes_min": STEP_BYTES_MIN,
-            "timing": "each step: prepare (open; an untimed one-byte-per-server warm-up call), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s from the median over the repetitions, mib_s_best from the best",
-            "figures": "per call, all processes: bytes = useful bytes (the file pieces' total; mib_s counts these); requests = client-to-server I/O requests; pieces = file pieces of the access; extra.wire_bytes = bytes that crossed the network (sieve moves the holes too); extra.storage_calls = storage calls the servers made (IoReport.storage_pieces); extra.storage_bytes = bytes they moved to and from storage; extra.sieved_requests = requests they served by sieving; extra.locks = range locks taken on the mds (sieve writes); extra.storage_bytes_ratio = storage_bytes / bytes",
+            "timing": "each step: prepare (open; an untimed one-byte-per-server warm-up call), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s from the median over the repetitions, mib_s_min and mib_s_max their range",
+            "figures": "per call, all processes: bytes = useful bytes (the file pieces' total; mib_s counts these); requests = client-to-server I/O requests; pieces = file pieces of the access; wire_bytes = bytes that crossed the network (sieve moves the holes too); storage_calls = storage calls the servers made (IoReport.storage_pieces); storage_bytes = bytes they moved to and from storage; sieved_requests = requests they served by sieving; locks = range locks taken on the mds (sieve writes); storage_bytes_ratio = storage_bytes / bytes",
             "verify": "every byte read back == expected_byte(file offset, generation of the last write)",
         }),
-        verified: sweep.verified,
+        verified,
         rows,
     };
-    drop(sweep);
-    let table = table(&report, sizes);
-    eprintln!(
-        "bench blockcol: {:.1} s in all",
-        started.elapsed().as_secs_f64()
-    );
-    if common.json {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-        write_outputs(common, &report, sizes)?;
-    }
-    Ok(report)
+    let text = text(&report, sizes)?;
+    report.finish(common, &text, &[figure(&report, sizes)?])
 }
 
 /// The `methods` entry of the config of blockcol and tile.
@@ -482,120 +483,120 @@ pub(super) fn cases_config(uncached: bool) -> serde_json::Value {
     })
 }
 
-fn rows_of(measured: &[[Measured; 4]; 4], n: u64, repetitions: usize, uncached: bool) -> Vec<Row> {
-    rows(measured, |case| case_label(case, n), repetitions, uncached)
+/// The table of a sweep: one line per case label, `lead` cells first, then the four
+/// methods' MiB/s, the `ratios` (numerator over denominator), and the storage calls of list
+/// and list+ads and list+ads' storage bytes over useful bytes. Returns the table and a note
+/// naming the cases skipped.
+pub(super) fn sweep_table(
+    report: &Report<SweepRow>,
+    lead: &[&str],
+    cases: &[(String, Vec<String>)],
+    ratios: &[(ArrayMethod, ArrayMethod)],
+) -> Result<(comfy_table::Table, String), String> {
+    let short = |method: ArrayMethod| match method {
+        ArrayMethod::Multiple => "mult",
+        ArrayMethod::ListAds => "ads",
+        other => other.name(),
+    };
+    let mut header: Vec<String> = lead.iter().map(|&cell| cell.to_owned()).collect();
+    header.extend(
+        ArrayMethod::ALL
+            .iter()
+            .map(|method| method.name().to_owned()),
+    );
+    header.extend(
+        ratios
+            .iter()
+            .map(|&(a, b)| format!("{}/{}", short(a), short(b))),
+    );
+    header.extend(["calls lst", "calls ads", "ads s/b"].map(str::to_owned));
+    let mut table = report::table(header);
+    let mut skipped = Vec::new();
+    for (label, lead) in cases {
+        let mut rows = Vec::new();
+        for method in ArrayMethod::ALL {
+            rows.extend(measured(report, label, method)?);
+        }
+        let [_, _, list, ads] = rows[..] else {
+            skipped.push(label.clone());
+            continue;
+        };
+        let rate = |method: ArrayMethod| {
+            let index = ArrayMethod::ALL.iter().position(|&one| one == method);
+            rows[index.expect("every method is in ALL")].measure.mib_s
+        };
+        let mut cells = lead.clone();
+        cells.extend(rows.iter().map(|row| report::cell(row.measure.mib_s, 1)));
+        cells.extend(ratios.iter().map(|&(a, b)| report::ratio(rate(a), rate(b))));
+        cells.extend([
+            list.figures.storage_calls.to_string(),
+            ads.figures.storage_calls.to_string(),
+            report::cell(ads.storage_bytes_ratio, 2),
+        ]);
+        table.add_row(cells);
+    }
+    let note = if skipped.is_empty() {
+        String::new()
+    } else {
+        format!("skipped {}: {UNCACHED_SKIPPED}\n", skipped.join(", "))
+    };
+    Ok((table, note))
 }
 
-fn table(report: &Report, sizes: &[u64]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "blockcol: {PROCESSES} client processes x {SERVERS} I/O servers, n x n bytes, 1-D block columns, 64 KiB stripes, tcp (MiB/s, all processes, median per call)"
-    );
-    let _ = writeln!(
-        out,
-        "{:<14} {:>5} {:>9} {:>9} {:>9} {:>9} | {:>10} {:>8} | {:>9} {:>9} {:>8}",
-        "case",
-        "n",
-        "multiple",
-        "sieve",
-        "list",
-        "list+ads",
-        "list/sieve",
-        "ads/list",
-        "calls lst",
-        "calls ads",
-        "ads s/b"
-    );
+fn text(report: &Report<SweepRow>, sizes: &[u64]) -> Result<String, String> {
+    let mut cases = Vec::new();
     for case in Case::ALL {
         for &n in sizes {
-            let label = case_label(case, n);
-            let rates = ArrayMethod::ALL.map(|method| rate(report, &label, method));
-            if rates.iter().all(|rate| rate.is_nan()) {
-                let _ = writeln!(
-                    out,
-                    "{:<14} {n:>5}   skipped: {UNCACHED_SKIPPED}",
-                    case.name()
-                );
-                continue;
-            }
-            let list = find(report, &label, ArrayMethod::List);
-            let ads = find(report, &label, ArrayMethod::ListAds);
-            let _ = writeln!(
-                out,
-                "{:<14} {n:>5} {:>9.1} {:>9.1} {:>9.1} {:>9.1} | {:>9.2}x {:>7.2}x | {:>9.0} {:>9.0} {:>8.2}",
-                case.name(),
-                rates[0],
-                rates[1],
-                rates[2],
-                rates[3],
-                rates[2] / rates[1],
-                rates[3] / rates[2],
-                extra_f64(list, "storage_calls"),
-                extra_f64(ads, "storage_calls"),
-                extra_f64(ads, "storage_bytes_ratio"),
-            );
+            let lead = vec![case.name().to_owned(), n.to_string()];
+            cases.push((case_label(case, Some(n)), lead));
         }
     }
+    let ratios = [
+        (ArrayMethod::List, ArrayMethod::Sieve),
+        (ArrayMethod::ListAds, ArrayMethod::List),
+    ];
+    let (table, skipped) = sweep_table(report, &["case", "n"], &cases, &ratios)?;
     let (low, high) = PAPER_LIST_OVER_SIEVE_WRITE;
-    let _ = writeln!(
-        out,
-        "paper (001 Fig. 3.6, InfiniBand, PVFS): list over ROMIO sieve writes {low}-{high}x (sync and no sync; ROMIO wrote as multiple I/O, PVFS had no locks); list+ADS ahead of list for small arrays, the curves merging from n = 2048 where the model turns sieving off"
-    );
-    let _ = writeln!(
-        out,
-        "paper (001 Fig. 3.7): reads: list comparable to or above ROMIO sieve, which moves the whole array; ADS ahead for small arrays; uncached, sieve ~ list up to n = 2048, then falls off"
-    );
-    let _ = writeln!(
-        out,
-        "calls lst / calls ads: storage calls of one call, all servers; ads s/b: storage bytes / useful bytes of list+ads (> 1 where the servers sieved)"
-    );
-    let _ = writeln!(out, "verified: {}", report.verified);
-    out
+    Ok(format!(
+        "blockcol: {PROCESSES} client processes x {SERVERS} I/O servers, n x n bytes, 1-D block columns, 64 KiB stripes, tcp (MiB/s, all processes, median per call of {} repetitions)\n{table}\n{skipped}\
+         paper (001 Fig. 3.6, InfiniBand, PVFS): list over ROMIO sieve writes {low}-{high}x (sync and no sync; ROMIO wrote as multiple I/O, PVFS had no locks); list+ADS ahead of list for small arrays, the curves merging from n = 2048 where the model turns sieving off\n\
+         paper (001 Fig. 3.7): reads: list comparable to or above ROMIO sieve, which moves the whole array; ADS ahead for small arrays; uncached, sieve ~ list up to n = 2048, then falls off\n\
+         calls lst / calls ads: storage calls of one call, all servers; ads s/b: storage bytes / useful bytes of list+ads (> 1 where the servers sieved)\n\
+         verified: {}\n",
+        report.meta.repetitions, report.verified
+    ))
 }
 
-fn write_outputs(common: &CommonArgs, report: &Report, sizes: &[u64]) -> Result<(), String> {
-    let mut written = vec![write_csv(common, report)?];
-    for (file_name, figure, cases) in [
+/// 001 Figs. 3.6 (writes) and 3.7 (reads): MiB/s against n, one line per (case, method).
+fn figure(report: &Report<SweepRow>, sizes: &[u64]) -> Result<Figure, String> {
+    let xs: Vec<(f64, Option<u64>)> = sizes.iter().map(|&n| (n as f64, Some(n))).collect();
+    let mut panels = Vec::new();
+    for (title, cases) in [
         (
-            "blockcol.png",
-            "Fig. 3.6 writes",
-            [Case::Write, Case::WriteSync],
+            "Fig. 3.6: writes",
+            [(Case::Write, ""), (Case::WriteSync, "sync")],
         ),
         (
-            "blockcol-read.png",
-            "Fig. 3.7 reads",
-            [Case::Read, Case::ReadUncached],
+            "Fig. 3.7: reads",
+            [(Case::Read, ""), (Case::ReadUncached, "uncached")],
         ),
     ] {
-        let mut series = Vec::new();
-        for case in cases {
-            let suffix = match case {
-                Case::Write | Case::Read => "",
-                Case::WriteSync => " sync",
-                Case::ReadUncached => " unc",
-            };
-            for method in ArrayMethod::ALL {
-                series.push(Series {
-                    name: format!("{}{suffix}", method.name()),
-                    points: sizes
-                        .iter()
-                        .map(|&n| (n as f64, rate(report, &case_label(case, n), method)))
-                        .collect(),
-                });
-            }
-        }
-        let plot = Plot {
-            title: format!("blockcol ({figure}): 4 clients x 4 servers, tcp"),
-            x_label: "array side n (bytes)".to_owned(),
-            y_label: "MiB/s".to_owned(),
-            log2_x: true,
-            series,
-        };
-        written.push(super::write_plot(common, file_name, &plot)?);
+        let mut panel = Panel::new(
+            title,
+            ("array side n (bytes)", Scale::Log2),
+            ("MiB/s (all processes)", Scale::Log10),
+        );
+        panel.lines = case_lines(report, &cases, &xs)?;
+        panels.push(panel);
     }
-    super::report_written(&written);
-    Ok(())
+    Ok(Figure {
+        stem: "blockcol".to_owned(),
+        title: format!(
+            "blockcol: {PROCESSES} clients x {SERVERS} servers, 1-D block columns, tcp (median, min-max of {} repetitions)",
+            report.meta.repetitions
+        ),
+        panels,
+    })
 }
 
 #[cfg(test)]
@@ -612,18 +613,30 @@ mod tests {
     }
 
     #[test]
-    fn skipped_uncached_rows_say_why() {
-        let measured: [[Measured; 4]; 4] = Default::default();
-        let rows = rows_of(&measured, 512, 1, false);
+    fn skipped_uncached_rows_say_why_and_unmeasured_rows_are_errors() {
+        let mut measured: [[Measured; 4]; 4] = Default::default();
+        assert!(rows(&measured, Some(512), 1, false).is_err());
+        for by_method in &mut measured[..3] {
+            for entry in by_method {
+                entry.seconds = vec![0.5, 0.25];
+                entry.figures.bytes = 1 << 20;
+            }
+        }
+        let rows = rows(&measured, Some(512), 2, false).unwrap();
         assert_eq!(rows.len(), 16);
         let skipped: Vec<_> = rows.iter().filter(|row| row.skipped.is_some()).collect();
         assert_eq!(skipped.len(), 4);
-        assert!(skipped.iter().all(|row| row.case == "read uncached n=512"));
+        assert!(skipped.iter().all(|row| row.case == Case::ReadUncached));
         let json = serde_json::to_value(skipped[0]).unwrap();
         assert_eq!(json["skipped"], UNCACHED_SKIPPED);
-        assert!(serde_json::to_value(&rows[0])
-            .unwrap()
-            .get("skipped")
-            .is_none());
+        assert_eq!(json["case"], "read uncached");
+        let first = serde_json::to_value(&rows[0]).unwrap();
+        assert!(first["skipped"].is_null());
+        assert_eq!(first["case"], "write");
+        // 1 MiB in 0.5 s and 0.25 s: 2 and 4 MiB/s, median 3 (of the seconds' midpoint).
+        assert!(
+            (rows[0].measure.mib_s_min - 2.0).abs() < 1e-9
+                && (rows[0].measure.mib_s_max - 4.0).abs() < 1e-9
+        );
     }
 }

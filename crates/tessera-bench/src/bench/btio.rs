@@ -13,16 +13,17 @@
 //! is. Afterwards every file is read back whole and compared with the array every step
 //! should have left in it.
 
-use std::fmt::Write as _;
 use std::time::Instant;
 
+use serde::Serialize;
 use serde_json::json;
 use tessera_client::{Client, OpenMode};
 
 use super::blockcol::{create, open_cluster, Figures};
-use super::{median, mib_s};
-use super::{CommonArgs, Report, Row};
-use crate::plot::{Plot, Series};
+use super::CommonArgs;
+use crate::report::{
+    self, Figure, Line, Measure, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+};
 use crate::workers::{expected_byte, ArrayMethod, ArrayShare, Pattern, Task, Workers};
 
 const SERVERS: u16 = 4;
@@ -120,8 +121,8 @@ fn verify_file(client: &Client, path: &str, generations: &[u64]) -> Result<bool,
     Ok(true)
 }
 
-/// Runs the experiment and returns its report.
-pub fn run(common: &CommonArgs) -> Result<Report, String> {
+/// Runs the experiment and writes its report.
+pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let started = Instant::now();
     let (cluster, client) = open_cluster(common)?;
     let steps = if common.quick {
@@ -140,6 +141,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
     let mut generations = [(); 4].map(|()| Vec::new());
     let mut generation = 0;
     let methods = ArrayMethod::ALL.len();
+    let progress = Progress::new("btio", steps);
     for step in 0..steps {
         for turn in 0..methods {
             let index = (turn + usize::try_from(step).expect("few steps")) % methods;
@@ -168,7 +170,9 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 .fold(0.0, f64::max);
             totals[index].add(slowest, Figures::of(&results, 1));
         }
+        progress.step(&format!("step {}", step + 1));
     }
+    drop(progress);
     drop(workers);
     let io_done = started.elapsed().as_secs_f64();
     let mut verified = true;
@@ -187,10 +191,11 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         .into_iter()
         .zip(&totals)
         .map(|(method, totals)| row(method, totals, steps))
-        .collect();
+        .collect::<Result<_, String>>()?;
     let report = Report {
-        bench: "btio".to_owned(),
+        bench: "btio",
         quick: common.quick,
+        meta: Meta::now(usize::try_from(steps).expect("few steps")),
         config: json!({
             "servers": SERVERS,
             "clients": PROCESSES,
@@ -205,7 +210,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "pieces_per_step_per_process": 2 * 32 * 32,
             "stripe_unit_bytes": tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
             "methods": super::blockcol::methods_config(),
-            "figures": "totals over all steps, all processes: seconds = sum over steps of the slowest process's write time; requests, pieces (file pieces), bytes, extra.storage_calls, extra.storage_bytes, extra.sieved_requests as in blockcol",
+            "figures": "totals over all steps, all processes: seconds = sum over steps of the slowest process's write time; seconds_per_step the median step and its range (the steps are the repetitions); requests, pieces (file pieces), bytes, storage_calls, storage_bytes, sieved_requests as in blockcol",
             "verify": "after all steps every method's file is read back whole (read_at, 4 MiB at a time) and every byte compared with expected_byte(offset, generation of the step that wrote offset / step_bytes)",
             "paper": {
                 "table": "001 Table 3.2 (000 Table 4 without ADS): I/O overhead s; request messages; file access call pairs on the I/O nodes; class A, 4 clients",
@@ -216,14 +221,49 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         verified,
         rows,
     };
-    let table = table(&report, steps);
-    if common.json {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-        write_outputs(common, &report, &totals)?;
+    let text = text(&report, steps)?;
+    report.finish(common, &text, &[figure(&report, steps)?])
+}
+
+/// One method of btio: the whole run's totals.
+#[derive(Debug, Clone, Serialize)]
+pub struct BtioRow {
+    /// The method.
+    pub method: &'static str,
+    /// Output steps written.
+    pub steps: u64,
+    /// MiB/s over the whole run (total bytes / total I/O seconds) and its range over the
+    /// steps; seconds = the run's I/O seconds, the sum over steps of the slowest process's
+    /// write time.
+    #[serde(flatten)]
+    pub measure: Measure,
+    /// Seconds of the median step.
+    pub seconds_per_step: f64,
+    /// Seconds of the fastest step.
+    pub seconds_per_step_min: f64,
+    /// Seconds of the slowest step.
+    pub seconds_per_step_max: f64,
+    /// What the whole run did, all steps and processes.
+    #[serde(flatten)]
+    pub figures: Figures,
+    /// `storage_bytes / bytes`.
+    pub storage_bytes_ratio: f64,
+    /// Requests per step.
+    pub requests_per_step: f64,
+    /// Storage calls per step.
+    pub storage_calls_per_step: f64,
+    /// The paper's I/O seconds for 40 steps (001 Table 3.2).
+    pub paper_io_seconds: f64,
+    /// The paper's request messages for 40 steps.
+    pub paper_requests: u64,
+    /// The paper's (lseek, read/write) pairs on the I/O nodes for 40 steps.
+    pub paper_storage_call_pairs: u64,
+}
+
+impl report::Row for BtioRow {
+    fn key(&self) -> (String, &str) {
+        (format!("write {} steps", self.steps), self.method)
     }
-    Ok(report)
 }
 
 fn paper(method: ArrayMethod) -> (f64, u64, u64) {
@@ -234,131 +274,127 @@ fn paper(method: ArrayMethod) -> (f64, u64, u64) {
         .expect("every method has a paper figure")
 }
 
-fn row(method: ArrayMethod, totals: &Totals, steps: u64) -> Row {
+fn row(method: ArrayMethod, totals: &Totals, steps: u64) -> Result<BtioRow, String> {
     let figures = totals.figures;
     let seconds: f64 = totals.step_seconds.iter().sum();
-    let (paper_seconds, paper_requests, paper_calls) = paper(method);
-    let mut extra = figures.extra();
-    extra["steps"] = json!(steps);
-    extra["requests_per_step"] = json!(figures.requests as f64 / steps as f64);
-    extra["storage_calls_per_step"] = json!(figures.storage_calls as f64 / steps as f64);
-    extra["seconds_per_step_median"] = json!(median(&totals.step_seconds));
-    extra["step_seconds"] = json!(totals.step_seconds);
-    extra["paper_io_seconds"] = json!(paper_seconds);
-    extra["paper_requests"] = json!(paper_requests);
-    extra["paper_storage_call_pairs"] = json!(paper_calls);
-    Row {
-        case: "write".to_owned(),
-        method: method.name().to_owned(),
-        mib_s: mib_s(figures.bytes, seconds),
-        requests: figures.requests,
-        pieces: figures.file_pieces,
-        bytes: figures.bytes,
-        seconds,
-        extra,
-        skipped: None,
-    }
+    let per_step = Spread::of(&totals.step_seconds).map_err(|err| {
+        format!(
+            "bench btio: case \"write {steps} steps\", method \"{}\": {err}",
+            method.name()
+        )
+    })?;
+    let rate = per_step.rate_of(figures.bytes / steps.max(1));
+    let (paper_io_seconds, paper_requests, paper_storage_call_pairs) = paper(method);
+    Ok(BtioRow {
+        method: method.name(),
+        steps,
+        measure: Measure {
+            mib_s: report::mib_s(figures.bytes, seconds),
+            mib_s_min: rate.min,
+            mib_s_max: rate.max,
+            seconds,
+        },
+        seconds_per_step: per_step.median,
+        seconds_per_step_min: per_step.min,
+        seconds_per_step_max: per_step.max,
+        figures,
+        storage_bytes_ratio: figures.storage_bytes_ratio(),
+        requests_per_step: figures.requests as f64 / steps as f64,
+        storage_calls_per_step: figures.storage_calls as f64 / steps as f64,
+        paper_io_seconds,
+        paper_requests,
+        paper_storage_call_pairs,
+    })
 }
 
-fn find(report: &Report, method: ArrayMethod) -> Option<&Row> {
-    report.rows.iter().find(|row| row.method == method.name())
-}
-
-fn table(report: &Report, steps: u64) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "btio: NAS BT-IO class A output, emulated: {POINTS}^3 points x 5 doubles ({} MiB a step), {PROCESSES} processes in BT's multi-partition (2 cells each), {steps} steps, {SERVERS} I/O servers, 64 KiB stripes, tcp",
-        share(0).array_bytes() >> 20
-    );
-    let _ = writeln!(
-        out,
-        "{:<9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9} {:>6} | {:>7} {:>9} {:>9}",
+fn text(report: &Report<BtioRow>, steps: u64) -> Result<String, String> {
+    let case = format!("write {steps} steps");
+    let mut table = report::table([
         "method",
         "I/O s",
         "MiB/s",
         "requests",
         "req/step",
         "stor calls",
-        "cls/step",
+        "calls/step",
         "s/b",
         "paper s",
-        "req/step",
-        "cls/step"
-    );
+        "paper req/step",
+        "paper calls/step",
+    ]);
+    let steps_full = STEPS_FULL as f64;
     for method in ArrayMethod::ALL {
-        let Some(row) = find(report, method) else {
-            continue;
-        };
-        let (paper_seconds, paper_requests, paper_calls) = paper(method);
-        let per_step = |value: f64| value / steps as f64;
-        let steps_full = STEPS_FULL as f64;
-        let _ =
-            writeln!(
-            out,
-            "{:<9} {:>8.3} {:>8.1} {:>9} {:>9.0} {:>10} {:>9.0} {:>6.2} | {:>7.1} {:>9.0} {:>9.0}",
-            method.name(),
-            row.seconds,
-            row.mib_s,
-            row.requests,
-            per_step(row.requests as f64),
-            row.extra["storage_calls"].as_u64().unwrap_or(0),
-            per_step(row.extra["storage_calls"].as_f64().unwrap_or(f64::NAN)),
-            row.extra["storage_bytes_ratio"].as_f64().unwrap_or(f64::NAN),
-            paper_seconds,
-            paper_requests as f64 / steps_full,
-            paper_calls as f64 / steps_full,
-        );
+        let row = report.row(&case, method.name())?;
+        table.add_row([
+            method.name().to_owned(),
+            report::cell(row.measure.seconds, 3),
+            report::cell(row.measure.mib_s, 1),
+            row.figures.requests.to_string(),
+            report::cell(row.requests_per_step, 0),
+            row.figures.storage_calls.to_string(),
+            report::cell(row.storage_calls_per_step, 0),
+            report::cell(row.storage_bytes_ratio, 2),
+            report::cell(row.paper_io_seconds, 1),
+            report::cell(row.paper_requests as f64 / steps_full, 0),
+            report::cell(row.paper_storage_call_pairs as f64 / steps_full, 0),
+        ]);
     }
-    let ads_seconds = find(report, ArrayMethod::ListAds).map_or(f64::NAN, |row| row.seconds);
-    let _ = write!(out, "I/O time over list+ads:");
+    let ads = report.row(&case, ArrayMethod::ListAds.name())?;
+    let mut over_ads = Vec::new();
     for method in [ArrayMethod::Multiple, ArrayMethod::Sieve, ArrayMethod::List] {
-        let ours = find(report, method).map_or(f64::NAN, |row| row.seconds) / ads_seconds;
-        let theirs = paper(method).0 / paper(ArrayMethod::ListAds).0;
-        let _ = write!(out, " {} {ours:.2}x (paper {theirs:.2}x);", method.name());
+        let row = report.row(&case, method.name())?;
+        over_ads.push(format!(
+            "{} {} (paper {})",
+            method.name(),
+            report::ratio(row.measure.seconds, ads.measure.seconds),
+            report::ratio(row.paper_io_seconds, ads.paper_io_seconds)
+        ));
     }
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "paper (001 Table 3.2, 4 clients, InfiniBand, PVFS): run time without I/O {PAPER_NO_IO_SECONDS} s; collective I/O {PAPER_COLLECTIVE_SECONDS} s of I/O (not emulated here); its counts are for the whole run (40 steps), shown here per step; storage calls are its (lseek, read/write) pairs on the I/O nodes"
-    );
-    let _ = writeln!(
-        out,
-        "ours: one request per server per process and step for list I/O (no 64-piece list limit), one per file piece for multiple; s/b = storage bytes / useful bytes"
-    );
-    let _ = writeln!(out, "verified: {}", report.verified);
-    out
+    Ok(format!(
+        "btio: NAS BT-IO class A output, emulated: {POINTS}^3 points x 5 doubles ({} MiB a step), {PROCESSES} processes in BT's multi-partition (2 cells each), {steps} steps, {SERVERS} I/O servers, 64 KiB stripes, tcp\n{table}\n\
+         I/O time over list+ads: {}\n\
+         paper (001 Table 3.2, 4 clients, InfiniBand, PVFS): run time without I/O {PAPER_NO_IO_SECONDS} s; collective I/O {PAPER_COLLECTIVE_SECONDS} s of I/O (not emulated here); its counts are for the whole run (40 steps), shown here per step; storage calls are its (lseek, read/write) pairs on the I/O nodes\n\
+         ours: one request per server per process and step for list I/O (no 64-piece list limit), one per file piece for multiple; s/b = storage bytes / useful bytes\n\
+         verified: {}\n",
+        share(0).array_bytes() >> 20,
+        over_ads.join("; "),
+        report.verified
+    ))
 }
 
-fn write_outputs(common: &CommonArgs, report: &Report, totals: &[Totals; 4]) -> Result<(), String> {
-    let csv_path = super::blockcol::write_csv(common, report)?;
-    let series = ArrayMethod::ALL
-        .into_iter()
-        .zip(totals)
-        .map(|(method, totals)| Series {
+/// 001 Table 3.2 as a figure: seconds per output step of each method (median, min-max over
+/// the steps), on a log axis (the methods differ by up to 10x).
+fn figure(report: &Report<BtioRow>, steps: u64) -> Result<Figure, String> {
+    let case = format!("write {steps} steps");
+    let mut panel = Panel::categorical(
+        "one output step, all processes",
+        (
+            "method",
+            ArrayMethod::ALL.iter().map(|method| method.name()),
+        ),
+        ("I/O seconds per step", Scale::Log10),
+    );
+    for (index, method) in ArrayMethod::ALL.into_iter().enumerate() {
+        let row = report.row(&case, method.name())?;
+        panel.lines.push(Line {
             name: method.name().to_owned(),
-            points: totals
-                .step_seconds
-                .iter()
-                .scan(0.0, |sum, seconds| {
-                    *sum += seconds;
-                    Some(*sum)
-                })
-                .zip(1u32..)
-                .map(|(sum, step)| (f64::from(step), sum))
-                .collect(),
-        })
-        .collect();
-    let plot = Plot {
-        title: "btio (Table 3.2): class A output, 4 clients x 4 servers, tcp".to_owned(),
-        x_label: "output step".to_owned(),
-        y_label: "I/O seconds so far".to_owned(),
-        log2_x: false,
-        series,
-    };
-    let png_path = super::write_plot(common, "btio.png", &plot)?;
-    super::report_written(&[csv_path, png_path]);
-    Ok(())
+            points: vec![Point {
+                x: index as f64,
+                y: Spread {
+                    min: row.seconds_per_step_min,
+                    median: row.seconds_per_step,
+                    max: row.seconds_per_step_max,
+                },
+            }],
+        });
+    }
+    Ok(Figure {
+        stem: "btio".to_owned(),
+        title: format!(
+            "btio: class A output, {PROCESSES} clients x {SERVERS} servers, tcp (median, min-max of {steps} steps)"
+        ),
+        panels: vec![panel],
+    })
 }
 
 #[cfg(test)]

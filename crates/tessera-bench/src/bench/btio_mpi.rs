@@ -336,11 +336,8 @@ pub struct BtioMpiRow {
 }
 
 impl report::Row for BtioMpiRow {
-    fn case(&self) -> String {
-        case(self.mpi, self.steps)
-    }
-    fn method(&self) -> &str {
-        self.method
+    fn key(&self) -> (String, &str) {
+        (case(self.mpi, self.steps), self.method)
     }
 }
 

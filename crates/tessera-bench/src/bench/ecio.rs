@@ -495,11 +495,11 @@ pub struct EcioRow {
 }
 
 impl report::Row for EcioRow {
-    fn case(&self) -> String {
-        case(self.direction, self.processes, self.count)
-    }
-    fn method(&self) -> &str {
-        self.method
+    fn key(&self) -> (String, &str) {
+        (
+            case(self.direction, self.processes, self.count),
+            self.method,
+        )
     }
 }
 

@@ -317,11 +317,8 @@ pub struct FmrdRow {
 }
 
 impl report::Row for FmrdRow {
-    fn case(&self) -> String {
-        case(self.reuse_percent)
-    }
-    fn method(&self) -> &str {
-        self.method
+    fn key(&self) -> (String, &str) {
+        (case(self.reuse_percent), self.method)
     }
 }
 

@@ -11,12 +11,12 @@
 
 use serde::Serialize;
 use serde_json::json;
-use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode};
+use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions};
 
 use super::inproc::InProcessCluster;
-use super::{BenchCluster, CommonArgs};
+use super::CommonArgs;
 use crate::report::{
-    self, Direction, Figure, Line, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+    self, Direction, Figure, Line, Measure, Meta, Outcome, Panel, Progress, Report, Spread,
 };
 use crate::workers::{Pattern, Task, Workers};
 
@@ -125,14 +125,9 @@ pub struct ListioRow {
     pub method: String,
     /// Which servers.
     pub servers: Servers,
-    /// MiB/s of all processes, median over the repetitions.
-    pub mib_s: f64,
-    /// The slowest repetition's MiB/s.
-    pub mib_s_min: f64,
-    /// The fastest repetition's MiB/s.
-    pub mib_s_max: f64,
-    /// Seconds per list call (the slowest process), median over the repetitions.
-    pub seconds: f64,
+    /// MiB/s and seconds, median over the repetitions, and the MiB/s range.
+    #[serde(flatten)]
+    pub measure: Measure,
     /// Client-to-server requests per call, all processes.
     pub requests: u64,
     /// File pieces per call, all processes.
@@ -150,11 +145,8 @@ pub struct ListioRow {
 }
 
 impl report::Row for ListioRow {
-    fn case(&self) -> String {
-        case(self.direction, self.piece_bytes)
-    }
-    fn method(&self) -> &str {
-        &self.method
+    fn key(&self) -> (String, &str) {
+        (case(self.direction, self.piece_bytes), &self.method)
     }
 }
 
@@ -276,16 +268,12 @@ impl Measured {
                     .map_err(|err| format!("{}: {err}", missing()))?;
                 let (requests, storage_calls, bytes, messages) =
                     self.counts[slot].ok_or_else(missing)?;
-                let rate = seconds.rate_of(bytes);
                 rows.push(ListioRow {
                     direction,
                     piece_bytes,
                     method: (*method).to_owned(),
                     servers,
-                    mib_s: rate.median,
-                    mib_s_min: rate.min,
-                    mib_s_max: rate.max,
-                    seconds: seconds.median,
+                    measure: Measure::of_seconds(seconds, bytes),
                     requests,
                     // File pieces of the access; how the servers stored them is `storage_calls`.
                     pieces: (PIECES * PROCESSES) as u64,
@@ -319,14 +307,7 @@ fn capability_repetitions(common: &CommonArgs) -> usize {
 
 /// Runs the experiment and writes its report.
 pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
-    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let client = Client::new(&config, &ClientOptions::default());
-    match client.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
+    let (cluster, client) = super::open_cluster(common, SERVERS)?;
     let path = format!("/bench/listio-{}", std::process::id());
     client
         .create(&path, &CreateOptions::default())
@@ -403,7 +384,10 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
 /// The paper's table with our figures, and the capability comparison.
 fn text(report: &Report<ListioRow>) -> Result<String, String> {
     let rate = |direction, piece_bytes, method| -> Result<f64, String> {
-        Ok(report.row(&case(direction, piece_bytes), method)?.mib_s)
+        Ok(report
+            .row(&case(direction, piece_bytes), method)?
+            .measure
+            .mib_s)
     };
     let mut main = report::table([
         "op",
@@ -463,23 +447,12 @@ fn text(report: &Report<ListioRow>) -> Result<String, String> {
 fn figure(report: &Report<ListioRow>) -> Result<Figure, String> {
     let mut panels = Vec::new();
     for direction in Direction::BOTH {
-        let mut panel = Panel::new(
-            &format!("{direction}s"),
-            ("piece size (bytes)", Scale::Log2),
-            ("MiB/s (all processes)", Scale::Linear),
-        );
+        let mut panel = Panel::of_direction(direction, "piece size (bytes)");
         for method in METHODS {
             let mut points = Vec::new();
             for piece_bytes in PIECE_SIZES {
                 let row = report.row(&case(direction, piece_bytes), method)?;
-                points.push(Point {
-                    x: piece_bytes as f64,
-                    y: Spread {
-                        min: row.mib_s_min,
-                        median: row.mib_s,
-                        max: row.mib_s_max,
-                    },
-                });
+                points.push(row.measure.point(piece_bytes as f64));
             }
             panel.lines.push(Line {
                 name: method.to_owned(),

@@ -2,17 +2,14 @@
 //! against a live cluster.
 //!
 //! Every benchmark measures all the methods it compares in the same run, interleaved, and
-//! checks the data it reads back (`verified` in the report). With `--json` it prints exactly
-//! one JSON object on standard output (`Report`: bench, quick, config, verified, and one row per
-//! case and method); otherwise it prints the paper's table with our figures and
-//! writes `NAME.csv` and `NAME.png` into `--out`. Without `--cluster` (or `$TESSERA_CLUSTER`)
-//! it starts a private cluster in a temporary directory and stops it afterwards.
+//! checks the data it reads back (`verified` in the report). Its output goes through the
+//! report harness ([`crate::report`]): the paper's table with our figures, `NAME.csv` and the
+//! figure as `NAME.svg` and `NAME.png` in `--out`, and with `--json` exactly one JSON object on
+//! standard output (bench, quick, meta, config, verified, and one typed row per case and
+//! method). Without `--cluster` (or `$TESSERA_CLUSTER`) it starts a private cluster in a
+//! temporary directory and stops it afterwards.
 
 use std::path::{Path, PathBuf};
-
-use serde::Serialize;
-
-use crate::report::Outcome;
 
 mod blockcol;
 mod btio;
@@ -138,60 +135,6 @@ pub(super) fn over_tcp(method: &str) -> String {
     format!("tcp:{method}")
 }
 
-/// The median of `values` (NaN when empty); the values are not reordered.
-pub fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
-}
-
-/// MiB (2^20 bytes) per second.
-pub fn mib_s(bytes: u64, seconds: f64) -> f64 {
-    bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
-}
-
-/// One row of the output contract.
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    /// The case (e.g. "write seg=128").
-    pub case: String,
-    /// The method.
-    pub method: String,
-    /// MiB of useful data per second of wall time.
-    pub mib_s: f64,
-    /// Client-to-server request messages.
-    pub requests: u64,
-    /// Contiguous file pieces the servers touched.
-    pub pieces: u64,
-    /// Useful bytes moved.
-    pub bytes: u64,
-    /// Wall seconds.
-    pub seconds: f64,
-    /// Experiment-specific figures.
-    pub extra: serde_json::Value,
-    /// Why this (case, method) was not measured; its figures are then 0 or null.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub skipped: Option<String>,
-}
-
-/// The whole output of one run.
-#[derive(Debug, Serialize)]
-pub struct Report {
-    /// Experiment name.
-    pub bench: String,
-    /// Reduced sizes.
-    pub quick: bool,
-    /// Cluster and workload settings.
-    pub config: serde_json::Value,
-    /// Every byte read back was right.
-    pub verified: bool,
-    /// One row per (case, method).
-    pub rows: Vec<Row>,
-}
-
 /// A cluster to run against: the caller's, or a private one stopped on drop.
 pub struct BenchCluster {
     /// Its cluster file.
@@ -240,31 +183,28 @@ impl BenchCluster {
     }
 }
 
+/// Opens the cluster of a benchmark (the caller's, or a private one of `servers` iods) and a
+/// client that makes the benchmark's files under `/bench`.
+pub fn open_cluster(
+    common: &CommonArgs,
+    servers: u16,
+) -> Result<(BenchCluster, tessera_client::Client), String> {
+    use tessera_client::{Client, ClientOptions, ClusterConfig, ErrorCode};
+    let cluster = BenchCluster::open(common.cluster.as_deref(), servers)?;
+    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
+    let client = Client::new(&config, &ClientOptions::default());
+    match client.mkdir("/bench", 0o755) {
+        Ok(_) => {}
+        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
+        Err(err) => return Err(format!("mkdir /bench: {err}")),
+    }
+    Ok((cluster, client))
+}
+
 /// Drops the page cache of every object file of the iods whose data directories are
 /// `data_dirs`, so the next read of them reaches the disk: each file's dirty pages are written
 /// first (`fdatasync`), then its cached pages dropped (`POSIX_FADV_DONTNEED`). Returns the
 /// files dropped.
-/// Writes `plot` as `OUT/file_name`; returns its path.
-pub fn write_plot(
-    common: &CommonArgs,
-    file_name: &str,
-    plot: &crate::plot::Plot,
-) -> Result<PathBuf, String> {
-    let path = common.out.join(file_name);
-    plot.write_png(&path)
-        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
-    Ok(path)
-}
-
-/// Tells standard error which files a run wrote.
-pub fn report_written(paths: &[PathBuf]) {
-    let names: Vec<String> = paths
-        .iter()
-        .map(|path| path.display().to_string())
-        .collect();
-    eprintln!("bench: wrote {}", names.join(", "));
-}
-
 pub fn drop_page_cache(data_dirs: &[PathBuf]) -> Result<usize, String> {
     use std::os::fd::AsRawFd;
     let mut dropped = 0;
@@ -314,15 +254,15 @@ impl Drop for BenchCluster {
 pub fn run(experiment: &Experiment) -> Result<(), String> {
     let outcome = match experiment {
         Experiment::Listio(common) => listio::run(common)?,
-        Experiment::Subarray(common) => legacy(common, subarray::run(common)?)?,
-        Experiment::Views(common) => legacy(common, views::run(common)?)?,
-        Experiment::Blockcol(common) => legacy(common, blockcol::run(common)?)?,
-        Experiment::Tile(common) => legacy(common, tile::run(common)?)?,
-        Experiment::Btio(common) => legacy(common, btio::run(common)?)?,
+        Experiment::Subarray(common) => subarray::run(common)?,
+        Experiment::Views(common) => views::run(common)?,
+        Experiment::Blockcol(common) => blockcol::run(common)?,
+        Experiment::Tile(common) => tile::run(common)?,
+        Experiment::Btio(common) => btio::run(common)?,
         Experiment::BtioMpi(args) => btio_mpi::run(args)?,
         Experiment::Mpiio(args) => mpiio::run(args)?,
         Experiment::Ecio(args) => ecio::run(args)?,
-        Experiment::Ogr(common) => legacy(common, ogr::run(common)?)?,
+        Experiment::Ogr(common) => ogr::run(common)?,
         Experiment::Fmrd(common) => fmrd::run(common)?,
     };
     if outcome.verified {
@@ -333,19 +273,4 @@ pub fn run(experiment: &Experiment) -> Result<(), String> {
             outcome.bench
         ))
     }
-}
-
-/// Prints the JSON of a bench not yet on the harness ([`crate::report`]); goes when the last
-/// one has moved.
-fn legacy(common: &CommonArgs, report: Report) -> Result<Outcome, String> {
-    if common.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|err| err.to_string())?
-        );
-    }
-    Ok(Outcome {
-        bench: report.bench,
-        verified: report.verified,
-    })
 }

@@ -1278,18 +1278,18 @@ pub struct MpiioRow {
 }
 
 impl report::Row for MpiioRow {
-    fn case(&self) -> String {
-        case_name(
-            self.direction,
-            self.access,
-            self.pattern,
-            self.transfer_bytes,
-            self.processes,
-            &self.mpi,
+    fn key(&self) -> (String, &str) {
+        (
+            case_name(
+                self.direction,
+                self.access,
+                self.pattern,
+                self.transfer_bytes,
+                self.processes,
+                &self.mpi,
+            ),
+            self.method,
         )
-    }
-    fn method(&self) -> &str {
-        self.method
     }
 }
 
@@ -1640,7 +1640,7 @@ fn figure(report: &Report<MpiioRow>, plans: &[Plan]) -> Result<Figure, String> {
                 else {
                     return Err(format!(
                         "bench mpiio: case \"{}\", method \"{method}\" has no rate",
-                        report::Row::case(row)
+                        report::Row::key(row).0
                     ));
                 };
                 points.push(Point {

@@ -36,21 +36,23 @@
 //! each repetition every method's file is read back by a client without registration and
 //! compared with its array, whose contents change every repetition.
 
-use std::fmt::Write as _;
 use std::io::{IoSlice, IoSliceMut};
 use std::sync::Arc;
 use std::time::Instant;
 
+use serde::Serialize;
 use serde_json::json;
 use tessera_client::tessera_reg::mapping::AnonymousMapping;
 use tessera_client::tessera_reg::{page_bytes, Caching, Grouping, Policy, RegStats, Registry};
 use tessera_client::{
-    Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, IoReport, Mechanism,
-    Piece, TransferPolicy,
+    Client, ClientOptions, ClusterConfig, CreateOptions, File, IoReport, Mechanism, Piece,
+    TransferPolicy,
 };
 
-use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
-use crate::plot::{Plot, Series};
+use super::CommonArgs;
+use crate::report::{
+    self, Figure, Line, Measure, Meta, Outcome, Panel, Progress, Report, Scale, Spread,
+};
 
 const SERVERS: u16 = 4;
 const PROCESSES: usize = 4;
@@ -421,16 +423,10 @@ fn figures(before: &RegStats, after: &RegStats, calls: usize) -> Figures {
     }
 }
 
-/// Runs the experiment and returns its report.
-pub fn run(common: &CommonArgs) -> Result<Report, String> {
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
+/// Runs the experiment and writes its report.
+pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
+    let (cluster, checker) = super::open_cluster(common, SERVERS)?;
     let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let checker = Client::new(&config, &ClientOptions::default());
-    match checker.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
     let (registrar, registrar_name) = common.registrar(super::RegistrarKind::Fixed)?;
     let mut subjects = Vec::new();
     for (index, method) in Method::ALL.into_iter().enumerate() {
@@ -475,11 +471,11 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
     };
     let repetitions = if common.quick { 7 } else { 11 };
     let iterations = if common.quick { 4 } else { 8 };
+    let progress = Progress::new("ogr", syncs.len() as u64);
     let mut rows = Vec::new();
     let mut verified = true;
     let mut generation = 0u64;
     for &sync in syncs {
-        let case = if sync { "write+sync" } else { "write" };
         let mut samples = vec![Vec::new(); subjects.len()];
         let mut last = vec![Figures::default(); subjects.len()];
         // The ideal case's cache is filled once, before anything is timed.
@@ -554,48 +550,56 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 .iter()
                 .position(|&method| method == subject.method.ideal())
                 .expect("every ideal is a method");
-            let ideal_seconds = median(&samples[ideal_index]);
-            let seconds = median(&samples[index]);
+            let spread = |index: usize| {
+                Spread::of(&samples[index]).map_err(|err| {
+                    format!(
+                        "bench ogr: case \"{}\", method \"{}\": {err}",
+                        case_label(sync),
+                        Method::ALL[index].name()
+                    )
+                })
+            };
+            let ideal_seconds = spread(ideal_index)?.median;
+            let seconds = spread(index)?;
             let figures = last[index];
             let paper = subject.method.paper();
-            rows.push(Row {
-                case: case.to_owned(),
-                method: subject.method.name().to_owned(),
-                mib_s: mib_s(CALL_BYTES as u64, seconds),
+            rows.push(OgrRow {
+                sync,
+                method: subject.method.name(),
+                measure: Measure::of_seconds(seconds, CALL_BYTES as u64),
                 requests: figures.requests,
                 pieces: 1,
                 bytes: CALL_BYTES as u64,
-                seconds,
-                extra: json!({
-                    "memory_pieces": BLOCK_SIDE,
-                    "registrations": figures.registrations,
-                    "registration_overhead_us": figures.overhead_us,
-                    "registration_us": figures.registration_us,
-                    "deregistration_us": figures.deregistration_us,
-                    "failed_optimistic": figures.failed_optimistic,
-                    "hole_queries": figures.hole_queries,
-                    "one_sided": figures.one_sided > 0,
-                    "of_ideal": ideal_seconds / seconds.max(1e-12),
-                    "of_ideal_against": subject.method.ideal().name(),
-                    "huge_page_bytes": subject.memory.array.huge_page_bytes(),
-                    "paper_mb_s": paper.map(|paper| paper.0),
-                    "paper_registrations": paper.map(|paper| paper.1),
-                    "paper_overhead_us": paper.map(|paper| paper.2),
-                    "iterations": iterations,
-                    "repetitions": repetitions,
-                }),
-                skipped: None,
+                memory_pieces: BLOCK_SIDE,
+                registrations: figures.registrations,
+                registration_overhead_us: figures.overhead_us,
+                registration_us: figures.registration_us,
+                deregistration_us: figures.deregistration_us,
+                failed_optimistic: figures.failed_optimistic,
+                hole_queries: figures.hole_queries,
+                one_sided: figures.one_sided > 0,
+                of_ideal: ideal_seconds / seconds.median.max(1e-12),
+                of_ideal_against: subject.method.ideal().name(),
+                huge_page_bytes: subject.memory.array.huge_page_bytes(),
+                paper_mb_s: paper.map(|paper| paper.0),
+                paper_registrations: paper.map(|paper| paper.1),
+                paper_overhead_us: paper.map(|paper| paper.2),
+                iterations,
+                repetitions,
             });
         }
+        progress.step(case_label(sync));
     }
+    drop(progress);
     for subject in &subjects {
         subject.client.set_registration(None);
         let _ = checker.unlink(&subject.path);
     }
     drop(subjects);
     let report = Report {
-        bench: "ogr".to_owned(),
+        bench: "ogr",
         quick: common.quick,
+        meta: Meta::now(repetitions),
         config: json!({
             "servers": SERVERS,
             "clients": 1,
@@ -615,14 +619,8 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         verified,
         rows,
     };
-    let table = table(&report);
-    if common.json {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-        write_outputs(common, &report)?;
-    }
-    Ok(report)
+    let text = text(&report, registrar_name, syncs)?;
+    report.finish(common, &text, &[figure(&report, syncs)?])
 }
 
 /// Reads the four processes' parts of the method's file back and compares them with its
@@ -651,103 +649,135 @@ fn verify(checker: &Client, path: &str, memory: &Memory, method: Method) -> Resu
     Ok(true)
 }
 
-fn table(report: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "ogr: {SIDE} x {SIDE} ints block-block over {PROCESSES}; each call writes {BLOCK_SIDE} rows of {ROW_BYTES} B over local (gather), registrar {}; figures per call",
-        report.config["registrar"].as_str().unwrap_or("?")
-    );
-    let _ = writeln!(
-        out,
-        "{:<11} {:<16} {:>9} {:>8} {:>8} {:>12}   paper: {:>6} {:>6} {:>9}",
-        "case", "method", "MiB/s", "of ideal", "# reg", "overhead µs", "MB/s", "# reg", "overhead"
-    );
-    for row in &report.rows {
-        let extra = &row.extra;
-        let number = |key: &str| extra[key].as_f64().unwrap_or(0.0);
-        let paper = if extra["paper_mb_s"].is_null() {
-            String::new()
-        } else {
-            format!(
-                "{:>6.0} {:>6} {:>9.0}",
-                number("paper_mb_s"),
-                extra["paper_registrations"],
-                number("paper_overhead_us")
-            )
-        };
-        let _ = writeln!(
-            out,
-            "{:<11} {:<16} {:>9.1} {:>7.0}% {:>8.1} {:>12.1}   paper: {paper}",
-            row.case,
-            row.method,
-            row.mib_s,
-            100.0 * number("of_ideal"),
-            number("registrations"),
-            number("registration_overhead_us"),
-        );
-    }
-    let _ = writeln!(
-        out,
-        "paper (InfiniBand, no sync): Indiv -57 %, OGR -6 %, OGR+Q -13 % against Ideal"
-    );
-    let _ = writeln!(out, "verified: {}", report.verified);
-    out
+/// One (case, method) of ogr: figures per call.
+#[derive(Debug, Clone, Serialize)]
+pub struct OgrRow {
+    /// `File::sync` after each call, inside the timing (case `write+sync`).
+    pub sync: bool,
+    /// The registration method.
+    pub method: &'static str,
+    /// MiB/s and seconds, median over the repetitions, and the MiB/s range.
+    #[serde(flatten)]
+    pub measure: Measure,
+    /// Requests per call.
+    pub requests: u64,
+    /// File pieces per call.
+    pub pieces: u64,
+    /// Useful bytes per call.
+    pub bytes: u64,
+    /// Memory pieces (rows) per call.
+    pub memory_pieces: usize,
+    /// Registrations per call.
+    pub registrations: f64,
+    /// Registration, deregistration and hole-query time per call, µs.
+    pub registration_overhead_us: f64,
+    /// Registration time per call, µs.
+    pub registration_us: f64,
+    /// Deregistration time per call, µs.
+    pub deregistration_us: f64,
+    /// Optimistic registrations that failed, per call.
+    pub failed_optimistic: f64,
+    /// `mincore` hole queries per call.
+    pub hole_queries: f64,
+    /// The server pulled the rows one-sidedly.
+    pub one_sided: bool,
+    /// The ideal method's seconds over this one's.
+    pub of_ideal: f64,
+    /// Which ideal `of_ideal` is against.
+    pub of_ideal_against: &'static str,
+    /// Bytes of the array the kernel backs with huge pages after the run.
+    pub huge_page_bytes: u64,
+    /// Seed 000 Table 3: MB/s.
+    pub paper_mb_s: Option<f64>,
+    /// Seed 000 Table 3: registrations.
+    pub paper_registrations: Option<u64>,
+    /// Seed 000 Table 3: registration overhead, µs.
+    pub paper_overhead_us: Option<f64>,
+    /// Calls of each process per repetition.
+    pub iterations: usize,
+    /// Repetitions measured.
+    pub repetitions: usize,
 }
 
-fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
-    std::fs::create_dir_all(&common.out)
-        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
-    let mut csv = String::from(
-        "case,method,mib_s,seconds,registrations,registration_overhead_us,failed_optimistic,hole_queries\n",
-    );
-    for row in &report.rows {
-        let number = |key: &str| row.extra[key].as_f64().unwrap_or(0.0);
-        let _ = writeln!(
-            csv,
-            "{},{},{:.3},{:.9},{},{:.3},{},{}",
-            row.case,
-            row.method,
-            row.mib_s,
-            row.seconds,
-            number("registrations"),
-            number("registration_overhead_us"),
-            number("failed_optimistic"),
-            number("hole_queries"),
-        );
+impl report::Row for OgrRow {
+    fn key(&self) -> (String, &str) {
+        (case_label(self.sync).to_owned(), self.method)
     }
-    let csv_path = common.out.join("ogr.csv");
-    std::fs::write(&csv_path, csv)
-        .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
-    let mut series = Vec::new();
-    for case in ["write", "write+sync"] {
-        let points: Vec<(f64, f64)> = Method::ALL
-            .iter()
-            .enumerate()
-            .filter_map(|(index, method)| {
-                report
-                    .rows
-                    .iter()
-                    .find(|row| row.case == case && row.method == method.name())
-                    .map(|row| ((index + 1) as f64, row.mib_s))
-            })
-            .collect();
-        if !points.is_empty() {
-            series.push(Series {
-                name: format!("{case} MiB/s"),
-                points,
-            });
+}
+
+/// The case label of a row.
+fn case_label(sync: bool) -> &'static str {
+    if sync {
+        "write+sync"
+    } else {
+        "write"
+    }
+}
+
+fn text(report: &Report<OgrRow>, registrar: &str, syncs: &[bool]) -> Result<String, String> {
+    let mut table = report::table([
+        "case",
+        "method",
+        "MiB/s",
+        "of ideal",
+        "# reg",
+        "overhead µs",
+        "paper MB/s",
+        "paper # reg",
+        "paper overhead µs",
+    ]);
+    for &sync in syncs {
+        for method in Method::ALL {
+            let row = report.row(case_label(sync), method.name())?;
+            let paper = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+            table.add_row([
+                case_label(sync).to_owned(),
+                method.name().to_owned(),
+                report::cell(row.measure.mib_s, 1),
+                format!("{:.0}%", 100.0 * row.of_ideal),
+                report::cell(row.registrations, 1),
+                report::cell(row.registration_overhead_us, 1),
+                paper(row.paper_mb_s.map(|value| report::cell(value, 0))),
+                paper(row.paper_registrations.map(|value| value.to_string())),
+                paper(row.paper_overhead_us.map(|value| report::cell(value, 0))),
+            ]);
         }
     }
-    let plot = Plot {
-        title: "ogr (000 Table 3): 1 ideal, 2 indiv, 3 ogr, 4 ogr+holes, 5 no reg, 6 ideal 2M, 7 ogr 2M"
-            .to_owned(),
-        x_label: "method".to_owned(),
-        y_label: "MiB/s per call".to_owned(),
-        log2_x: false,
-        series,
-    };
-    let png_path = super::write_plot(common, "ogr.png", &plot)?;
-    super::report_written(&[csv_path, png_path]);
-    Ok(())
+    Ok(format!(
+        "ogr: {SIDE} x {SIDE} ints block-block over {PROCESSES}; each call writes {BLOCK_SIDE} rows of {ROW_BYTES} B over local (gather), registrar {registrar}; figures per call, median of {} repetitions\n{table}\n\
+         paper (InfiniBand, no sync): Indiv -57 %, OGR -6 %, OGR+Q -13 % against Ideal\n\
+         verified: {}\n",
+        report.meta.repetitions, report.verified
+    ))
+}
+
+/// 000 Table 3 as a figure: MiB/s per call of each method (x), one line per case.
+fn figure(report: &Report<OgrRow>, syncs: &[bool]) -> Result<Figure, String> {
+    let mut panel = Panel::categorical(
+        "one list write of 1024 rows",
+        (
+            "registration method",
+            Method::ALL.iter().map(|method| method.name()),
+        ),
+        ("MiB/s per call", Scale::Linear),
+    );
+    for &sync in syncs {
+        let mut points = Vec::new();
+        for (index, method) in Method::ALL.into_iter().enumerate() {
+            let row = report.row(case_label(sync), method.name())?;
+            points.push(row.measure.point(index as f64));
+        }
+        panel.lines.push(Line {
+            name: case_label(sync).to_owned(),
+            points,
+        });
+    }
+    Ok(Figure {
+        stem: "ogr".to_owned(),
+        title: format!(
+            "ogr (000 Table 3): registration per list call over local (median, min-max of {} repetitions)",
+            report.meta.repetitions
+        ),
+        panels: vec![panel],
+    })
 }

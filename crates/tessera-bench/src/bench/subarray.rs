@@ -18,19 +18,23 @@
 //! cached file over `local` (the server pushes from a mapping of the object with
 //! `process_vm_writev`) against the raw rate of `process_vm_writev` moving the same pieces in
 //! this run, each timed copy starting after a 32 MiB write that leaves no data of either warm.
+//!
+//! The report has one [`SubarrayRow`] per (part, n, method); a figure is the median over the
+//! repetitions of each repetition's median call, with its range.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::sync::Arc;
 use std::time::Instant;
 
+use serde::Serialize;
 use serde_json::json;
 use tessera_client::tessera_reg::{Caching, Grouping, Policy, Registry, Segment};
-use tessera_client::{
-    Arena, Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, Mechanism, Piece,
-    TransferPolicy,
-};
+use tessera_client::{Arena, Client, CreateOptions, File, Mechanism, Piece, TransferPolicy};
 
-use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
+use super::CommonArgs;
+use crate::report::{
+    self, Figure, Line, Measure, Meta, Outcome, Panel, Progress, Report, Scale, Spread,
+};
 
 const SERVERS: u16 = 1;
 const ELEMENT_BYTES: usize = 4;
@@ -141,21 +145,89 @@ fn rows(n: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// Which part of the experiment a row belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Part {
+    /// One (n/2 x n/2) subarray written as one list call (000 Fig. 3).
+    Subarray,
+    /// 64 KiB pieces read over `local` vs raw `process_vm_writev`.
+    Transport,
+}
+
+/// Where the client's array lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Memory {
+    /// Ordinary process memory.
+    Heap,
+    /// A shared arena, the `local` backend's registered memory.
+    Arena,
+}
+
+/// One (part, n, method) of subarray.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubarrayRow {
+    /// Which part.
+    pub part: Part,
+    /// The array side (subarray part only).
+    pub n: Option<usize>,
+    /// The method.
+    pub method: String,
+    /// Where the array lives.
+    pub memory: Memory,
+    /// MiB/s and seconds, median over the repetitions, and the MiB/s range.
+    #[serde(flatten)]
+    pub measure: Measure,
+    /// Requests per call.
+    pub requests: u64,
+    /// File pieces per call.
+    pub pieces: u64,
+    /// Memory pieces per call.
+    pub memory_pieces: u64,
+    /// Bytes of each memory piece.
+    pub piece_bytes: usize,
+    /// Bytes per call.
+    pub bytes: u64,
+    /// The server moved the data one-sidedly.
+    pub one_sided: bool,
+    /// Registrations per call.
+    pub registrations: u64,
+    /// Registration and deregistration time per call, microseconds.
+    pub registration_us: f64,
+}
+
+impl report::Row for SubarrayRow {
+    fn key(&self) -> (String, &str) {
+        (case(self.part, self.n), &self.method)
+    }
+}
+
+/// The case label of a row.
+fn case(part: Part, n: Option<usize>) -> String {
+    match (part, n) {
+        (Part::Subarray, Some(n)) => format!("n={n}"),
+        (Part::Subarray, None) => "n=?".to_owned(),
+        (Part::Transport, _) => "64 KiB pieces".to_owned(),
+    }
+}
+
+/// The median call of each repetition of one method.
+fn repetition_medians(calls: &[Vec<f64>]) -> Result<Vec<f64>, String> {
+    calls
+        .iter()
+        .map(|calls| Spread::of(calls).map(|spread| spread.median))
+        .collect()
+}
+
 struct Subject {
     method: Method,
     registry: Option<Arc<Registry>>,
 }
 
-/// Runs the experiment and returns its report.
-pub fn run(common: &CommonArgs) -> Result<Report, String> {
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
-    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let client = Client::new(&config, &ClientOptions::default());
-    match client.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
+/// Runs the experiment and writes its report.
+pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
+    let (_cluster, client) = super::open_cluster(common, SERVERS)?;
     let path = format!("/bench/subarray-{}", std::process::id());
     let mut file = client
         .create(
@@ -187,6 +259,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         &[512, 1024, 2048, 4096]
     };
     let repetitions = if common.quick { 7 } else { 9 };
+    let progress = Progress::new("subarray", (sizes.len() * repetitions + 1) as u64);
     let mut rows_out = Vec::new();
     let mut verified = true;
     for &n in sizes {
@@ -200,8 +273,9 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             .flat_map(|&(offset, length)| array[offset..offset + length].iter().copied())
             .collect();
         let iterations = (if common.quick { 16 << 20 } else { 64 << 20 } / bytes).clamp(2, 64);
-        let mut samples = vec![Vec::new(); subjects.len()];
-        let mut last = vec![(0u64, 0u64, 0u64, 0f64); subjects.len()];
+        // Per method, per repetition, the seconds of every timed call.
+        let mut samples: Vec<Vec<Vec<f64>>> = vec![Vec::new(); subjects.len()];
+        let mut last = vec![None; subjects.len()];
         for repetition in 0..repetitions {
             for turn in 0..subjects.len() {
                 let index = (turn + repetition) % subjects.len();
@@ -228,15 +302,17 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 let before = subject.registry.as_ref().map(|registry| registry.stats());
                 let mut requests = 0;
                 let mut one_sided = 0;
+                let mut calls = Vec::with_capacity(iterations);
                 for _ in 0..iterations {
                     let start = Instant::now();
                     let report = file
                         .write_list(&memory, &target)
                         .map_err(|err| format!("{}: {err}", subject.method.name))?;
-                    samples[index].push(start.elapsed().as_secs_f64());
+                    calls.push(start.elapsed().as_secs_f64());
                     requests += report.requests;
                     one_sided += report.one_sided;
                 }
+                samples[index].push(calls);
                 client.set_registration(None);
                 let (registrations, registration_us) = match (&subject.registry, before) {
                     (Some(registry), Some(before)) => {
@@ -251,7 +327,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                     }
                     _ => (0, 0.0),
                 };
-                last[index] = (requests, one_sided, registrations, registration_us);
+                last[index] = Some((requests, one_sided, registrations, registration_us));
                 // The registrars share one array: a cache left holding its rows locked would
                 // make the next method's mlock of them nearly free.
                 if let Some(registry) = &subject.registry {
@@ -268,36 +344,54 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                     verified = false;
                 }
             }
+            progress.step(&format!("n={n}"));
         }
         for (index, subject) in subjects.iter().enumerate() {
-            let seconds = median(&samples[index]);
-            let (requests, one_sided, registrations, registration_us) = last[index];
-            rows_out.push(Row {
-                case: format!("n={n}"),
-                method: subject.method.name.to_owned(),
-                mib_s: mib_s(bytes as u64, seconds),
+            let name = subject.method.name;
+            let unmeasured =
+                |err: String| format!("bench subarray: case \"n={n}\", method \"{name}\": {err}");
+            let seconds = Spread::of(&repetition_medians(&samples[index]).map_err(unmeasured)?)
+                .map_err(unmeasured)?;
+            let (requests, one_sided, registrations, registration_us) =
+                last[index].ok_or_else(|| unmeasured("not measured".to_owned()))?;
+            rows_out.push(SubarrayRow {
+                part: Part::Subarray,
+                n: Some(n),
+                method: name.to_owned(),
+                memory: if subject.method.arena {
+                    Memory::Arena
+                } else {
+                    Memory::Heap
+                },
+                measure: Measure::of_seconds(seconds, bytes as u64),
                 requests: requests / iterations as u64,
                 pieces: 1,
+                memory_pieces: if subject.method.contiguous {
+                    1
+                } else {
+                    pieces.len() as u64
+                },
+                piece_bytes: if subject.method.contiguous {
+                    bytes
+                } else {
+                    n / 2 * ELEMENT_BYTES
+                },
                 bytes: bytes as u64,
-                seconds,
-                extra: json!({
-                    "memory_pieces": if subject.method.contiguous { 1 } else { pieces.len() },
-                    "memory": if subject.method.arena { "arena" } else { "heap" },
-                    "one_sided": one_sided > 0,
-                    "registrations": registrations,
-                    "registration_us": registration_us,
-                }),
-                skipped: None,
+                one_sided: one_sided > 0,
+                registrations,
+                registration_us,
             });
         }
     }
     let raw = raw_case(&client, &mut file, common.quick, &mut verified)?;
+    progress.step("transport");
+    drop(progress);
     rows_out.extend(raw);
-    print_table(&rows_out, sizes);
     let _ = client.unlink(&path);
-    Ok(Report {
-        bench: "subarray".to_owned(),
+    let report = Report {
+        bench: "subarray",
         quick: common.quick,
+        meta: Meta::now(repetitions),
         config: json!({
             "servers": SERVERS,
             "clients": 1,
@@ -306,11 +400,13 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "registrar": registrar_name,
             "sizes": sizes,
             "repetitions": repetitions,
-            "timing": "each repetition runs every method in turn (order rotated), a block of calls each after one untimed warm-up call; seconds = the median of every timed call's own time over all repetitions, so a call that another tenant of the machine interrupted does not move it",
+            "timing": "each repetition runs every method in turn (order rotated), a block of calls each after one untimed warm-up call; a repetition's figure is its median call, so a call that another tenant of the machine interrupted does not move it; the report gives the median over the repetitions and their range",
         }),
         verified,
         rows: rows_out,
-    })
+    };
+    let text = text(&report, sizes)?;
+    report.finish(common, &text, &[figure(&report, sizes)?])
 }
 
 /// 64 KiB pieces read over `local` vs. raw `process_vm_writev` of the same pieces.
@@ -319,7 +415,7 @@ fn raw_case(
     file: &mut File,
     quick: bool,
     verified: &mut bool,
-) -> Result<Vec<Row>, String> {
+) -> Result<Vec<SubarrayRow>, String> {
     const PIECE: usize = 64 << 10;
     let count = if quick { 128 } else { 256 };
     let bytes = PIECE * count;
@@ -369,20 +465,29 @@ fn raw_case(
             .all(|(got, want)| &got[..PIECE] == want);
         *verified &= ok;
     }
-    let row = |method: &str, seconds: f64, requests: u64| Row {
-        case: "pieces=64KiB".to_owned(),
-        method: method.to_owned(),
-        mib_s: mib_s(bytes as u64, seconds),
-        requests,
-        pieces: count as u64,
-        bytes: bytes as u64,
-        seconds,
-        extra: json!({ "piece_bytes": PIECE }),
-        skipped: None,
+    let row = |method: &str, samples: &[f64], requests: u64| -> Result<SubarrayRow, String> {
+        let seconds = Spread::of(samples).map_err(|err| {
+            format!("bench subarray: case \"64 KiB pieces\", method \"{method}\": {err}")
+        })?;
+        Ok(SubarrayRow {
+            part: Part::Transport,
+            n: None,
+            method: method.to_owned(),
+            memory: Memory::Heap,
+            measure: Measure::of_seconds(seconds, bytes as u64),
+            requests,
+            pieces: 1,
+            memory_pieces: count as u64,
+            piece_bytes: PIECE,
+            bytes: bytes as u64,
+            one_sided: requests > 0,
+            registrations: 0,
+            registration_us: 0.0,
+        })
     };
     Ok(vec![
-        row("local read", median(&local), 1),
-        row("raw process_vm_writev", median(&raw), 0),
+        row("local read", &local, 1)?,
+        row("raw process_vm_writev", &raw, 0)?,
     ])
 }
 
@@ -412,30 +517,62 @@ fn raw_writev(source: &[u8], targets: &[Segment]) -> Result<(), String> {
         .map_err(|err| err.to_string())
 }
 
-fn print_table(rows: &[Row], sizes: &[usize]) {
-    eprintln!("subarray (seed 000 Fig. 3): one (n/2 x n/2)-int subarray client -> server, MiB/s");
-    eprint!("{:<24}", "method");
-    for n in sizes {
-        eprint!("{:>10}", format!("n={n}"));
-    }
-    eprintln!();
+/// The paper's table: MiB/s per method and n, then the transport case.
+fn text(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<String, String> {
+    let mut header = vec!["method".to_owned()];
+    header.extend(sizes.iter().map(|n| format!("n={n}")));
+    let mut table = report::table(header);
     for method in METHODS {
-        eprint!("{:<24}", method.name);
-        for n in sizes {
-            let case = format!("n={n}");
-            let value = rows
-                .iter()
-                .find(|row| row.case == case && row.method == method.name)
-                .map_or(0.0, |row| row.mib_s);
-            eprint!("{value:>10.0}");
+        let mut cells = vec![method.name.to_owned()];
+        for &n in sizes {
+            let row = report.row(&case(Part::Subarray, Some(n)), method.name)?;
+            cells.push(report::cell(row.measure.mib_s, 0));
         }
-        eprintln!();
+        table.add_row(cells);
     }
-    for row in rows.iter().filter(|row| row.case == "pieces=64KiB") {
-        eprintln!("64 KiB pieces: {:<24} {:>8.0} MiB/s", row.method, row.mib_s);
+    let mut transport = report::table(["64 KiB pieces", "MiB/s", "min", "max"]);
+    for method in ["local read", "raw process_vm_writev"] {
+        let row = report.row(&case(Part::Transport, None), method)?;
+        transport.add_row([
+            method.to_owned(),
+            report::cell(row.measure.mib_s, 0),
+            report::cell(row.measure.mib_s_min, 0),
+            report::cell(row.measure.mib_s_max, 0),
+        ]);
     }
-    eprintln!("paper: gather/pack grows with size; hybrid follows the better of the two");
-    eprintln!(
-        "arena rows: the array in a shared arena (the local backend's registered memory), which the server reaches with plain copies"
+    Ok(format!(
+        "subarray (seed 000 Fig. 3): one (n/2 x n/2)-int subarray client -> server, MiB/s (median of {} repetitions)\n{table}\n{transport}\n\
+         paper: gather/pack grows with size; hybrid follows the better of the two\n\
+         arena rows: the array in a shared arena (the local backend's registered memory), which the server reaches with plain copies\n\
+         verified: {}\n",
+        report.meta.repetitions, report.verified
+    ))
+}
+
+/// 000 Fig. 3: MiB/s against the array side, one line per method.
+fn figure(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<Figure, String> {
+    let mut panel = Panel::new(
+        "one subarray, client -> server over local",
+        ("array side n (ints)", Scale::Log2),
+        ("MiB/s", Scale::Linear),
     );
+    for method in METHODS {
+        let mut points = Vec::new();
+        for &n in sizes {
+            let row = report.row(&case(Part::Subarray, Some(n)), method.name)?;
+            points.push(row.measure.point(n as f64));
+        }
+        panel.lines.push(Line {
+            name: method.name.to_owned(),
+            points,
+        });
+    }
+    Ok(Figure {
+        stem: "subarray".to_owned(),
+        title: format!(
+            "subarray: (n/2 x n/2) ints as one list call (median, min-max of {} repetitions)",
+            report.meta.repetitions
+        ),
+        panels: vec![panel],
+    })
 }

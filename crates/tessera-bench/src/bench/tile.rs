@@ -7,17 +7,14 @@
 //! methods and four cases of `tessera bench blockcol` run on it, interleaved the same way
 //! (see [`super::blockcol::Sweep`]); every read is verified byte by byte.
 
-use std::fmt::Write as _;
-use std::time::Instant;
-
 use serde_json::json;
 
 use super::blockcol::{
-    cases_config, create, extra_f64, find, methods_config, open_cluster, rate, rows, write_csv,
-    Case, Sweep, UNCACHED_SKIPPED,
+    case_label, case_lines, cases_config, create, methods_config, open_cluster, rows, sweep_table,
+    Case, Sweep, SweepRow,
 };
-use super::{CommonArgs, Report};
-use crate::plot::{Plot, Series};
+use super::CommonArgs;
+use crate::report::{Figure, Meta, Outcome, Panel, Report, Scale};
 use crate::workers::{ArrayMethod, ArrayShare};
 
 const SERVERS: u16 = 4;
@@ -37,9 +34,8 @@ const PAPER_ADS_OVER: [(ArrayMethod, f64, f64); 3] = [
     (ArrayMethod::Sieve, 5.7, 1.18),
 ];
 
-/// Runs the experiment and returns its report.
-pub fn run(common: &CommonArgs) -> Result<Report, String> {
-    let started = Instant::now();
+/// Runs the experiment and writes its report.
+pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let (cluster, client) = open_cluster(common)?;
     let path = format!("/bench/tile-{}", std::process::id());
     // The same 9 MiB file in both modes: quick only repeats less.
@@ -50,8 +46,9 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
     let _ = client.unlink(&path);
     let uncached = sweep.uncached();
     let report = Report {
-        bench: "tile".to_owned(),
+        bench: "tile",
         quick: common.quick,
+        meta: Meta::now(repetitions),
         config: json!({
             "servers": SERVERS,
             "clients": SHARE.processes(),
@@ -70,115 +67,79 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
             "verify": "every byte read back == expected_byte(file offset, generation of the last write)",
         }),
         verified: sweep.verified,
-        rows: rows(
-            &measured,
-            |case| case.name().to_owned(),
-            repetitions,
-            uncached,
-        ),
+        rows: rows(&measured, None, repetitions, uncached)
+            .map_err(|err| format!("bench tile: {err}"))?,
     };
     drop(sweep);
-    let table = table(&report);
-    eprintln!(
-        "bench tile: {:.1} s in all",
-        started.elapsed().as_secs_f64()
-    );
-    if common.json {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-        write_outputs(common, &report)?;
-    }
-    Ok(report)
+    let text = text(&report)?;
+    report.finish(common, &text, &[figure(&report)?])
 }
 
-fn table(report: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "tile: mpi-tile-io, 2 x 2 tiles of 1024 x 768 x 24-bit (9 MiB), 4 clients x {SERVERS} I/O servers, 64 KiB stripes, tcp (MiB/s, all processes, median per call)"
-    );
-    let _ = writeln!(
-        out,
-        "{:<14} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>8}",
-        "case",
-        "multiple",
-        "sieve",
-        "list",
-        "list+ads",
-        "ads/mult",
-        "ads/list",
-        "ads/sieve",
-        "calls lst",
-        "calls ads",
-        "ads s/b"
-    );
-    for case in Case::ALL {
-        let label = case.name();
-        let rates = ArrayMethod::ALL.map(|method| rate(report, label, method));
-        if rates.iter().all(|rate| rate.is_nan()) {
-            let _ = writeln!(out, "{label:<14}   skipped: {UNCACHED_SKIPPED}");
-            continue;
-        }
-        let ads = rates[3];
-        let _ = writeln!(
-            out,
-            "{label:<14} {:>9.1} {:>9.1} {:>9.1} {:>9.1} | {:>8.2}x {:>8.2}x {:>8.2}x | {:>9.0} {:>9.0} {:>8.2}",
-            rates[0],
-            rates[1],
-            rates[2],
-            ads,
-            ads / rates[0],
-            ads / rates[2],
-            ads / rates[1],
-            extra_f64(find(report, label, ArrayMethod::List), "storage_calls"),
-            extra_f64(find(report, label, ArrayMethod::ListAds), "storage_calls"),
-            extra_f64(find(report, label, ArrayMethod::ListAds), "storage_bytes_ratio"),
-        );
-    }
-    let _ = write!(out, "paper (001 Fig. 3.8, write no sync / read cached):");
-    for (method, write, read) in PAPER_ADS_OVER {
-        let _ = write!(
-            out,
-            " ads/{} {write}x / {read}x;",
-            match method {
+fn text(report: &Report<SweepRow>) -> Result<String, String> {
+    let cases: Vec<(String, Vec<String>)> = Case::ALL
+        .iter()
+        .map(|&case| (case_label(case, None), vec![case.name().to_owned()]))
+        .collect();
+    let ratios = [
+        (ArrayMethod::ListAds, ArrayMethod::Multiple),
+        (ArrayMethod::ListAds, ArrayMethod::List),
+        (ArrayMethod::ListAds, ArrayMethod::Sieve),
+    ];
+    let (table, skipped) = sweep_table(report, &["case"], &cases, &ratios)?;
+    let paper: Vec<String> = PAPER_ADS_OVER
+        .iter()
+        .map(|(method, write, read)| {
+            let name = match method {
                 ArrayMethod::Multiple => "mult",
                 other => other.name(),
-            }
-        );
-    }
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "paper (001 Fig. 3.9, with disk effects): list+ADS still best for writes; for reads ROMIO sieve beats list+ADS (one request against six pairs of 128-piece requests)"
-    );
-    let _ = writeln!(out, "verified: {}", report.verified);
-    out
-}
-
-fn write_outputs(common: &CommonArgs, report: &Report) -> Result<(), String> {
-    let csv_path = write_csv(common, report)?;
-    let series = ArrayMethod::ALL
-        .into_iter()
-        .map(|method| Series {
-            name: method.name().to_owned(),
-            points: Case::ALL
-                .into_iter()
-                .zip(1u32..)
-                .map(|(case, x)| (f64::from(x), rate(report, case.name(), method)))
-                .collect(),
+            };
+            format!("ads/{name} {write}x / {read}x")
         })
         .collect();
-    let plot = Plot {
-        title: "tile (Figs. 3.8-3.9): mpi-tile-io, 4 clients x 4 servers, tcp".to_owned(),
-        x_label: "1 write  2 write+sync  3 read cached  4 read uncached".to_owned(),
-        y_label: "MiB/s".to_owned(),
-        log2_x: false,
-        series,
-    };
-    let png_path = super::write_plot(common, "tile.png", &plot)?;
-    super::report_written(&[csv_path, png_path]);
-    Ok(())
+    Ok(format!(
+        "tile: mpi-tile-io, 2 x 2 tiles of 1024 x 768 x 24-bit (9 MiB), 4 clients x {SERVERS} I/O servers, 64 KiB stripes, tcp (MiB/s, all processes, median per call of {} repetitions)\n{table}\n{skipped}\
+         paper (001 Fig. 3.8, write no sync / read cached): {}\n\
+         paper (001 Fig. 3.9, with disk effects): list+ADS still best for writes; for reads ROMIO sieve beats list+ADS (one request against six pairs of 128-piece requests)\n\
+         verified: {}\n",
+        report.meta.repetitions,
+        paper.join("; "),
+        report.verified
+    ))
+}
+
+/// 001 Figs. 3.8-3.9: MiB/s per case (x) and method (line).
+fn figure(report: &Report<SweepRow>) -> Result<Figure, String> {
+    let mut panel = Panel::categorical(
+        "Figs. 3.8-3.9",
+        ("case", Case::ALL.iter().map(|case| case.name())),
+        ("MiB/s (all processes)", Scale::Log10),
+    );
+    let mut lines = Vec::new();
+    for (index, case) in Case::ALL.into_iter().enumerate() {
+        let x = index as f64;
+        lines.push(case_lines(report, &[(case, "")], &[(x, None)])?);
+    }
+    // One line per method across the cases.
+    for method in ArrayMethod::ALL {
+        let points = lines
+            .iter()
+            .flatten()
+            .filter(|line| line.name == method.name())
+            .flat_map(|line| line.points.iter().copied())
+            .collect();
+        panel.lines.push(crate::report::Line {
+            name: method.name().to_owned(),
+            points,
+        });
+    }
+    Ok(Figure {
+        stem: "tile".to_owned(),
+        title: format!(
+            "tile: mpi-tile-io, 4 clients x {SERVERS} servers, tcp (median, min-max of {} repetitions)",
+            report.meta.repetitions
+        ),
+        panels: vec![panel],
+    })
 }
 
 #[cfg(test)]

@@ -13,13 +13,14 @@
 //! back, in an order rotated from one repetition to the next; every read is verified byte
 //! by byte against `expected_byte(file offset = row * n + column, generation)`.
 
-use std::fmt::Write as _;
-
+use serde::Serialize;
 use serde_json::json;
-use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, Datatype, ErrorCode};
+use tessera_client::{Client, CreateOptions, Datatype, ErrorCode};
 
-use super::{median, mib_s, BenchCluster, CommonArgs, Report, Row};
-use crate::plot::{Plot, Series};
+use super::{BenchCluster, CommonArgs};
+use crate::report::{
+    self, Direction, Figure, Line, Measure, Meta, Outcome, Panel, Progress, Report, Spread,
+};
 use crate::workers::{
     MatrixDistribution, Pattern, StepResult, Task, Workers, LIST_OFFSET_BYTES_PER_PIECE,
     MATRIX_PROCESSES, VIEW_OFFSET_BYTES_PER_REQUEST,
@@ -237,17 +238,9 @@ fn create(client: &Client, path: &str, options: &CreateOptions) -> Result<(), St
         .map_err(|err| format!("create {path}: {err}"))
 }
 
-/// Runs the experiment and returns its report.
-pub fn run(common: &CommonArgs) -> Result<Report, String> {
-    let started = std::time::Instant::now();
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
-    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let client = Client::new(&config, &ClientOptions::default());
-    match client.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
+/// Runs the experiment and writes its report.
+pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
+    let (cluster, client) = super::open_cluster(common, SERVERS)?;
     let stripe_path = format!("/bench/views-{}", std::process::id());
     let pattern_path = format!("/bench/views-{}-pattern", std::process::id());
     create(&client, &stripe_path, &CreateOptions::default())?;
@@ -264,6 +257,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         generation: 0,
         verified: true,
     };
+    let progress = Progress::new("views", (sizes.len() * repetitions) as u64);
     let mut rows = Vec::new();
     for &n in sizes {
         create(
@@ -295,22 +289,21 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                     entry.calls = calls;
                 }
             }
+            progress.step(&format!("n={n}"));
         }
-        eprintln!(
-            "bench views: n={n} done ({:.1} s)",
-            started.elapsed().as_secs_f64()
-        );
-        rows.extend(size_rows(n, &turns, &measured, repetitions));
+        rows.extend(size_rows(n, &turns, &measured, repetitions)?);
         let _ = client.unlink(&pattern_path);
     }
     let _ = client.unlink(&stripe_path);
+    drop(progress);
     let report = Report {
-        bench: "views".to_owned(),
+        bench: "views",
         quick: common.quick,
+        meta: Meta::now(repetitions),
         config: json!({
+            "transport": "tcp",
             "servers": SERVERS,
             "clients": PROCESSES,
-            "transport": "tcp",
             "grid": "2x2 for (BLOCK,BLOCK) and (CYCLIC,CYCLIC), 1x4 for (*,BLOCK)",
             "matrix": "n x n bytes, row-major, one file; each process's share is an MPI darray",
             "sizes_n": sizes,
@@ -322,7 +315,7 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
                 "list": "flattened darray as one write_list/read_list call, memory one contiguous buffer",
                 "view": "set_view once before timing, then one write_at(0)/read_at(0) of the whole share",
             },
-            "timing": "each step: prepare (open; an untimed warm-up list call of one byte per server reached; set_view, timed apart as declare_seconds), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s and speedup from the median over the repetitions, mib_s_best and speedup_best from the best",
+            "timing": "each step: prepare (open; an untimed warm-up list call of one byte per server reached; set_view, timed apart as declare_seconds), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s and speedup from the median over the repetitions, mib_s_min/mib_s_max their range, speedup_best from the fastest",
             "repetitions": repetitions,
             "step_bytes_min": STEP_BYTES_MIN,
             "step_bytes_min_cyclic": STEP_BYTES_MIN_CYCLIC,
@@ -335,74 +328,144 @@ pub fn run(common: &CommonArgs) -> Result<Report, String> {
         rows,
     };
     drop(run);
-    let table = table(&report, sizes);
-    eprintln!(
-        "bench views: {:.1} s in all",
-        started.elapsed().as_secs_f64()
-    );
-    if common.json {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-        write_outputs(common, &report, sizes)?;
+    let text = text(&report, sizes)?;
+    report.finish(common, &text, &[figure(&report, sizes)?])
+}
+
+/// Which comparison a row belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Part {
+    /// List vs view I/O per distribution, on stripes (Fig. 2, Tables 2-3).
+    Distributions,
+    /// The (*,BLOCK) view on stripes vs on the matching pattern layout (Figs. 3-4).
+    LayoutMatch,
+}
+
+/// One (part, distribution, n, direction, method) of views.
+#[derive(Debug, Clone, Serialize)]
+pub struct ViewsRow {
+    /// Which comparison.
+    pub part: Part,
+    /// The HPF distribution of the shares.
+    pub distribution: &'static str,
+    /// The matrix side in bytes.
+    pub n: u64,
+    /// Writes or reads.
+    pub direction: Direction,
+    /// `list`, `view`, `view-stripe` or `view-pattern`.
+    pub method: String,
+    /// MiB/s and seconds, median over the repetitions, and the MiB/s range.
+    #[serde(flatten)]
+    pub measure: Measure,
+    /// Requests per call, all processes.
+    pub requests: u64,
+    /// Storage pieces the servers touched per call, all processes.
+    pub pieces: u64,
+    /// Bytes per call, all processes.
+    pub bytes: u64,
+    /// The most requests of one process per call.
+    pub requests_per_process: u64,
+    /// Access description bytes sent per call, all processes.
+    pub offset_bytes: u64,
+    /// `offset_bytes` over the data bytes, %.
+    pub offset_overhead_pct: f64,
+    /// Storage pieces per call / servers reached.
+    pub storage_calls_per_server: f64,
+    /// Servers reached.
+    pub servers: u64,
+    /// File pieces of one call, all processes.
+    pub file_pieces: u64,
+    /// Calls per timed step.
+    pub calls: u64,
+    /// Repetitions measured.
+    pub repetitions: usize,
+    /// View declaration bytes, sent once (views only).
+    pub declare_bytes: Option<u64>,
+    /// View declaration seconds, median (views only).
+    pub declare_seconds: Option<f64>,
+    /// Declaration time over one call's, % (views only).
+    pub declare_overhead_pct: Option<f64>,
+    /// MiB/s over the stripe view's (layout match only).
+    pub speedup: Option<f64>,
+    /// The fastest repetitions' speedup (layout match only).
+    pub speedup_best: Option<f64>,
+}
+
+impl report::Row for ViewsRow {
+    fn key(&self) -> (String, &str) {
+        (
+            case(self.part, self.distribution, self.n, self.direction),
+            &self.method,
+        )
     }
-    Ok(report)
 }
 
-fn case(distribution: &str, n: u64, op: &str) -> String {
-    format!("{distribution} n={n} {op}")
+/// The case label of a row.
+fn case(part: Part, distribution: &str, n: u64, direction: Direction) -> String {
+    match part {
+        Part::Distributions => format!("{distribution} n={n} {direction}"),
+        Part::LayoutMatch => format!("match {distribution} n={n} {direction}"),
+    }
 }
 
-fn match_case(n: u64, op: &str) -> String {
-    format!("match (*,BLOCK) n={n} {op}")
-}
-
-fn size_rows(n: u64, turns: &[Turn], measured: &[[Measured; 2]], repetitions: usize) -> Vec<Row> {
+fn size_rows(
+    n: u64,
+    turns: &[Turn],
+    measured: &[[Measured; 2]],
+    repetitions: usize,
+) -> Result<Vec<ViewsRow>, String> {
     let mut rows = Vec::new();
-    for (slot, op) in ["write", "read"].into_iter().enumerate() {
+    for (slot, direction) in Direction::BOTH.into_iter().enumerate() {
         let mut stripe_view = None;
         let mut pattern_view = None;
         for (turn, measured) in turns.iter().zip(measured) {
             let measured = &measured[slot];
             let figures = &measured.figures;
-            let seconds = median(&measured.seconds);
-            let seconds_best = measured
-                .seconds
-                .iter()
-                .copied()
-                .fold(f64::INFINITY, f64::min);
-            let mut extra = json!({
-                "requests_per_process": figures.requests_per_process,
-                "offset_bytes": figures.offset_bytes,
-                "offset_overhead_pct": figures.offset_bytes as f64 / figures.bytes.max(1) as f64 * 100.0,
-                "storage_calls_per_server": figures.storage_pieces as f64 / figures.servers.max(1) as f64,
-                "servers": figures.servers,
-                "file_pieces": figures.file_pieces,
-                "mib_s_best": mib_s(figures.bytes, seconds_best),
-                "seconds_best": seconds_best,
-                "calls": measured.calls,
-                "repetitions": repetitions,
-            });
-            if turn.via == "view" {
-                let declare_seconds = median(&measured.declare_seconds);
-                extra["declare_bytes"] = json!(figures.declare_bytes);
-                extra["declare_seconds"] = json!(declare_seconds);
-                extra["declare_overhead_pct"] = json!(declare_seconds / seconds * 100.0);
-            }
-            let row = Row {
-                case: if turn.pattern_file {
-                    match_case(n, op)
-                } else {
-                    case(turn.distribution.name(), n, op)
-                },
+            let distribution = turn.distribution.name();
+            let unmeasured = |err: String| {
+                format!(
+                    "bench views: case \"{}\", method \"{}\": {err}",
+                    case(Part::Distributions, distribution, n, direction),
+                    turn.method()
+                )
+            };
+            let seconds = Spread::of(&measured.seconds).map_err(unmeasured)?;
+            let declare_seconds = if turn.via == "view" {
+                Some(
+                    Spread::of(&measured.declare_seconds)
+                        .map_err(unmeasured)?
+                        .median,
+                )
+            } else {
+                None
+            };
+            let row = ViewsRow {
+                part: Part::Distributions,
+                distribution,
+                n,
+                direction,
                 method: turn.method().to_owned(),
-                mib_s: mib_s(figures.bytes, seconds),
+                measure: Measure::of_seconds(seconds, figures.bytes),
                 requests: figures.requests,
                 pieces: figures.storage_pieces,
                 bytes: figures.bytes,
-                seconds,
-                extra,
-                skipped: None,
+                requests_per_process: figures.requests_per_process,
+                offset_bytes: figures.offset_bytes,
+                offset_overhead_pct: figures.offset_bytes as f64 / figures.bytes.max(1) as f64
+                    * 100.0,
+                storage_calls_per_server: figures.storage_pieces as f64
+                    / figures.servers.max(1) as f64,
+                servers: figures.servers,
+                file_pieces: figures.file_pieces,
+                calls: measured.calls,
+                repetitions,
+                declare_bytes: declare_seconds.map(|_| figures.declare_bytes),
+                declare_seconds,
+                declare_overhead_pct: declare_seconds
+                    .map(|declare| declare / seconds.median * 100.0),
+                speedup: None,
+                speedup_best: None,
             };
             if turn.distribution == MatrixDistribution::StarBlock && turn.via == "view" {
                 if turn.pattern_file {
@@ -415,43 +478,27 @@ fn size_rows(n: u64, turns: &[Turn], measured: &[[Measured; 2]], repetitions: us
                 rows.push(row);
             }
         }
-        if let (Some(stripe), Some(mut pattern)) = (stripe_view, pattern_view) {
-            let speedup = pattern.mib_s / stripe.mib_s.max(1e-9);
-            let best = |row: &Row| row.extra["mib_s_best"].as_f64().unwrap_or(f64::NAN);
-            let speedup_best = best(&pattern) / best(&stripe).max(1e-9);
-            let mut stripe = Row {
-                case: match_case(n, op),
-                method: "view-stripe".to_owned(),
-                ..stripe
-            };
-            stripe.extra["speedup"] = json!(1.0);
-            pattern.extra["speedup"] = json!(speedup);
-            pattern.extra["speedup_best"] = json!(speedup_best);
-            rows.push(stripe);
-            rows.push(pattern);
-        }
+        let (Some(stripe), Some(pattern)) = (stripe_view, pattern_view) else {
+            return Err(format!(
+                "bench views: n={n} {direction}: the (*,BLOCK) view was not measured on both layouts"
+            ));
+        };
+        let speedup = pattern.measure.mib_s / stripe.measure.mib_s.max(1e-9);
+        let speedup_best = pattern.measure.mib_s_max / stripe.measure.mib_s_max.max(1e-9);
+        rows.push(ViewsRow {
+            part: Part::LayoutMatch,
+            method: "view-stripe".to_owned(),
+            speedup: Some(1.0),
+            ..stripe
+        });
+        rows.push(ViewsRow {
+            part: Part::LayoutMatch,
+            speedup: Some(speedup),
+            speedup_best: Some(speedup_best),
+            ..pattern
+        });
     }
-    rows
-}
-
-fn find<'a>(report: &'a Report, case: &str, method: &str) -> Option<&'a Row> {
-    report
-        .rows
-        .iter()
-        .find(|row| row.case == case && row.method == method)
-}
-
-fn rate(report: &Report, case: &str, method: &str) -> f64 {
-    find(report, case, method).map_or(f64::NAN, |row| row.mib_s)
-}
-
-fn extra_u64(row: Option<&Row>, key: &str) -> u64 {
-    row.and_then(|row| row.extra[key].as_u64()).unwrap_or(0)
-}
-
-fn extra_f64(row: Option<&Row>, key: &str) -> f64 {
-    row.and_then(|row| row.extra[key].as_f64())
-        .unwrap_or(f64::NAN)
+    Ok(rows)
 }
 
 /// The paper's matrix size in MiB for side `n`, if it reports one.
@@ -463,90 +510,91 @@ fn paper_mib(n: u64) -> Option<u64> {
         .filter(|mib| PAPER_TABLE_2.iter().any(|&(paper, _, _)| paper == *mib))
 }
 
-fn table(report: &Report, sizes: &[u64]) -> String {
-    let mut out = String::new();
+/// A figure a view row must have, else an error naming it.
+fn view_figure<T>(row: &ViewsRow, name: &str, value: Option<T>) -> Result<T, String> {
+    value.ok_or_else(|| {
+        format!(
+            "bench views: case \"{}\", method \"{}\" has no {name}",
+            report::Row::key(row).0,
+            row.method
+        )
+    })
+}
+
+/// A number for a table cell, with `places` decimals.
+fn cell(value: f64, places: usize) -> String {
+    report::cell(value, places)
+}
+
+fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
     let cyclic = DISTRIBUTIONS[2].name();
-    let _ = writeln!(
-        out,
-        "views: {PROCESSES} client processes x {SERVERS} I/O servers, n x n bytes, 64 KiB stripes, CYCLIC k = {CYCLIC_BLOCK_BYTES}, tcp"
-    );
-    let _ = writeln!(
-        out,
-        "\nFig. 2: aggregate MiB/s on stripes (median per call, all processes)"
-    );
-    let _ = writeln!(
-        out,
-        "{:<6} {:>5} {:>8} | {:>8} {:>8} {:>6} | {:>8} {:>8} {:>6} | {:>8} {:>8} {:>6}",
+    let star_block = DISTRIBUTIONS[1].name();
+    let row = |distribution: &str, n: u64, direction: Direction, method: &str| {
+        report.row(
+            &case(Part::Distributions, distribution, n, direction),
+            method,
+        )
+    };
+    let matched = |n: u64, direction: Direction, method: &str| {
+        report.row(&case(Part::LayoutMatch, star_block, n, direction), method)
+    };
+
+    let mut fig2 = report::table([
+        "op", "n", "KiB", "BB list", "BB view", "v/l", "*B list", "*B view", "v/l", "CC list",
+        "CC view", "v/l",
+    ]);
+    for direction in Direction::BOTH {
+        for &n in sizes {
+            let mut cells = vec![
+                direction.to_string(),
+                n.to_string(),
+                (n * n / 1024).to_string(),
+            ];
+            for distribution in DISTRIBUTIONS {
+                let list = row(distribution.name(), n, direction, "list")?
+                    .measure
+                    .mib_s;
+                let view = row(distribution.name(), n, direction, "view")?
+                    .measure
+                    .mib_s;
+                cells.extend([cell(list, 1), cell(view, 1), report::ratio(view, list)]);
+            }
+            fig2.add_row(cells);
+        }
+    }
+
+    let mut table2 = report::table([
         "op",
         "n",
-        "KiB",
-        "BB list",
-        "BB view",
-        "v/l",
-        "*B list",
-        "*B view",
-        "v/l",
-        "CC list",
-        "CC view",
-        "v/l"
-    );
-    for op in ["write", "read"] {
+        "list",
+        "view",
+        "list/proc",
+        "view/proc",
+        "paper list",
+        "paper view",
+    ]);
+    for direction in Direction::BOTH {
         for &n in sizes {
-            let _ = write!(out, "{op:<6} {n:>5} {:>8}", n * n / 1024);
-            for distribution in DISTRIBUTIONS {
-                let case = case(distribution.name(), n, op);
-                let (list, view) = (rate(report, &case, "list"), rate(report, &case, "view"));
-                let _ = write!(out, " | {list:>8.1} {view:>8.1} {:>5.2}x", view / list);
-            }
-            let _ = writeln!(out);
+            let list = row(cyclic, n, direction, "list")?;
+            let view = row(cyclic, n, direction, "view")?;
+            let paper = paper_mib(n).and_then(|mib| PAPER_TABLE_2.iter().find(|row| row.0 == mib));
+            table2.add_row([
+                direction.to_string(),
+                n.to_string(),
+                list.requests.to_string(),
+                view.requests.to_string(),
+                list.requests_per_process.to_string(),
+                view.requests_per_process.to_string(),
+                paper.map_or_else(
+                    || "-".to_owned(),
+                    |&(mib, list, _)| format!("{list} ({mib} MB)"),
+                ),
+                paper.map_or_else(|| "-".to_owned(), |&(_, _, view)| view.to_string()),
+            ]);
         }
     }
-    let _ = writeln!(
-        out,
-        "paper (16 x 16 nodes, Myrinet, ROMIO list I/O over PVFS): view I/O beats list I/O in every case of Fig. 2"
-    );
 
-    let _ = writeln!(
-        out,
-        "\nTable 2: {cyclic} requests of one call, all processes (and the most of one process)"
-    );
-    let _ = writeln!(
-        out,
-        "{:<6} {:>5} {:>10} {:>10} {:>8} {:>8} | {:>12} {:>12}",
-        "op", "n", "list", "view", "list/pr", "view/pr", "paper list", "paper view"
-    );
-    for op in ["write", "read"] {
-        for &n in sizes {
-            let case = case(cyclic, n, op);
-            let (list, view) = (find(report, &case, "list"), find(report, &case, "view"));
-            let paper = paper_mib(n)
-                .and_then(|mib| PAPER_TABLE_2.iter().find(|row| row.0 == mib))
-                .map_or_else(
-                    || format!("{:>12} {:>12}", "-", "-"),
-                    |&(mib, list, view)| format!("{list:>12} {view:>12}  ({mib} MB)"),
-                );
-            let _ = writeln!(
-                out,
-                "{op:<6} {n:>5} {:>10} {:>10} {:>8} {:>8} | {paper}",
-                list.map_or(0, |row| row.requests),
-                view.map_or(0, |row| row.requests),
-                extra_u64(list, "requests_per_process"),
-                extra_u64(view, "requests_per_process"),
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "paper: ROMIO called PVFS list I/O (at most 64 pieces a call) thousands of times, view I/O once per node; Tessera's list I/O packs up to 65536 pieces in one request per server, so the request counts meet and the difference is in the offsets below"
-    );
-
-    let _ = writeln!(
-        out,
-        "\nTable 3: {cyclic} access description sent per call, all processes (write)"
-    );
-    let _ = writeln!(
-        out,
-        "{:>5} {:>10} {:>10} {:>8} {:>10} {:>8} {:>10} | {:>12} {:>8}",
+    let mut table3 = report::table([
         "n",
         "data",
         "list off",
@@ -555,171 +603,137 @@ fn table(report: &Report, sizes: &[u64]) -> String {
         "view %",
         "view decl",
         "paper off",
-        "paper %"
-    );
+        "paper %",
+    ]);
     for &n in sizes {
-        let case = case(cyclic, n, "write");
-        let (list, view) = (find(report, &case, "list"), find(report, &case, "view"));
-        let paper = paper_mib(n)
-            .and_then(|mib| PAPER_TABLE_3.iter().find(|row| row.0 == mib))
-            .map_or_else(
-                || format!("{:>12} {:>8}", "-", "-"),
-                |&(mib, bytes, pct)| format!("{bytes:>12} {pct:>7.2}%  ({mib} MB)"),
-            );
-        let _ = writeln!(
-            out,
-            "{n:>5} {:>10} {:>10} {:>7.2}% {:>10} {:>7.4}% {:>10} | {paper}",
-            n * n,
-            extra_u64(list, "offset_bytes"),
-            extra_f64(list, "offset_overhead_pct"),
-            extra_u64(view, "offset_bytes"),
-            extra_f64(view, "offset_overhead_pct"),
-            extra_u64(view, "declare_bytes"),
-        );
+        let list = row(cyclic, n, Direction::Write, "list")?;
+        let view = row(cyclic, n, Direction::Write, "view")?;
+        let paper = paper_mib(n).and_then(|mib| PAPER_TABLE_3.iter().find(|row| row.0 == mib));
+        table3.add_row([
+            n.to_string(),
+            (n * n).to_string(),
+            list.offset_bytes.to_string(),
+            format!("{:.2}%", list.offset_overhead_pct),
+            view.offset_bytes.to_string(),
+            format!("{:.4}%", view.offset_overhead_pct),
+            view_figure(view, "declare_bytes", view.declare_bytes)?.to_string(),
+            paper.map_or_else(
+                || "-".to_owned(),
+                |&(mib, bytes, _)| format!("{bytes} ({mib} MB)"),
+            ),
+            paper.map_or_else(|| "-".to_owned(), |&(_, _, pct)| format!("{pct:.2}%")),
+        ]);
     }
-    let _ = writeln!(
-        out,
-        "list I/O sends 16 bytes per {CYCLIC_BLOCK_BYTES}-byte piece here, so its overhead is a flat {:.0}% that grows in bytes with n^2; the paper's k grew with n, so its percentage fell; view I/O sends 16 bytes per request whatever n",
-        LIST_OFFSET_BYTES_PER_PIECE as f64 / CYCLIC_BLOCK_BYTES as f64 * 100.0
-    );
 
-    let _ = writeln!(
-        out,
-        "\nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, and of bests)"
-    );
-    let _ = writeln!(
-        out,
-        "{:<6} {:>5} {:>10} {:>10} {:>8} {:>8} {:>12} {:>12}",
-        "op", "n", "stripe", "pattern", "speedup", "best", "calls/srv s", "calls/srv p"
-    );
-    for op in ["write", "read"] {
+    let mut fig34 = report::table([
+        "op",
+        "n",
+        "stripe",
+        "pattern",
+        "speedup",
+        "best",
+        "calls/srv s",
+        "calls/srv p",
+    ]);
+    for direction in Direction::BOTH {
         for &n in sizes {
-            let case = match_case(n, op);
-            let (stripe, pattern) = (
-                find(report, &case, "view-stripe"),
-                find(report, &case, "view-pattern"),
-            );
-            let _ = writeln!(
-                out,
-                "{op:<6} {n:>5} {:>10.1} {:>10.1} {:>7.2}x {:>7.2}x {:>12.1} {:>12.1}",
-                stripe.map_or(f64::NAN, |row| row.mib_s),
-                pattern.map_or(f64::NAN, |row| row.mib_s),
-                extra_f64(pattern, "speedup"),
-                extra_f64(pattern, "speedup_best"),
-                extra_f64(stripe, "storage_calls_per_server"),
-                extra_f64(pattern, "storage_calls_per_server"),
-            );
+            let stripe = matched(n, direction, "view-stripe")?;
+            let pattern = matched(n, direction, "view-pattern")?;
+            fig34.add_row([
+                direction.to_string(),
+                n.to_string(),
+                cell(stripe.measure.mib_s, 1),
+                cell(pattern.measure.mib_s, 1),
+                format!("{:.2}x", view_figure(pattern, "speedup", pattern.speedup)?),
+                format!(
+                    "{:.2}x",
+                    view_figure(pattern, "speedup_best", pattern.speedup_best)?
+                ),
+                cell(stripe.storage_calls_per_server, 1),
+                cell(pattern.storage_calls_per_server, 1),
+            ]);
         }
     }
-    let _ = writeln!(
-        out,
-        "paper (Fig. 4): view I/O speedup grows with the matrix, up to 6x for writes and 4x for reads at 16 MB"
-    );
 
-    let _ = writeln!(out, "\n§4.3: view declaration time / one call, %");
-    let _ = writeln!(
-        out,
-        "{:<6} {:>5} {:>10} {:>10} {:>10} {:>10}",
-        "op", "n", "BB", "*B", "CC", "*B pattern"
-    );
-    for op in ["write", "read"] {
+    let mut declare = report::table(["op", "n", "BB", "*B", "CC", "*B pattern"]);
+    for direction in Direction::BOTH {
         for &n in sizes {
-            let overhead = |case: &str, method: &str| {
-                extra_f64(find(report, case, method), "declare_overhead_pct")
-            };
-            let _ = writeln!(
-                out,
-                "{op:<6} {n:>5} {:>9.1}% {:>9.1}% {:>9.1}% {:>9.1}%",
-                overhead(&case(DISTRIBUTIONS[0].name(), n, op), "view"),
-                overhead(&case(DISTRIBUTIONS[1].name(), n, op), "view"),
-                overhead(&case(cyclic, n, op), "view"),
-                overhead(&match_case(n, op), "view-pattern"),
-            );
+            let mut cells = vec![direction.to_string(), n.to_string()];
+            for view in [
+                row(DISTRIBUTIONS[0].name(), n, direction, "view")?,
+                row(star_block, n, direction, "view")?,
+                row(cyclic, n, direction, "view")?,
+                matched(n, direction, "view-pattern")?,
+            ] {
+                let pct = view_figure(view, "declare_overhead_pct", view.declare_overhead_pct)?;
+                cells.push(format!("{pct:.1}%"));
+            }
+            declare.add_row(cells);
         }
     }
-    let _ = writeln!(
-        out,
-        "paper: under 12% (writes) and 10% (reads) for small matrices, about 1% for large ones, near 0 on the matching layout"
-    );
-    let _ = writeln!(out, "verified: {}", report.verified);
-    out
+
+    Ok(format!(
+        "views: {PROCESSES} client processes x {SERVERS} I/O servers, n x n bytes, 64 KiB stripes, CYCLIC k = {CYCLIC_BLOCK_BYTES}, tcp\n\
+         \nFig. 2: aggregate MiB/s on stripes (median per call over {} repetitions, all processes)\n{fig2}\n\
+         paper (16 x 16 nodes, Myrinet, ROMIO list I/O over PVFS): view I/O beats list I/O in every case of Fig. 2\n\
+         \nTable 2: {cyclic} requests of one call, all processes (and the most of one process)\n{table2}\n\
+         paper: ROMIO called PVFS list I/O (at most 64 pieces a call) thousands of times, view I/O once per node; Tessera's list I/O packs up to 65536 pieces in one request per server, so the request counts meet and the difference is in the offsets below\n\
+         \nTable 3: {cyclic} access description sent per call, all processes (write)\n{table3}\n\
+         list I/O sends 16 bytes per {CYCLIC_BLOCK_BYTES}-byte piece here, so its overhead is a flat {:.0}% that grows in bytes with n^2; the paper's k grew with n, so its percentage fell; view I/O sends 16 bytes per request whatever n\n\
+         \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, and of bests)\n{fig34}\n\
+         paper (Fig. 4): view I/O speedup grows with the matrix, up to 6x for writes and 4x for reads at 16 MB\n\
+         \n§4.3: view declaration time / one call, %\n{declare}\n\
+         paper: under 12% (writes) and 10% (reads) for small matrices, about 1% for large ones, near 0 on the matching layout\n\
+         verified: {}\n",
+        report.meta.repetitions,
+        LIST_OFFSET_BYTES_PER_PIECE as f64 / CYCLIC_BLOCK_BYTES as f64 * 100.0,
+        report.verified
+    ))
 }
 
-fn write_outputs(common: &CommonArgs, report: &Report, sizes: &[u64]) -> Result<(), String> {
-    std::fs::create_dir_all(&common.out)
-        .map_err(|err| format!("cannot create {}: {err}", common.out.display()))?;
-    let mut csv = String::from(
-        "case,method,mib_s,requests,pieces,bytes,seconds,requests_per_process,offset_bytes,offset_overhead_pct,storage_calls_per_server,declare_bytes,speedup\n",
-    );
-    for row in &report.rows {
-        let number = |key: &str| {
-            row.extra
-                .get(key)
-                .map_or_else(String::new, ToString::to_string)
-        };
-        let _ = writeln!(
-            csv,
-            "{},{},{:.3},{},{},{},{:.9},{},{},{},{},{},{}",
-            row.case,
-            row.method,
-            row.mib_s,
-            row.requests,
-            row.pieces,
-            row.bytes,
-            row.seconds,
-            number("requests_per_process"),
-            number("offset_bytes"),
-            number("offset_overhead_pct"),
-            number("storage_calls_per_server"),
-            number("declare_bytes"),
-            number("speedup"),
-        );
-    }
-    let csv_path = common.out.join("views.csv");
-    std::fs::write(&csv_path, csv)
-        .map_err(|err| format!("cannot write {}: {err}", csv_path.display()))?;
-    let mut written = vec![csv_path];
-    for (op, file_name) in [("write", "views.png"), ("read", "views-read.png")] {
-        let mut series = Vec::new();
+/// Fig. 2 and Figs. 3-4: MiB/s against n, writes and reads, one line per (distribution,
+/// method) and the (*,BLOCK) view on the matching layout.
+fn figure(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<Figure, String> {
+    let point = |row: &ViewsRow| row.measure.point(row.n as f64);
+    let mut panels = Vec::new();
+    for direction in Direction::BOTH {
+        let mut panel = Panel::of_direction(direction, "matrix side n (bytes)");
         for distribution in DISTRIBUTIONS {
-            let short = match distribution {
-                MatrixDistribution::BlockBlock => "BB",
-                MatrixDistribution::StarBlock => "*B",
-                MatrixDistribution::CyclicCyclic { .. } => "CC",
-            };
             for method in ["list", "view"] {
-                series.push(Series {
-                    name: format!("{short} {method}"),
-                    points: sizes
-                        .iter()
-                        .map(|&n| {
-                            (
-                                n as f64,
-                                rate(report, &case(distribution.name(), n, op), method),
-                            )
-                        })
-                        .collect(),
+                let points = sizes
+                    .iter()
+                    .map(|&n| {
+                        let case = case(Part::Distributions, distribution.name(), n, direction);
+                        report.row(&case, method).map(point)
+                    })
+                    .collect::<Result<_, String>>()?;
+                panel.lines.push(Line {
+                    name: format!("{} {method}", distribution.name()),
+                    points,
                 });
             }
         }
-        series.push(Series {
-            name: "*B view-pattern".to_owned(),
-            points: sizes
-                .iter()
-                .map(|&n| (n as f64, rate(report, &match_case(n, op), "view-pattern")))
-                .collect(),
+        let points = sizes
+            .iter()
+            .map(|&n| {
+                let case = case(Part::LayoutMatch, DISTRIBUTIONS[1].name(), n, direction);
+                report.row(&case, "view-pattern").map(point)
+            })
+            .collect::<Result<_, String>>()?;
+        panel.lines.push(Line {
+            name: format!("{} view, pattern layout", DISTRIBUTIONS[1].name()),
+            points,
         });
-        let plot = Plot {
-            title: format!("views: {op}, 4 clients x 4 servers (tcp)"),
-            x_label: "matrix side n (bytes)".to_owned(),
-            y_label: "MiB/s".to_owned(),
-            log2_x: true,
-            series,
-        };
-        written.push(super::write_plot(common, file_name, &plot)?);
+        panels.push(panel);
     }
-    super::report_written(&written);
-    Ok(())
+    Ok(Figure {
+        stem: "views".to_owned(),
+        title: format!(
+            "views: {PROCESSES} clients x {SERVERS} servers over tcp (median, min-max of {} repetitions)",
+            report.meta.repetitions
+        ),
+        panels,
+    })
 }
 
 #[cfg(test)]

@@ -102,12 +102,14 @@ impl Scale {
         }
     }
 
-    /// A tick label for axis position `placed`: on log axes only whole powers are labelled.
+    /// A tick label for axis position `placed`: a log2 axis labels whole powers only (sizes),
+    /// a log10 axis every tick, to two significant digits.
     fn label(self, placed: f64) -> String {
-        if self != Self::Linear && (placed - placed.round()).abs() > 1e-6 {
-            return String::new();
+        match self {
+            Self::Log2 if (placed - placed.round()).abs() > 1e-6 => String::new(),
+            Self::Log10 => significant(self.value(placed)),
+            Self::Linear | Self::Log2 => compact(self.value(placed)),
         }
-        compact(self.value(placed))
     }
 }
 
@@ -126,6 +128,16 @@ fn compact(value: f64) -> String {
         let text = format!("{value:.3}");
         text.trim_end_matches('0').to_owned()
     }
+}
+
+/// `value` to two significant digits: 0.025, 3.2, 41, 1200.
+fn significant(value: f64) -> String {
+    if value.abs() >= 10.0 || value == 0.0 || !value.is_finite() {
+        return format!("{value:.0}");
+    }
+    // Decimals that leave two significant digits: 1 for [1, 10), 2 for [0.1, 1), ...
+    let decimals = whole(1.0 - value.abs().log10().floor()).unwrap_or(0);
+    format!("{value:.decimals$}")
 }
 
 /// One measured point: its x and the spread of its y over the repetitions.
@@ -180,6 +192,34 @@ impl Panel {
             y_scale,
             categories: Vec::new(),
             lines: Vec::new(),
+        }
+    }
+}
+
+impl Panel {
+    /// A panel of one direction's MiB/s (all processes) against a size on a log2 axis.
+    pub fn of_direction(direction: super::Direction, x_label: &str) -> Self {
+        Self::new(
+            &format!("{direction}s"),
+            (x_label, Scale::Log2),
+            ("MiB/s (all processes)", Scale::Linear),
+        )
+    }
+
+    /// A panel whose x positions 0, 1, ... are the `categories` (methods, cases), without
+    /// lines yet.
+    pub fn categorical<I, S>(
+        title: &str,
+        (x_label, categories): (&str, I),
+        (y_label, y_scale): (&str, Scale),
+    ) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            categories: categories.into_iter().map(Into::into).collect(),
+            ..Self::new(title, (x_label, Scale::Linear), (y_label, y_scale))
         }
     }
 }
@@ -242,21 +282,43 @@ impl Figure {
             widest = widest.max(width);
         }
         let legend_width = LEGEND_SAMPLE.unsigned_abs() + widest + 30;
-        let panels = u32::try_from(self.panels.len().max(1)).map_err(|err| err.to_string())?;
         let rows = u32::try_from(names.len()).map_err(|err| err.to_string())?;
         let height = PANEL_SIZE.1.max(rows * LEGEND_ROW.unsigned_abs() + 40) + TITLE_HEIGHT;
-        Ok((panels * PANEL_SIZE.0 + legend_width, height))
+        let (title_width, _) = title_font()
+            .box_size(&self.title)
+            .map_err(|err| format!("figure {}: cannot measure its title: {err:?}", self.stem))?;
+        let width = (self.panels_width()? + legend_width).max(title_width + 40);
+        Ok((width, height))
+    }
+
+    /// The width of the panels together: each at least [`PANEL_SIZE`], wider where its
+    /// category labels need the room.
+    fn panels_width(&self) -> Result<u32, String> {
+        let font = tick_font();
+        let mut panel_width = PANEL_SIZE.0;
+        for panel in &self.panels {
+            let mut widest = 0;
+            for category in &panel.categories {
+                let (width, _) = font.box_size(category).map_err(|err| {
+                    format!(
+                        "figure {}: cannot measure \"{category}\": {err:?}",
+                        self.stem
+                    )
+                })?;
+                widest = widest.max(width);
+            }
+            let count = u32::try_from(panel.categories.len()).map_err(|err| err.to_string())?;
+            panel_width = panel_width.max(count * (widest + 24) + 120);
+        }
+        let panels = u32::try_from(self.panels.len().max(1)).map_err(|err| err.to_string())?;
+        Ok(panels * panel_width)
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let failed = |err: DrawingAreaErrorKind<DB::ErrorType>| format!("{err:?}");
         root.fill(&WHITE).map_err(failed)?;
-        let body = root
-            .titled(&self.title, ("sans-serif", 20).into_font())
-            .map_err(failed)?;
-        let panels_width = PANEL_SIZE.0
-            * u32::try_from(self.panels.len().max(1)).map_err(|err| err.to_string())?;
-        let (charts, legend) = body.split_horizontally(panels_width);
+        let body = root.titled(&self.title, title_font()).map_err(failed)?;
+        let (charts, legend) = body.split_horizontally(self.panels_width()?);
         let names = self.names();
         let areas = charts.split_evenly((1, self.panels.len().max(1)));
         for (panel, area) in self.panels.iter().zip(&areas) {
@@ -304,6 +366,14 @@ fn line_style(index: usize) -> ShapeStyle {
 
 fn legend_font() -> FontDesc<'static> {
     ("sans-serif", 15).into_font()
+}
+
+fn title_font() -> FontDesc<'static> {
+    ("sans-serif", 20).into_font()
+}
+
+fn tick_font() -> FontDesc<'static> {
+    ("sans-serif", 13).into_font()
 }
 
 /// A range holding `values` with a margin; `from_zero` starts a linear y axis at 0.
@@ -410,7 +480,7 @@ fn draw_panel<DB: DrawingBackend>(
         .y_labels(10)
         .x_label_formatter(&x_label)
         .y_label_formatter(&y_label)
-        .label_style(("sans-serif", 13).into_font())
+        .label_style(tick_font())
         .axis_desc_style(("sans-serif", 14).into_font())
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
@@ -516,21 +586,11 @@ mod tests {
 
     #[test]
     fn svg_legend_names_every_line_and_png_has_text() {
-        let names = [
-            "multiple",
-            "pack",
-            "gather",
-            "eager",
-            "hybrid",
-            "tcp:multiple",
-            "tcp:pack",
-            "tcp:gather",
-            "gather, capabilities checked",
-            "gather, capabilities unchecked",
-            "a rather long method name that must not be cut off",
-            "twelfth",
-            "thirteenth",
-        ];
+        // Thirteen names: more than the palette's twelve colours, one with a comma, one long.
+        let mut owned: Vec<String> = (1..=11).map(|index| format!("method {index}")).collect();
+        owned.push("gather, capabilities unchecked".to_owned());
+        owned.push("a rather long method name that must not be cut off".to_owned());
+        let names: Vec<&str> = owned.iter().map(String::as_str).collect();
         let dir = tempfile::tempdir().unwrap();
         let paths = figure(&names).write(dir.path()).unwrap();
         assert_eq!(paths.len(), 2);
@@ -538,7 +598,7 @@ mod tests {
         if let Ok(keep) = std::env::var("TESSERA_FIGURE_TEST_KEEP") {
             figure(&names).write(Path::new(&keep)).unwrap();
         }
-        for name in names {
+        for name in &names {
             assert!(
                 svg.contains(&format!("{name}\n</text>")),
                 "legend lacks {name}"
@@ -580,7 +640,10 @@ mod tests {
         assert_eq!(Scale::Log2.label(13.0), "8192");
         assert_eq!(Scale::Log2.label(16.0), "64k");
         assert_eq!(Scale::Log2.label(7.5), "");
-        assert_eq!(Scale::Log10.label(-1.0), "0.1");
+        assert_eq!(Scale::Log10.label(-1.0), "0.10");
+        assert_eq!(Scale::Log10.label(0.5), "3.2");
+        assert_eq!(Scale::Log10.label(-1.6), "0.025");
+        assert_eq!(Scale::Log10.label(3.0), "1000");
         assert_eq!(Scale::Linear.label(2.5), "2.5");
         assert_eq!(Scale::Log10.place(0.0), None);
     }

@@ -134,19 +134,68 @@ impl Spread {
     }
 }
 
+/// The rate figures every measured row carries, flattened into it (`#[serde(flatten)]`):
+/// the median MiB/s over the repetitions, its range, and the median seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Measure {
+    /// MiB/s of useful data, median over the repetitions (NaN, `null` in JSON, if skipped).
+    pub mib_s: f64,
+    /// The slowest repetition's MiB/s.
+    pub mib_s_min: f64,
+    /// The fastest repetition's MiB/s.
+    pub mib_s_max: f64,
+    /// Seconds of the median repetition (per call or per step, as the bench says).
+    pub seconds: f64,
+}
+
+impl Measure {
+    /// The figures of moving `bytes` in each of the `seconds` samples.
+    pub fn of_seconds(seconds: Spread, bytes: u64) -> Self {
+        let rate = seconds.rate_of(bytes);
+        Self {
+            mib_s: rate.median,
+            mib_s_min: rate.min,
+            mib_s_max: rate.max,
+            seconds: seconds.median,
+        }
+    }
+
+    /// The figures of a row that was not measured (NaN, `null` in JSON).
+    pub fn none() -> Self {
+        Self {
+            mib_s: f64::NAN,
+            mib_s_min: f64::NAN,
+            mib_s_max: f64::NAN,
+            seconds: f64::NAN,
+        }
+    }
+
+    /// The MiB/s as a figure's point at `x`.
+    pub fn point(&self, x: f64) -> Point {
+        Point {
+            x,
+            y: Spread {
+                min: self.mib_s_min,
+                median: self.mib_s,
+                max: self.mib_s_max,
+            },
+        }
+    }
+}
+
 /// MiB (2^20 bytes) per second.
 pub fn mib_s(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / f64::from(1u32 << 20) / seconds.max(1e-9)
 }
 
 /// A row of an experiment's report: one (case, method). Its serialized fields are the
-/// columns of `NAME.csv` and the keys of the JSON rows, so they must be flat (numbers,
-/// strings, unit enums, options of those).
+/// columns of `NAME.csv` and the keys of the JSON rows, so they must be scalars (numbers,
+/// strings, unit enums, options of those) or structs of them flattened into the row
+/// (`#[serde(flatten)]`, as [`Measure`]).
 pub trait Row: Serialize {
-    /// The case as people read it, built from the row's typed fields (e.g. "write 128 B").
-    fn case(&self) -> String;
-    /// The method measured.
-    fn method(&self) -> &str;
+    /// The case as people read it, built from the row's typed fields (e.g. "write 128 B"),
+    /// and the method measured.
+    fn key(&self) -> (String, &str);
 }
 
 /// The whole output of one run of an experiment.
@@ -178,7 +227,7 @@ pub struct Outcome {
 impl<R: Row> Report<R> {
     /// The row of `case` and `method`; an error naming both when there is none.
     pub fn row(&self, case: &str, method: &str) -> Result<&R, String> {
-        self.find(case, method, |row| row.case() == case)
+        self.find(case, method, |row| row.key().0 == case)
     }
 
     /// The row of `method` that `matches`, `case` saying which one was meant; an error naming
@@ -191,7 +240,7 @@ impl<R: Row> Report<R> {
     ) -> Result<&R, String> {
         self.rows
             .iter()
-            .find(|row| row.method() == method && matches(row))
+            .find(|row| row.key().1 == method && matches(row))
             .ok_or_else(|| {
                 format!(
                     "bench {}: no row for case \"{case}\", method \"{method}\"",
@@ -200,17 +249,45 @@ impl<R: Row> Report<R> {
             })
     }
 
-    /// The rows as CSV: a header of the row type's field names, then one line per row.
+    /// The rows as CSV: a header of the row type's field names (flattened structs'
+    /// fields in place), then one record per row; `null` is an empty field.
     pub fn to_csv(&self) -> Result<Vec<u8>, String> {
+        let failed = |err: &dyn fmt::Display| format!("bench {}: CSV: {err}", self.bench);
         let mut writer = csv::Writer::from_writer(Vec::new());
+        let mut header: Option<Vec<String>> = None;
         for row in &self.rows {
-            writer
-                .serialize(row)
-                .map_err(|err| format!("bench {}: CSV row: {err}", self.bench))?;
+            // Through JSON text, which keeps the fields in their order and flattens
+            // `#[serde(flatten)]` structs (the csv serializer takes neither maps nor
+            // nested structs' names).
+            let text = serde_json::to_string(row).map_err(|err| failed(&err))?;
+            let Fields(fields) = serde_json::from_str(&text).map_err(|err| failed(&err))?;
+            let names: Vec<String> = fields.iter().map(|(name, _)| name.clone()).collect();
+            match &header {
+                None => {
+                    writer.write_record(&names).map_err(|err| failed(&err))?;
+                    header = Some(names);
+                }
+                Some(header) if *header != names => {
+                    return Err(failed(&format!(
+                        "a row has the fields {names:?}, the first {header:?}"
+                    )));
+                }
+                Some(_) => {}
+            }
+            let mut record = Vec::with_capacity(fields.len());
+            for (name, value) in fields {
+                record.push(match value {
+                    serde_json::Value::Null => String::new(),
+                    serde_json::Value::String(text) => text,
+                    serde_json::Value::Bool(_) | serde_json::Value::Number(_) => value.to_string(),
+                    serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
+                        return Err(failed(&format!("field {name} is not a number or a string")));
+                    }
+                });
+            }
+            writer.write_record(&record).map_err(|err| failed(&err))?;
         }
-        writer
-            .into_inner()
-            .map_err(|err| format!("bench {}: CSV: {err}", self.bench))
+        writer.into_inner().map_err(|err| failed(&err))
     }
 
     /// Prints and writes the run's output (see the module doc): `text` is the table and notes
@@ -247,6 +324,32 @@ impl<R: Row> Report<R> {
             bench: self.bench.to_owned(),
             verified: self.verified,
         })
+    }
+}
+
+/// A JSON object's fields in their order.
+struct Fields(Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Fields;
+            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                formatter.write_str("a row object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Fields, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(field) = map.next_entry()? {
+                    fields.push(field);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
     }
 }
 
@@ -298,16 +401,23 @@ mod tests {
     struct TestRow {
         direction: Direction,
         method: String,
-        mib_s: f64,
+        #[serde(flatten)]
+        measure: Measure,
         skipped: Option<String>,
     }
 
-    impl Row for TestRow {
-        fn case(&self) -> String {
-            self.direction.to_string()
+    fn measure(mib_s: f64) -> Measure {
+        Measure {
+            mib_s,
+            mib_s_min: mib_s / 2.0,
+            mib_s_max: mib_s * 2.0,
+            seconds: 1.0 / mib_s,
         }
-        fn method(&self) -> &str {
-            &self.method
+    }
+
+    impl Row for TestRow {
+        fn key(&self) -> (String, &str) {
+            (self.direction.to_string(), &self.method)
         }
     }
 
@@ -328,29 +438,29 @@ mod tests {
             TestRow {
                 direction: Direction::Write,
                 method: "gather, capabilities \"checked\"".to_owned(),
-                mib_s: 1.5,
+                measure: measure(1.5),
                 skipped: None,
             },
             TestRow {
                 direction: Direction::Read,
                 method: "pack".to_owned(),
-                mib_s: 0.0,
+                measure: Measure::none(),
                 skipped: Some("no libfabric\nin this build".to_owned()),
             },
         ]);
         let text = String::from_utf8(report.to_csv().unwrap()).unwrap();
         assert_eq!(
             text,
-            "direction,method,mib_s,skipped\n\
-             write,\"gather, capabilities \"\"checked\"\"\",1.5,\n\
-             read,pack,0.0,\"no libfabric\nin this build\"\n"
+            "direction,method,mib_s,mib_s_min,mib_s_max,seconds,skipped\n\
+             write,\"gather, capabilities \"\"checked\"\"\",1.5,0.75,3.0,0.6666666666666666,\n\
+             read,pack,,,,,\"no libfabric\nin this build\"\n"
         );
         // And a CSV reader gets the fields back whole.
         let mut reader = csv::Reader::from_reader(text.as_bytes());
         let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
         assert_eq!(records.len(), 2);
         assert_eq!(&records[0][1], "gather, capabilities \"checked\"");
-        assert_eq!(&records[1][3], "no libfabric\nin this build");
+        assert_eq!(&records[1][6], "no libfabric\nin this build");
     }
 
     #[test]
@@ -358,11 +468,11 @@ mod tests {
         let report = report(vec![TestRow {
             direction: Direction::Write,
             method: "pack".to_owned(),
-            mib_s: 2.0,
+            measure: measure(2.0),
             skipped: None,
         }]);
         let found = report.row("write", "pack").unwrap();
-        assert!((found.mib_s - 2.0).abs() < f64::EPSILON);
+        assert!((found.measure.mib_s - 2.0).abs() < f64::EPSILON);
         let err = report.row("read", "pack").err().unwrap();
         assert_eq!(err, "bench test: no row for case \"read\", method \"pack\"");
         let err = report.row("write", "gather").err().unwrap();
