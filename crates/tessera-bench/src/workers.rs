@@ -1027,6 +1027,29 @@ impl Workers {
         }
     }
 
+    /// Sends `message` to every worker.
+    fn broadcast(&mut self, message: &Message) -> Result<(), String> {
+        for (_, stdin, _) in &mut self.children {
+            send(stdin, message)?;
+        }
+        Ok(())
+    }
+
+    /// Every worker's next message in rank order, through `take`, which gives back any message
+    /// but the `expected` reply (an error naming the worker).
+    fn replies<T>(
+        &mut self,
+        expected: &str,
+        take: impl Fn(Message) -> Result<T, Box<Message>>,
+    ) -> Result<Vec<T>, String> {
+        (0..self.children.len())
+            .map(|rank| {
+                take(self.expect(rank)?)
+                    .map_err(|other| format!("worker {rank}: expected {expected}, got {other:?}"))
+            })
+            .collect()
+    }
+
     /// Runs one step: task `i` on worker `i`, all starting together. Returns each worker's
     /// result and the wall time from the common start to the last finish.
     pub fn step(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
@@ -1044,24 +1067,17 @@ impl Workers {
         for ((_, stdin, _), task) in self.children.iter_mut().zip(tasks) {
             send(stdin, &Message::Prepare(Box::new(task)))?;
         }
-        for rank in 0..self.children.len() {
-            match self.expect(rank)? {
-                Message::Ready => {}
-                other => return Err(format!("worker {rank}: expected ready, got {other:?}")),
-            }
-        }
+        self.replies("ready", |message| match message {
+            Message::Ready => Ok(()),
+            other => Err(Box::new(other)),
+        })?;
         before_go()?;
         let started = Instant::now();
-        for (_, stdin, _) in &mut self.children {
-            send(stdin, &Message::Go)?;
-        }
-        let mut results = Vec::with_capacity(self.children.len());
-        for rank in 0..self.children.len() {
-            match self.expect(rank)? {
-                Message::Done(result) => results.push(result),
-                other => return Err(format!("worker {rank}: expected done, got {other:?}")),
-            }
-        }
+        self.broadcast(&Message::Go)?;
+        let results = self.replies("done", |message| match message {
+            Message::Done(result) => Ok(result),
+            other => Err(Box::new(other)),
+        })?;
         Ok((results, started.elapsed().as_secs_f64()))
     }
 
@@ -1078,14 +1094,13 @@ impl Workers {
         before_go: impl FnOnce() -> Result<(), String>,
     ) -> Result<(Vec<StepResult>, f64), String> {
         let (mut results, wall_seconds) = self.step_with(tasks, before_go)?;
-        for (_, stdin, _) in &mut self.children {
-            send(stdin, &Message::Check)?;
-        }
-        for (rank, result) in results.iter_mut().enumerate() {
-            match self.expect(rank)? {
-                Message::Checked(verified) => result.verified = verified,
-                other => return Err(format!("worker {rank}: expected checked, got {other:?}")),
-            }
+        self.broadcast(&Message::Check)?;
+        let checked = self.replies("checked", |message| match message {
+            Message::Checked(verified) => Ok(verified),
+            other => Err(Box::new(other)),
+        })?;
+        for (result, verified) in results.iter_mut().zip(checked) {
+            result.verified = verified;
         }
         Ok((results, wall_seconds))
     }

@@ -10,6 +10,7 @@
 //! temporary directory and stops it afterwards.
 
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
 mod blockcol;
 mod btio;
@@ -199,6 +200,31 @@ pub fn open_cluster(
         Err(err) => return Err(format!("mkdir /bench: {err}")),
     }
     Ok((cluster, client))
+}
+
+/// A command running this binary, for a group's worker processes ([`spawn_worker`]).
+pub(super) fn worker_command() -> Result<Command, String> {
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera-bench: {err}"))?;
+    Ok(Command::new(exe))
+}
+
+/// Starts worker `rank` of a group of `name` workers with `command` (its arguments and standard
+/// input set): rank 0 reports on a piped standard output, the others' is discarded; standard
+/// error is the bench's.
+pub(super) fn spawn_worker(
+    command: &mut Command,
+    name: &str,
+    rank: usize,
+) -> Result<Child, String> {
+    command
+        .stdout(if rank == 0 {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|err| format!("cannot start {name} worker {rank}: {err}"))
 }
 
 /// Drops the page cache of every object file of the iods whose data directories are

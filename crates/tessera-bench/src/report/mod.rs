@@ -170,6 +170,11 @@ impl Measure {
         }
     }
 
+    /// The median MiB/s, or `None` for a row that was not measured ([`Measure::none`]).
+    pub fn measured(&self) -> Option<f64> {
+        Some(self.mib_s).filter(|mib_s| !mib_s.is_nan())
+    }
+
     /// The MiB/s as a figure's point at `x`.
     pub fn point(&self, x: f64) -> Point {
         Point {
@@ -179,6 +184,26 @@ impl Measure {
                 median: self.mib_s,
                 max: self.mib_s_max,
             },
+        }
+    }
+}
+
+/// The range of a row's seconds over the repetitions, for rows that give it beside
+/// [`Measure`] (flattened into the row after it: `seconds_min`, `seconds_max`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SecondsRange {
+    /// The fastest repetition's seconds.
+    pub seconds_min: f64,
+    /// The slowest repetition's seconds.
+    pub seconds_max: f64,
+}
+
+impl SecondsRange {
+    /// The range of the `seconds` samples.
+    pub fn of(seconds: Spread) -> Self {
+        Self {
+            seconds_min: seconds.min,
+            seconds_max: seconds.max,
         }
     }
 }
