@@ -1053,14 +1053,31 @@ impl Workers {
     /// Runs one step: task `i` on worker `i`, all starting together. Returns each worker's
     /// result and the wall time from the common start to the last finish.
     pub fn step(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
-        self.step_with(tasks, || Ok(()))
+        self.run_step(tasks, false, || Ok(()))
     }
 
-    /// [`Workers::step`], running `before_go` once every worker is ready and before any
-    /// starts (outside every timing).
-    pub fn step_with(
+    /// [`Workers::step`], then a second barrier at which every worker verifies what it read
+    /// (outside the timed part of every process) and reports it in `verified`.
+    pub fn step_checked(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
+        self.run_step(tasks, true, || Ok(()))
+    }
+
+    /// [`Workers::step_checked`], running `before_go` once every worker is ready and before
+    /// any starts (outside every timing).
+    pub fn step_checked_with(
         &mut self,
         tasks: Vec<Task>,
+        before_go: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(Vec<StepResult>, f64), String> {
+        self.run_step(tasks, true, before_go)
+    }
+
+    /// One step (see [`Workers::step`]), `before_go` run between ready and go, and with
+    /// `check` the verifying barrier of [`Workers::step_checked`].
+    fn run_step(
+        &mut self,
+        tasks: Vec<Task>,
+        check: bool,
         before_go: impl FnOnce() -> Result<(), String>,
     ) -> Result<(Vec<StepResult>, f64), String> {
         assert_eq!(tasks.len(), self.children.len(), "one task per worker");
@@ -1074,33 +1091,20 @@ impl Workers {
         before_go()?;
         let started = Instant::now();
         self.broadcast(&Message::Go)?;
-        let results = self.replies("done", |message| match message {
+        let mut results = self.replies("done", |message| match message {
             Message::Done(result) => Ok(result),
             other => Err(Box::new(other)),
         })?;
-        Ok((results, started.elapsed().as_secs_f64()))
-    }
-
-    /// [`Workers::step`], then a second barrier at which every worker verifies what it read
-    /// (outside the timed part of every process) and reports it in `verified`.
-    pub fn step_checked(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
-        self.step_checked_with(tasks, || Ok(()))
-    }
-
-    /// [`Workers::step_checked`] with [`Workers::step_with`]'s hook.
-    pub fn step_checked_with(
-        &mut self,
-        tasks: Vec<Task>,
-        before_go: impl FnOnce() -> Result<(), String>,
-    ) -> Result<(Vec<StepResult>, f64), String> {
-        let (mut results, wall_seconds) = self.step_with(tasks, before_go)?;
-        self.broadcast(&Message::Check)?;
-        let checked = self.replies("checked", |message| match message {
-            Message::Checked(verified) => Ok(verified),
-            other => Err(Box::new(other)),
-        })?;
-        for (result, verified) in results.iter_mut().zip(checked) {
-            result.verified = verified;
+        let wall_seconds = started.elapsed().as_secs_f64();
+        if check {
+            self.broadcast(&Message::Check)?;
+            let checked = self.replies("checked", |message| match message {
+                Message::Checked(verified) => Ok(verified),
+                other => Err(Box::new(other)),
+            })?;
+            for (result, verified) in results.iter_mut().zip(checked) {
+                result.verified = verified;
+            }
         }
         Ok((results, wall_seconds))
     }

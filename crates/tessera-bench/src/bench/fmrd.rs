@@ -40,7 +40,7 @@ use tessera_client::tessera_reg::{
     page_bytes, Caching, Grouping, Policy, RegStats, Registry, FMRD_BATCH,
 };
 use tessera_client::{
-    Client, ClientOptions, ClusterConfig, CreateOptions, File, Mechanism, OpenMode, TransferPolicy,
+    Client, ClusterConfig, CreateOptions, File, Mechanism, OpenMode, TransferPolicy,
 };
 
 use super::CommonArgs;
@@ -328,17 +328,10 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let (registrar, registrar_name) = common.registrar(super::RegistrarKind::Pin)?;
     let mut subjects = Vec::new();
     for (index, method) in Method::ALL.into_iter().enumerate() {
-        let registry = match method.policy() {
-            Some(policy) => Some(Arc::new(
-                Registry::new(registrar.clone(), policy)
-                    .map_err(|err| format!("{}: {err}", method.name()))?,
-            )),
-            None => None,
-        };
         // Each method has its own client, file and buffers: one method's cached (locked)
         // buffers must not make another's registrations cheap.
-        let client = Client::new(&config, &ClientOptions::default());
-        client.set_registration(registry.clone());
+        let (client, registry) =
+            super::registered_client(&config, &registrar, method.policy(), method.name())?;
         let path = format!("/bench/fmrd-{}-{index}", std::process::id());
         checker
             .create(&path, &CreateOptions::default())

@@ -202,6 +202,33 @@ pub fn open_cluster(
     Ok((cluster, client))
 }
 
+/// A client of its own for a method that registers its buffers by `policy` over `registrar`
+/// (`None`: no registration), and that registry; `method` names it in errors. A client per
+/// method keeps one method's cached (locked) registrations from making another's cheap.
+pub(super) fn registered_client(
+    config: &tessera_client::ClusterConfig,
+    registrar: &std::sync::Arc<dyn tessera_client::tessera_reg::Registrar>,
+    policy: Option<tessera_client::tessera_reg::Policy>,
+    method: &str,
+) -> Result<
+    (
+        tessera_client::Client,
+        Option<std::sync::Arc<tessera_client::tessera_reg::Registry>>,
+    ),
+    String,
+> {
+    let registry = match policy {
+        Some(policy) => Some(std::sync::Arc::new(
+            tessera_client::tessera_reg::Registry::new(registrar.clone(), policy)
+                .map_err(|err| format!("{method}: {err}"))?,
+        )),
+        None => None,
+    };
+    let client = tessera_client::Client::new(config, &tessera_client::ClientOptions::default());
+    client.set_registration(registry.clone());
+    Ok((client, registry))
+}
+
 /// A command running this binary, for a group's worker processes ([`spawn_worker`]).
 pub(super) fn worker_command() -> Result<Command, String> {
     let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera-bench: {err}"))?;
