@@ -1123,6 +1123,15 @@ impl Drop for Workers {
 mod tests {
     use super::*;
 
+    /// Counts each byte of `pieces` in `seen` (indexed by file offset).
+    fn mark(seen: &mut [u8], pieces: &[Piece]) {
+        for piece in pieces {
+            for offset in piece.offset..piece.offset + piece.length {
+                seen[usize::try_from(offset).unwrap()] += 1;
+            }
+        }
+    }
+
     #[test]
     fn block2d_pieces_tile_the_array_exactly_once() {
         let mut seen = [0u8; 16 * 12];
@@ -1137,11 +1146,7 @@ mod tests {
             }
             .access();
             assert_eq!(access.memory.len(), 8);
-            for piece in access.file {
-                for offset in piece.offset..piece.offset + piece.length {
-                    seen[usize::try_from(offset).unwrap()] += 1;
-                }
-            }
+            mark(&mut seen, &access.file);
         }
         assert!(seen.iter().all(|&count| count == 1));
     }
@@ -1165,11 +1170,7 @@ mod tests {
                 .unwrap();
                 assert_eq!(access.buffer_bytes as u64, N * N / 4, "{distribution:?}");
                 assert_eq!(access.memory, [(0, access.buffer_bytes)]);
-                for piece in access.file {
-                    for offset in piece.offset..piece.offset + piece.length {
-                        seen[usize::try_from(offset).unwrap()] += 1;
-                    }
-                }
+                mark(&mut seen, &access.file);
             }
             assert!(seen.iter().all(|&count| count == 1), "{distribution:?}");
         }
@@ -1217,11 +1218,7 @@ mod tests {
             assert_eq!(access.file.len() as u64, N, "rank {rank}");
             assert_eq!(access.file[1], Piece::new(N * 4 + rank as u64 * N, N));
             assert_eq!(access.memory, [(0, usize::try_from(N * N).unwrap())]);
-            for piece in access.file {
-                for offset in piece.offset..piece.offset + piece.length {
-                    seen[usize::try_from(offset).unwrap()] += 1;
-                }
-            }
+            mark(&mut seen, &access.file);
         }
         assert!(seen.iter().all(|&count| count == 1));
     }

@@ -489,6 +489,27 @@ mod tests {
     }
 
     #[test]
+    fn an_unmeasured_row_is_null_in_json_and_has_no_rate() {
+        let row = TestRow {
+            direction: Direction::Read,
+            method: "native".to_owned(),
+            measure: Measure::none(),
+            skipped: Some("no MPI".to_owned()),
+        };
+        let json = serde_json::to_value(&row).unwrap();
+        for field in ["mib_s", "mib_s_min", "mib_s_max", "seconds"] {
+            assert!(json[field].is_null(), "{field}: {json}");
+        }
+        assert_eq!(row.measure.measured(), None);
+        assert_eq!(measure(2.0).measured(), Some(2.0));
+        let range = SecondsRange::of(Spread::of(&[3.0, 1.0, 2.0]).unwrap());
+        assert_eq!(
+            serde_json::to_value(range).unwrap(),
+            serde_json::json!({"seconds_min": 1.0, "seconds_max": 3.0})
+        );
+    }
+
+    #[test]
     fn a_missing_row_is_an_error_naming_bench_case_and_method() {
         let report = report(vec![TestRow {
             direction: Direction::Write,
