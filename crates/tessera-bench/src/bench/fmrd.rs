@@ -471,10 +471,12 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         }
     }
     drop(progress);
-    for subject in &subjects {
-        subject.client.set_registration(None);
-        let _ = checker.unlink(&subject.path);
-    }
+    super::release_clients(
+        &checker,
+        subjects
+            .iter()
+            .map(|subject| (&subject.client, subject.path.as_str())),
+    );
     drop(subjects);
     let report = Report {
         bench: "fmrd",

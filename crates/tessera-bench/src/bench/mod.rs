@@ -229,6 +229,18 @@ pub(super) fn registered_client(
     Ok((client, registry))
 }
 
+/// Ends what [`registered_client`] began: each (client, file) of `clients` stops registering
+/// and `checker` removes the file (best effort: the run is over, an error changes nothing).
+pub(super) fn release_clients<'a>(
+    checker: &tessera_client::Client,
+    clients: impl IntoIterator<Item = (&'a tessera_client::Client, &'a str)>,
+) {
+    for (client, path) in clients {
+        client.set_registration(None);
+        let _ = checker.unlink(path);
+    }
+}
+
 /// A command running this binary, for a group's worker processes ([`spawn_worker`]).
 pub(super) fn worker_command() -> Result<Command, String> {
     let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera-bench: {err}"))?;

@@ -583,10 +583,12 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         progress.step(case_label(sync));
     }
     drop(progress);
-    for subject in &subjects {
-        subject.client.set_registration(None);
-        let _ = checker.unlink(&subject.path);
-    }
+    super::release_clients(
+        &checker,
+        subjects
+            .iter()
+            .map(|subject| (&subject.client, subject.path.as_str())),
+    );
     drop(subjects);
     let report = Report {
         bench: "ogr",
