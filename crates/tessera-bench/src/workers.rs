@@ -1027,64 +1027,83 @@ impl Workers {
         }
     }
 
+    /// Sends `message` to every worker.
+    fn broadcast(&mut self, message: &Message) -> Result<(), String> {
+        for (_, stdin, _) in &mut self.children {
+            send(stdin, message)?;
+        }
+        Ok(())
+    }
+
+    /// Every worker's next message in rank order, through `take`, which gives back any message
+    /// but the `expected` reply (an error naming the worker).
+    fn replies<T>(
+        &mut self,
+        expected: &str,
+        take: impl Fn(Message) -> Result<T, Box<Message>>,
+    ) -> Result<Vec<T>, String> {
+        (0..self.children.len())
+            .map(|rank| {
+                take(self.expect(rank)?)
+                    .map_err(|other| format!("worker {rank}: expected {expected}, got {other:?}"))
+            })
+            .collect()
+    }
+
     /// Runs one step: task `i` on worker `i`, all starting together. Returns each worker's
     /// result and the wall time from the common start to the last finish.
     pub fn step(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
-        self.step_with(tasks, || Ok(()))
+        self.run_step(tasks, false, || Ok(()))
     }
 
-    /// [`Workers::step`], running `before_go` once every worker is ready and before any
-    /// starts (outside every timing).
-    pub fn step_with(
+    /// [`Workers::step`], then a second barrier at which every worker verifies what it read
+    /// (outside the timed part of every process) and reports it in `verified`.
+    pub fn step_checked(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
+        self.run_step(tasks, true, || Ok(()))
+    }
+
+    /// [`Workers::step_checked`], running `before_go` once every worker is ready and before
+    /// any starts (outside every timing).
+    pub fn step_checked_with(
         &mut self,
         tasks: Vec<Task>,
+        before_go: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(Vec<StepResult>, f64), String> {
+        self.run_step(tasks, true, before_go)
+    }
+
+    /// One step (see [`Workers::step`]), `before_go` run between ready and go, and with
+    /// `check` the verifying barrier of [`Workers::step_checked`].
+    fn run_step(
+        &mut self,
+        tasks: Vec<Task>,
+        check: bool,
         before_go: impl FnOnce() -> Result<(), String>,
     ) -> Result<(Vec<StepResult>, f64), String> {
         assert_eq!(tasks.len(), self.children.len(), "one task per worker");
         for ((_, stdin, _), task) in self.children.iter_mut().zip(tasks) {
             send(stdin, &Message::Prepare(Box::new(task)))?;
         }
-        for rank in 0..self.children.len() {
-            match self.expect(rank)? {
-                Message::Ready => {}
-                other => return Err(format!("worker {rank}: expected ready, got {other:?}")),
-            }
-        }
+        self.replies("ready", |message| match message {
+            Message::Ready => Ok(()),
+            other => Err(Box::new(other)),
+        })?;
         before_go()?;
         let started = Instant::now();
-        for (_, stdin, _) in &mut self.children {
-            send(stdin, &Message::Go)?;
-        }
-        let mut results = Vec::with_capacity(self.children.len());
-        for rank in 0..self.children.len() {
-            match self.expect(rank)? {
-                Message::Done(result) => results.push(result),
-                other => return Err(format!("worker {rank}: expected done, got {other:?}")),
-            }
-        }
-        Ok((results, started.elapsed().as_secs_f64()))
-    }
-
-    /// [`Workers::step`], then a second barrier at which every worker verifies what it read
-    /// (outside the timed part of every process) and reports it in `verified`.
-    pub fn step_checked(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
-        self.step_checked_with(tasks, || Ok(()))
-    }
-
-    /// [`Workers::step_checked`] with [`Workers::step_with`]'s hook.
-    pub fn step_checked_with(
-        &mut self,
-        tasks: Vec<Task>,
-        before_go: impl FnOnce() -> Result<(), String>,
-    ) -> Result<(Vec<StepResult>, f64), String> {
-        let (mut results, wall_seconds) = self.step_with(tasks, before_go)?;
-        for (_, stdin, _) in &mut self.children {
-            send(stdin, &Message::Check)?;
-        }
-        for (rank, result) in results.iter_mut().enumerate() {
-            match self.expect(rank)? {
-                Message::Checked(verified) => result.verified = verified,
-                other => return Err(format!("worker {rank}: expected checked, got {other:?}")),
+        self.broadcast(&Message::Go)?;
+        let mut results = self.replies("done", |message| match message {
+            Message::Done(result) => Ok(result),
+            other => Err(Box::new(other)),
+        })?;
+        let wall_seconds = started.elapsed().as_secs_f64();
+        if check {
+            self.broadcast(&Message::Check)?;
+            let checked = self.replies("checked", |message| match message {
+                Message::Checked(verified) => Ok(verified),
+                other => Err(Box::new(other)),
+            })?;
+            for (result, verified) in results.iter_mut().zip(checked) {
+                result.verified = verified;
             }
         }
         Ok((results, wall_seconds))
@@ -1104,6 +1123,15 @@ impl Drop for Workers {
 mod tests {
     use super::*;
 
+    /// Counts each byte of `pieces` in `seen` (indexed by file offset).
+    fn mark(seen: &mut [u8], pieces: &[Piece]) {
+        for piece in pieces {
+            for offset in piece.offset..piece.offset + piece.length {
+                seen[usize::try_from(offset).unwrap()] += 1;
+            }
+        }
+    }
+
     #[test]
     fn block2d_pieces_tile_the_array_exactly_once() {
         let mut seen = [0u8; 16 * 12];
@@ -1118,11 +1146,7 @@ mod tests {
             }
             .access();
             assert_eq!(access.memory.len(), 8);
-            for piece in access.file {
-                for offset in piece.offset..piece.offset + piece.length {
-                    seen[usize::try_from(offset).unwrap()] += 1;
-                }
-            }
+            mark(&mut seen, &access.file);
         }
         assert!(seen.iter().all(|&count| count == 1));
     }
@@ -1146,11 +1170,7 @@ mod tests {
                 .unwrap();
                 assert_eq!(access.buffer_bytes as u64, N * N / 4, "{distribution:?}");
                 assert_eq!(access.memory, [(0, access.buffer_bytes)]);
-                for piece in access.file {
-                    for offset in piece.offset..piece.offset + piece.length {
-                        seen[usize::try_from(offset).unwrap()] += 1;
-                    }
-                }
+                mark(&mut seen, &access.file);
             }
             assert!(seen.iter().all(|&count| count == 1), "{distribution:?}");
         }
@@ -1198,11 +1218,7 @@ mod tests {
             assert_eq!(access.file.len() as u64, N, "rank {rank}");
             assert_eq!(access.file[1], Piece::new(N * 4 + rank as u64 * N, N));
             assert_eq!(access.memory, [(0, usize::try_from(N * N).unwrap())]);
-            for piece in access.file {
-                for offset in piece.offset..piece.offset + piece.length {
-                    seen[usize::try_from(offset).unwrap()] += 1;
-                }
-            }
+            mark(&mut seen, &access.file);
         }
         assert!(seen.iter().all(|&count| count == 1));
     }

@@ -2,6 +2,8 @@
 //! loopback, started here with `tessera_cluster::start` (which runs the `tessera` binary cargo
 //! built beside this test: `cargo test --workspace` builds it) and stopped when the test ends.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -68,15 +70,7 @@ fn ecio_bench_verifies_and_merges_each_collective_into_one_run() {
         ],
         &cluster.file(),
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("one JSON object on stdout");
-    assert_eq!(report["bench"], "ecio");
-    assert_eq!(report["verified"], true);
+    let report = common::verified_report(&output, "ecio");
     assert_eq!(
         report["config"]["counts"],
         serde_json::json!([4000, 64_000])

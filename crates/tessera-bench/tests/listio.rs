@@ -5,6 +5,8 @@
 //! The bench starts its cluster itself from the `tessera` binary beside it (build it first:
 //! `cargo build -p tessera-cli`; `cargo test --workspace` does).
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -28,16 +30,8 @@ fn listio_verifies_and_reports_typed_rows() {
         .env("TMPDIR", scratch.path())
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("one JSON object on stdout");
-    assert_eq!(report["bench"], "listio");
+    let report = common::verified_report(&output, "listio");
     assert_eq!(report["quick"], true);
-    assert_eq!(report["verified"], true);
     let meta = &report["meta"];
     assert_eq!(meta["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(meta["repetitions"], 5);

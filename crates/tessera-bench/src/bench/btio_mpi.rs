@@ -25,8 +25,8 @@ use serde_json::json;
 use super::blockcol::open_cluster;
 use super::CommonArgs;
 use crate::report::{
-    self, mib_s, Figure, Line, Meta, Outcome as Finished, Panel, Point, Progress, Report, Scale,
-    Spread,
+    self, mib_s, Figure, Line, Measure, Meta, Outcome as Finished, Panel, Point, Progress, Report,
+    Scale, SecondsRange, Spread,
 };
 
 /// The program `make mpiio` builds beside the shim (from `mpiio/bench/btio.c`).
@@ -305,18 +305,13 @@ pub struct BtioMpiRow {
     pub method: &'static str,
     /// Independent or collective.
     pub mode: Mode,
-    /// I/O seconds: the slowest process's, barrier to barrier over all steps; median.
-    pub seconds: f64,
-    /// The fastest repetition's seconds.
-    pub seconds_min: f64,
-    /// The slowest repetition's seconds.
-    pub seconds_max: f64,
-    /// MiB/s of the steps, median.
-    pub mib_s: f64,
-    /// The slowest repetition's MiB/s.
-    pub mib_s_min: f64,
-    /// The fastest repetition's MiB/s.
-    pub mib_s_max: f64,
+    /// MiB/s of the steps and I/O seconds (the slowest process's, barrier to barrier over all
+    /// steps), medians over the repetitions.
+    #[serde(flatten)]
+    pub measure: Measure,
+    /// The range of the I/O seconds.
+    #[serde(flatten)]
+    pub range: SecondsRange,
     /// Median seconds per step.
     pub seconds_per_step: f64,
     /// Seconds in the write calls alone, median.
@@ -388,18 +383,13 @@ fn row(
             other.bytes
         ));
     }
-    let rate = seconds.rate_of(bytes);
     Ok(BtioMpiRow {
         mpi: mpi.name(),
         steps,
         method,
         mode,
-        seconds: seconds.median,
-        seconds_min: seconds.min,
-        seconds_max: seconds.max,
-        mib_s: rate.median,
-        mib_s_min: rate.min,
-        mib_s_max: rate.max,
+        measure: Measure::of_seconds(seconds, bytes),
+        range: SecondsRange::of(seconds),
         seconds_per_step: seconds.median / f64::from(steps),
         write_seconds: write_seconds.median,
         verify_seconds: verify_seconds.median,
@@ -520,9 +510,9 @@ fn text(report: &Report<BtioMpiRow>, mpi: Mpi) -> Result<String, String> {
         table.add_row([
             row.method.to_owned(),
             row.mode.name().to_owned(),
-            report::cell(row.seconds, 3),
-            format!("{:.3}-{:.3}", row.seconds_min, row.seconds_max),
-            report::cell(row.mib_s, 1),
+            report::cell(row.measure.seconds, 3),
+            format!("{:.3}-{:.3}", row.range.seconds_min, row.range.seconds_max),
+            report::cell(row.measure.mib_s, 1),
             report::cell(row.seconds_per_step, 3),
             row.verified.to_string(),
             row.paper_seconds_40_steps
@@ -563,14 +553,7 @@ fn figure(report: &Report<BtioMpiRow>, mpi: Mpi) -> Result<Figure, String> {
         let mut points = Vec::new();
         for (index, (method, _)) in METHODS.iter().enumerate().filter(|(_, m)| m.1 == mode) {
             let row = report.row(&case(mpi.name(), steps), method)?;
-            points.push(Point {
-                x: index as f64,
-                y: Spread {
-                    min: row.mib_s_min,
-                    median: row.mib_s,
-                    max: row.mib_s_max,
-                },
-            });
+            points.push(row.measure.point(index as f64));
         }
         panel.lines.push(Line {
             name: mode.name().to_owned(),

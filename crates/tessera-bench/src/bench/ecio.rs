@@ -18,7 +18,7 @@
 use std::fmt::Write as _;
 use std::io::BufRead;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -26,12 +26,13 @@ use serde_json::json;
 use tessera_client::collective::SOCKET_WAIT_DEFAULT;
 use tessera_client::{
     Client, ClientOptions, ClusterConfig, CollectiveMethod, CollectiveOptions, Communicator,
-    CreateOptions, Datatype, ErrorCode, IoReport, OpenMode, SocketCommunicator, ViewedFile,
+    CreateOptions, Datatype, IoReport, OpenMode, SocketCommunicator, ViewedFile,
 };
 
-use super::{BenchCluster, CommonArgs};
+use super::CommonArgs;
 use crate::report::{
-    self, Direction, Figure, Line, Meta, Outcome, Panel, Point, Report, Scale, Spread,
+    self, Direction, Figure, Line, Measure, Meta, Outcome, Panel, Report, Scale, SecondsRange,
+    Spread,
 };
 
 const SERVERS: u16 = 1;
@@ -315,22 +316,16 @@ fn check_file(
 
 /// Starts `plan.processes` workers and collects rank 0's measurements.
 fn run_group(plan: &Plan) -> Result<Vec<Measured>, String> {
-    let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera: {err}"))?;
     let text = serde_json::to_string(plan).map_err(|err| err.to_string())?;
     let mut children = Vec::with_capacity(plan.processes);
     for rank in 0..plan.processes {
-        let child = Command::new(&exe)
-            .args(["ecio-worker", "--rank", &rank.to_string(), "--plan", &text])
-            .stdin(Stdio::null())
-            .stdout(if rank == 0 {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|err| format!("cannot start ecio worker {rank}: {err}"))?;
-        children.push(child);
+        children.push(super::spawn_worker(
+            super::worker_command()?
+                .args(["ecio-worker", "--rank", &rank.to_string(), "--plan", &text])
+                .stdin(Stdio::null()),
+            "ecio",
+            rank,
+        )?);
     }
     let mut measured = Vec::new();
     let stdout = children[0].stdout.take().expect("piped");
@@ -363,14 +358,7 @@ pub fn run(args: &EcioArgs) -> Result<Outcome, String> {
             args.counts.len()
         ));
     }
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
-    let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let client = Client::new(&config, &ClientOptions::default());
-    match client.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
+    let (cluster, client) = super::open_cluster(common, SERVERS)?;
     let counts: Vec<u64> = if !args.counts.is_empty() {
         args.counts.clone()
     } else if common.quick {
@@ -462,18 +450,12 @@ pub struct EcioRow {
     pub count: u64,
     /// The collective method.
     pub method: &'static str,
-    /// Seconds per collective call, median over the repetitions.
-    pub seconds: f64,
-    /// The fastest repetition's seconds per call.
-    pub seconds_min: f64,
-    /// The slowest repetition's seconds per call.
-    pub seconds_max: f64,
-    /// MiB/s of one call, median.
-    pub mib_s: f64,
-    /// The slowest repetition's MiB/s.
-    pub mib_s_min: f64,
-    /// The fastest repetition's MiB/s.
-    pub mib_s_max: f64,
+    /// MiB/s of one call and seconds per collective call, medians over the repetitions.
+    #[serde(flatten)]
+    pub measure: Measure,
+    /// The range of the seconds per call.
+    #[serde(flatten)]
+    pub range: SecondsRange,
     /// Client requests of one call, all processes.
     pub requests: u64,
     /// Storage calls the server made for one call.
@@ -546,7 +528,6 @@ fn row(
         .map_err(|err| format!("bench ecio: case \"{label}\", method \"{two_phase_name}\": {err}"))?
         .median;
     let bytes = one.count * INT;
-    let rate = seconds.rate_of(bytes);
     let paper = PAPER_IMPROVEMENT
         .iter()
         .find(|(op, clients, _)| *op == direction.to_string() && *clients == processes)
@@ -561,12 +542,8 @@ fn row(
         processes,
         count: one.count,
         method,
-        seconds: seconds.median,
-        seconds_min: seconds.min,
-        seconds_max: seconds.max,
-        mib_s: rate.median,
-        mib_s_min: rate.min,
-        mib_s_max: rate.max,
+        measure: Measure::of_seconds(seconds, bytes),
+        range: SecondsRange::of(seconds),
         requests: one.requests,
         pieces: one.storage_calls,
         bytes,
@@ -604,9 +581,9 @@ fn text(report: &Report<EcioRow>, counts: &[u64]) -> Result<String, String> {
             table.add_row([
                 count.to_string(),
                 report::cell((count * INT) as f64 / 1024.0, 1),
-                report::cell(two_phase.seconds * 1e3, 3),
-                report::cell(server.seconds * 1e3, 3),
-                report::ratio(two_phase.seconds, server.seconds),
+                report::cell(two_phase.measure.seconds * 1e3, 3),
+                report::cell(server.measure.seconds * 1e3, 3),
+                report::ratio(two_phase.measure.seconds, server.measure.seconds),
                 format!("{:.1}%", server.improvement_pct),
                 server
                     .paper_improvement_pct
@@ -637,14 +614,7 @@ fn figure(report: &Report<EcioRow>, counts: &[u64]) -> Result<Figure, String> {
                 let mut points = Vec::new();
                 for &count in counts {
                     let row = report.row(&case(direction, processes, count), method.name())?;
-                    points.push(Point {
-                        x: count as f64,
-                        y: Spread {
-                            min: row.mib_s_min,
-                            median: row.mib_s,
-                            max: row.mib_s_max,
-                        },
-                    });
+                    points.push(row.measure.point(count as f64));
                 }
                 panel.lines.push(Line {
                     name: format!("{processes} clients, {}", method.name()),

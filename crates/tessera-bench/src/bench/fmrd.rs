@@ -40,13 +40,12 @@ use tessera_client::tessera_reg::{
     page_bytes, Caching, Grouping, Policy, RegStats, Registry, FMRD_BATCH,
 };
 use tessera_client::{
-    Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode, File, Mechanism, OpenMode,
-    TransferPolicy,
+    Client, ClusterConfig, CreateOptions, File, Mechanism, OpenMode, TransferPolicy,
 };
 
-use super::{BenchCluster, CommonArgs};
+use super::CommonArgs;
 use crate::report::{
-    self, Figure, Line, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
+    self, Figure, Line, Measure, Meta, Outcome, Panel, Point, Progress, Report, Scale, Spread,
 };
 
 const SERVERS: u16 = 4;
@@ -270,14 +269,9 @@ pub struct FmrdRow {
     pub reuse_percent: u32,
     /// The registration method.
     pub method: &'static str,
-    /// MiB/s of the 1000 writes, median over the repetitions.
-    pub mib_s: f64,
-    /// The slowest repetition's MiB/s.
-    pub mib_s_min: f64,
-    /// The fastest repetition's MiB/s.
-    pub mib_s_max: f64,
-    /// Seconds of the 1000 writes, median.
-    pub seconds: f64,
+    /// MiB/s and seconds of the 1000 writes, medians over the repetitions.
+    #[serde(flatten)]
+    pub measure: Measure,
     /// `no reg` time over this method's time, paired per repetition, median.
     pub normalized: f64,
     /// The smallest of those ratios.
@@ -329,28 +323,15 @@ fn case(reuse_percent: u32) -> String {
 
 /// Runs the experiment and writes its report.
 pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
-    let cluster = BenchCluster::open(common.cluster.as_deref(), SERVERS)?;
+    let (cluster, checker) = super::open_cluster(common, SERVERS)?;
     let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
-    let checker = Client::new(&config, &ClientOptions::default());
-    match checker.mkdir("/bench", 0o755) {
-        Ok(_) => {}
-        Err(err) if err.code() == Some(ErrorCode::Exists) => {}
-        Err(err) => return Err(format!("mkdir /bench: {err}")),
-    }
     let (registrar, registrar_name) = common.registrar(super::RegistrarKind::Pin)?;
     let mut subjects = Vec::new();
     for (index, method) in Method::ALL.into_iter().enumerate() {
-        let registry = match method.policy() {
-            Some(policy) => Some(Arc::new(
-                Registry::new(registrar.clone(), policy)
-                    .map_err(|err| format!("{}: {err}", method.name()))?,
-            )),
-            None => None,
-        };
         // Each method has its own client, file and buffers: one method's cached (locked)
         // buffers must not make another's registrations cheap.
-        let client = Client::new(&config, &ClientOptions::default());
-        client.set_registration(registry.clone());
+        let (client, registry) =
+            super::registered_client(&config, &registrar, method.policy(), method.name())?;
         let path = format!("/bench/fmrd-{}-{index}", std::process::id());
         checker
             .create(&path, &CreateOptions::default())
@@ -463,15 +444,11 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             let normalized = Spread::of(&ratios).map_err(missing)?;
             let seconds = Spread::of(&samples[index]).map_err(missing)?;
             let bytes = (OPERATIONS * BUFFER_BYTES) as u64;
-            let rate = seconds.rate_of(bytes);
             let counts = last[index];
             rows.push(FmrdRow {
                 reuse_percent,
                 method: subject.method.name(),
-                mib_s: rate.median,
-                mib_s_min: rate.min,
-                mib_s_max: rate.max,
-                seconds: seconds.median,
+                measure: Measure::of_seconds(seconds, bytes),
                 normalized: normalized.median,
                 normalized_min: normalized.min,
                 normalized_max: normalized.max,
@@ -494,10 +471,12 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         }
     }
     drop(progress);
-    for subject in &subjects {
-        subject.client.set_registration(None);
-        let _ = checker.unlink(&subject.path);
-    }
+    super::release_clients(
+        &checker,
+        subjects
+            .iter()
+            .map(|subject| (&subject.client, subject.path.as_str())),
+    );
     drop(subjects);
     let report = Report {
         bench: "fmrd",
@@ -581,7 +560,7 @@ fn text(report: &Report<FmrdRow>, registrar: &str) -> Result<String, String> {
             table.add_row([
                 case(percent),
                 row.method.to_owned(),
-                report::cell(row.mib_s, 1),
+                report::cell(row.measure.mib_s, 1),
                 report::cell(row.normalized, 3),
                 format!("{:.3}-{:.3}", row.normalized_min, row.normalized_max),
                 row.registrations.to_string(),
@@ -643,10 +622,12 @@ mod tests {
         FmrdRow {
             reuse_percent,
             method: method.name(),
-            mib_s: 100.0,
-            mib_s_min: 90.0,
-            mib_s_max: 110.0,
-            seconds: 0.625,
+            measure: Measure {
+                mib_s: 100.0,
+                mib_s_min: 90.0,
+                mib_s_max: 110.0,
+                seconds: 0.625,
+            },
             normalized,
             normalized_min: normalized - 0.1,
             normalized_max: normalized + 0.1,

@@ -10,6 +10,7 @@
 //! temporary directory and stops it afterwards.
 
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
 mod blockcol;
 mod btio;
@@ -199,6 +200,70 @@ pub fn open_cluster(
         Err(err) => return Err(format!("mkdir /bench: {err}")),
     }
     Ok((cluster, client))
+}
+
+/// A client of its own for a method that registers its buffers by `policy` over `registrar`
+/// (`None`: no registration), and that registry; `method` names it in errors. A client per
+/// method keeps one method's cached (locked) registrations from making another's cheap.
+pub(super) fn registered_client(
+    config: &tessera_client::ClusterConfig,
+    registrar: &std::sync::Arc<dyn tessera_client::tessera_reg::Registrar>,
+    policy: Option<tessera_client::tessera_reg::Policy>,
+    method: &str,
+) -> Result<
+    (
+        tessera_client::Client,
+        Option<std::sync::Arc<tessera_client::tessera_reg::Registry>>,
+    ),
+    String,
+> {
+    let registry = match policy {
+        Some(policy) => Some(std::sync::Arc::new(
+            tessera_client::tessera_reg::Registry::new(registrar.clone(), policy)
+                .map_err(|err| format!("{method}: {err}"))?,
+        )),
+        None => None,
+    };
+    let client = tessera_client::Client::new(config, &tessera_client::ClientOptions::default());
+    client.set_registration(registry.clone());
+    Ok((client, registry))
+}
+
+/// Ends what [`registered_client`] began: each (client, file) of `clients` stops registering
+/// and `checker` removes the file (best effort: the run is over, an error changes nothing).
+pub(super) fn release_clients<'a>(
+    checker: &tessera_client::Client,
+    clients: impl IntoIterator<Item = (&'a tessera_client::Client, &'a str)>,
+) {
+    for (client, path) in clients {
+        client.set_registration(None);
+        let _ = checker.unlink(path);
+    }
+}
+
+/// A command running this binary, for a group's worker processes ([`spawn_worker`]).
+pub(super) fn worker_command() -> Result<Command, String> {
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera-bench: {err}"))?;
+    Ok(Command::new(exe))
+}
+
+/// Starts worker `rank` of a group of `name` workers with `command` (its arguments and standard
+/// input set): rank 0 reports on a piped standard output, the others' is discarded; standard
+/// error is the bench's.
+pub(super) fn spawn_worker(
+    command: &mut Command,
+    name: &str,
+    rank: usize,
+) -> Result<Child, String> {
+    command
+        .stdout(if rank == 0 {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|err| format!("cannot start {name} worker {rank}: {err}"))
 }
 
 /// Drops the page cache of every object file of the iods whose data directories are

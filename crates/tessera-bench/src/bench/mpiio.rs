@@ -47,7 +47,7 @@ use super::blockcol::open_cluster;
 use super::btio_mpi::{on_path, Mpi, SHIM};
 use super::CommonArgs;
 use crate::report::{
-    self, Direction, Figure, Line, Meta, Outcome as Finished, Panel, Point, Report, Scale, Spread,
+    self, Direction, Figure, Line, Measure, Meta, Outcome as Finished, Panel, Report, Scale, Spread,
 };
 
 /// The program `make mpiio` builds beside the shim (from `mpiio/bench/mpiio.c`).
@@ -790,7 +790,6 @@ impl Group {
         meeting: &Path,
         mpi: &str,
     ) -> Result<Self, String> {
-        let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera: {err}"))?;
         std::fs::create_dir_all(meeting)
             .map_err(|err| format!("cannot create {}: {err}", meeting.display()))?;
         let mut group = Self {
@@ -800,24 +799,20 @@ impl Group {
             lines: std::sync::mpsc::sync_channel(1).1,
         };
         for rank in 0..processes {
-            let mut child = Command::new(&exe)
-                .arg("mpiio-worker")
-                .args(["--rank", &rank.to_string()])
-                .args(["--processes", &processes.to_string()])
-                .arg("--cluster")
-                .arg(cluster)
-                .args(["--path", path])
-                .arg("--meeting")
-                .arg(meeting)
-                .stdin(Stdio::piped())
-                .stdout(if rank == 0 {
-                    Stdio::piped()
-                } else {
-                    Stdio::null()
-                })
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map_err(|err| format!("cannot start mpiio worker {rank}: {err}"))?;
+            let mut child = super::spawn_worker(
+                super::worker_command()?
+                    .arg("mpiio-worker")
+                    .args(["--rank", &rank.to_string()])
+                    .args(["--processes", &processes.to_string()])
+                    .arg("--cluster")
+                    .arg(cluster)
+                    .args(["--path", path])
+                    .arg("--meeting")
+                    .arg(meeting)
+                    .stdin(Stdio::piped()),
+                "mpiio",
+                rank as usize,
+            )?;
             group
                 .inputs
                 .push(Box::new(child.stdin.take().expect("piped")));
@@ -1237,14 +1232,10 @@ pub struct MpiioRow {
     pub method: &'static str,
     /// Bytes all processes moved in one phase.
     pub bytes: u64,
-    /// MiB/s, median over the repetitions.
-    pub mib_s: Option<f64>,
-    /// The slowest repetition's MiB/s.
-    pub mib_s_min: Option<f64>,
-    /// The fastest repetition's MiB/s.
-    pub mib_s_max: Option<f64>,
-    /// Seconds of the phase (the slowest process), median.
-    pub seconds: Option<f64>,
+    /// MiB/s and seconds of the phase (the slowest process), medians over the repetitions;
+    /// `null` for a column that did not run.
+    #[serde(flatten)]
+    pub measure: Measure,
     /// GB/s (10^9 bytes), median.
     pub gb_s: Option<f64>,
     /// One barrier alone, median (each timed phase includes one).
@@ -1336,10 +1327,7 @@ fn empty_row(
         },
         method,
         bytes: sweep.segments(case.transfer) * case.transfer * u64::from(case.processes),
-        mib_s: None,
-        mib_s_min: None,
-        mib_s_max: None,
-        seconds: None,
+        measure: Measure::none(),
         gb_s: None,
         barrier_seconds: None,
         ratio_vs_native: None,
@@ -1405,7 +1393,6 @@ fn report(
                             ));
                         };
                         verified &= found.verified;
-                        let rate = seconds.rate_of(row.bytes);
                         let ratio = |other: &str| {
                             medians
                                 .get(other)
@@ -1421,10 +1408,7 @@ fn report(
                                 "bench mpiio: case \"{name}\", method \"{method}\": barrier: {err}"
                             )
                         })?;
-                        row.mib_s = Some(rate.median);
-                        row.mib_s_min = Some(rate.min);
-                        row.mib_s_max = Some(rate.max);
-                        row.seconds = Some(seconds.median);
+                        row.measure = Measure::of_seconds(*seconds, row.bytes);
                         row.gb_s = Some(row.bytes as f64 / seconds.median / 1e9);
                         row.barrier_seconds = Some(barrier.median);
                         row.ratio_vs_native = ratio("native");
@@ -1481,7 +1465,8 @@ fn report(
 
 /// A rate for a table cell: "skip" for a column that did not run.
 fn rate(row: &MpiioRow) -> String {
-    row.mib_s
+    row.measure
+        .measured()
         .map_or_else(|| "skip".to_owned(), |mib_s| report::cell(mib_s, 1))
 }
 
@@ -1508,7 +1493,9 @@ fn text(report: &Report<MpiioRow>, plans: &[Plan], sweep: &Sweep) -> Result<Stri
                     let tessera = report.row(&name, METHODS[0])?;
                     let native = report.row(&name, METHODS[1])?;
                     let local = report.row(&name, METHODS[2])?;
-                    let ratio = |other: &MpiioRow| Some(tessera.mib_s? / other.mib_s?);
+                    let ratio = |other: &MpiioRow| {
+                        Some(tessera.measure.measured()? / other.measure.measured()?)
+                    };
                     let show = |value: Option<f64>| {
                         value.map_or_else(|| "-".to_owned(), |v| report::cell(v, 2))
                     };
@@ -1635,18 +1622,13 @@ fn figure(report: &Report<MpiioRow>, plans: &[Plan]) -> Result<Figure, String> {
             }
             let mut points = Vec::new();
             for row in rows {
-                let (Some(median), Some(min), Some(max)) =
-                    (row.mib_s, row.mib_s_min, row.mib_s_max)
-                else {
+                if row.measure.measured().is_none() {
                     return Err(format!(
                         "bench mpiio: case \"{}\", method \"{method}\" has no rate",
                         report::Row::key(row).0
                     ));
-                };
-                points.push(Point {
-                    x: row.transfer_bytes as f64,
-                    y: Spread { min, median, max },
-                });
+                }
+                points.push(row.measure.point(row.transfer_bytes as f64));
             }
             panel.lines.push(Line {
                 name: method.to_owned(),

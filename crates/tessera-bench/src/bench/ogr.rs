@@ -45,8 +45,7 @@ use serde_json::json;
 use tessera_client::tessera_reg::mapping::AnonymousMapping;
 use tessera_client::tessera_reg::{page_bytes, Caching, Grouping, Policy, RegStats, Registry};
 use tessera_client::{
-    Client, ClientOptions, ClusterConfig, CreateOptions, File, IoReport, Mechanism, Piece,
-    TransferPolicy,
+    Client, ClusterConfig, CreateOptions, File, IoReport, Mechanism, Piece, TransferPolicy,
 };
 
 use super::CommonArgs;
@@ -441,16 +440,9 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 },
             )
             .map_err(|err| format!("create {path}: {err}"))?;
-        let registry = match method.policy() {
-            Some(policy) => Some(Arc::new(
-                Registry::new(registrar.clone(), policy)
-                    .map_err(|err| format!("{}: {err}", method.name()))?,
-            )),
-            None => None,
-        };
         // One client per method, so each keeps its registry (and the ideal one its cache).
-        let client = Client::new(&config, &ClientOptions::default());
-        client.set_registration(registry.clone());
+        let (client, registry) =
+            super::registered_client(&config, &registrar, method.policy(), method.name())?;
         let mut file = client
             .open(&path, tessera_client::OpenMode::ReadWrite)
             .map_err(|err| format!("open {path}: {err}"))?;
@@ -591,10 +583,12 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         progress.step(case_label(sync));
     }
     drop(progress);
-    for subject in &subjects {
-        subject.client.set_registration(None);
-        let _ = checker.unlink(&subject.path);
-    }
+    super::release_clients(
+        &checker,
+        subjects
+            .iter()
+            .map(|subject| (&subject.client, subject.path.as_str())),
+    );
     drop(subjects);
     let report = Report {
         bench: "ogr",

@@ -170,6 +170,11 @@ impl Measure {
         }
     }
 
+    /// The median MiB/s, or `None` for a row that was not measured ([`Measure::none`]).
+    pub fn measured(&self) -> Option<f64> {
+        Some(self.mib_s).filter(|mib_s| !mib_s.is_nan())
+    }
+
     /// The MiB/s as a figure's point at `x`.
     pub fn point(&self, x: f64) -> Point {
         Point {
@@ -179,6 +184,26 @@ impl Measure {
                 median: self.mib_s,
                 max: self.mib_s_max,
             },
+        }
+    }
+}
+
+/// The range of a row's seconds over the repetitions, for rows that give it beside
+/// [`Measure`] (flattened into the row after it: `seconds_min`, `seconds_max`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SecondsRange {
+    /// The fastest repetition's seconds.
+    pub seconds_min: f64,
+    /// The slowest repetition's seconds.
+    pub seconds_max: f64,
+}
+
+impl SecondsRange {
+    /// The range of the `seconds` samples.
+    pub fn of(seconds: Spread) -> Self {
+        Self {
+            seconds_min: seconds.min,
+            seconds_max: seconds.max,
         }
     }
 }
@@ -461,6 +486,27 @@ mod tests {
         assert_eq!(records.len(), 2);
         assert_eq!(&records[0][1], "gather, capabilities \"checked\"");
         assert_eq!(&records[1][6], "no libfabric\nin this build");
+    }
+
+    #[test]
+    fn an_unmeasured_row_is_null_in_json_and_has_no_rate() {
+        let row = TestRow {
+            direction: Direction::Read,
+            method: "native".to_owned(),
+            measure: Measure::none(),
+            skipped: Some("no MPI".to_owned()),
+        };
+        let json = serde_json::to_value(&row).unwrap();
+        for field in ["mib_s", "mib_s_min", "mib_s_max", "seconds"] {
+            assert!(json[field].is_null(), "{field}: {json}");
+        }
+        assert_eq!(row.measure.measured(), None);
+        assert_eq!(measure(2.0).measured(), Some(2.0));
+        let range = SecondsRange::of(Spread::of(&[3.0, 1.0, 2.0]).unwrap());
+        assert_eq!(
+            serde_json::to_value(range).unwrap(),
+            serde_json::json!({"seconds_min": 1.0, "seconds_max": 3.0})
+        );
     }
 
     #[test]
