@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 #[macro_use]
 extern crate tessera_cluster;
 
+mod args;
 mod bench;
 mod demo;
 mod report;

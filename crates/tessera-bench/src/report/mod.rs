@@ -25,7 +25,7 @@ use serde::Serialize;
 pub use figure::{Figure, Line, Panel, Point, Scale};
 pub use progress::Progress;
 
-use crate::bench::CommonArgs;
+use crate::args::CommonArgs;
 
 /// What a report says about the run itself, beside its figures.
 #[derive(Debug, Clone, Serialize)]
