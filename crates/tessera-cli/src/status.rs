@@ -185,11 +185,7 @@ pub fn status(args: &StatusArgs) -> Result<(), String> {
             ..ClientOptions::default()
         },
     );
-    let time_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
-        });
+    let time_ns = human::now_ns();
     let report = Report {
         time: human::rfc3339(time_ns),
         time_ns,

@@ -90,6 +90,15 @@ pub fn utc_time(ns: u64) -> String {
     format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}.{nanos:09} UTC")
 }
 
+/// Now, in ns since the epoch (0 before it, saturated far after it).
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+        })
+}
+
 /// A time in ns since the epoch as RFC 3339 in UTC: `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`.
 pub fn rfc3339(ns: u64) -> String {
     let (year, month, day, hour, minute, second, nanos) = civil(ns);

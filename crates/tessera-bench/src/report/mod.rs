@@ -6,16 +6,16 @@
 //! (case, method) — a `#[derive(Serialize)]` struct of its own that implements [`Row`] — and
 //! a [`Report`] of them, which adds what every report carries: the bench, `--quick`, the
 //! configuration, whether every byte read back was right, and [`Meta`] (timestamp, host,
-//! version, git commit, repetitions). [`Report::finish`] then writes the output contract of
-//! `docs/BENCH.md`: one JSON object on standard output with `--json` (`serde_json`), the
-//! table (`comfy-table`) on standard output or, with `--json`, standard error, and into
-//! `--out` the rows as `NAME.csv` (`csv`) and each [`Figure`] as SVG and PNG (`plotters`).
+//! version, git commit, repetitions). [`Report::finish`] then writes the output contract
+//! (README, "Benchmark output"): one JSON object on standard output with `--json`
+//! (`serde_json`), the table (`comfy-table`) on standard output or, with `--json`, standard
+//! error, and into `--out` the rows as `NAME.csv` (`csv`) and each [`Figure`] as SVG and PNG
+//! (`plotters`).
 //!
 //! A figure or table reads the rows back through [`Report::row`] / [`Report::find`], which
 //! fail with the bench, case and method named when a row is missing: never a 0.
 
 pub mod figure;
-pub mod progress;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use figure::{Figure, Line, Panel, Point, Scale};
-pub use progress::Progress;
+pub use tessera_cluster::progress::Steps as Progress;
 
 use crate::args::CommonArgs;
 
@@ -46,7 +46,7 @@ impl Meta {
     /// The metadata of a report made now of `repetitions` measurements per case.
     pub fn now(repetitions: usize) -> Self {
         Self {
-            timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            timestamp: tessera_cluster::human::rfc3339(tessera_cluster::human::now_ns()),
             host: host_name(),
             version: env!("CARGO_PKG_VERSION"),
             commit: env!("TESSERA_GIT_COMMIT"),
@@ -568,8 +568,12 @@ mod tests {
         assert_eq!(meta.version, env!("CARGO_PKG_VERSION"));
         assert!(!meta.commit.is_empty());
         assert!(!meta.host.is_empty());
-        assert!(meta.timestamp.ends_with('Z'), "{}", meta.timestamp);
-        chrono::DateTime::parse_from_rfc3339(&meta.timestamp).unwrap();
+        let stamp = meta.timestamp.as_bytes();
+        assert!(
+            stamp.len() == 30 && stamp[4] == b'-' && stamp[10] == b'T' && stamp[29] == b'Z',
+            "{}",
+            meta.timestamp
+        );
         assert_eq!(meta.repetitions, 5);
     }
 }
