@@ -96,7 +96,7 @@ capi-header-check:
 	else rm -f $$tmp; echo "crates/tessera-capi/include/tessera.h is stale: run make capi-header"; exit 1; fi
 
 # `make install PREFIX=/opt/tessera` (default /usr/local; DESTDIR stages it elsewhere, as
-# packagers do): bin/tessera (and bin/tessera-bench when built), the C API as
+# packagers do): bin/tessera and bin/tessera-bench (`tessera bench` runs it), the C API as
 # lib/libtessera.so and lib/libtessera.a with include/tessera.h and lib/pkgconfig/tessera.pc,
 # and the MPI-IO library of each MPI built (make mpiio) as lib/tessera/<mpi>/libtessera_mpiio.so.
 PREFIX ?= /usr/local
@@ -114,8 +114,7 @@ MPIIO_LIBS = $(wildcard target/mpiio/*/libtessera_mpiio.so)
 install: build mpiio
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
 	install -m 0755 $(TESSERA) $(DESTDIR)$(BINDIR)/tessera
-	if [ -f $(RELEASE_DIR)/tessera-bench ]; then \
-	  install -m 0755 $(RELEASE_DIR)/tessera-bench $(DESTDIR)$(BINDIR)/tessera-bench; fi
+	install -m 0755 $(RELEASE_DIR)/tessera-bench $(DESTDIR)$(BINDIR)/tessera-bench
 	install -m 0755 $(RELEASE_DIR)/libtessera_capi.so $(DESTDIR)$(LIBDIR)/libtessera.so
 	install -m 0644 $(RELEASE_DIR)/libtessera_capi.a $(DESTDIR)$(LIBDIR)/libtessera.a
 	install -m 0644 crates/tessera-capi/include/tessera.h $(DESTDIR)$(INCLUDEDIR)/tessera.h

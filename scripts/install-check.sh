@@ -32,7 +32,7 @@ fail() {
 make -C "$ROOT" --no-print-directory install DESTDIR="$STAGE" PREFIX="$PREFIX" >"$STAGE/install.log" 2>&1 ||
     { tail -n 30 "$STAGE/install.log"; fail "make install DESTDIR=$STAGE PREFIX=$PREFIX"; }
 
-for file in bin/tessera lib/libtessera.so lib/libtessera.a include/tessera.h lib/pkgconfig/tessera.pc; do
+for file in bin/tessera bin/tessera-bench lib/libtessera.so lib/libtessera.a include/tessera.h lib/pkgconfig/tessera.pc; do
     [ -f "$INSTALLED/$file" ] || fail "$PREFIX/$file is not installed"
 done
 mpiio_built=$(cd "$ROOT" && ls target/mpiio/*/libtessera_mpiio.so 2>/dev/null || true)
@@ -44,7 +44,9 @@ for lib in $mpiio_built; do
         fail "$PREFIX/lib/tessera/$mpi/libtessera_mpiio.so does not export MPI_File_open"
     echo "ok installed lib/tessera/$mpi/libtessera_mpiio.so"
 done
-echo "ok installed bin/tessera, lib/libtessera.{so,a}, include/tessera.h, lib/pkgconfig/tessera.pc"
+"$INSTALLED/bin/tessera" bench --help 2>&1 | grep -q listio ||
+    fail "the installed tessera bench does not reach the installed tessera-bench"
+echo "ok installed bin/tessera, bin/tessera-bench (tessera bench reaches it), lib/libtessera.{so,a}, include/tessera.h, lib/pkgconfig/tessera.pc"
 
 # pkg-config from the staged prefix only: the sysroot puts $STAGE before its paths.
 export PKG_CONFIG_PATH=""
