@@ -214,21 +214,17 @@ impl Client {
 
     /// The storage counters and cost model of iod `index` (its Active Data Sieving decisions).
     pub fn server_stats(&self, index: usize) -> Result<ServerStatsReply, ClientError> {
-        if index >= self.server_count() {
-            return Err(ClientError::Config {
-                path: format!("iod {index}"),
-                detail: format!("the cluster has {} iods", self.server_count()),
-            });
-        }
-        self.inner
-            .iods
-            .with(index, |connection| connection.call(&ServerStats {}))
-            .map_err(ClientError::from)
+        self.call_iod(index, &ServerStats {})
     }
 
     /// Capacity and use of the file system under iod `index`'s data directory, and the
     /// bytes its objects hold (`tessera df`).
     pub fn server_statfs(&self, index: usize) -> Result<StatfsReply, ClientError> {
+        self.call_iod(index, &Statfs {})
+    }
+
+    /// One server-level `request` to iod `index` (an error naming the iod if there is none).
+    fn call_iod<R: Request>(&self, index: usize, request: &R) -> Result<R::Reply, ClientError> {
         if index >= self.server_count() {
             return Err(ClientError::Config {
                 path: format!("iod {index}"),
@@ -237,7 +233,7 @@ impl Client {
         }
         self.inner
             .iods
-            .with(index, |connection| connection.call(&Statfs {}))
+            .with(index, |connection| connection.call(request))
             .map_err(ClientError::from)
     }
 
