@@ -13,6 +13,7 @@
 //! (`IOD_BUFFER_BYTES_MAX`), so memory stays bounded however many clients write at once.
 
 pub mod buffers;
+pub mod cache;
 pub mod collective;
 pub mod cost;
 pub mod extent;

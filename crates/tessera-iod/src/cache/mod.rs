@@ -1,0 +1,1154 @@
+//! The unified server cache's core (seed 001 ch. 5): buffers the cache owns, granted to
+//! operations by allocate–release sharing (seed §5.2.3). Not yet wired into any request path.
+//!
+//! An object's bytes are cached in units of one size per object (4–64 KiB, a power of two,
+//! fixed at the object's first use), keyed by (object handle, unit index). An operation asks
+//! for the byte range it touches — [`Cache::grant_read`] or [`Cache::grant_write`] — and gets
+//! a guard holding every unit that covers it. Read grants of a unit share it; a write grant
+//! holds its units alone, so a conflicting grant waits (bounded by
+//! [`CacheConfig::grant_wait`], at most [`GRANT_WAIT_MAX`]). A grant takes its units in
+//! ascending (handle, index) order, so two grants never wait for each other in a cycle, and
+//! it releases them all when dropped, waking whoever waits.
+//!
+//! A unit that was not cached arrives empty (`filled == false`) and held by the grant alone:
+//! the caller reads storage into it (`fill_missing`), then serves it. A write grant marks
+//! the bytes it wrote dirty; dirty units are never evicted. A write-back takes them with
+//! [`Cache::take_dirty`], writes them to storage and calls [`DirtyGrant::mark_clean`].
+//! Eviction takes only clean, ungranted units, in the order of a pluggable [`Replacement`]
+//! policy ([`Lru`] by default). The bytes of all units never exceed the budget; when it is all
+//! dirty or granted, a grant waits for room and then fails with [`CacheError::CacheFull`].
+//! A grant waiting for room keeps the units it already took, so two large grants against a
+//! budget full of each other's units wait until one times out; callers keep grants small
+//! against the budget (a grant larger than the whole budget is refused at once).
+
+mod buffer;
+mod replacement;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Range;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use buffer::UnitBuffer;
+pub use replacement::{End, Lru, Replacement, UnitId};
+
+/// The smallest cache unit, in bytes.
+pub const UNIT_BYTES_MIN: usize = 4 * 1024;
+/// The largest cache unit, in bytes.
+pub const UNIT_BYTES_MAX: usize = 64 * 1024;
+/// The unit of an object nobody chose one for, unless the configuration says otherwise.
+pub const UNIT_BYTES_DEFAULT: usize = UNIT_BYTES_MAX;
+/// Every unit buffer starts on this boundary (the strictest O_DIRECT alignment we expect).
+pub const BUFFER_ALIGN_BYTES: usize = 4096;
+/// The longest any grant, invalidation or wait for room may wait.
+pub const GRANT_WAIT_MAX: Duration = Duration::from_secs(10);
+/// How many objects' unit sizes the cache remembers (until their invalidation).
+pub const OBJECTS_MAX: usize = 1 << 20;
+
+const _: () = assert!(UNIT_BYTES_MIN.is_power_of_two() && UNIT_BYTES_MAX.is_power_of_two());
+const _: () = assert!(UNIT_BYTES_MIN <= UNIT_BYTES_DEFAULT && UNIT_BYTES_DEFAULT <= UNIT_BYTES_MAX);
+const _: () = assert!(UNIT_BYTES_MIN.is_multiple_of(BUFFER_ALIGN_BYTES));
+
+/// The size and behaviour of one cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// The most bytes all units together may hold; at least one [`UNIT_BYTES_MAX`] unit.
+    pub budget_bytes: usize,
+    /// The unit of objects without [`Cache::set_unit_bytes`]: a power of two in
+    /// [`UNIT_BYTES_MIN`]..=[`UNIT_BYTES_MAX`].
+    pub default_unit_bytes: usize,
+    /// How long a grant waits for a conflicting grant or for room; at most [`GRANT_WAIT_MAX`].
+    pub grant_wait: Duration,
+}
+
+impl CacheConfig {
+    /// A configuration with `budget_bytes`, the default unit and the longest wait.
+    pub fn new(budget_bytes: usize) -> Self {
+        Self {
+            budget_bytes,
+            default_unit_bytes: UNIT_BYTES_DEFAULT,
+            grant_wait: GRANT_WAIT_MAX,
+        }
+    }
+
+    /// Check every limit, naming the first value that breaks one.
+    pub fn validate(&self) -> Result<(), CacheError> {
+        check_unit_bytes(self.default_unit_bytes)?;
+        if self.budget_bytes < UNIT_BYTES_MAX {
+            return Err(CacheError::BudgetTooSmall {
+                budget_bytes: self.budget_bytes,
+            });
+        }
+        if self.grant_wait > GRANT_WAIT_MAX {
+            return Err(CacheError::GrantWaitTooLong {
+                wait_ms: millis(self.grant_wait),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn check_unit_bytes(unit_bytes: usize) -> Result<(), CacheError> {
+    if unit_bytes.is_power_of_two() && (UNIT_BYTES_MIN..=UNIT_BYTES_MAX).contains(&unit_bytes) {
+        Ok(())
+    } else {
+        Err(CacheError::UnitBytes { unit_bytes })
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What went wrong in the cache; every message names the value, object or limit involved.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CacheError {
+    /// A unit size outside the limits.
+    #[error(
+        "cache unit of {unit_bytes} bytes is not a power of two from {UNIT_BYTES_MIN} to {UNIT_BYTES_MAX} bytes"
+    )]
+    UnitBytes {
+        /// The size asked for.
+        unit_bytes: usize,
+    },
+    /// A budget below one largest unit.
+    #[error(
+        "cache budget of {budget_bytes} bytes is below one largest unit ({UNIT_BYTES_MAX} bytes)"
+    )]
+    BudgetTooSmall {
+        /// The budget asked for.
+        budget_bytes: usize,
+    },
+    /// A configured wait above [`GRANT_WAIT_MAX`].
+    #[error("cache grant wait of {wait_ms} ms exceeds GRANT_WAIT_MAX ({} ms)", GRANT_WAIT_MAX.as_millis())]
+    GrantWaitTooLong {
+        /// The wait asked for, in milliseconds.
+        wait_ms: u64,
+    },
+    /// [`Cache::set_unit_bytes`] after the object's unit size was fixed.
+    #[error("object {handle}: its cache unit is already fixed at {unit_bytes} bytes (asked for {requested})")]
+    UnitBytesFixed {
+        /// The object.
+        handle: u64,
+        /// Its unit size.
+        unit_bytes: usize,
+        /// The size asked for.
+        requested: usize,
+    },
+    /// More objects than [`OBJECTS_MAX`].
+    #[error("object {handle}: the cache already knows {OBJECTS_MAX} objects (OBJECTS_MAX)")]
+    TooManyObjects {
+        /// The object refused.
+        handle: u64,
+    },
+    /// A byte range whose end does not fit in a `u64`.
+    #[error("object {handle}: the range of {len} bytes at offset {offset} overflows")]
+    RangeOverflow {
+        /// The object.
+        handle: u64,
+        /// The range's first byte.
+        offset: u64,
+        /// Its length.
+        len: usize,
+    },
+    /// A grant whose units could never fit in the budget at once.
+    #[error(
+        "object {handle}: {len} bytes at offset {offset} span {needed_bytes} bytes of units, more than the cache budget of {budget_bytes} bytes"
+    )]
+    GrantTooLarge {
+        /// The object.
+        handle: u64,
+        /// The range's first byte.
+        offset: u64,
+        /// Its length.
+        len: usize,
+        /// The bytes of the units covering it.
+        needed_bytes: usize,
+        /// The cache budget.
+        budget_bytes: usize,
+    },
+    /// A unit stayed held by a conflicting grant for the whole wait.
+    #[error(
+        "object {handle}: unit {unit_index} stayed held by a conflicting grant for {waited_ms} ms"
+    )]
+    WaitTimeout {
+        /// The object.
+        handle: u64,
+        /// The unit.
+        unit_index: u64,
+        /// How long the grant waited.
+        waited_ms: u64,
+    },
+    /// The budget stayed full of dirty or granted units for the whole wait.
+    #[error(
+        "cache full: its budget of {budget_bytes} bytes stayed taken by dirty or granted units ({dirty_bytes} bytes dirty) for {waited_ms} ms"
+    )]
+    CacheFull {
+        /// The cache budget.
+        budget_bytes: usize,
+        /// The dirty bytes when the grant gave up.
+        dirty_bytes: usize,
+        /// How long the grant waited.
+        waited_ms: u64,
+    },
+    /// Reading, or partly writing, a unit that holds no valid data yet.
+    #[error(
+        "object {handle}: cache unit {unit_index} holds no data yet; fill it from storage first"
+    )]
+    Unfilled {
+        /// The object.
+        handle: u64,
+        /// The unit.
+        unit_index: u64,
+    },
+    /// A position past the grant's units.
+    #[error("the grant holds {count} units; there is no unit at position {position}")]
+    NoSuchUnit {
+        /// The position asked for.
+        position: usize,
+        /// The grant's unit count.
+        count: usize,
+    },
+    /// A copy whose buffer length differs from the grant's range.
+    #[error("the grant covers {grant_len} bytes but the buffer has {buffer_len}")]
+    LengthMismatch {
+        /// The grant's range length.
+        grant_len: usize,
+        /// The caller's buffer length.
+        buffer_len: usize,
+    },
+}
+
+/// A unit's place: the object and the unit's index in it (byte offset / unit size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UnitKey {
+    /// The object.
+    pub handle: u64,
+    /// The unit's index in the object.
+    pub index: u64,
+}
+
+/// A snapshot of the cache's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Units a grant found cached.
+    pub hits: u64,
+    /// Units a grant had to create (and, for a read, fill from storage).
+    pub misses: u64,
+    /// Clean units dropped to make room.
+    pub evictions: u64,
+    /// Units a grant had to wait for (a conflicting grant, or room).
+    pub grant_waits: u64,
+    /// Bytes written under grants and not yet marked clean.
+    pub dirty_bytes: usize,
+    /// Units cached now.
+    pub units_in_use: usize,
+    /// Bytes of those units.
+    pub bytes_in_use: usize,
+    /// The budget.
+    pub budget_bytes: usize,
+}
+
+struct Unit {
+    key: UnitKey,
+    buffer: Arc<UnitBuffer>,
+    readers: u32,
+    writer: bool,
+    filled: bool,
+    /// The bytes written and not yet marked clean, as one span within the unit.
+    dirty: Option<Range<usize>>,
+}
+
+impl Unit {
+    fn granted(&self) -> bool {
+        self.writer || self.readers > 0
+    }
+
+    fn evictable(&self) -> bool {
+        !self.granted() && self.filled && self.dirty.is_none()
+    }
+}
+
+struct State {
+    units: Vec<Option<Unit>>,
+    free_ids: Vec<UnitId>,
+    index: BTreeMap<UnitKey, UnitId>,
+    unit_bytes: HashMap<u64, usize>,
+    dirty: BTreeSet<UnitKey>,
+    used_bytes: usize,
+    dirty_bytes: usize,
+    policy: Box<dyn Replacement>,
+    hits: u64,
+    misses: u64,
+    evictions: u64,
+    grant_waits: u64,
+}
+
+impl State {
+    fn unit(&self, id: UnitId) -> &Unit {
+        self.units[id].as_ref().expect("indexed units exist")
+    }
+
+    fn unit_mut(&mut self, id: UnitId) -> &mut Unit {
+        self.units[id].as_mut().expect("indexed units exist")
+    }
+
+    /// The object's unit size, fixing it to `default` at first use.
+    fn unit_bytes_of(&mut self, handle: u64, default: usize) -> Result<usize, CacheError> {
+        if let Some(&unit_bytes) = self.unit_bytes.get(&handle) {
+            return Ok(unit_bytes);
+        }
+        if self.unit_bytes.len() >= OBJECTS_MAX {
+            return Err(CacheError::TooManyObjects { handle });
+        }
+        self.unit_bytes.insert(handle, default);
+        Ok(default)
+    }
+
+    /// Evict clean ungranted units until `bytes` more fit in `budget_bytes`.
+    fn make_room(&mut self, bytes: usize, budget_bytes: usize) -> bool {
+        while self.used_bytes + bytes > budget_bytes {
+            let Some(id) = self.policy.victim() else {
+                return false;
+            };
+            let unit = self.units[id]
+                .take()
+                .expect("the policy holds cached units");
+            debug_assert!(unit.evictable());
+            self.index.remove(&unit.key);
+            self.used_bytes -= unit.buffer.len();
+            self.free_ids.push(id);
+            self.evictions += 1;
+        }
+        true
+    }
+
+    fn insert_unit(&mut self, key: UnitKey, unit_bytes: usize) -> (UnitId, Arc<UnitBuffer>) {
+        let buffer = Arc::new(UnitBuffer::new_zeroed(unit_bytes));
+        let unit = Unit {
+            key,
+            buffer: Arc::clone(&buffer),
+            readers: 0,
+            writer: true,
+            filled: false,
+            dirty: None,
+        };
+        let id = if let Some(id) = self.free_ids.pop() {
+            self.units[id] = Some(unit);
+            id
+        } else {
+            self.units.push(Some(unit));
+            self.units.len() - 1
+        };
+        self.index.insert(key, id);
+        self.used_bytes += unit_bytes;
+        (id, buffer)
+    }
+
+    /// Drop a cached unit that no grant holds (invalidation, or an unfilled release).
+    fn drop_unit(&mut self, id: UnitId) {
+        let unit = self.units[id].take().expect("dropped units exist");
+        debug_assert!(!unit.granted());
+        self.policy.remove(id);
+        self.index.remove(&unit.key);
+        if let Some(dirty) = unit.dirty {
+            self.dirty_bytes -= dirty.len();
+            self.dirty.remove(&unit.key);
+        }
+        self.used_bytes -= unit.buffer.len();
+        self.free_ids.push(id);
+    }
+
+    /// Give back one held unit, applying what the holder did to it.
+    fn release(&mut self, held: &Held) {
+        let unit = self.unit_mut(held.id);
+        if held.exclusive {
+            unit.writer = false;
+            unit.filled |= held.filled;
+        } else {
+            unit.readers -= 1;
+        }
+        let mut dirtied = 0;
+        if let Some(written) = &held.written {
+            let old = unit.dirty.clone();
+            let merged = match &old {
+                Some(old) => old.start.min(written.start)..old.end.max(written.end),
+                None => written.clone(),
+            };
+            dirtied = merged.len() - old.map_or(0, |old| old.len());
+            unit.dirty = Some(merged);
+        }
+        let (key, granted, filled, evictable) =
+            (unit.key, unit.granted(), unit.filled, unit.evictable());
+        if held.written.is_some() {
+            self.dirty_bytes += dirtied;
+            self.dirty.insert(key);
+        }
+        if !granted && !filled {
+            self.drop_unit(held.id);
+        } else if evictable {
+            self.policy.insert(held.id, End::MostRecent);
+        }
+    }
+
+    #[cfg(test)]
+    fn check_consistency(&self, budget_bytes: usize) {
+        let cached: Vec<&Unit> = self.units.iter().flatten().collect();
+        assert_eq!(cached.len(), self.index.len());
+        assert_eq!(
+            cached.iter().map(|u| u.buffer.len()).sum::<usize>(),
+            self.used_bytes
+        );
+        assert!(self.used_bytes <= budget_bytes);
+        let dirty: usize = cached
+            .iter()
+            .filter_map(|u| u.dirty.as_ref())
+            .map(Range::len)
+            .sum();
+        assert_eq!(dirty, self.dirty_bytes);
+        assert_eq!(
+            cached.iter().filter(|u| u.dirty.is_some()).count(),
+            self.dirty.len()
+        );
+        assert_eq!(
+            cached.iter().filter(|u| u.evictable()).count(),
+            self.policy.len()
+        );
+        for (id, unit) in self.units.iter().enumerate() {
+            let Some(unit) = unit else { continue };
+            assert!(
+                unit.filled || unit.granted(),
+                "an unfilled unit stays only while granted"
+            );
+            assert_eq!(self.index[&unit.key], id);
+        }
+    }
+}
+
+/// One unit held by a grant.
+struct Held {
+    id: UnitId,
+    key: UnitKey,
+    buffer: Arc<UnitBuffer>,
+    /// The bytes of the unit the grant covers (for a dirty grant, the dirty span).
+    range: Range<usize>,
+    /// Held alone (a write, or a read that must fill a missing unit).
+    exclusive: bool,
+    /// Holds valid data (as seen by this grant).
+    filled: bool,
+    /// Bytes this grant wrote, made dirty at release.
+    written: Option<Range<usize>>,
+}
+
+struct Shared {
+    config: CacheConfig,
+    state: Mutex<State>,
+    /// Signalled whenever units are released or dropped.
+    released: Condvar,
+}
+
+/// The cache. Cloning is cheap and shares it; grants keep it alive.
+#[derive(Clone)]
+pub struct Cache {
+    shared: Arc<Shared>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Read,
+    Write,
+}
+
+impl Cache {
+    /// A cache with an [`Lru`] policy.
+    pub fn new(config: CacheConfig) -> Result<Self, CacheError> {
+        Self::with_policy(config, Box::new(Lru::new()))
+    }
+
+    /// A cache with the given replacement policy (which must start empty).
+    pub fn with_policy(
+        config: CacheConfig,
+        policy: Box<dyn Replacement>,
+    ) -> Result<Self, CacheError> {
+        config.validate()?;
+        let state = State {
+            units: Vec::new(),
+            free_ids: Vec::new(),
+            index: BTreeMap::new(),
+            unit_bytes: HashMap::new(),
+            dirty: BTreeSet::new(),
+            used_bytes: 0,
+            dirty_bytes: 0,
+            policy,
+            hits: 0,
+            misses: 0,
+            evictions: 0,
+            grant_waits: 0,
+        };
+        let shared = Shared {
+            config,
+            state: Mutex::new(state),
+            released: Condvar::new(),
+        };
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &CacheConfig {
+        &self.shared.config
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic under the lock leaves no half-done change (every change completes before
+        // anything that can panic), so a poisoned state is still consistent.
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wait for a release until `deadline`; `None` once it has passed.
+    fn wait<'a>(
+        &self,
+        state: MutexGuard<'a, State>,
+        deadline: Instant,
+    ) -> Option<MutexGuard<'a, State>> {
+        let remaining = deadline.checked_duration_since(Instant::now())?;
+        if remaining.is_zero() {
+            return None;
+        }
+        let (state, _) = self
+            .shared
+            .released
+            .wait_timeout(state, remaining)
+            .unwrap_or_else(PoisonError::into_inner);
+        Some(state)
+    }
+
+    /// Fix the unit size of `handle` before its first grant.
+    pub fn set_unit_bytes(&self, handle: u64, unit_bytes: usize) -> Result<(), CacheError> {
+        check_unit_bytes(unit_bytes)?;
+        let mut state = self.lock();
+        match state.unit_bytes.get(&handle) {
+            Some(&fixed) if fixed == unit_bytes => Ok(()),
+            Some(&fixed) => Err(CacheError::UnitBytesFixed {
+                handle,
+                unit_bytes: fixed,
+                requested: unit_bytes,
+            }),
+            None if state.unit_bytes.len() >= OBJECTS_MAX => {
+                Err(CacheError::TooManyObjects { handle })
+            }
+            None => {
+                state.unit_bytes.insert(handle, unit_bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// The unit size of `handle` (the default if it has none yet; does not fix it).
+    pub fn unit_bytes(&self, handle: u64) -> usize {
+        let state = self.lock();
+        state
+            .unit_bytes
+            .get(&handle)
+            .copied()
+            .unwrap_or(self.shared.config.default_unit_bytes)
+    }
+
+    /// Grant shared access to the units covering `len` bytes at `offset` of `handle`.
+    pub fn grant_read(
+        &self,
+        handle: u64,
+        offset: u64,
+        len: usize,
+    ) -> Result<ReadGrant, CacheError> {
+        Ok(ReadGrant {
+            grant: self.acquire(handle, offset, len, Mode::Read)?,
+        })
+    }
+
+    /// Grant exclusive access to the units covering `len` bytes at `offset` of `handle`.
+    pub fn grant_write(
+        &self,
+        handle: u64,
+        offset: u64,
+        len: usize,
+    ) -> Result<WriteGrant, CacheError> {
+        Ok(WriteGrant {
+            grant: self.acquire(handle, offset, len, Mode::Write)?,
+        })
+    }
+
+    fn acquire(
+        &self,
+        handle: u64,
+        offset: u64,
+        len: usize,
+        mode: Mode,
+    ) -> Result<Grant, CacheError> {
+        let config = &self.shared.config;
+        let overflow = CacheError::RangeOverflow {
+            handle,
+            offset,
+            len,
+        };
+        let end = u64::try_from(len)
+            .ok()
+            .and_then(|l| offset.checked_add(l))
+            .ok_or(overflow)?;
+        let mut state = self.lock();
+        let unit_bytes = state.unit_bytes_of(handle, config.default_unit_bytes)?;
+        let mut grant = Grant {
+            cache: self.clone(),
+            offset,
+            len,
+            held: Vec::new(),
+        };
+        if len == 0 {
+            return Ok(grant);
+        }
+        let unit_bytes_u64 = unit_bytes as u64;
+        let (first, last) = (offset / unit_bytes_u64, (end - 1) / unit_bytes_u64);
+        let needed_bytes = usize::try_from(last - first + 1)
+            .ok()
+            .and_then(|count| count.checked_mul(unit_bytes))
+            .filter(|&bytes| bytes <= config.budget_bytes);
+        let Some(_) = needed_bytes else {
+            let needed_bytes = usize::try_from((last - first + 1).saturating_mul(unit_bytes_u64))
+                .unwrap_or(usize::MAX);
+            return Err(CacheError::GrantTooLarge {
+                handle,
+                offset,
+                len,
+                needed_bytes,
+                budget_bytes: config.budget_bytes,
+            });
+        };
+        let started = Instant::now();
+        let deadline = started + config.grant_wait;
+        for index in first..=last {
+            let key = UnitKey { handle, index };
+            let unit_start = index * unit_bytes_u64;
+            // Both ends lie within this unit, so the differences fit in `unit_bytes`.
+            let range = usize::try_from(offset.max(unit_start) - unit_start).unwrap_or(0)
+                ..usize::try_from(end.min(unit_start + unit_bytes_u64) - unit_start)
+                    .unwrap_or(unit_bytes);
+            let mut waited = false;
+            loop {
+                let taken = if let Some(&id) = state.index.get(&key) {
+                    let unit = state.unit(id);
+                    let compatible = match mode {
+                        Mode::Read => !unit.writer && unit.filled,
+                        Mode::Write => !unit.granted(),
+                    };
+                    if compatible {
+                        if unit.evictable() {
+                            state.policy.remove(id);
+                        }
+                        let unit = state.unit_mut(id);
+                        match mode {
+                            Mode::Read => unit.readers += 1,
+                            Mode::Write => unit.writer = true,
+                        }
+                        let (buffer, filled) = (Arc::clone(&unit.buffer), unit.filled);
+                        state.hits += 1;
+                        Some((id, buffer, filled, mode == Mode::Write))
+                    } else {
+                        None
+                    }
+                } else if state.make_room(unit_bytes, config.budget_bytes) {
+                    let (id, buffer) = state.insert_unit(key, unit_bytes);
+                    state.misses += 1;
+                    Some((id, buffer, false, true))
+                } else {
+                    None
+                };
+                if let Some((id, buffer, filled, exclusive)) = taken {
+                    grant.held.push(Held {
+                        id,
+                        key,
+                        buffer,
+                        range,
+                        exclusive,
+                        filled,
+                        written: None,
+                    });
+                    break;
+                }
+                if !waited {
+                    waited = true;
+                    state.grant_waits += 1;
+                }
+                let full = !state.index.contains_key(&key);
+                if let Some(woken) = self.wait(state, deadline) {
+                    state = woken;
+                    continue;
+                }
+                let waited_ms = millis(started.elapsed());
+                let error = if full {
+                    CacheError::CacheFull {
+                        budget_bytes: config.budget_bytes,
+                        dirty_bytes: self.lock().dirty_bytes,
+                        waited_ms,
+                    }
+                } else {
+                    CacheError::WaitTimeout {
+                        handle,
+                        unit_index: index,
+                        waited_ms,
+                    }
+                };
+                // Dropping `grant` releases what it took so far.
+                return Err(error);
+            }
+        }
+        Ok(grant)
+    }
+
+    /// Hand back dirty units of `handle` (or of every object) for write-back, in ascending
+    /// order, until they hold at least `limit_bytes` dirty bytes (at least one unit if any).
+    /// Units held by a writer now are skipped; the ones taken stay shared-readable, and no
+    /// write can change them until the grant is dropped.
+    pub fn take_dirty(&self, handle: Option<u64>, limit_bytes: usize) -> DirtyGrant {
+        let mut state = self.lock();
+        let keys: Vec<UnitKey> = match handle {
+            Some(handle) => state
+                .dirty
+                .range(
+                    UnitKey { handle, index: 0 }..=UnitKey {
+                        handle,
+                        index: u64::MAX,
+                    },
+                )
+                .copied()
+                .collect(),
+            None => state.dirty.iter().copied().collect(),
+        };
+        let mut grant = Grant {
+            cache: self.clone(),
+            offset: 0,
+            len: 0,
+            held: Vec::new(),
+        };
+        let mut taken_bytes = 0;
+        for key in keys {
+            if taken_bytes >= limit_bytes && !grant.held.is_empty() {
+                break;
+            }
+            let id = state.index[&key];
+            let unit = state.unit_mut(id);
+            if unit.writer {
+                continue;
+            }
+            unit.readers += 1;
+            let range = unit
+                .dirty
+                .clone()
+                .expect("units in the dirty set are dirty");
+            taken_bytes += range.len();
+            let buffer = Arc::clone(&unit.buffer);
+            grant.held.push(Held {
+                id,
+                key,
+                buffer,
+                range,
+                exclusive: false,
+                filled: true,
+                written: None,
+            });
+        }
+        DirtyGrant { grant }
+    }
+
+    /// Drop every unit of `handle`, dirty or not (the object was removed or truncated),
+    /// waiting for its grants; forget its unit size. Returns how many units were dropped.
+    pub fn invalidate(&self, handle: u64) -> Result<usize, CacheError> {
+        let started = Instant::now();
+        let deadline = started + self.shared.config.grant_wait;
+        let mut state = self.lock();
+        let mut dropped = 0;
+        loop {
+            let units: Vec<(UnitKey, UnitId)> = state
+                .index
+                .range(
+                    UnitKey { handle, index: 0 }..=UnitKey {
+                        handle,
+                        index: u64::MAX,
+                    },
+                )
+                .map(|(&key, &id)| (key, id))
+                .collect();
+            let mut busy = None;
+            for (key, id) in units {
+                if state.unit(id).granted() {
+                    busy.get_or_insert(key.index);
+                } else {
+                    state.drop_unit(id);
+                    dropped += 1;
+                }
+            }
+            let Some(unit_index) = busy else {
+                state.unit_bytes.remove(&handle);
+                drop(state);
+                self.shared.released.notify_all();
+                return Ok(dropped);
+            };
+            state = self.wait(state, deadline).ok_or(CacheError::WaitTimeout {
+                handle,
+                unit_index,
+                waited_ms: millis(started.elapsed()),
+            })?;
+        }
+    }
+
+    /// Bytes written under grants and not yet marked clean.
+    pub fn dirty_bytes(&self) -> usize {
+        self.lock().dirty_bytes
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> CacheStats {
+        let state = self.lock();
+        CacheStats {
+            hits: state.hits,
+            misses: state.misses,
+            evictions: state.evictions,
+            grant_waits: state.grant_waits,
+            dirty_bytes: state.dirty_bytes,
+            units_in_use: state.index.len(),
+            bytes_in_use: state.used_bytes,
+            budget_bytes: self.shared.config.budget_bytes,
+        }
+    }
+
+    #[cfg(test)]
+    fn check_consistency(&self) {
+        self.lock()
+            .check_consistency(self.shared.config.budget_bytes);
+    }
+}
+
+/// What the read and write grants share: the units held, released on drop.
+struct Grant {
+    cache: Cache,
+    offset: u64,
+    len: usize,
+    held: Vec<Held>,
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let mut state = self.cache.lock();
+        for held in &self.held {
+            state.release(held);
+        }
+        drop(state);
+        self.cache.shared.released.notify_all();
+    }
+}
+
+/// One unit of a grant, as the caller sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrantedUnit {
+    /// The unit's index in its object.
+    pub index: u64,
+    /// The unit's size.
+    pub unit_bytes: usize,
+    /// The bytes of the unit the grant covers.
+    pub range: Range<usize>,
+    /// Whether the unit holds valid data.
+    pub filled: bool,
+}
+
+impl Grant {
+    fn held(&self, position: usize) -> Result<&Held, CacheError> {
+        self.held.get(position).ok_or(CacheError::NoSuchUnit {
+            position,
+            count: self.held.len(),
+        })
+    }
+
+    fn units(&self) -> impl Iterator<Item = GrantedUnit> + '_ {
+        self.held.iter().map(|held| GrantedUnit {
+            index: held.key.index,
+            unit_bytes: held.buffer.len(),
+            range: held.range.clone(),
+            filled: held.filled,
+        })
+    }
+
+    fn bytes(&self, position: usize) -> Result<&[u8], CacheError> {
+        let held = self.held(position)?;
+        if !held.filled {
+            return Err(CacheError::Unfilled {
+                handle: held.key.handle,
+                unit_index: held.key.index,
+            });
+        }
+        // SAFETY: the buffer is alive (the `Arc`) and `range` lies within it. The grant holds
+        // the unit shared (no writer exists) or exclusively (the only `&mut` would come from
+        // this grant through `&mut self`, which the borrow of `&self` here rules out).
+        Ok(unsafe {
+            std::slice::from_raw_parts(held.buffer.start().add(held.range.start), held.range.len())
+        })
+    }
+
+    /// Call `fill` with the whole buffer of each exclusively held unfilled unit that passes
+    /// `wanted`, then count it filled.
+    fn fill_missing<E>(
+        &mut self,
+        wanted: impl Fn(&Held) -> bool,
+        mut fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for held in &mut self.held {
+            if held.filled || !held.exclusive || !wanted(held) {
+                continue;
+            }
+            // SAFETY: the grant holds this unit exclusively (no other grant can reach its
+            // bytes), the `Arc` keeps it alive, and `&mut self` means no slice from this
+            // grant is alive either.
+            let buffer =
+                unsafe { std::slice::from_raw_parts_mut(held.buffer.start(), held.buffer.len()) };
+            fill(held.key.index, buffer)?;
+            held.filled = true;
+        }
+        Ok(())
+    }
+}
+
+/// Shared access to the units covering a byte range; released on drop.
+///
+/// Units that were not cached are held alone until the grant drops, so the caller can fill
+/// them from storage ([`ReadGrant::fill_missing`]) before serving.
+pub struct ReadGrant {
+    grant: Grant,
+}
+
+impl ReadGrant {
+    /// How many units the grant holds.
+    pub fn len(&self) -> usize {
+        self.grant.held.len()
+    }
+
+    /// Whether the grant holds no unit (a zero-length range).
+    pub fn is_empty(&self) -> bool {
+        self.grant.held.is_empty()
+    }
+
+    /// The units, in ascending order.
+    pub fn units(&self) -> impl Iterator<Item = GrantedUnit> + '_ {
+        self.grant.units()
+    }
+
+    /// Whether every unit holds valid data.
+    pub fn all_filled(&self) -> bool {
+        self.grant.held.iter().all(|held| held.filled)
+    }
+
+    /// Fill every unfilled unit from storage: `fill(unit index, whole unit buffer)`.
+    pub fn fill_missing<E>(
+        &mut self,
+        fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.grant.fill_missing(|_| true, fill)
+    }
+
+    /// The covered bytes of the unit at `position`.
+    pub fn bytes(&self, position: usize) -> Result<&[u8], CacheError> {
+        self.grant.bytes(position)
+    }
+
+    /// Copy the whole granted range into `target` (exactly the grant's length).
+    pub fn copy_to(&self, target: &mut [u8]) -> Result<(), CacheError> {
+        copy_out(&self.grant, target)
+    }
+}
+
+fn copy_out(grant: &Grant, target: &mut [u8]) -> Result<(), CacheError> {
+    if target.len() != grant.len {
+        return Err(CacheError::LengthMismatch {
+            grant_len: grant.len,
+            buffer_len: target.len(),
+        });
+    }
+    let mut at = 0;
+    for position in 0..grant.held.len() {
+        let bytes = grant.bytes(position)?;
+        target[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    }
+    Ok(())
+}
+
+/// Exclusive access to the units covering a byte range; released on drop, when the bytes
+/// written become dirty.
+pub struct WriteGrant {
+    grant: Grant,
+}
+
+impl WriteGrant {
+    /// How many units the grant holds.
+    pub fn len(&self) -> usize {
+        self.grant.held.len()
+    }
+
+    /// Whether the grant holds no unit (a zero-length range).
+    pub fn is_empty(&self) -> bool {
+        self.grant.held.is_empty()
+    }
+
+    /// The units, in ascending order.
+    pub fn units(&self) -> impl Iterator<Item = GrantedUnit> + '_ {
+        self.grant.units()
+    }
+
+    /// Fill from storage every unfilled unit the write covers only in part (a unit it covers
+    /// whole needs no old bytes): `fill(unit index, whole unit buffer)`.
+    pub fn fill_missing<E>(
+        &mut self,
+        fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.grant
+            .fill_missing(|held| held.range.len() < held.buffer.len(), fill)
+    }
+
+    /// The covered bytes of the unit at `position`, to read.
+    pub fn bytes(&self, position: usize) -> Result<&[u8], CacheError> {
+        self.grant.bytes(position)
+    }
+
+    /// The covered bytes of the unit at `position`, to write; they count as written (dirty
+    /// at release). A unit covered only in part must be filled first.
+    pub fn bytes_mut(&mut self, position: usize) -> Result<&mut [u8], CacheError> {
+        let count = self.grant.held.len();
+        let held = self.grant.held.get_mut(position);
+        let held = held.ok_or(CacheError::NoSuchUnit { position, count })?;
+        let whole = held.range.len() == held.buffer.len();
+        if !held.filled && !whole {
+            return Err(CacheError::Unfilled {
+                handle: held.key.handle,
+                unit_index: held.key.index,
+            });
+        }
+        held.filled = true;
+        held.written = Some(held.range.clone());
+        // SAFETY: the grant holds this unit exclusively, the `Arc` keeps it alive, `range`
+        // lies within it, and `&mut self` means no other slice from this grant is alive.
+        Ok(unsafe {
+            std::slice::from_raw_parts_mut(
+                held.buffer.start().add(held.range.start),
+                held.range.len(),
+            )
+        })
+    }
+
+    /// Copy `source` (exactly the grant's length) over the whole granted range.
+    pub fn copy_from(&mut self, source: &[u8]) -> Result<(), CacheError> {
+        if source.len() != self.grant.len {
+            return Err(CacheError::LengthMismatch {
+                grant_len: self.grant.len,
+                buffer_len: source.len(),
+            });
+        }
+        // Check every unit before writing any, so a refusal leaves nothing half written.
+        for held in &self.grant.held {
+            if !held.filled && held.range.len() < held.buffer.len() {
+                return Err(CacheError::Unfilled {
+                    handle: held.key.handle,
+                    unit_index: held.key.index,
+                });
+            }
+        }
+        let mut at = 0;
+        for position in 0..self.grant.held.len() {
+            let target = self.bytes_mut(position)?;
+            let n = target.len();
+            target.copy_from_slice(&source[at..at + n]);
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Copy the whole granted range into `target` (every unit must be filled or written).
+    pub fn copy_to(&self, target: &mut [u8]) -> Result<(), CacheError> {
+        copy_out(&self.grant, target)
+    }
+
+    /// The range's first byte in the object.
+    pub fn offset(&self) -> u64 {
+        self.grant.offset
+    }
+}
+
+/// One dirty unit handed to a write-back.
+#[derive(Debug)]
+pub struct DirtyUnit<'a> {
+    /// The object.
+    pub handle: u64,
+    /// The unit's index.
+    pub index: u64,
+    /// The object offset of the first dirty byte.
+    pub offset: u64,
+    /// The dirty bytes, to write at `offset`.
+    pub bytes: &'a [u8],
+}
+
+/// Dirty units held shared for a write-back; writes to them wait until it drops.
+pub struct DirtyGrant {
+    grant: Grant,
+}
+
+impl DirtyGrant {
+    /// How many units it holds.
+    pub fn len(&self) -> usize {
+        self.grant.held.len()
+    }
+
+    /// Whether it holds no unit (nothing was dirty, or every dirty unit was being written).
+    pub fn is_empty(&self) -> bool {
+        self.grant.held.is_empty()
+    }
+
+    /// The dirty bytes it holds.
+    pub fn dirty_bytes(&self) -> usize {
+        self.grant.held.iter().map(|held| held.range.len()).sum()
+    }
+
+    /// The units, in ascending (handle, index) order.
+    pub fn units(&self) -> impl Iterator<Item = DirtyUnit<'_>> + '_ {
+        self.grant
+            .held
+            .iter()
+            .enumerate()
+            .map(|(position, held)| DirtyUnit {
+                handle: held.key.handle,
+                index: held.key.index,
+                offset: held.key.index * held.buffer.len() as u64 + held.range.start as u64,
+                bytes: self.grant.bytes(position).expect("dirty units are filled"),
+            })
+    }
+
+    /// The units are on storage now: they become clean (and evictable once ungranted).
+    pub fn mark_clean(self) {
+        let mut state = self.grant.cache.lock();
+        for held in &self.grant.held {
+            let unit = state.unit_mut(held.id);
+            let dirty = unit
+                .dirty
+                .take()
+                .expect("nothing writes a unit under a dirty grant");
+            let key = unit.key;
+            state.dirty_bytes -= dirty.len();
+            state.dirty.remove(&key);
+        }
+        // Dropping `self` releases the units (and wakes waiters).
+    }
+}

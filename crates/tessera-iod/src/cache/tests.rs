@@ -1,0 +1,747 @@
+//! Tests of the cache core: limits, sharing and conflicts, eviction order, the budget, dirty
+//! tracking and invalidation; a property test against a model cache; a multi-threaded test.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+
+const KIB: usize = 1024;
+
+fn small_cache(budget_bytes: usize, unit_bytes: usize, wait_ms: u64) -> Cache {
+    let config = CacheConfig {
+        budget_bytes,
+        default_unit_bytes: unit_bytes,
+        grant_wait: Duration::from_millis(wait_ms),
+    };
+    let cache = Cache::new(config).expect("valid test configuration");
+    cache.check_consistency();
+    cache
+}
+
+/// Fill a unit from a storage image: its bytes where the image has them, zeros past its end.
+fn fill_from(storage: &[u8], index: u64, buffer: &mut [u8]) {
+    let start = usize::try_from(index).unwrap() * buffer.len();
+    buffer.fill(0);
+    if start < storage.len() {
+        let n = buffer.len().min(storage.len() - start);
+        buffer[..n].copy_from_slice(&storage[start..start + n]);
+    }
+}
+
+fn read(cache: &Cache, storage: &[u8], handle: u64, offset: u64, len: usize) -> Vec<u8> {
+    read_filling(cache, handle, offset, len, |index, buffer| {
+        fill_from(storage, index, buffer);
+    })
+}
+
+/// Read under a grant, filling its misses with `fill(unit index, unit buffer)`.
+fn read_filling(
+    cache: &Cache,
+    handle: u64,
+    offset: u64,
+    len: usize,
+    mut fill: impl FnMut(u64, &mut [u8]),
+) -> Vec<u8> {
+    let mut grant = cache.grant_read(handle, offset, len).unwrap();
+    grant
+        .fill_missing(|index, buffer| {
+            fill(index, buffer);
+            Ok::<(), Infallible>(())
+        })
+        .unwrap();
+    let mut out = vec![0; len];
+    grant.copy_to(&mut out).unwrap();
+    out
+}
+
+fn write(cache: &Cache, storage: &[u8], handle: u64, offset: u64, data: &[u8]) {
+    write_filling(cache, handle, offset, data, |index, buffer| {
+        fill_from(storage, index, buffer);
+    });
+}
+
+/// Write under a grant, filling the units it covers in part with `fill`.
+fn write_filling(
+    cache: &Cache,
+    handle: u64,
+    offset: u64,
+    data: &[u8],
+    mut fill: impl FnMut(u64, &mut [u8]),
+) {
+    let mut grant = cache.grant_write(handle, offset, data.len()).unwrap();
+    grant
+        .fill_missing(|index, buffer| {
+            fill(index, buffer);
+            Ok::<(), Infallible>(())
+        })
+        .unwrap();
+    grant.copy_from(data).unwrap();
+}
+
+#[test]
+fn configuration_limits_name_the_bad_value() {
+    for unit_bytes in [0, 2048, 5000, 128 * KIB] {
+        let config = CacheConfig {
+            default_unit_bytes: unit_bytes,
+            ..CacheConfig::new(1 << 20)
+        };
+        let error = Cache::new(config).err().unwrap();
+        assert_eq!(error, CacheError::UnitBytes { unit_bytes });
+        assert!(
+            error.to_string().contains(&unit_bytes.to_string()),
+            "{error}"
+        );
+    }
+    let error = Cache::new(CacheConfig::new(UNIT_BYTES_MAX - 1))
+        .err()
+        .unwrap();
+    assert_eq!(
+        error,
+        CacheError::BudgetTooSmall {
+            budget_bytes: UNIT_BYTES_MAX - 1
+        }
+    );
+    let config = CacheConfig {
+        grant_wait: GRANT_WAIT_MAX + Duration::from_millis(1),
+        ..CacheConfig::new(1 << 20)
+    };
+    assert!(matches!(
+        Cache::new(config),
+        Err(CacheError::GrantWaitTooLong { .. })
+    ));
+    let cache = Cache::new(CacheConfig::new(1 << 20)).unwrap();
+    assert_eq!(cache.unit_bytes(7), UNIT_BYTES_DEFAULT);
+    assert_eq!(
+        cache.set_unit_bytes(7, 3000),
+        Err(CacheError::UnitBytes { unit_bytes: 3000 })
+    );
+}
+
+#[test]
+fn unit_size_is_fixed_at_first_use() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 50);
+    cache.set_unit_bytes(1, 8 * KIB).unwrap();
+    cache.set_unit_bytes(1, 8 * KIB).unwrap();
+    drop(cache.grant_read(2, 0, 1).unwrap());
+    assert_eq!(
+        cache.set_unit_bytes(2, 16 * KIB),
+        Err(CacheError::UnitBytesFixed {
+            handle: 2,
+            unit_bytes: 4 * KIB,
+            requested: 16 * KIB
+        })
+    );
+    let grant = cache.grant_read(1, 8191, 2).unwrap();
+    let units: Vec<_> = grant.units().collect();
+    assert_eq!(units.len(), 2);
+    assert_eq!(
+        units[0],
+        GrantedUnit {
+            index: 0,
+            unit_bytes: 8 * KIB,
+            range: 8191..8192,
+            filled: false
+        }
+    );
+    assert_eq!(
+        units[1],
+        GrantedUnit {
+            index: 1,
+            unit_bytes: 8 * KIB,
+            range: 0..1,
+            filled: false
+        }
+    );
+}
+
+#[test]
+fn bad_ranges_are_refused() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 50);
+    assert!(matches!(
+        cache.grant_read(1, u64::MAX, 2),
+        Err(CacheError::RangeOverflow { .. })
+    ));
+    let error = cache.grant_write(1, 1, 64 * KIB).err().unwrap();
+    assert_eq!(
+        error,
+        CacheError::GrantTooLarge {
+            handle: 1,
+            offset: 1,
+            len: 64 * KIB,
+            needed_bytes: 68 * KIB,
+            budget_bytes: 64 * KIB
+        }
+    );
+    assert!(cache.grant_read(1, 5, 0).unwrap().is_empty());
+    let mut grant = cache.grant_write(1, 0, 10).unwrap();
+    assert_eq!(
+        grant.copy_from(&[1; 9]),
+        Err(CacheError::LengthMismatch {
+            grant_len: 10,
+            buffer_len: 9
+        })
+    );
+    assert_eq!(
+        grant.copy_from(&[1; 10]),
+        Err(CacheError::Unfilled {
+            handle: 1,
+            unit_index: 0
+        })
+    );
+    assert!(matches!(
+        grant.bytes_mut(1),
+        Err(CacheError::NoSuchUnit {
+            position: 1,
+            count: 1
+        })
+    ));
+    drop(grant);
+    cache.check_consistency();
+    assert_eq!(
+        cache.stats().units_in_use,
+        0,
+        "an unfilled released unit is dropped"
+    );
+}
+
+#[test]
+fn a_miss_is_filled_once_then_hits_and_readers_share() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 50);
+    let storage: Vec<u8> = (0..10_000u32)
+        .map(|i| u8::try_from(i % 251).unwrap())
+        .collect();
+    let mut grant = cache.grant_read(3, 100, 5000).unwrap();
+    assert_eq!(grant.len(), 2);
+    assert!(!grant.all_filled());
+    assert!(matches!(
+        grant.bytes(0),
+        Err(CacheError::Unfilled {
+            handle: 3,
+            unit_index: 0
+        })
+    ));
+    let mut filled = Vec::new();
+    grant
+        .fill_missing(|index, buffer| {
+            filled.push(index);
+            fill_from(&storage, index, buffer);
+            Ok::<(), Infallible>(())
+        })
+        .unwrap();
+    assert_eq!(filled, vec![0, 1]);
+    let mut out = vec![0; 5000];
+    grant.copy_to(&mut out).unwrap();
+    assert_eq!(out, storage[100..5100]);
+    drop(grant);
+    let first = cache.grant_read(3, 0, 10).unwrap();
+    let second = cache.grant_read(3, 4000, 200).unwrap();
+    assert!(first.all_filled() && second.all_filled());
+    assert_eq!(first.bytes(0).unwrap(), &storage[..10]);
+    assert_eq!(second.bytes(1).unwrap(), &storage[4096..4200]);
+    let stats = cache.stats();
+    assert_eq!((stats.misses, stats.hits, stats.grant_waits), (2, 3, 0));
+    cache.check_consistency();
+}
+
+#[test]
+fn a_write_waits_for_readers_and_is_woken_by_their_release() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 5000);
+    write(&cache, &[], 1, 0, &[7; 4096]);
+    let reader = cache.grant_read(1, 0, 4096).unwrap();
+    let released = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (cache, released) = (cache.clone(), Arc::clone(&released));
+        thread::spawn(move || {
+            let mut grant = cache.grant_write(1, 10, 10).unwrap();
+            assert!(
+                released.load(Ordering::SeqCst),
+                "the write was granted beside a reader"
+            );
+            grant.copy_from(&[9; 10]).unwrap();
+        })
+    };
+    while cache.stats().grant_waits == 0 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(reader.bytes(0).unwrap()[10..20], [7; 10]);
+    released.store(true, Ordering::SeqCst);
+    drop(reader);
+    writer.join().unwrap();
+    assert_eq!(
+        read(&cache, &[], 1, 8, 14),
+        [7, 7, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 7, 7]
+    );
+    assert_eq!(cache.stats().grant_waits, 1);
+    cache.check_consistency();
+}
+
+#[test]
+fn a_conflicting_grant_times_out_with_a_clear_error() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 30);
+    let writer = cache.grant_write(5, 4096, 4096).unwrap();
+    let error = cache.grant_read(5, 0, 8192).err().unwrap();
+    assert!(
+        matches!(
+            error,
+            CacheError::WaitTimeout {
+                handle: 5,
+                unit_index: 1,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("object 5: unit 1"), "{error}");
+    // The failed grant gave back unit 0, which it had taken first.
+    let stats = cache.stats();
+    assert_eq!(stats.units_in_use, 1);
+    let error = cache.grant_write(5, 4096, 1).err().unwrap();
+    assert!(matches!(error, CacheError::WaitTimeout { .. }));
+    drop(writer);
+    assert_eq!(cache.stats().units_in_use, 0);
+    cache.check_consistency();
+}
+
+#[test]
+fn eviction_takes_the_least_recently_used_clean_unit() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 30);
+    let storage = vec![1u8; 128 * KIB];
+    for unit in 0..16u64 {
+        read(&cache, &storage, 1, unit * 4096, 1);
+    }
+    read(&cache, &storage, 1, 0, 1); // unit 0 is now the most recent
+    let before = cache.stats();
+    assert_eq!((before.misses, before.hits, before.evictions), (16, 1, 0));
+    read(&cache, &storage, 1, 16 * 4096, 1); // evicts unit 1
+    read(&cache, &storage, 1, 0, 1); // still cached
+    let after = cache.stats();
+    assert_eq!((after.misses, after.hits, after.evictions), (17, 2, 1));
+    read(&cache, &storage, 1, 4096, 1); // gone: a miss, which evicts unit 2
+    let last = cache.stats();
+    assert_eq!(
+        (last.misses, last.evictions, last.units_in_use),
+        (18, 2, 16)
+    );
+    assert_eq!(last.bytes_in_use, 64 * KIB);
+    cache.check_consistency();
+}
+
+#[test]
+fn dirty_and_granted_units_are_never_evicted_and_a_full_budget_fails_clearly() {
+    let cache = small_cache(64 * KIB, 16 * KIB, 20);
+    write(&cache, &[], 1, 0, &vec![5; 48 * KIB]);
+    let held = cache.grant_read(2, 0, 1).unwrap(); // the last unit, held (unfilled)
+    let error = cache.grant_read(3, 0, 1).err().unwrap();
+    assert_eq!(
+        error,
+        CacheError::CacheFull {
+            budget_bytes: 64 * KIB,
+            dirty_bytes: 48 * KIB,
+            waited_ms: match error {
+                CacheError::CacheFull { waited_ms, .. } => waited_ms,
+                _ => unreachable!(),
+            }
+        }
+    );
+    assert!(error.to_string().contains("65536 bytes"), "{error}");
+    drop(held);
+    // Write back two of the three dirty units; then a new grant evicts a clean one.
+    let dirty = cache.take_dirty(Some(1), 20 * KIB);
+    assert_eq!((dirty.len(), dirty.dirty_bytes()), (2, 32 * KIB));
+    dirty.mark_clean();
+    assert_eq!(cache.dirty_bytes(), 16 * KIB);
+    read(&cache, &[], 3, 0, 64 * KIB - 16 * KIB);
+    let stats = cache.stats();
+    assert_eq!(stats.evictions, 2);
+    assert_eq!(
+        read(&cache, &[], 1, 32 * 1024, 16 * KIB),
+        vec![5; 16 * KIB],
+        "the dirty unit stayed"
+    );
+    cache.check_consistency();
+}
+
+#[test]
+fn dirty_spans_are_tracked_handed_back_and_cleaned() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 30);
+    let storage = vec![0u8; 16 * KIB];
+    write(&cache, &storage, 4, 5000, &[1; 100]);
+    write(&cache, &storage, 4, 4200, &[2; 10]);
+    write(&cache, &storage, 4, 100, &[3; 4]);
+    write(&cache, &storage, 9, 0, &[4; 4]);
+    // Unit 1 of object 4 holds one span from 4200 to 5100.
+    assert_eq!(cache.dirty_bytes(), 900 + 4 + 4);
+    let dirty = cache.take_dirty(Some(4), usize::MAX);
+    let units: Vec<(u64, u64, usize)> = dirty
+        .units()
+        .map(|unit| (unit.index, unit.offset, unit.bytes.len()))
+        .collect();
+    assert_eq!(units, vec![(0, 100, 4), (1, 4200, 900)]);
+    let span = dirty.units().nth(1).unwrap().bytes.to_vec();
+    assert_eq!(span[..10], [2; 10]);
+    assert_eq!(span[800..], [1; 100]);
+    // Under write-back, reads share the unit and writes wait.
+    assert_eq!(read(&cache, &storage, 4, 100, 4), [3; 4]);
+    assert!(matches!(
+        cache.grant_write(4, 0, 1),
+        Err(CacheError::WaitTimeout { .. })
+    ));
+    dirty.mark_clean();
+    assert_eq!(cache.dirty_bytes(), 4);
+    let all = cache.take_dirty(None, 0);
+    assert_eq!(
+        all.units()
+            .map(|unit| (unit.handle, unit.offset))
+            .collect::<Vec<_>>(),
+        vec![(9, 0)]
+    );
+    drop(all); // not written: stays dirty
+    assert_eq!(cache.dirty_bytes(), 4);
+    let writer = cache.grant_write(9, 0, 1).unwrap();
+    assert!(
+        cache.take_dirty(None, 0).is_empty(),
+        "a unit under a write is skipped"
+    );
+    drop(writer);
+    cache.check_consistency();
+}
+
+#[test]
+fn invalidate_drops_dirty_units_after_the_grants_end() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 2000);
+    let storage = vec![8u8; 16 * KIB];
+    write(&cache, &storage, 6, 0, &[1; 9000]);
+    read(&cache, &storage, 7, 0, 10);
+    let reader = cache.grant_read(6, 0, 1).unwrap();
+    let released = Arc::new(AtomicBool::new(false));
+    let invalidator = {
+        let (cache, released) = (cache.clone(), Arc::clone(&released));
+        thread::spawn(move || {
+            let dropped = cache.invalidate(6).unwrap();
+            assert!(released.load(Ordering::SeqCst), "invalidated under a grant");
+            dropped
+        })
+    };
+    thread::sleep(Duration::from_millis(20));
+    released.store(true, Ordering::SeqCst);
+    drop(reader);
+    assert_eq!(invalidator.join().unwrap(), 3);
+    let stats = cache.stats();
+    assert_eq!((stats.dirty_bytes, stats.units_in_use), (0, 1));
+    assert_eq!(
+        read(&cache, &storage, 6, 0, 3),
+        [8; 3],
+        "storage again, not the dropped bytes"
+    );
+    let short = small_cache(64 * KIB, 4 * KIB, 20);
+    let held = short.grant_write(1, 0, 1).unwrap();
+    assert!(matches!(
+        short.invalidate(1),
+        Err(CacheError::WaitTimeout { handle: 1, .. })
+    ));
+    drop(held);
+    assert_eq!(short.invalidate(1), Ok(0));
+    cache.check_consistency();
+}
+
+/// One step of the model test.
+#[derive(Clone, Debug)]
+enum Step {
+    Read {
+        handle: u64,
+        offset: u64,
+        len: usize,
+    },
+    Write {
+        handle: u64,
+        offset: u64,
+        len: usize,
+        seed: u8,
+    },
+    Flush {
+        handle: Option<u64>,
+        limit_bytes: usize,
+    },
+    Invalidate {
+        handle: u64,
+    },
+}
+
+const MODEL_OBJECTS: u64 = 3;
+const MODEL_OBJECT_BYTES: u64 = 96 * 1024;
+
+fn step() -> impl Strategy<Value = Step> {
+    let handle = 0..MODEL_OBJECTS;
+    let offset = 0..MODEL_OBJECT_BYTES;
+    let len = 1usize..12 * 1024;
+    prop_oneof![
+        4 => (handle.clone(), offset.clone(), len.clone())
+            .prop_map(|(handle, offset, len)| Step::Read { handle, offset, len }),
+        4 => (handle.clone(), offset, len, any::<u8>())
+            .prop_map(|(handle, offset, len, seed)| Step::Write { handle, offset, len, seed }),
+        1 => (proptest::option::of(handle.clone()), 0usize..32 * 1024)
+            .prop_map(|(handle, limit_bytes)| Step::Flush { handle, limit_bytes }),
+        1 => handle.prop_map(|handle| Step::Invalidate { handle }),
+    ]
+}
+
+/// The model: each object's current bytes, and what storage holds.
+struct Model {
+    current: HashMap<u64, Vec<u8>>,
+    storage: HashMap<u64, Vec<u8>>,
+}
+
+impl Model {
+    fn bytes(map: &mut HashMap<u64, Vec<u8>>, handle: u64, end: usize) -> &mut Vec<u8> {
+        let bytes = map.entry(handle).or_default();
+        if bytes.len() < end {
+            bytes.resize(end, 0);
+        }
+        bytes
+    }
+
+    fn flush(&mut self, cache: &Cache, handle: Option<u64>, limit_bytes: usize) -> usize {
+        let dirty = cache.take_dirty(handle, limit_bytes);
+        let flushed = dirty.dirty_bytes();
+        for unit in dirty.units() {
+            let start = usize::try_from(unit.offset).unwrap();
+            let storage = Self::bytes(&mut self.storage, unit.handle, start + unit.bytes.len());
+            storage[start..start + unit.bytes.len()].copy_from_slice(unit.bytes);
+        }
+        dirty.mark_clean();
+        flushed
+    }
+}
+
+fn run_model(steps: &[Step]) {
+    let cache = small_cache(64 * KIB, 4 * KIB, 1);
+    cache.set_unit_bytes(1, 8 * KIB).unwrap();
+    let mut model = Model {
+        current: HashMap::new(),
+        storage: HashMap::new(),
+    };
+    for step in steps {
+        match *step {
+            Step::Read {
+                handle,
+                offset,
+                len,
+            } => {
+                let start = usize::try_from(offset).unwrap();
+                let grant = loop {
+                    match cache.grant_read(handle, offset, len) {
+                        Ok(grant) => break grant,
+                        Err(CacheError::CacheFull { .. }) => {
+                            assert!(cache.dirty_bytes() > 0, "full of nothing dirty");
+                            model.flush(&cache, None, usize::MAX);
+                        }
+                        Err(error) => panic!("{error}"),
+                    }
+                };
+                let mut grant = grant;
+                let storage = model.storage.get(&handle).cloned().unwrap_or_default();
+                grant
+                    .fill_missing(|index, buffer| {
+                        fill_from(&storage, index, buffer);
+                        Ok::<(), Infallible>(())
+                    })
+                    .unwrap();
+                let mut out = vec![0; len];
+                grant.copy_to(&mut out).unwrap();
+                let expected =
+                    &Model::bytes(&mut model.current, handle, start + len)[start..start + len];
+                assert_eq!(
+                    out, expected,
+                    "read of {len} bytes at {offset} of object {handle}"
+                );
+            }
+            Step::Write {
+                handle,
+                offset,
+                len,
+                seed,
+            } => {
+                let start = usize::try_from(offset).unwrap();
+                let data: Vec<u8> = (0..len)
+                    .map(|i| seed.wrapping_add(u8::try_from(i % 253).unwrap()))
+                    .collect();
+                let mut grant = loop {
+                    match cache.grant_write(handle, offset, len) {
+                        Ok(grant) => break grant,
+                        Err(CacheError::CacheFull { .. }) => {
+                            assert!(cache.dirty_bytes() > 0, "full of nothing dirty");
+                            model.flush(&cache, None, usize::MAX);
+                        }
+                        Err(error) => panic!("{error}"),
+                    }
+                };
+                let storage = model.storage.get(&handle).cloned().unwrap_or_default();
+                grant
+                    .fill_missing(|index, buffer| {
+                        fill_from(&storage, index, buffer);
+                        Ok::<(), Infallible>(())
+                    })
+                    .unwrap();
+                grant.copy_from(&data).unwrap();
+                Model::bytes(&mut model.current, handle, start + len)[start..start + len]
+                    .copy_from_slice(&data);
+            }
+            Step::Flush {
+                handle,
+                limit_bytes,
+            } => {
+                let before = cache.dirty_bytes();
+                let flushed = model.flush(&cache, handle, limit_bytes);
+                assert_eq!(cache.dirty_bytes(), before - flushed);
+            }
+            Step::Invalidate { handle } => {
+                cache.invalidate(handle).unwrap();
+                let storage = model.storage.get(&handle).cloned().unwrap_or_default();
+                model.current.insert(handle, storage);
+            }
+        }
+        cache.check_consistency();
+    }
+    model.flush(&cache, None, usize::MAX);
+    assert_eq!(cache.dirty_bytes(), 0);
+    for handle in 0..MODEL_OBJECTS {
+        let mut current = model.current.remove(&handle).unwrap_or_default();
+        let mut storage = model.storage.remove(&handle).unwrap_or_default();
+        let end = current.len().max(storage.len());
+        current.resize(end, 0);
+        storage.resize(end, 0);
+        assert!(
+            current == storage,
+            "object {handle}: storage differs from the model after a flush"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_cache_matches_a_model(steps in proptest::collection::vec(step(), 1..80)) {
+        run_model(&steps);
+    }
+}
+
+#[test]
+fn threads_reading_and_writing_overlapping_units_see_their_own_writes() {
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 300;
+    const STRIPE_BYTES: usize = 1000;
+    // 96 000 bytes: 24 units of 4 KiB, each shared by several threads, over a budget of 16
+    // units, so units are evicted and re-filled from storage.
+    const STRIPES: usize = 96;
+    let cache = small_cache(64 * KIB, 4 * KIB, 5000);
+    let storage = Arc::new(Mutex::new(vec![0u8; STRIPES * STRIPE_BYTES]));
+    let done = Arc::new(AtomicBool::new(false));
+    // A stripe belongs to thread `stripe % THREADS`; its bytes are all (thread, version).
+    let stamp = |thread: usize, version: usize| {
+        // Version 0 is "never written": the zeros storage starts with.
+        if version == 0 {
+            0
+        } else {
+            u8::try_from((thread * 61 + version) % 255 + 1).unwrap()
+        }
+    };
+    let flusher = {
+        let (cache, storage, done) = (cache.clone(), Arc::clone(&storage), Arc::clone(&done));
+        thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                let dirty = cache.take_dirty(None, 8 * KIB);
+                let mut image = storage.lock().unwrap();
+                for unit in dirty.units() {
+                    let start = usize::try_from(unit.offset).unwrap();
+                    image[start..start + unit.bytes.len()].copy_from_slice(unit.bytes);
+                }
+                drop(image);
+                dirty.mark_clean();
+                thread::yield_now();
+            }
+        })
+    };
+    let workers: Vec<_> = (0..THREADS)
+        .map(|me| {
+            let (cache, storage) = (cache.clone(), Arc::clone(&storage));
+            thread::spawn(move || {
+                let mut versions = vec![0usize; STRIPES];
+                let mut seed = me as u64 + 1;
+                for round in 0..ROUNDS {
+                    seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                    let stripe =
+                        (usize::try_from(seed >> 33).unwrap() % (STRIPES / THREADS)) * THREADS + me;
+                    let offset = (stripe * STRIPE_BYTES) as u64;
+                    // Fill misses from storage as it is when the unit is held: a unit is
+                    // evicted only after its bytes reached storage.
+                    let fill = |index: u64, buffer: &mut [u8]| {
+                        fill_from(&storage.lock().unwrap(), index, buffer);
+                    };
+                    if round % 3 == 0 {
+                        let got = read_filling(&cache, 1, offset, STRIPE_BYTES, fill);
+                        let want = stamp(me, versions[stripe]);
+                        assert!(
+                            got.iter().all(|&b| b == want),
+                            "thread {me} stripe {stripe}"
+                        );
+                        // A wider read over everyone's stripes: no stripe is torn.
+                        let first = offset.saturating_sub(3000);
+                        let wide = read_filling(&cache, 1, first, 6000, fill);
+                        let first = usize::try_from(first).unwrap();
+                        for (i, pair) in wide.windows(2).enumerate() {
+                            if (first + i + 1) % STRIPE_BYTES != 0 {
+                                assert_eq!(pair[0], pair[1], "a torn stripe at byte {}", first + i);
+                            }
+                        }
+                    } else {
+                        versions[stripe] += 1;
+                        let data = vec![stamp(me, versions[stripe]); STRIPE_BYTES];
+                        write_filling(&cache, 1, offset, &data, fill);
+                    }
+                }
+                versions
+            })
+        })
+        .collect();
+    let versions: Vec<Vec<usize>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    done.store(true, Ordering::SeqCst);
+    flusher.join().unwrap();
+    loop {
+        let dirty = cache.take_dirty(None, usize::MAX);
+        if dirty.is_empty() {
+            break;
+        }
+        let mut image = storage.lock().unwrap();
+        for unit in dirty.units() {
+            let start = usize::try_from(unit.offset).unwrap();
+            image[start..start + unit.bytes.len()].copy_from_slice(unit.bytes);
+        }
+        drop(image);
+        dirty.mark_clean();
+    }
+    let image = storage.lock().unwrap();
+    for stripe in 0..STRIPES {
+        let owner = stripe % THREADS;
+        let expected = stamp(owner, versions[owner][stripe]);
+        let bytes = &image[stripe * STRIPE_BYTES..(stripe + 1) * STRIPE_BYTES];
+        assert!(
+            bytes.iter().all(|&b| b == expected),
+            "stripe {stripe} of thread {owner}"
+        );
+    }
+    let stats = cache.stats();
+    assert_eq!(stats.dirty_bytes, 0);
+    assert!(
+        stats.hits > 0 && stats.misses > 0 && stats.evictions > 0,
+        "{stats:?}"
+    );
+    cache.check_consistency();
+}
