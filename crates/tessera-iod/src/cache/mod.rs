@@ -833,8 +833,9 @@ impl Cache {
     }
 }
 
-/// What the read and write grants share: the units held, released on drop.
-struct Grant {
+/// What the read and write grants share (both dereference to it): the units held, released
+/// on drop, and shared access to their bytes.
+pub struct Grant {
     cache: Cache,
     offset: u64,
     len: usize,
@@ -876,7 +877,34 @@ impl Grant {
         })
     }
 
-    fn units(&self) -> impl Iterator<Item = GrantedUnit> + '_ {
+    /// How many units the grant holds.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Whether the grant holds no unit (a zero-length range).
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Whether every unit holds valid data.
+    pub fn all_filled(&self) -> bool {
+        self.held.iter().all(|held| held.filled)
+    }
+
+    /// The range's first byte in the object.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Copy the whole granted range into `target` (exactly the grant's length; every unit must
+    /// be filled, or written by this grant).
+    pub fn copy_to(&self, target: &mut [u8]) -> Result<(), CacheError> {
+        copy_out(self, target)
+    }
+
+    /// The units, in ascending order.
+    pub fn units(&self) -> impl Iterator<Item = GrantedUnit> + '_ {
         self.held.iter().map(|held| GrantedUnit {
             index: held.key.index,
             unit_bytes: held.buffer.len(),
@@ -885,7 +913,9 @@ impl Grant {
         })
     }
 
-    fn bytes(&self, position: usize) -> Result<&[u8], CacheError> {
+    /// The covered bytes of the unit at `position` (it must be filled, or written by this
+    /// grant).
+    pub fn bytes(&self, position: usize) -> Result<&[u8], CacheError> {
         let held = self.held(position)?;
         if !held.filled {
             return Err(CacheError::Unfilled {
@@ -932,43 +962,21 @@ pub struct ReadGrant {
     grant: Grant,
 }
 
+impl std::ops::Deref for ReadGrant {
+    type Target = Grant;
+
+    fn deref(&self) -> &Grant {
+        &self.grant
+    }
+}
+
 impl ReadGrant {
-    /// How many units the grant holds.
-    pub fn len(&self) -> usize {
-        self.grant.held.len()
-    }
-
-    /// Whether the grant holds no unit (a zero-length range).
-    pub fn is_empty(&self) -> bool {
-        self.grant.held.is_empty()
-    }
-
-    /// The units, in ascending order.
-    pub fn units(&self) -> impl Iterator<Item = GrantedUnit> + '_ {
-        self.grant.units()
-    }
-
-    /// Whether every unit holds valid data.
-    pub fn all_filled(&self) -> bool {
-        self.grant.held.iter().all(|held| held.filled)
-    }
-
     /// Fill every unfilled unit from storage: `fill(unit index, whole unit buffer)`.
     pub fn fill_missing<E>(
         &mut self,
         fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         self.grant.fill_missing(|_| true, fill)
-    }
-
-    /// The covered bytes of the unit at `position`.
-    pub fn bytes(&self, position: usize) -> Result<&[u8], CacheError> {
-        self.grant.bytes(position)
-    }
-
-    /// Copy the whole granted range into `target` (exactly the grant's length).
-    pub fn copy_to(&self, target: &mut [u8]) -> Result<(), CacheError> {
-        copy_out(&self.grant, target)
     }
 }
 
@@ -994,22 +1002,15 @@ pub struct WriteGrant {
     grant: Grant,
 }
 
+impl std::ops::Deref for WriteGrant {
+    type Target = Grant;
+
+    fn deref(&self) -> &Grant {
+        &self.grant
+    }
+}
+
 impl WriteGrant {
-    /// How many units the grant holds.
-    pub fn len(&self) -> usize {
-        self.grant.held.len()
-    }
-
-    /// Whether the grant holds no unit (a zero-length range).
-    pub fn is_empty(&self) -> bool {
-        self.grant.held.is_empty()
-    }
-
-    /// The units, in ascending order.
-    pub fn units(&self) -> impl Iterator<Item = GrantedUnit> + '_ {
-        self.grant.units()
-    }
-
     /// Fill from storage every unfilled unit the write covers only in part (a unit it covers
     /// whole needs no old bytes): `fill(unit index, whole unit buffer)`.
     pub fn fill_missing<E>(
@@ -1018,11 +1019,6 @@ impl WriteGrant {
     ) -> Result<(), E> {
         self.grant
             .fill_missing(|held| held.range.len() < held.buffer.len(), fill)
-    }
-
-    /// The covered bytes of the unit at `position`, to read.
-    pub fn bytes(&self, position: usize) -> Result<&[u8], CacheError> {
-        self.grant.bytes(position)
     }
 
     /// The covered bytes of the unit at `position`, to write; they count as written (dirty
@@ -1075,16 +1071,6 @@ impl WriteGrant {
             at += n;
         }
         Ok(())
-    }
-
-    /// Copy the whole granted range into `target` (every unit must be filled or written).
-    pub fn copy_to(&self, target: &mut [u8]) -> Result<(), CacheError> {
-        copy_out(&self.grant, target)
-    }
-
-    /// The range's first byte in the object.
-    pub fn offset(&self) -> u64 {
-        self.grant.offset
     }
 }
 
