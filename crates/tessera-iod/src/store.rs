@@ -54,6 +54,9 @@ struct Object<O> {
     extents: ExtentLocks,
     /// The mapping of the object's first bytes mapped reads share (see `KEPT_MAPPING_BYTES_MAX`).
     kept: Mutex<Option<Arc<Mapping>>>,
+    /// The object's file opened again with `O_DIRECT`, for the unified cache's fills and
+    /// write-backs (`None` once tried where it cannot be had).
+    direct: std::sync::OnceLock<Option<std::fs::File>>,
 }
 
 /// What serving one request did at the storage layer.
@@ -154,7 +157,7 @@ impl Counters {
 #[derive(Debug)]
 pub struct Units<'a, S: ObjectStorage> {
     store: &'a ObjectStore<S>,
-    file: &'a S::Object,
+    object: &'a Object<S::Object>,
     handle: u64,
     write: bool,
     requested: StoragePlan,
@@ -166,7 +169,7 @@ impl<S: ObjectStorage> Units<'_, S> {
     pub fn write(&mut self, pieces: &[Piece], data: &[u8]) -> Result<(), RemoteError> {
         debug_assert!(self.write, "a read request writes no unit");
         if self.store.cache.is_some() {
-            let outcome = self.store.cached_write(self.file, self.handle, pieces, data)?;
+            let outcome = self.store.cached_write(self.object, self.handle, pieces, data)?;
             self.add(outcome);
             return Ok(());
         }
@@ -175,7 +178,7 @@ impl<S: ObjectStorage> Units<'_, S> {
             .store
             .planner
             .plan(Direction::Write, &runs, self.requested);
-        let outcome = write_runs(self.file, &runs, data, &decision)
+        let outcome = write_runs(&self.object.file, &runs, data, &decision)
             .map_err(|err| self.store.io_error(self.handle, "write", &err))?;
         self.add(outcome);
         Ok(())
@@ -187,7 +190,7 @@ impl<S: ObjectStorage> Units<'_, S> {
         if self.store.cache.is_some() {
             let outcome = self
                 .store
-                .cached_read_into(self.file, self.handle, pieces, buffer)?;
+                .cached_read_into(self.object, self.handle, pieces, buffer)?;
             self.add(outcome);
             return Ok(());
         }
@@ -196,7 +199,7 @@ impl<S: ObjectStorage> Units<'_, S> {
             .store
             .planner
             .plan(Direction::Read, &runs, self.requested);
-        let outcome = read_runs(self.file, &runs, buffer, &decision)
+        let outcome = read_runs(&self.object.file, &runs, buffer, &decision)
             .map_err(|err| self.store.io_error(self.handle, "read", &err))?;
         self.add(outcome);
         Ok(())
@@ -347,6 +350,9 @@ pub struct ObjectStore<S: ObjectStorage = FileStorage> {
     cache: Option<Cache>,
     /// Held by the write-back that runs (one at a time).
     flushing: Mutex<()>,
+    /// The unified cache may still try `O_DIRECT` (cleared, with one log line, at the first
+    /// object whose storage refuses it).
+    direct_io: std::sync::atomic::AtomicBool,
     /// Write-back steps and the bytes they wrote.
     flushes: AtomicU64,
     flushed_bytes: AtomicU64,
@@ -424,6 +430,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
             serve: ServeMode::default(),
             cache: None,
             flushing: Mutex::new(()),
+            direct_io: std::sync::atomic::AtomicBool::new(true),
             flushes: AtomicU64::new(0),
             flushed_bytes: AtomicU64::new(0),
         })
@@ -538,6 +545,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
             file,
             extents: ExtentLocks::default(),
             kept: Mutex::new(None),
+            direct: std::sync::OnceLock::new(),
         });
         open.insert(handle, object.clone());
         Ok(object)
@@ -704,8 +712,8 @@ impl<S: ObjectStorage> ObjectStore<S> {
         requested: StoragePlan,
     ) -> Result<Outcome, RemoteError> {
         if self.cache.is_some() {
-            return self.serve_cached(handle, pieces, Direction::Write, |file| {
-                self.cached_write(file, handle, pieces, data)
+            return self.serve_cached(handle, pieces, Direction::Write, |object| {
+                self.cached_write(object, handle, pieces, data)
             });
         }
         self.serve(
@@ -759,8 +767,8 @@ impl<S: ObjectStorage> ObjectStore<S> {
         requested: StoragePlan,
     ) -> Result<Outcome, RemoteError> {
         if self.cache.is_some() {
-            return self.serve_cached(handle, pieces, Direction::Read, |file| {
-                self.cached_read_into(file, handle, pieces, buffer)
+            return self.serve_cached(handle, pieces, Direction::Read, |object| {
+                self.cached_read_into(object, handle, pieces, buffer)
             });
         }
         let bytes = buffer.len();
@@ -781,7 +789,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         handle: u64,
         pieces: &[Piece],
         direction: Direction,
-        execute: impl FnOnce(&S::Object) -> Result<Outcome, RemoteError>,
+        execute: impl FnOnce(&Object<S::Object>) -> Result<Outcome, RemoteError>,
     ) -> Result<Outcome, RemoteError> {
         let object = self.object(handle)?;
         let (start, end) = extent_of(&merge_runs(pieces));
@@ -790,7 +798,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
             Direction::Read => (false, &self.reads),
         };
         let guard = object.extents.lock(start, end, exclusive);
-        let outcome = execute(&object.file)?;
+        let outcome = execute(&object)?;
         drop(guard);
         let wanted = pieces.iter().map(|piece| piece.length).sum();
         counters.record(pieces.len(), wanted, &outcome);
@@ -850,7 +858,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         let guard = object.extents.lock(start, end, write);
         let mut units = Units {
             store: self,
-            file: &object.file,
+            object: &object,
             handle,
             write,
             requested,
@@ -887,7 +895,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
                 let object = self.object(handle)?;
                 let (start, end) = extent_of(&merge_runs(pieces));
                 let guard = object.extents.lock(start, end, false);
-                let cached = self.cached_pin(&object.file, handle, pieces)?;
+                let cached = self.cached_pin(&object, handle, pieces)?;
                 push(&cached.slices(handle, pieces)?)?;
                 drop(guard);
                 let wanted = pieces.iter().map(|piece| piece.length).sum();

@@ -1366,6 +1366,10 @@ pub struct DirtyUnit<'a> {
     pub offset: u64,
     /// The dirty bytes, to write at `offset`.
     pub bytes: &'a [u8],
+    /// The object offset of the unit's first byte.
+    pub unit_start: u64,
+    /// The whole unit (filled: every byte valid), for writes widened to storage alignment.
+    pub unit: &'a [u8],
 }
 
 /// Dirty units held shared for a write-back; writes to them wait until it drops.
@@ -1400,6 +1404,10 @@ impl DirtyGrant {
                 index: held.key.index,
                 offset: held.key.index * held.buffer.len() as u64 + held.range.start as u64,
                 bytes: self.grant.bytes(position).expect("dirty units are filled"),
+                unit_start: held.key.index * held.buffer.len() as u64,
+                // SAFETY: the buffer is alive (the `Arc`) and `len` bytes long; the dirty
+                // grant holds the unit shared, so no writer exists while the slice lives.
+                unit: unsafe { std::slice::from_raw_parts(held.buffer.start(), held.buffer.len()) },
             })
     }
 

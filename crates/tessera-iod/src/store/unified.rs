@@ -18,7 +18,10 @@
 //!   `budget / DIRTY_SHARE_DIVISOR`. `sync`, `stat` and `truncate` flush the object first;
 //!   `remove` and `truncate` drop its units.
 
+use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::str::FromStr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
@@ -30,10 +33,10 @@ use tessera_proto::metrics::{
 };
 use tessera_proto::{ErrorCode, Piece, RemoteError};
 
-use super::{pwritev_all, ObjectStore, Outcome};
-use crate::cache::{Cache, CacheError, CacheStats, Pinned, ReadGrant};
+use super::{pwritev_all, Object, ObjectStore, Outcome};
+use crate::cache::{Cache, CacheError, CacheStats, DirtyUnit, Pinned, ReadGrant, BUFFER_ALIGN_BYTES};
 use crate::extent::ExtentGuard;
-use crate::storage::{read_full, ObjectStorage};
+use crate::storage::{read_full, ObjectStorage, StorageObject};
 
 /// How an iod serves reads (`tessera iod --serve`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -169,6 +172,16 @@ fn ranges(batch: &[Segment]) -> Vec<(u64, usize)> {
     batch.iter().map(|segment| (segment.offset, segment.len)).collect()
 }
 
+/// The bytes of `unit` between object offsets `from` and `to` (clamped to the unit).
+fn unit_slice<'a>(unit: &DirtyUnit<'a>, from: u64, to: u64) -> IoSlice<'a> {
+    let unit_end = unit.unit_start + unit.unit.len() as u64;
+    let at = |offset: u64| {
+        usize::try_from(offset.clamp(unit.unit_start, unit_end) - unit.unit_start)
+            .expect("within one unit")
+    };
+    IoSlice::new(&unit.unit[at(from)..at(to)])
+}
+
 /// A read's bytes, kept in the cache's buffers for as long as the reply takes to send.
 pub struct CachedRead {
     pinned: Pinned,
@@ -236,10 +249,42 @@ impl<S: ObjectStorage> ObjectStore<S> {
         (unit_bytes as u64, max_units as u64)
     }
 
-    /// Fills every unit `grant` missed from `file`, one call per unit; counts into `outcome`.
+    /// The object's `O_DIRECT` file, opened at first use; `None` where storage refuses it
+    /// (logged once per server: the cache then reads and writes through the page cache).
+    fn direct<'a>(&self, object: &'a Object<S::Object>) -> Option<&'a File> {
+        if !self.direct_io.load(Ordering::Relaxed) {
+            return None;
+        }
+        object
+            .direct
+            .get_or_init(|| {
+                let file = object.file.as_file()?;
+                let reopened = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                match reopened {
+                    Ok(direct) => Some(direct),
+                    Err(err) => {
+                        if self.direct_io.swap(false, Ordering::Relaxed) {
+                            tracing::info!(
+                                "O_DIRECT is not available in {} ({err}): the unified cache reads and writes through the page cache",
+                                self.storage.location()
+                            );
+                        }
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// Fills every unit a grant missed (`fill_missing` hands each over), one storage call per
+    /// unit, with `O_DIRECT` where the object has it; counts into `outcome`.
     fn fill(
         &self,
-        file: &S::Object,
+        object: &Object<S::Object>,
         handle: u64,
         unit_bytes: u64,
         fill_missing: impl FnOnce(
@@ -247,19 +292,76 @@ impl<S: ObjectStorage> ObjectStore<S> {
         ) -> io::Result<()>,
         outcome: &mut Outcome,
     ) -> Result<(), RemoteError> {
+        let direct = self.direct(object);
         let mut read = |index: u64, buffer: &mut [u8]| {
             outcome.calls += 1;
             outcome.storage_bytes += buffer.len() as u64;
-            read_full(file, buffer, index * unit_bytes)
+            let offset = index * unit_bytes;
+            match direct {
+                // Aligned: the unit's buffer, offset and length are multiples of 4 KiB.
+                Some(direct) => match read_full(direct, buffer, offset) {
+                    Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
+                        read_full(&object.file, buffer, offset)
+                    }
+                    done => done,
+                },
+                None => read_full(&object.file, buffer, offset),
+            }
         };
         fill_missing(&mut read).map_err(|err| self.io_error(handle, "read", &err))
+    }
+
+    /// Writes dirty `run` (units of one object following each other) to storage: with
+    /// `O_DIRECT`, the run widened to 4 KiB boundaries (the units hold valid bytes around
+    /// their dirty spans) but never past the object's end, and the unaligned tail past the
+    /// last boundary through the page cache; otherwise as it is, in one `pwritev`.
+    fn write_back(
+        &self,
+        object: &Object<S::Object>,
+        run: &[DirtyUnit<'_>],
+    ) -> io::Result<()> {
+        let (first, last) = (&run[0], &run[run.len() - 1]);
+        let (start, end) = (first.offset, last.offset + last.bytes.len() as u64);
+        let align = BUFFER_ALIGN_BYTES as u64;
+        let direct = self.direct(object).and_then(|direct| {
+            let size = object.file.metadata().ok()?.size.max(end);
+            let aligned_end = end.next_multiple_of(align);
+            let direct_end = if aligned_end <= size {
+                aligned_end
+            } else {
+                end / align * align
+            };
+            let direct_start = start / align * align;
+            (direct_start < direct_end).then_some((direct, direct_start, direct_end))
+        });
+        let Some((direct, direct_start, direct_end)) = direct else {
+            let mut parts: Vec<IoSlice<'_>> = run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
+            return pwritev_all(&object.file, &mut parts, start).map(drop);
+        };
+        let mut parts: Vec<IoSlice<'_>> = run
+            .iter()
+            .filter(|unit| unit.unit_start < direct_end)
+            .map(|unit| unit_slice(unit, direct_start, direct_end))
+            .collect();
+        match pwritev_all(direct, &mut parts, direct_start) {
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
+                let mut parts: Vec<IoSlice<'_>> = run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
+                return pwritev_all(&object.file, &mut parts, start).map(drop);
+            }
+            done => done?,
+        };
+        if direct_end < end {
+            let mut tail = [unit_slice(last, direct_end, end)];
+            pwritev_all(&object.file, &mut tail, direct_end)?;
+        }
+        Ok(())
     }
 
     /// Serves the read of `pieces` from the cache, the object's extent held by the caller:
     /// each batch's read grant, filled, goes to `serve` with the batch's segments.
     fn cached_read(
         &self,
-        file: &S::Object,
+        object: &Object<S::Object>,
         handle: u64,
         pieces: &[Piece],
         mut serve: impl FnMut(ReadGrant, &[Segment]) -> Result<(), RemoteError>,
@@ -272,7 +374,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
                 .grant_read_ranges(handle, &ranges(&batch), cache.config().grant_wait)
                 .map_err(|err| cache_error(handle, &err))?;
             self.fill(
-                file,
+                object,
                 handle,
                 unit_bytes,
                 |read| grant.fill_missing(read),
@@ -287,7 +389,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// exclusively by the caller; the later of overlapping pieces wins.
     pub(super) fn cached_write(
         &self,
-        file: &S::Object,
+        object: &Object<S::Object>,
         handle: u64,
         pieces: &[Piece],
         data: &[u8],
@@ -300,7 +402,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
                 .grant_write_ranges(handle, &ranges(&batch), cache.config().grant_wait)
                 .map_err(|err| cache_error(handle, &err))?;
             self.fill(
-                file,
+                object,
                 handle,
                 unit_bytes,
                 |read| grant.fill_missing(read),
@@ -321,12 +423,12 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// Reads `pieces` into `buffer` through the cache, the extent held by the caller.
     pub(super) fn cached_read_into(
         &self,
-        file: &S::Object,
+        object: &Object<S::Object>,
         handle: u64,
         pieces: &[Piece],
         buffer: &mut [u8],
     ) -> Result<Outcome, RemoteError> {
-        self.cached_read(file, handle, pieces, |grant, batch| {
+        self.cached_read(object, handle, pieces, |grant, batch| {
             for segment in batch {
                 grant
                     .read_at(
@@ -343,12 +445,12 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// shared extent.
     pub(super) fn cached_pin(
         &self,
-        file: &S::Object,
+        object: &Object<S::Object>,
         handle: u64,
         pieces: &[Piece],
     ) -> Result<CachedRead, RemoteError> {
         let mut pinned: Option<Pinned> = None;
-        let outcome = self.cached_read(file, handle, pieces, |grant, _| {
+        let outcome = self.cached_read(object, handle, pieces, |grant, _| {
             let more = grant.pin();
             match &mut pinned {
                 Some(pinned) => pinned.merge(more),
@@ -368,7 +470,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         let object = self.object(handle)?;
         let (start, end) = super::extent_of(&super::merge_runs(pieces));
         let guard = object.extents.lock(start, end, false);
-        let cached = self.cached_pin(&object.file, handle, pieces)?;
+        let cached = self.cached_pin(&object, handle, pieces)?;
         drop(guard);
         let wanted = pieces.iter().map(|piece| piece.length).sum();
         self.reads.record(pieces.len(), wanted, &cached.outcome);
@@ -415,9 +517,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
                     Err(error) => return Err(error),
                 };
                 if let Some(object) = object {
-                    let mut parts: Vec<IoSlice<'_>> =
-                        run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
-                    pwritev_all(&object.file, &mut parts, run[0].offset)
+                    self.write_back(&object, run)
                         .map_err(|err| self.io_error(run[0].handle, "write-back", &err))?;
                 }
                 let bytes: u64 = run.iter().map(|unit| unit.bytes.len() as u64).sum();
