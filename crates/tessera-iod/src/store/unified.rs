@@ -34,7 +34,9 @@ use tessera_proto::metrics::{
 use tessera_proto::{ErrorCode, Piece, RemoteError};
 
 use super::{pwritev_all, Object, ObjectStore, Outcome};
-use crate::cache::{Cache, CacheError, CacheStats, DirtyUnit, Pinned, ReadGrant, BUFFER_ALIGN_BYTES};
+use crate::cache::{
+    Cache, CacheError, CacheStats, DirtyUnit, Pinned, ReadGrant, BUFFER_ALIGN_BYTES,
+};
 use crate::extent::ExtentGuard;
 use crate::storage::{read_full, ObjectStorage, StorageObject};
 
@@ -137,7 +139,8 @@ struct Segment {
 /// `unit_bytes` (a piece longer than half a grant is cut into parts).
 fn batches(pieces: &[Piece], unit_bytes: u64, max_units: u64) -> Vec<Vec<Segment>> {
     let max_part = (max_units / 2).max(1) * unit_bytes;
-    let units_of = |offset: u64, len: u64| (offset + len - 1) / unit_bytes - offset / unit_bytes + 1;
+    let units_of =
+        |offset: u64, len: u64| (offset + len - 1) / unit_bytes - offset / unit_bytes + 1;
     let mut batches = vec![Vec::new()];
     let (mut units, mut data) = (0u64, 0usize);
     for piece in pieces {
@@ -151,14 +154,11 @@ fn batches(pieces: &[Piece], unit_bytes: u64, max_units: u64) -> Vec<Vec<Segment
             }
             units += spanned;
             let len_usize = usize::try_from(len).expect("pieces lie within one bulk buffer");
-            batches
-                .last_mut()
-                .expect("never empty")
-                .push(Segment {
-                    offset,
-                    len: len_usize,
-                    data,
-                });
+            batches.last_mut().expect("never empty").push(Segment {
+                offset,
+                len: len_usize,
+                data,
+            });
             data += len_usize;
             offset += len;
             left -= len;
@@ -169,7 +169,10 @@ fn batches(pieces: &[Piece], unit_bytes: u64, max_units: u64) -> Vec<Vec<Segment
 }
 
 fn ranges(batch: &[Segment]) -> Vec<(u64, usize)> {
-    batch.iter().map(|segment| (segment.offset, segment.len)).collect()
+    batch
+        .iter()
+        .map(|segment| (segment.offset, segment.len))
+        .collect()
 }
 
 /// The bytes of `unit` between object offsets `from` and `to` (clamped to the unit).
@@ -287,9 +290,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         object: &Object<S::Object>,
         handle: u64,
         unit_bytes: u64,
-        fill_missing: impl FnOnce(
-            &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
-        ) -> io::Result<()>,
+        fill_missing: impl FnOnce(&mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>) -> io::Result<()>,
         outcome: &mut Outcome,
     ) -> Result<(), RemoteError> {
         let direct = self.direct(object);
@@ -315,11 +316,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// `O_DIRECT`, the run widened to 4 KiB boundaries (the units hold valid bytes around
     /// their dirty spans) but never past the object's end, and the unaligned tail past the
     /// last boundary through the page cache; otherwise as it is, in one `pwritev`.
-    fn write_back(
-        &self,
-        object: &Object<S::Object>,
-        run: &[DirtyUnit<'_>],
-    ) -> io::Result<()> {
+    fn write_back(&self, object: &Object<S::Object>, run: &[DirtyUnit<'_>]) -> io::Result<()> {
         let (first, last) = (&run[0], &run[run.len() - 1]);
         let (start, end) = (first.offset, last.offset + last.bytes.len() as u64);
         let align = BUFFER_ALIGN_BYTES as u64;
@@ -335,7 +332,8 @@ impl<S: ObjectStorage> ObjectStore<S> {
             (direct_start < direct_end).then_some((direct, direct_start, direct_end))
         });
         let Some((direct, direct_start, direct_end)) = direct else {
-            let mut parts: Vec<IoSlice<'_>> = run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
+            let mut parts: Vec<IoSlice<'_>> =
+                run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
             return pwritev_all(&object.file, &mut parts, start).map(drop);
         };
         let mut parts: Vec<IoSlice<'_>> = run
@@ -345,7 +343,8 @@ impl<S: ObjectStorage> ObjectStore<S> {
             .collect();
         match pwritev_all(direct, &mut parts, direct_start) {
             Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
-                let mut parts: Vec<IoSlice<'_>> = run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
+                let mut parts: Vec<IoSlice<'_>> =
+                    run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
                 return pwritev_all(&object.file, &mut parts, start).map(drop);
             }
             done => done?,
@@ -355,6 +354,30 @@ impl<S: ObjectStorage> ObjectStore<S> {
             pwritev_all(&object.file, &mut tail, direct_end)?;
         }
         Ok(())
+    }
+
+    /// Takes a grant of `batch` with `grant(ranges, wait)`: at once if it can; when the
+    /// budget is full of dirty units, after writing back enough of them here (the write-back
+    /// thread may be a tick away); otherwise waiting as configured.
+    fn reclaiming<G>(
+        &self,
+        handle: u64,
+        batch: &[Segment],
+        grant: impl Fn(&[(u64, usize)], Duration) -> Result<G, CacheError>,
+    ) -> Result<G, RemoteError> {
+        let cache = self.cache.as_ref().expect("called in unified mode");
+        let ranges = ranges(batch);
+        match grant(&ranges, Duration::ZERO) {
+            Ok(granted) => return Ok(granted),
+            Err(CacheError::CacheFull { .. }) => {
+                let wanted: usize = batch.iter().map(|segment| segment.len).sum();
+                let room = cache.config().budget_bytes / DIRTY_SHARE_DIVISOR;
+                self.flush(None, wanted.max(room) as u64)?;
+            }
+            Err(error) if error.would_wait() => {}
+            Err(error) => return Err(cache_error(handle, &error)),
+        }
+        grant(&ranges, cache.config().grant_wait).map_err(|err| cache_error(handle, &err))
     }
 
     /// Serves the read of `pieces` from the cache, the object's extent held by the caller:
@@ -370,9 +393,9 @@ impl<S: ObjectStorage> ObjectStore<S> {
         let (unit_bytes, max_units) = Self::grant_units(cache, handle);
         let mut outcome = Outcome::default();
         for batch in batches(pieces, unit_bytes, max_units) {
-            let mut grant = cache
-                .grant_read_ranges(handle, &ranges(&batch), cache.config().grant_wait)
-                .map_err(|err| cache_error(handle, &err))?;
+            let mut grant = self.reclaiming(handle, &batch, |ranges, wait| {
+                cache.grant_read_ranges(handle, ranges, wait)
+            })?;
             self.fill(
                 object,
                 handle,
@@ -398,9 +421,9 @@ impl<S: ObjectStorage> ObjectStore<S> {
         let (unit_bytes, max_units) = Self::grant_units(cache, handle);
         let mut outcome = Outcome::default();
         for batch in batches(pieces, unit_bytes, max_units) {
-            let mut grant = cache
-                .grant_write_ranges(handle, &ranges(&batch), cache.config().grant_wait)
-                .map_err(|err| cache_error(handle, &err))?;
+            let mut grant = self.reclaiming(handle, &batch, |ranges, wait| {
+                cache.grant_write_ranges(handle, ranges, wait)
+            })?;
             self.fill(
                 object,
                 handle,
@@ -629,6 +652,165 @@ impl<S: ObjectStorage> ObjectStore<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::CacheConfig;
+    use crate::cost::CostModel;
+    use crate::files::FileStorage;
+    use proptest::prelude::*;
+    use tessera_proto::StoragePlan;
+
+    const KIB: usize = 1024;
+
+    /// A unified store in a fresh directory: a 64 KiB budget of 4 KiB units (16 units, 2 a
+    /// grant), so requests go in batches and units are evicted all the time.
+    fn small_store() -> (tempfile::TempDir, ObjectStore<FileStorage>) {
+        let directory = tempfile::tempdir().unwrap();
+        let config = CacheConfig {
+            default_unit_bytes: 4 * KIB,
+            ..CacheConfig::new(64 * KIB)
+        };
+        let store = ObjectStore::with_storage(
+            FileStorage::open(directory.path()).unwrap(),
+            CostModel::default(),
+        )
+        .unwrap()
+        .with_serve(ServeMode::Unified, Some(config))
+        .unwrap();
+        store.create(7).unwrap();
+        (directory, store)
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Write(Vec<(u64, u64)>, u8),
+        Read(Vec<(u64, u64)>),
+        Truncate(u64),
+        Flush,
+        Sync,
+        Stat,
+    }
+
+    fn pieces_strategy() -> impl Strategy<Value = Vec<(u64, u64)>> {
+        prop::collection::vec((0u64..200_000, 0u64..20_000), 1..6)
+    }
+
+    fn op_strategy() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (pieces_strategy(), any::<u8>()).prop_map(|(p, seed)| Op::Write(p, seed)),
+            4 => pieces_strategy().prop_map(Op::Read),
+            1 => (0u64..220_000).prop_map(Op::Truncate),
+            1 => Just(Op::Flush),
+            1 => Just(Op::Sync),
+            1 => Just(Op::Stat),
+        ]
+    }
+
+    fn to_pieces(ranges: &[(u64, u64)]) -> Vec<Piece> {
+        ranges
+            .iter()
+            .map(|&(offset, length)| piece(offset, length))
+            .collect()
+    }
+
+    /// The object file on disk equals the model, size and bytes.
+    fn check_disk(store: &ObjectStore<FileStorage>, model: &[u8]) {
+        let disk = std::fs::read(store.object_path(7)).unwrap();
+        assert_eq!(disk.len(), model.len(), "size on disk");
+        assert!(disk == model, "bytes on disk differ from the model");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Every path of a unified store against a byte model: reads see every write at
+        /// once, and after a flush or sync the file on disk (written with O_DIRECT where
+        /// the directory allows) is the model, size included.
+        #[test]
+        fn a_unified_store_matches_a_byte_model(ops in prop::collection::vec(op_strategy(), 1..40)) {
+            let (_directory, store) = small_store();
+            let mut model: Vec<u8> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Write(ranges, seed) => {
+                        let pieces = to_pieces(&ranges);
+                        let total: u64 = pieces.iter().map(|p| p.length).sum();
+                        let data: Vec<u8> = (0..total).map(|i| seed.wrapping_add((i % 251) as u8) | 1).collect();
+                        store.write(7, &pieces, &data, StoragePlan::Auto).unwrap();
+                        let mut at = 0usize;
+                        for p in &pieces {
+                            let (start, len) = (p.offset as usize, p.length as usize);
+                            if len > 0 && model.len() < start + len {
+                                model.resize(start + len, 0);
+                            }
+                            model[start..start + len].copy_from_slice(&data[at..at + len]);
+                            at += len;
+                        }
+                    }
+                    Op::Read(ranges) => {
+                        let pieces = to_pieces(&ranges);
+                        let total: u64 = pieces.iter().map(|p| p.length).sum();
+                        let mut got = vec![0xEE; total as usize];
+                        store.read(7, &pieces, &mut got, StoragePlan::Auto).unwrap();
+                        let mut expected = Vec::new();
+                        for p in &pieces {
+                            for i in p.offset..p.offset + p.length {
+                                expected.push(model.get(i as usize).copied().unwrap_or(0));
+                            }
+                        }
+                        prop_assert!(got == expected, "read {:?}", ranges);
+                        let pinned = store.read_pinned(7, &pieces).unwrap();
+                        let sent: Vec<u8> = pinned.slices(7, &pieces).unwrap().iter().flat_map(|s| s.iter().copied()).collect();
+                        prop_assert!(sent == expected, "pinned read {:?}", ranges);
+                    }
+                    Op::Truncate(size) => {
+                        store.truncate(7, size).unwrap();
+                        model.resize(size as usize, 0);
+                    }
+                    Op::Flush => {
+                        store.flush(None, u64::MAX).unwrap();
+                        check_disk(&store, &model);
+                    }
+                    Op::Sync => {
+                        store.sync(7).unwrap();
+                        check_disk(&store, &model);
+                    }
+                    Op::Stat => prop_assert_eq!(store.stat(7).unwrap().0, model.len() as u64),
+                }
+                store.cache().unwrap().check_consistency();
+            }
+            store.sync(7).unwrap();
+            check_disk(&store, &model);
+        }
+    }
+
+    #[test]
+    fn a_write_during_a_pinned_reply_goes_to_a_copy() {
+        let (_directory, store) = small_store();
+        let pieces = [piece(0, 8 * KIB as u64)];
+        store
+            .write(7, &pieces, &[1; 8 * KIB], StoragePlan::Auto)
+            .unwrap();
+        let pinned = store.read_pinned(7, &pieces).unwrap();
+        // The write does not wait for the pinned reply, and does not change it.
+        store
+            .write(7, &pieces, &[2; 8 * KIB], StoragePlan::Auto)
+            .unwrap();
+        let sent: Vec<u8> = pinned
+            .slices(7, &pieces)
+            .unwrap()
+            .iter()
+            .flat_map(|s| s.iter().copied())
+            .collect();
+        assert!(sent.iter().all(|&b| b == 1));
+        let mut now = vec![0; 8 * KIB];
+        store.read(7, &pieces, &mut now, StoragePlan::Auto).unwrap();
+        assert!(now.iter().all(|&b| b == 2));
+        // A removed object's units go, dirty or not; a new object of another handle is empty.
+        store.remove(7).unwrap();
+        assert_eq!(store.cache_stats().unwrap().dirty_bytes, 0);
+        store.create(8).unwrap();
+        store.read(8, &pieces, &mut now, StoragePlan::Auto).unwrap();
+        assert!(now.iter().all(|&b| b == 0));
+    }
 
     fn piece(offset: u64, length: u64) -> Piece {
         Piece { offset, length }
@@ -650,10 +832,26 @@ mod tests {
         assert_eq!(
             flat,
             vec![
-                Segment { offset: 0, len: 16, data: 0 },
-                Segment { offset: 16, len: 16, data: 16 },
-                Segment { offset: 32, len: 8, data: 32 },
-                Segment { offset: 100, len: 4, data: 40 },
+                Segment {
+                    offset: 0,
+                    len: 16,
+                    data: 0
+                },
+                Segment {
+                    offset: 16,
+                    len: 16,
+                    data: 16
+                },
+                Segment {
+                    offset: 32,
+                    len: 8,
+                    data: 32
+                },
+                Segment {
+                    offset: 100,
+                    len: 4,
+                    data: 40
+                },
             ]
         );
         for batch in &cut {
