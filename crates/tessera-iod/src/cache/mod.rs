@@ -483,6 +483,10 @@ impl std::fmt::Debug for Cache {
     }
 }
 
+/// The units some ranges touch, by index: the span of each they cover, and whether one range
+/// covers it whole.
+type CoveredUnits = BTreeMap<u64, (Range<usize>, bool)>;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Read,
@@ -643,9 +647,9 @@ impl Cache {
         ranges: &[(u64, usize)],
         unit_bytes: usize,
         max_units: usize,
-    ) -> Result<Option<BTreeMap<u64, (Range<usize>, bool)>>, CacheError> {
+    ) -> Result<Option<CoveredUnits>, CacheError> {
         let unit_bytes_u64 = unit_bytes as u64;
-        let mut units: BTreeMap<u64, (Range<usize>, bool)> = BTreeMap::new();
+        let mut units = CoveredUnits::new();
         for &(offset, len) in ranges.iter().filter(|(_, len)| *len > 0) {
             let end = u64::try_from(len)
                 .ok()

@@ -108,7 +108,12 @@ pub fn default_cache_bytes() -> usize {
     let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
     // SAFETY: `info` is a valid, writable `sysinfo`.
     let total = if unsafe { libc::sysinfo(&raw mut info) } == 0 {
-        u64::from(info.totalram).saturating_mul(u64::from(info.mem_unit))
+        #[allow(
+            clippy::useless_conversion,
+            reason = "the sysinfo fields are u64 here, narrower on 32-bit targets"
+        )]
+        let (total, unit) = (u64::from(info.totalram), u64::from(info.mem_unit));
+        total.saturating_mul(unit)
     } else {
         0
     };
@@ -608,17 +613,16 @@ impl<S: ObjectStorage> ObjectStore<S> {
                         } else {
                             (dirty - high / 2) as u64
                         };
-                        match store.flush(None, limit) {
-                            Ok(_) if failing => {
+                        match (store.flush(None, limit), failing) {
+                            (Ok(_), true) => {
                                 tracing::info!("write-back works again");
                                 failing = false;
                             }
-                            Ok(_) => {}
-                            Err(error) if !failing => {
+                            (Err(error), false) => {
                                 tracing::warn!("write-back failed (retried every tick): {error}");
                                 failing = true;
                             }
-                            Err(_) => {}
+                            (Ok(_), false) | (Err(_), true) => {}
                         }
                         if aged {
                             last_full = Instant::now();
@@ -650,6 +654,10 @@ impl<S: ObjectStorage> ObjectStore<S> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "test offsets and sizes are below 1 MiB"
+)]
 mod tests {
     use super::*;
     use crate::cache::CacheConfig;
