@@ -505,6 +505,43 @@ impl<S: ObjectStorage> ObjectStore<S> {
         Ok(cached)
     }
 
+    /// Whether every unit `pieces` touch is cached and free of writers now (it may change the
+    /// next moment: a hint for where to serve a read, never a promise).
+    pub fn is_cached(&self, handle: u64, pieces: &[Piece]) -> bool {
+        let Some(cache) = &self.cache else {
+            return false;
+        };
+        let (unit_bytes, max_units) = Self::grant_units(cache, handle);
+        match batches(pieces, unit_bytes, max_units).as_slice() {
+            [batch] => cache.peek_cached(handle, &ranges(batch)),
+            _ => false,
+        }
+    }
+
+    /// [`ObjectStore::read_pinned`] if it needs no wait and no storage call: the extent is free
+    /// and every unit is cached; `None` otherwise (nothing is taken). Cheap enough to run on
+    /// an async worker.
+    pub fn read_pinned_now(&self, handle: u64, pieces: &[Piece]) -> Option<CachedRead> {
+        let cache = self.cache.as_ref()?;
+        let object = self.object(handle).ok()?;
+        let (start, end) = super::extent_of(&super::merge_runs(pieces));
+        let (unit_bytes, max_units) = Self::grant_units(cache, handle);
+        let batches = batches(pieces, unit_bytes, max_units);
+        let [batch] = batches.as_slice() else {
+            return None;
+        };
+        let guard = object.extents.try_lock(start, end, false)?;
+        let grant = cache.grant_cached(handle, &ranges(batch)).ok()?;
+        let cached = CachedRead {
+            pinned: grant.pin(),
+            outcome: Outcome::default(),
+        };
+        drop(guard);
+        let wanted = pieces.iter().map(|piece| piece.length).sum();
+        self.reads.record(pieces.len(), wanted, &cached.outcome);
+        Some(cached)
+    }
+
     /// Writes the dirty units of `handle` (or of every object) to storage, until at least
     /// `limit_bytes` were written or none is left; returns the bytes written. Write-backs do
     /// not overlap. A unit of an object removed meanwhile is dropped unwritten. A storage
