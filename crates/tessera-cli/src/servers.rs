@@ -100,6 +100,14 @@ pub struct IodArgs {
     /// picks a free port, logged at start). Without it nothing is recorded.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// How reads are served: `normal` (page cache, copied through a buffer), `mmap` (as
+    /// normal, same-host one-sided reads pushed from a mapping of the object) or `unified`
+    /// (the iod's own cache, hits sent straight from its buffers; docs/ARCHITECTURE.md).
+    #[arg(long, default_value = "mmap", value_parser = clap::builder::ValueParser::new(str::parse::<tessera_iod::store::ServeMode>))]
+    serve: tessera_iod::store::ServeMode,
+    /// The unified cache's budget in bytes (default: an eighth of the machine's memory).
+    #[arg(long, value_name = "BYTES")]
+    cache_bytes: Option<usize>,
 }
 
 /// The iod's fabric, if `--ofi-provider` names one.
@@ -386,11 +394,19 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             args.data.display()
         )
     })?;
+    let cache = tessera_iod::cache::CacheConfig::new(
+        args.cache_bytes
+            .unwrap_or_else(tessera_iod::store::default_cache_bytes),
+    );
+    let store = store
+        .with_serve(args.serve, Some(cache))
+        .map_err(|err| format!("iod {}: --cache-bytes: {err}", args.index))?;
     let mut iod = tessera_iod::Iod::new(args.index, store);
     if let Some(fabric) = open_fabric(args)? {
         iod = iod.with_fabric(fabric);
     }
     let iod = Arc::new(iod);
+    let store = iod.store().clone();
     let key = key.expect("loaded unless calibrating");
     let mds = match (&args.mds, &args.mds_address_file) {
         (Some(address), _) => Some(tessera_iod::sweep::MdsAddress::Fixed(address.clone())),
@@ -405,7 +421,7 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             timeout: MDS_IOD_TIMEOUT,
             give_up_after: Duration::from_secs(args.sweep_wait_seconds),
         };
-        let store = iod.store().clone();
+        let store = store.clone();
         std::thread::Builder::new()
             .name(format!("iod-{}-sweep", args.index))
             .spawn(move || {
@@ -432,17 +448,23 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             None => None,
         };
         tracing::info!(
-            "iod {}: listening on {address}{}, data in {}",
+            "iod {}: listening on {address}{}, data in {}, serving {}",
             args.index,
             args.local_socket
                 .as_ref()
                 .map(|path| format!(" and {}", path.display()))
                 .unwrap_or_default(),
-            args.data.display()
+            args.data.display(),
+            args.serve
         );
         tessera_net::server::serve_with_local(listener, local, iod, auth, shutdown_signal()).await;
         if let Some(path) = &args.local_socket {
             let _ = std::fs::remove_file(path);
+        }
+        match store.flush(None, u64::MAX) {
+            Ok(0) => {}
+            Ok(bytes) => tracing::info!("iod {}: wrote back {bytes} cached bytes", args.index),
+            Err(error) => tracing::error!("iod {}: write-back at stop: {error}", args.index),
         }
         tracing::info!("iod {}: stopped", args.index);
         Ok(())

@@ -34,6 +34,23 @@ struct Table {
     waiting_writers: Vec<(u64, u64)>,
 }
 
+impl Table {
+    /// Whether `[start, end)` can be held now: no conflicting holder and, for a reader, no
+    /// writer waiting for bytes it covers.
+    fn free(&self, start: u64, end: u64, exclusive: bool) -> bool {
+        let blocked_by_holder = self
+            .held
+            .iter()
+            .any(|held| held.conflicts(start, end, exclusive));
+        let blocked_by_writer = !exclusive
+            && self
+                .waiting_writers
+                .iter()
+                .any(|&(wstart, wend)| wstart < end && start < wend);
+        !blocked_by_holder && !blocked_by_writer
+    }
+}
+
 /// The extent locks of one object.
 #[derive(Debug, Default)]
 pub struct ExtentLocks {
@@ -53,19 +70,7 @@ impl ExtentLocks {
     pub fn lock(&self, start: u64, end: u64, exclusive: bool) -> ExtentGuard<'_> {
         let mut table = self.table.lock().expect("extent table lock");
         let mut queued = false;
-        loop {
-            let blocked_by_holder = table
-                .held
-                .iter()
-                .any(|held| held.conflicts(start, end, exclusive));
-            let blocked_by_writer = !exclusive
-                && table
-                    .waiting_writers
-                    .iter()
-                    .any(|&(wstart, wend)| wstart < end && start < wend);
-            if !blocked_by_holder && !blocked_by_writer {
-                break;
-            }
+        while !table.free(start, end, exclusive) {
             if exclusive && !queued {
                 table.waiting_writers.push((start, end));
                 queued = true;
@@ -80,6 +85,18 @@ impl ExtentLocks {
                 .expect("a queued writer is listed");
             table.waiting_writers.swap_remove(position);
         }
+        self.hold(&mut table, start, end, exclusive)
+    }
+
+    /// Holds `[start, end)` if that needs no wait, else `None`.
+    pub fn try_lock(&self, start: u64, end: u64, exclusive: bool) -> Option<ExtentGuard<'_>> {
+        let mut table = self.table.lock().expect("extent table lock");
+        table
+            .free(start, end, exclusive)
+            .then(|| self.hold(&mut table, start, end, exclusive))
+    }
+
+    fn hold(&self, table: &mut Table, start: u64, end: u64, exclusive: bool) -> ExtentGuard<'_> {
         table.next_id += 1;
         let id = table.next_id;
         table.held.push(Held {

@@ -79,9 +79,13 @@ impl<S: ObjectStorage> Iod<S> {
     pub fn new(index: u16, store: ObjectStore<S>) -> Self {
         let permits =
             usize::try_from(IOD_BUFFER_BYTES_MAX / BUFFER_PERMIT_BYTES).expect("budget fits usize");
+        let store = Arc::new(store);
+        if let Err(err) = ObjectStore::start_write_back(&store) {
+            tracing::error!("iod {index}: cannot start the cache write-back thread: {err}");
+        }
         Self {
             index,
-            store: Arc::new(store),
+            store,
             buffers: Semaphore::new(permits),
             views: ViewTable::default(),
             fabric: None,
@@ -540,6 +544,9 @@ impl<S: ObjectStorage> Iod<S> {
         let _budget = self
             .buffer_budget(total + Self::sieve_budget(&pieces, storage))
             .await;
+        if self.store.cache().is_some() {
+            return self.read_cached(header, connection, mode, handle, pieces, total).await;
+        }
         let result = self
             .storage(total, move |store| {
                 let mut data =
@@ -564,6 +571,44 @@ impl<S: ObjectStorage> Iod<S> {
 }
 
 impl<S: ObjectStorage> Iod<S> {
+    /// Sends a read from the unified cache: its bytes stay pinned in the cache's buffers
+    /// (no request buffer) and go out straight from them, one `writev` per frame. The
+    /// pinned bytes count against the buffer budget the caller holds.
+    async fn read_cached(
+        &self,
+        header: &Header,
+        connection: &mut ServerConnection,
+        mode: TransferMode,
+        handle: u64,
+        pieces: Vec<Piece>,
+        total: u64,
+    ) -> Result<(), ConnectionError> {
+        let result = self
+            .storage(total, move |store| {
+                let cached = store.read_pinned(handle, &pieces)?;
+                Ok((cached, pieces))
+            })
+            .await;
+        let (cached, pieces) = match result {
+            Ok(found) => found,
+            Err(error) => return connection.reply_error(header, &error).await,
+        };
+        let reply = reply_of(total, cached.outcome);
+        if mode == TransferMode::Multiple {
+            let slices = match cached.piece_slices(handle, &pieces) {
+                Ok(slices) => slices,
+                Err(error) => return connection.reply_error(header, &error).await,
+            };
+            connection.reply(header, &reply, &[]).await?;
+            connection.send_data_frames_vectored(header, slices).await
+        } else {
+            match cached.slices(handle, &pieces) {
+                Ok(slices) => connection.reply_vectored(header, &reply, &slices).await,
+                Err(error) => connection.reply_error(header, &error).await,
+            }
+        }
+    }
+
     /// Whether the connection may make this request: a capability with the rights it needs
     /// on its handle for data requests, the mds's own connection for object life-cycle
     /// requests. The outer error closes the connection (a body too short to hold a handle

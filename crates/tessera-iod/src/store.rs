@@ -34,8 +34,17 @@ use crate::mapping::Mapping;
 pub use crate::mapping::RESIDENCY_PAGES_MAX;
 use crate::plan::{merge_runs, Decision, Planner, Residency};
 use crate::run::Run;
+use crate::cache::{Cache, CacheConfig, CacheError};
 use crate::storage::{is_no_space, read_full, write_full, Listed, ObjectStorage, StorageObject};
 use crate::uring;
+
+mod unified;
+
+pub use unified::{
+    default_cache_bytes, CachedRead, ServeMode, CACHE_BYTES_MIN, CACHE_RAM_DIVISOR,
+    DIRTY_SHARE_DIVISOR, FLUSH_BATCH_BYTES, GRANT_SHARE_DIVISOR, WRITE_BACK_AGE,
+    WRITE_BACK_TICK,
+};
 
 /// An open local object.
 #[derive(Debug)]
@@ -45,6 +54,9 @@ struct Object<O> {
     extents: ExtentLocks,
     /// The mapping of the object's first bytes mapped reads share (see `KEPT_MAPPING_BYTES_MAX`).
     kept: Mutex<Option<Arc<Mapping>>>,
+    /// The object's file opened again with `O_DIRECT`, for the unified cache's fills and
+    /// write-backs (`None` once tried where it cannot be had).
+    direct: std::sync::OnceLock<Option<std::fs::File>>,
 }
 
 /// What serving one request did at the storage layer.
@@ -145,7 +157,7 @@ impl Counters {
 #[derive(Debug)]
 pub struct Units<'a, S: ObjectStorage> {
     store: &'a ObjectStore<S>,
-    file: &'a S::Object,
+    object: &'a Object<S::Object>,
     handle: u64,
     write: bool,
     requested: StoragePlan,
@@ -156,12 +168,17 @@ impl<S: ObjectStorage> Units<'_, S> {
     /// Writes `data` to `pieces`, one unit of the request.
     pub fn write(&mut self, pieces: &[Piece], data: &[u8]) -> Result<(), RemoteError> {
         debug_assert!(self.write, "a read request writes no unit");
+        if self.store.cache.is_some() {
+            let outcome = self.store.cached_write(self.object, self.handle, pieces, data)?;
+            self.add(outcome);
+            return Ok(());
+        }
         let runs = merge_runs(pieces);
         let decision = self
             .store
             .planner
             .plan(Direction::Write, &runs, self.requested);
-        let outcome = write_runs(self.file, &runs, data, &decision)
+        let outcome = write_runs(&self.object.file, &runs, data, &decision)
             .map_err(|err| self.store.io_error(self.handle, "write", &err))?;
         self.add(outcome);
         Ok(())
@@ -170,12 +187,19 @@ impl<S: ObjectStorage> Units<'_, S> {
     /// Reads `pieces` into `buffer`, one unit of the request.
     pub fn read(&mut self, pieces: &[Piece], buffer: &mut [u8]) -> Result<(), RemoteError> {
         debug_assert!(!self.write, "a write request reads no unit");
+        if self.store.cache.is_some() {
+            let outcome = self
+                .store
+                .cached_read_into(self.object, self.handle, pieces, buffer)?;
+            self.add(outcome);
+            return Ok(());
+        }
         let runs = merge_runs(pieces);
         let decision = self
             .store
             .planner
             .plan(Direction::Read, &runs, self.requested);
-        let outcome = read_runs(self.file, &runs, buffer, &decision)
+        let outcome = read_runs(&self.object.file, &runs, buffer, &decision)
             .map_err(|err| self.store.io_error(self.handle, "read", &err))?;
         self.add(outcome);
         Ok(())
@@ -320,6 +344,18 @@ pub struct ObjectStore<S: ObjectStorage = FileStorage> {
     /// remove ([`ObjectStore::sweep_orphans`]). `create` and the sweep's removals hold this
     /// lock, so a create is either recorded before a removal looks or runs after it.
     sweep: Mutex<Option<SweepGuard>>,
+    /// How reads are served (`--serve`).
+    serve: ServeMode,
+    /// The unified cache (`ServeMode::Unified` only).
+    cache: Option<Cache>,
+    /// Held by the write-back that runs (one at a time).
+    flushing: Mutex<()>,
+    /// The unified cache may still try `O_DIRECT` (cleared, with one log line, at the first
+    /// object whose storage refuses it).
+    direct_io: std::sync::atomic::AtomicBool,
+    /// Write-back steps and the bytes they wrote.
+    flushes: AtomicU64,
+    flushed_bytes: AtomicU64,
 }
 
 /// Handles created while a sweep runs, at most `IOD_SWEEP_CREATES_MAX`.
@@ -391,7 +427,29 @@ impl<S: ObjectStorage> ObjectStore<S> {
             reads: Counters::new("read"),
             writes: Counters::new("write"),
             sweep: Mutex::new(None),
+            serve: ServeMode::default(),
+            cache: None,
+            flushing: Mutex::new(()),
+            direct_io: std::sync::atomic::AtomicBool::new(true),
+            flushes: AtomicU64::new(0),
+            flushed_bytes: AtomicU64::new(0),
         })
+    }
+
+    /// The store serving reads by `serve`; `Unified` needs `cache` (its budget and unit),
+    /// the others take none. Start its write-back with [`ObjectStore::start_write_back`].
+    pub fn with_serve(
+        mut self,
+        serve: ServeMode,
+        cache: Option<CacheConfig>,
+    ) -> Result<Self, CacheError> {
+        self.cache = match (serve, cache) {
+            (ServeMode::Unified, Some(config)) => Some(Cache::new(config)?),
+            (ServeMode::Unified, None) => Some(Cache::new(CacheConfig::new(default_cache_bytes()))?),
+            (_, _) => None,
+        };
+        self.serve = serve;
+        Ok(self)
     }
 
     /// The storage planner.
@@ -487,6 +545,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
             file,
             extents: ExtentLocks::default(),
             kept: Mutex::new(None),
+            direct: std::sync::OnceLock::new(),
         });
         open.insert(handle, object.clone());
         Ok(object)
@@ -516,6 +575,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
 
     /// Removes the object of `handle`.
     pub fn remove(&self, handle: u64) -> Result<(), RemoteError> {
+        self.forget(handle)?;
         self.open.lock().expect("object table lock").remove(&handle);
         match self.storage.remove(handle) {
             Ok(()) => {
@@ -604,6 +664,10 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// Size and mtime (ns since the epoch) of the object of `handle`.
     pub fn stat(&self, handle: u64) -> Result<(u64, u64), RemoteError> {
         let object = self.object(handle)?;
+        if self.cache.is_some() {
+            let whole = object.extents.lock(0, u64::MAX, false);
+            self.flush_object(handle, &whole)?;
+        }
         let metadata = object
             .file
             .metadata()
@@ -614,7 +678,11 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// Sets the size of the object of `handle`.
     pub fn truncate(&self, handle: u64, size: u64) -> Result<(), RemoteError> {
         let object = self.object(handle)?;
-        let _guard = object.extents.lock(0, u64::MAX, true);
+        let guard = object.extents.lock(0, u64::MAX, true);
+        if self.cache.is_some() {
+            self.flush_object(handle, &guard)?;
+            self.forget(handle)?;
+        }
         object
             .file
             .set_size(size)
@@ -624,6 +692,10 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// Flushes the object of `handle` to stable storage.
     pub fn sync(&self, handle: u64) -> Result<(), RemoteError> {
         let object = self.object(handle)?;
+        if self.cache.is_some() {
+            let whole = object.extents.lock(0, u64::MAX, false);
+            self.flush_object(handle, &whole)?;
+        }
         object
             .file
             .sync()
@@ -639,6 +711,11 @@ impl<S: ObjectStorage> ObjectStore<S> {
         data: &[u8],
         requested: StoragePlan,
     ) -> Result<Outcome, RemoteError> {
+        if self.cache.is_some() {
+            return self.serve_cached(handle, pieces, Direction::Write, |object| {
+                self.cached_write(object, handle, pieces, data)
+            });
+        }
         self.serve(
             handle,
             pieces,
@@ -659,6 +736,9 @@ impl<S: ObjectStorage> ObjectStore<S> {
         slices: &[&[u8]],
         requested: StoragePlan,
     ) -> Result<Outcome, RemoteError> {
+        if self.cache.is_some() {
+            return self.write(handle, pieces, &slices.concat(), requested);
+        }
         let bytes = slices.iter().map(|slice| slice.len()).sum();
         self.serve(
             handle,
@@ -686,6 +766,11 @@ impl<S: ObjectStorage> ObjectStore<S> {
         buffer: &mut [u8],
         requested: StoragePlan,
     ) -> Result<Outcome, RemoteError> {
+        if self.cache.is_some() {
+            return self.serve_cached(handle, pieces, Direction::Read, |object| {
+                self.cached_read_into(object, handle, pieces, buffer)
+            });
+        }
         let bytes = buffer.len();
         self.serve(
             handle,
@@ -695,6 +780,29 @@ impl<S: ObjectStorage> ObjectStore<S> {
             requested,
             |file, runs, decision| read_runs(file, runs, buffer, decision),
         )
+    }
+
+    /// [`ObjectStore::serve`] through the unified cache: hold the extent the pieces span
+    /// (exclusive for writes), run `execute` on the object, count the outcome.
+    fn serve_cached(
+        &self,
+        handle: u64,
+        pieces: &[Piece],
+        direction: Direction,
+        execute: impl FnOnce(&Object<S::Object>) -> Result<Outcome, RemoteError>,
+    ) -> Result<Outcome, RemoteError> {
+        let object = self.object(handle)?;
+        let (start, end) = extent_of(&merge_runs(pieces));
+        let (exclusive, counters) = match direction {
+            Direction::Write => (true, &self.writes),
+            Direction::Read => (false, &self.reads),
+        };
+        let guard = object.extents.lock(start, end, exclusive);
+        let outcome = execute(&object)?;
+        drop(guard);
+        let wanted = pieces.iter().map(|piece| piece.length).sum();
+        counters.record(pieces.len(), wanted, &outcome);
+        Ok(outcome)
     }
 
     /// The path both directions share: merge the pieces into runs, plan them, hold the
@@ -750,7 +858,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         let guard = object.extents.lock(start, end, write);
         let mut units = Units {
             store: self,
-            file: &object.file,
+            object: &object,
             handle,
             write,
             requested,
@@ -781,6 +889,21 @@ impl<S: ObjectStorage> ObjectStore<S> {
         pieces: &[Piece],
         push: impl FnOnce(&[IoSlice<'_>]) -> Result<(), RemoteError>,
     ) -> Result<Option<Outcome>, RemoteError> {
+        match self.serve {
+            ServeMode::Normal => return Ok(None),
+            ServeMode::Unified => {
+                let object = self.object(handle)?;
+                let (start, end) = extent_of(&merge_runs(pieces));
+                let guard = object.extents.lock(start, end, false);
+                let cached = self.cached_pin(&object, handle, pieces)?;
+                push(&cached.slices(handle, pieces)?)?;
+                drop(guard);
+                let wanted = pieces.iter().map(|piece| piece.length).sum();
+                self.reads.record(pieces.len(), wanted, &cached.outcome);
+                return Ok(Some(cached.outcome));
+            }
+            ServeMode::Mmap => {}
+        }
         let wanted: u64 = pieces.iter().map(|piece| piece.length).sum();
         let present = pieces.iter().filter(|piece| piece.length > 0);
         let start = present.clone().map(|piece| piece.offset).min().unwrap_or(0);

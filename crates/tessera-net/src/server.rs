@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::io;
+use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -609,6 +609,49 @@ impl ServerConnection {
             .await
     }
 
+    /// Sends the reply to `request`, followed in the same frame by the bytes of `bulk`, in
+    /// order, written straight from the slices (`writev`, no copy into a frame buffer).
+    pub async fn reply_vectored<M: Wire>(
+        &mut self,
+        request: &Header,
+        reply: &M,
+        bulk: &[IoSlice<'_>],
+    ) -> Result<(), ConnectionError> {
+        let body = reply.to_body();
+        self.work = None;
+        write_frame_vectored(
+            &mut self.stream,
+            request.opcode,
+            FLAG_REPLY,
+            request.request_id,
+            &body,
+            bulk,
+        )
+        .await
+    }
+
+    /// Sends one `Data` frame per group of slices (multiple mode, one group per piece), after
+    /// the reply, each written straight from its slices.
+    pub async fn send_data_frames_vectored(
+        &mut self,
+        request: &Header,
+        pieces: impl IntoIterator<Item = Vec<IoSlice<'_>>>,
+    ) -> Result<(), ConnectionError> {
+        self.work = None;
+        for piece in pieces {
+            write_frame_vectored(
+                &mut self.stream,
+                Opcode::Data as u8,
+                0,
+                request.request_id,
+                &[],
+                &piece,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     /// Sends a reply whose body is already encoded.
     pub async fn reply_raw(
         &mut self,
@@ -707,6 +750,49 @@ async fn write_frame_to(
             stream.write_all(&head).await?;
             stream.write_all(bulk).await
         }
+    })
+    .await
+}
+
+/// Most slices one `writev` is given (the kernel's `IOV_MAX`).
+const WRITEV_SLICES_MAX: usize = 1024;
+
+/// [`write_frame_to`] with the bulk in slices: the header and body go in the first `writev`
+/// with the first slices, at most [`WRITEV_SLICES_MAX`] slices a call.
+async fn write_frame_vectored(
+    stream: &mut ServerStream,
+    opcode: u8,
+    flags: u16,
+    request_id: u64,
+    body: &[u8],
+    bulk: &[IoSlice<'_>],
+) -> Result<(), ConnectionError> {
+    let bulk_bytes: usize = bulk.iter().map(|slice| slice.len()).sum();
+    let header = Header {
+        opcode,
+        flags,
+        request_id,
+        body_bytes: u32::try_from(body.len()).expect("bodies are built under the body limit"),
+        bulk_bytes: u32::try_from(bulk_bytes).expect("bulk is built under the bulk limit"),
+    };
+    let mut head = Vec::with_capacity(HEADER_BYTES + body.len());
+    head.extend_from_slice(&header.encode());
+    head.extend_from_slice(body);
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(bulk.len() + 1);
+    slices.push(IoSlice::new(&head));
+    slices.extend(bulk.iter().filter(|slice| !slice.is_empty()).copied());
+    let bytes = (head.len() + bulk_bytes) as u64;
+    within(bytes, "a reply", async {
+        let mut left: &mut [IoSlice<'_>] = &mut slices;
+        while !left.is_empty() {
+            let count = left.len().min(WRITEV_SLICES_MAX);
+            let written = stream.write_vectored(&left[..count]).await?;
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut left, written);
+        }
+        Ok(())
     })
     .await
 }

@@ -50,6 +50,23 @@ pub const MDS_STORE_STATE: &str = "tessera_mds_store_state";
 /// Counter (agent): credentials signed.
 pub const AGENT_CREDENTIALS: &str = "tessera_agent_credentials_total";
 
+/// Counter (iod, `--serve unified`): cache units a grant found cached.
+pub const CACHE_HITS: &str = "tessera_cache_hits_total";
+/// Counter (iod): cache units a grant had to create (a read fills them from storage).
+pub const CACHE_MISSES: &str = "tessera_cache_misses_total";
+/// Counter (iod): clean cache units dropped to make room.
+pub const CACHE_EVICTIONS: &str = "tessera_cache_evictions_total";
+/// Counter (iod): cache units a grant had to wait for (a conflicting grant, or room).
+pub const CACHE_GRANT_WAITS: &str = "tessera_cache_grant_waits_total";
+/// Counter (iod): write-back steps that wrote dirty units to storage.
+pub const CACHE_FLUSHES: &str = "tessera_cache_flushes_total";
+/// Counter (iod): bytes written back to storage.
+pub const CACHE_FLUSHED_BYTES: &str = "tessera_cache_flushed_bytes_total";
+/// Gauge (iod): dirty bytes in the cache.
+pub const CACHE_DIRTY_BYTES: &str = "tessera_cache_dirty_bytes";
+/// Gauge (iod): bytes of the cache's units.
+pub const CACHE_BYTES: &str = "tessera_cache_bytes";
+
 /// What kind of metric a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetricKind {
@@ -62,7 +79,7 @@ pub enum MetricKind {
 }
 
 /// Every metric a server records, its kind and the help line a scrape shows (`# HELP`).
-pub const CATALOGUE: [(&str, MetricKind, &str); 16] = [
+pub const CATALOGUE: [(&str, MetricKind, &str); 24] = [
     (REQUESTS, MetricKind::Counter, "Requests served, by kind."),
     (
         REQUEST_SECONDS,
@@ -133,6 +150,46 @@ pub const CATALOGUE: [(&str, MetricKind, &str); 16] = [
         MDS_STORE_STATE,
         MetricKind::Gauge,
         "The metadata store's state: 0 ok, 1 no space, 2 failed.",
+    ),
+    (
+        CACHE_HITS,
+        MetricKind::Counter,
+        "Unified cache units a grant found cached.",
+    ),
+    (
+        CACHE_MISSES,
+        MetricKind::Counter,
+        "Unified cache units a grant created (reads fill them from storage).",
+    ),
+    (
+        CACHE_EVICTIONS,
+        MetricKind::Counter,
+        "Clean unified cache units dropped to make room.",
+    ),
+    (
+        CACHE_GRANT_WAITS,
+        MetricKind::Counter,
+        "Unified cache units a grant waited for.",
+    ),
+    (
+        CACHE_FLUSHES,
+        MetricKind::Counter,
+        "Write-back steps of the unified cache.",
+    ),
+    (
+        CACHE_FLUSHED_BYTES,
+        MetricKind::Counter,
+        "Bytes the unified cache wrote back to storage.",
+    ),
+    (
+        CACHE_DIRTY_BYTES,
+        MetricKind::Gauge,
+        "Dirty bytes in the unified cache.",
+    ),
+    (
+        CACHE_BYTES,
+        MetricKind::Gauge,
+        "Bytes of the unified cache's units.",
     ),
     (
         AGENT_CREDENTIALS,

@@ -41,6 +41,16 @@ impl UnitBuffer {
             .expect("unit sizes are checked powers of two far below isize::MAX")
     }
 
+    /// A new buffer holding a copy of this one's bytes (copy-on-write of a pinned unit).
+    pub(super) fn duplicate(&self) -> Self {
+        let copy = Self::new_zeroed(self.len);
+        // SAFETY: both buffers are alive and `len` bytes long, and distinct allocations. The
+        // caller holds the unit exclusively, so nobody writes `self` meanwhile (pinned copies
+        // of it are only read).
+        unsafe { std::ptr::copy_nonoverlapping(self.start(), copy.start(), self.len) };
+        copy
+    }
+
     /// The buffer's length in bytes.
     pub(super) fn len(&self) -> usize {
         self.len

@@ -102,6 +102,14 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+impl CacheError {
+    /// Whether the grant failed only because it would have had to wait (a conflicting grant,
+    /// or no room): with more time it may succeed.
+    pub fn would_wait(&self) -> bool {
+        matches!(self, Self::WaitTimeout { .. } | Self::CacheFull { .. })
+    }
+}
+
 /// What went wrong in the cache; every message names the value, object or limit involved.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CacheError {
@@ -192,6 +200,14 @@ pub enum CacheError {
         dirty_bytes: usize,
         /// How long the grant waited.
         waited_ms: u64,
+    },
+    /// A byte outside every unit the grant holds.
+    #[error("object {handle}: byte {offset} lies in no unit of the grant")]
+    NotGranted {
+        /// The object.
+        handle: u64,
+        /// The byte.
+        offset: u64,
     },
     /// Reading, or partly writing, a unit that holds no valid data yet.
     #[error(
@@ -432,8 +448,11 @@ struct Held {
     id: UnitId,
     key: UnitKey,
     buffer: Arc<UnitBuffer>,
-    /// The bytes of the unit the grant covers (for a dirty grant, the dirty span).
+    /// The bytes of the unit the grant covers (for a dirty grant, the dirty span; for a
+    /// grant of several ranges, the span from the first to the last byte they cover).
     range: Range<usize>,
+    /// One range of the grant covers the whole unit (a write needs none of its old bytes).
+    whole: bool,
     /// Held alone (a write, or a read that must fill a missing unit).
     exclusive: bool,
     /// Holds valid data (as seen by this grant).
@@ -453,6 +472,15 @@ struct Shared {
 #[derive(Clone)]
 pub struct Cache {
     shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("config", &self.shared.config)
+            .field("stats", &self.stats())
+            .finish()
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -567,9 +595,7 @@ impl Cache {
         offset: u64,
         len: usize,
     ) -> Result<ReadGrant, CacheError> {
-        Ok(ReadGrant {
-            grant: self.acquire(handle, offset, len, Mode::Read)?,
-        })
+        self.grant_read_ranges(handle, &[(offset, len)], self.shared.config.grant_wait)
     }
 
     /// Grant exclusive access to the units covering `len` bytes at `offset` of `handle`.
@@ -579,65 +605,113 @@ impl Cache {
         offset: u64,
         len: usize,
     ) -> Result<WriteGrant, CacheError> {
-        Ok(WriteGrant {
-            grant: self.acquire(handle, offset, len, Mode::Write)?,
+        self.grant_write_ranges(handle, &[(offset, len)], self.shared.config.grant_wait)
+    }
+
+    /// Grant shared access to every unit covering any of `ranges` (`(offset, len)`, in any
+    /// order, overlapping or not) of `handle`, all at once, waiting at most `wait` (capped at
+    /// the configured wait; zero: fail at once with an error for which
+    /// [`CacheError::would_wait`] holds rather than wait).
+    pub fn grant_read_ranges(
+        &self,
+        handle: u64,
+        ranges: &[(u64, usize)],
+        wait: Duration,
+    ) -> Result<ReadGrant, CacheError> {
+        Ok(ReadGrant {
+            grant: self.acquire(handle, ranges, Mode::Read, wait)?,
         })
+    }
+
+    /// Grant exclusive access to every unit covering any of `ranges` of `handle`, as
+    /// [`Cache::grant_read_ranges`].
+    pub fn grant_write_ranges(
+        &self,
+        handle: u64,
+        ranges: &[(u64, usize)],
+        wait: Duration,
+    ) -> Result<WriteGrant, CacheError> {
+        Ok(WriteGrant {
+            grant: self.acquire(handle, ranges, Mode::Write, wait)?,
+        })
+    }
+
+    /// The units `ranges` touch, ascending, each with the span of it they cover and whether
+    /// one range covers it whole; `None` past `max_units` units.
+    fn covered_units(
+        handle: u64,
+        ranges: &[(u64, usize)],
+        unit_bytes: usize,
+        max_units: usize,
+    ) -> Result<Option<BTreeMap<u64, (Range<usize>, bool)>>, CacheError> {
+        let unit_bytes_u64 = unit_bytes as u64;
+        let mut units: BTreeMap<u64, (Range<usize>, bool)> = BTreeMap::new();
+        for &(offset, len) in ranges.iter().filter(|(_, len)| *len > 0) {
+            let end = u64::try_from(len)
+                .ok()
+                .and_then(|l| offset.checked_add(l))
+                .ok_or(CacheError::RangeOverflow {
+                    handle,
+                    offset,
+                    len,
+                })?;
+            for index in offset / unit_bytes_u64..=(end - 1) / unit_bytes_u64 {
+                let unit_start = index * unit_bytes_u64;
+                // Both ends lie within this unit, so the differences fit in `unit_bytes`.
+                let start = usize::try_from(offset.max(unit_start) - unit_start).unwrap_or(0);
+                let stop = usize::try_from(end.min(unit_start + unit_bytes_u64) - unit_start)
+                    .unwrap_or(unit_bytes);
+                let whole = start == 0 && stop == unit_bytes;
+                units
+                    .entry(index)
+                    .and_modify(|(span, covered)| {
+                        *span = span.start.min(start)..span.end.max(stop);
+                        *covered |= whole;
+                    })
+                    .or_insert((start..stop, whole));
+                if units.len() > max_units {
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(units))
     }
 
     fn acquire(
         &self,
         handle: u64,
-        offset: u64,
-        len: usize,
+        ranges: &[(u64, usize)],
         mode: Mode,
+        wait: Duration,
     ) -> Result<Grant, CacheError> {
         let config = &self.shared.config;
-        let overflow = CacheError::RangeOverflow {
-            handle,
-            offset,
-            len,
-        };
-        let end = u64::try_from(len)
-            .ok()
-            .and_then(|l| offset.checked_add(l))
-            .ok_or(overflow)?;
         let mut state = self.lock();
         let unit_bytes = state.unit_bytes_of(handle, config.default_unit_bytes)?;
+        let (offset, len) = ranges.first().copied().unwrap_or((0, 0));
         let mut grant = Grant {
             cache: self.clone(),
             offset,
             len,
             held: Vec::new(),
         };
-        if len == 0 {
-            return Ok(grant);
-        }
-        let unit_bytes_u64 = unit_bytes as u64;
-        let (first, last) = (offset / unit_bytes_u64, (end - 1) / unit_bytes_u64);
-        let needed_bytes = usize::try_from(last - first + 1)
-            .ok()
-            .and_then(|count| count.checked_mul(unit_bytes))
-            .filter(|&bytes| bytes <= config.budget_bytes);
-        let Some(_) = needed_bytes else {
-            let needed_bytes = usize::try_from((last - first + 1).saturating_mul(unit_bytes_u64))
-                .unwrap_or(usize::MAX);
+        let max_units = config.budget_bytes / unit_bytes;
+        let Some(units) = Self::covered_units(handle, ranges, unit_bytes, max_units)? else {
             return Err(CacheError::GrantTooLarge {
                 handle,
                 offset,
-                len,
-                needed_bytes,
+                len: ranges.iter().map(|&(_, len)| len).sum(),
+                needed_bytes: (max_units + 1) * unit_bytes,
                 budget_bytes: config.budget_bytes,
             });
         };
+        if units.is_empty() {
+            return Ok(grant);
+        }
         let started = Instant::now();
-        let deadline = started + config.grant_wait;
-        for index in first..=last {
+        let deadline = started + wait.min(config.grant_wait);
+        grant.held.reserve(units.len());
+        for (index, (range, whole)) in units {
             let key = UnitKey { handle, index };
-            let unit_start = index * unit_bytes_u64;
-            // Both ends lie within this unit, so the differences fit in `unit_bytes`.
-            let range = usize::try_from(offset.max(unit_start) - unit_start).unwrap_or(0)
-                ..usize::try_from(end.min(unit_start + unit_bytes_u64) - unit_start)
-                    .unwrap_or(unit_bytes);
             let mut waited = false;
             loop {
                 let taken = if let Some(&id) = state.index.get(&key) {
@@ -653,7 +727,14 @@ impl Cache {
                         let unit = state.unit_mut(id);
                         match mode {
                             Mode::Read => unit.readers += 1,
-                            Mode::Write => unit.writer = true,
+                            Mode::Write => {
+                                unit.writer = true;
+                                // A reply still being sent from the unit's bytes (`Pinned`)
+                                // keeps them: the write goes to a copy.
+                                if Arc::strong_count(&unit.buffer) > 1 {
+                                    unit.buffer = Arc::new(unit.buffer.duplicate());
+                                }
+                            }
                         }
                         let (buffer, filled) = (Arc::clone(&unit.buffer), unit.filled);
                         state.hits += 1;
@@ -673,7 +754,8 @@ impl Cache {
                         id,
                         key,
                         buffer,
-                        range,
+                        range: range.clone(),
+                        whole,
                         exclusive,
                         filled,
                         written: None,
@@ -757,6 +839,7 @@ impl Cache {
                 key,
                 buffer,
                 range,
+                whole: false,
                 exclusive: false,
                 filled: true,
                 written: None,
@@ -931,6 +1014,80 @@ impl Grant {
         })
     }
 
+    /// Hold shared, from now on, the units this grant filled alone, so other readers of them
+    /// need not wait for it to be dropped (a read grant filled the units it missed).
+    fn share_filled(&mut self) {
+        if !self.held.iter().any(|held| held.exclusive && held.filled) {
+            return;
+        }
+        let mut state = self.cache.lock();
+        for held in self.held.iter_mut().filter(|held| held.exclusive && held.filled) {
+            let unit = state.unit_mut(held.id);
+            unit.writer = false;
+            unit.filled = true;
+            unit.readers += 1;
+            held.exclusive = false;
+        }
+        drop(state);
+        self.cache.shared.released.notify_all();
+    }
+
+    /// The held unit containing object byte `offset`, by position, and the unit's start.
+    fn position_of(&self, offset: u64) -> Option<(usize, u64)> {
+        let unit_bytes = self.held.first()?.buffer.len() as u64;
+        let index = offset / unit_bytes;
+        let position = self
+            .held
+            .binary_search_by_key(&index, |held| held.key.index)
+            .ok()?;
+        Some((position, index * unit_bytes))
+    }
+
+    /// Hand `each` the bytes `[offset, offset + len)` of the object as slices of the held
+    /// units, in order; the units must be filled and held by this grant.
+    pub fn for_each_slice<E: From<CacheError>>(
+        &self,
+        offset: u64,
+        len: u64,
+        mut each: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let (mut at, end) = (offset, offset.saturating_add(len));
+        while at < end {
+            let (position, unit_start) = self.position_of(at).ok_or(CacheError::NotGranted {
+                handle: self.held.first().map_or(0, |held| held.key.handle),
+                offset: at,
+            })?;
+            let held = &self.held[position];
+            if !held.filled {
+                return Err(CacheError::Unfilled {
+                    handle: held.key.handle,
+                    unit_index: held.key.index,
+                }
+                .into());
+            }
+            // Both fit in the unit: `at` lies in it and the step stops at its end.
+            let from = usize::try_from(at - unit_start).expect("within one unit");
+            let step = usize::try_from((end - at).min((held.buffer.len() - from) as u64))
+                .expect("within one unit");
+            // SAFETY: the buffer is alive (the `Arc`) and `from + step` lies within it. The
+            // grant holds the unit shared (no writer exists) or exclusively (the only `&mut`
+            // would come from this grant through `&mut self`, ruled out by `&self`).
+            each(unsafe { std::slice::from_raw_parts(held.buffer.start().add(from), step) })?;
+            at += step as u64;
+        }
+        Ok(())
+    }
+
+    /// Copy the object bytes at `offset` into `target`, from the held units.
+    pub fn read_at(&self, offset: u64, target: &mut [u8]) -> Result<(), CacheError> {
+        let mut copied = 0;
+        self.for_each_slice(offset, target.len() as u64, |bytes: &[u8]| {
+            target[copied..copied + bytes.len()].copy_from_slice(bytes);
+            copied += bytes.len();
+            Ok::<(), CacheError>(())
+        })
+    }
+
     /// Call `fill` with the whole buffer of each exclusively held unfilled unit that passes
     /// `wanted`, then count it filled.
     fn fill_missing<E>(
@@ -976,7 +1133,84 @@ impl ReadGrant {
         &mut self,
         fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.grant.fill_missing(|_| true, fill)
+        let filled = self.grant.fill_missing(|_| true, fill);
+        self.grant.share_filled();
+        filled
+    }
+}
+
+impl ReadGrant {
+    /// Keep the held units' bytes readable after the grant is released (dropped here), for a
+    /// reply sent from them over a socket: writes to the units from now on go to copies
+    /// (copy-on-write), so no write waits for the send and the pinned bytes never change. A
+    /// pinned buffer no longer counts against the budget; callers bound the bytes they pin.
+    pub fn pin(self) -> Pinned {
+        let units = self
+            .grant
+            .held
+            .iter()
+            .map(|held| (held.key, held.filled, Arc::clone(&held.buffer)))
+            .collect();
+        Pinned { units }
+    }
+}
+
+/// Unit bytes kept after their read grant was released ([`ReadGrant::pin`]); immutable.
+#[derive(Default)]
+pub struct Pinned {
+    /// In ascending unit order, one entry per unit.
+    units: Vec<(UnitKey, bool, Arc<UnitBuffer>)>,
+}
+
+impl Pinned {
+    /// Add the units of `other` (pinned later, of the same object); where both pinned a unit,
+    /// the earlier pin is kept.
+    pub fn merge(&mut self, other: Pinned) {
+        self.units.extend(other.units);
+        self.units.sort_by_key(|(key, _, _)| *key);
+        self.units.dedup_by_key(|(key, _, _)| *key);
+    }
+
+    /// Hand `each` the object bytes `[offset, offset + len)` as slices of the pinned units,
+    /// in order (they must be pinned and filled).
+    pub fn for_each_slice<E: From<CacheError>>(
+        &self,
+        offset: u64,
+        len: u64,
+        mut each: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let handle = self.units.first().map_or(0, |(key, _, _)| key.handle);
+        let Some(unit_bytes) = self.units.first().map(|(_, _, buffer)| buffer.len() as u64) else {
+            return if len == 0 {
+                Ok(())
+            } else {
+                Err(CacheError::NotGranted { handle, offset }.into())
+            };
+        };
+        let (mut at, end) = (offset, offset.saturating_add(len));
+        while at < end {
+            let index = at / unit_bytes;
+            let position = self
+                .units
+                .binary_search_by_key(&index, |(key, _, _)| key.index)
+                .map_err(|_| CacheError::NotGranted { handle, offset: at })?;
+            let (key, filled, buffer) = &self.units[position];
+            if !filled {
+                return Err(CacheError::Unfilled {
+                    handle,
+                    unit_index: key.index,
+                }
+                .into());
+            }
+            let from = usize::try_from(at - index * unit_bytes).expect("within one unit");
+            let step = usize::try_from((end - at).min(unit_bytes - from as u64))
+                .expect("within one unit");
+            // SAFETY: the `Arc` keeps the buffer alive and `from + step` lies within it.
+            // Nothing writes a pinned buffer: a write to its unit copies it first.
+            each(unsafe { std::slice::from_raw_parts(buffer.start().add(from), step) })?;
+            at += step as u64;
+        }
+        Ok(())
     }
 }
 
@@ -1017,8 +1251,7 @@ impl WriteGrant {
         &mut self,
         fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.grant
-            .fill_missing(|held| held.range.len() < held.buffer.len(), fill)
+        self.grant.fill_missing(|held| !held.whole, fill)
     }
 
     /// The covered bytes of the unit at `position`, to write; they count as written (dirty
@@ -1044,6 +1277,54 @@ impl WriteGrant {
                 held.range.len(),
             )
         })
+    }
+
+    /// Copy `source` over the object bytes at `offset`, into the held units (each must be
+    /// filled, or covered whole by the grant's own ranges and by this copy). The bytes count
+    /// as written. Checks every unit before writing any.
+    pub fn write_at(&mut self, offset: u64, source: &[u8]) -> Result<(), CacheError> {
+        let end = offset.saturating_add(source.len() as u64);
+        let mut steps = Vec::new();
+        let mut at = offset;
+        while at < end {
+            let (position, unit_start) =
+                self.grant
+                    .position_of(at)
+                    .ok_or(CacheError::NotGranted {
+                        handle: self.grant.held.first().map_or(0, |held| held.key.handle),
+                        offset: at,
+                    })?;
+            let held = &self.grant.held[position];
+            let from = usize::try_from(at - unit_start).expect("within one unit");
+            let step = usize::try_from((end - at).min((held.buffer.len() - from) as u64))
+                .expect("within one unit");
+            if !held.filled && step < held.buffer.len() {
+                return Err(CacheError::Unfilled {
+                    handle: held.key.handle,
+                    unit_index: held.key.index,
+                });
+            }
+            steps.push((position, from, step));
+            at += step as u64;
+        }
+        let mut copied = 0;
+        for (position, from, step) in steps {
+            let held = &mut self.grant.held[position];
+            held.filled = true;
+            held.written = Some(match held.written.take() {
+                Some(old) => old.start.min(from)..old.end.max(from + step),
+                None => from..from + step,
+            });
+            // SAFETY: the grant holds this unit exclusively, the `Arc` keeps it alive,
+            // `from + step` lies within it, and `&mut self` means no slice from this grant
+            // is alive.
+            let target = unsafe {
+                std::slice::from_raw_parts_mut(held.buffer.start().add(from), step)
+            };
+            target.copy_from_slice(&source[copied..copied + step]);
+            copied += step;
+        }
+        Ok(())
     }
 
     /// Copy `source` (exactly the grant's length) over the whole granted range.
@@ -1085,6 +1366,10 @@ pub struct DirtyUnit<'a> {
     pub offset: u64,
     /// The dirty bytes, to write at `offset`.
     pub bytes: &'a [u8],
+    /// The object offset of the unit's first byte.
+    pub unit_start: u64,
+    /// The whole unit (filled: every byte valid), for writes widened to storage alignment.
+    pub unit: &'a [u8],
 }
 
 /// Dirty units held shared for a write-back; writes to them wait until it drops.
@@ -1119,6 +1404,10 @@ impl DirtyGrant {
                 index: held.key.index,
                 offset: held.key.index * held.buffer.len() as u64 + held.range.start as u64,
                 bytes: self.grant.bytes(position).expect("dirty units are filled"),
+                unit_start: held.key.index * held.buffer.len() as u64,
+                // SAFETY: the buffer is alive (the `Arc`) and `len` bytes long; the dirty
+                // grant holds the unit shared, so no writer exists while the slice lives.
+                unit: unsafe { std::slice::from_raw_parts(held.buffer.start(), held.buffer.len()) },
             })
     }
 
@@ -1127,10 +1416,11 @@ impl DirtyGrant {
         let mut state = self.grant.cache.lock();
         for held in &self.grant.held {
             let unit = state.unit_mut(held.id);
-            let dirty = unit
-                .dirty
-                .take()
-                .expect("nothing writes a unit under a dirty grant");
+            // Another write-back of the same units may have marked them clean first; no write
+            // can dirty them again while this grant holds them.
+            let Some(dirty) = unit.dirty.take() else {
+                continue;
+            };
             let key = unit.key;
             state.dirty_bytes -= dirty.len();
             state.dirty.remove(&key);
