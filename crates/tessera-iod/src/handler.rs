@@ -545,7 +545,9 @@ impl<S: ObjectStorage> Iod<S> {
             .buffer_budget(total + Self::sieve_budget(&pieces, storage))
             .await;
         if self.store.cache().is_some() {
-            return self.read_cached(header, connection, mode, handle, pieces, total).await;
+            return self
+                .read_cached(header, connection, mode, handle, pieces, total)
+                .await;
         }
         let result = self
             .storage(total, move |store| {

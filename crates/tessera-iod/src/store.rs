@@ -27,6 +27,7 @@ use tessera_proto::{
 };
 
 use crate::buffers::BufferPool;
+use crate::cache::{Cache, CacheConfig, CacheError};
 use crate::cost::{CostModel, Direction};
 use crate::extent::ExtentLocks;
 pub use crate::files::{FileStorage, OWNER_ONLY_DIRECTORY, OWNER_ONLY_FILE};
@@ -34,7 +35,6 @@ use crate::mapping::Mapping;
 pub use crate::mapping::RESIDENCY_PAGES_MAX;
 use crate::plan::{merge_runs, Decision, Planner, Residency};
 use crate::run::Run;
-use crate::cache::{Cache, CacheConfig, CacheError};
 use crate::storage::{is_no_space, read_full, write_full, Listed, ObjectStorage, StorageObject};
 use crate::uring;
 
@@ -42,8 +42,7 @@ mod unified;
 
 pub use unified::{
     default_cache_bytes, CachedRead, ServeMode, CACHE_BYTES_MIN, CACHE_RAM_DIVISOR,
-    DIRTY_SHARE_DIVISOR, FLUSH_BATCH_BYTES, GRANT_SHARE_DIVISOR, WRITE_BACK_AGE,
-    WRITE_BACK_TICK,
+    DIRTY_SHARE_DIVISOR, FLUSH_BATCH_BYTES, GRANT_SHARE_DIVISOR, WRITE_BACK_AGE, WRITE_BACK_TICK,
 };
 
 /// An open local object.
@@ -169,7 +168,9 @@ impl<S: ObjectStorage> Units<'_, S> {
     pub fn write(&mut self, pieces: &[Piece], data: &[u8]) -> Result<(), RemoteError> {
         debug_assert!(self.write, "a read request writes no unit");
         if self.store.cache.is_some() {
-            let outcome = self.store.cached_write(self.object, self.handle, pieces, data)?;
+            let outcome = self
+                .store
+                .cached_write(self.object, self.handle, pieces, data)?;
             self.add(outcome);
             return Ok(());
         }
@@ -445,7 +446,9 @@ impl<S: ObjectStorage> ObjectStore<S> {
     ) -> Result<Self, CacheError> {
         self.cache = match (serve, cache) {
             (ServeMode::Unified, Some(config)) => Some(Cache::new(config)?),
-            (ServeMode::Unified, None) => Some(Cache::new(CacheConfig::new(default_cache_bytes()))?),
+            (ServeMode::Unified, None) => {
+                Some(Cache::new(CacheConfig::new(default_cache_bytes()))?)
+            }
             (_, _) => None,
         };
         self.serve = serve;

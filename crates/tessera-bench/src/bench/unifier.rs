@@ -466,10 +466,6 @@ fn start_methods(plan: &Plan) -> Result<Vec<Method>, String> {
     for serve in ServeMode::ALL {
         let cache = (serve == ServeMode::Unified).then_some(plan.cache_bytes);
         let flags = tessera_cluster::serve_flags(Some(serve), cache);
-            Vec::new()
-        } else {
-            flags
-        };
         let cluster = BenchCluster::private(SERVERS, &format!("-{}", serve.name()), &flags)
             .map_err(|err| format!("cluster of --serve {}: {err}", serve.name()))?;
         let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;

@@ -1021,7 +1021,11 @@ impl Grant {
             return;
         }
         let mut state = self.cache.lock();
-        for held in self.held.iter_mut().filter(|held| held.exclusive && held.filled) {
+        for held in self
+            .held
+            .iter_mut()
+            .filter(|held| held.exclusive && held.filled)
+        {
             let unit = state.unit_mut(held.id);
             unit.writer = false;
             unit.filled = true;
@@ -1203,8 +1207,8 @@ impl Pinned {
                 .into());
             }
             let from = usize::try_from(at - index * unit_bytes).expect("within one unit");
-            let step = usize::try_from((end - at).min(unit_bytes - from as u64))
-                .expect("within one unit");
+            let step =
+                usize::try_from((end - at).min(unit_bytes - from as u64)).expect("within one unit");
             // SAFETY: the `Arc` keeps the buffer alive and `from + step` lies within it.
             // Nothing writes a pinned buffer: a write to its unit copies it first.
             each(unsafe { std::slice::from_raw_parts(buffer.start().add(from), step) })?;
@@ -1288,12 +1292,10 @@ impl WriteGrant {
         let mut at = offset;
         while at < end {
             let (position, unit_start) =
-                self.grant
-                    .position_of(at)
-                    .ok_or(CacheError::NotGranted {
-                        handle: self.grant.held.first().map_or(0, |held| held.key.handle),
-                        offset: at,
-                    })?;
+                self.grant.position_of(at).ok_or(CacheError::NotGranted {
+                    handle: self.grant.held.first().map_or(0, |held| held.key.handle),
+                    offset: at,
+                })?;
             let held = &self.grant.held[position];
             let from = usize::try_from(at - unit_start).expect("within one unit");
             let step = usize::try_from((end - at).min((held.buffer.len() - from) as u64))
@@ -1318,9 +1320,8 @@ impl WriteGrant {
             // SAFETY: the grant holds this unit exclusively, the `Arc` keeps it alive,
             // `from + step` lies within it, and `&mut self` means no slice from this grant
             // is alive.
-            let target = unsafe {
-                std::slice::from_raw_parts_mut(held.buffer.start().add(from), step)
-            };
+            let target =
+                unsafe { std::slice::from_raw_parts_mut(held.buffer.start().add(from), step) };
             target.copy_from_slice(&source[copied..copied + step]);
             copied += step;
         }

@@ -34,7 +34,9 @@ use tessera_proto::metrics::{
 use tessera_proto::{ErrorCode, Piece, RemoteError};
 
 use super::{pwritev_all, Object, ObjectStore, Outcome};
-use crate::cache::{Cache, CacheError, CacheStats, DirtyUnit, Pinned, ReadGrant, BUFFER_ALIGN_BYTES};
+use crate::cache::{
+    Cache, CacheError, CacheStats, DirtyUnit, Pinned, ReadGrant, BUFFER_ALIGN_BYTES,
+};
 use crate::extent::ExtentGuard;
 use crate::storage::{read_full, ObjectStorage, StorageObject};
 
@@ -137,7 +139,8 @@ struct Segment {
 /// `unit_bytes` (a piece longer than half a grant is cut into parts).
 fn batches(pieces: &[Piece], unit_bytes: u64, max_units: u64) -> Vec<Vec<Segment>> {
     let max_part = (max_units / 2).max(1) * unit_bytes;
-    let units_of = |offset: u64, len: u64| (offset + len - 1) / unit_bytes - offset / unit_bytes + 1;
+    let units_of =
+        |offset: u64, len: u64| (offset + len - 1) / unit_bytes - offset / unit_bytes + 1;
     let mut batches = vec![Vec::new()];
     let (mut units, mut data) = (0u64, 0usize);
     for piece in pieces {
@@ -151,14 +154,11 @@ fn batches(pieces: &[Piece], unit_bytes: u64, max_units: u64) -> Vec<Vec<Segment
             }
             units += spanned;
             let len_usize = usize::try_from(len).expect("pieces lie within one bulk buffer");
-            batches
-                .last_mut()
-                .expect("never empty")
-                .push(Segment {
-                    offset,
-                    len: len_usize,
-                    data,
-                });
+            batches.last_mut().expect("never empty").push(Segment {
+                offset,
+                len: len_usize,
+                data,
+            });
             data += len_usize;
             offset += len;
             left -= len;
@@ -169,7 +169,10 @@ fn batches(pieces: &[Piece], unit_bytes: u64, max_units: u64) -> Vec<Vec<Segment
 }
 
 fn ranges(batch: &[Segment]) -> Vec<(u64, usize)> {
-    batch.iter().map(|segment| (segment.offset, segment.len)).collect()
+    batch
+        .iter()
+        .map(|segment| (segment.offset, segment.len))
+        .collect()
 }
 
 /// The bytes of `unit` between object offsets `from` and `to` (clamped to the unit).
@@ -287,9 +290,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         object: &Object<S::Object>,
         handle: u64,
         unit_bytes: u64,
-        fill_missing: impl FnOnce(
-            &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
-        ) -> io::Result<()>,
+        fill_missing: impl FnOnce(&mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>) -> io::Result<()>,
         outcome: &mut Outcome,
     ) -> Result<(), RemoteError> {
         let direct = self.direct(object);
@@ -315,11 +316,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// `O_DIRECT`, the run widened to 4 KiB boundaries (the units hold valid bytes around
     /// their dirty spans) but never past the object's end, and the unaligned tail past the
     /// last boundary through the page cache; otherwise as it is, in one `pwritev`.
-    fn write_back(
-        &self,
-        object: &Object<S::Object>,
-        run: &[DirtyUnit<'_>],
-    ) -> io::Result<()> {
+    fn write_back(&self, object: &Object<S::Object>, run: &[DirtyUnit<'_>]) -> io::Result<()> {
         let (first, last) = (&run[0], &run[run.len() - 1]);
         let (start, end) = (first.offset, last.offset + last.bytes.len() as u64);
         let align = BUFFER_ALIGN_BYTES as u64;
@@ -335,7 +332,8 @@ impl<S: ObjectStorage> ObjectStore<S> {
             (direct_start < direct_end).then_some((direct, direct_start, direct_end))
         });
         let Some((direct, direct_start, direct_end)) = direct else {
-            let mut parts: Vec<IoSlice<'_>> = run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
+            let mut parts: Vec<IoSlice<'_>> =
+                run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
             return pwritev_all(&object.file, &mut parts, start).map(drop);
         };
         let mut parts: Vec<IoSlice<'_>> = run
@@ -345,7 +343,8 @@ impl<S: ObjectStorage> ObjectStore<S> {
             .collect();
         match pwritev_all(direct, &mut parts, direct_start) {
             Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
-                let mut parts: Vec<IoSlice<'_>> = run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
+                let mut parts: Vec<IoSlice<'_>> =
+                    run.iter().map(|unit| IoSlice::new(unit.bytes)).collect();
                 return pwritev_all(&object.file, &mut parts, start).map(drop);
             }
             done => done?,
@@ -650,10 +649,26 @@ mod tests {
         assert_eq!(
             flat,
             vec![
-                Segment { offset: 0, len: 16, data: 0 },
-                Segment { offset: 16, len: 16, data: 16 },
-                Segment { offset: 32, len: 8, data: 32 },
-                Segment { offset: 100, len: 4, data: 40 },
+                Segment {
+                    offset: 0,
+                    len: 16,
+                    data: 0
+                },
+                Segment {
+                    offset: 16,
+                    len: 16,
+                    data: 16
+                },
+                Segment {
+                    offset: 32,
+                    len: 8,
+                    data: 32
+                },
+                Segment {
+                    offset: 100,
+                    len: 4,
+                    data: 40
+                },
             ]
         );
         for batch in &cut {
