@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const BENCH: &str = env!("CARGO_BIN_EXE_tessera-bench");
@@ -19,17 +17,12 @@ const METHODS: [&str; 3] = ["normal", "mmap", "unified"];
 
 #[test]
 fn unifier_verifies_and_reports_every_case_of_every_method() {
-    let servers = Path::new(BENCH).with_file_name("tessera");
-    assert!(
-        servers.is_file(),
-        "{} is missing: build it with `cargo build -p tessera-cli`",
-        servers.display()
-    );
     let scratch = tempfile::tempdir().unwrap();
     let out = scratch.path().join("out");
     let started = Instant::now();
-    let output = Command::new(BENCH)
-        .args([
+    let output = common::run_private(
+        BENCH,
+        &[
             "unifier",
             "--quick",
             "--json",
@@ -39,14 +32,11 @@ fn unifier_verifies_and_reports_every_case_of_every_method() {
             "64k,1m",
             "--repetitions",
             "1",
-            "--out",
-        ])
-        .arg(&out)
-        .env_remove("TESSERA_CLUSTER")
-        // The private clusters go under the scratch directory.
-        .env("TMPDIR", scratch.path())
-        .output()
-        .unwrap();
+            "--region-bytes",
+            "1m",
+        ],
+        scratch.path(),
+    );
     let took = started.elapsed();
     let report = common::verified_report(&output, "unifier");
     assert!(
@@ -58,6 +48,7 @@ fn unifier_verifies_and_reports_every_case_of_every_method() {
     assert_eq!(config["cache_bytes"], 4 << 20);
     assert!(config["memcpy_mib_s"].as_f64().unwrap() > 0.0, "{config}");
     assert_eq!(config["cached_read"]["file_bytes"], 2 << 20);
+    assert_eq!(config["aggregate"]["region_bytes_per_client"], 1 << 20);
     let rows = report["rows"].as_array().unwrap();
     // Cached reads: 2 sizes x 3 transports (ofi skipped); re-read: 5 regions over local;
     // aggregate: 4 client counts x 2 transports; each for 3 methods.
@@ -96,8 +87,9 @@ fn unifier_verifies_and_reports_every_case_of_every_method() {
         for clients in 1..=4u64 {
             for transport in ["local", "tcp"] {
                 let row = find("aggregate", transport, "clients", clients, method);
-                // 2 calls of 8 MiB per client with --quick.
-                assert_eq!(row["bytes"], clients * 2 * (8 << 20), "{row}");
+                // 2 calls of the 1 MiB region per client with --quick.
+                assert_eq!(row["file_bytes"], 1 << 20, "{row}");
+                assert_eq!(row["bytes"], clients * 2 * (1 << 20), "{row}");
                 assert!(row["mib_s"].as_f64().unwrap() > 0.0, "{row}");
             }
         }

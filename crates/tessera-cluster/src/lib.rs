@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use tessera_client::config::{AuthEntry, IodEntry, MdsEntry, OfiEntry};
 use tessera_client::{Client, ClientOptions, ClusterConfig};
+pub use tessera_iod::store::ServeMode;
 use tessera_proto::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_DEFAULT};
 
 /// Mode of the servers' and the agent's Unix sockets: any local user may connect, since every
@@ -109,37 +110,12 @@ pub struct UpArgs {
     /// How every iod of a local cluster serves reads: `normal` (copied through a server
     /// buffer from the page cache), `mmap` (pushed from a mapping of the object over `local`;
     /// as `normal` over tcp) or `unified` (from the iod's own cache). Default: the iod's.
-    #[arg(long, value_enum, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = clap::builder::ValueParser::new(str::parse::<ServeMode>))]
     serve: Option<ServeMode>,
     /// Byte budget of each iod's unified cache (4096, 64k, 512m, 2g); passed to every iod of
     /// a local cluster as a plain byte count. Default: the iod's.
     #[arg(long, value_name = "BYTES", value_parser = tessera_client::layouts::parse_bytes)]
     cache_bytes: Option<u64>,
-}
-
-/// How an iod serves reads (`tessera iod --serve`), as `up --serve` and the benches name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ServeMode {
-    /// Reads copied through a server buffer from the page cache.
-    Normal,
-    /// Reads pushed from a mapping of the object (over `local`; as `normal` over tcp).
-    Mmap,
-    /// Reads served from the iod's own cache, straight from its buffers.
-    Unified,
-}
-
-impl ServeMode {
-    /// Every mode, in the order reports list them.
-    pub const ALL: [Self; 3] = [Self::Normal, Self::Mmap, Self::Unified];
-
-    /// The name `tessera iod --serve` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Normal => "normal",
-            Self::Mmap => "mmap",
-            Self::Unified => "unified",
-        }
-    }
 }
 
 /// The flags that make every iod serve by `serve` with a unified cache of `cache_bytes`
@@ -1246,10 +1222,23 @@ mod tests {
         assert_eq!(serve_flags(None, Some(4096)), ["--cache-bytes", "4096"]);
         let names: Vec<&str> = ServeMode::ALL.iter().map(|mode| mode.name()).collect();
         assert_eq!(names, ["normal", "mmap", "unified"]);
-        for mode in ServeMode::ALL {
-            let parsed = <ServeMode as clap::ValueEnum>::from_str(mode.name(), false).unwrap();
-            assert_eq!(parsed, mode);
-        }
+        let up = |words: &[&str]| {
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                up: UpArgs,
+            }
+            let words = ["up", "--dir", "/c"].iter().chain(words);
+            <Cli as clap::Parser>::try_parse_from(words).map(|cli| cli.up)
+        };
+        let args = up(&["--serve", "unified", "--cache-bytes", "512m"]).unwrap();
+        assert_eq!(
+            (args.serve, args.cache_bytes),
+            (Some(ServeMode::Unified), Some(512 << 20))
+        );
+        assert_eq!(up(&[]).unwrap().serve, None);
+        let err = up(&["--serve", "fast"]).err().unwrap().to_string();
+        assert!(err.contains("fast") && err.contains("unified"), "{err}");
     }
 
     #[test]

@@ -67,7 +67,8 @@ const REPETITIONS_MAX: usize = 100;
 const REREAD_TENTHS: [u64; 5] = [8, 9, 10, 11, 13];
 /// The re-read's call size (the paper's 128 KiB blocks).
 const REREAD_CALL_BYTES: u64 = 128 << 10;
-/// Client processes of the aggregate, and the bytes each reads: 2N MiB, N the iods.
+/// Client processes of the aggregate, and the bytes each reads by default: 2N MiB, N the
+/// iods; `--region-bytes` may give at most [`SIZE_BYTES_MAX`].
 const AGGREGATE_CLIENTS: [usize; 4] = [1, 2, 3, 4];
 const AGGREGATE_REGION_BYTES: u64 = 2 * SERVERS as u64 * (1 << 20);
 /// Bytes one walk of the cached reads moves per (size, method, repetition), and the fewest
@@ -107,17 +108,23 @@ pub struct UnifierArgs {
     /// figures in seconds, without meaningful timings.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=REPETITIONS_MAX as u64))]
     pub repetitions: Option<u64>,
+    /// Bytes each client of the aggregate reads (default: 2N MiB with N = 4 iods, as the
+    /// paper's test; at most 64m).
+    #[arg(long, value_parser = tessera_client::layouts::parse_bytes)]
+    pub region_bytes: Option<u64>,
 }
 
 /// Which experiment of the three a row belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
 pub enum Part {
     /// Repeated reads of cached data, one client, one iod (Fig. 5.3).
+    #[serde(rename = "cached-read")]
     CachedRead,
     /// The second of two sequential reads of a region around the cache budget (Fig. 5.4).
+    #[serde(rename = "re-read")]
     Reread,
     /// 1–4 client processes reading 2N MiB each from 4 iods (Fig. 5.5).
+    #[serde(rename = "aggregate")]
     Aggregate,
 }
 
@@ -149,8 +156,10 @@ impl Transport {
 
     /// A client over this transport.
     fn client(self, config: &ClusterConfig) -> Client {
-        let mut options = ClientOptions::default();
-        options.local = self == Self::Local;
+        let options = ClientOptions {
+            local: self == Self::Local,
+            ..ClientOptions::default()
+        };
         Client::new(config, &options)
     }
 
@@ -236,6 +245,7 @@ struct Plan {
     sizes: Vec<u64>,
     repetitions: usize,
     walk_bytes: u64,
+    region_bytes: u64,
     aggregate_iterations: u32,
 }
 
@@ -279,10 +289,17 @@ impl Plan {
         let repetitions = args.repetitions.map_or(if quick { 5 } else { 7 }, |count| {
             usize::try_from(count).expect("at most REPETITIONS_MAX")
         });
+        let region_bytes = args.region_bytes.unwrap_or(AGGREGATE_REGION_BYTES);
+        if region_bytes == 0 || region_bytes > SIZE_BYTES_MAX {
+            return Err(format!(
+                "--region-bytes {region_bytes}: give a positive size of at most {SIZE_BYTES_MAX} bytes"
+            ));
+        }
         Ok(Self {
             cache_bytes,
             sizes,
             repetitions,
+            region_bytes,
             walk_bytes: if quick { QUICK_WALK_BYTES } else { WALK_BYTES },
             aggregate_iterations: if quick { 2 } else { 8 },
         })
@@ -622,7 +639,7 @@ fn reread(
 /// of `method`.
 fn region_tasks(
     method: &Method,
-    path: &str,
+    (path, region_bytes): (&str, u64),
     (clients, write, transport): (usize, bool, Transport),
     (iterations, generation): (u32, u64),
 ) -> Vec<Task> {
@@ -640,7 +657,7 @@ fn region_tasks(
                 rank,
                 processes: clients,
                 pieces: 1,
-                piece_bytes: usize::try_from(AGGREGATE_REGION_BYTES).expect("8 MiB"),
+                piece_bytes: usize::try_from(region_bytes).expect("at most SIZE_BYTES_MAX"),
             },
         })
         .collect()
@@ -665,7 +682,7 @@ fn aggregate(
             .map_err(|err| format!("create {path}: {err}"))?;
         let write = region_tasks(
             method,
-            path,
+            (path, plan.region_bytes),
             (clients_max, true, Transport::Local),
             (1, generation),
         );
@@ -673,7 +690,7 @@ fn aggregate(
         // One untimed read of every region warms every cache.
         let warm = region_tasks(
             method,
-            path,
+            (path, plan.region_bytes),
             (clients_max, false, Transport::Local),
             (1, generation),
         );
@@ -692,7 +709,7 @@ fn aggregate(
                     let method = (turn + repetition) % methods.len();
                     let tasks = region_tasks(
                         &methods[method],
-                        path,
+                        (path, plan.region_bytes),
                         (clients, false, transport),
                         (plan.aggregate_iterations, generation),
                     );
@@ -714,7 +731,7 @@ fn aggregate(
             rows.extend(samples.rows(
                 Part::Aggregate,
                 *transport,
-                (AGGREGATE_REGION_BYTES, AGGREGATE_REGION_BYTES),
+                (plan.region_bytes, plan.region_bytes),
                 clients,
             )?);
         }
@@ -779,7 +796,7 @@ pub fn run(args: &UnifierArgs) -> Result<Outcome, String> {
             "aggregate": {
                 "iods": SERVERS,
                 "clients": AGGREGATE_CLIENTS,
-                "region_bytes_per_client": AGGREGATE_REGION_BYTES,
+                "region_bytes_per_client": plan.region_bytes,
                 "calls_per_client": plan.aggregate_iterations,
                 "client_method": AGGREGATE_METHOD,
                 "transports": ["local", "tcp"],
@@ -869,7 +886,7 @@ fn text(report: &Report<UnifierRow>, plan: &Plan, memcpy_mib_s: f64) -> Result<S
             let label = case(
                 Part::Aggregate,
                 transport,
-                (AGGREGATE_REGION_BYTES, AGGREGATE_REGION_BYTES),
+                (plan.region_bytes, plan.region_bytes),
                 clients,
             );
             let [normal, mmap, unified] = rates(report, &label)?;
@@ -890,12 +907,12 @@ fn text(report: &Report<UnifierRow>, plan: &Plan, memcpy_mib_s: f64) -> Result<S
          paper (Fig. 5.3, InfiniBand): unified 2.1x normal, 1.3x mmap at large accesses and up to 2.7x mmap at small ones\n\
          re-read over local, 128 KiB calls, second pass:\n{reread}\n\
          paper (Fig. 5.4): mmap and unified keep the whole file cached up to their cache (360 MB), normal falls off at its cache less its buffer pool (340 MB); here normal and mmap read the page cache, which holds every region on this machine\n\
-         aggregate, {} MiB per client from {SERVERS} iods:\n{aggregate}\n\
+         aggregate, {} B per client from {SERVERS} iods:\n{aggregate}\n\
          paper (Fig. 5.5, PVFS1 reads): unified 1.7x normal, 1.3x mmap\n\
          verified: {}\n",
         plan.cache_bytes,
         report.meta.repetitions,
-        AGGREGATE_REGION_BYTES >> 20,
+        plan.region_bytes,
         report.verified
     ))
 }
@@ -960,7 +977,7 @@ fn figure(report: &Report<UnifierRow>, plan: &Plan) -> Result<Figure, String> {
         let labels: Vec<(String, f64)> = AGGREGATE_CLIENTS
             .iter()
             .map(|&clients| {
-                let sizes = (AGGREGATE_REGION_BYTES, AGGREGATE_REGION_BYTES);
+                let sizes = (plan.region_bytes, plan.region_bytes);
                 (
                     case(Part::Aggregate, transport, sizes, clients),
                     clients as f64,
