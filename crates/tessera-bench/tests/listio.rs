@@ -7,29 +7,13 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
 const BENCH: &str = env!("CARGO_BIN_EXE_tessera-bench");
 
 #[test]
 fn listio_verifies_and_reports_typed_rows() {
-    let servers = Path::new(BENCH).with_file_name("tessera");
-    assert!(
-        servers.is_file(),
-        "{} is missing: build it with `cargo build -p tessera-cli`",
-        servers.display()
-    );
     let scratch = tempfile::tempdir().unwrap();
     let out = scratch.path().join("out");
-    let output = Command::new(BENCH)
-        .args(["listio", "--quick", "--json", "--out"])
-        .arg(&out)
-        .env_remove("TESSERA_CLUSTER")
-        // The private cluster goes under the scratch directory.
-        .env("TMPDIR", scratch.path())
-        .output()
-        .unwrap();
+    let output = common::run_private(BENCH, &["listio", "--quick", "--json"], scratch.path());
     let report = common::verified_report(&output, "listio");
     assert_eq!(report["quick"], true);
     let meta = &report["meta"];

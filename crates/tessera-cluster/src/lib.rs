@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use tessera_client::config::{AuthEntry, IodEntry, MdsEntry, OfiEntry};
 use tessera_client::{Client, ClientOptions, ClusterConfig};
+pub use tessera_iod::store::ServeMode;
 use tessera_proto::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_DEFAULT};
 
 /// Mode of the servers' and the agent's Unix sockets: any local user may connect, since every
@@ -106,6 +107,28 @@ pub struct UpArgs {
     /// port P, iod i on P+1+i (`http://127.0.0.1:PORT/metrics`).
     #[arg(long, value_name = "P")]
     metrics_base_port: Option<u16>,
+    /// How every iod of a local cluster serves reads: `normal` (copied through a server
+    /// buffer from the page cache), `mmap` (pushed from a mapping of the object over `local`;
+    /// as `normal` over tcp) or `unified` (from the iod's own cache). Default: the iod's.
+    #[arg(long, value_name = "MODE", value_parser = clap::builder::ValueParser::new(str::parse::<ServeMode>))]
+    serve: Option<ServeMode>,
+    /// Byte budget of each iod's unified cache (4096, 64k, 512m, 2g); passed to every iod of
+    /// a local cluster as a plain byte count. Default: the iod's.
+    #[arg(long, value_name = "BYTES", value_parser = tessera_client::layouts::parse_bytes)]
+    cache_bytes: Option<u64>,
+}
+
+/// The flags that make every iod serve by `serve` with a unified cache of `cache_bytes`
+/// (each only when given), for [`start_local`]'s `iod_flags`.
+pub fn serve_flags(serve: Option<ServeMode>, cache_bytes: Option<u64>) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(serve) = serve {
+        flags.extend(["--serve".to_owned(), serve.name().to_owned()]);
+    }
+    if let Some(bytes) = cache_bytes {
+        flags.extend(["--cache-bytes".to_owned(), bytes.to_string()]);
+    }
+    flags
 }
 
 /// The `--metrics` address of each server of a local cluster of `servers` iods when
@@ -481,10 +504,15 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
         (None, false) => None,
     };
     let (config, started) = if let Some(hosts) = hosts {
-        if args.ofi_provider.is_some() || args.metrics_base_port.is_some() {
+        if args.ofi_provider.is_some()
+            || args.metrics_base_port.is_some()
+            || args.serve.is_some()
+            || args.cache_bytes.is_some()
+        {
             return Err(
-                "--ofi-provider and --metrics-base-port are for local clusters; they do not go \
-                 with a hostfile (give each server --metrics in the hostfile's flags)"
+                "--ofi-provider, --metrics-base-port, --serve and --cache-bytes are for local \
+                 clusters; they do not go with a hostfile (give each server --metrics, \
+                 --serve or --cache-bytes in the hostfile's flags)"
                     .to_owned(),
             );
         }
@@ -512,6 +540,7 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
             ofi.as_ref(),
             &mds_flags,
             &iod_metrics,
+            &serve_flags(args.serve, args.cache_bytes),
         )?
     };
     let started = if started.is_empty() {
@@ -594,7 +623,7 @@ fn absolute(path: &Path) -> std::path::PathBuf {
 /// Starts a cluster of `servers` iods in `dir`, writes `dir/cluster.toml` and returns once
 /// every server answers. On failure nothing it started is left running.
 pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig, String> {
-    start_local(dir, servers, stripe_unit, None, &[], &[]).map(|(config, _)| config)
+    start_local(dir, servers, stripe_unit, None, &[], &[], &[]).map(|(config, _)| config)
 }
 
 /// Creates the cluster directory's parts, forgets pid files of servers that are gone, and
@@ -643,8 +672,9 @@ fn stop_started(dir: &Path, started: &[String]) {
 }
 
 /// [`start`], with the iods serving one-sided transfers over the fabric `ofi` names,
-/// `mds_flags` given to the mds (`--root-squash`, `--capability-seconds N`) and iod i serving
-/// its metrics on `iod_metrics[i]` (none when the list is shorter). Servers of `dir`
+/// `mds_flags` given to the mds (`--root-squash`, `--capability-seconds N`), iod i serving
+/// its metrics on `iod_metrics[i]` (none when the list is shorter) and `iod_flags` given to
+/// every iod (`--serve MODE`, `--cache-bytes N`: [`serve_flags`]). Servers of `dir`
 /// that are running are kept; the others start at the address they had before (the kernel
 /// picks one at the first start). Returns the cluster and the names of the servers started.
 pub fn start_local(
@@ -654,6 +684,7 @@ pub fn start_local(
     ofi: Option<&OfiEntry>,
     mds_flags: &[String],
     iod_metrics: &[String],
+    iod_flags: &[String],
 ) -> Result<(ClusterConfig, Vec<String>), String> {
     if servers == 0 || usize::from(servers) > SERVERS_MAX {
         return Err(format!("--servers {servers} is outside 1..={SERVERS_MAX}"));
@@ -733,6 +764,7 @@ pub fn start_local(
             if let Some(address) = iod_metrics.get(usize::from(index)) {
                 args.extend(["--metrics".into(), address.clone()]);
             }
+            args.extend(iod_flags.iter().cloned());
             let command = ServerCommand {
                 launcher: Vec::new(),
                 program: args,
@@ -1178,6 +1210,35 @@ mod tests {
 
     fn words(text: &str) -> Vec<String> {
         text.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn serve_flags_forward_only_what_was_given_as_the_iod_spells_it() {
+        assert!(serve_flags(None, None).is_empty());
+        assert_eq!(
+            serve_flags(Some(ServeMode::Unified), Some(64 << 20)),
+            ["--serve", "unified", "--cache-bytes", "67108864"]
+        );
+        assert_eq!(serve_flags(None, Some(4096)), ["--cache-bytes", "4096"]);
+        let names: Vec<&str> = ServeMode::ALL.iter().map(|mode| mode.name()).collect();
+        assert_eq!(names, ["normal", "mmap", "unified"]);
+        let up = |words: &[&str]| {
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                up: UpArgs,
+            }
+            let words = ["up", "--dir", "/c"].iter().chain(words);
+            <Cli as clap::Parser>::try_parse_from(words).map(|cli| cli.up)
+        };
+        let args = up(&["--serve", "unified", "--cache-bytes", "512m"]).unwrap();
+        assert_eq!(
+            (args.serve, args.cache_bytes),
+            (Some(ServeMode::Unified), Some(512 << 20))
+        );
+        assert_eq!(up(&[]).unwrap().serve, None);
+        let err = up(&["--serve", "fast"]).err().unwrap().to_string();
+        assert!(err.contains("fast") && err.contains("unified"), "{err}");
     }
 
     #[test]

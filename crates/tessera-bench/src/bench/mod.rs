@@ -23,6 +23,7 @@ pub mod mpiio;
 mod ogr;
 mod subarray;
 mod tile;
+mod unifier;
 mod views;
 
 /// The experiments: `tessera-bench NAME` (also `tessera bench NAME`).
@@ -66,6 +67,11 @@ pub enum Experiment {
     /// two_phase vs server_directed, writes and reads (004 Tables 1-4); `--counts`,
     /// `--repetitions`, `--iterations` choose a smaller run.
     Ecio(ecio::EcioArgs),
+    /// The unified server cache against a copying (`normal`) and a mapping (`mmap`) server,
+    /// one private cluster per `tessera iod --serve` mode: cached reads of 4 KiB-1 MiB over
+    /// `local` and tcp, a re-read of 0.8x-1.3x the cache budget, and 1-4 clients reading
+    /// 2N MiB each from 4 iods (001 Figs. 5.3-5.5).
+    Unifier(unifier::UnifierArgs),
 }
 
 pub use crate::args::{CommonArgs, RegistrarKind};
@@ -96,17 +102,37 @@ impl BenchCluster {
                 servers: 0,
             });
         }
-        let dir = std::env::temp_dir().join(format!("tessera-bench-{}", std::process::id()));
+        Self::private(servers, "", &[])
+    }
+
+    /// Starts a private cluster of `servers` iods, each started with `iod_flags` (`--serve
+    /// MODE`, `--cache-bytes N`: [`tessera_cluster::serve_flags`]), in a temporary directory
+    /// whose name ends in `name` (so that one bench can run several at once).
+    pub fn private(servers: u16, name: &str, iod_flags: &[String]) -> Result<Self, String> {
+        let dir = std::env::temp_dir().join(format!("tessera-bench-{}{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         eprintln!(
-            "bench: starting a private cluster of {servers} I/O servers in {}",
-            dir.display()
+            "bench: starting a private cluster of {servers} I/O servers in {}{}",
+            dir.display(),
+            if iod_flags.is_empty() {
+                String::new()
+            } else {
+                format!(" (iods with {})", iod_flags.join(" "))
+            }
         );
-        tessera_cluster::start(
+        // On failure `start_local` leaves nothing running; the directory goes too.
+        if let Err(err) = tessera_cluster::start_local(
             &dir,
             servers,
             tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
-        )?;
+            None,
+            &[],
+            &[],
+            iod_flags,
+        ) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(err);
+        }
         Ok(Self {
             file: dir.join("cluster.toml"),
             private_dir: Some(dir),
@@ -269,6 +295,7 @@ pub fn run(experiment: &Experiment) -> Result<(), String> {
         Experiment::BtioMpi(args) => btio_mpi::run(args)?,
         Experiment::Mpiio(args) => mpiio::run(args)?,
         Experiment::Ecio(args) => ecio::run(args)?,
+        Experiment::Unifier(args) => unifier::run(args)?,
         Experiment::Ogr(common) => ogr::run(common)?,
         Experiment::Fmrd(common) => fmrd::run(common)?,
     };

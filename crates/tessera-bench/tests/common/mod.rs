@@ -15,3 +15,27 @@ pub fn verified_report(output: &std::process::Output, bench: &str) -> serde_json
     assert_eq!(report["verified"], true);
     report
 }
+
+/// Runs `tessera-bench ARGS --out SCRATCH/out` (`bench` the binary) with the private clusters
+/// it starts under `scratch` and no `$TESSERA_CLUSTER`, after asserting that the `tessera`
+/// servers it starts were built beside it.
+#[allow(
+    dead_code,
+    reason = "for the tests whose bench starts its own clusters"
+)]
+pub fn run_private(bench: &str, args: &[&str], scratch: &std::path::Path) -> std::process::Output {
+    let servers = std::path::Path::new(bench).with_file_name("tessera");
+    assert!(
+        servers.is_file(),
+        "{} is missing: build it with `cargo build -p tessera-cli`",
+        servers.display()
+    );
+    std::process::Command::new(bench)
+        .args(args)
+        .arg("--out")
+        .arg(scratch.join("out"))
+        .env_remove("TESSERA_CLUSTER")
+        .env("TMPDIR", scratch)
+        .output()
+        .expect("tessera-bench runs")
+}
