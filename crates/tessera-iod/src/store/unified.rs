@@ -437,6 +437,39 @@ impl<S: ObjectStorage> ObjectStore<S> {
         grant(&ranges, cache.config().grant_wait).map_err(|err| cache_error(handle, &err))
     }
 
+    /// Serves `pieces` from the cache in batches, the object's extent held by the caller:
+    /// each batch's grant (`grant`), with the units it lacks filled (`fill` hands them to
+    /// [`Self::fill`]), goes to `serve` with the batch's segments.
+    fn batched<G>(
+        &self,
+        object: &Object<S::Object>,
+        handle: u64,
+        pieces: &[Piece],
+        grant: impl Fn(&Cache, &[(u64, usize)], Duration) -> Result<G, CacheError>,
+        fill: impl Fn(
+            &mut G,
+            &mut dyn FnMut(u64, &mut [IoSliceMut<'_>]) -> io::Result<()>,
+        ) -> io::Result<()>,
+        mut serve: impl FnMut(G, &[Segment]) -> Result<(), RemoteError>,
+    ) -> Result<Outcome, RemoteError> {
+        let cache = self.cache.as_ref().expect("called in unified mode");
+        let (unit_bytes, max_units) = Self::grant_units(cache, handle);
+        let mut outcome = Outcome::default();
+        for batch in batches(pieces, unit_bytes, max_units) {
+            let mut granted =
+                self.reclaiming(handle, &batch, |ranges, wait| grant(cache, ranges, wait))?;
+            self.fill(
+                object,
+                handle,
+                unit_bytes,
+                |read| fill(&mut granted, read),
+                &mut outcome,
+            )?;
+            serve(granted, &batch)?;
+        }
+        Ok(outcome)
+    }
+
     /// Serves the read of `pieces` from the cache, the object's extent held by the caller:
     /// each batch's read grant, filled, goes to `serve` with the batch's segments.
     fn cached_read(
@@ -444,25 +477,16 @@ impl<S: ObjectStorage> ObjectStore<S> {
         object: &Object<S::Object>,
         handle: u64,
         pieces: &[Piece],
-        mut serve: impl FnMut(ReadGrant, &[Segment]) -> Result<(), RemoteError>,
+        serve: impl FnMut(ReadGrant, &[Segment]) -> Result<(), RemoteError>,
     ) -> Result<Outcome, RemoteError> {
-        let cache = self.cache.as_ref().expect("called in unified mode");
-        let (unit_bytes, max_units) = Self::grant_units(cache, handle);
-        let mut outcome = Outcome::default();
-        for batch in batches(pieces, unit_bytes, max_units) {
-            let mut grant = self.reclaiming(handle, &batch, |ranges, wait| {
-                cache.grant_read_ranges(handle, ranges, wait)
-            })?;
-            self.fill(
-                object,
-                handle,
-                unit_bytes,
-                |read| grant.fill_missing_runs(read),
-                &mut outcome,
-            )?;
-            serve(grant, &batch)?;
-        }
-        Ok(outcome)
+        self.batched(
+            object,
+            handle,
+            pieces,
+            |cache, ranges, wait| cache.grant_read_ranges(handle, ranges, wait),
+            |grant, read| grant.fill_missing_runs(read),
+            serve,
+        )
     }
 
     /// Writes `data` (back to back) to `pieces` through the cache, the object's extent held
@@ -474,30 +498,24 @@ impl<S: ObjectStorage> ObjectStore<S> {
         pieces: &[Piece],
         data: &[u8],
     ) -> Result<Outcome, RemoteError> {
-        let cache = self.cache.as_ref().expect("called in unified mode");
-        let (unit_bytes, max_units) = Self::grant_units(cache, handle);
-        let mut outcome = Outcome::default();
-        for batch in batches(pieces, unit_bytes, max_units) {
-            let mut grant = self.reclaiming(handle, &batch, |ranges, wait| {
-                cache.grant_write_ranges(handle, ranges, wait)
-            })?;
-            self.fill(
-                object,
-                handle,
-                unit_bytes,
-                |read| grant.fill_missing_runs(read),
-                &mut outcome,
-            )?;
-            for segment in &batch {
-                grant
-                    .write_at(
-                        segment.offset,
-                        &data[segment.data..segment.data + segment.len],
-                    )
-                    .map_err(|err| cache_error(handle, &err))?;
-            }
-        }
-        Ok(outcome)
+        self.batched(
+            object,
+            handle,
+            pieces,
+            |cache, ranges, wait| cache.grant_write_ranges(handle, ranges, wait),
+            |grant, read| grant.fill_missing_runs(read),
+            |mut grant, batch| {
+                for segment in batch {
+                    grant
+                        .write_at(
+                            segment.offset,
+                            &data[segment.data..segment.data + segment.len],
+                        )
+                        .map_err(|err| cache_error(handle, &err))?;
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Reads `pieces` into `buffer` through the cache, the extent held by the caller.
