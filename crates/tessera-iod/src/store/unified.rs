@@ -141,9 +141,12 @@ struct Segment {
 }
 
 /// The request's pieces cut into batches whose units fit one grant of `max_units` units of
-/// `unit_bytes` (a piece longer than half a grant is cut into parts).
+/// `unit_bytes` (a piece spanning more than half a grant is cut into parts at unit
+/// boundaries).
 fn batches(pieces: &[Piece], unit_bytes: u64, max_units: u64) -> Vec<Vec<Segment>> {
-    let max_part = (max_units / 2).max(1) * unit_bytes;
+    // A part ends at a unit boundary at most `part_units` units on, so it spans at most that
+    // many units wherever it starts.
+    let part_units = (max_units / 2).max(1);
     let units_of =
         |offset: u64, len: u64| (offset + len - 1) / unit_bytes - offset / unit_bytes + 1;
     let mut batches = vec![Vec::new()];
@@ -151,7 +154,7 @@ fn batches(pieces: &[Piece], unit_bytes: u64, max_units: u64) -> Vec<Vec<Segment
     for piece in pieces {
         let (mut offset, mut left) = (piece.offset, piece.length);
         while left > 0 {
-            let len = left.min(max_part);
+            let len = left.min(part_units * unit_bytes - offset % unit_bytes);
             let spanned = units_of(offset, len);
             if units + spanned > max_units {
                 batches.push(Vec::new());
