@@ -636,6 +636,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
             if dirty.is_empty() {
                 break;
             }
+            let step_bytes = dirty.dirty_bytes() as u64;
             let units: Vec<_> = dirty.units().collect();
             let mut at = 0;
             while at < units.len() {
@@ -665,7 +666,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
             drop(units);
             dirty.mark_clean();
             self.flushes.fetch_add(1, Ordering::Relaxed);
-            self.flushed_bytes.fetch_add(written, Ordering::Relaxed);
+            self.flushed_bytes.fetch_add(step_bytes, Ordering::Relaxed);
         }
         Ok(written)
     }
