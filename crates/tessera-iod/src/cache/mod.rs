@@ -106,7 +106,10 @@ impl CacheError {
     /// Whether the grant failed only because it would have had to wait (a conflicting grant,
     /// or no room): with more time it may succeed.
     pub fn would_wait(&self) -> bool {
-        matches!(self, Self::WaitTimeout { .. } | Self::CacheFull { .. })
+        matches!(
+            self,
+            Self::WaitTimeout { .. } | Self::CacheFull { .. } | Self::NotCached { .. }
+        )
     }
 }
 
@@ -200,6 +203,14 @@ pub enum CacheError {
         dirty_bytes: usize,
         /// How long the grant waited.
         waited_ms: u64,
+    },
+    /// A unit not cached (or held by a writer) where only cached units were asked for.
+    #[error("object {handle}: cache unit {unit_index} is not cached and free now")]
+    NotCached {
+        /// The object.
+        handle: u64,
+        /// The unit.
+        unit_index: u64,
     },
     /// A byte outside every unit the grant holds.
     #[error("object {handle}: byte {offset} lies in no unit of the grant")]
@@ -483,9 +494,15 @@ impl std::fmt::Debug for Cache {
     }
 }
 
+/// The units some ranges touch, by index: the span of each they cover, and whether one range
+/// covers it whole.
+type CoveredUnits = BTreeMap<u64, (Range<usize>, bool)>;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Read,
+    /// A read of units that are all cached and filled now, or nothing (no insert, no wait).
+    ReadCached,
     Write,
 }
 
@@ -623,6 +640,43 @@ impl Cache {
         })
     }
 
+    /// Grant shared access to the units covering `ranges` of `handle` only if every one is
+    /// cached, filled and free of writers now: never inserts, fills or waits
+    /// ([`CacheError::NotCached`] otherwise, for which [`CacheError::would_wait`] holds).
+    pub fn grant_cached(
+        &self,
+        handle: u64,
+        ranges: &[(u64, usize)],
+    ) -> Result<ReadGrant, CacheError> {
+        Ok(ReadGrant {
+            grant: self.acquire(handle, ranges, Mode::ReadCached, Duration::ZERO)?,
+        })
+    }
+
+    /// Whether every unit covering `ranges` of `handle` is cached, filled and free of writers
+    /// now (nothing is taken or counted).
+    pub fn peek_cached(&self, handle: u64, ranges: &[(u64, usize)]) -> bool {
+        let state = self.lock();
+        let unit_bytes = state
+            .unit_bytes
+            .get(&handle)
+            .copied()
+            .unwrap_or(self.shared.config.default_unit_bytes);
+        let max_units = self.shared.config.budget_bytes / unit_bytes;
+        let Ok(Some(units)) = Self::covered_units(handle, ranges, unit_bytes, max_units) else {
+            return false;
+        };
+        units.keys().all(|&index| {
+            state
+                .index
+                .get(&UnitKey { handle, index })
+                .is_some_and(|&id| {
+                    let unit = state.unit(id);
+                    unit.filled && !unit.writer
+                })
+        })
+    }
+
     /// Grant exclusive access to every unit covering any of `ranges` of `handle`, as
     /// [`Cache::grant_read_ranges`].
     pub fn grant_write_ranges(
@@ -643,9 +697,9 @@ impl Cache {
         ranges: &[(u64, usize)],
         unit_bytes: usize,
         max_units: usize,
-    ) -> Result<Option<BTreeMap<u64, (Range<usize>, bool)>>, CacheError> {
+    ) -> Result<Option<CoveredUnits>, CacheError> {
         let unit_bytes_u64 = unit_bytes as u64;
-        let mut units: BTreeMap<u64, (Range<usize>, bool)> = BTreeMap::new();
+        let mut units = CoveredUnits::new();
         for &(offset, len) in ranges.iter().filter(|(_, len)| *len > 0) {
             let end = u64::try_from(len)
                 .ok()
@@ -717,7 +771,7 @@ impl Cache {
                 let taken = if let Some(&id) = state.index.get(&key) {
                     let unit = state.unit(id);
                     let compatible = match mode {
-                        Mode::Read => !unit.writer && unit.filled,
+                        Mode::Read | Mode::ReadCached => !unit.writer && unit.filled,
                         Mode::Write => !unit.granted(),
                     };
                     if compatible {
@@ -726,7 +780,7 @@ impl Cache {
                         }
                         let unit = state.unit_mut(id);
                         match mode {
-                            Mode::Read => unit.readers += 1,
+                            Mode::Read | Mode::ReadCached => unit.readers += 1,
                             Mode::Write => {
                                 unit.writer = true;
                                 // A reply still being sent from the unit's bytes (`Pinned`)
@@ -737,11 +791,18 @@ impl Cache {
                             }
                         }
                         let (buffer, filled) = (Arc::clone(&unit.buffer), unit.filled);
-                        state.hits += 1;
+                        if mode != Mode::ReadCached {
+                            state.hits += 1;
+                        }
                         Some((id, buffer, filled, mode == Mode::Write))
                     } else {
                         None
                     }
+                } else if mode == Mode::ReadCached {
+                    return Err(CacheError::NotCached {
+                        handle,
+                        unit_index: index,
+                    });
                 } else if state.make_room(unit_bytes, config.budget_bytes) {
                     let (id, buffer) = state.insert_unit(key, unit_bytes);
                     state.misses += 1;
@@ -761,6 +822,12 @@ impl Cache {
                         written: None,
                     });
                     break;
+                }
+                if mode == Mode::ReadCached {
+                    return Err(CacheError::NotCached {
+                        handle,
+                        unit_index: index,
+                    });
                 }
                 if !waited {
                     waited = true;
@@ -788,6 +855,9 @@ impl Cache {
                 // Dropping `grant` releases what it took so far.
                 return Err(error);
             }
+        }
+        if mode == Mode::ReadCached {
+            state.hits += grant.held.len() as u64;
         }
         Ok(grant)
     }
@@ -909,8 +979,9 @@ impl Cache {
         }
     }
 
+    /// Assert the cache's internal invariants (tests only).
     #[cfg(test)]
-    fn check_consistency(&self) {
+    pub(crate) fn check_consistency(&self) {
         self.lock()
             .check_consistency(self.shared.config.budget_bytes);
     }
