@@ -55,7 +55,7 @@ const SIZES_MAX: usize = 32;
 const SIZE_BYTES_MAX: u64 = 64 << 20;
 /// The unified cache budget of each iod (`--cache-bytes`): the default and with `--quick`.
 const CACHE_BYTES_DEFAULT: u64 = 256 << 20;
-const QUICK_CACHE_BYTES: u64 = 128 << 20;
+const QUICK_CACHE_BYTES: u64 = 64 << 20;
 /// The smallest and largest `--cache-bytes`: the bench holds 1.3x of it in memory to check
 /// what it reads.
 const CACHE_BYTES_MIN: u64 = 1 << 20;
@@ -96,7 +96,7 @@ pub struct UnifierArgs {
     pub common: CommonArgs,
     /// The unified cache budget of each iod (4096, 64k, 128m, 1g; between 1m and 4g). The
     /// cached-read file is half of it, the re-read regions 0.8x to 1.3x of it (default:
-    /// 256m, --quick 128m).
+    /// 256m, --quick 64m).
     #[arg(long, value_parser = tessera_client::layouts::parse_bytes)]
     pub cache_bytes: Option<u64>,
     /// Access sizes of the cached reads, comma-separated (default: 4k to 1m by powers of 2;
@@ -400,7 +400,7 @@ fn contents(bytes: u64, generation: u64) -> Vec<u8> {
         .collect()
 }
 
-/// Creates `path` on one iod (`servers` 1) or all, and writes `data` to it.
+/// Creates `path` on one iod (`servers` 1) or all, writes `data` to it and syncs it.
 fn write_file(client: &Client, path: &str, servers: u16, data: &[u8]) -> Result<File, String> {
     let options = CreateOptions {
         server_count: servers,
@@ -414,6 +414,8 @@ fn write_file(client: &Client, path: &str, servers: u16, data: &[u8]) -> Result<
         file.write_at(offset, chunk)
             .map_err(|err| format!("write {path} at {offset}: {err}"))?;
     }
+    // On storage before any timing, so no write-back runs under a measurement.
+    file.sync().map_err(|err| format!("sync {path}: {err}"))?;
     Ok(file)
 }
 
@@ -651,7 +653,8 @@ fn region_tasks(
             method: transport.worker_method(),
             iterations,
             generation,
-            sync: false,
+            // The written regions are on storage before any timing.
+            sync: write,
             // One piece per process: its region, the regions one after another.
             pattern: Pattern::Interleaved {
                 rank,
@@ -1020,7 +1023,7 @@ mod tests {
         let quick = Plan::of(&args(&["--quick"])).unwrap();
         assert_eq!(quick.cache_bytes, QUICK_CACHE_BYTES);
         assert_eq!(quick.sizes, QUICK_SIZES);
-        assert_eq!(quick.cached_file_bytes(), 64 << 20);
+        assert_eq!(quick.cached_file_bytes(), 32 << 20);
         let small = Plan::of(&args(&[
             "--cache-bytes",
             "4m",
