@@ -829,36 +829,46 @@ fn rates(report: &Report<UnifierRow>, label: &str) -> Result<[f64; 3], String> {
     ])
 }
 
+/// The columns of [`method_cells`].
+const METHOD_COLUMNS: [&str; 5] = [
+    "normal",
+    "mmap",
+    "unified",
+    "unified/normal",
+    "unified/mmap",
+];
+
+/// The cells of the three methods' MiB/s and unified's ratios to the other two.
+fn method_cells([normal, mmap, unified]: [f64; 3]) -> [String; 5] {
+    [
+        report::cell(normal, 1),
+        report::cell(mmap, 1),
+        report::cell(unified, 1),
+        report::ratio(unified, normal),
+        report::ratio(unified, mmap),
+    ]
+}
+
 /// The paper's tables with our figures.
 fn text(report: &Report<UnifierRow>, plan: &Plan, memcpy_mib_s: f64) -> Result<String, String> {
     let file_bytes = plan.cached_file_bytes();
-    let mut cached = report::table([
-        "transport",
-        "access B",
-        "normal",
-        "mmap",
-        "unified",
-        "unified/normal",
-        "unified/mmap",
-        "unified/memcpy",
-    ]);
+    let mut cached = report::table(
+        ["transport", "access B"]
+            .into_iter()
+            .chain(METHOD_COLUMNS)
+            .chain(["unified/memcpy"]),
+    );
     for transport in Transport::MEASURED {
         for &size in &plan.sizes {
             let label = case(Part::CachedRead, transport, (size, file_bytes), 1);
-            let [normal, mmap, unified] = rates(report, &label)?;
-            cached.add_row([
-                transport.to_string(),
-                size.to_string(),
-                report::cell(normal, 1),
-                report::cell(mmap, 1),
-                report::cell(unified, 1),
-                report::ratio(unified, normal),
-                report::ratio(unified, mmap),
-                report::ratio(unified, memcpy_mib_s),
-            ]);
+            let rates = rates(report, &label)?;
+            let mut cells = vec![transport.to_string(), size.to_string()];
+            cells.extend(method_cells(rates));
+            cells.push(report::ratio(rates[2], memcpy_mib_s));
+            cached.add_row(cells);
         }
     }
-    let mut reread = report::table(["region MiB", "x budget", "normal", "mmap", "unified"]);
+    let mut reread = report::table(["region MiB", "x budget"].into_iter().chain(METHOD_COLUMNS));
     for region in plan.reread_bytes() {
         let label = case(
             Part::Reread,
@@ -866,24 +876,14 @@ fn text(report: &Report<UnifierRow>, plan: &Plan, memcpy_mib_s: f64) -> Result<S
             (REREAD_CALL_BYTES, region),
             1,
         );
-        let [normal, mmap, unified] = rates(report, &label)?;
-        reread.add_row([
+        let mut cells = vec![
             report::cell(region as f64 / f64::from(1u32 << 20), 1),
             report::cell(region as f64 / plan.cache_bytes as f64, 2),
-            report::cell(normal, 1),
-            report::cell(mmap, 1),
-            report::cell(unified, 1),
-        ]);
+        ];
+        cells.extend(method_cells(rates(report, &label)?));
+        reread.add_row(cells);
     }
-    let mut aggregate = report::table([
-        "transport",
-        "clients",
-        "normal",
-        "mmap",
-        "unified",
-        "unified/normal",
-        "unified/mmap",
-    ]);
+    let mut aggregate = report::table(["transport", "clients"].into_iter().chain(METHOD_COLUMNS));
     for transport in Transport::MEASURED {
         for clients in AGGREGATE_CLIENTS {
             let label = case(
@@ -892,16 +892,9 @@ fn text(report: &Report<UnifierRow>, plan: &Plan, memcpy_mib_s: f64) -> Result<S
                 (plan.region_bytes, plan.region_bytes),
                 clients,
             );
-            let [normal, mmap, unified] = rates(report, &label)?;
-            aggregate.add_row([
-                transport.to_string(),
-                clients.to_string(),
-                report::cell(normal, 1),
-                report::cell(mmap, 1),
-                report::cell(unified, 1),
-                report::ratio(unified, normal),
-                report::ratio(unified, mmap),
-            ]);
+            let mut cells = vec![transport.to_string(), clients.to_string()];
+            cells.extend(method_cells(rates(report, &label)?));
+            aggregate.add_row(cells);
         }
     }
     Ok(format!(
