@@ -267,8 +267,9 @@ impl<S: ObjectStorage> Iod<S> {
             .await;
         // A read the unified cache holds whole is a memory copy with no storage call: pushed
         // from this worker when not too large.
-        let inline =
-            !write && total <= CACHED_INLINE_BYTES_MAX && self.store.is_cached(handle, &pieces);
+        let inline = !write
+            && (INLINE_STORAGE_BYTES_MAX + 1..=CACHED_INLINE_BYTES_MAX).contains(&total)
+            && self.store.is_cached(handle, &pieces);
         let serve = move |store: &ObjectStore<S>| {
             let outcome = if write {
                 remote::write(store, handle, &pieces, storage, &client)

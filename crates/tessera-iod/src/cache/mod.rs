@@ -27,6 +27,7 @@ mod replacement;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::IoSliceMut;
 use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -1170,17 +1171,53 @@ impl Grant {
         wanted: impl Fn(&Held) -> bool,
         mut fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        for held in &mut self.held {
-            if held.filled || !held.exclusive || !wanted(held) {
+        self.fill_missing_runs(wanted, |first, buffers| {
+            (first..)
+                .zip(buffers.iter_mut())
+                .try_for_each(|(index, buffer)| fill(index, buffer))
+        })
+    }
+
+    /// Call `fill(first unit index, buffers)` once per run of exclusively held unfilled
+    /// units that pass `wanted` and follow each other in the object (one storage call can
+    /// fill a run), then count them filled.
+    fn fill_missing_runs<E>(
+        &mut self,
+        wanted: impl Fn(&Held) -> bool,
+        mut fill: impl FnMut(u64, &mut [IoSliceMut<'_>]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let missing = |held: &Held| !held.filled && held.exclusive && wanted(held);
+        let mut at = 0;
+        while at < self.held.len() {
+            if !missing(&self.held[at]) {
+                at += 1;
                 continue;
             }
-            // SAFETY: the grant holds this unit exclusively (no other grant can reach its
-            // bytes), the `Arc` keeps it alive, and `&mut self` means no slice from this
-            // grant is alive either.
-            let buffer =
-                unsafe { std::slice::from_raw_parts_mut(held.buffer.start(), held.buffer.len()) };
-            fill(held.key.index, buffer)?;
-            held.filled = true;
+            let mut end = at + 1;
+            while end < self.held.len()
+                && missing(&self.held[end])
+                && self.held[end].key.index == self.held[end - 1].key.index + 1
+            {
+                end += 1;
+            }
+            let mut buffers: Vec<IoSliceMut<'_>> = self.held[at..end]
+                .iter()
+                .map(|held| {
+                    // SAFETY: the grant holds each of these units exclusively (no other grant
+                    // can reach its bytes), the `Arc`s keep them alive, the buffers are
+                    // distinct allocations, and `&mut self` means no slice from this grant is
+                    // alive either.
+                    IoSliceMut::new(unsafe {
+                        std::slice::from_raw_parts_mut(held.buffer.start(), held.buffer.len())
+                    })
+                })
+                .collect();
+            fill(self.held[at].key.index, &mut buffers)?;
+            drop(buffers);
+            for held in &mut self.held[at..end] {
+                held.filled = true;
+            }
+            at = end;
         }
         Ok(())
     }
@@ -1209,6 +1246,17 @@ impl ReadGrant {
         fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         let filled = self.grant.fill_missing(|_| true, fill);
+        self.grant.share_filled();
+        filled
+    }
+
+    /// [`ReadGrant::fill_missing`], one call per run of units that follow each other:
+    /// `fill(first unit index, their whole buffers)`.
+    pub fn fill_missing_runs<E>(
+        &mut self,
+        fill: impl FnMut(u64, &mut [IoSliceMut<'_>]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let filled = self.grant.fill_missing_runs(|_| true, fill);
         self.grant.share_filled();
         filled
     }
@@ -1327,6 +1375,14 @@ impl WriteGrant {
         fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         self.grant.fill_missing(|held| !held.whole, fill)
+    }
+
+    /// [`WriteGrant::fill_missing`], one call per run of units that follow each other.
+    pub fn fill_missing_runs<E>(
+        &mut self,
+        fill: impl FnMut(u64, &mut [IoSliceMut<'_>]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.grant.fill_missing_runs(|held| !held.whole, fill)
     }
 
     /// The covered bytes of the unit at `position`, to write; they count as written (dirty

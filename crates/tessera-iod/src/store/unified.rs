@@ -19,7 +19,7 @@
 //!   `remove` and `truncate` drop its units.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, IoSlice};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::str::FromStr;
@@ -180,6 +180,53 @@ fn ranges(batch: &[Segment]) -> Vec<(u64, usize)> {
         .collect()
 }
 
+/// Reads `buffers`, back to back, at `offset` of `file` with `preadv` (at most `IOV_MAX`
+/// buffers a call); bytes past the end read as zeros. A read `file` refuses part way (an
+/// `O_DIRECT` file at an unaligned offset after a short read) goes on through `fallback`.
+fn preadv_full(
+    file: &File,
+    mut buffers: &mut [IoSliceMut<'_>],
+    mut offset: u64,
+    fallback: Option<&File>,
+) -> io::Result<()> {
+    let mut file = file;
+    while !buffers.is_empty() {
+        let count = buffers.len().min(tessera_proto::limits::IOV_PIECES_MAX);
+        let position =
+            libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+        // SAFETY: `buffers` are live, writable slices (IoSliceMut is ABI-compatible with
+        // iovec); `count` of them are passed.
+        let read = unsafe {
+            libc::preadv(
+                file.as_raw_fd(),
+                buffers.as_ptr().cast(),
+                i32::try_from(count).expect("at most IOV_PIECES_MAX"),
+                position,
+            )
+        };
+        let Ok(read) = usize::try_from(read) else {
+            let err = io::Error::last_os_error();
+            match (err.raw_os_error(), fallback) {
+                (Some(libc::EINTR), _) => continue,
+                (Some(libc::EINVAL), Some(fallback)) if !std::ptr::eq(file, fallback) => {
+                    file = fallback;
+                    continue;
+                }
+                _ => return Err(err),
+            }
+        };
+        if read == 0 {
+            for buffer in buffers.iter_mut() {
+                buffer.fill(0);
+            }
+            return Ok(());
+        }
+        offset += read as u64;
+        IoSliceMut::advance_slices(&mut buffers, read);
+    }
+    Ok(())
+}
+
 /// The bytes of `unit` between object offsets `from` and `to` (clamped to the unit).
 fn unit_slice<'a>(unit: &DirtyUnit<'a>, from: u64, to: u64) -> IoSlice<'a> {
     let unit_end = unit.unit_start + unit.unit.len() as u64;
@@ -288,33 +335,38 @@ impl<S: ObjectStorage> ObjectStore<S> {
             .as_ref()
     }
 
-    /// Fills every unit a grant missed (`fill_missing` hands each over), one storage call per
-    /// unit, with `O_DIRECT` where the object has it; counts into `outcome`.
+    /// Fills every unit a grant missed (`fill_missing_runs` hands over each run of units
+    /// that follow each other), one storage call (`preadv`) per run, with `O_DIRECT` where
+    /// the object has it; counts into `outcome`.
     fn fill(
         &self,
         object: &Object<S::Object>,
         handle: u64,
         unit_bytes: u64,
-        fill_missing: impl FnOnce(&mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>) -> io::Result<()>,
+        fill_missing_runs: impl FnOnce(
+            &mut dyn FnMut(u64, &mut [IoSliceMut<'_>]) -> io::Result<()>,
+        ) -> io::Result<()>,
         outcome: &mut Outcome,
     ) -> Result<(), RemoteError> {
         let direct = self.direct(object);
-        let mut read = |index: u64, buffer: &mut [u8]| {
+        let mut read = |first: u64, buffers: &mut [IoSliceMut<'_>]| {
             outcome.calls += 1;
-            outcome.storage_bytes += buffer.len() as u64;
-            let offset = index * unit_bytes;
-            match direct {
-                // Aligned: the unit's buffer, offset and length are multiples of 4 KiB.
-                Some(direct) => match read_full(direct, buffer, offset) {
-                    Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
-                        read_full(&object.file, buffer, offset)
-                    }
-                    done => done,
-                },
-                None => read_full(&object.file, buffer, offset),
-            }
+            outcome.storage_bytes += buffers
+                .iter()
+                .map(|buffer| buffer.len() as u64)
+                .sum::<u64>();
+            let offset = first * unit_bytes;
+            let Some(file) = direct.or_else(|| object.file.as_file()) else {
+                // Storage without a kernel file: one positioned read per unit.
+                return (offset..)
+                    .step_by(usize::try_from(unit_bytes).expect("a unit size"))
+                    .zip(buffers.iter_mut())
+                    .try_for_each(|(at, buffer)| read_full(&object.file, buffer, at));
+            };
+            // Aligned: the units' buffers, offset and lengths are multiples of 4 KiB.
+            preadv_full(file, buffers, offset, object.file.as_file())
         };
-        fill_missing(&mut read).map_err(|err| self.io_error(handle, "read", &err))
+        fill_missing_runs(&mut read).map_err(|err| self.io_error(handle, "read", &err))
     }
 
     /// Writes dirty `run` (units of one object following each other) to storage: with
@@ -405,7 +457,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
                 object,
                 handle,
                 unit_bytes,
-                |read| grant.fill_missing(read),
+                |read| grant.fill_missing_runs(read),
                 &mut outcome,
             )?;
             serve(grant, &batch)?;
@@ -433,7 +485,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
                 object,
                 handle,
                 unit_bytes,
-                |read| grant.fill_missing(read),
+                |read| grant.fill_missing_runs(read),
                 &mut outcome,
             )?;
             for segment in &batch {
