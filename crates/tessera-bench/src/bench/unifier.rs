@@ -488,6 +488,15 @@ fn start_methods(plan: &Plan) -> Result<Vec<Method>, String> {
         let cluster = BenchCluster::private(SERVERS, &format!("-{}", serve.name()), &flags)
             .map_err(|err| format!("cluster of --serve {}: {err}", serve.name()))?;
         let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
+        // Without its Unix socket an iod is reached by TCP, and the `local` rows would lie.
+        if let Some(iod) = config.iods.iter().find(|iod| iod.local.is_none()) {
+            return Err(format!(
+                "iod {} of {} has no Unix socket (its path is too long for one; set TMPDIR \
+                 to a shorter directory): the local rows cannot run",
+                iod.index,
+                cluster.file.display()
+            ));
+        }
         let clients = Transport::MEASURED
             .iter()
             .map(|transport| transport.client(&config))
