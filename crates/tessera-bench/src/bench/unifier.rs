@@ -55,7 +55,7 @@ const SIZES_MAX: usize = 32;
 const SIZE_BYTES_MAX: u64 = 64 << 20;
 /// The unified cache budget of each iod (`--cache-bytes`): the default and with `--quick`.
 const CACHE_BYTES_DEFAULT: u64 = 256 << 20;
-const QUICK_CACHE_BYTES: u64 = 128 << 20;
+const QUICK_CACHE_BYTES: u64 = 64 << 20;
 /// The smallest and largest `--cache-bytes`: the bench holds 1.3x of it in memory to check
 /// what it reads.
 const CACHE_BYTES_MIN: u64 = 1 << 20;
@@ -96,7 +96,7 @@ pub struct UnifierArgs {
     pub common: CommonArgs,
     /// The unified cache budget of each iod (4096, 64k, 128m, 1g; between 1m and 4g). The
     /// cached-read file is half of it, the re-read regions 0.8x to 1.3x of it (default:
-    /// 256m, --quick 128m).
+    /// 256m, --quick 64m).
     #[arg(long, value_parser = tessera_client::layouts::parse_bytes)]
     pub cache_bytes: Option<u64>,
     /// Access sizes of the cached reads, comma-separated (default: 4k to 1m by powers of 2;
@@ -400,7 +400,7 @@ fn contents(bytes: u64, generation: u64) -> Vec<u8> {
         .collect()
 }
 
-/// Creates `path` on one iod (`servers` 1) or all, and writes `data` to it.
+/// Creates `path` on one iod (`servers` 1) or all, writes `data` to it and syncs it.
 fn write_file(client: &Client, path: &str, servers: u16, data: &[u8]) -> Result<File, String> {
     let options = CreateOptions {
         server_count: servers,
@@ -414,6 +414,8 @@ fn write_file(client: &Client, path: &str, servers: u16, data: &[u8]) -> Result<
         file.write_at(offset, chunk)
             .map_err(|err| format!("write {path} at {offset}: {err}"))?;
     }
+    // On storage before any timing, so no write-back runs under a measurement.
+    file.sync().map_err(|err| format!("sync {path}: {err}"))?;
     Ok(file)
 }
 
@@ -486,6 +488,15 @@ fn start_methods(plan: &Plan) -> Result<Vec<Method>, String> {
         let cluster = BenchCluster::private(SERVERS, &format!("-{}", serve.name()), &flags)
             .map_err(|err| format!("cluster of --serve {}: {err}", serve.name()))?;
         let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
+        // Without its Unix socket an iod is reached by TCP, and the `local` rows would lie.
+        if let Some(iod) = config.iods.iter().find(|iod| iod.local.is_none()) {
+            return Err(format!(
+                "iod {} of {} has no Unix socket (its path is too long for one; set TMPDIR \
+                 to a shorter directory): the local rows cannot run",
+                iod.index,
+                cluster.file.display()
+            ));
+        }
         let clients = Transport::MEASURED
             .iter()
             .map(|transport| transport.client(&config))
@@ -651,7 +662,8 @@ fn region_tasks(
             method: transport.worker_method(),
             iterations,
             generation,
-            sync: false,
+            // The written regions are on storage before any timing.
+            sync: write,
             // One piece per process: its region, the regions one after another.
             pattern: Pattern::Interleaved {
                 rank,
@@ -826,36 +838,46 @@ fn rates(report: &Report<UnifierRow>, label: &str) -> Result<[f64; 3], String> {
     ])
 }
 
+/// The columns of [`method_cells`].
+const METHOD_COLUMNS: [&str; 5] = [
+    "normal",
+    "mmap",
+    "unified",
+    "unified/normal",
+    "unified/mmap",
+];
+
+/// The cells of the three methods' MiB/s and unified's ratios to the other two.
+fn method_cells([normal, mmap, unified]: [f64; 3]) -> [String; 5] {
+    [
+        report::cell(normal, 1),
+        report::cell(mmap, 1),
+        report::cell(unified, 1),
+        report::ratio(unified, normal),
+        report::ratio(unified, mmap),
+    ]
+}
+
 /// The paper's tables with our figures.
 fn text(report: &Report<UnifierRow>, plan: &Plan, memcpy_mib_s: f64) -> Result<String, String> {
     let file_bytes = plan.cached_file_bytes();
-    let mut cached = report::table([
-        "transport",
-        "access B",
-        "normal",
-        "mmap",
-        "unified",
-        "unified/normal",
-        "unified/mmap",
-        "unified/memcpy",
-    ]);
+    let mut cached = report::table(
+        ["transport", "access B"]
+            .into_iter()
+            .chain(METHOD_COLUMNS)
+            .chain(["unified/memcpy"]),
+    );
     for transport in Transport::MEASURED {
         for &size in &plan.sizes {
             let label = case(Part::CachedRead, transport, (size, file_bytes), 1);
-            let [normal, mmap, unified] = rates(report, &label)?;
-            cached.add_row([
-                transport.to_string(),
-                size.to_string(),
-                report::cell(normal, 1),
-                report::cell(mmap, 1),
-                report::cell(unified, 1),
-                report::ratio(unified, normal),
-                report::ratio(unified, mmap),
-                report::ratio(unified, memcpy_mib_s),
-            ]);
+            let rates = rates(report, &label)?;
+            let mut cells = vec![transport.to_string(), size.to_string()];
+            cells.extend(method_cells(rates));
+            cells.push(report::ratio(rates[2], memcpy_mib_s));
+            cached.add_row(cells);
         }
     }
-    let mut reread = report::table(["region MiB", "x budget", "normal", "mmap", "unified"]);
+    let mut reread = report::table(["region MiB", "x budget"].into_iter().chain(METHOD_COLUMNS));
     for region in plan.reread_bytes() {
         let label = case(
             Part::Reread,
@@ -863,24 +885,14 @@ fn text(report: &Report<UnifierRow>, plan: &Plan, memcpy_mib_s: f64) -> Result<S
             (REREAD_CALL_BYTES, region),
             1,
         );
-        let [normal, mmap, unified] = rates(report, &label)?;
-        reread.add_row([
+        let mut cells = vec![
             report::cell(region as f64 / f64::from(1u32 << 20), 1),
             report::cell(region as f64 / plan.cache_bytes as f64, 2),
-            report::cell(normal, 1),
-            report::cell(mmap, 1),
-            report::cell(unified, 1),
-        ]);
+        ];
+        cells.extend(method_cells(rates(report, &label)?));
+        reread.add_row(cells);
     }
-    let mut aggregate = report::table([
-        "transport",
-        "clients",
-        "normal",
-        "mmap",
-        "unified",
-        "unified/normal",
-        "unified/mmap",
-    ]);
+    let mut aggregate = report::table(["transport", "clients"].into_iter().chain(METHOD_COLUMNS));
     for transport in Transport::MEASURED {
         for clients in AGGREGATE_CLIENTS {
             let label = case(
@@ -889,16 +901,9 @@ fn text(report: &Report<UnifierRow>, plan: &Plan, memcpy_mib_s: f64) -> Result<S
                 (plan.region_bytes, plan.region_bytes),
                 clients,
             );
-            let [normal, mmap, unified] = rates(report, &label)?;
-            aggregate.add_row([
-                transport.to_string(),
-                clients.to_string(),
-                report::cell(normal, 1),
-                report::cell(mmap, 1),
-                report::cell(unified, 1),
-                report::ratio(unified, normal),
-                report::ratio(unified, mmap),
-            ]);
+            let mut cells = vec![transport.to_string(), clients.to_string()];
+            cells.extend(method_cells(rates(report, &label)?));
+            aggregate.add_row(cells);
         }
     }
     Ok(format!(
@@ -1020,7 +1025,7 @@ mod tests {
         let quick = Plan::of(&args(&["--quick"])).unwrap();
         assert_eq!(quick.cache_bytes, QUICK_CACHE_BYTES);
         assert_eq!(quick.sizes, QUICK_SIZES);
-        assert_eq!(quick.cached_file_bytes(), 64 << 20);
+        assert_eq!(quick.cached_file_bytes(), 32 << 20);
         let small = Plan::of(&args(&[
             "--cache-bytes",
             "4m",
