@@ -246,9 +246,15 @@ impl Cluster {
 
     /// Restarts every iod in place ([`Cluster::restart_iod`]).
     pub fn restart_iods(&self) {
+        self.restart_iods_with(&[]);
+    }
+
+    /// Restarts every iod in place with `extra` arguments ([`Cluster::restart_iod_with`]),
+    /// e.g. `--serve unified`.
+    pub fn restart_iods_with(&self, extra: &[&str]) {
         let count = ClusterConfig::load(&self.file()).unwrap().iods.len();
         for index in 0..count {
-            self.restart_iod(index);
+            self.restart_iod_with(index, extra);
         }
     }
 }
