@@ -13,7 +13,7 @@ mod common;
 use std::io::{IoSlice, IoSliceMut};
 use std::time::{Duration, Instant};
 
-use common::{bytes, Cluster};
+use common::{bytes, metrics_address, sample, scrape, Cluster};
 use tessera_client::{
     Arena, Client, CollectiveBuffering, CollectiveMethod, CollectiveOptions, Communicator,
     CreateOptions, Datatype, File, OpenMode, Piece, ThreadCommunicator, ViewedFile,
@@ -28,7 +28,14 @@ const SMALL_BUDGET: usize = 1 << 20;
 fn unified(servers: u16, budget: usize) -> Cluster {
     let cluster = Cluster::start(servers);
     let budget = budget.to_string();
-    cluster.restart_iods_with(&["--serve", "unified", "--cache-bytes", &budget]);
+    cluster.restart_iods_with(&[
+        "--serve",
+        "unified",
+        "--cache-bytes",
+        &budget,
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
     wait_for_unified(&cluster, servers);
     cluster
 }
@@ -46,6 +53,43 @@ fn wait_for_unified(cluster: &Cluster, servers: u16) {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+/// The sum over iods `0..servers` of the metric `name` (their latest `--metrics`), once every
+/// one of them exports it (the cache's metrics are exported every write-back tick).
+fn metric(cluster: &Cluster, servers: u16, name: &str) -> Option<f64> {
+    let mut total = 0.0;
+    for index in 0..servers {
+        let body = scrape(&metrics_address(cluster, &format!("iod-{index}")));
+        let exported = body.lines().any(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' '))
+        });
+        if !exported {
+            return None;
+        }
+        total += sample(&body, name, &[]);
+    }
+    Some(total)
+}
+
+/// Waits (up to `within`) until every iod exports `name` and `done` holds for their sum;
+/// returns the last sum (`NaN` while not exported) and how long it took.
+fn wait_for_metric(
+    cluster: &Cluster,
+    servers: u16,
+    name: &str,
+    within: Duration,
+    done: impl Fn(f64) -> bool,
+) -> (f64, Duration) {
+    let started = Instant::now();
+    loop {
+        let value = metric(cluster, servers, name).unwrap_or(f64::NAN);
+        if done(value) || started.elapsed() > within {
+            return (value, started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -155,6 +199,40 @@ fn local_runs(file: &File, pieces: &[Piece]) -> Vec<(usize, u64, u64, u64)> {
         .collect()
 }
 
+/// Checks that each iod's object file of `file` holds exactly its share of the bytes
+/// `written` (pieces, in any order) as the model has them, and nothing past them.
+fn assert_objects_on_disk(
+    cluster: &Cluster,
+    file: &File,
+    written: &[Piece],
+    model: &[u8],
+    what: &str,
+) {
+    let servers = file.layout().servers().to_vec();
+    let mut shares = vec![Vec::new(); servers.len()];
+    for (position, local_offset, logical, length) in local_runs(file, written) {
+        let share: &mut Vec<u8> = &mut shares[position];
+        let (start, logical) = (
+            usize::try_from(local_offset).unwrap(),
+            usize::try_from(logical).unwrap(),
+        );
+        let end = start + usize::try_from(length).unwrap();
+        if share.len() < end {
+            share.resize(end, 0);
+        }
+        share[start..end].copy_from_slice(&model[logical..logical + (end - start)]);
+    }
+    for (position, share) in shares.iter().enumerate() {
+        let index = usize::from(servers[position]);
+        let on_disk = std::fs::read(cluster.object_file(index, file.handle())).unwrap_or_default();
+        assert_bytes(
+            &on_disk,
+            share,
+            &format!("object file of iod-{index} {what}"),
+        );
+    }
+}
+
 /// The 300 scattered 1000-byte pieces and 200 overlapping 900-byte pieces of the
 /// durability test.
 fn durability_pieces() -> (Vec<Piece>, Vec<Piece>) {
@@ -196,38 +274,13 @@ fn an_acknowledged_sync_survives_kill_9_of_every_iod() {
     // The sync covers both clients' acknowledged writes; SIGKILL at once, before the
     // write-back's age (2 s) would flush them anyway.
     by_tcp.sync().unwrap();
-    let handle = by_tcp.handle();
     for index in 0..3 {
         cluster.kill_iod(index);
     }
 
-    // What each iod's object file must hold: its share of every byte written, and no more.
-    let servers = by_tcp.layout().servers().to_vec();
-    let mut shares = vec![Vec::new(); servers.len()];
-    for (position, local_offset, logical, length) in local_runs(&by_tcp, &first)
-        .into_iter()
-        .chain(local_runs(&by_tcp, &second))
-    {
-        let share: &mut Vec<u8> = &mut shares[position];
-        let (start, logical) = (
-            usize::try_from(local_offset).unwrap(),
-            usize::try_from(logical).unwrap(),
-        );
-        let end = start + usize::try_from(length).unwrap();
-        if share.len() < end {
-            share.resize(end, 0);
-        }
-        share[start..end].copy_from_slice(&model[logical..logical + (end - start)]);
-    }
-    for (position, share) in shares.iter().enumerate() {
-        let index = usize::from(servers[position]);
-        let on_disk = std::fs::read(cluster.object_file(index, handle)).unwrap();
-        assert_bytes(
-            &on_disk,
-            share,
-            &format!("object file of iod-{index} after sync and kill -9"),
-        );
-    }
+    let mut pieces = first.clone();
+    pieces.extend(&second);
+    assert_objects_on_disk(&cluster, &by_tcp, &pieces, &model, "after sync and kill -9");
 
     // Restarted iods (unified again) serve the same bytes to fresh clients.
     cluster.restart_iods_with(&["--serve", "unified", "--cache-bytes", &BUDGET.to_string()]);
@@ -242,8 +295,6 @@ fn an_acknowledged_sync_survives_kill_9_of_every_iod() {
         length as u64,
         "after restart",
     );
-    let mut pieces = first.clone();
-    pieces.extend(&second);
     let mut listed = vec![0u8; 480_000];
     files[0]
         .read_list(&mut [IoSliceMut::new(&mut listed)], &pieces)
@@ -252,6 +303,45 @@ fn an_acknowledged_sync_survives_kill_9_of_every_iod() {
         &listed,
         &model_read_list(&model, &pieces),
         "list read after restart",
+    );
+}
+
+#[test]
+fn write_back_reaches_storage_within_its_age_without_sync() {
+    let cluster = unified(2, BUDGET);
+    let client = cluster.tcp_client();
+    let file = create(&client, "/aged", 4096);
+    let (first, _) = durability_pieces();
+    let data = bytes(11, 300_000);
+    let written = Instant::now();
+    file.write_list(&[IoSlice::new(&data)], &first).unwrap();
+    let mut model = Vec::new();
+    model_write_list(&mut model, &first, &data);
+    // No sync: the write-back thread writes every dirty byte within its age (2 s, checked
+    // every 200 ms); give it 3.5 s.
+    let (flushed, _) = wait_for_metric(
+        &cluster,
+        2,
+        "tessera_cache_flushed_bytes_total",
+        Duration::from_millis(3500),
+        |flushed| flushed >= 300_000.0,
+    );
+    let age = written.elapsed();
+    assert!(
+        flushed >= 300_000.0,
+        "{flushed} bytes written back {age:?} after the write"
+    );
+    let dirty = metric(&cluster, 2, "tessera_cache_dirty_bytes");
+    assert_eq!(dirty, Some(0.0), "dirty bytes {age:?} after the write");
+    for index in 0..2 {
+        cluster.kill_iod(index);
+    }
+    assert_objects_on_disk(
+        &cluster,
+        &file,
+        &first,
+        &model,
+        "written back by age, then kill -9",
     );
 }
 
@@ -325,7 +415,31 @@ fn a_removed_file_leaves_no_stale_bytes_and_no_late_write_back() {
     let dirty = bytes(9, 50_000);
     open(&local, "/gone").write_at(120_000, &dirty).unwrap();
     let old_handle = old.handle();
+    // The gauge shows them cached first (it is exported every write-back tick).
+    let (before, _) = wait_for_metric(
+        &cluster,
+        2,
+        "tessera_cache_bytes",
+        Duration::from_secs(2),
+        |bytes| bytes >= 300_000.0,
+    );
+    assert!(
+        before >= 300_000.0,
+        "only {before} bytes cached before the remove"
+    );
     tcp.unlink("/gone").unwrap();
+    // Its units (clean and dirty) left the cache with it.
+    let (cached, waited) = wait_for_metric(
+        &cluster,
+        2,
+        "tessera_cache_bytes",
+        Duration::from_secs(2),
+        |bytes| bytes == 0.0,
+    );
+    assert!(
+        cached == 0.0,
+        "{cached} bytes still cached {waited:?} after the remove"
+    );
 
     let new = create(&local, "/gone", 4096);
     let new_tcp = open(&tcp, "/gone");
@@ -965,6 +1079,23 @@ fn a_small_cache_evicts_and_still_returns_every_byte() {
     }
     let size = model.len();
     check(&[&by_tcp, &by_local], &model, size, size as u64, "whole");
+    // Units were evicted, and the cache never grew past its budget.
+    let (evictions, _) = wait_for_metric(
+        &cluster,
+        2,
+        "tessera_cache_evictions_total",
+        Duration::from_secs(1),
+        |evictions| evictions > 0.0,
+    );
+    assert!(evictions >= 64.0, "{evictions} units evicted");
+    for index in 0..2 {
+        let body = scrape(&metrics_address(&cluster, &format!("iod-{index}")));
+        let cached = sample(&body, "tessera_cache_bytes", &[]);
+        assert!(
+            cached <= SMALL_BUDGET as f64,
+            "iod-{index}: {cached} bytes cached over a budget of {SMALL_BUDGET}"
+        );
+    }
     // 2 MiB of cache could not hold 8 MiB: most of it was read from storage again.
     let refilled = storage_reads(&tcp) - before;
     assert!(
