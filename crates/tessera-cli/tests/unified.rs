@@ -881,10 +881,6 @@ fn arena_and_tcp_accesses_see_the_same_bytes() {
 const THREADS: u64 = 4;
 /// Bytes of one stripe.
 const STRIPE: usize = 1024;
-/// Stripes in the file (1 MiB: 16 units of 64 KiB).
-const STRIPES: u64 = 1024;
-/// Generations each thread writes.
-const GENERATIONS: u8 = 16;
 
 /// The bytes thread `owner` writes to `stripe` in `generation` (1..): the generation, the
 /// owner, then bytes of their own.
@@ -898,10 +894,15 @@ fn stripe_bytes(owner: u64, stripe: u64, generation: u8) -> Vec<u8> {
     stripe_data
 }
 
-/// Checks every stripe of `whole` (the file's first `STRIPES` stripes): never written (all
-/// zero), or exactly what its owner wrote in some generation; `owner`'s own stripes must hold
-/// `own_generation`. Returns the stripes seen written.
-fn check_stripes(whole: &[u8], owner: u64, own_generation: u8, what: &str) -> u64 {
+/// Checks every stripe of `whole`: never written (all zero), or exactly what its owner wrote
+/// in some generation up to `generations`; `owner`'s own stripes must hold `own_generation`.
+/// Returns the stripes seen written.
+fn check_stripes(
+    whole: &[u8],
+    owner: u64,
+    (own_generation, generations): (u8, u8),
+    what: &str,
+) -> u64 {
     let mut written = 0;
     for (stripe, got) in (0u64..).zip(whole.chunks(STRIPE)) {
         let by = stripe % THREADS;
@@ -911,7 +912,7 @@ fn check_stripes(whole: &[u8], owner: u64, own_generation: u8, what: &str) -> u6
         }
         let generation = got[0];
         assert!(
-            (1..=GENERATIONS).contains(&generation) && u64::from(got[1]) == by,
+            (1..=generations).contains(&generation) && u64::from(got[1]) == by,
             "{what}: stripe {stripe} (thread {by}) starts {:?}",
             &got[..2]
         );
@@ -930,7 +931,23 @@ fn check_stripes(whole: &[u8], owner: u64, own_generation: u8, what: &str) -> u6
 
 #[test]
 fn concurrent_clients_on_shared_units_match_the_model() {
-    let cluster = unified(2, BUDGET);
+    // 1 MiB: 16 units of 64 KiB, well within the budget.
+    concurrent_clients(BUDGET, 1024, 16);
+}
+
+#[test]
+fn concurrent_clients_on_a_small_cache_match_the_model() {
+    // 4 MiB over two iods with 1 MiB of cache each: units are evicted and refilled, and
+    // grants wait for room while the others write and read.
+    concurrent_clients(SMALL_BUDGET, 4096, 6);
+}
+
+/// `THREADS` clients (same-host and tcp in turn), each writing its interleaved 1 KiB stripes
+/// of the first `stripes` of a file for `generations` generations, reading the whole file
+/// after each and a list of another thread's stripes; at the end the file equals the model,
+/// and again after the iods restart (written back at stop).
+fn concurrent_clients(budget: usize, stripes: u64, generations: u8) {
+    let cluster = unified(2, budget);
     let setup = cluster.client();
     create(&setup, "/shared", 16384);
     let started = Instant::now();
@@ -946,14 +963,14 @@ fn concurrent_clients_on_shared_units_match_the_model() {
                     };
                     let file = open(&client, "/shared");
                     let every = usize::try_from(THREADS).unwrap();
-                    let file_bytes = usize::try_from(STRIPES).unwrap() * STRIPE;
-                    let mine: Vec<u64> = (owner..STRIPES).step_by(every).collect();
+                    let file_bytes = usize::try_from(stripes).unwrap() * STRIPE;
+                    let mine: Vec<u64> = (owner..stripes).step_by(every).collect();
                     let pieces: Vec<Piece> = mine
                         .iter()
                         .map(|&stripe| Piece::new(stripe * STRIPE as u64, STRIPE as u64))
                         .collect();
                     let mut stripes_checked = 0;
-                    for generation in 1..=GENERATIONS {
+                    for generation in 1..=generations {
                         let data: Vec<u8> = mine
                             .iter()
                             .flat_map(|&stripe| stripe_bytes(owner, stripe, generation))
@@ -962,10 +979,11 @@ fn concurrent_clients_on_shared_units_match_the_model() {
                         assert_eq!(report.bytes, data.len() as u64);
                         let what = format!("thread {owner}, generation {generation}");
                         let whole = read_whole(&file, file_bytes);
-                        stripes_checked += check_stripes(&whole, owner, generation, &what);
+                        stripes_checked +=
+                            check_stripes(&whole, owner, (generation, generations), &what);
                         // And a list read of another thread's stripes, in reverse order.
                         let other = (owner + 1) % THREADS;
-                        let mut theirs: Vec<u64> = (other..STRIPES).step_by(every).collect();
+                        let mut theirs: Vec<u64> = (other..stripes).step_by(every).collect();
                         theirs.reverse();
                         let theirs: Vec<Piece> = theirs
                             .into_iter()
@@ -981,7 +999,7 @@ fn concurrent_clients_on_shared_units_match_the_model() {
                             }
                             assert_bytes(
                                 got,
-                                &stripe_bytes(other, stripe, got[0].clamp(1, GENERATIONS)),
+                                &stripe_bytes(other, stripe, got[0].clamp(1, generations)),
                                 &format!("{what}: listed stripe {stripe} of thread {other}"),
                             );
                             stripes_checked += 1;
@@ -1003,12 +1021,12 @@ fn concurrent_clients_on_shared_units_match_the_model() {
     // Every thread checked at least its own stripes every generation.
     for (owner, count) in checked.iter().enumerate() {
         assert!(
-            *count >= u64::from(GENERATIONS) * STRIPES / THREADS,
+            *count >= u64::from(generations) * stripes / THREADS,
             "thread {owner} checked {count} stripes"
         );
     }
-    let model: Vec<u8> = (0..STRIPES)
-        .flat_map(|stripe| stripe_bytes(stripe % THREADS, stripe, GENERATIONS))
+    let model: Vec<u8> = (0..stripes)
+        .flat_map(|stripe| stripe_bytes(stripe % THREADS, stripe, generations))
         .collect();
     let tcp = cluster.tcp_client();
     let files = [open(&setup, "/shared"), open(&tcp, "/shared")];
@@ -1021,7 +1039,7 @@ fn concurrent_clients_on_shared_units_match_the_model() {
         "the end",
     );
     // Written back when the iods stop (SIGTERM), served again by new processes.
-    cluster.restart_iods_with(&["--serve", "unified", "--cache-bytes", &BUDGET.to_string()]);
+    cluster.restart_iods_with(&["--serve", "unified", "--cache-bytes", &budget.to_string()]);
     let after = open(&cluster.tcp_client(), "/shared");
     check(&[&after], &model, length, length as u64, "after restart");
 }
@@ -1101,5 +1119,104 @@ fn a_small_cache_evicts_and_still_returns_every_byte() {
     assert!(
         refilled >= 4 << 20,
         "only {refilled} bytes were read from storage: nothing was evicted?"
+    );
+}
+
+/// What writer `writer` writes over the whole region in `generation` (1..): bytes of their
+/// own, starting with the generation and the writer.
+fn region_bytes(writer: u8, generation: u8, length: usize) -> Vec<u8> {
+    let mut data = bytes((u64::from(writer) << 8) | u64::from(generation), length);
+    data[0] = generation;
+    data[1] = writer;
+    data
+}
+
+/// docs/SEMANTICS.md §2.1 through a small cache: two writers (tcp and same-host) overwrite
+/// the same 768 KiB on one server, whole, while two readers (tcp and same-host) read it whole;
+/// every read holds exactly one write's bytes, never a mix.
+#[test]
+fn a_read_sees_all_of_a_concurrent_write_or_none_of_it() {
+    const LENGTH: usize = 768 << 10;
+    const WRITES: u8 = 30;
+    let cluster = unified(2, SMALL_BUDGET);
+    let setup = cluster.client();
+    let file = setup
+        .create(
+            "/atomic",
+            &CreateOptions {
+                stripe_unit_bytes: 1 << 20,
+                server_count: 1,
+                ..CreateOptions::default()
+            },
+        )
+        .unwrap();
+    file.write_at(0, &region_bytes(9, 1, LENGTH)).unwrap();
+    let writing = std::sync::atomic::AtomicUsize::new(2);
+    let started = Instant::now();
+    let reads: Vec<u64> = std::thread::scope(|scope| {
+        for writer in 0..2u8 {
+            let (cluster, writing) = (&cluster, &writing);
+            scope.spawn(move || {
+                let client = if writer == 0 {
+                    cluster.tcp_client()
+                } else {
+                    cluster.client()
+                };
+                let file = open(&client, "/atomic");
+                for generation in 1..=WRITES {
+                    file.write_at(0, &region_bytes(writer, generation, LENGTH))
+                        .unwrap();
+                }
+                writing.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+        let readers: Vec<_> = (0..2)
+            .map(|reader| {
+                let (cluster, writing) = (&cluster, &writing);
+                scope.spawn(move || {
+                    let client = if reader == 0 {
+                        cluster.tcp_client()
+                    } else {
+                        cluster.client()
+                    };
+                    let file = open(&client, "/atomic");
+                    let mut count = 0u64;
+                    loop {
+                        let done = writing.load(std::sync::atomic::Ordering::SeqCst) == 0;
+                        let got = read_whole(&file, LENGTH);
+                        let (generation, writer) = (got[0], got[1]);
+                        assert_bytes(
+                            &got,
+                            &region_bytes(writer, generation, LENGTH),
+                            &format!(
+                                "reader {reader}, read {count}: the write of writer {writer} \
+                                 generation {generation}"
+                            ),
+                        );
+                        count += 1;
+                        if done {
+                            return count;
+                        }
+                        assert!(
+                            started.elapsed() < Duration::from_secs(25),
+                            "the writers did not finish in 25 s"
+                        );
+                    }
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .map(|reader| reader.join().unwrap())
+            .collect()
+    });
+    assert!(reads.iter().all(|&count| count >= 2), "reads: {reads:?}");
+    // The end: the last write of one of the writers, whole.
+    let got = read_whole(&file, LENGTH);
+    assert_eq!(got[0], WRITES, "the last generation");
+    assert_bytes(
+        &got,
+        &region_bytes(got[1], WRITES, LENGTH),
+        "the region at the end",
     );
 }
