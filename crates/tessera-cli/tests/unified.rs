@@ -478,7 +478,6 @@ fn a_removed_file_leaves_no_stale_bytes_and_no_late_write_back() {
 
 const PROCESSES: usize = 4;
 const BLOCK: u64 = 1000;
-const BLOCKS: u64 = 12;
 
 /// Process `rank`'s file type: `BLOCK` bytes of every `BLOCK · PROCESSES`, its own the
 /// `rank`-th.
@@ -492,9 +491,9 @@ fn block_of(rank: u64) -> Datatype {
     Datatype::resized(0, i64::try_from(BLOCK * PROCESSES as u64).unwrap(), &mine).unwrap()
 }
 
-/// The file pieces of process `rank`'s blocks.
-fn blocks_of(rank: u64) -> Vec<Piece> {
-    (0..BLOCKS)
+/// The file pieces of process `rank`'s first `blocks` blocks.
+fn blocks_of(rank: u64, blocks: u64) -> Vec<Piece> {
+    (0..blocks)
         .map(|k| Piece::new((k * PROCESSES as u64 + rank) * BLOCK, BLOCK))
         .collect()
 }
@@ -527,9 +526,21 @@ fn collectively(cluster: &Cluster, body: impl Fn(u64, &ThreadCommunicator, &Clie
 
 #[test]
 fn collective_and_independent_accesses_see_the_same_bytes() {
-    let cluster = unified(2, BUDGET);
+    collective_and_independent(BUDGET, 12);
+}
+
+#[test]
+fn collective_and_independent_accesses_see_the_same_bytes_through_a_small_cache() {
+    // 2.4 MB over two iods with 1 MiB of cache each.
+    collective_and_independent(SMALL_BUDGET, 600);
+}
+
+/// Two-phase and server-directed collective writes of `blocks` interleaved blocks per
+/// process, read independently, then independent writes read collectively.
+fn collective_and_independent(budget: usize, blocks: u64) {
+    let cluster = unified(2, budget);
     let setup = cluster.tcp_client();
-    let length = usize::try_from(BLOCK * BLOCKS * PROCESSES as u64).unwrap();
+    let length = usize::try_from(BLOCK * blocks * PROCESSES as u64).unwrap();
     for (round, method) in [CollectiveMethod::TwoPhase, CollectiveMethod::ServerDirected]
         .into_iter()
         .enumerate()
@@ -546,7 +557,7 @@ fn collective_and_independent_accesses_see_the_same_bytes() {
         collectively(&cluster, |rank, member, client| {
             let mut viewed = ViewedFile::new(open(client, &path));
             viewed.set_view(0, &block_of(rank)).unwrap();
-            let data = bytes(salt + rank, usize::try_from(BLOCK * BLOCKS).unwrap());
+            let data = bytes(salt + rank, usize::try_from(BLOCK * blocks).unwrap());
             let report = viewed
                 .write_all(
                     member,
@@ -554,15 +565,15 @@ fn collective_and_independent_accesses_see_the_same_bytes() {
                     0,
                     &data,
                     &Datatype::byte(),
-                    BLOCK * BLOCKS,
+                    BLOCK * blocks,
                 )
                 .unwrap();
-            assert_eq!(report.bytes, BLOCK * BLOCKS, "{path}: rank {rank} wrote");
+            assert_eq!(report.bytes, BLOCK * blocks, "{path}: rank {rank} wrote");
         });
         let mut model = Vec::new();
         for rank in 0..PROCESSES as u64 {
-            let data = bytes(salt + rank, usize::try_from(BLOCK * BLOCKS).unwrap());
-            model_write_list(&mut model, &blocks_of(rank), &data);
+            let data = bytes(salt + rank, usize::try_from(BLOCK * blocks).unwrap());
+            model_write_list(&mut model, &blocks_of(rank, blocks), &data);
         }
         let local = cluster.client();
         let by_local = open(&local, &path);
@@ -577,22 +588,22 @@ fn collective_and_independent_accesses_see_the_same_bytes() {
         // Independent writes of every block (one list write per rank from one client),
         // then a collective read: each rank gets its blocks' new bytes.
         for rank in 0..PROCESSES as u64 {
-            let data = bytes(salt + 50 + rank, usize::try_from(BLOCK * BLOCKS).unwrap());
+            let data = bytes(salt + 50 + rank, usize::try_from(BLOCK * blocks).unwrap());
             let writer = if rank.is_multiple_of(2) {
                 &by_local
             } else {
                 &file
             };
             writer
-                .write_list(&[IoSlice::new(&data)], &blocks_of(rank))
+                .write_list(&[IoSlice::new(&data)], &blocks_of(rank, blocks))
                 .unwrap();
-            model_write_list(&mut model, &blocks_of(rank), &data);
+            model_write_list(&mut model, &blocks_of(rank, blocks), &data);
         }
         let model = &model;
         collectively(&cluster, |rank, member, client| {
             let mut viewed = ViewedFile::new(open(client, &path));
             viewed.set_view(0, &block_of(rank)).unwrap();
-            let mut back = vec![0xEE; usize::try_from(BLOCK * BLOCKS).unwrap()];
+            let mut back = vec![0xEE; usize::try_from(BLOCK * blocks).unwrap()];
             let report = viewed
                 .read_all(
                     member,
@@ -600,13 +611,13 @@ fn collective_and_independent_accesses_see_the_same_bytes() {
                     0,
                     &mut back,
                     &Datatype::byte(),
-                    BLOCK * BLOCKS,
+                    BLOCK * blocks,
                 )
                 .unwrap();
-            assert_eq!(report.bytes, BLOCK * BLOCKS, "{path}: rank {rank} read");
+            assert_eq!(report.bytes, BLOCK * blocks, "{path}: rank {rank} read");
             assert_bytes(
                 &back,
-                &model_read_list(model, &blocks_of(rank)),
+                &model_read_list(model, &blocks_of(rank, blocks)),
                 &format!("{path}: independent write, collective read (rank {rank})"),
             );
         });
@@ -1219,4 +1230,94 @@ fn a_read_sees_all_of_a_concurrent_write_or_none_of_it() {
         &region_bytes(got[1], WRITES, LENGTH),
         "the region at the end",
     );
+}
+
+/// Overlapping, repeated, unordered and empty pieces in one list write through the cache
+/// (batched against a 1 MiB budget): the later piece wins (docs/SEMANTICS.md §4); overlapping
+/// pieces of a list read each get the file's bytes; over tcp and same-host alike.
+#[test]
+fn overlapping_and_empty_pieces_follow_list_order_through_the_cache() {
+    let cluster = unified(2, SMALL_BUDGET);
+    let (tcp, local) = (cluster.tcp_client(), cluster.client());
+    let by_tcp = create(&tcp, "/overlaps", 8192);
+    let by_local = open(&local, "/overlaps");
+    let mut model = Vec::new();
+    for (round, writer) in [&by_tcp, &by_local, &by_tcp, &by_local]
+        .into_iter()
+        .enumerate()
+    {
+        let round = round as u64;
+        let mut pieces = Vec::new();
+        for k in 0..60u64 {
+            // Across 64 KiB units and stripe units, going down, with repeats.
+            let at = ((k * 7919 + round * 1237) % 600) * 1024 + (k % 3) * 4000;
+            pieces.push(Piece::new(at, 3000 + (k % 5) * 1000));
+            pieces.push(Piece::new(at + 1500, 2000));
+            pieces.push(Piece::new(at, 0));
+            if k % 4 == 0 {
+                pieces.push(Piece::new(at + 60_000, 70_000));
+            }
+        }
+        let total = usize::try_from(pieces.iter().map(|piece| piece.length).sum::<u64>()).unwrap();
+        let data = bytes(200 + round, total);
+        let memory: Vec<IoSlice<'_>> = data.chunks(33_333).map(IoSlice::new).collect();
+        let report = writer.write_list(&memory, &pieces).unwrap();
+        assert_eq!(report.bytes, total as u64, "round {round}");
+        model_write_list(&mut model, &pieces, &data);
+        let size = model.len();
+        check(
+            &[&by_tcp, &by_local],
+            &model,
+            size + 10_000,
+            size as u64,
+            &format!("round {round}"),
+        );
+        // Read back through the same overlapping list, from the other client.
+        let reader = if round.is_multiple_of(2) {
+            &by_local
+        } else {
+            &by_tcp
+        };
+        let mut back = vec![0xEE; total];
+        reader
+            .read_list(&mut [IoSliceMut::new(&mut back)], &pieces)
+            .unwrap();
+        assert_bytes(
+            &back,
+            &model_read_list(&model, &pieces),
+            &format!("round {round}: overlapping list read"),
+        );
+    }
+}
+
+/// The smallest budget the iod accepts (one 64 KiB unit) still serves a piece that crosses a
+/// unit boundary, and a request larger than the whole cache.
+#[test]
+fn the_smallest_budget_serves_pieces_across_units() {
+    let cluster = unified(1, 64 << 10);
+    let (tcp, local) = (cluster.tcp_client(), cluster.client());
+    let by_tcp = create(&tcp, "/tiny", 1 << 20);
+    let by_local = open(&local, "/tiny");
+    let mut model = Vec::new();
+    for (round, (offset, length)) in [(65_500u64, 100usize), (10_000, 300_000), (131_000, 2000)]
+        .into_iter()
+        .enumerate()
+    {
+        let data = bytes(300 + round as u64, length);
+        let writer = if round.is_multiple_of(2) {
+            &by_tcp
+        } else {
+            &by_local
+        };
+        writer.write_at(offset, &data).unwrap();
+        model_write(&mut model, offset, &data);
+        let size = model.len();
+        check(
+            &[&by_tcp, &by_local],
+            &model,
+            size,
+            size as u64,
+            &format!("round {round}"),
+        );
+    }
 }
