@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use common::{bytes, metrics_address, sample, scrape, Cluster};
 use tessera_client::{
     Arena, Client, CollectiveBuffering, CollectiveMethod, CollectiveOptions, Communicator,
-    CreateOptions, Datatype, File, OpenMode, Piece, ThreadCommunicator, ViewedFile,
+    CreateOptions, Datatype, File, Mechanism, OpenMode, Piece, ThreadCommunicator, TransferPolicy,
+    ViewedFile,
 };
 
 /// The cache budget of most tests (64 MiB).
@@ -1320,4 +1321,92 @@ fn the_smallest_budget_serves_pieces_across_units() {
             &format!("round {round}"),
         );
     }
+}
+
+/// More files than an iod keeps open (`IOD_OPEN_OBJECTS_MAX`, 512): objects leave the open
+/// table while their units are cached and dirty; every file still reads back whole, before
+/// and after the write-back, and its object file holds it.
+#[test]
+fn more_files_than_the_open_table_holds_read_back_whole() {
+    const FILES: u64 = 600;
+    let cluster = unified(1, BUDGET);
+    let (tcp, local) = (cluster.tcp_client(), cluster.client());
+    let files: Vec<File> = (0..FILES)
+        .map(|k| {
+            let client = if k.is_multiple_of(2) { &tcp } else { &local };
+            let file = create(client, &format!("/many-{k}"), 4096);
+            file.write_at(k * 7, &bytes(1000 + k, 9000)).unwrap();
+            file
+        })
+        .collect();
+    let expect = |k: u64| {
+        let mut model = Vec::new();
+        model_write(&mut model, k * 7, &bytes(1000 + k, 9000));
+        model
+    };
+    for (k, file) in (0..FILES).zip(&files) {
+        let model = expect(k);
+        check(
+            &[file],
+            &model,
+            model.len(),
+            model.len() as u64,
+            &format!("file {k}"),
+        );
+    }
+    // Overwrite every file's first bytes, wait past the write-back's age, read again.
+    for (k, file) in (0..FILES).zip(&files) {
+        file.write_at(0, &[u8::try_from(k % 251).unwrap(); 7])
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(2600));
+    for (k, file) in (0..FILES).zip(&files) {
+        let mut model = expect(k);
+        model_write(&mut model, 0, &[u8::try_from(k % 251).unwrap(); 7]);
+        check(
+            &[file],
+            &model,
+            model.len(),
+            model.len() as u64,
+            &format!("file {k}, later"),
+        );
+        let on_disk = std::fs::read(cluster.object_file(0, file.handle())).unwrap();
+        assert_bytes(&on_disk, &model, &format!("object file of file {k}"));
+    }
+}
+
+/// Requests far larger than a 1 MiB cache (12 MiB, 8 MiB on one iod): a same-host write
+/// pipelined in 1 MiB units, a tcp write, one-sided and tcp reads; all whole.
+#[test]
+fn requests_larger_than_the_cache_move_whole() {
+    let cluster = unified(2, SMALL_BUDGET);
+    let (tcp, local) = (cluster.tcp_client(), cluster.client());
+    let mut by_local = create(&local, "/large", 8 << 20);
+    by_local.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
+    let by_tcp = open(&tcp, "/large");
+    let length = 12 << 20;
+    let data = bytes(400, length);
+    let memory: Vec<IoSlice<'_>> = data.chunks(64 << 10).map(IoSlice::new).collect();
+    let report = by_local
+        .write_list(&memory, &[Piece::new(0, length as u64)])
+        .unwrap();
+    assert_eq!(report.one_sided, report.requests, "{report:?}");
+    let mut model = data.clone();
+    check(
+        &[&by_tcp, &by_local],
+        &model,
+        length,
+        length as u64,
+        "same-host write",
+    );
+    let over = bytes(401, 9 << 20);
+    by_tcp.write_at(1 << 20, &over).unwrap();
+    model_write(&mut model, 1 << 20, &over);
+    check(
+        &[&by_local, &by_tcp],
+        &model,
+        length,
+        length as u64,
+        "tcp write",
+    );
 }
