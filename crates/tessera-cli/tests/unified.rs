@@ -1410,3 +1410,36 @@ fn requests_larger_than_the_cache_move_whole() {
         "tcp write",
     );
 }
+
+/// 24 MiB written once, contiguously, over two iods (more than one write-back step of
+/// `FLUSH_BATCH_BYTES`, 8 MiB, and more than the dirty limit of a quarter of 64 MiB): once
+/// every byte is written back, the iods count exactly 24 MiB flushed, each byte once.
+#[test]
+fn write_back_counts_each_flushed_byte_once() {
+    let cluster = unified(2, BUDGET);
+    let client = cluster.tcp_client();
+    let file = create(&client, "/counted", 1 << 20);
+    let length = 24 << 20;
+    let data = bytes(500, length);
+    file.write_at(0, &data).unwrap();
+    let (flushed, waited) = wait_for_metric(
+        &cluster,
+        2,
+        "tessera_cache_flushed_bytes_total",
+        Duration::from_secs(4),
+        |flushed| flushed >= length as f64,
+    );
+    assert!(
+        flushed >= length as f64,
+        "{flushed} bytes written back in {waited:?}"
+    );
+    // One more write-back tick: nothing is left dirty, and nothing more was counted.
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(metric(&cluster, 2, "tessera_cache_dirty_bytes"), Some(0.0));
+    assert_eq!(
+        metric(&cluster, 2, "tessera_cache_flushed_bytes_total"),
+        Some(length as f64),
+        "bytes counted as written back, for {length} bytes written once"
+    );
+    check(&[&file], &data, length, length as u64, "read back");
+}
