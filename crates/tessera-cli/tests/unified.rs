@@ -776,6 +776,15 @@ fn tcp_and_one_sided_same_host_accesses_see_the_same_bytes() {
     assert_eq!(report.one_sided, report.requests, "{report:?}");
     assert!(report.requests > 0);
     assert_bytes(&back, &model, "tcp write, one-sided read");
+    // The read found the 16 units the write left in the caches (hits, exported every tick).
+    let (hits, waited) = wait_for_metric(
+        &cluster,
+        2,
+        "tessera_cache_hits_total",
+        Duration::from_secs(2),
+        |hits| hits >= 16.0,
+    );
+    assert!(hits >= 16.0, "{hits} cache hits after {waited:?}");
 
     // Written one-sidedly in scattered pieces, read over tcp, and one-sidedly again.
     let pieces: Vec<Piece> = (0..300u64)
