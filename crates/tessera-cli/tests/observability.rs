@@ -3,11 +3,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
-
-use common::{bytes, tessera, Cluster};
+use common::{bytes, metrics_address, sample, scrape, tessera, Cluster};
 use serde_json::Value;
 
 /// Runs a client command against `cluster`; panics with its stderr if it fails.
@@ -27,63 +23,6 @@ fn ok(cluster: &Cluster, args: &[&str]) -> String {
 fn json(cluster: &Cluster, args: &[&str]) -> Value {
     let text = ok(cluster, args);
     serde_json::from_str(&text).unwrap_or_else(|err| panic!("{args:?}: {err}:\n{text}"))
-}
-
-/// The address a server logged for its metrics ("metrics at http://ADDR/metrics").
-fn metrics_address(cluster: &Cluster, server: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let log = cluster.log(server);
-        if let Some(address) = log
-            .split("metrics at http://")
-            .nth(1)
-            .and_then(|rest| rest.split("/metrics").next())
-        {
-            return address.to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{server} logged no metrics address:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// One plain HTTP/1.1 GET of `/metrics`; the body.
-fn scrape(address: &str) -> String {
-    let mut stream = TcpStream::connect(address).expect("metrics endpoint answers");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("a response");
-    let (head, body) = response.split_once("\r\n\r\n").expect("HTTP head and body");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    body.to_owned()
-}
-
-/// The value of the sample of `name` whose labels include every one of `labels` (0 when
-/// the metric has not been recorded yet).
-fn sample(body: &str, name: &str, labels: &[&str]) -> f64 {
-    body.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter(|line| {
-            line.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-        })
-        .filter(|line| labels.iter().all(|label| line.contains(label)))
-        .map(|line| {
-            line.rsplit(' ')
-                .next()
-                .and_then(|value| value.parse::<f64>().ok())
-                .unwrap_or_else(|| panic!("no value in {line:?}"))
-        })
-        .sum()
 }
 
 #[test]

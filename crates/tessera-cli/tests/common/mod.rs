@@ -6,6 +6,7 @@
 #[path = "../../../../tests/not_run.rs"]
 pub mod not_run;
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -246,9 +247,15 @@ impl Cluster {
 
     /// Restarts every iod in place ([`Cluster::restart_iod`]).
     pub fn restart_iods(&self) {
+        self.restart_iods_with(&[]);
+    }
+
+    /// Restarts every iod in place with `extra` arguments ([`Cluster::restart_iod_with`]),
+    /// e.g. `--serve unified`.
+    pub fn restart_iods_with(&self, extra: &[&str]) {
         let count = ClusterConfig::load(&self.file()).unwrap().iods.len();
         for index in 0..count {
-            self.restart_iod(index);
+            self.restart_iod_with(index, extra);
         }
     }
 }
@@ -257,6 +264,63 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = tessera(&["down", "--dir", self.path().to_str().unwrap()]);
     }
+}
+
+/// The address a server logged for its metrics ("metrics at http://ADDR/metrics"), the
+/// latest when it was restarted.
+pub fn metrics_address(cluster: &Cluster, server: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = cluster.log(server);
+        if let Some(address) = log
+            .rsplit_once("metrics at http://")
+            .and_then(|(_, rest)| rest.split("/metrics").next())
+        {
+            return address.to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{server} logged no metrics address:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One plain HTTP/1.1 GET of `/metrics`; the body.
+pub fn scrape(address: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(address).expect("metrics endpoint answers");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("a response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("HTTP head and body");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+/// The value of the sample of `name` whose labels include every one of `labels` (0 when
+/// the metric has not been recorded yet).
+pub fn sample(body: &str, name: &str, labels: &[&str]) -> f64 {
+    body.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter(|line| labels.iter().all(|label| line.contains(label)))
+        .map(|line| {
+            line.rsplit(' ')
+                .next()
+                .and_then(|value| value.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no value in {line:?}"))
+        })
+        .sum()
 }
 
 /// Deterministic pseudo-random bytes.
