@@ -108,6 +108,10 @@ pub struct IodArgs {
     /// The unified cache's budget in bytes (default: an eighth of the machine's memory).
     #[arg(long, value_name = "BYTES")]
     cache_bytes: Option<usize>,
+    /// The Ready part of that budget, mapped and pinned (mlock) at start for the server's
+    /// life, a multiple of 65536 (default 0: every unit is plain heap memory).
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    cache_ready_bytes: usize,
 }
 
 /// The iod's fabric, if `--ofi-provider` names one.
@@ -394,13 +398,19 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             args.data.display()
         )
     })?;
-    let cache = tessera_iod::cache::CacheConfig::new(
-        args.cache_bytes
-            .unwrap_or_else(tessera_iod::store::default_cache_bytes),
-    );
-    let store = store
-        .with_serve(args.serve, Some(cache))
-        .map_err(|err| format!("iod {}: --cache-bytes: {err}", args.index))?;
+    let cache = tessera_iod::cache::CacheConfig {
+        ready_bytes: args.cache_ready_bytes,
+        ..tessera_iod::cache::CacheConfig::new(
+            args.cache_bytes
+                .unwrap_or_else(tessera_iod::store::default_cache_bytes),
+        )
+    };
+    let store = store.with_serve(args.serve, Some(cache)).map_err(|err| {
+        format!(
+            "iod {}: --cache-bytes/--cache-ready-bytes: {err}",
+            args.index
+        )
+    })?;
     let mut iod = tessera_iod::Iod::new(args.index, store);
     if let Some(fabric) = open_fabric(args)? {
         iod = iod.with_fabric(fabric);

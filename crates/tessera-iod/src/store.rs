@@ -451,6 +451,14 @@ impl<S: ObjectStorage> ObjectStore<S> {
             }
             (_, _) => None,
         };
+        if let Some(stats) = self.cache_stats() {
+            tracing::info!(
+                "unified cache of {} bytes, {} of them Ready (registered by {:?} for the server's life)",
+                stats.budget_bytes,
+                stats.ready_bytes,
+                stats.ready_registrar
+            );
+        }
         self.serve = serve;
         Ok(self)
     }

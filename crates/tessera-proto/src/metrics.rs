@@ -66,6 +66,9 @@ pub const CACHE_FLUSHED_BYTES: &str = "tessera_cache_flushed_bytes_total";
 pub const CACHE_DIRTY_BYTES: &str = "tessera_cache_dirty_bytes";
 /// Gauge (iod): bytes of the cache's units.
 pub const CACHE_BYTES: &str = "tessera_cache_bytes";
+/// Counter (iod): cache units made, by `memory`: `ready` (a slot of the registered Ready
+/// region) or `raw` (heap memory).
+pub const CACHE_UNITS_MADE: &str = "tessera_cache_units_made_total";
 
 /// What kind of metric a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +82,7 @@ pub enum MetricKind {
 }
 
 /// Every metric a server records, its kind and the help line a scrape shows (`# HELP`).
-pub const CATALOGUE: [(&str, MetricKind, &str); 24] = [
+pub const CATALOGUE: [(&str, MetricKind, &str); 25] = [
     (REQUESTS, MetricKind::Counter, "Requests served, by kind."),
     (
         REQUEST_SECONDS,
@@ -190,6 +193,11 @@ pub const CATALOGUE: [(&str, MetricKind, &str); 24] = [
         CACHE_BYTES,
         MetricKind::Gauge,
         "Bytes of the unified cache's units.",
+    ),
+    (
+        CACHE_UNITS_MADE,
+        MetricKind::Counter,
+        "Unified cache units made, in the registered Ready region (ready) or heap memory (raw).",
     ),
     (
         AGENT_CREDENTIALS,

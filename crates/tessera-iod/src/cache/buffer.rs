@@ -1,18 +1,23 @@
 //! The memory of one cache unit: a zeroed allocation aligned to `BUFFER_ALIGN_BYTES`, so
-//! that a later O_DIRECT read or write can go straight from and into it.
+//! that a later O_DIRECT read or write can go straight from and into it — a slot of the
+//! registered Ready region (`ready.rs`) while one is free, else the heap (Raw).
 //!
 //! The buffer hands out only a raw start pointer; who may read or write which bytes is decided
 //! by the cache's grants (`super`), which build the slices.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
+use super::ready::ReadyArena;
 use super::BUFFER_ALIGN_BYTES;
 
 /// One unit's bytes, owned by the cache and freed when the last holder drops it.
 pub(super) struct UnitBuffer {
     start: NonNull<u8>,
     len: usize,
+    /// The Ready slot it occupies (given back on drop); `None`: heap memory.
+    ready: Option<(Arc<ReadyArena>, u32)>,
 }
 
 // SAFETY: the buffer owns its allocation outright (no thread-local or shared state); which
@@ -32,7 +37,22 @@ impl UnitBuffer {
         let Some(start) = NonNull::new(start) else {
             alloc::handle_alloc_error(layout)
         };
-        Self { start, len }
+        Self {
+            start,
+            len,
+            ready: None,
+        }
+    }
+
+    /// A zeroed buffer of `len` bytes in a free slot of `arena` (`len` at most a slot), or
+    /// `None` when every slot is taken.
+    pub(super) fn from_ready(arena: &Arc<ReadyArena>, len: usize) -> Option<Self> {
+        let (start, slot) = arena.take()?;
+        Some(Self {
+            start: NonNull::new(start).expect("slots lie inside a mapping"),
+            len,
+            ready: Some((Arc::clone(arena), slot)),
+        })
     }
 
     fn layout(len: usize) -> Layout {
@@ -64,6 +84,10 @@ impl UnitBuffer {
 
 impl Drop for UnitBuffer {
     fn drop(&mut self) {
+        if let Some((arena, slot)) = self.ready.take() {
+            arena.give(slot);
+            return;
+        }
         // SAFETY: `start` came from `alloc_zeroed` with exactly this layout and is freed once,
         // here; no slice outlives the buffer (grants hold an `Arc` to it).
         unsafe { alloc::dealloc(self.start.as_ptr(), Self::layout(self.len)) }

@@ -22,6 +22,7 @@
 //! against the budget (a grant larger than the whole budget is refused at once).
 
 mod buffer;
+mod ready;
 mod replacement;
 #[cfg(test)]
 mod tests;
@@ -33,6 +34,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use buffer::UnitBuffer;
+use ready::ReadyArena;
 pub use replacement::{End, Lru, Replacement, UnitId};
 
 /// The smallest cache unit, in bytes.
@@ -62,6 +64,10 @@ pub struct CacheConfig {
     pub default_unit_bytes: usize,
     /// How long a grant waits for a conflicting grant or for room; at most [`GRANT_WAIT_MAX`].
     pub grant_wait: Duration,
+    /// The Ready part of the budget: mapped and registered (pinned) once for the cache's
+    /// life, units taking its slots first; a multiple of [`UNIT_BYTES_MAX`], at most the
+    /// budget (0: every unit is Raw heap memory).
+    pub ready_bytes: usize,
 }
 
 impl CacheConfig {
@@ -71,6 +77,7 @@ impl CacheConfig {
             budget_bytes,
             default_unit_bytes: UNIT_BYTES_DEFAULT,
             grant_wait: GRANT_WAIT_MAX,
+            ready_bytes: 0,
         }
     }
 
@@ -80,6 +87,16 @@ impl CacheConfig {
         if self.budget_bytes < UNIT_BYTES_MAX {
             return Err(CacheError::BudgetTooSmall {
                 budget_bytes: self.budget_bytes,
+            });
+        }
+        if self.ready_bytes > self.budget_bytes || !self.ready_bytes.is_multiple_of(UNIT_BYTES_MAX)
+        {
+            return Err(CacheError::ReadyRefused {
+                bytes: self.ready_bytes,
+                reason: format!(
+                    "not a multiple of {UNIT_BYTES_MAX} bytes within the budget of {} bytes",
+                    self.budget_bytes
+                ),
             });
         }
         if self.grant_wait > GRANT_WAIT_MAX {
@@ -213,6 +230,14 @@ pub enum CacheError {
         /// The unit.
         unit_index: u64,
     },
+    /// The Ready region could not be set up.
+    #[error("cache Ready region of {bytes} bytes: {reason}")]
+    ReadyRefused {
+        /// The Ready bytes asked for.
+        bytes: usize,
+        /// Why (the registrar's error, or a limit).
+        reason: String,
+    },
     /// A byte outside every unit the grant holds.
     #[error("object {handle}: byte {offset} lies in no unit of the grant")]
     NotGranted {
@@ -277,6 +302,16 @@ pub struct CacheStats {
     pub bytes_in_use: usize,
     /// The budget.
     pub budget_bytes: usize,
+    /// Units given a Ready slot, and units given heap (Raw) memory, since the start.
+    pub ready_units_made: u64,
+    /// See `ready_units_made`.
+    pub raw_units_made: u64,
+    /// Ready slots held now (by units, or by replies still pinning them).
+    pub ready_slots_taken: usize,
+    /// The Ready region's bytes, and the registrar that registered it.
+    pub ready_bytes: usize,
+    /// See `ready_bytes` ("" without a Ready region).
+    pub ready_registrar: String,
 }
 
 struct Unit {
@@ -312,6 +347,8 @@ struct State {
     misses: u64,
     evictions: u64,
     grant_waits: u64,
+    ready_units_made: u64,
+    raw_units_made: u64,
 }
 
 impl State {
@@ -353,8 +390,22 @@ impl State {
         true
     }
 
-    fn insert_unit(&mut self, key: UnitKey, unit_bytes: usize) -> (UnitId, Arc<UnitBuffer>) {
-        let buffer = Arc::new(UnitBuffer::new_zeroed(unit_bytes));
+    fn insert_unit(
+        &mut self,
+        key: UnitKey,
+        unit_bytes: usize,
+        ready: Option<&Arc<ReadyArena>>,
+    ) -> (UnitId, Arc<UnitBuffer>) {
+        let buffer = if let Some(buffer) =
+            ready.and_then(|arena| UnitBuffer::from_ready(arena, unit_bytes))
+        {
+            self.ready_units_made += 1;
+            buffer
+        } else {
+            self.raw_units_made += 1;
+            UnitBuffer::new_zeroed(unit_bytes)
+        };
+        let buffer = Arc::new(buffer);
         let unit = Unit {
             key,
             buffer: Arc::clone(&buffer),
@@ -475,6 +526,8 @@ struct Held {
 
 struct Shared {
     config: CacheConfig,
+    /// The Ready region, when `config.ready_bytes` asks for one.
+    ready: Option<Arc<ReadyArena>>,
     state: Mutex<State>,
     /// Signalled whenever units are released or dropped.
     released: Condvar,
@@ -532,9 +585,20 @@ impl Cache {
             misses: 0,
             evictions: 0,
             grant_waits: 0,
+            ready_units_made: 0,
+            raw_units_made: 0,
+        };
+        // Pinned pages (mlock), the registration the `local` backend's memory gets.
+        let ready = match config.ready_bytes {
+            0 => None,
+            bytes => Some(Arc::new(ReadyArena::new(
+                bytes,
+                Arc::new(tessera_reg::PinRegistrar::new()),
+            )?)),
         };
         let shared = Shared {
             config,
+            ready,
             state: Mutex::new(state),
             released: Condvar::new(),
         };
@@ -805,7 +869,8 @@ impl Cache {
                         unit_index: index,
                     });
                 } else if state.make_room(unit_bytes, config.budget_bytes) {
-                    let (id, buffer) = state.insert_unit(key, unit_bytes);
+                    let (id, buffer) =
+                        state.insert_unit(key, unit_bytes, self.shared.ready.as_ref());
                     state.misses += 1;
                     Some((id, buffer, false, true))
                 } else {
@@ -977,6 +1042,15 @@ impl Cache {
             units_in_use: state.index.len(),
             bytes_in_use: state.used_bytes,
             budget_bytes: self.shared.config.budget_bytes,
+            ready_units_made: state.ready_units_made,
+            raw_units_made: state.raw_units_made,
+            ready_slots_taken: self.shared.ready.as_ref().map_or(0, |arena| arena.taken()),
+            ready_bytes: self.shared.ready.as_ref().map_or(0, |arena| arena.bytes()),
+            ready_registrar: self
+                .shared
+                .ready
+                .as_ref()
+                .map_or_else(String::new, |arena| arena.registrar().to_owned()),
         }
     }
 

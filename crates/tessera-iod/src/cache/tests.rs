@@ -19,6 +19,7 @@ fn small_cache(budget_bytes: usize, unit_bytes: usize, wait_ms: u64) -> Cache {
         budget_bytes,
         default_unit_bytes: unit_bytes,
         grant_wait: Duration::from_millis(wait_ms),
+        ready_bytes: 0,
     };
     let cache = Cache::new(config).expect("valid test configuration");
     cache.check_consistency();
@@ -744,4 +745,52 @@ fn threads_reading_and_writing_overlapping_units_see_their_own_writes() {
         "{stats:?}"
     );
     cache.check_consistency();
+}
+
+#[test]
+fn units_take_ready_slots_first_and_give_them_back() {
+    let config = CacheConfig {
+        default_unit_bytes: 64 * KIB,
+        ready_bytes: 128 * KIB,
+        ..CacheConfig::new(256 * KIB)
+    };
+    let cache = Cache::new(config).unwrap();
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.ready_bytes, stats.ready_registrar.as_str()),
+        (128 * KIB, "pin")
+    );
+    // Four units: two in Ready slots, two on the heap.
+    let mut grant = cache.grant_write(1, 0, 256 * KIB).unwrap();
+    grant.copy_from(&vec![7; 256 * KIB]).unwrap();
+    drop(grant);
+    let stats = cache.stats();
+    assert_eq!((stats.ready_units_made, stats.raw_units_made), (2, 2));
+    assert_eq!(stats.ready_slots_taken, 2);
+    let mut back = vec![0; 256 * KIB];
+    cache
+        .grant_read(1, 0, 256 * KIB)
+        .unwrap()
+        .copy_to(&mut back)
+        .unwrap();
+    assert!(back.iter().all(|&b| b == 7));
+    // Dropped units give their slots back; new units take them, zeroed.
+    cache.invalidate(1).unwrap();
+    assert_eq!(cache.stats().ready_slots_taken, 0);
+    let mut grant = cache.grant_write(2, 0, 10).unwrap();
+    grant.fill_missing(|_, _| Ok::<(), ()>(())).unwrap();
+    assert!(grant.bytes(0).unwrap().iter().all(|&b| b == 0));
+    drop(grant);
+    assert_eq!(cache.stats().ready_units_made, 3);
+    // A Ready part that is not whole slots, or larger than the budget, is refused.
+    for ready_bytes in [100, 512 * KIB] {
+        let config = CacheConfig {
+            ready_bytes,
+            ..CacheConfig::new(256 * KIB)
+        };
+        assert!(matches!(
+            Cache::new(config),
+            Err(CacheError::ReadyRefused { .. })
+        ));
+    }
 }

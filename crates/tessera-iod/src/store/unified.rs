@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use tessera_proto::metrics::{
     CACHE_BYTES, CACHE_DIRTY_BYTES, CACHE_EVICTIONS, CACHE_FLUSHED_BYTES, CACHE_FLUSHES,
-    CACHE_GRANT_WAITS, CACHE_HITS, CACHE_MISSES,
+    CACHE_GRANT_WAITS, CACHE_HITS, CACHE_MISSES, CACHE_UNITS_MADE,
 };
 use tessera_proto::{ErrorCode, Piece, RemoteError};
 
@@ -754,6 +754,8 @@ impl<S: ObjectStorage> ObjectStore<S> {
         metrics::counter!(CACHE_MISSES).absolute(stats.misses);
         metrics::counter!(CACHE_EVICTIONS).absolute(stats.evictions);
         metrics::counter!(CACHE_GRANT_WAITS).absolute(stats.grant_waits);
+        metrics::counter!(CACHE_UNITS_MADE, "memory" => "ready").absolute(stats.ready_units_made);
+        metrics::counter!(CACHE_UNITS_MADE, "memory" => "raw").absolute(stats.raw_units_made);
         metrics::counter!(CACHE_FLUSHES).absolute(self.flushes.load(Ordering::Relaxed));
         metrics::counter!(CACHE_FLUSHED_BYTES).absolute(self.flushed_bytes.load(Ordering::Relaxed));
         #[allow(clippy::cast_precision_loss)] // gauges are f64; byte counts far below 2^53
