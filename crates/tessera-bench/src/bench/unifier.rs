@@ -479,12 +479,39 @@ fn memcpy_mib_s() -> Result<f64, String> {
     Ok(Spread::of(&seconds)?.rate_of(MEMCPY_BYTES as u64).median)
 }
 
+/// The Ready part the unified iods get: the whole budget in whole 64 KiB slots where an iod
+/// may pin that much (root, whom `RLIMIT_MEMLOCK` does not bind), else what the limit allows.
+fn ready_bytes(cache_bytes: u64) -> u64 {
+    let slot = tessera_iod::cache::UNIT_BYTES_MAX as u64;
+    let whole = cache_bytes / slot * slot;
+    // SAFETY: `geteuid` has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return whole;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `getrlimit` only fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &raw mut limit) } != 0 {
+        return 0;
+    }
+    whole.min(limit.rlim_cur / slot * slot)
+}
+
 /// Starts the three clusters, one per `--serve` mode; only `unified` is given the budget.
 fn start_methods(plan: &Plan) -> Result<Vec<Method>, String> {
     let mut methods = Vec::new();
     for serve in ServeMode::ALL {
         let cache = (serve == ServeMode::Unified).then_some(plan.cache_bytes);
-        let flags = tessera_cluster::serve_flags(Some(serve), cache);
+        let mut flags = tessera_cluster::serve_flags(Some(serve), cache);
+        if serve == ServeMode::Unified {
+            // Replies come out of Ready (registered) memory, as in the paper.
+            flags.extend([
+                "--cache-ready-bytes".to_owned(),
+                ready_bytes(plan.cache_bytes).to_string(),
+            ]);
+        }
         let cluster = BenchCluster::private(SERVERS, &format!("-{}", serve.name()), &flags)
             .map_err(|err| format!("cluster of --serve {}: {err}", serve.name()))?;
         let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
@@ -786,6 +813,7 @@ pub fn run(args: &UnifierArgs) -> Result<Outcome, String> {
             "servers": SERVERS,
             "methods": "one private cluster per method, its iods started with --serve METHOD; only unified's get --cache-bytes",
             "cache_bytes": plan.cache_bytes,
+            "cache_ready_bytes": ready_bytes(plan.cache_bytes),
             "memcpy_mib_s": memcpy_mib_s,
             "memcpy_bytes": MEMCPY_BYTES,
             "cached_read": {
