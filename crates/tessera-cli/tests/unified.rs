@@ -25,15 +25,19 @@ const BUDGET: usize = 64 << 20;
 /// The budget of the eviction test (1 MiB: 16 units of 64 KiB).
 const SMALL_BUDGET: usize = 1 << 20;
 
-/// A cluster of `servers` iods restarted to serve through a unified cache of `budget` bytes.
+/// A cluster of `servers` iods restarted to serve through a unified cache of `budget` bytes,
+/// half of it Ready (pinned) memory, so units live both in Ready slots and on the heap.
 fn unified(servers: u16, budget: usize) -> Cluster {
     let cluster = Cluster::start(servers);
+    let ready = (budget / 2 / (64 << 10) * (64 << 10)).to_string();
     let budget = budget.to_string();
     cluster.restart_iods_with(&[
         "--serve",
         "unified",
         "--cache-bytes",
         &budget,
+        "--cache-ready-bytes",
+        &ready,
         "--metrics",
         "127.0.0.1:0",
     ]);
@@ -1133,6 +1137,21 @@ fn a_small_cache_evicts_and_still_returns_every_byte() {
         assert!(
             cached <= SMALL_BUDGET as f64,
             "iod-{index}: {cached} bytes cached over a budget of {SMALL_BUDGET}"
+        );
+        // Units came out of the Ready slots (8 of them, reused as units were evicted) and,
+        // past them, the heap.
+        let made = |memory: &str| {
+            sample(
+                &body,
+                "tessera_cache_units_made_total",
+                &[&format!("memory=\"{memory}\"")],
+            )
+        };
+        assert!(
+            made("ready") > 8.0 && made("raw") > 0.0,
+            "iod-{index}: {} units made in Ready memory, {} on the heap",
+            made("ready"),
+            made("raw")
         );
     }
     // 2 MiB of cache could not hold 8 MiB: most of it was read from storage again.
