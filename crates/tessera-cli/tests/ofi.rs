@@ -23,17 +23,25 @@ const PROVIDERS: [&str; 2] = ["tcp;ofi_rxm", "shm"];
 const SERVERS: u16 = 3;
 
 fn cluster_over(provider: &str) -> Cluster {
+    cluster_serving(provider, &[])
+}
+
+/// A cluster over `provider` whose iods get `serve` flags (`--serve unified`, …) too.
+fn cluster_serving(provider: &str, serve: &[&str]) -> Cluster {
     let dir = tempfile::tempdir().expect("temporary directory");
     let cluster = Cluster { dir };
-    let output = tessera(&[
+    let servers = SERVERS.to_string();
+    let mut args = vec![
         "up",
         "--servers",
-        &SERVERS.to_string(),
+        &servers,
         "--dir",
         cluster.path().to_str().unwrap(),
         "--ofi-provider",
         provider,
-    ]);
+    ];
+    args.extend_from_slice(serve);
+    let output = tessera(&args);
     assert!(
         output.status.success(),
         "{provider}: tessera up failed: {}",
@@ -131,8 +139,25 @@ fn list_io_round_trips_over_shm() {
     list_io_round_trips(PROVIDERS[1]);
 }
 
+#[test]
+fn list_io_round_trips_through_a_unified_cache_over_tcp_rxm() {
+    list_io_round_trips_serving(PROVIDERS[0], &UNIFIED);
+}
+
+#[test]
+fn list_io_round_trips_through_a_unified_cache_over_shm() {
+    list_io_round_trips_serving(PROVIDERS[1], &UNIFIED);
+}
+
+/// Iods serving through a 64 MiB unified cache: their reads go by RMA straight from it.
+const UNIFIED: [&str; 4] = ["--serve", "unified", "--cache-bytes", "64m"];
+
 fn list_io_round_trips(provider: &str) {
-    let cluster = cluster_over(provider);
+    list_io_round_trips_serving(provider, &[]);
+}
+
+fn list_io_round_trips_serving(provider: &str, serve: &[&str]) {
+    let cluster = cluster_serving(provider, serve);
     // Control messages by TCP: only the fabric can make a transfer one-sided.
     let client = cluster.tcp_client();
     let mut file = client
@@ -164,6 +189,10 @@ fn list_io_round_trips(provider: &str) {
     file.set_transfer_policy(TransferPolicy::Auto);
     let report = file.read_list(&mut slices, &small).unwrap();
     assert_eq!(report.one_sided, report.requests, "{provider}: {report:?}");
+    if !serve.is_empty() {
+        // Every byte came out of the iods' caches: no storage call at all.
+        assert_eq!(report.storage_pieces, 0, "{provider} {serve:?}: {report:?}");
+    }
     for index in 0..600 {
         assert!(
             back[index * 3000..(index + 1) * 3000] == expected[index * 4096..index * 4096 + 3000],

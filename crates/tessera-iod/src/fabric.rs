@@ -14,6 +14,8 @@
 //! fabric requests are refused.
 
 #[cfg(not(feature = "ofi"))]
+use std::io::IoSlice;
+#[cfg(not(feature = "ofi"))]
 use tessera_proto::{RemoteError, RemoteSegment};
 
 #[cfg(feature = "ofi")]
@@ -46,6 +48,18 @@ impl Link {
 
     /// Never called: there is no fabric peer.
     pub fn push(&self, _data: &[u8], _segments: &[RemoteSegment]) -> Result<(), RemoteError> {
+        match *self {}
+    }
+
+    pub fn push_slices(
+        &self,
+        _slices: &[IoSlice<'_>],
+        _segments: &[RemoteSegment],
+    ) -> Result<(), RemoteError> {
+        match *self {}
+    }
+
+    pub fn needs_local_registration(&self) -> bool {
         match *self {}
     }
 }
@@ -156,6 +170,30 @@ mod ofi {
                 .map_err(|err| fabric_error(&err))?;
             drop(region);
             check_moved(counts.bytes, segments)
+        }
+
+        /// Writes `slices`, back to back, into the client's `segments` with no local
+        /// registration: only for providers that need none
+        /// ([`Link::needs_local_registration`] false), as the unified cache's units are not
+        /// registered with the fabric.
+        pub fn push_slices(
+            &self,
+            slices: &[std::io::IoSlice<'_>],
+            segments: &[RemoteSegment],
+        ) -> Result<(), RemoteError> {
+            let remote = remote_iovs(segments);
+            let local: Vec<&[u8]> = slices.iter().map(|slice| &**slice).collect();
+            let counts = self
+                .server
+                .endpoint
+                .write_from(&self.peer, &local, None, &remote)
+                .map_err(|err| fabric_error(&err))?;
+            check_moved(counts.bytes, segments)
+        }
+
+        /// Whether the provider wants local memory registered (`FI_MR_LOCAL`).
+        pub fn needs_local_registration(&self) -> bool {
+            self.server.domain.requires_local_registration()
         }
     }
 

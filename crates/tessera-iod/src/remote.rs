@@ -6,7 +6,10 @@
 //! straight from a read-only mapping of the object ([`ObjectStore::read_mapped`]): the
 //! client's memory is filled from the page cache in one copy, with no server buffer and no
 //! storage call (a page not cached is faulted in, with the kernel's readahead, as the copy
-//! reaches it). Forced plans and fabric peers go through buffers as below.
+//! reaches it). Forced plans and fabric peers go through buffers as below — except under the
+//! unified cache (`--serve unified`), where every read, of any plan, is pushed (or, to a
+//! fabric peer whose provider needs no local registration, written by RMA) straight from the
+//! cache's units.
 //!
 //! A request larger than one [`PIPELINE_UNIT_BYTES`] unit is pipelined (seed 001 Fig. 2.12):
 //! the request's data stream is cut into units, and one thread moves unit `k + 1` between the
@@ -26,7 +29,7 @@ use tessera_proto::{ErrorCode, Piece, RemoteError, RemoteMemory, RemoteSegment, 
 
 use crate::buffers::{BufferPool, KeptBuffer};
 use crate::storage::ObjectStorage;
-use crate::store::{ObjectStore, Outcome};
+use crate::store::{ObjectStore, Outcome, ServeMode};
 
 /// One unit of a pipelined request: its share of the file pieces and of the client's memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,6 +282,7 @@ pub fn read<S: ObjectStorage>(
     client: &Client,
 ) -> Result<Outcome, RemoteError> {
     check(pieces, client)?;
+    let unified = store.serve_mode() == ServeMode::Unified;
     if let Some(region) = &client.shared {
         let segments = &client.memory.segments;
         if let [segment] = segments.as_slice() {
@@ -288,8 +292,9 @@ pub fn read<S: ObjectStorage>(
                 .ok_or_else(|| outside_shared(region, 0, segment))?;
             return store.read(handle, pieces, data, requested);
         }
-        if requested == StoragePlan::Auto {
-            // From the object's pages straight into the arena: one copy.
+        if requested == StoragePlan::Auto || unified {
+            // From the object's pages (or the unified cache's units) straight into the
+            // arena: one copy.
             let copied =
                 store.read_mapped(handle, pieces, |slices| scatter(region, segments, slices))?;
             if let Some(outcome) = copied {
@@ -303,7 +308,19 @@ pub fn read<S: ObjectStorage>(
         return Ok(outcome);
     }
     let per_call = client.memory.segments_per_call;
-    if client.fabric.is_none() && requested == StoragePlan::Auto {
+    if let (Some(link), true) = (&client.fabric, unified) {
+        if !link.needs_local_registration() {
+            // From the unified cache's units straight into the client's memory.
+            let pushed = store.read_mapped(handle, pieces, |slices| {
+                link.push_slices(slices, &client.memory.segments)
+            })?;
+            if let Some(outcome) = pushed {
+                return Ok(outcome);
+            }
+        }
+    }
+    // The unified cache serves every plan from its units (it makes no storage call for them).
+    if client.fabric.is_none() && (requested == StoragePlan::Auto || unified) {
         // Same host: push straight from the object's pages, one copy and no buffer.
         let pushed = store.read_mapped(handle, pieces, |slices| {
             rma::push_vectored(client.pid, slices, &client.memory.segments, per_call)
