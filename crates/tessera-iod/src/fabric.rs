@@ -51,6 +51,7 @@ impl Link {
         match *self {}
     }
 
+    /// Never called: there is no fabric peer.
     pub fn push_slices(
         &self,
         _slices: &[IoSlice<'_>],
@@ -59,6 +60,7 @@ impl Link {
         match *self {}
     }
 
+    /// Never called: there is no fabric peer.
     pub fn needs_local_registration(&self) -> bool {
         match *self {}
     }
