@@ -11,6 +11,8 @@
 //! trait ([`storage`]): files in a directory ([`files`]) in a server, in memory or with
 //! injected faults in tests (feature `testing`). Bulk buffers come out of a fixed budget
 //! (`IOD_BUFFER_BYTES_MAX`), so memory stays bounded however many clients write at once.
+//! With `--serve unified` every request goes through the iod's own [`cache`] instead of the
+//! page cache (`store/unified.rs`).
 
 pub mod buffers;
 pub mod cache;

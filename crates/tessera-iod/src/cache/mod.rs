@@ -1,5 +1,6 @@
 //! The unified server cache's core (seed 001 ch. 5): buffers the cache owns, granted to
-//! operations by allocate–release sharing (seed §5.2.3). Not yet wired into any request path.
+//! operations by allocate–release sharing (seed §5.2.3). The store serves every request
+//! through it under `--serve unified` (`store/unified.rs`).
 //!
 //! An object's bytes are cached in units of one size per object (4–64 KiB, a power of two,
 //! fixed at the object's first use), keyed by (object handle, unit index). An operation asks
@@ -20,6 +21,11 @@
 //! A grant waiting for room keeps the units it already took, so two large grants against a
 //! budget full of each other's units wait until one times out; callers keep grants small
 //! against the budget (a grant larger than the whole budget is refused at once).
+//!
+//! One grant may cover several ranges at once ([`Cache::grant_read_ranges`]), all its units
+//! taken in ascending order. A read grant can be turned into [`Pinned`] bytes that outlive it
+//! (a reply still being sent): a later write to such a unit copies it first. Units take the
+//! slots of a registered Ready region while there are free ones (`ready.rs`), else heap memory.
 
 mod buffer;
 mod ready;

@@ -6,9 +6,9 @@
 //!
 //! - A request takes the object's extent lock as always (shared for reads, exclusive for
 //!   writes), then grants of the units its pieces touch, in batches that fit the budget
-//!   ([`GRANT_SHARE_DIVISOR`]). Units a read misses are filled from storage, one call per unit,
-//!   before anything is served. Writes copy into the units; a unit a write covers only in
-//!   part is filled first.
+//!   ([`GRANT_SHARE_DIVISOR`]). Units a read misses are filled from storage, one `preadv` per
+//!   run of adjacent units (with `O_DIRECT` where the file system allows), before anything is
+//!   served. Writes copy into the units; a unit a write covers only in part is filled first.
 //! - A reply sent over a socket keeps its units' bytes by [`Pinned`]: the grants are released
 //!   before the send, and a write that comes meanwhile goes to a copy of the unit. So no grant
 //!   is ever held across a wait on a peer, and every holder of a grant or an extent lock waits
