@@ -105,13 +105,20 @@ pub struct IodArgs {
     /// (the iod's own cache, hits sent straight from its buffers; docs/ARCHITECTURE.md).
     #[arg(long, default_value = "mmap", value_parser = clap::builder::ValueParser::new(str::parse::<tessera_iod::store::ServeMode>))]
     serve: tessera_iod::store::ServeMode,
-    /// The unified cache's budget in bytes (default: an eighth of the machine's memory).
-    #[arg(long, value_name = "BYTES")]
+    /// The unified cache's budget (65536, 64k, 512m, 2g; default: an eighth of the machine's
+    /// memory).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     cache_bytes: Option<usize>,
     /// The Ready part of that budget, mapped and pinned (mlock) at start for the server's
-    /// life, a multiple of 65536 (default 0: every unit is plain heap memory).
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    /// life, a multiple of 64k (default 0: every unit is plain heap memory).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "0")]
     cache_ready_bytes: usize,
+}
+
+/// A byte count with an optional k/m/g suffix that fits this machine's address space.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let bytes = tessera_client::layouts::parse_bytes(text)?;
+    usize::try_from(bytes).map_err(|_| format!("{bytes} bytes do not fit in memory here"))
 }
 
 /// The iod's fabric, if `--ofi-provider` names one.
