@@ -1188,15 +1188,20 @@ impl Grant {
         self.cache.shared.released.notify_all();
     }
 
-    /// The held unit containing object byte `offset`, by position, and the unit's start.
-    fn position_of(&self, offset: u64) -> Option<(usize, u64)> {
-        let unit_bytes = self.held.first()?.buffer.len() as u64;
-        let index = offset / unit_bytes;
-        let position = self
-            .held
+    /// The object and unit size of the units held (`None` when none is).
+    fn unit_size(&self) -> (u64, Option<u64>) {
+        let first = self.held.first();
+        (
+            first.map_or(0, |held| held.key.handle),
+            first.map(|held| held.buffer.len() as u64),
+        )
+    }
+
+    /// The position of the held unit of index `index`.
+    fn position(&self, index: u64) -> Option<usize> {
+        self.held
             .binary_search_by_key(&index, |held| held.key.index)
-            .ok()?;
-        Some((position, index * unit_bytes))
+            .ok()
     }
 
     /// Hand `each` the bytes `[offset, offset + len)` of the object as slices of the held
@@ -1207,31 +1212,28 @@ impl Grant {
         len: u64,
         mut each: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let (mut at, end) = (offset, offset.saturating_add(len));
-        while at < end {
-            let (position, unit_start) = self.position_of(at).ok_or(CacheError::NotGranted {
-                handle: self.held.first().map_or(0, |held| held.key.handle),
-                offset: at,
-            })?;
-            let held = &self.held[position];
-            if !held.filled {
-                return Err(CacheError::Unfilled {
-                    handle: held.key.handle,
-                    unit_index: held.key.index,
+        let (handle, unit_bytes) = self.unit_size();
+        let position = |index| self.position(index);
+        for_each_step(
+            handle,
+            unit_bytes,
+            (offset, len),
+            position,
+            |position, from, step| {
+                let held = &self.held[position];
+                if !held.filled {
+                    return Err(CacheError::Unfilled {
+                        handle,
+                        unit_index: held.key.index,
+                    }
+                    .into());
                 }
-                .into());
-            }
-            // Both fit in the unit: `at` lies in it and the step stops at its end.
-            let from = usize::try_from(at - unit_start).expect("within one unit");
-            let step = usize::try_from((end - at).min((held.buffer.len() - from) as u64))
-                .expect("within one unit");
-            // SAFETY: the buffer is alive (the `Arc`) and `from + step` lies within it. The
-            // grant holds the unit shared (no writer exists) or exclusively (the only `&mut`
-            // would come from this grant through `&mut self`, ruled out by `&self`).
-            each(unsafe { std::slice::from_raw_parts(held.buffer.start().add(from), step) })?;
-            at += step as u64;
-        }
-        Ok(())
+                // SAFETY: the buffer is alive (the `Arc`) and `from + step` lies within it. The
+                // grant holds the unit shared (no writer exists) or exclusively (the only `&mut`
+                // would come from this grant through `&mut self`, ruled out by `&self`).
+                each(unsafe { std::slice::from_raw_parts(held.buffer.start().add(from), step) })
+            },
+        )
     }
 
     /// Copy the object bytes at `offset` into `target`, from the held units.
@@ -1382,39 +1384,63 @@ impl Pinned {
         len: u64,
         mut each: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let handle = self.units.first().map_or(0, |(key, _, _)| key.handle);
-        let Some(unit_bytes) = self.units.first().map(|(_, _, buffer)| buffer.len() as u64) else {
-            return if len == 0 {
-                Ok(())
-            } else {
-                Err(CacheError::NotGranted { handle, offset }.into())
-            };
-        };
-        let (mut at, end) = (offset, offset.saturating_add(len));
-        while at < end {
-            let index = at / unit_bytes;
-            let position = self
-                .units
+        let first = self.units.first();
+        let handle = first.map_or(0, |(key, _, _)| key.handle);
+        let unit_bytes = first.map(|(_, _, buffer)| buffer.len() as u64);
+        let position = |index| {
+            self.units
                 .binary_search_by_key(&index, |(key, _, _)| key.index)
-                .map_err(|_| CacheError::NotGranted { handle, offset: at })?;
-            let (key, filled, buffer) = &self.units[position];
-            if !filled {
-                return Err(CacheError::Unfilled {
-                    handle,
-                    unit_index: key.index,
+                .ok()
+        };
+        for_each_step(
+            handle,
+            unit_bytes,
+            (offset, len),
+            position,
+            |position, from, step| {
+                let (key, filled, buffer) = &self.units[position];
+                if !filled {
+                    return Err(CacheError::Unfilled {
+                        handle,
+                        unit_index: key.index,
+                    }
+                    .into());
                 }
-                .into());
-            }
-            let from = usize::try_from(at - index * unit_bytes).expect("within one unit");
-            let step =
-                usize::try_from((end - at).min(unit_bytes - from as u64)).expect("within one unit");
-            // SAFETY: the `Arc` keeps the buffer alive and `from + step` lies within it.
-            // Nothing writes a pinned buffer: a write to its unit copies it first.
-            each(unsafe { std::slice::from_raw_parts(buffer.start().add(from), step) })?;
-            at += step as u64;
-        }
-        Ok(())
+                // SAFETY: the `Arc` keeps the buffer alive and `from + step` lies within it.
+                // Nothing writes a pinned buffer: a write to its unit copies it first.
+                each(unsafe { std::slice::from_raw_parts(buffer.start().add(from), step) })
+            },
+        )
     }
+}
+
+/// Walks object bytes `[offset, offset + len)` over units of `unit_bytes` (`None`: no unit),
+/// handing `each` the position of the unit holding each part (`position(unit index)`), the
+/// part's first byte within the unit and its length. A byte in no unit is
+/// [`CacheError::NotGranted`].
+fn for_each_step<E: From<CacheError>>(
+    handle: u64,
+    unit_bytes: Option<u64>,
+    (offset, len): (u64, u64),
+    position: impl Fn(u64) -> Option<usize>,
+    mut each: impl FnMut(usize, usize, usize) -> Result<(), E>,
+) -> Result<(), E> {
+    let (mut at, end) = (offset, offset.saturating_add(len));
+    while at < end {
+        let (unit_bytes, index, found) = unit_bytes
+            .and_then(|unit_bytes| {
+                let index = at / unit_bytes;
+                position(index).map(|found| (unit_bytes, index, found))
+            })
+            .ok_or(CacheError::NotGranted { handle, offset: at })?;
+        // Both fit in the unit: `at` lies in it and the step stops at its end.
+        let from = usize::try_from(at - index * unit_bytes).expect("within one unit");
+        let step =
+            usize::try_from((end - at).min(unit_bytes - from as u64)).expect("within one unit");
+        each(found, from, step)?;
+        at += step as u64;
+    }
+    Ok(())
 }
 
 fn copy_out(grant: &Grant, target: &mut [u8]) -> Result<(), CacheError> {
@@ -1494,28 +1520,28 @@ impl WriteGrant {
     /// filled, or covered whole by the grant's own ranges and by this copy). The bytes count
     /// as written. Checks every unit before writing any.
     pub fn write_at(&mut self, offset: u64, source: &[u8]) -> Result<(), CacheError> {
-        let end = offset.saturating_add(source.len() as u64);
+        let (handle, unit_bytes) = self.grant.unit_size();
         let mut steps = Vec::new();
-        let mut at = offset;
-        while at < end {
-            let (position, unit_start) =
-                self.grant.position_of(at).ok_or(CacheError::NotGranted {
-                    handle: self.grant.held.first().map_or(0, |held| held.key.handle),
-                    offset: at,
-                })?;
-            let held = &self.grant.held[position];
-            let from = usize::try_from(at - unit_start).expect("within one unit");
-            let step = usize::try_from((end - at).min((held.buffer.len() - from) as u64))
-                .expect("within one unit");
-            if !held.filled && step < held.buffer.len() {
-                return Err(CacheError::Unfilled {
-                    handle: held.key.handle,
-                    unit_index: held.key.index,
-                });
-            }
-            steps.push((position, from, step));
-            at += step as u64;
-        }
+        let grant = &self.grant;
+        let position = |index| grant.position(index);
+        let span = (offset, source.len() as u64);
+        for_each_step(
+            handle,
+            unit_bytes,
+            span,
+            position,
+            |position, from, step| {
+                let held = &grant.held[position];
+                if !held.filled && step < held.buffer.len() {
+                    return Err(CacheError::Unfilled {
+                        handle,
+                        unit_index: held.key.index,
+                    });
+                }
+                steps.push((position, from, step));
+                Ok(())
+            },
+        )?;
         let mut copied = 0;
         for (position, from, step) in steps {
             let held = &mut self.grant.held[position];
