@@ -903,14 +903,10 @@ impl<S: ObjectStorage> ObjectStore<S> {
         match self.serve {
             ServeMode::Normal => return Ok(None),
             ServeMode::Unified => {
-                let object = self.object(handle)?;
-                let (start, end) = extent_of(&merge_runs(pieces));
-                let guard = object.extents.lock(start, end, false);
-                let cached = self.cached_pin(&object, handle, pieces)?;
+                // Pinned bytes never change (a write copies the unit first): no extent need
+                // be held while they are pushed.
+                let cached = self.read_pinned(handle, pieces)?;
                 push(&cached.slices(handle, pieces)?)?;
-                drop(guard);
-                let wanted = pieces.iter().map(|piece| piece.length).sum();
-                self.reads.record(pieces.len(), wanted, &cached.outcome);
                 return Ok(Some(cached.outcome));
             }
             ServeMode::Mmap => {}

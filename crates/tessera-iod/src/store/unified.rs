@@ -544,7 +544,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
 
     /// Pins the bytes of `pieces` in the cache (filling what is missing), under the caller's
     /// shared extent.
-    pub(super) fn cached_pin(
+    fn cached_pin(
         &self,
         object: &Object<S::Object>,
         handle: u64,
