@@ -1450,13 +1450,7 @@ fn copy_out(grant: &Grant, target: &mut [u8]) -> Result<(), CacheError> {
             buffer_len: target.len(),
         });
     }
-    let mut at = 0;
-    for position in 0..grant.held.len() {
-        let bytes = grant.bytes(position)?;
-        target[at..at + bytes.len()].copy_from_slice(bytes);
-        at += bytes.len();
-    }
-    Ok(())
+    grant.read_at(grant.offset, target)
 }
 
 /// Exclusive access to the units covering a byte range; released on drop, when the bytes
