@@ -526,6 +526,11 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// gains nothing (the write then takes a plain buffer).
     pub fn land(&self, handle: u64, pieces: &[Piece]) -> Option<Landing> {
         let cache = self.cache.as_ref()?;
+        // Only a piece of at least a unit can cover one whole.
+        let unit_bytes = cache.unit_bytes(handle) as u64;
+        if pieces.iter().all(|piece| piece.length < unit_bytes) {
+            return None;
+        }
         let pieces = pieces.iter().map(|piece| (piece.offset, piece.length));
         cache.land(handle, pieces).ok().flatten()
     }
