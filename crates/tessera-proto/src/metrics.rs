@@ -69,6 +69,10 @@ pub const CACHE_BYTES: &str = "tessera_cache_bytes";
 /// Counter (iod): cache units made, by `memory`: `ready` (a slot of the registered Ready
 /// region) or `raw` (heap memory).
 pub const CACHE_UNITS_MADE: &str = "tessera_cache_units_made_total";
+/// Counter (iod, `--ofi-provider`): bytes of reads written by RMA into clients, by the
+/// `memory` they left from: `ready` (the unified cache's registered Ready region), `raw`
+/// (other cache units) or `buffer` (a request buffer).
+pub const FABRIC_PUSHED_BYTES: &str = "tessera_fabric_pushed_bytes_total";
 
 /// What kind of metric a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +86,7 @@ pub enum MetricKind {
 }
 
 /// Every metric a server records, its kind and the help line a scrape shows (`# HELP`).
-pub const CATALOGUE: [(&str, MetricKind, &str); 25] = [
+pub const CATALOGUE: [(&str, MetricKind, &str); 26] = [
     (REQUESTS, MetricKind::Counter, "Requests served, by kind."),
     (
         REQUEST_SECONDS,
@@ -198,6 +202,11 @@ pub const CATALOGUE: [(&str, MetricKind, &str); 25] = [
         CACHE_UNITS_MADE,
         MetricKind::Counter,
         "Unified cache units made, in the registered Ready region (ready) or heap memory (raw).",
+    ),
+    (
+        FABRIC_PUSHED_BYTES,
+        MetricKind::Counter,
+        "Bytes of reads written by RMA into clients, from Ready cache units (ready), other units (raw) or a request buffer (buffer).",
     ),
     (
         AGENT_CREDENTIALS,

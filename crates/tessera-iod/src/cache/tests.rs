@@ -794,3 +794,61 @@ fn units_take_ready_slots_first_and_give_them_back() {
         ));
     }
 }
+
+#[test]
+fn a_fabric_registers_the_ready_region_once_for_its_life() {
+    let config = CacheConfig {
+        default_unit_bytes: 64 * KIB,
+        ready_bytes: 128 * KIB,
+        ..CacheConfig::new(256 * KIB)
+    };
+    let cache = Cache::new(config).unwrap();
+    let memory = cache.ready_memory().expect("a Ready region");
+    assert_eq!(memory.bytes(), 128 * KIB);
+    let registrar = Arc::new(tessera_reg::NoneRegistrar::new());
+    let handle = memory
+        .register(registrar.clone(), "none:test")
+        .expect("registered");
+    assert_eq!(handle.segment.length, 128 * KIB);
+    assert_eq!(cache.stats().ready_registrar, "pin+none:test");
+    // More registrations than READY_REGISTRATIONS_MAX are refused, naming the limit.
+    for _ in 1..READY_REGISTRATIONS_MAX {
+        memory.register(registrar.clone(), "none:more").unwrap();
+    }
+    let refused = memory.register(registrar.clone(), "none:last").unwrap_err();
+    assert!(
+        refused.to_string().contains("READY_REGISTRATIONS_MAX"),
+        "{refused}"
+    );
+
+    // Four units: two in Ready slots, two on the heap. Only the first two are all Ready.
+    let mut grant = cache.grant_write(1, 0, 256 * KIB).unwrap();
+    grant.copy_from(&vec![7; 256 * KIB]).unwrap();
+    drop(grant);
+    assert!(cache.peek_ready(1, &[(0, 128 * KIB)]));
+    assert!(cache.peek_cached(1, &[(0, 256 * KIB)]));
+    assert!(!cache.peek_ready(1, &[(64 * 1024, 128 * KIB)]));
+    assert!(!cache.peek_ready(1, &[(512 * 1024, 10)]), "not cached");
+    let pinned = cache.grant_read(1, 0, 256 * KIB).unwrap().pin();
+    let mut in_ready = Vec::new();
+    pinned
+        .for_each_slice(0, 256 * 1024, |slice| {
+            in_ready.push(memory.contains(slice));
+            Ok::<(), CacheError>(())
+        })
+        .unwrap();
+    assert_eq!(in_ready, [true, true, false, false]);
+    drop(pinned);
+
+    // Registrations last while the region is mapped: while the cache or `memory` holds it.
+    drop(cache);
+    assert_eq!(registrar.deregisters(), 0);
+    drop(memory);
+    assert_eq!(
+        (registrar.registers(), registrar.deregisters()),
+        (
+            READY_REGISTRATIONS_MAX as u64,
+            READY_REGISTRATIONS_MAX as u64
+        )
+    );
+}
