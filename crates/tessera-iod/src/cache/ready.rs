@@ -23,8 +23,12 @@ pub(super) struct ReadyArena {
     registration: Option<RegHandle>,
     /// Later registrations of the whole region (a fabric's), each with its label, at most
     /// [`READY_REGISTRATIONS_MAX`].
-    more: Mutex<Vec<(Arc<dyn Registrar>, RegHandle, String)>>,
+    more: Mutex<Vec<LaterRegistration>>,
 }
+
+/// A registration of the whole region besides the backend's: who made it, its handle, its
+/// label.
+type LaterRegistration = (Arc<dyn Registrar>, RegHandle, String);
 
 /// Registrations of the Ready region besides the backend's own: one per fabric an iod serves.
 pub const READY_REGISTRATIONS_MAX: usize = 4;
