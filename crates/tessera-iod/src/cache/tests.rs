@@ -852,3 +852,52 @@ fn a_fabric_registers_the_ready_region_once_for_its_life() {
         )
     );
 }
+
+/// A registrar that refuses everything, as a provider out of registrable memory would.
+#[derive(Debug)]
+struct Refusing;
+
+impl tessera_reg::Registrar for Refusing {
+    fn name(&self) -> &'static str {
+        "refusing"
+    }
+
+    fn register(
+        &self,
+        segment: tessera_reg::Segment,
+    ) -> Result<tessera_reg::RegHandle, tessera_reg::RegError> {
+        Err(tessera_reg::RegError::Registrar {
+            registrar: "refusing".to_owned(),
+            operation: "register",
+            segment,
+            message: "no room".to_owned(),
+        })
+    }
+
+    fn deregister(&self, _handle: tessera_reg::RegHandle) -> Result<(), tessera_reg::RegError> {
+        Ok(())
+    }
+
+    fn cost(&self) -> tessera_reg::CostModel {
+        tessera_reg::NoneRegistrar::new().cost()
+    }
+}
+
+#[test]
+fn a_refused_ready_registration_names_the_bytes_and_the_reason() {
+    let config = CacheConfig {
+        ready_bytes: 64 * KIB,
+        ..CacheConfig::new(256 * KIB)
+    };
+    let cache = Cache::new(config).unwrap();
+    let memory = cache.ready_memory().unwrap();
+    let refused = memory
+        .register(Arc::new(Refusing), "ofi:test")
+        .unwrap_err()
+        .to_string();
+    for part in ["65536 bytes", "ofi:test registration", "no room"] {
+        assert!(refused.contains(part), "{part} missing from: {refused}");
+    }
+    // Nothing was added: the stats name the backend's registrar alone.
+    assert_eq!(cache.stats().ready_registrar, "pin");
+}
