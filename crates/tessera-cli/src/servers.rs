@@ -113,6 +113,11 @@ pub struct IodArgs {
     /// life, a multiple of 64k (default 0: every unit is plain heap memory).
     #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "0")]
     cache_ready_bytes: usize,
+    /// Test-only: act as if the --ofi-provider required local memory registration
+    /// (`FI_MR_LOCAL`), so the registered paths (the Ready region's descriptor, buffers
+    /// registered per call) run over providers that need none (`tcp;ofi_rxm`, `shm`).
+    #[arg(long, requires = "ofi_provider")]
+    ofi_force_local_mr: bool,
 }
 
 /// A byte count with an optional k/m/g suffix that fits this machine's address space.
@@ -121,16 +126,37 @@ fn parse_size(text: &str) -> Result<usize, String> {
     usize::try_from(bytes).map_err(|_| format!("{bytes} bytes do not fit in memory here"))
 }
 
-/// The iod's fabric, if `--ofi-provider` names one.
+/// The iod's fabric, if `--ofi-provider` names one, with the unified cache's Ready region
+/// (`ready`) registered with it for the server's life.
 #[cfg(feature = "ofi")]
-fn open_fabric(args: &IodArgs) -> Result<Option<Arc<tessera_iod::fabric::FabricServer>>, String> {
+fn open_fabric(
+    args: &IodArgs,
+    ready: Option<tessera_iod::cache::ReadyMemory>,
+) -> Result<Option<Arc<tessera_iod::fabric::FabricServer>>, String> {
     let Some(provider) = &args.ofi_provider else {
         return Ok(None);
     };
-    let fabric = tessera_iod::fabric::FabricServer::open(provider, args.ofi_node.as_deref())
-        .map_err(|err| format!("iod {}: fabric: {err}", args.index))?;
+    let options = tessera_iod::fabric::FabricOptions {
+        ready,
+        force_local_registration: args.ofi_force_local_mr,
+    };
+    let fabric =
+        tessera_iod::fabric::FabricServer::open(provider, args.ofi_node.as_deref(), options)
+            .map_err(|err| format!("iod {}: fabric: {err}", args.index))?;
+    let ready = match fabric.ready_registered_bytes() {
+        0 => String::new(),
+        bytes => format!(
+            "; the unified cache's Ready region ({bytes} bytes) registered with it (fi_mr_reg) \
+             for the server's life"
+        ),
+    };
+    let forced = if args.ofi_force_local_mr {
+        "; local memory registered as if the provider required it (--ofi-force-local-mr)"
+    } else {
+        ""
+    };
     tracing::info!(
-        "iod {}: serving one-sided transfers over {provider}",
+        "iod {}: serving one-sided transfers over {provider}{ready}{forced}",
         args.index
     );
     Ok(Some(fabric))
@@ -138,7 +164,10 @@ fn open_fabric(args: &IodArgs) -> Result<Option<Arc<tessera_iod::fabric::FabricS
 
 /// Without the `ofi` feature there is no fabric to open.
 #[cfg(not(feature = "ofi"))]
-fn open_fabric(args: &IodArgs) -> Result<Option<Arc<tessera_iod::fabric::FabricServer>>, String> {
+fn open_fabric(
+    args: &IodArgs,
+    _ready: Option<tessera_iod::cache::ReadyMemory>,
+) -> Result<Option<Arc<tessera_iod::fabric::FabricServer>>, String> {
     match &args.ofi_provider {
         Some(provider) => Err(format!(
             "iod {}: --ofi-provider {provider}: this tessera was built without the `ofi` feature",
@@ -305,10 +334,24 @@ async fn bind(
     Ok((listener, address))
 }
 
+/// Puts back the default action of the signals a server stops on, before tokio installs its
+/// handlers: tokio calls the handler it finds in place too, and a library may have put one
+/// there at load. libfabric's dependency `libinfinipath` (PSM) does, for SIGINT and SIGTERM,
+/// and its handler calls `exit(1)` at once, so an `ofi` build stopped by `tessera down` would
+/// exit without writing back its unified cache or releasing its registrations.
+fn forget_library_stop_handlers() {
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: setting a signal's action to the default touches no memory of ours; it runs
+        // before this process installs any handler of its own for these signals.
+        unsafe { libc::signal(signal, libc::SIG_DFL) };
+    }
+}
+
 /// Resolves at SIGTERM, SIGINT or SIGHUP. A hangup counts as a request to stop: a server
 /// started by `tessera up` over `ssh -tt` gets it when `down` or `restart` ends that ssh.
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
+    forget_library_stop_handlers();
     let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
     let mut hangup = signal(SignalKind::hangup()).expect("SIGHUP handler installs");
     tokio::select! {
@@ -418,8 +461,17 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             args.index
         )
     })?;
+    let fabric = open_fabric(args, store.ready_memory())?;
+    let ready_stats = store.cache_stats().filter(|stats| stats.ready_bytes > 0);
+    if let (Some(_), Some(stats)) = (&fabric, ready_stats) {
+        tracing::info!(
+            "iod {}: unified cache Ready region registered by {:?}",
+            args.index,
+            stats.ready_registrar
+        );
+    }
     let mut iod = tessera_iod::Iod::new(args.index, store);
-    if let Some(fabric) = open_fabric(args)? {
+    if let Some(fabric) = fabric {
         iod = iod.with_fabric(fabric);
     }
     let iod = Arc::new(iod);

@@ -7,6 +7,10 @@
 //! repeated calls over the same buffers register nothing new, pack buffers are not kept, a
 //! forgotten and remapped buffer is registered anew; and a cluster file naming a fabric the
 //! iods do not serve: each connection's probe is refused and the data moves in messages.
+//! Last, iods told to register local memory as `FI_MR_LOCAL` providers need
+//! (`--ofi-force-local-mr`): reads from an all-Ready unified cache leave by RMA from its
+//! registered Ready units, and with a Ready region too small they leave from registered
+//! request buffers, every byte checked and counted.
 
 #![cfg(feature = "ofi")]
 
@@ -14,8 +18,8 @@ mod common;
 
 use std::io::{IoSlice, IoSliceMut};
 
-use common::{bytes, tessera, Cluster};
-use tessera_client::{ClusterConfig, CreateOptions, Mechanism, Piece, TransferPolicy};
+use common::{bytes, metrics_address, sample, scrape, tessera, Cluster};
+use tessera_client::{ClusterConfig, CreateOptions, Mechanism, OpenMode, Piece, TransferPolicy};
 
 /// The providers `make test` covers.
 const PROVIDERS: [&str; 2] = ["tcp;ofi_rxm", "shm"];
@@ -561,5 +565,172 @@ fn a_refused_fabric_probe_falls_back_to_messages() {
         usize::from(SERVERS),
         "one line per connection: {log}"
     );
+    cluster.down();
+}
+
+#[test]
+fn reads_leave_from_registered_ready_units_over_tcp_rxm() {
+    reads_from_registered_ready_units(PROVIDERS[0]);
+}
+
+#[test]
+fn reads_leave_from_registered_ready_units_over_shm() {
+    reads_from_registered_ready_units(PROVIDERS[1]);
+}
+
+/// The sum over the cluster's iods of `tessera_fabric_pushed_bytes_total{memory}`.
+fn pushed_bytes(cluster: &Cluster, memory: &str) -> f64 {
+    (0..SERVERS)
+        .map(|index| {
+            let body = scrape(&metrics_address(cluster, &format!("iod-{index}")));
+            sample(
+                &body,
+                "tessera_fabric_pushed_bytes_total",
+                &[&format!("memory=\"{memory}\"")],
+            )
+        })
+        .sum()
+}
+
+/// Restarts the iods serving through a 16 MiB unified cache of which `ready` is Ready, as if
+/// `provider` needed local registration; checks each logged the Ready region's registration.
+fn restart_registered(cluster: &Cluster, provider: &str, ready: &str) {
+    cluster.restart_iods_with(&[
+        "--ofi-provider",
+        provider,
+        "--ofi-force-local-mr",
+        "--serve",
+        "unified",
+        "--cache-bytes",
+        "16m",
+        "--cache-ready-bytes",
+        ready,
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
+    for index in 0..SERVERS {
+        let log = cluster.log(&format!("iod-{index}"));
+        let registered = format!("registered by \"pin+ofi:{provider}\"");
+        // What the last start logged (each logs its cost model first).
+        let last = log
+            .rsplit(&format!("iod {index}: cost model"))
+            .next()
+            .unwrap_or_default();
+        assert!(
+            last.contains(&registered) && last.contains("--ofi-force-local-mr"),
+            "{provider}: iod {index} logged no Ready registration ({registered}):\n{log}"
+        );
+    }
+}
+
+/// Reads `pieces` into scattered memory by each transfer policy, checking every byte against
+/// `expected` (the pieces' bytes back to back); returns the bytes read.
+fn read_by_every_policy(
+    provider: &str,
+    file: &mut tessera_client::File,
+    pieces: &[Piece],
+    expected: &[u8],
+) -> u64 {
+    let length = usize::try_from(pieces[0].length).unwrap();
+    let stride = length + 64;
+    let mut read = 0;
+    for policy in [
+        TransferPolicy::Auto,
+        TransferPolicy::Force(Mechanism::Pack),
+        TransferPolicy::Force(Mechanism::Gather),
+        TransferPolicy::Force(Mechanism::Multiple),
+    ] {
+        file.set_transfer_policy(policy);
+        let mut back = vec![0u8; pieces.len() * stride];
+        let mut slices: Vec<IoSliceMut<'_>> = back
+            .chunks_mut(stride)
+            .map(|chunk| IoSliceMut::new(&mut chunk[..length]))
+            .collect();
+        let report = file.read_list(&mut slices, pieces).unwrap();
+        assert_eq!(report.one_sided, report.requests, "{provider} {policy:?}");
+        for (index, wanted) in expected.chunks(length).enumerate() {
+            assert!(
+                &back[index * stride..index * stride + length] == wanted,
+                "{provider} {policy:?}: piece {index} differs: {:?} read, {:?} written",
+                &back[index * stride..index * stride + 8],
+                &wanted[..8]
+            );
+        }
+        read += report.bytes;
+    }
+    read
+}
+
+/// With local registration forced: the Ready region is registered with the fabric at start
+/// (logged, and in the cache's registrar names), and while every unit is Ready each read is
+/// written by RMA from the Ready units alone; with a Ready region too small for the data, reads
+/// leave from registered request buffers instead. Every byte is checked.
+fn reads_from_registered_ready_units(provider: &str) {
+    let cluster = cluster_over(provider);
+    restart_registered(&cluster, provider, "16m");
+    let client = cluster.tcp_client();
+    let mut file = client
+        .create(
+            "/ready",
+            &CreateOptions {
+                stripe_unit_bytes: 64 << 10,
+                ..CreateOptions::default()
+            },
+        )
+        .unwrap();
+    // 600 scattered pieces of 3000 bytes, and 6 of 600 KB (1.2 MB a server: pipelined).
+    let small: Vec<Piece> = (0..600u64)
+        .map(|i| Piece::new(i * 5000 + (i % 7) * 13, 3000))
+        .collect();
+    let large: Vec<Piece> = (0..6u64)
+        .map(|i| Piece::new(4_000_000 + i * 700_000, 600_000))
+        .collect();
+    let mut written = Vec::new();
+    for (seed, pieces) in [(11, &small), (12, &large)] {
+        let total = pieces.iter().map(|piece| piece.length).sum::<u64>();
+        let data = bytes(seed, usize::try_from(total).unwrap());
+        file.set_transfer_policy(TransferPolicy::Auto);
+        let report = file
+            .write_list(&[IoSlice::new(&data)], pieces.as_slice())
+            .unwrap();
+        assert_eq!(report.bytes, total, "{provider}");
+        written.push(data);
+    }
+
+    let read = read_by_every_policy(provider, &mut file, &small, &written[0])
+        + read_by_every_policy(provider, &mut file, &large, &written[1]);
+    let (ready, raw, buffer) = (
+        pushed_bytes(&cluster, "ready"),
+        pushed_bytes(&cluster, "raw"),
+        pushed_bytes(&cluster, "buffer"),
+    );
+    assert_eq!(
+        (ready, raw, buffer),
+        (read as f64, 0.0, 0.0),
+        "{provider}: every byte read ({read}) left from registered Ready units"
+    );
+
+    // A Ready region of one 64 KiB slot: units are Raw, so reads go through the pipelined
+    // buffers, registered per call. (The restart wrote the cache back; the new iods know no
+    // open object, so the file is opened again.)
+    drop(file);
+    drop(client);
+    restart_registered(&cluster, provider, "64k");
+    let client = cluster.tcp_client();
+    let mut file = client.open("/ready", OpenMode::ReadOnly).unwrap();
+    let read = read_by_every_policy(provider, &mut file, &small, &written[0])
+        + read_by_every_policy(provider, &mut file, &large, &written[1]);
+    let (ready, raw, buffer) = (
+        pushed_bytes(&cluster, "ready"),
+        pushed_bytes(&cluster, "raw"),
+        pushed_bytes(&cluster, "buffer"),
+    );
+    assert_eq!(
+        (ready + raw, buffer),
+        (0.0, read as f64),
+        "{provider}: with Raw units every byte read ({read}) left from request buffers"
+    );
+    drop(file);
+    drop(client);
     cluster.down();
 }

@@ -8,8 +8,9 @@
 //! storage call (a page not cached is faulted in, with the kernel's readahead, as the copy
 //! reaches it). Forced plans and fabric peers go through buffers as below — except under the
 //! unified cache (`--serve unified`), where every read, of any plan, is pushed (or, to a
-//! fabric peer whose provider needs no local registration, written by RMA) straight from the
-//! cache's units.
+//! fabric peer, written by RMA) straight from the cache's units: unregistered where the
+//! provider needs no local registration, else only when every unit lies in the Ready region
+//! registered with the fabric (`fabric.rs`).
 //!
 //! A request larger than one [`PIPELINE_UNIT_BYTES`] unit is pipelined (seed 001 Fig. 2.12):
 //! the request's data stream is cut into units, and one thread moves unit `k + 1` between the
@@ -369,8 +370,13 @@ pub fn read<S: ObjectStorage>(
     }
     let per_call = client.memory.segments_per_call;
     if let (Some(link), true) = (&client.fabric, unified) {
-        if !link.needs_local_registration() {
-            // From the unified cache's units straight into the client's memory.
+        // From the unified cache's units straight into the client's memory: unregistered
+        // where the provider needs no local registration, else from the registered Ready
+        // region when every unit lies there now (Raw units would each need registering for
+        // the call; the pipelined buffers below register two a request).
+        if !link.needs_local_registration()
+            || (link.has_ready_registration() && store.is_ready_cached(handle, pieces))
+        {
             let pushed = store.read_mapped(handle, pieces, |slices| {
                 link.push_slices(slices, &client.memory.segments)
             })?;

@@ -72,6 +72,10 @@ pub const CACHE_UNITS_MADE: &str = "tessera_cache_units_made_total";
 /// Counter (iod): cache units a write's data was received straight into (over a socket, or
 /// pulled from a same-host or fabric client), then installed as they were.
 pub const CACHE_UNITS_LANDED: &str = "tessera_cache_units_landed_total";
+/// Counter (iod, `--ofi-provider`): bytes of reads written by RMA into clients, by the
+/// `memory` they left from: `ready` (the unified cache's registered Ready region), `raw`
+/// (other cache units) or `buffer` (a request buffer).
+pub const FABRIC_PUSHED_BYTES: &str = "tessera_fabric_pushed_bytes_total";
 
 /// What kind of metric a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +89,7 @@ pub enum MetricKind {
 }
 
 /// Every metric a server records, its kind and the help line a scrape shows (`# HELP`).
-pub const CATALOGUE: [(&str, MetricKind, &str); 26] = [
+pub const CATALOGUE: [(&str, MetricKind, &str); 27] = [
     (REQUESTS, MetricKind::Counter, "Requests served, by kind."),
     (
         REQUEST_SECONDS,
@@ -206,6 +210,11 @@ pub const CATALOGUE: [(&str, MetricKind, &str); 26] = [
         CACHE_UNITS_LANDED,
         MetricKind::Counter,
         "Unified cache units a write's data was received straight into, then installed.",
+    ),
+    (
+        FABRIC_PUSHED_BYTES,
+        MetricKind::Counter,
+        "Bytes of reads written by RMA into clients, from Ready cache units (ready), other units (raw) or a request buffer (buffer).",
     ),
     (
         AGENT_CREDENTIALS,

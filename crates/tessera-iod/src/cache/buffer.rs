@@ -77,6 +77,11 @@ impl UnitBuffer {
         self.len
     }
 
+    /// Whether it is a slot of the Ready region.
+    pub(super) fn is_ready(&self) -> bool {
+        self.ready.is_some()
+    }
+
     /// The first byte. Dereferencing it is the caller's business (see the grants).
     pub(super) fn start(&self) -> *mut u8 {
         self.start.as_ptr()

@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 use buffer::UnitBuffer;
 pub use landing::{Landing, Part};
 use ready::ReadyArena;
+pub use ready::READY_REGISTRATIONS_MAX;
 pub use replacement::{End, Lru, Replacement, UnitId};
 
 /// The smallest cache unit, in bytes.
@@ -321,7 +322,8 @@ pub struct CacheStats {
     pub ready_slots_taken: usize,
     /// The Ready region's bytes, and the registrar that registered it.
     pub ready_bytes: usize,
-    /// See `ready_bytes` ("" without a Ready region).
+    /// See `ready_bytes`: every registrar of the region, joined by `+` (`pin`, or
+    /// `pin+ofi:tcp;ofi_rxm` once a fabric registered it too; "" without a Ready region).
     pub ready_registrar: String,
 }
 
@@ -552,6 +554,36 @@ struct Shared {
     released: Condvar,
 }
 
+/// The cache's Ready region as other registrars see it (a fabric's `fi_mr_reg`): its bytes
+/// stay mapped while this is held, and every registration made through it lasts until the
+/// region is unmapped.
+#[derive(Debug, Clone)]
+pub struct ReadyMemory(Arc<ReadyArena>);
+
+impl ReadyMemory {
+    /// The region's bytes.
+    pub fn bytes(&self) -> usize {
+        self.0.bytes()
+    }
+
+    /// Whether `bytes` lie inside the region (a pinned unit's slice, say).
+    pub fn contains(&self, bytes: &[u8]) -> bool {
+        self.0.contains(bytes)
+    }
+
+    /// Registers the whole region with `registrar` for as long as it is mapped; `label`
+    /// names the registration in [`CacheStats::ready_registrar`] (`ofi:tcp;ofi_rxm`). The
+    /// handle's `descriptor` and `key` stay valid while this `ReadyMemory` (or the cache) is
+    /// held.
+    pub fn register(
+        &self,
+        registrar: Arc<dyn tessera_reg::Registrar>,
+        label: &str,
+    ) -> Result<tessera_reg::RegHandle, CacheError> {
+        self.0.register(registrar, label)
+    }
+}
+
 /// The cache. Cloning is cheap and shares it; grants keep it alive.
 #[derive(Clone)]
 pub struct Cache {
@@ -741,6 +773,21 @@ impl Cache {
     /// Whether every unit covering `ranges` of `handle` is cached, filled and free of writers
     /// now (nothing is taken or counted).
     pub fn peek_cached(&self, handle: u64, ranges: &[(u64, usize)]) -> bool {
+        self.peek(handle, ranges, false)
+    }
+
+    /// [`Cache::peek_cached`], and every one of those units lies in the Ready region (a hint
+    /// for serving from its registration, never a promise).
+    pub fn peek_ready(&self, handle: u64, ranges: &[(u64, usize)]) -> bool {
+        self.peek(handle, ranges, true)
+    }
+
+    /// The Ready region, kept mapped while the answer is held; `None` without one.
+    pub fn ready_memory(&self) -> Option<ReadyMemory> {
+        self.shared.ready.clone().map(ReadyMemory)
+    }
+
+    fn peek(&self, handle: u64, ranges: &[(u64, usize)], ready_only: bool) -> bool {
         let state = self.lock();
         let unit_bytes = state
             .unit_bytes
@@ -757,7 +804,7 @@ impl Cache {
                 .get(&UnitKey { handle, index })
                 .is_some_and(|&id| {
                     let unit = state.unit(id);
-                    unit.filled && !unit.writer
+                    unit.filled && !unit.writer && (!ready_only || unit.buffer.is_ready())
                 })
         })
     }
@@ -1093,7 +1140,7 @@ impl Cache {
                 .shared
                 .ready
                 .as_ref()
-                .map_or_else(String::new, |arena| arena.registrar().to_owned()),
+                .map_or_else(String::new, |arena| arena.registrars()),
         }
     }
 

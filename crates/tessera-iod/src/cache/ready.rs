@@ -3,6 +3,10 @@
 //! into slots of [`UNIT_BYTES_MAX`] bytes that units take before any heap memory (Raw). A unit
 //! of any size takes one whole slot. A slot comes back when its last holder (the unit, or a
 //! pinned reply) drops it, and is zeroed before it is handed out again.
+//!
+//! A fabric backend registers the same region once more, with its own registrar
+//! ([`ReadyMemory::register`]: `fi_mr_reg` for `ofi`), so the provider can send straight from
+//! the slots; every registration is undone before the region is unmapped.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -17,7 +21,17 @@ pub(super) struct ReadyArena {
     free: Mutex<Vec<u32>>,
     registrar: Arc<dyn Registrar>,
     registration: Option<RegHandle>,
+    /// Later registrations of the whole region (a fabric's), each with its label, at most
+    /// [`READY_REGISTRATIONS_MAX`].
+    more: Mutex<Vec<LaterRegistration>>,
 }
+
+/// A registration of the whole region besides the backend's: who made it, its handle, its
+/// label.
+type LaterRegistration = (Arc<dyn Registrar>, RegHandle, String);
+
+/// Registrations of the Ready region besides the backend's own: one per fabric an iod serves.
+pub const READY_REGISTRATIONS_MAX: usize = 4;
 
 impl std::fmt::Debug for ReadyArena {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -60,6 +74,7 @@ impl ReadyArena {
             free: Mutex::new((0..u32::try_from(slots).expect("checked")).rev().collect()),
             registrar,
             registration: None,
+            more: Mutex::new(Vec::new()),
         };
         let segment = Segment {
             address: arena.start,
@@ -83,9 +98,50 @@ impl ReadyArena {
         self.bytes
     }
 
-    /// The registrar's name.
-    pub(super) fn registrar(&self) -> &str {
-        self.registrar.name()
+    /// The registrars' names, the backend's first, then each later one's label, joined by
+    /// `+` (`pin+ofi:tcp;ofi_rxm`).
+    pub(super) fn registrars(&self) -> String {
+        let more = self.more.lock().unwrap_or_else(PoisonError::into_inner);
+        std::iter::once(self.registrar.name())
+            .chain(more.iter().map(|(_, _, label)| label.as_str()))
+            .collect::<Vec<_>>()
+            .join("+")
+    }
+
+    /// Registers the whole region once more with `registrar`, labelled `label` in
+    /// [`ReadyArena::registrars`], until the region is dropped.
+    pub(super) fn register(
+        &self,
+        registrar: Arc<dyn Registrar>,
+        label: &str,
+    ) -> Result<RegHandle, CacheError> {
+        let refused = |reason: String| CacheError::ReadyRefused {
+            bytes: self.bytes,
+            reason,
+        };
+        let mut more = self.more.lock().unwrap_or_else(PoisonError::into_inner);
+        if more.len() >= READY_REGISTRATIONS_MAX {
+            return Err(refused(format!(
+                "{label} registration: {} registrations held, READY_REGISTRATIONS_MAX = \
+                 {READY_REGISTRATIONS_MAX}",
+                more.len()
+            )));
+        }
+        let segment = Segment {
+            address: self.start,
+            length: self.bytes,
+        };
+        let handle = registrar
+            .register(segment)
+            .map_err(|err| refused(format!("{label} registration: {err}")))?;
+        more.push((registrar, handle.clone(), label.to_owned()));
+        Ok(handle)
+    }
+
+    /// Whether `bytes` lie inside the region.
+    pub(super) fn contains(&self, bytes: &[u8]) -> bool {
+        let address = bytes.as_ptr() as usize;
+        address >= self.start && address + bytes.len() <= self.start + self.bytes
     }
 
     /// A free slot's start (zeroed if `zeroed`) and its number; `None` when all are taken.
@@ -124,6 +180,10 @@ impl ReadyArena {
 
 impl Drop for ReadyArena {
     fn drop(&mut self) {
+        let more = std::mem::take(self.more.get_mut().unwrap_or_else(PoisonError::into_inner));
+        for (registrar, handle, _) in more {
+            let _ = registrar.deregister(handle);
+        }
         if let Some(handle) = self.registration.take() {
             let _ = self.registrar.deregister(handle);
         }

@@ -938,3 +938,110 @@ fn a_landed_grant_that_times_out_keeps_the_landing_for_a_retry() {
     assert!(read(&cache, &storage, 1, 0, 12 * KIB) == data);
     cache.check_consistency();
 }
+
+#[test]
+fn a_fabric_registers_the_ready_region_once_for_its_life() {
+    let config = CacheConfig {
+        default_unit_bytes: 64 * KIB,
+        ready_bytes: 128 * KIB,
+        ..CacheConfig::new(256 * KIB)
+    };
+    let cache = Cache::new(config).unwrap();
+    let memory = cache.ready_memory().expect("a Ready region");
+    assert_eq!(memory.bytes(), 128 * KIB);
+    let registrar = Arc::new(tessera_reg::NoneRegistrar::new());
+    let handle = memory
+        .register(registrar.clone(), "none:test")
+        .expect("registered");
+    assert_eq!(handle.segment.length, 128 * KIB);
+    assert_eq!(cache.stats().ready_registrar, "pin+none:test");
+    // More registrations than READY_REGISTRATIONS_MAX are refused, naming the limit.
+    for _ in 1..READY_REGISTRATIONS_MAX {
+        memory.register(registrar.clone(), "none:more").unwrap();
+    }
+    let refused = memory.register(registrar.clone(), "none:last").unwrap_err();
+    assert!(
+        refused.to_string().contains("READY_REGISTRATIONS_MAX"),
+        "{refused}"
+    );
+
+    // Four units: two in Ready slots, two on the heap. Only the first two are all Ready.
+    let mut grant = cache.grant_write(1, 0, 256 * KIB).unwrap();
+    grant.copy_from(&vec![7; 256 * KIB]).unwrap();
+    drop(grant);
+    assert!(cache.peek_ready(1, &[(0, 128 * KIB)]));
+    assert!(cache.peek_cached(1, &[(0, 256 * KIB)]));
+    assert!(!cache.peek_ready(1, &[(64 * 1024, 128 * KIB)]));
+    assert!(!cache.peek_ready(1, &[(512 * 1024, 10)]), "not cached");
+    let pinned = cache.grant_read(1, 0, 256 * KIB).unwrap().pin();
+    let mut in_ready = Vec::new();
+    pinned
+        .for_each_slice(0, 256 * 1024, |slice| {
+            in_ready.push(memory.contains(slice));
+            Ok::<(), CacheError>(())
+        })
+        .unwrap();
+    assert_eq!(in_ready, [true, true, false, false]);
+    drop(pinned);
+
+    // Registrations last while the region is mapped: while the cache or `memory` holds it.
+    drop(cache);
+    assert_eq!(registrar.deregisters(), 0);
+    drop(memory);
+    assert_eq!(
+        (registrar.registers(), registrar.deregisters()),
+        (
+            READY_REGISTRATIONS_MAX as u64,
+            READY_REGISTRATIONS_MAX as u64
+        )
+    );
+}
+
+/// A registrar that refuses everything, as a provider out of registrable memory would.
+#[derive(Debug)]
+struct Refusing;
+
+impl tessera_reg::Registrar for Refusing {
+    fn name(&self) -> &'static str {
+        "refusing"
+    }
+
+    fn register(
+        &self,
+        segment: tessera_reg::Segment,
+    ) -> Result<tessera_reg::RegHandle, tessera_reg::RegError> {
+        Err(tessera_reg::RegError::Registrar {
+            registrar: "refusing".to_owned(),
+            operation: "register",
+            segment,
+            message: "no room".to_owned(),
+        })
+    }
+
+    fn deregister(&self, _handle: tessera_reg::RegHandle) -> Result<(), tessera_reg::RegError> {
+        Ok(())
+    }
+
+    fn cost(&self) -> tessera_reg::CostModel {
+        tessera_reg::NoneRegistrar::new().cost()
+    }
+}
+
+#[test]
+fn a_refused_ready_registration_names_the_bytes_and_the_reason() {
+    let config = CacheConfig {
+        ready_bytes: 64 * KIB,
+        ..CacheConfig::new(256 * KIB)
+    };
+    let cache = Cache::new(config).unwrap();
+    let memory = cache.ready_memory().unwrap();
+    let refused = memory
+        .register(Arc::new(Refusing), "ofi:test")
+        .unwrap_err()
+        .to_string();
+    for part in ["65536 bytes", "ofi:test registration", "no room"] {
+        assert!(refused.contains(part), "{part} missing from: {refused}");
+    }
+    // Nothing was added: the stats name the backend's registrar alone.
+    assert_eq!(cache.stats().ready_registrar, "pin");
+}

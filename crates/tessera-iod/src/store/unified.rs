@@ -650,6 +650,24 @@ impl<S: ObjectStorage> ObjectStore<S> {
         }
     }
 
+    /// Whether every unit `pieces` touch is cached, free of writers and in the cache's Ready
+    /// region now, over however many grants a read of them takes (a hint, as
+    /// [`ObjectStore::is_cached`]).
+    pub fn is_ready_cached(&self, handle: u64, pieces: &[Piece]) -> bool {
+        let Some(cache) = &self.cache else {
+            return false;
+        };
+        let (unit_bytes, max_units) = Self::grant_units(cache, handle);
+        batches(pieces, unit_bytes, max_units)
+            .iter()
+            .all(|batch| cache.peek_ready(handle, &ranges(batch)))
+    }
+
+    /// The cache's Ready region, when there is one (for a fabric to register it).
+    pub fn ready_memory(&self) -> Option<crate::cache::ReadyMemory> {
+        self.cache.as_ref().and_then(Cache::ready_memory)
+    }
+
     /// [`ObjectStore::read_pinned`] if it needs no wait and no storage call: the extent is free
     /// and every unit is cached; `None` otherwise (nothing is taken). Cheap enough to run on
     /// an async worker.
