@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 /// Block size of the paper's simulation (seed 001 §6.4.2), bytes.
-pub const BLOCK_BYTES: u64 = 4096;
+pub const BLOCK_BYTES: usize = 4096;
 /// Time to read one random block from disk (seed 001 §6.4.2, after Wong and Wilkes), µs.
 pub const PAPER_DISK_US: f64 = 10_000.0;
 /// Bytes of a read request, and of the server's answer to a DEMOTE's metadata.
-pub const CONTROL_BYTES: u64 = 64;
+pub const CONTROL_BYTES: usize = 64;
 /// Bytes of metadata per demoted block (file, block, version).
-pub const METADATA_BYTES_PER_BLOCK: u64 = 24;
+pub const METADATA_BYTES_PER_BLOCK: usize = 24;
 
 /// The cost parameters of one network (and the disk behind the server).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,7 +44,7 @@ fn paper_disk_us() -> f64 {
 
 impl Costs {
     /// Time of one message of `bytes`, µs.
-    pub fn message_us(&self, bytes: u64) -> f64 {
+    pub fn message_us(&self, bytes: usize) -> f64 {
         self.latency_us + bytes as f64 / (self.bandwidth_mib_s * 1_048_576.0) * 1e6
     }
 
@@ -127,7 +127,7 @@ pub fn measure_loopback() -> Result<Costs, String> {
             stream.read_exact(&mut byte)?;
             stream.write_all(&byte)?;
         }
-        let mut block = vec![0_u8; BLOCK_BYTES as usize];
+        let mut block = vec![0_u8; BLOCK_BYTES];
         for _ in 0..LOOPBACK_BLOCKS {
             stream.read_exact(&mut block)?;
         }
@@ -151,7 +151,7 @@ pub fn measure_loopback() -> Result<Costs, String> {
     }
     round_trips_us.sort_by(f64::total_cmp);
     let latency_us = round_trips_us[round_trips_us.len() / 2] / 2.0;
-    let block = vec![1_u8; BLOCK_BYTES as usize];
+    let block = vec![1_u8; BLOCK_BYTES];
     let start = Instant::now();
     for _ in 0..LOOPBACK_BLOCKS {
         stream
@@ -181,8 +181,8 @@ pub fn measure_loopback() -> Result<Costs, String> {
 /// Median time of a 4 KiB copy, µs.
 fn memcpy_block_us() -> f64 {
     const COPIES: usize = 10_000;
-    let source = vec![3_u8; BLOCK_BYTES as usize];
-    let mut target = vec![0_u8; BLOCK_BYTES as usize];
+    let source = vec![3_u8; BLOCK_BYTES];
+    let mut target = vec![0_u8; BLOCK_BYTES];
     let start = Instant::now();
     for _ in 0..COPIES {
         target.copy_from_slice(std::hint::black_box(&source));

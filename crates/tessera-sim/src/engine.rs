@@ -321,13 +321,11 @@ impl Sim<'_> {
         self.counts.demotes_refused += (keys.len() - sent.len()) as u64;
         let mut debt_us = 0.0;
         if !keys.is_empty() {
-            debt_us += self
-                .costs
-                .message_us(METADATA_BYTES_PER_BLOCK * keys.len() as u64)
+            debt_us += self.costs.message_us(METADATA_BYTES_PER_BLOCK * keys.len())
                 + self.costs.message_us(CONTROL_BYTES);
         }
         if !sent.is_empty() {
-            debt_us += self.costs.message_us(BLOCK_BYTES * sent.len() as u64);
+            debt_us += self.costs.message_us(BLOCK_BYTES * sent.len());
         }
         state.debt_us = debt_us;
     }
@@ -378,7 +376,7 @@ mod tests {
         let accesses = workload.generate(blocks * 11, 42).unwrap();
         simulate(
             &accesses,
-            blocks as usize,
+            usize::try_from(blocks).unwrap(),
             method,
             config,
             &paper_networks()[1],
@@ -390,17 +388,23 @@ mod tests {
     fn a_loop_that_fits_only_both_levels_hits_the_server_only_with_demote() {
         let workload = Workload::Sequential { blocks: 255 };
         let inclusive = run(workload, Method::Inclusive, config(128, 128));
-        assert_eq!(inclusive.reads, 2805);
+        assert_eq!(inclusive.reads, 2550);
         assert_eq!((inclusive.client_hits, inclusive.server_hits), (0, 0));
-        assert_eq!(inclusive.disk_reads, 2805);
-        for method in [Method::Demote, Method::DemoteBuffered] {
-            let outcome = run(workload, method, config(128, 128));
-            assert_eq!(outcome.client_hits + outcome.buffer_hits, 0, "{method:?}");
-            assert_eq!(outcome.server_hits, 2805, "{method:?}");
-            assert_eq!(outcome.demotes_sent, 2805, "{method:?}");
-        }
+        assert_eq!(inclusive.disk_reads, 2550);
+        let eager = run(workload, Method::Demote, config(128, 128));
+        assert_eq!((eager.client_hits, eager.server_hits), (0, 2550));
+        assert_eq!(eager.demotes_sent, 2550);
+        // Buffering delays up to 10 demotes: a few blocks reach the server too late.
+        let buffered = run(workload, Method::DemoteBuffered, config(128, 128));
+        assert_eq!(buffered.client_hits, 0);
+        assert!(buffered.server_hits >= 2550 * 99 / 100, "{buffered:?}");
+        assert_eq!(
+            buffered.server_hits + buffered.buffer_hits + buffered.disk_reads,
+            2550
+        );
+        assert!(buffered.mean_read_us() < eager.mean_read_us());
         let nocache = run(workload, Method::Nocache, config(128, 128));
-        assert_eq!(nocache.disk_reads, 2805);
+        assert_eq!(nocache.disk_reads, 2550);
     }
 
     #[test]

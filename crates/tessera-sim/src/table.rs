@@ -258,13 +258,14 @@ pub fn run_synthetic(experiment: &Experiment, networks: &[Costs]) -> Result<Repo
     for workload in experiment.workloads() {
         let blocks = workload.blocks();
         let accesses = workload.generate(blocks * (1 + experiment.passes), experiment.seed)?;
+        let warmup = usize::try_from(blocks).map_err(|err| err.to_string())?;
         for costs in networks {
             rows.push(row(
                 costs,
                 workload.name(),
                 blocks,
                 &accesses,
-                blocks as usize,
+                warmup,
                 config,
             )?);
         }
