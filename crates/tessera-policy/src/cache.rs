@@ -22,6 +22,10 @@ pub struct CacheError {
     pub blocks: usize,
 }
 
+/// A client's cache of clean blocks: LRU; a read or a write (through) places a block most
+/// recent, and the block it evicts is the one to demote.
+pub type ClientCache<K> = BlockCache<K, Lru>;
+
 /// A bounded set of cached block keys, evicted in the order of its replacement policy.
 #[derive(Debug)]
 pub struct BlockCache<K, R = Lru> {

@@ -13,7 +13,9 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use tessera_policy::{BatchId, BlockCache, DemoteBuffer, End, Placement, Push, ServerCache};
+use tessera_policy::{
+    BatchId, BlockCache, ClientCache, DemoteBuffer, End, Placement, Push, ServerCache,
+};
 
 use crate::cost::{Costs, BLOCK_BYTES, CONTROL_BYTES, METADATA_BYTES_PER_BLOCK};
 use crate::workload::Access;
@@ -117,7 +119,7 @@ impl Outcome {
 }
 
 struct Client {
-    cache: BlockCache<u64>,
+    cache: ClientCache<u64>,
     buffer: Option<DemoteBuffer<u64, ()>>,
     /// Link time the batch in flight still needs, µs.
     debt_us: f64,
@@ -194,7 +196,7 @@ impl Sim<'_> {
             self.method == Method::DemoteBuffered,
         );
         self.clients.entry(id).or_insert_with(|| Client {
-            cache: BlockCache::lru(blocks).expect("size checked in simulate"),
+            cache: ClientCache::lru(blocks).expect("size checked in simulate"),
             buffer: buffered
                 .then(|| DemoteBuffer::new(buffer_blocks).expect("size checked in simulate")),
             debt_us: 0.0,
