@@ -85,7 +85,7 @@ enum Command {
     /// (`tessera-bench NAME`; `tessera bench --help` lists them).
     #[command(disable_help_flag = true)]
     Bench(forward::Forwarded),
-    /// Trace-driven simulators: `tessera sim demote` (DEMOTE buffering, seed Table 6.3).
+    /// Trace-driven simulators: `tessera sim demote` (DEMOTE buffering, the paper's Table 6.3).
     #[command(subcommand)]
     Sim(tessera_sim::cli::SimCommand),
 }

@@ -16,7 +16,7 @@ pub const TRACE_BYTES_MAX: u64 = 512 << 20;
 /// The simulators.
 #[derive(Debug, clap::Subcommand)]
 pub enum SimCommand {
-    /// Client and server caches with DEMOTE and DEMOTE buffering: the seed's Table 6.3 beside
+    /// Client and server caches with DEMOTE and DEMOTE buffering: the paper's Table 6.3 beside
     /// ours (or a block trace with --trace), under nocache, inclusive, demote and
     /// demote-buffered.
     Demote(DemoteArgs),
