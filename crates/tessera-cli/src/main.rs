@@ -85,6 +85,9 @@ enum Command {
     /// (`tessera-bench NAME`; `tessera bench --help` lists them).
     #[command(disable_help_flag = true)]
     Bench(forward::Forwarded),
+    /// Trace-driven simulators: `tessera sim demote` (DEMOTE buffering, the paper's Table 6.3).
+    #[command(subcommand)]
+    Sim(tessera_sim::cli::SimCommand),
 }
 
 fn main() -> ExitCode {
@@ -117,6 +120,7 @@ fn main() -> ExitCode {
         Command::Chown(args) => files::chown(&args),
         Command::Demo(args) => forward::run("demo", &args),
         Command::Bench(args) => forward::run("", &args),
+        Command::Sim(command) => tessera_sim::cli::run(&command).map(|out| print!("{out}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

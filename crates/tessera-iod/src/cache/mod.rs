@@ -30,7 +30,6 @@
 mod buffer;
 mod landing;
 mod ready;
-mod replacement;
 #[cfg(test)]
 mod tests;
 
@@ -44,7 +43,7 @@ use buffer::UnitBuffer;
 pub use landing::{Landing, Part};
 use ready::ReadyArena;
 pub use ready::READY_REGISTRATIONS_MAX;
-pub use replacement::{End, Lru, Replacement, UnitId};
+pub use tessera_policy::{End, Lru, Replacement, UnitId};
 
 /// The smallest cache unit, in bytes.
 pub const UNIT_BYTES_MIN: usize = 4 * 1024;

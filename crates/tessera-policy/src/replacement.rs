@@ -1,12 +1,15 @@
-//! Replacement policies: which clean, ungranted unit the cache evicts when it needs room.
+//! Replacement policies: which evictable unit a cache evicts when it needs room.
 //!
-//! The cache tells its policy exactly which units are evictable right now: a unit enters the
-//! policy when it becomes clean and ungranted (a grant released it, or a write-back marked it
-//! clean) and leaves it when it is granted again, dirtied, invalidated or evicted. Because a
-//! unit enters at the most-recent end when its last grant is released, the order of an
-//! [`Lru`] is the order of last use, and every operation is O(1). A policy may insert at the
+//! A cache tells its policy exactly which units are evictable right now. In the iod's unified
+//! cache (`tessera_iod::cache`, which re-exports these types) a unit enters the policy when it
+//! becomes clean and ungranted (a grant released it, or a write-back marked it clean) and
+//! leaves it when it is granted again, dirtied, invalidated or evicted; in a [`BlockCache`]
+//! every cached block is evictable. Because a unit enters at the most-recent end when it was
+//! last used, the order of an [`Lru`] is the order of last use, and every operation is O(1). A policy may insert at the
 //! least-recent end instead ([`End::LeastRecent`]), which is what an exclusive-caching
 //! (DEMOTE) policy needs for blocks it expects the client to keep.
+//!
+//! [`BlockCache`]: crate::BlockCache
 
 use std::collections::HashMap;
 
