@@ -1521,6 +1521,15 @@ fn files_keep_their_cache_unit_across_a_restart_and_stats_show_it() {
         stats.hits >= 3 && stats.budget_bytes == BUDGET as u64,
         "{stats:?}"
     );
+    let dir = cluster.path().to_str().unwrap();
+    let status = common::tessera(&["status", "--dir", dir, "--servers", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let cache = &status["storage"][0]["cache"];
+    assert_eq!(cache["hits"], stats.hits, "{status}");
+    assert_eq!(cache["bytes_in_use"], stats.bytes_in_use, "{status}");
+    let table = common::tessera(&["status", "--dir", dir, "--servers"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains(&format!("hits={}", stats.hits)), "{table}");
 
     let bad = CreateOptions {
         cache_unit_bytes: 12288,
