@@ -50,9 +50,9 @@ fn unifier_verifies_and_reports_every_case_of_every_method() {
     assert_eq!(config["cached_read"]["file_bytes"], 2 << 20);
     assert_eq!(config["aggregate"]["region_bytes_per_client"], 1 << 20);
     let rows = report["rows"].as_array().unwrap();
-    // Cached reads: 2 sizes x 3 transports (ofi skipped); re-read: 5 regions over local;
-    // aggregate: 4 client counts x 2 transports; each for 3 methods.
-    assert_eq!(rows.len(), (2 * 3 + 5 + 4 * 2) * 3);
+    // Cached reads and writes: 2 sizes x 3 transports (ofi skipped) each; re-read: 5
+    // regions over local; aggregate: 4 client counts x 2 transports; each for 3 methods.
+    assert_eq!(rows.len(), (2 * 2 * 3 + 5 + 4 * 2) * 3);
     let find = |part: &str, transport: &str, key: &str, value: u64, method: &str| {
         rows.iter()
             .find(|row| {
@@ -65,8 +65,13 @@ fn unifier_verifies_and_reports_every_case_of_every_method() {
     };
     for method in METHODS {
         for size in [64u64 << 10, 1 << 20] {
-            for transport in ["local", "tcp"] {
-                let row = find("cached-read", transport, "access_bytes", size, method);
+            for (part, transport) in [
+                ("cached-read", "local"),
+                ("cached-read", "tcp"),
+                ("cached-write", "local"),
+                ("cached-write", "tcp"),
+            ] {
+                let row = find(part, transport, "access_bytes", size, method);
                 assert!(row["skipped"].is_null(), "{row}");
                 assert!(row["mib_s"].as_f64().unwrap() > 0.0, "{row}");
                 // At least 16 calls of `size` per repetition (32 MiB with --quick).
@@ -74,9 +79,11 @@ fn unifier_verifies_and_reports_every_case_of_every_method() {
                 assert!(row["calls"].as_u64().unwrap() >= 16, "{row}");
                 assert!(row["requests"].as_u64().unwrap() >= row["calls"].as_u64().unwrap());
             }
-            let ofi = find("cached-read", "ofi", "access_bytes", size, method);
-            assert!(ofi["skipped"].as_str().unwrap().contains("ofi"), "{ofi}");
-            assert!(ofi["mib_s"].is_null(), "{ofi}");
+            for part in ["cached-read", "cached-write"] {
+                let ofi = find(part, "ofi", "access_bytes", size, method);
+                assert!(ofi["skipped"].as_str().unwrap().contains("ofi"), "{ofi}");
+                assert!(ofi["mib_s"].is_null(), "{ofi}");
+            }
         }
         for tenths in [8u64, 9, 10, 11, 13] {
             let region = (4 << 20) * tenths / 10;

@@ -822,6 +822,74 @@ fn tcp_and_one_sided_same_host_accesses_see_the_same_bytes() {
     check(&[&by_local, &by_tcp], &model, length, length as u64, "end");
 }
 
+#[test]
+fn writes_land_straight_in_cache_units_over_tcp_and_one_sided() {
+    let cluster = unified(2, BUDGET);
+    let (tcp, local) = (cluster.tcp_client(), cluster.client());
+    let by_tcp = create(&tcp, "/landed", 64 << 10);
+    let by_local = open(&local, "/landed");
+    let length = 1 << 20;
+    let mut model = Vec::new();
+    let landed = |at_least: f64| {
+        let (value, waited) = wait_for_metric(
+            &cluster,
+            2,
+            "tessera_cache_units_landed_total",
+            METRIC_WAIT,
+            |value| value >= at_least,
+        );
+        assert!(value >= at_least, "{value} units landed after {waited:?}");
+        value
+    };
+
+    // 1 MiB over tcp: 8 whole 64 KiB units on each iod are received into.
+    let data = bytes(73, length);
+    by_tcp.write_at(0, &data).unwrap();
+    model_write(&mut model, 0, &data);
+    let after_tcp = landed(16.0);
+    check(
+        &[&by_local, &by_tcp],
+        &model,
+        length,
+        length as u64,
+        "tcp write",
+    );
+
+    // The next MiB pulled one-sidedly: 16 more units, pulled straight into.
+    let data = bytes(74, length);
+    let report = by_local.write_at(length as u64, &data).unwrap();
+    assert_eq!(report.one_sided, report.requests, "{report:?}");
+    model_write(&mut model, length as u64, &data);
+    landed(after_tcp + 16.0);
+    check(
+        &[&by_tcp, &by_local],
+        &model,
+        2 * length,
+        2 * length as u64,
+        "one-sided write",
+    );
+
+    // An unaligned overwrite across units over tcp: partial units merged with the landed ones.
+    let over = bytes(75, 300_000);
+    by_tcp.write_at(100_001, &over).unwrap();
+    model_write(&mut model, 100_001, &over);
+    check(
+        &[&by_local, &by_tcp],
+        &model,
+        2 * length,
+        2 * length as u64,
+        "overwrite",
+    );
+
+    // Durable after sync, read from the files by restarted iods.
+    by_tcp.sync().unwrap();
+    for index in 0..2 {
+        cluster.kill_iod(index);
+    }
+    let whole = [Piece::new(0, 2 * length as u64)];
+    assert_objects_on_disk(&cluster, &by_tcp, &whole, &model, "after sync and kill -9");
+}
+
 /// 256 slices of 1000 bytes every 1536 bytes of `memory`.
 fn arena_slices(memory: &[u8]) -> Vec<IoSlice<'_>> {
     memory

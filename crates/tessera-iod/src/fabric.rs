@@ -14,7 +14,7 @@
 //! fabric requests are refused.
 
 #[cfg(not(feature = "ofi"))]
-use std::io::IoSlice;
+use std::io::{IoSlice, IoSliceMut};
 #[cfg(not(feature = "ofi"))]
 use tessera_proto::{RemoteError, RemoteSegment};
 
@@ -56,6 +56,15 @@ impl Link {
         &self,
         _slices: &[IoSlice<'_>],
         _segments: &[RemoteSegment],
+    ) -> Result<(), RemoteError> {
+        match *self {}
+    }
+
+    /// Never called: there is no fabric peer.
+    pub fn pull_slices(
+        &self,
+        _segments: &[RemoteSegment],
+        _slices: &mut [IoSliceMut<'_>],
     ) -> Result<(), RemoteError> {
         match *self {}
     }
@@ -189,6 +198,24 @@ mod ofi {
                 .server
                 .endpoint
                 .write_from(&self.peer, &local, None, &remote)
+                .map_err(|err| fabric_error(&err))?;
+            check_moved(counts.bytes, segments)
+        }
+
+        /// Reads the client's `segments` into `slices`, back to back, with no local
+        /// registration: only for providers that need none, as [`Link::push_slices`] (a
+        /// write landing in the unified cache's units).
+        pub fn pull_slices(
+            &self,
+            segments: &[RemoteSegment],
+            slices: &mut [std::io::IoSliceMut<'_>],
+        ) -> Result<(), RemoteError> {
+            let remote = remote_iovs(segments);
+            let mut local: Vec<&mut [u8]> = slices.iter_mut().map(|slice| &mut **slice).collect();
+            let counts = self
+                .server
+                .endpoint
+                .read_into(&self.peer, &mut local, None, &remote)
                 .map_err(|err| fabric_error(&err))?;
             check_moved(counts.bytes, segments)
         }

@@ -459,6 +459,27 @@ impl<S: ObjectStorage> Iod<S> {
         let _budget = self
             .buffer_budget(total + Self::sieve_budget(&pieces, storage))
             .await;
+        if let Some(mut landing) = self.store.land(handle, &pieces) {
+            // Unified cache: the bytes arrive straight in the units they will be.
+            if mode == TransferMode::Multiple {
+                let mut slices = landing.slices();
+                connection
+                    .read_data_frames_into(header, &pieces, &mut slices)
+                    .await?;
+            } else {
+                connection
+                    .read_bulk_into(header, &mut landing.slices())
+                    .await?;
+            }
+            let result = self
+                .storage(total, move |store| {
+                    store
+                        .write_landed(&pieces, landing)
+                        .map(|outcome| reply_of(total, outcome))
+                })
+                .await;
+            return Self::answer(connection, header, result).await;
+        }
         let data = if mode == TransferMode::Multiple {
             let mut data = vec![0u8; usize::try_from(total).expect("bounded by the bulk limit")];
             connection

@@ -17,6 +17,7 @@
 //! unit buffers in rotation. The whole request's extent stays locked throughout
 //! ([`ObjectStore::serve_units`]), so a pipelined request is as atomic as any other.
 
+use std::io::IoSliceMut;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
@@ -167,6 +168,38 @@ impl Client {
         self.pull(&self.memory.segments, self.memory.segments_per_call, data)
     }
 
+    /// Whether memory the fabric has not registered may take part in a transfer (always,
+    /// without a fabric).
+    fn unregistered_ok(&self) -> bool {
+        self.fabric
+            .as_ref()
+            .is_none_or(|link| !link.needs_local_registration())
+    }
+
+    /// [`Client::pull_all`] into `slices`, back to back (memory the fabric has not
+    /// registered: only where [`Client::unregistered_ok`]).
+    fn pull_all_into(&self, slices: &mut [IoSliceMut<'_>]) -> Result<(), RemoteError> {
+        let described = self.described();
+        let bytes: u64 = slices.iter().map(|slice| slice.len() as u64).sum();
+        if described != bytes {
+            return Err(RemoteError::new(
+                ErrorCode::Protocol,
+                format!("the client lent {described} bytes for a share of {bytes}"),
+            ));
+        }
+        let segments = &self.memory.segments;
+        if let Some(region) = &self.shared {
+            copy_between(&shared_bytes(region, segments)?, slices);
+            return Ok(());
+        }
+        match &self.fabric {
+            Some(link) => link.pull_slices(segments, slices),
+            None => rma::pull_vectored(self.pid, segments, self.memory.segments_per_call, slices)
+                .map(drop)
+                .map_err(|e| rma_error(&e)),
+        }
+    }
+
     /// Writes `data` into all of the client's memory, segment after segment (or its eager
     /// buffer's range).
     pub(crate) fn push_all(&self, data: &[u8]) -> Result<(), RemoteError> {
@@ -202,6 +235,26 @@ impl Client {
     }
 }
 
+/// Copies `from`, back to back, into `to`, back to back (as many bytes as both hold).
+fn copy_between(from: &[&[u8]], to: &mut [IoSliceMut<'_>]) {
+    let mut targets = to.iter_mut().map(|slice| &mut **slice);
+    let mut target: &mut [u8] = &mut [];
+    for mut source in from.iter().copied() {
+        while !source.is_empty() {
+            if target.is_empty() {
+                let Some(next) = targets.next() else { return };
+                target = next;
+                continue;
+            }
+            let step = source.len().min(target.len());
+            let (head, tail) = std::mem::take(&mut target).split_at_mut(step);
+            head.copy_from_slice(&source[..step]);
+            target = tail;
+            source = &source[step..];
+        }
+    }
+}
+
 fn rma_error(err: &RmaError) -> RemoteError {
     err.to_remote()
 }
@@ -215,6 +268,13 @@ pub fn write<S: ObjectStorage>(
     client: &Client,
 ) -> Result<Outcome, RemoteError> {
     check(pieces, client)?;
+    if client.unregistered_ok() {
+        if let Some(mut landing) = store.land(handle, pieces) {
+            // Unified cache: the bytes are pulled straight into the units they will be.
+            client.pull_all_into(&mut landing.slices())?;
+            return store.write_landed(pieces, landing);
+        }
+    }
     if let Some(region) = &client.shared {
         let slices = shared_bytes(region, &client.memory.segments)?;
         return match slices.as_slice() {

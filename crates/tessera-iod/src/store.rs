@@ -27,7 +27,7 @@ use tessera_proto::{
 };
 
 use crate::buffers::BufferPool;
-use crate::cache::{Cache, CacheConfig, CacheError};
+use crate::cache::{Cache, CacheConfig, CacheError, Landing};
 use crate::cost::{CostModel, Direction};
 use crate::extent::ExtentLocks;
 pub use crate::files::{FileStorage, OWNER_ONLY_DIRECTORY, OWNER_ONLY_FILE};
@@ -758,6 +758,19 @@ impl<S: ObjectStorage> ObjectStore<S> {
             requested,
             |file, runs, decision| write_runs(file, runs, data, decision),
         )
+    }
+
+    /// [`ObjectStore::write`] of data received into `landing`, made by
+    /// [`ObjectStore::land`] for these `pieces`: its units go into the cache as they are.
+    pub fn write_landed(
+        &self,
+        pieces: &[Piece],
+        mut landing: Landing,
+    ) -> Result<Outcome, RemoteError> {
+        let handle = landing.handle();
+        self.serve_cached(handle, pieces, Direction::Write, |object| {
+            self.landed_write(object, &mut landing)
+        })
     }
 
     /// [`ObjectStore::write`] with the data in `slices` (back to back), as a client's shared

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::io::{self, IoSlice};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -191,6 +191,34 @@ impl AsyncWrite for ServerStream {
             Self::Unix(stream) => Pin::new(stream).poll_shutdown(cx),
             #[cfg(test)]
             Self::Duplex(stream) => Pin::new(stream).poll_shutdown(cx),
+        }
+    }
+}
+
+impl ServerStream {
+    /// One `readv` into `slices` once the socket is readable (a plain read of the first
+    /// slice in tests); 0 at the end of the stream.
+    async fn read_vectored(&mut self, slices: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        loop {
+            let result = match self {
+                Self::Tcp(stream) => {
+                    stream.readable().await?;
+                    stream.try_read_vectored(slices)
+                }
+                Self::Unix(stream) => {
+                    stream.readable().await?;
+                    stream.try_read_vectored(slices)
+                }
+                #[cfg(test)]
+                Self::Duplex(stream) => match slices.iter_mut().find(|slice| !slice.is_empty()) {
+                    Some(slice) => stream.read(slice).await,
+                    None => Ok(0),
+                },
+            };
+            match result {
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                done => return done,
+            }
         }
     }
 }
@@ -564,7 +592,22 @@ impl ServerConnection {
         pieces: &[Piece],
         buffer: &mut [u8],
     ) -> Result<(), ConnectionError> {
-        let mut cursor = 0usize;
+        self.read_data_frames_into(header, pieces, &mut [IoSliceMut::new(buffer)])
+            .await
+    }
+
+    /// Reads one `Data` frame per piece (multiple mode) into `slices`, back to back (they
+    /// must hold exactly the pieces' bytes): straight into memory the caller laid out, such
+    /// as cache units.
+    pub async fn read_data_frames_into(
+        &mut self,
+        header: &Header,
+        pieces: &[Piece],
+        slices: &mut [IoSliceMut<'_>],
+    ) -> Result<(), ConnectionError> {
+        let total: u64 = pieces.iter().map(|piece| piece.length).sum();
+        check_slices(slices, total)?;
+        let mut left = slices;
         for piece in pieces {
             let mut bytes = [0u8; HEADER_BYTES];
             within(
@@ -585,16 +628,45 @@ impl ServerConnection {
                 }
                 .into());
             }
+            let stream = &mut self.stream;
             let length = frame.bulk_bytes as usize;
             within(
                 u64::from(frame.bulk_bytes),
                 "a data frame",
-                self.stream.read_exact(&mut buffer[cursor..cursor + length]),
+                read_into_slices(stream, &mut left, length),
             )
             .await?;
-            cursor += length;
         }
         Ok(())
+    }
+
+    /// Reads the request's bulk bytes (gather and pack modes) into `slices`, in order (they
+    /// must hold exactly the bulk): straight into memory the caller laid out, such as cache
+    /// units, with `readv`.
+    pub async fn read_bulk_into(
+        &mut self,
+        header: &Header,
+        slices: &mut [IoSliceMut<'_>],
+    ) -> Result<(), ConnectionError> {
+        check_slices(slices, u64::from(header.bulk_bytes))?;
+        if let Some(bulk) = self.prefetched.take() {
+            let mut at = 0;
+            for slice in slices.iter_mut() {
+                let len = slice.len();
+                slice.copy_from_slice(&bulk[at..at + len]);
+                at += len;
+            }
+            return Ok(());
+        }
+        let mut left = slices;
+        let stream = &mut self.stream;
+        let bytes = header.bulk_bytes as usize;
+        within(
+            u64::from(header.bulk_bytes),
+            "a request's bulk",
+            read_into_slices(stream, &mut left, bytes),
+        )
+        .await
     }
 
     /// Sends the reply to `request`, followed by `bulk` bytes in the same frame.
@@ -795,6 +867,53 @@ async fn write_frame_vectored(
         Ok(())
     })
     .await
+}
+
+/// Most slices one `readv` is given (the kernel's `IOV_MAX`).
+const READV_SLICES_MAX: usize = 1024;
+
+/// Refuses slices that do not hold exactly `bytes` bytes (a caller's mistake, named).
+fn check_slices(slices: &[IoSliceMut<'_>], bytes: u64) -> Result<(), ConnectionError> {
+    let held: u64 = slices.iter().map(|slice| slice.len() as u64).sum();
+    if held == bytes {
+        return Ok(());
+    }
+    Err(ConnectionError::Io(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{held} bytes of memory laid out for {bytes} bytes of request data"),
+    )))
+}
+
+/// Reads exactly `bytes` bytes into the front of `left`, advancing it past them: `readv`
+/// over TCP and Unix sockets, at most [`READV_SLICES_MAX`] slices a call.
+#[allow(clippy::mut_mut)] // `IoSliceMut::advance_slices` shortens the caller's slice reference
+async fn read_into_slices(
+    stream: &mut ServerStream,
+    left: &mut &mut [IoSliceMut<'_>],
+    mut bytes: usize,
+) -> io::Result<()> {
+    IoSliceMut::advance_slices(left, 0);
+    while bytes > 0 {
+        let got = {
+            let mut window = Vec::with_capacity(left.len().min(READV_SLICES_MAX));
+            let mut room = bytes;
+            for slice in left.iter_mut() {
+                if room == 0 || window.len() == READV_SLICES_MAX {
+                    break;
+                }
+                let take = slice.len().min(room);
+                window.push(IoSliceMut::new(&mut slice[..take]));
+                room -= take;
+            }
+            stream.read_vectored(&mut window).await?
+        };
+        if got == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        IoSliceMut::advance_slices(left, got);
+        bytes -= got;
+    }
+    Ok(())
 }
 
 /// The body budget is counted in units of this many bytes.

@@ -69,6 +69,9 @@ pub const CACHE_BYTES: &str = "tessera_cache_bytes";
 /// Counter (iod): cache units made, by `memory`: `ready` (a slot of the registered Ready
 /// region) or `raw` (heap memory).
 pub const CACHE_UNITS_MADE: &str = "tessera_cache_units_made_total";
+/// Counter (iod): cache units a write's data was received straight into (over a socket, or
+/// pulled from a same-host or fabric client), then installed as they were.
+pub const CACHE_UNITS_LANDED: &str = "tessera_cache_units_landed_total";
 
 /// What kind of metric a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +85,7 @@ pub enum MetricKind {
 }
 
 /// Every metric a server records, its kind and the help line a scrape shows (`# HELP`).
-pub const CATALOGUE: [(&str, MetricKind, &str); 25] = [
+pub const CATALOGUE: [(&str, MetricKind, &str); 26] = [
     (REQUESTS, MetricKind::Counter, "Requests served, by kind."),
     (
         REQUEST_SECONDS,
@@ -198,6 +201,11 @@ pub const CATALOGUE: [(&str, MetricKind, &str); 25] = [
         CACHE_UNITS_MADE,
         MetricKind::Counter,
         "Unified cache units made, in the registered Ready region (ready) or heap memory (raw).",
+    ),
+    (
+        CACHE_UNITS_LANDED,
+        MetricKind::Counter,
+        "Unified cache units a write's data was received straight into, then installed.",
     ),
     (
         AGENT_CREDENTIALS,

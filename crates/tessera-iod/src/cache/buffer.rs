@@ -44,10 +44,11 @@ impl UnitBuffer {
         }
     }
 
-    /// A zeroed buffer of `len` bytes in a free slot of `arena` (`len` at most a slot), or
-    /// `None` when every slot is taken.
-    pub(super) fn from_ready(arena: &Arc<ReadyArena>, len: usize) -> Option<Self> {
-        let (start, slot) = arena.take()?;
+    /// A buffer of `len` bytes in a free slot of `arena` (`len` at most a slot), zeroed
+    /// unless `zeroed` is false (then it holds what the slot last held, so its holder must
+    /// write every byte before anyone reads one), or `None` when every slot is taken.
+    pub(super) fn from_ready(arena: &Arc<ReadyArena>, len: usize, zeroed: bool) -> Option<Self> {
+        let (start, slot) = arena.take(zeroed)?;
         Some(Self {
             start: NonNull::new(start).expect("slots lie inside a mapping"),
             len,

@@ -28,6 +28,7 @@
 //! slots of a registered Ready region while there are free ones (`ready.rs`), else heap memory.
 
 mod buffer;
+mod landing;
 mod ready;
 mod replacement;
 #[cfg(test)]
@@ -40,6 +41,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use buffer::UnitBuffer;
+pub use landing::{Landing, Part};
 use ready::ReadyArena;
 pub use replacement::{End, Lru, Replacement, UnitId};
 
@@ -317,6 +319,9 @@ pub struct CacheStats {
     pub ready_units_made: u64,
     /// See `ready_units_made`.
     pub raw_units_made: u64,
+    /// Units a write's data was received straight into ([`Cache::land`]; counted in the
+    /// two above as well).
+    pub units_landed: u64,
     /// Ready slots held now (by units, or by replies still pinning them).
     pub ready_slots_taken: usize,
     /// The Ready region's bytes, and the registrar that registered it.
@@ -360,6 +365,7 @@ struct State {
     grant_waits: u64,
     ready_units_made: u64,
     raw_units_made: u64,
+    units_landed: u64,
 }
 
 impl State {
@@ -401,22 +407,29 @@ impl State {
         true
     }
 
+    /// Make the unit `key`, held by the caller alone and unfilled, with the buffer `donor`
+    /// (a landed write's) or a new one: a Ready slot while one is free, else the heap.
+    /// `zeroed`: a new buffer must not show old bytes of a Ready slot (false only where the
+    /// holder writes every byte before the unit counts as filled).
     fn insert_unit(
         &mut self,
         key: UnitKey,
         unit_bytes: usize,
         ready: Option<&Arc<ReadyArena>>,
+        donor: Option<&Arc<UnitBuffer>>,
+        zeroed: bool,
     ) -> (UnitId, Arc<UnitBuffer>) {
-        let buffer = if let Some(buffer) =
-            ready.and_then(|arena| UnitBuffer::from_ready(arena, unit_bytes))
+        let buffer = if let Some(donor) = donor {
+            Arc::clone(donor)
+        } else if let Some(buffer) =
+            ready.and_then(|arena| UnitBuffer::from_ready(arena, unit_bytes, zeroed))
         {
             self.ready_units_made += 1;
-            buffer
+            Arc::new(buffer)
         } else {
             self.raw_units_made += 1;
-            UnitBuffer::new_zeroed(unit_bytes)
+            Arc::new(UnitBuffer::new_zeroed(unit_bytes))
         };
-        let buffer = Arc::new(buffer);
         let unit = Unit {
             key,
             buffer: Arc::clone(&buffer),
@@ -598,6 +611,7 @@ impl Cache {
             grant_waits: 0,
             ready_units_made: 0,
             raw_units_made: 0,
+            units_landed: 0,
         };
         // Pinned pages (mlock), the registration the `local` backend's memory gets.
         let ready = match config.ready_bytes {
@@ -712,7 +726,7 @@ impl Cache {
         wait: Duration,
     ) -> Result<ReadGrant, CacheError> {
         Ok(ReadGrant {
-            grant: self.acquire(handle, ranges, Mode::Read, wait)?,
+            grant: self.acquire(handle, ranges, Mode::Read, wait, None)?,
         })
     }
 
@@ -725,7 +739,7 @@ impl Cache {
         ranges: &[(u64, usize)],
     ) -> Result<ReadGrant, CacheError> {
         Ok(ReadGrant {
-            grant: self.acquire(handle, ranges, Mode::ReadCached, Duration::ZERO)?,
+            grant: self.acquire(handle, ranges, Mode::ReadCached, Duration::ZERO, None)?,
         })
     }
 
@@ -762,7 +776,22 @@ impl Cache {
         wait: Duration,
     ) -> Result<WriteGrant, CacheError> {
         Ok(WriteGrant {
-            grant: self.acquire(handle, ranges, Mode::Write, wait)?,
+            grant: self.acquire(handle, ranges, Mode::Write, wait, None)?,
+        })
+    }
+
+    /// [`Cache::grant_write_ranges`] for a landed write: a missing unit that `landing`
+    /// holds whole is made of the landed buffer, and a cached one is not copied for a pinned
+    /// reply (the landed buffer replaces it); [`WriteGrant::install`] then swaps them in.
+    pub fn grant_write_landed(
+        &self,
+        landing: &Landing,
+        ranges: &[(u64, usize)],
+        wait: Duration,
+    ) -> Result<WriteGrant, CacheError> {
+        let handle = landing.handle();
+        Ok(WriteGrant {
+            grant: self.acquire(handle, ranges, Mode::Write, wait, Some(landing))?,
         })
     }
 
@@ -813,6 +842,7 @@ impl Cache {
         ranges: &[(u64, usize)],
         mode: Mode,
         wait: Duration,
+        landing: Option<&Landing>,
     ) -> Result<Grant, CacheError> {
         let config = &self.shared.config;
         let mut state = self.lock();
@@ -842,6 +872,9 @@ impl Cache {
         grant.held.reserve(units.len());
         for (index, (range, whole)) in units {
             let key = UnitKey { handle, index };
+            let donor = landing
+                .filter(|_| whole)
+                .and_then(|landing| landing.donor(index, unit_bytes));
             let mut waited = false;
             loop {
                 let taken = if let Some(&id) = state.index.get(&key) {
@@ -860,8 +893,9 @@ impl Cache {
                             Mode::Write => {
                                 unit.writer = true;
                                 // A reply still being sent from the unit's bytes (`Pinned`)
-                                // keeps them: the write goes to a copy.
-                                if Arc::strong_count(&unit.buffer) > 1 {
+                                // keeps them: the write goes to a copy (or to the landed
+                                // buffer that will replace them).
+                                if donor.is_none() && Arc::strong_count(&unit.buffer) > 1 {
                                     unit.buffer = Arc::new(unit.buffer.duplicate());
                                 }
                             }
@@ -880,8 +914,10 @@ impl Cache {
                         unit_index: index,
                     });
                 } else if state.make_room(unit_bytes, config.budget_bytes) {
-                    let (id, buffer) =
-                        state.insert_unit(key, unit_bytes, self.shared.ready.as_ref());
+                    // A write covering the unit whole fills every byte before it counts.
+                    let zeroed = !(mode == Mode::Write && whole);
+                    let ready = self.shared.ready.as_ref();
+                    let (id, buffer) = state.insert_unit(key, unit_bytes, ready, donor, zeroed);
                     state.misses += 1;
                     Some((id, buffer, false, true))
                 } else {
@@ -1055,6 +1091,7 @@ impl Cache {
             budget_bytes: self.shared.config.budget_bytes,
             ready_units_made: state.ready_units_made,
             raw_units_made: state.raw_units_made,
+            units_landed: state.units_landed,
             ready_slots_taken: self.shared.ready.as_ref().map_or(0, |arena| arena.taken()),
             ready_bytes: self.shared.ready.as_ref().map_or(0, |arena| arena.bytes()),
             ready_registrar: self

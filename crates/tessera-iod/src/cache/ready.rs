@@ -88,16 +88,18 @@ impl ReadyArena {
         self.registrar.name()
     }
 
-    /// A free slot's start, zeroed, and its number; `None` when all are taken.
-    pub(super) fn take(&self) -> Option<(*mut u8, u32)> {
+    /// A free slot's start (zeroed if `zeroed`) and its number; `None` when all are taken.
+    pub(super) fn take(&self, zeroed: bool) -> Option<(*mut u8, u32)> {
         let slot = self
             .free
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop()?;
         let start = (self.start + slot as usize * UNIT_BYTES_MAX) as *mut u8;
-        // SAFETY: the slot lies inside the mapping, and nobody else holds it (it was free).
-        unsafe { std::ptr::write_bytes(start, 0, UNIT_BYTES_MAX) };
+        if zeroed {
+            // SAFETY: the slot lies inside the mapping, and nobody else holds it (it was free).
+            unsafe { std::ptr::write_bytes(start, 0, UNIT_BYTES_MAX) };
+        }
         Some((start, slot))
     }
 

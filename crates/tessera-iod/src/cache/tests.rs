@@ -794,3 +794,147 @@ fn units_take_ready_slots_first_and_give_them_back() {
         ));
     }
 }
+
+/// Lay `data` into a landing's memory, back to back, as a receive does.
+fn receive(landing: &mut Landing, data: &[u8]) {
+    let mut at = 0;
+    for slice in &mut landing.slices() {
+        let len = slice.len();
+        slice.copy_from_slice(&data[at..at + len]);
+        at += len;
+    }
+    assert_eq!(at, data.len(), "the slices hold exactly the write's bytes");
+}
+
+#[test]
+fn a_landed_write_becomes_its_units_and_a_pinned_reply_keeps_the_old_bytes() {
+    let config = CacheConfig {
+        default_unit_bytes: 16 * KIB,
+        ready_bytes: 128 * KIB,
+        ..CacheConfig::new(512 * KIB)
+    };
+    let cache = Cache::new(config).unwrap();
+    let storage = vec![0x11u8; 64 * KIB];
+    // Unit 0 cached (in a Ready slot) and pinned by a reply still being sent.
+    let mut grant = cache.grant_read(1, 0, 16 * KIB).unwrap();
+    grant
+        .fill_missing(|index, buffer| {
+            fill_from(&storage, index, buffer);
+            Ok::<(), Infallible>(())
+        })
+        .unwrap();
+    let pinned = grant.pin();
+    // Units 0 and 1 covered whole; unit 2 in two parts.
+    let pieces = [(0u64, 32 * 1024 + 100), (40 * 1024, 8 * 1024)];
+    let mut landing = cache.land(1, pieces).unwrap().expect("two whole units");
+    assert_eq!(landing.bytes(), 32 * 1024 + 100 + 8 * 1024);
+    assert_eq!(landing.parts().len(), 4);
+    assert_eq!(
+        landing.slices().len(),
+        3,
+        "two units, then one run of partial parts"
+    );
+    let data: Vec<u8> = (0..landing.bytes())
+        .map(|i| (i % 251) as u8 | 0x80)
+        .collect();
+    receive(&mut landing, &data);
+    let ranges: Vec<(u64, usize)> = landing
+        .parts()
+        .iter()
+        .map(|part| (part.offset, part.len))
+        .collect();
+    let mut grant = cache
+        .grant_write_landed(&landing, &ranges, Duration::from_secs(1))
+        .unwrap();
+    grant
+        .fill_missing(|index, buffer| {
+            fill_from(&storage, index, buffer);
+            Ok::<(), Infallible>(())
+        })
+        .unwrap();
+    let installed = grant.install(&mut landing, 0..4);
+    assert_eq!(installed, [true, true, false, false]);
+    for (index, part) in landing.parts().iter().enumerate().skip(2) {
+        grant
+            .write_at(part.offset, landing.part_bytes(index))
+            .unwrap();
+    }
+    drop(grant);
+    let mut model = storage.clone();
+    model[..32 * KIB + 100].copy_from_slice(&data[..32 * KIB + 100]);
+    model[40 * KIB..48 * KIB].copy_from_slice(&data[32 * KIB + 100..]);
+    assert!(read(&cache, &storage, 1, 0, 64 * KIB) == model);
+    // The reply still sends the bytes it pinned.
+    let mut sent = Vec::new();
+    pinned
+        .for_each_slice(0, 16 * 1024, |bytes: &[u8]| {
+            sent.extend_from_slice(bytes);
+            Ok::<(), CacheError>(())
+        })
+        .unwrap();
+    assert!(sent.iter().all(|&b| b == 0x11));
+    let stats = cache.stats();
+    // Made: unit 0 (Ready), the two landed units (one Ready slot left, then the heap), and
+    // units 2 and 3 for the partial part and the read (the heap): no unit twice.
+    assert_eq!(stats.units_landed, 2);
+    assert_eq!((stats.ready_units_made, stats.raw_units_made), (2, 3));
+    // Dirty: units 0 and 1, and unit 2 as one span from its first to its last written byte.
+    assert_eq!(stats.dirty_bytes, 48 * KIB);
+    drop(pinned);
+    assert_eq!(
+        cache.stats().ready_slots_taken,
+        1,
+        "the pinned old unit 0 gave its slot back"
+    );
+    cache.check_consistency();
+}
+
+#[test]
+fn a_landing_is_refused_where_it_would_change_the_write_or_gain_nothing() {
+    let cache = small_cache(256 * KIB, 4 * KIB, 100);
+    let cases: [&[(u64, u64)]; 4] = [
+        &[(0, 8192), (4096, 8192)],   // overlapping: the later piece must win
+        &[(8192, 4096), (0, 4096)],   // out of order
+        &[(100, 4000), (5000, 3000)], // no unit covered whole
+        &[],                          // nothing
+    ];
+    for pieces in cases {
+        assert!(
+            cache.land(1, pieces.iter().copied()).unwrap().is_none(),
+            "{pieces:?}"
+        );
+    }
+    let landing = cache.land(1, [(0, 16 * 1024 + 1)]).unwrap().unwrap();
+    assert_eq!(landing.batches(2), [0..2, 2..4, 4..5]);
+    assert_eq!(landing.batches(100).len(), 1);
+    assert_eq!(landing.batches(100)[0], 0..5);
+    assert!(matches!(
+        cache.land(1, [(u64::MAX - 10, 100)]),
+        Err(CacheError::RangeOverflow { .. })
+    ));
+}
+
+#[test]
+fn a_landed_grant_that_times_out_keeps_the_landing_for_a_retry() {
+    let cache = small_cache(256 * KIB, 4 * KIB, 50);
+    let storage = vec![0u8; 16 * KIB];
+    // A reader holds unit 2; the landed write covers units 0–2 whole.
+    let reader = cache.grant_read(1, 8 * 1024, 10).unwrap();
+    let mut landing = cache.land(1, [(0, 12 * 1024)]).unwrap().unwrap();
+    let data = vec![0x5A; 12 * KIB];
+    receive(&mut landing, &data);
+    let ranges = [(0, 12 * KIB)];
+    let refused = cache.grant_write_landed(&landing, &ranges, Duration::from_millis(50));
+    assert!(matches!(
+        refused,
+        Err(CacheError::WaitTimeout { unit_index: 2, .. })
+    ));
+    drop(reader);
+    let mut grant = cache
+        .grant_write_landed(&landing, &ranges, Duration::from_millis(50))
+        .unwrap();
+    assert_eq!(grant.install(&mut landing, 0..3), [true, true, true]);
+    drop(grant);
+    assert!(read(&cache, &storage, 1, 0, 12 * KIB) == data);
+    cache.check_consistency();
+}

@@ -29,13 +29,13 @@ use std::time::{Duration, Instant};
 
 use tessera_proto::metrics::{
     CACHE_BYTES, CACHE_DIRTY_BYTES, CACHE_EVICTIONS, CACHE_FLUSHED_BYTES, CACHE_FLUSHES,
-    CACHE_GRANT_WAITS, CACHE_HITS, CACHE_MISSES, CACHE_UNITS_MADE,
+    CACHE_GRANT_WAITS, CACHE_HITS, CACHE_MISSES, CACHE_UNITS_LANDED, CACHE_UNITS_MADE,
 };
 use tessera_proto::{CacheCounters, ErrorCode, Piece, RemoteError};
 
 use super::{pwritev_all, Object, ObjectStore, Outcome};
 use crate::cache::{
-    Cache, CacheError, CacheStats, DirtyUnit, Pinned, ReadGrant, BUFFER_ALIGN_BYTES,
+    Cache, CacheError, CacheStats, DirtyUnit, Landing, Pinned, ReadGrant, BUFFER_ALIGN_BYTES,
 };
 use crate::extent::ExtentGuard;
 use crate::storage::{read_full, ObjectStorage, StorageObject};
@@ -521,6 +521,65 @@ impl<S: ObjectStorage> ObjectStore<S> {
         )
     }
 
+    /// Memory for the data of a write of `pieces` to `handle`, laid out as the cache units
+    /// it will become ([`Cache::land`]): `None` without a unified cache, or where a landing
+    /// gains nothing (the write then takes a plain buffer).
+    pub fn land(&self, handle: u64, pieces: &[Piece]) -> Option<Landing> {
+        let cache = self.cache.as_ref()?;
+        // Only a piece of at least a unit can cover one whole.
+        let unit_bytes = cache.unit_bytes(handle) as u64;
+        if pieces.iter().all(|piece| piece.length < unit_bytes) {
+            return None;
+        }
+        let pieces = pieces.iter().map(|piece| (piece.offset, piece.length));
+        cache.land(handle, pieces).ok().flatten()
+    }
+
+    /// Applies a landed write through the cache, the object's extent held exclusively by the
+    /// caller: per batch, a grant that installs the landed units and copies in the parts of
+    /// units the write covers only in part (filled from storage first).
+    pub(super) fn landed_write(
+        &self,
+        object: &Object<S::Object>,
+        landing: &mut Landing,
+    ) -> Result<Outcome, RemoteError> {
+        let cache = self.cache.as_ref().expect("called in unified mode");
+        let handle = landing.handle();
+        let (unit_bytes, max_units) = Self::grant_units(cache, handle);
+        let max_units = usize::try_from(max_units).unwrap_or(usize::MAX);
+        let mut outcome = Outcome::default();
+        for batch in landing.batches(max_units) {
+            let segments: Vec<Segment> = landing.parts()[batch.clone()]
+                .iter()
+                .map(|part| Segment {
+                    offset: part.offset,
+                    len: part.len,
+                    data: 0,
+                })
+                .collect();
+            let mut granted = self.reclaiming(handle, &segments, |ranges, wait| {
+                cache.grant_write_landed(landing, ranges, wait)
+            })?;
+            self.fill(
+                object,
+                handle,
+                unit_bytes,
+                |read| granted.fill_missing_runs(read),
+                &mut outcome,
+            )?;
+            let installed = granted.install(landing, batch.clone());
+            for (index, installed) in batch.zip(installed) {
+                if !installed {
+                    let offset = landing.parts()[index].offset;
+                    granted
+                        .write_at(offset, landing.part_bytes(index))
+                        .map_err(|err| cache_error(handle, &err))?;
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
     /// Reads `pieces` into `buffer` through the cache, the extent held by the caller.
     pub(super) fn cached_read_into(
         &self,
@@ -796,6 +855,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         metrics::counter!(CACHE_GRANT_WAITS).absolute(stats.grant_waits);
         metrics::counter!(CACHE_UNITS_MADE, "memory" => "ready").absolute(stats.ready_units_made);
         metrics::counter!(CACHE_UNITS_MADE, "memory" => "raw").absolute(stats.raw_units_made);
+        metrics::counter!(CACHE_UNITS_LANDED).absolute(stats.units_landed);
         metrics::counter!(CACHE_FLUSHES).absolute(self.flushes.load(Ordering::Relaxed));
         metrics::counter!(CACHE_FLUSHED_BYTES).absolute(self.flushed_bytes.load(Ordering::Relaxed));
         #[allow(clippy::cast_precision_loss)] // gauges are f64; byte counts far below 2^53
@@ -843,6 +903,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Write(Vec<(u64, u64)>, u8),
+        /// A write received into a landing (sorted, disjoint pieces).
+        Landed(Vec<(u64, u64)>, u8),
         Read(Vec<(u64, u64)>),
         Truncate(u64),
         Flush,
@@ -854,9 +916,30 @@ mod tests {
         prop::collection::vec((0u64..200_000, 0u64..20_000), 1..6)
     }
 
+    /// Sorted, disjoint pieces: gaps and lengths from an offset.
+    fn disjoint_pieces_strategy() -> impl Strategy<Value = Vec<(u64, u64)>> {
+        (
+            0u64..20_000,
+            prop::collection::vec((0u64..10_000, 1u64..30_000), 1..6),
+        )
+            .prop_map(|(start, steps)| {
+                let mut at = start;
+                steps
+                    .into_iter()
+                    .map(|(gap, len)| {
+                        at += gap;
+                        let piece = (at, len);
+                        at += len;
+                        piece
+                    })
+                    .collect()
+            })
+    }
+
     fn op_strategy() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (pieces_strategy(), any::<u8>()).prop_map(|(p, seed)| Op::Write(p, seed)),
+            3 => (disjoint_pieces_strategy(), any::<u8>()).prop_map(|(p, seed)| Op::Landed(p, seed)),
             4 => pieces_strategy().prop_map(Op::Read),
             1 => (0u64..220_000).prop_map(Op::Truncate),
             1 => Just(Op::Flush),
@@ -890,12 +973,25 @@ mod tests {
             let (_directory, store) = small_store();
             let mut model: Vec<u8> = Vec::new();
             for op in ops {
-                match op {
-                    Op::Write(ranges, seed) => {
-                        let pieces = to_pieces(&ranges);
+                match &op {
+                    Op::Write(ranges, seed) | Op::Landed(ranges, seed) => {
+                        let landed = matches!(op, Op::Landed(..));
+                        let pieces = to_pieces(ranges);
                         let total: u64 = pieces.iter().map(|p| p.length).sum();
                         let data: Vec<u8> = (0..total).map(|i| seed.wrapping_add((i % 251) as u8) | 1).collect();
-                        store.write(7, &pieces, &data, StoragePlan::Auto).unwrap();
+                        let whole_unit = pieces.iter().any(|p| p.offset.next_multiple_of(4096) + 4096 <= p.offset + p.length);
+                        if let Some(mut landing) = store.land(7, &pieces).filter(|_| landed) {
+                            let mut at = 0;
+                            for slice in &mut landing.slices() {
+                                let len = slice.len();
+                                slice.copy_from_slice(&data[at..at + len]);
+                                at += len;
+                            }
+                            store.write_landed(&pieces, landing).unwrap();
+                        } else {
+                            prop_assert!(!(landed && whole_unit), "no landing for {:?}", ranges);
+                            store.write(7, &pieces, &data, StoragePlan::Auto).unwrap();
+                        }
                         let mut at = 0usize;
                         for p in &pieces {
                             let (start, len) = (p.offset as usize, p.length as usize);
@@ -907,7 +1003,7 @@ mod tests {
                         }
                     }
                     Op::Read(ranges) => {
-                        let pieces = to_pieces(&ranges);
+                        let pieces = to_pieces(ranges);
                         let total: u64 = pieces.iter().map(|p| p.length).sum();
                         let mut got = vec![0xEE; total as usize];
                         store.read(7, &pieces, &mut got, StoragePlan::Auto).unwrap();
@@ -923,8 +1019,8 @@ mod tests {
                         prop_assert!(sent == expected, "pinned read {:?}", ranges);
                     }
                     Op::Truncate(size) => {
-                        store.truncate(7, size).unwrap();
-                        model.resize(size as usize, 0);
+                        store.truncate(7, *size).unwrap();
+                        model.resize(*size as usize, 0);
                     }
                     Op::Flush => {
                         store.flush(None, u64::MAX).unwrap();
