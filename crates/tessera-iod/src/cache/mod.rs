@@ -909,6 +909,8 @@ impl Cache {
                         None
                     }
                 } else if mode == Mode::ReadCached {
+                    // Unlocked first: dropping `grant` then releases what it took so far.
+                    drop(state);
                     return Err(CacheError::NotCached {
                         handle,
                         unit_index: index,
@@ -937,6 +939,7 @@ impl Cache {
                     break;
                 }
                 if mode == Mode::ReadCached {
+                    drop(state);
                     return Err(CacheError::NotCached {
                         handle,
                         unit_index: index,
