@@ -1246,6 +1246,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             flushed_bytes: 196_608,
             ready_units_made: 2,
             raw_units_made: 2,
+            units_landed: 1,
             bytes_in_use: 262_144,
             budget_bytes: 1 << 26,
         },

@@ -1544,9 +1544,10 @@ fn cache_counters(client: &Client) -> tessera_proto::CacheCounters {
 }
 
 /// Files get their cache unit at create: a 4 KiB hint, a 16 KiB stripe unit without one, the
-/// 64 KiB default otherwise. After a restart of the iod (the units kept with the objects),
-/// reading one 4 KiB piece of each adds one unit of that size to the cache, which the
-/// `ServerStats` reply shows; reading it again is a hit. A bad hint is refused by name.
+/// 64 KiB default otherwise. After a restart of the iod (the units kept with the objects) and
+/// a first write that lands in units, reading one 4 KiB piece of each adds one unit of that
+/// size to the cache, which the `ServerStats` reply shows; reading it again is a hit. A bad
+/// hint is refused by name.
 #[test]
 fn files_keep_their_cache_unit_across_a_restart_and_stats_show_it() {
     let cluster = unified(1, BUDGET);
@@ -1570,10 +1571,14 @@ fn files_keep_their_cache_unit_across_a_restart_and_stats_show_it() {
     assert_eq!(cache_counters(&client).bytes_in_use, 0, "a fresh cache");
     for (seed, (path, _, unit_bytes)) in (700..).zip(&files) {
         let file = open(&client, path);
+        let want = bytes(seed, length);
+        // The object's first request is a write large enough to land in units: the units it
+        // lands in are already the file's.
+        file.write_at(32 << 10, &want[32 << 10..96 << 10]).unwrap();
         let before = cache_counters(&client);
         let mut piece = vec![0u8; 4096];
-        file.read_at(40 << 10, &mut piece).unwrap();
-        assert_bytes(&piece, &bytes(seed, length)[40 << 10..44 << 10], path);
+        file.read_at(200 << 10, &mut piece).unwrap();
+        assert_bytes(&piece, &want[200 << 10..204 << 10], path);
         let after = cache_counters(&client);
         assert_eq!(
             after.bytes_in_use - before.bytes_in_use,
@@ -1581,8 +1586,9 @@ fn files_keep_their_cache_unit_across_a_restart_and_stats_show_it() {
             "{path}: bytes one 4 KiB read added to the cache"
         );
         assert_eq!(after.misses - before.misses, 1, "{path}: misses");
-        file.read_at(40 << 10, &mut piece).unwrap();
+        file.read_at(200 << 10, &mut piece).unwrap();
         assert_eq!(cache_counters(&client).hits - after.hits, 1, "{path}: hits");
+        assert_bytes(&read_whole(&file, length), &want, path);
     }
     let stats = cache_counters(&client);
     assert!(

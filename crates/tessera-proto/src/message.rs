@@ -1795,6 +1795,8 @@ wire_struct! {
         pub ready_units_made: u64,
         /// Units made in heap memory (Raw).
         pub raw_units_made: u64,
+        /// Units a write's data was received straight into, then installed.
+        pub units_landed: u64,
         /// Bytes of all units now.
         pub bytes_in_use: u64,
         /// The budget (`--cache-bytes`).
@@ -1804,7 +1806,7 @@ wire_struct! {
 
 impl CacheCounters {
     /// Every counter by its stable name, in wire order (for tables and JSON).
-    pub fn named(&self) -> [(&'static str, u64); 11] {
+    pub fn named(&self) -> [(&'static str, u64); 12] {
         [
             ("hits", self.hits),
             ("misses", self.misses),
@@ -1815,6 +1817,7 @@ impl CacheCounters {
             ("flushed_bytes", self.flushed_bytes),
             ("ready_units_made", self.ready_units_made),
             ("raw_units_made", self.raw_units_made),
+            ("units_landed", self.units_landed),
             ("bytes_in_use", self.bytes_in_use),
             ("budget_bytes", self.budget_bytes),
         ]

@@ -526,6 +526,9 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// gains nothing (the write then takes a plain buffer).
     pub fn land(&self, handle: u64, pieces: &[Piece]) -> Option<Landing> {
         let cache = self.cache.as_ref()?;
+        // Opening the object gives the cache its unit before the landing fixes one (an
+        // unknown handle lands nothing: the write reports it).
+        self.object(handle).ok()?;
         // Only a piece of at least a unit can cover one whole.
         let unit_bytes = cache.unit_bytes(handle) as u64;
         if pieces.iter().all(|piece| piece.length < unit_bytes) {
@@ -791,6 +794,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
             flushed_bytes: self.flushed_bytes.load(Ordering::Relaxed),
             ready_units_made: stats.ready_units_made,
             raw_units_made: stats.raw_units_made,
+            units_landed: stats.units_landed,
             bytes_in_use: bytes(stats.bytes_in_use),
             budget_bytes: bytes(stats.budget_bytes),
         }
@@ -1120,8 +1124,17 @@ mod tests {
         assert_eq!(store.cache_counters().bytes_in_use, (68 * KIB) as u64);
         store.flush(None, u64::MAX).unwrap();
         drop(store);
-        // A restarted iod reads the unit from the object's record.
+        // A restarted iod reads the unit from the object's record, also when the object's
+        // first request is a write landed in units.
         let store = default_unit_store(directory.path());
+        let whole = [piece(0, 64 * KIB as u64)];
+        let mut landing = store.land(3, &whole).expect("a write of whole units lands");
+        for slice in &mut landing.slices() {
+            slice.fill(9);
+        }
+        store.write_landed(&whole, landing).unwrap();
+        assert_eq!(store.cache().unwrap().unit_bytes(3), 4 * KIB);
+        assert_eq!(store.cache_counters().units_landed, 16);
         assert_eq!(in_use_after_one_read(&store, 3), 4 * KIB);
         // Emptying the object by a create takes the new unit; removing it drops the record.
         store.create(3, 16 * KIB as u32).unwrap();
