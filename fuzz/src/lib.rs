@@ -28,18 +28,17 @@ use tessera_proto::limits::{
     CREDENTIAL_GROUPS_MAX, FILE_BYTES_MAX, HEADER_BYTES, HOST_NAME_BYTES_MAX, MAC_BYTES,
 };
 use tessera_proto::{
-    AgentSign, AgentSigned, Attr, Capability, Challenge, Chmod, Chown, CollectiveTag, Create,
-    Credentials, Datatype, DeclareView, DirEntry, Empty, ErrorCode, FileKind, FileType,
-    HandlesLive, HandlesLiveReply, Header, Hello, IoReply, Layout, LockGranted, LockRange, Lookup,
-    Mac, Mkdir, Nonce, ObjectCreate, ObjectLeft, ObjectRemove, ObjectStat, ObjectStatReply,
-    ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout, Piece, Ping, PingReply,
-    Principal, Read, ReadCollective, ReadType, ReadView, Readdir, ReaddirReply, ReleaseView,
-    RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply,
-    RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply, ShareRegion, Stat,
-    Statfs, StatfsReply,
-    StatHandle, StorageCounters, StoragePlan, StripeLayout, TransferMode, Truncate, Unlink,
-    UnlinkReply, UnlockRange, Welcome, Wire, WireError, Write, WriteCollective, WriteType,
-    WriteView, CHOWN_UNCHANGED, ROLE_IOD,
+    AgentSign, AgentSigned, Attr, CacheCounters, Capability, Challenge, Chmod, Chown,
+    CollectiveTag, Create, Credentials, Datatype, DeclareView, DirEntry, Empty, ErrorCode,
+    FileKind, FileType, HandlesLive, HandlesLiveReply, Header, Hello, IoReply, Layout, LockGranted,
+    LockRange, Lookup, Mac, Mkdir, Nonce, ObjectCreate, ObjectLeft, ObjectRemove, ObjectStat,
+    ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout, Piece, Ping,
+    PingReply, Principal, Read, ReadCollective, ReadType, ReadView, Readdir, ReaddirReply,
+    ReleaseView, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory, RemoteProbe,
+    RemoteProbeReply, RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
+    ShareRegion, Stat, StatHandle, Statfs, StatfsReply, StorageCounters, StoragePlan, StripeLayout,
+    TransferMode, Truncate, Unlink, UnlinkReply, UnlockRange, Welcome, Wire, WireError, Write,
+    WriteCollective, WriteType, WriteView, CHOWN_UNCHANGED, ROLE_IOD,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -805,6 +804,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             stripe_unit_bytes: 65536,
             server_count: 3,
             pattern: Vec::new(),
+            cache_unit_bytes: 0,
         },
         &Opened {
             attr: attr(),
@@ -1007,7 +1007,10 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     seeds.extend(exchange(
         "object-create",
         Opcode::ObjectCreate,
-        &ObjectCreate { handle: 42 },
+        &ObjectCreate {
+            handle: 42,
+            cache_unit_bytes: 16384,
+        },
         &Empty {},
     ));
     seeds.extend(exchange(
@@ -1233,6 +1236,20 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         writes: counters,
         io_uring: true,
         model: "read_op_us=0.6 write_op_us=1.1".into(),
+        cache: CacheCounters {
+            hits: 12,
+            misses: 4,
+            evictions: 1,
+            grant_waits: 2,
+            dirty_bytes: 65536,
+            flushes: 3,
+            flushed_bytes: 196_608,
+            ready_units_made: 2,
+            raw_units_made: 2,
+            units_landed: 1,
+            bytes_in_use: 262_144,
+            budget_bytes: 1 << 26,
+        },
     };
     seeds.extend(exchange(
         "server-stats",

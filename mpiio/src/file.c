@@ -310,6 +310,16 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
                 options.stripe_unit_bytes = value;
             if (tsr_hint_u64(info, "striping_factor", &value) && value > 0 && value < 65536)
                 options.server_count = (uint32_t)value;
+            /* The unit of the iods' unified caches for the file (limits::CACHE_UNIT_BYTES_*);
+             * a bad value is ignored, as MPI asks of hints, and said so. */
+            if (tsr_hint_u64(info, "tessera_cache_unit", &value)) {
+                if (value >= 4096 && value <= 65536 && (value & (value - 1)) == 0)
+                    options.cache_unit_bytes = (uint32_t)value;
+                else
+                    tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_cache_unit=%llu ignored: "
+                              "not a power of two from 4096 to 65536 bytes",
+                              (unsigned long long)value);
+            }
             code = tessera_create(client, path, &options, &f->file);
             outcome.rights = TESSERA_MODE_READ_WRITE; /* a create opens read-write */
         } else {

@@ -129,6 +129,7 @@ int main(int argc, char **argv) {
     MPI_Info_set(info, "romio_cb_write", "disable");
     MPI_Info_set(info, "romio_cb_read", "ENABLE");
     MPI_Info_set(info, "ind_rd_buffer_size", "1048576");
+    MPI_Info_set(info, "tessera_cache_unit", "16384"); /* the create carries it to the iods */
     CHECK_MPI(MPI_File_open(MPI_COMM_WORLD, given_name, MPI_MODE_CREATE | MPI_MODE_RDWR, info,
                             &fh));
     const char *const given[] = {"striping_unit", "65536", "striping_factor", "2",
@@ -137,7 +138,7 @@ int main(int argc, char **argv) {
                                  "ind_rd_buffer_size", "1048576", "ind_wr_buffer_size",
                                  "524288", "romio_ds_read", "disable", "romio_ds_write",
                                  "automatic", "tessera_coll", "two_phase", "cb_nodes", "3",
-                                 NULL};
+                                 "tessera_cache_unit", "16384", NULL};
     expect(fh, "open hints over site hints", given);
     print_layout(fh, given_name);
     CHECK_MPI(MPI_File_write_at_all(fh, (MPI_Offset)rank * sizeof block, block, 2048, MPI_INT,

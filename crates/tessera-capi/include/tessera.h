@@ -248,6 +248,12 @@ typedef struct TesseraCreateOptions {
    * Servers to stripe over; 0 means all (default).
    */
   uint32_t server_count;
+  /**
+   * Unit of the iods' unified caches for the file: a power of two from 4096 to 65536
+   * bytes; 0 (default) lets the mds choose (the stripe unit where it is smaller than
+   * 64 KiB, else the iods' default). Another value fails with `TESSERA_ERR_INVALID_ARGUMENT`.
+   */
+  uint32_t cache_unit_bytes;
 } TesseraCreateOptions;
 
 /**
@@ -514,7 +520,7 @@ void tessera_client_free(struct TesseraClient *client);
 
 /**
  * Fills `options` with the defaults: mode 0644, not exclusive, 64 KiB stripe unit, all
- * servers.
+ * servers, the cache unit chosen by the mds.
  *
  * Safety:
  * `options` is valid for one write.

@@ -38,6 +38,10 @@ pub struct TesseraCreateOptions {
     pub stripe_unit_bytes: u64,
     /// Servers to stripe over; 0 means all (default).
     pub server_count: u32,
+    /// Unit of the iods' unified caches for the file: a power of two from 4096 to 65536
+    /// bytes; 0 (default) lets the mds choose (the stripe unit where it is smaller than
+    /// 64 KiB, else the iods' default). Another value fails with `TESSERA_ERR_INVALID_ARGUMENT`.
+    pub cache_unit_bytes: u32,
 }
 
 /// The cluster file named by `cluster`, or by `$TESSERA_CLUSTER` when it is empty; a
@@ -100,7 +104,7 @@ pub unsafe extern "C" fn tessera_client_free(client: *mut TesseraClient) {
 }
 
 /// Fills `options` with the defaults: mode 0644, not exclusive, 64 KiB stripe unit, all
-/// servers.
+/// servers, the cache unit chosen by the mds.
 ///
 /// # Safety
 /// `options` is valid for one write.
@@ -113,6 +117,7 @@ pub unsafe extern "C" fn tessera_create_options_init(options: *mut TesseraCreate
             exclusive: 0,
             stripe_unit_bytes: defaults.stripe_unit_bytes,
             server_count: u32::from(defaults.server_count),
+            cache_unit_bytes: defaults.cache_unit_bytes,
         };
         // SAFETY: the caller guarantees `options` is valid for one write.
         unsafe { put(options, value, "options") }
@@ -156,6 +161,7 @@ pub unsafe extern "C" fn tessera_create(
             create.mode = options.mode;
             create.exclusive = options.exclusive != 0;
             create.stripe_unit_bytes = options.stripe_unit_bytes;
+            create.cache_unit_bytes = options.cache_unit_bytes;
             create.server_count = u16::try_from(options.server_count).map_err(|_| {
                 Failure::invalid(format!(
                     "create {path}: server_count {} is too large",

@@ -100,6 +100,10 @@ pub struct PutArgs {
     /// Stripe unit of the new file, in bytes (4096, 64k, 1m).
     #[arg(long, value_parser = tessera_client::layouts::parse_bytes, default_value_t = tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT)]
     stripe_unit: u64,
+    /// Unit of the iods' unified caches for the new file (4k to 64k, a power of two); 0
+    /// (default): the stripe unit where it is smaller than 64k, else the iods' default.
+    #[arg(long, value_parser = tessera_client::layouts::parse_cache_unit, default_value_t = 0)]
+    cache_unit: u32,
     /// Permission bits of the new file, in octal (644 or 0644; no umask). Default: those of
     /// the file it replaces, else 644.
     #[arg(long)]
@@ -621,6 +625,7 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
         .unwrap_or(0o644);
     let options = CreateOptions {
         stripe_unit_bytes: args.stripe_unit,
+        cache_unit_bytes: args.cache_unit,
         mode,
         exclusive: true,
         ..CreateOptions::default()

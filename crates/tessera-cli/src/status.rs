@@ -19,7 +19,7 @@ pub struct StatusArgs {
     #[arg(long)]
     dir: Option<PathBuf>,
     /// Also show every iod's storage counters (requests, pieces, storage calls, bytes
-    /// wanted vs. moved, and the plans its cost model chose) and its cost model.
+    /// wanted vs. moved, the plans its cost model chose), cost model and unified cache.
     #[arg(long)]
     servers: bool,
     /// Print one JSON object: `servers` (one entry per server), and `storage` with
@@ -90,6 +90,8 @@ struct StorageJson {
     writes: Option<CountersJson>,
     io_uring: Option<bool>,
     model: Option<String>,
+    /// `CacheCounters` by name (all zeros unless the iod serves `unified`).
+    cache: Option<std::collections::BTreeMap<&'static str, u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
@@ -156,6 +158,7 @@ fn storage(client: &Client) -> Vec<StorageJson> {
                 writes: Some((&stats.writes).into()),
                 io_uring: Some(stats.io_uring),
                 model: Some(stats.model),
+                cache: Some(stats.cache.named().into_iter().collect()),
                 error: None,
             },
             Err(err) => StorageJson {
@@ -164,6 +167,7 @@ fn storage(client: &Client) -> Vec<StorageJson> {
                 writes: None,
                 io_uring: None,
                 model: None,
+                cache: None,
                 error: Some(err.to_string()),
             },
         })
@@ -291,6 +295,13 @@ fn print_storage_counters(storage: &[StorageJson]) {
                 counters.mapped,
                 if iod.io_uring == Some(true) { "yes" } else { "no" },
             );
+        }
+        if let Some(cache) = iod.cache.as_ref().filter(|cache| cache["budget_bytes"] > 0) {
+            let named: Vec<String> = cache
+                .iter()
+                .map(|(name, n)| format!("{name}={n}"))
+                .collect();
+            println!("{index:<6} cache {}", named.join(" "));
         }
         if let Some(model) = &iod.model {
             models.push(format!("iod {index}: {model}"));

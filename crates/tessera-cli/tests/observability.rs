@@ -263,6 +263,11 @@ fn up_gives_every_server_a_metrics_port_and_status_prints_json() {
         .map(|iod| iod["writes"]["bytes_wanted"].as_u64().unwrap())
         .sum();
     assert_eq!(written, 1 << 20, "{status}");
+    // Not serving unified: the cache counters are there, all zeros.
+    for iod in storage {
+        assert_eq!(iod["cache"]["budget_bytes"], 0, "{iod}");
+        assert_eq!(iod["cache"]["hits"], 0, "{iod}");
+    }
     let iod_metrics = scrape(&format!("127.0.0.1:{}", base + 1));
     assert!(
         sample(&iod_metrics, "tessera_requests_total", &["kind=\"ping\""]) >= 1.0,

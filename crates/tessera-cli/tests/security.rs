@@ -172,7 +172,12 @@ fn a_raw_iod_request_needs_a_capability_for_its_handle_and_rights() {
     );
     // A user's connection may not create, empty or remove objects: only the mds may.
     for refused in [
-        connection.call(&ObjectCreate { handle }).map(drop),
+        connection
+            .call(&ObjectCreate {
+                handle,
+                cache_unit_bytes: 0,
+            })
+            .map(drop),
         connection.call(&ObjectRemove { handle }).map(drop),
     ] {
         let error = refused.unwrap_err();

@@ -1537,3 +1537,93 @@ fn write_back_counts_each_flushed_byte_once() {
     );
     check(&[&file], &data, length, length as u64, "read back");
 }
+
+/// The cache counters of the one iod of `client`'s cluster, from its `ServerStats` reply.
+fn cache_counters(client: &Client) -> tessera_proto::CacheCounters {
+    client.server_stats(0).unwrap().cache
+}
+
+/// Files get their cache unit at create: a 4 KiB hint, a 16 KiB stripe unit without one, the
+/// 64 KiB default otherwise. After a restart of the iod (the units kept with the objects) and
+/// a first write that lands in units, reading one 4 KiB piece of each adds one unit of that
+/// size to the cache, which the `ServerStats` reply shows; reading it again is a hit. A bad
+/// hint is refused by name.
+#[test]
+fn files_keep_their_cache_unit_across_a_restart_and_stats_show_it() {
+    let cluster = unified(1, BUDGET);
+    let client = cluster.tcp_client();
+    let hinted = CreateOptions {
+        cache_unit_bytes: 4096,
+        ..CreateOptions::default()
+    };
+    let length = 256 << 10;
+    let files = [
+        ("/hinted", client.create("/hinted", &hinted).unwrap(), 4096),
+        ("/striped", create(&client, "/striped", 16 << 10), 16 << 10),
+        ("/default", create(&client, "/default", 64 << 10), 64 << 10),
+    ];
+    for (seed, (_, file, _)) in (700..).zip(&files) {
+        file.write_at(0, &bytes(seed, length)).unwrap();
+        file.sync().unwrap();
+    }
+    cluster.restart_iods_with(&["--serve", "unified", "--cache-bytes", &BUDGET.to_string()]);
+    let client = cluster.tcp_client();
+    assert_eq!(cache_counters(&client).bytes_in_use, 0, "a fresh cache");
+    for (seed, (path, _, unit_bytes)) in (700..).zip(&files) {
+        let file = open(&client, path);
+        let want = bytes(seed, length);
+        // The object's first request is a write large enough to land in units: the units it
+        // lands in are already the file's.
+        file.write_at(32 << 10, &want[32 << 10..96 << 10]).unwrap();
+        let before = cache_counters(&client);
+        let mut piece = vec![0u8; 4096];
+        file.read_at(200 << 10, &mut piece).unwrap();
+        assert_bytes(&piece, &want[200 << 10..204 << 10], path);
+        let after = cache_counters(&client);
+        assert_eq!(
+            after.bytes_in_use - before.bytes_in_use,
+            *unit_bytes,
+            "{path}: bytes one 4 KiB read added to the cache"
+        );
+        assert_eq!(after.misses - before.misses, 1, "{path}: misses");
+        file.read_at(200 << 10, &mut piece).unwrap();
+        assert_eq!(cache_counters(&client).hits - after.hits, 1, "{path}: hits");
+        assert_bytes(&read_whole(&file, length), &want, path);
+    }
+    let stats = cache_counters(&client);
+    assert!(
+        stats.hits >= 3 && stats.budget_bytes == BUDGET as u64,
+        "{stats:?}"
+    );
+    let dir = cluster.path().to_str().unwrap();
+    let status = common::tessera(&["status", "--dir", dir, "--servers", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let cache = &status["storage"][0]["cache"];
+    assert_eq!(cache["hits"], stats.hits, "{status}");
+    assert_eq!(cache["bytes_in_use"], stats.bytes_in_use, "{status}");
+    let table = common::tessera(&["status", "--dir", dir, "--servers"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains(&format!("hits={}", stats.hits)), "{table}");
+
+    let bad = CreateOptions {
+        cache_unit_bytes: 12288,
+        ..CreateOptions::default()
+    };
+    let error = client.create("/bad", &bad).unwrap_err();
+    assert_eq!(
+        error.code(),
+        Some(tessera_proto::ErrorCode::InvalidArgument)
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains("/bad") && text.contains("12288 bytes") && text.contains("4096 to 65536"),
+        "{text}"
+    );
+    assert!(client.lookup("/bad").is_err(), "nothing made");
+    let refused = common::tessera(&["put", "--cache-unit", "3k", "/dev/null", "/put"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("3072 bytes"),
+        "{stderr}"
+    );
+}

@@ -38,6 +38,7 @@ impl Client {
             stripe_unit_bytes: options.stripe_unit_bytes,
             server_count: options.server_count,
             pattern: options.pattern.clone(),
+            cache_unit_bytes: options.cache_unit_bytes,
         };
         // An exclusive create repeated after it took effect would report `Exists`.
         let opened = if options.exclusive {

@@ -98,6 +98,14 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is not a size (digits with an optional k, m or g)"))
 }
 
+/// Reads a cache unit hint (`--cache-unit`, as [`parse_bytes`]): a power of two from 4 KiB
+/// to 64 KiB, or 0 to let the mds choose.
+pub fn parse_cache_unit(text: &str) -> Result<u32, String> {
+    let unit_bytes = parse_bytes(text)?;
+    tessera_proto::limits::check_cache_unit_bytes(unit_bytes)?;
+    u32::try_from(unit_bytes).map_err(|_| format!("{text:?} is too large for a cache unit"))
+}
+
 /// Reads a `--layout` spec (see the module docs) for a cluster of `cluster_servers` servers.
 pub fn parse(spec: &str, cluster_servers: u16) -> Result<CreateOptions, String> {
     let fields: Vec<&str> = spec.split(':').collect();
@@ -206,6 +214,8 @@ mod tests {
         assert!(parse("columns:2:4", 4).unwrap_err().contains("cannot feed"));
         assert!(parse("wedges:4", 4).unwrap_err().contains("unknown kind"));
         assert!(parse("columns:1x", 4).unwrap_err().contains("not a size"));
+        assert_eq!(parse_cache_unit("16k"), Ok(16384));
+        assert!(parse_cache_unit("12k").unwrap_err().contains("12288 bytes"));
         assert!(parse("stripe:64k:9", 4)
             .unwrap_err()
             .contains("cluster has 4"));

@@ -55,6 +55,10 @@ pub struct CreateOptions {
     /// 0 and the same extent (the period), together covering each period once
     /// (see `tessera_proto::PatternLayout`). Empty for stripes.
     pub pattern: Vec<Datatype>,
+    /// Unit of the iods' unified caches for the file: a power of two from 4 KiB to 64 KiB
+    /// (`limits::CACHE_UNIT_BYTES_MIN`..=`MAX`); 0 (default) lets the mds choose: the
+    /// stripe unit where it is smaller than 64 KiB, else the iods' default.
+    pub cache_unit_bytes: u32,
 }
 
 impl Default for CreateOptions {
@@ -65,6 +69,7 @@ impl Default for CreateOptions {
             stripe_unit_bytes: STRIPE_UNIT_BYTES_DEFAULT,
             server_count: 0,
             pattern: Vec::new(),
+            cache_unit_bytes: 0,
         }
     }
 }

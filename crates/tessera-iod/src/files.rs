@@ -1,6 +1,8 @@
 //! The real storage: one file per handle in `DATA/objects/`, named by the handle as 16
 //! lowercase hex digits, readable by the server's user alone. Objects are kernel files, so the
-//! store's io_uring batches and mapped reads apply to them.
+//! store's io_uring batches and mapped reads apply to them. An object created with a cache
+//! unit other than the iod's default has a record of it, a file of the same name in
+//! `DATA/cache-units/` holding the unit in decimal bytes, removed with the object.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -18,6 +20,8 @@ pub const OWNER_ONLY_FILE: u32 = 0o600;
 #[derive(Debug)]
 pub struct FileStorage {
     directory: PathBuf,
+    /// The records of objects' cache units.
+    units_directory: PathBuf,
     /// `directory` as text, for messages.
     location: String,
 }
@@ -26,15 +30,18 @@ impl FileStorage {
     /// Opens (creating if needed) the object directory under `data_directory`, owner-only.
     pub fn open(data_directory: &Path) -> io::Result<Self> {
         let directory = data_directory.join("objects");
+        let units_directory = data_directory.join("cache-units");
         fs::create_dir_all(&directory)?;
+        fs::create_dir_all(&units_directory)?;
         // Owner-only, also for a directory an older server made: the objects are the files'
         // bytes, for the servers alone (clients reach them through requests).
-        for private in [data_directory, &directory] {
+        for private in [data_directory, &directory, &units_directory] {
             fs::set_permissions(private, fs::Permissions::from_mode(OWNER_ONLY_DIRECTORY))?;
         }
         let location = directory.display().to_string();
         Ok(Self {
             directory,
+            units_directory,
             location,
         })
     }
@@ -76,7 +83,33 @@ impl ObjectStorage for FileStorage {
     }
 
     fn remove(&self, handle: u64) -> io::Result<()> {
-        fs::remove_file(self.path(handle))
+        fs::remove_file(self.path(handle))?;
+        self.set_cache_unit(handle, 0)
+    }
+
+    fn cache_unit(&self, handle: u64) -> io::Result<u32> {
+        let record = self.units_directory.join(format!("{handle:016x}"));
+        match fs::read_to_string(&record) {
+            Ok(text) => text.trim().parse().map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: {text:?} is not a cache unit", record.display()),
+                )
+            }),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(0),
+            Err(err) => Err(err),
+        }
+    }
+
+    fn set_cache_unit(&self, handle: u64, unit_bytes: u32) -> io::Result<()> {
+        let record = self.units_directory.join(format!("{handle:016x}"));
+        if unit_bytes != 0 {
+            return fs::write(record, format!("{unit_bytes}\n"));
+        }
+        match fs::remove_file(record) {
+            Err(err) if err.kind() != io::ErrorKind::NotFound => Err(err),
+            _ => Ok(()),
+        }
     }
 
     fn list(&self) -> io::Result<Listing<'_>> {

@@ -1120,9 +1120,14 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 Self::answer(connection, &header, Ok(Empty {})).await
             }
             Opcode::ObjectCreate => {
-                let ObjectCreate { handle } = request.decode()?;
+                let ObjectCreate {
+                    handle,
+                    cache_unit_bytes,
+                } = request.decode()?;
                 let result = self
-                    .blocking(move |store| store.create(handle).map(|()| Empty {}))
+                    .blocking(move |store| {
+                        store.create(handle, cache_unit_bytes).map(|()| Empty {})
+                    })
                     .await;
                 Self::answer(connection, &header, result).await
             }

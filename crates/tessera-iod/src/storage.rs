@@ -89,6 +89,14 @@ pub trait ObjectStorage: Send + Sync + Debug + 'static {
     /// Every entry where the objects are, in no particular order.
     fn list(&self) -> io::Result<Listing<'_>>;
 
+    /// The unified cache unit recorded with the object of `handle` at its create
+    /// ([`ObjectStorage::set_cache_unit`]); 0 where none was (the iod's default).
+    fn cache_unit(&self, handle: u64) -> io::Result<u32>;
+
+    /// Records `unit_bytes` as the object's cache unit, so a restarted iod uses it again;
+    /// 0 clears the record. [`ObjectStorage::remove`] removes the record with the object.
+    fn set_cache_unit(&self, handle: u64, unit_bytes: u32) -> io::Result<()>;
+
     /// Capacity and use: one look at every object.
     fn usage(&self) -> io::Result<Usage>;
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tessera_proto::limits::{HANDLES_LIVE_MAX, IOD_OPEN_OBJECTS_MAX};
+use tessera_proto::limits::{check_cache_unit_bytes, HANDLES_LIVE_MAX, IOD_OPEN_OBJECTS_MAX};
 use tessera_proto::metrics::{
     STORAGE_BYTES_MOVED, STORAGE_BYTES_WANTED, STORAGE_CALLS, STORAGE_PIECES, STORAGE_PLANS,
     STORAGE_REQUESTS,
@@ -475,6 +475,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
             writes: self.writes.snapshot(),
             io_uring: self.planner.batching(),
             model: self.planner.model().describe(),
+            cache: self.cache_counters(),
         }
     }
 
@@ -540,6 +541,12 @@ impl<S: ObjectStorage> ObjectStore<S> {
             Err(err) if err.kind() == ErrorKind::NotFound => return Err(Self::unknown(handle)),
             Err(err) => return Err(self.io_error(handle, "open", &err)),
         };
+        // Before any grant of the object (every request opens it first). Where the cache
+        // still holds units of another size (an orphan being emptied by `create`, whose
+        // truncate applies the unit again), those stay until dropped: the bytes are right.
+        if let Err(error) = self.apply_cache_unit(handle) {
+            tracing::warn!("{}", error.message);
+        }
         if open.len() >= IOD_OPEN_OBJECTS_MAX {
             // Evict an object no request holds, so every request on one object shares one
             // lock; if all are in use the table grows past the limit by at most the requests in
@@ -562,10 +569,17 @@ impl<S: ObjectStorage> ObjectStore<S> {
         Ok(object)
     }
 
-    /// Creates the empty object of `handle`. An existing object is emptied: the mds hands out
-    /// each handle once, so one can only be an orphan of a create the mds never committed
+    /// Creates the empty object of `handle`, recording `cache_unit_bytes` (0: the cache's
+    /// default) as its unit in the unified cache. An existing object is emptied: the mds hands
+    /// out each handle once, so one can only be an orphan of a create the mds never committed
     /// (it crashed in between and reissued the handle), whose bytes must not show through.
-    pub fn create(&self, handle: u64) -> Result<(), RemoteError> {
+    pub fn create(&self, handle: u64, cache_unit_bytes: u32) -> Result<(), RemoteError> {
+        check_cache_unit_bytes(u64::from(cache_unit_bytes)).map_err(|reason| {
+            RemoteError::new(
+                ErrorCode::InvalidArgument,
+                format!("object {handle:#x}: {reason}"),
+            )
+        })?;
         let mut sweep = self.sweep.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(guard) = sweep.as_mut() {
             if guard.created.len() < IOD_SWEEP_CREATES_MAX {
@@ -574,14 +588,22 @@ impl<S: ObjectStorage> ObjectStore<S> {
                 guard.overflowed = true;
             }
         }
-        match self.storage.create(handle) {
+        let existed = match self.storage.create(handle) {
             Ok(()) => {
                 self.object_count.fetch_add(1, Ordering::Relaxed);
-                Ok(())
+                false
             }
-            Err(err) if err.kind() == ErrorKind::AlreadyExists => self.truncate(handle, 0),
-            Err(err) => Err(self.io_error(handle, "create", &err)),
+            Err(err) if err.kind() == ErrorKind::AlreadyExists => true,
+            Err(err) => return Err(self.io_error(handle, "create", &err)),
+        };
+        self.storage
+            .set_cache_unit(handle, cache_unit_bytes)
+            .map_err(|err| self.io_error(handle, "recording the cache unit", &err))?;
+        // Emptying an existing object drops its units and takes the unit just recorded.
+        if existed {
+            self.truncate(handle, 0)?;
         }
+        Ok(())
     }
 
     /// Removes the object of `handle`.
@@ -693,6 +715,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         if self.cache.is_some() {
             self.flush_object(handle, &guard)?;
             self.forget(handle)?;
+            self.apply_cache_unit(handle)?;
         }
         object
             .file
@@ -1289,7 +1312,7 @@ mod tests {
     fn reads_of_cold_data_are_priced_cold_and_sieve_only_small_spans() {
         let directory = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(directory.path()).unwrap();
-        store.create(7).unwrap();
+        store.create(7, 0).unwrap();
         let data: Vec<u8> = (0..(2u32 << 20)).map(|i| (i % 251) as u8).collect();
         store
             .write(
@@ -1347,7 +1370,7 @@ mod tests {
     fn kept_mappings_follow_truncates_growth_and_removal() {
         let directory = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(directory.path()).unwrap();
-        store.create(7).unwrap();
+        store.create(7, 0).unwrap();
         let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
         let whole = [Piece::new(0, data.len() as u64)];
         store
@@ -1398,7 +1421,7 @@ mod tests {
     fn merges_adjacent_pieces_and_applies_overlaps_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(dir.path()).unwrap();
-        store.create(5).unwrap();
+        store.create(5, 0).unwrap();
         let pieces = [
             Piece::new(0, 4),
             Piece::new(4, 4),
@@ -1450,7 +1473,7 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(directory.path()).unwrap();
         for handle in 2..12 {
-            store.create(handle).unwrap();
+            store.create(handle, 0).unwrap();
         }
         std::fs::write(directory.path().join("objects").join("notes.txt"), b"x").unwrap();
         let mut asked = Vec::new();
@@ -1488,13 +1511,13 @@ mod tests {
     fn the_sweep_never_removes_an_object_created_while_it_runs() {
         let directory = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(directory.path()).unwrap();
-        store.create(5).unwrap();
-        store.create(6).unwrap();
+        store.create(5, 0).unwrap();
+        store.create(6, 0).unwrap();
         // The mds says neither is live; meanwhile a create reissues handle 5 (as after an mds
         // restart): its new object must stay.
         let report = store
             .sweep_orphans(|_| {
-                store.create(5).unwrap();
+                store.create(5, 0).unwrap();
                 Ok(Vec::new())
             })
             .unwrap();
@@ -1510,7 +1533,7 @@ mod tests {
     fn a_failed_question_stops_the_sweep_and_removes_nothing() {
         let directory = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(directory.path()).unwrap();
-        store.create(9).unwrap();
+        store.create(9, 0).unwrap();
         let error = store
             .sweep_orphans(|_| Err(RemoteError::new(ErrorCode::Unavailable, "mds down")))
             .unwrap_err();
@@ -1527,7 +1550,7 @@ mod tests {
         use crate::testing::MemStorage;
         let store = ObjectStore::with_storage(MemStorage::new(), CostModel::default()).unwrap();
         assert!(!store.planner().batching(), "no batches without a file");
-        store.create(7).unwrap();
+        store.create(7, 0).unwrap();
         let pieces = [Piece::new(0, 4), Piece::new(10, 4), Piece::new(20, 4)];
         let outcome = store
             .write(7, &pieces, b"aaaabbbbcccc", StoragePlan::Batched)
@@ -1569,7 +1592,7 @@ mod tests {
         assert_eq!(outcome.calls, 1);
         assert_eq!(store.stat(7).unwrap().0, 24);
         // The sweep lists memory too.
-        store.create(8).unwrap();
+        store.create(8, 0).unwrap();
         let report = store.sweep_orphans(|_| Ok(vec![7])).unwrap();
         assert_eq!(report.removed, vec![8]);
         assert_eq!(store.storage().handles(), vec![7]);

@@ -180,7 +180,11 @@ fn read(
 }
 
 fn create(connection: &mut Connection, handle: u64) -> Result<(), RemoteError> {
-    remote(connection.call(&ObjectCreate { handle })).map(drop)
+    remote(connection.call(&ObjectCreate {
+        handle,
+        cache_unit_bytes: 0,
+    }))
+    .map(drop)
 }
 
 fn stat(connection: &mut Connection, handle: u64) -> Result<u64, RemoteError> {

@@ -105,7 +105,7 @@ fn sieving_model() -> CostModel {
 fn check(steps: &[Step], model: CostModel) -> Result<(), TestCaseError> {
     let directory = tempfile::tempdir().unwrap();
     let store = ObjectStore::open_with(directory.path(), model).unwrap();
-    store.create(HANDLE).unwrap();
+    store.create(HANDLE, 0).unwrap();
     let plain = Model {
         file: tempfile::tempfile().unwrap(),
     };
@@ -162,7 +162,7 @@ proptest! {
 fn counters_record_every_decision() {
     let directory = tempfile::tempdir().unwrap();
     let store = ObjectStore::open_with(directory.path(), sieving_model()).unwrap();
-    store.create(HANDLE).unwrap();
+    store.create(HANDLE, 0).unwrap();
     // 100 pieces of 16 bytes every 64 bytes: the sieving model reads and writes one chunk.
     let pieces: Vec<Piece> = (0..100).map(|i| Piece::new(i * 64, 16)).collect();
     let data = data_for(&pieces, 3);
@@ -211,7 +211,7 @@ fn concurrent_sieving_writers_on_one_server_lose_no_bytes() {
     let directory = tempfile::tempdir().unwrap();
     let store =
         std::sync::Arc::new(ObjectStore::open_with(directory.path(), sieving_model()).unwrap());
-    store.create(HANDLE).unwrap();
+    store.create(HANDLE, 0).unwrap();
     let writers = 8u64;
     let blocks = 2048u64;
     std::thread::scope(|scope| {

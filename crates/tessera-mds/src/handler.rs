@@ -21,7 +21,7 @@ use std::time::Duration;
 use tessera_auth::{ClusterKey, Grant, KeySigner, Rights};
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_net::{Identity, NetError, Peer, Pool};
-use tessera_proto::limits::FILE_BYTES_MAX;
+use tessera_proto::limits::{cache_unit_for_stripe, check_cache_unit_bytes, FILE_BYTES_MAX};
 use tessera_proto::{
     Attr, Capability, Chmod, Chown, Create, Credentials, Decoder, Empty, ErrorCode, HandlesLive,
     HandlesLiveReply, Layout, LockGranted, LockRange, Lookup, Mkdir, ObjectCreate, ObjectLeft,
@@ -274,6 +274,12 @@ impl Inner {
     }
 
     fn create_objects(&self, request: &Create) -> Result<Attr, RemoteError> {
+        check_cache_unit_bytes(u64::from(request.cache_unit_bytes)).map_err(|reason| {
+            RemoteError::new(
+                ErrorCode::InvalidArgument,
+                format!("creating {}: {reason}", request.path),
+            )
+        })?;
         let caller = caller_of(&request.credentials);
         let plan = self.namespace.plan_create(&caller, request)?;
         let (handle, inode) = match plan {
@@ -281,9 +287,19 @@ impl Inner {
             CreatePlan::Existing(handle, inode) => return self.attr(handle, &inode),
             CreatePlan::New(handle, inode) => (handle, inode),
         };
+        // The iods keep the unit with each object; without a hint a finely striped file
+        // takes its stripe unit (ARCHITECTURE §2.7), others the iod's default (0).
+        let cache_unit_bytes = match request.cache_unit_bytes {
+            0 if inode.pattern.is_empty() => cache_unit_for_stripe(inode.stripe_unit_bytes),
+            hinted => hinted,
+        };
         let _in_flight = Creating::enter(&self.creating, handle);
         for (made, &server) in inode.servers.iter().enumerate() {
-            if let Err(error) = self.iod_call(server, &ObjectCreate { handle }) {
+            let object = ObjectCreate {
+                handle,
+                cache_unit_bytes,
+            };
+            if let Err(error) = self.iod_call(server, &object) {
                 let partial = Inode {
                     servers: inode.servers[..made].to_vec(),
                     ..inode.clone()

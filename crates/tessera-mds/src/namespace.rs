@@ -671,6 +671,7 @@ impl Namespace {
             stripe_unit_bytes,
             server_count,
             pattern,
+            cache_unit_bytes: _,
         } = request;
         let (path, mode, exclusive) = (path.as_str(), *mode, *exclusive);
         let (stripe_unit_bytes, server_count) = (*stripe_unit_bytes, *server_count);

@@ -7,7 +7,7 @@
 //! compile-time assertions at the bottom of the file.
 
 /// Version of the frame header and message encodings; a peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 7;
+pub const PROTOCOL_VERSION: u8 = 8;
 
 /// Bytes in the fixed frame header that starts every message.
 pub const HEADER_BYTES: usize = 24;
@@ -37,6 +37,38 @@ pub const STRIPE_UNIT_BYTES_MIN: u64 = 64;
 pub const STRIPE_UNIT_BYTES_MAX: u64 = 1 << 30;
 /// Default stripe unit (as PVFS: 64 KiB).
 pub const STRIPE_UNIT_BYTES_DEFAULT: u64 = 64 << 10;
+
+/// Smallest unit of an iod's unified cache a file may ask for (`Create::cache_unit_bytes`).
+pub const CACHE_UNIT_BYTES_MIN: u32 = 4 << 10;
+/// Largest unit of an iod's unified cache (and its default).
+pub const CACHE_UNIT_BYTES_MAX: u32 = 64 << 10;
+
+/// Checks a file's cache unit hint: 0 (none) or a power of two from [`CACHE_UNIT_BYTES_MIN`]
+/// to [`CACHE_UNIT_BYTES_MAX`]; the error names the value and the range.
+pub fn check_cache_unit_bytes(unit_bytes: u64) -> Result<(), String> {
+    let in_range =
+        (u64::from(CACHE_UNIT_BYTES_MIN)..=u64::from(CACHE_UNIT_BYTES_MAX)).contains(&unit_bytes);
+    if unit_bytes == 0 || (in_range && unit_bytes.is_power_of_two()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "cache unit of {unit_bytes} bytes is not a power of two from {CACHE_UNIT_BYTES_MIN} to {CACHE_UNIT_BYTES_MAX} bytes"
+        ))
+    }
+}
+
+/// The cache unit of a striped file created without a hint: its stripe unit, rounded down to
+/// a power of two and clamped to [`CACHE_UNIT_BYTES_MIN`]..; 0 (the iod's default unit) for
+/// stripe units of [`CACHE_UNIT_BYTES_MAX`] and more. An object holds its stripe units back
+/// to back, and a file striped finely is one read and written in small pieces: units of its
+/// stripe unit fill and write back what those accesses touch, not 64 KiB around each.
+pub fn cache_unit_for_stripe(stripe_unit_bytes: u64) -> u32 {
+    if stripe_unit_bytes >= u64::from(CACHE_UNIT_BYTES_MAX) {
+        return 0;
+    }
+    let floor = 1u64 << stripe_unit_bytes.max(1).ilog2();
+    u32::try_from(floor).map_or(0, |floor| floor.max(CACHE_UNIT_BYTES_MIN))
+}
 
 /// Most I/O servers in one cluster and in one layout.
 pub const SERVERS_MAX: usize = 256;
@@ -225,7 +257,40 @@ const _: () = assert!(
 );
 const _: () = assert!(STRIPE_UNIT_BYTES_MIN <= STRIPE_UNIT_BYTES_DEFAULT);
 const _: () = assert!(STRIPE_UNIT_BYTES_DEFAULT <= STRIPE_UNIT_BYTES_MAX);
+const _: () = assert!(
+    CACHE_UNIT_BYTES_MIN.is_power_of_two()
+        && CACHE_UNIT_BYTES_MAX.is_power_of_two()
+        && CACHE_UNIT_BYTES_MIN <= CACHE_UNIT_BYTES_MAX
+);
 const _: () = assert!(SERVERS_MAX <= u16::MAX as usize + 1);
 const _: () = assert!(PIECE_BYTES_MAX < FILE_BYTES_MAX);
 // A sieving chunk buffer is a small part of the buffer budget.
 const _: () = assert!(SIEVE_CHUNK_BYTES_MAX * 16 <= IOD_BUFFER_BYTES_MAX);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_unit_hints_are_powers_of_two_in_range() {
+        for good in [0, 4096, 8192, 16384, 32768, 65536] {
+            assert_eq!(check_cache_unit_bytes(good), Ok(()), "{good}");
+        }
+        for bad in [1, 2048, 4095, 12288, 131_072, u64::MAX] {
+            let error = check_cache_unit_bytes(bad).unwrap_err();
+            assert!(error.contains(&bad.to_string()), "{error}");
+            assert!(error.contains("4096 to 65536"), "{error}");
+        }
+    }
+
+    #[test]
+    fn unhinted_striped_files_take_their_stripe_unit_clamped() {
+        assert_eq!(cache_unit_for_stripe(64), 4096);
+        assert_eq!(cache_unit_for_stripe(4096), 4096);
+        assert_eq!(cache_unit_for_stripe(16384), 16384);
+        assert_eq!(cache_unit_for_stripe(24576), 16384);
+        assert_eq!(cache_unit_for_stripe(65535), 32768);
+        assert_eq!(cache_unit_for_stripe(65536), 0);
+        assert_eq!(cache_unit_for_stripe(1 << 20), 0);
+    }
+}

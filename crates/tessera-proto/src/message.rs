@@ -1010,6 +1010,10 @@ wire_struct! {
         /// A pattern layout instead of stripes: one type per server (see `PatternLayout`);
         /// empty for stripes.
         pub pattern: Vec<Datatype>,
+        /// Unit of the iods' unified caches for this file's objects: a power of two from
+        /// `CACHE_UNIT_BYTES_MIN` to `CACHE_UNIT_BYTES_MAX`; 0 lets the mds choose
+        /// (`limits::cache_unit_for_stripe`). Ignored when the file exists.
+        pub cache_unit_bytes: u32,
     }
 }
 request!(Create => Create, Opened);
@@ -1379,6 +1383,9 @@ wire_struct! {
     pub struct ObjectCreate {
         /// File handle.
         pub handle: u64,
+        /// Unit of the iod's unified cache for the object, kept with it: a power of two from
+        /// `CACHE_UNIT_BYTES_MIN` to `CACHE_UNIT_BYTES_MAX`, or 0 for the iod's default.
+        pub cache_unit_bytes: u32,
     }
 }
 request!(ObjectCreate => ObjectCreate, Empty);
@@ -1768,6 +1775,56 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// An iod's unified cache since start (`--serve unified`; all zeros under other modes).
+    pub struct CacheCounters {
+        /// Units a grant found cached.
+        pub hits: u64,
+        /// Units a grant had to create.
+        pub misses: u64,
+        /// Clean units evicted for room.
+        pub evictions: u64,
+        /// Units a grant waited for.
+        pub grant_waits: u64,
+        /// Bytes written and not yet written back.
+        pub dirty_bytes: u64,
+        /// Write-back steps.
+        pub flushes: u64,
+        /// Bytes write-back wrote.
+        pub flushed_bytes: u64,
+        /// Units made in the registered Ready region.
+        pub ready_units_made: u64,
+        /// Units made in heap memory (Raw).
+        pub raw_units_made: u64,
+        /// Units a write's data was received straight into, then installed.
+        pub units_landed: u64,
+        /// Bytes of all units now.
+        pub bytes_in_use: u64,
+        /// The budget (`--cache-bytes`).
+        pub budget_bytes: u64,
+    }
+}
+
+impl CacheCounters {
+    /// Every counter by its stable name, in wire order (for tables and JSON).
+    pub fn named(&self) -> [(&'static str, u64); 12] {
+        [
+            ("hits", self.hits),
+            ("misses", self.misses),
+            ("evictions", self.evictions),
+            ("grant_waits", self.grant_waits),
+            ("dirty_bytes", self.dirty_bytes),
+            ("flushes", self.flushes),
+            ("flushed_bytes", self.flushed_bytes),
+            ("ready_units_made", self.ready_units_made),
+            ("raw_units_made", self.raw_units_made),
+            ("units_landed", self.units_landed),
+            ("bytes_in_use", self.bytes_in_use),
+            ("budget_bytes", self.budget_bytes),
+        ]
+    }
+}
+
+wire_struct! {
     /// An iod's storage counters and cost model.
     pub struct ServerStatsReply {
         /// Reads.
@@ -1779,6 +1836,8 @@ wire_struct! {
         /// The cost model's parameters, one line of `key=value` pairs (decoded under the
         /// string limit, `path_bytes_max`).
         pub model: String,
+        /// The unified cache's counters.
+        pub cache: CacheCounters,
     }
 }
 request!(ServerStats => ServerStats, ServerStatsReply);

@@ -96,14 +96,32 @@ int main(int argc, char **argv) {
 
     static unsigned char data[DATA_BYTES];
     for (int i = 0; i < DATA_BYTES; i++) data[i] = (unsigned char)(i * 7 + 3);
+    TesseraCreateOptions hinted;
+    if ((rc = tessera_create_options_init(&hinted)) != TESSERA_OK) fail("options_init", rc);
+    check(hinted.cache_unit_bytes == 0, "the mds chooses the cache unit by default");
+    hinted.cache_unit_bytes = 4096;
     for (int i = 0; i < FILES; i++) {
         TesseraFile *file = NULL;
         snprintf(path, sizeof path, "%s/f%04d", top, i);
-        if ((rc = tessera_create(client, path, NULL, &file)) != TESSERA_OK) fail("tessera_create", rc);
+        /* The second file with a cache unit hint; the others without options. */
+        rc = tessera_create(client, path, i == 1 ? &hinted : NULL, &file);
+        if (rc != TESSERA_OK) fail("tessera_create", rc);
         if (i == 0 && (rc = tessera_file_write(file, 0, data, DATA_BYTES, NULL, NULL)) != TESSERA_OK)
             fail("tessera_file_write", rc);
         if ((rc = tessera_close(file)) != TESSERA_OK) fail("tessera_close", rc);
     }
+
+    /* A cache unit that is not a power of two from 4096 to 65536 is refused by name. */
+    TesseraFile *refused = NULL;
+    hinted.cache_unit_bytes = 12288;
+    snprintf(path, sizeof path, "%s/bad-unit", top);
+    expect(tessera_create(client, path, &hinted, &refused), TESSERA_ERR_INVALID_ARGUMENT,
+           "create with a cache unit of 12288 bytes");
+    check(strstr(tessera_last_error(), "12288 bytes") != NULL &&
+              strstr(tessera_last_error(), "4096 to 65536") != NULL,
+          "the error names the cache unit and the range");
+    printf("ok create: a cache unit hint of 4096 taken, 12288 refused (%s)\n",
+           tessera_last_error());
 
     static char names[FILES + 8][TESSERA_DIR_NAME_BYTES];
     int directories;

@@ -61,6 +61,11 @@ pub const OBJECTS_MAX: usize = 1 << 20;
 const _: () = assert!(UNIT_BYTES_MIN.is_power_of_two() && UNIT_BYTES_MAX.is_power_of_two());
 const _: () = assert!(UNIT_BYTES_MIN <= UNIT_BYTES_DEFAULT && UNIT_BYTES_DEFAULT <= UNIT_BYTES_MAX);
 const _: () = assert!(UNIT_BYTES_MIN.is_multiple_of(BUFFER_ALIGN_BYTES));
+// The units files may ask for on the wire (`Create`, `ObjectCreate`) are the cache's.
+const _: () = assert!(
+    UNIT_BYTES_MIN == tessera_proto::limits::CACHE_UNIT_BYTES_MIN as usize
+        && UNIT_BYTES_MAX == tessera_proto::limits::CACHE_UNIT_BYTES_MAX as usize
+);
 
 /// The size and behaviour of one cache.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -950,6 +955,8 @@ impl Cache {
                         None
                     }
                 } else if mode == Mode::ReadCached {
+                    // Unlocked first: dropping `grant` then releases what it took so far.
+                    drop(state);
                     return Err(CacheError::NotCached {
                         handle,
                         unit_index: index,
@@ -978,6 +985,7 @@ impl Cache {
                     break;
                 }
                 if mode == Mode::ReadCached {
+                    drop(state);
                     return Err(CacheError::NotCached {
                         handle,
                         unit_index: index,

@@ -1045,3 +1045,42 @@ fn a_refused_ready_registration_names_the_bytes_and_the_reason() {
     // Nothing was added: the stats name the backend's registrar alone.
     assert_eq!(cache.stats().ready_registrar, "pin");
 }
+
+/// A cached-only grant over units of which the first are cached and a later one is not (or is
+/// being written) refuses at once and gives back the units it took, not deadlocking on its
+/// own lock as it did (an iod's tcp read of a partly cached range hung there).
+#[test]
+fn a_cached_only_grant_gives_back_what_it_took_when_a_later_unit_is_missing() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 50);
+    let storage = vec![5u8; 16 * KIB];
+    assert_eq!(read(&cache, &storage, 3, 0, 8 * KIB), vec![5u8; 8 * KIB]);
+    let (done, finished) = std::sync::mpsc::channel();
+    let cache = Arc::new(cache);
+    let asking = Arc::clone(&cache);
+    thread::spawn(move || {
+        let missing = asking.grant_cached(3, &[(0, 12 * KIB)]).map(drop);
+        let written = {
+            let _writer = asking.grant_write(3, 8 * KIB as u64, 4 * KIB).unwrap();
+            asking.grant_cached(3, &[(0, 12 * KIB)]).map(drop)
+        };
+        done.send((missing, written)).unwrap();
+    });
+    let (missing, written) = finished
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the cached-only grants answered");
+    for result in [missing, written] {
+        assert!(
+            matches!(
+                result,
+                Err(CacheError::NotCached {
+                    handle: 3,
+                    unit_index: 2
+                })
+            ),
+            "{result:?}"
+        );
+    }
+    // Units 0 and 1 were given back: a write takes them at once.
+    drop(cache.grant_write(3, 0, 8 * KIB).unwrap());
+    cache.check_consistency();
+}

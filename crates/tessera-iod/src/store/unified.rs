@@ -31,7 +31,7 @@ use tessera_proto::metrics::{
     CACHE_BYTES, CACHE_DIRTY_BYTES, CACHE_EVICTIONS, CACHE_FLUSHED_BYTES, CACHE_FLUSHES,
     CACHE_GRANT_WAITS, CACHE_HITS, CACHE_MISSES, CACHE_UNITS_LANDED, CACHE_UNITS_MADE,
 };
-use tessera_proto::{ErrorCode, Piece, RemoteError};
+use tessera_proto::{CacheCounters, ErrorCode, Piece, RemoteError};
 
 use super::{pwritev_all, Object, ObjectStore, Outcome};
 use crate::cache::{
@@ -526,6 +526,9 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// gains nothing (the write then takes a plain buffer).
     pub fn land(&self, handle: u64, pieces: &[Piece]) -> Option<Landing> {
         let cache = self.cache.as_ref()?;
+        // Opening the object gives the cache its unit before the landing fixes one (an
+        // unknown handle lands nothing: the write reports it).
+        self.object(handle).ok()?;
         // Only a piece of at least a unit can cover one whole.
         let unit_bytes = cache.unit_bytes(handle) as u64;
         if pieces.iter().all(|piece| piece.length < unit_bytes) {
@@ -769,9 +772,50 @@ impl<S: ObjectStorage> ObjectStore<S> {
         }
     }
 
+    /// Gives the cache the unit recorded with the object of `handle` (none: the cache's
+    /// default), before any grant of it: at its open and after `forget`.
+    pub(super) fn apply_cache_unit(&self, handle: u64) -> Result<(), RemoteError> {
+        let Some(cache) = &self.cache else {
+            return Ok(());
+        };
+        let unit_bytes = self
+            .storage
+            .cache_unit(handle)
+            .map_err(|err| self.io_error(handle, "reading the cache unit", &err))?;
+        if unit_bytes == 0 {
+            return Ok(());
+        }
+        let unit_bytes = usize::try_from(unit_bytes).expect("u32 fits usize");
+        cache
+            .set_unit_bytes(handle, unit_bytes)
+            .map_err(|err| cache_error(handle, &err))
+    }
+
     /// The cache's counters, when there is a cache.
     pub fn cache_stats(&self) -> Option<CacheStats> {
         self.cache.as_ref().map(Cache::stats)
+    }
+
+    /// The cache's counters for `ServerStats`: all zeros without a cache.
+    pub fn cache_counters(&self) -> CacheCounters {
+        let Some(stats) = self.cache_stats() else {
+            return CacheCounters::default();
+        };
+        let bytes = |value: usize| value as u64;
+        CacheCounters {
+            hits: stats.hits,
+            misses: stats.misses,
+            evictions: stats.evictions,
+            grant_waits: stats.grant_waits,
+            dirty_bytes: bytes(stats.dirty_bytes),
+            flushes: self.flushes.load(Ordering::Relaxed),
+            flushed_bytes: self.flushed_bytes.load(Ordering::Relaxed),
+            ready_units_made: stats.ready_units_made,
+            raw_units_made: stats.raw_units_made,
+            units_landed: stats.units_landed,
+            bytes_in_use: bytes(stats.bytes_in_use),
+            budget_bytes: bytes(stats.budget_bytes),
+        }
     }
 
     /// Starts the write-back thread of a unified store (nothing otherwise). It stops by itself
@@ -874,7 +918,7 @@ mod tests {
         .unwrap()
         .with_serve(ServeMode::Unified, Some(config))
         .unwrap();
-        store.create(7).unwrap();
+        store.create(7, 0).unwrap();
         (directory, store)
     }
 
@@ -1042,13 +1086,92 @@ mod tests {
         // A removed object's units go, dirty or not; a new object of another handle is empty.
         store.remove(7).unwrap();
         assert_eq!(store.cache_stats().unwrap().dirty_bytes, 0);
-        store.create(8).unwrap();
+        store.create(8, 0).unwrap();
         store.read(8, &pieces, &mut now, StoragePlan::Auto).unwrap();
         assert!(now.iter().all(|&b| b == 0));
     }
 
     fn piece(offset: u64, length: u64) -> Piece {
         Piece { offset, length }
+    }
+
+    /// A unified store of 64 KiB default units (a 1 MiB budget) over `directory`.
+    fn default_unit_store(directory: &std::path::Path) -> ObjectStore<FileStorage> {
+        ObjectStore::with_storage(FileStorage::open(directory).unwrap(), CostModel::default())
+            .unwrap()
+            .with_serve(ServeMode::Unified, Some(CacheConfig::new(1 << 20)))
+            .unwrap()
+    }
+
+    #[test]
+    fn an_object_keeps_the_cache_unit_it_was_created_with_across_truncates_and_restarts() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = default_unit_store(directory.path());
+        store.create(3, 4096).unwrap();
+        store.create(4, 0).unwrap();
+        let data = vec![9u8; 64 * KIB];
+        for handle in [3, 4] {
+            store
+                .write(
+                    handle,
+                    &[piece(0, 64 * KIB as u64)],
+                    &data,
+                    StoragePlan::Auto,
+                )
+                .unwrap();
+        }
+        // Bytes one 4 KiB read adds to the cache after a truncate dropped the object's
+        // units: one unit of the object's size.
+        let in_use_after_one_read = |store: &ObjectStore<FileStorage>, handle: u64| {
+            store.truncate(handle, 64 * KIB as u64).unwrap();
+            let before = store.cache_stats().unwrap().bytes_in_use;
+            let mut read = vec![0u8; 4 * KIB];
+            store
+                .read(
+                    handle,
+                    &[piece(8 * KIB as u64, 4 * KIB as u64)],
+                    &mut read,
+                    StoragePlan::Auto,
+                )
+                .unwrap();
+            assert!(read.iter().all(|&b| b == 9));
+            store.cache_stats().unwrap().bytes_in_use - before
+        };
+        assert_eq!(in_use_after_one_read(&store, 3), 4 * KIB);
+        assert_eq!(in_use_after_one_read(&store, 4), 64 * KIB);
+        assert_eq!(store.cache_counters().bytes_in_use, (68 * KIB) as u64);
+        store.flush(None, u64::MAX).unwrap();
+        drop(store);
+        // A restarted iod reads the unit from the object's record, also when the object's
+        // first request is a write landed in units.
+        let store = default_unit_store(directory.path());
+        let whole = [piece(0, 64 * KIB as u64)];
+        let mut landing = store.land(3, &whole).expect("a write of whole units lands");
+        for slice in &mut landing.slices() {
+            slice.fill(9);
+        }
+        store.write_landed(&whole, landing).unwrap();
+        assert_eq!(store.cache().unwrap().unit_bytes(3), 4 * KIB);
+        assert_eq!(store.cache_counters().units_landed, 16);
+        assert_eq!(in_use_after_one_read(&store, 3), 4 * KIB);
+        // Emptying the object by a create takes the new unit; removing it drops the record.
+        store.create(3, 16 * KIB as u32).unwrap();
+        assert_eq!(store.storage().cache_unit(3).unwrap(), 16 * KIB as u32);
+        store.remove(3).unwrap();
+        assert_eq!(store.storage().cache_unit(3).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_bad_cache_unit_is_refused_naming_the_value_and_the_range() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = default_unit_store(directory.path());
+        for bad in [2048, 12288, 131_072] {
+            let error = store.create(5, bad).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidArgument);
+            assert!(error.message.contains(&format!("{bad} bytes")), "{error:?}");
+            assert!(error.message.contains("4096 to 65536"), "{error:?}");
+        }
+        assert_eq!(store.object_count(), 0);
     }
 
     #[test]

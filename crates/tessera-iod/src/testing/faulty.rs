@@ -316,6 +316,14 @@ impl<S: ObjectStorage> ObjectStorage for Faulty<S> {
         self.plan.run(Op::List, None, || self.inner.list())
     }
 
+    fn cache_unit(&self, handle: u64) -> io::Result<u32> {
+        self.inner.cache_unit(handle)
+    }
+
+    fn set_cache_unit(&self, handle: u64, unit_bytes: u32) -> io::Result<()> {
+        self.inner.set_cache_unit(handle, unit_bytes)
+    }
+
     fn usage(&self) -> io::Result<Usage> {
         self.plan.run(Op::List, None, || self.inner.usage())
     }

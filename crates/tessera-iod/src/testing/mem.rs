@@ -16,6 +16,8 @@ pub const MEM_STORAGE_BYTES_DEFAULT: u64 = 256 << 20;
 #[derive(Debug)]
 pub struct MemStorage {
     objects: Mutex<HashMap<u64, MemObject>>,
+    /// Cache units recorded by `set_cache_unit` (one per object at most).
+    cache_units: Mutex<HashMap<u64, u32>>,
     space: Arc<Space>,
 }
 
@@ -65,6 +67,7 @@ impl MemStorage {
     pub fn with_capacity(capacity_bytes: u64) -> Self {
         Self {
             objects: Mutex::default(),
+            cache_units: Mutex::default(),
             space: Arc::new(Space {
                 capacity_bytes,
                 used_bytes: AtomicU64::new(0),
@@ -128,10 +131,36 @@ impl ObjectStorage for MemStorage {
 
     fn remove(&self, handle: u64) -> io::Result<()> {
         let mut objects = self.objects.lock().expect("object map lock");
+        self.cache_units
+            .lock()
+            .expect("cache unit map lock")
+            .remove(&handle);
         objects
             .remove(&handle)
             .map(drop)
             .ok_or_else(|| ErrorKind::NotFound.into())
+    }
+
+    fn cache_unit(&self, handle: u64) -> io::Result<u32> {
+        let units = self.cache_units.lock().expect("cache unit map lock");
+        Ok(units.get(&handle).copied().unwrap_or(0))
+    }
+
+    fn set_cache_unit(&self, handle: u64, unit_bytes: u32) -> io::Result<()> {
+        let objects = self.objects.lock().expect("object map lock");
+        if !objects.contains_key(&handle) {
+            return Err(io::Error::new(
+                ErrorKind::NotFound,
+                format!("no object {handle:#x}"),
+            ));
+        }
+        let mut units = self.cache_units.lock().expect("cache unit map lock");
+        if unit_bytes == 0 {
+            units.remove(&handle);
+        } else {
+            units.insert(handle, unit_bytes);
+        }
+        Ok(())
     }
 
     fn list(&self) -> io::Result<Listing<'_>> {
