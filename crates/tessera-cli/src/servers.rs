@@ -118,6 +118,10 @@ pub struct IodArgs {
     /// registered per call) run over providers that need none (`tcp;ofi_rxm`, `shm`).
     #[arg(long, requires = "ofi_provider")]
     ofi_force_local_mr: bool,
+    /// How long a caching client's read lease lasts, in milliseconds (100 to 60000): a
+    /// client that stops answering holds up a write to the file at most this long.
+    #[arg(long, default_value_t = tessera_proto::limits::LEASE_MS_DEFAULT)]
+    lease_ms: u32,
 }
 
 /// A byte count with an optional k/m/g suffix that fits this machine's address space.
@@ -470,7 +474,9 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             stats.ready_registrar
         );
     }
-    let mut iod = tessera_iod::Iod::new(args.index, store);
+    let mut iod = tessera_iod::Iod::new(args.index, store)
+        .with_lease_ms(args.lease_ms)
+        .map_err(|err| format!("iod {}: --lease-ms: {err}", args.index))?;
     if let Some(fabric) = fabric {
         iod = iod.with_fabric(fabric);
     }

@@ -12,20 +12,22 @@ use tessera_auth::Rights;
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_proto::access::{server_share, Share};
 use tessera_proto::limits::{
-    FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, SIEVE_CHUNK_BYTES_MAX,
+    FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, LEASE_MS_DEFAULT, MESSAGE_BULK_BYTES_MAX,
+    SIEVE_CHUNK_BYTES_MAX,
 };
 use tessera_proto::{
     Capability, CollectiveTag, DeclareView, Decoder, Empty, ErrorCode, FileType, Header, IoReply,
-    Layout, ObjectCreate, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate,
-    Opcode, Piece, PingReply, Read, ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess,
-    RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, ShareRegion, Statfs,
-    StoragePlan, TransferMode, Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD,
-    STORE_OK,
+    Layout, LeaseAcquire, LeaseAcquireReply, LeaseListen, LeaseRevoke, ObjectCreate, ObjectRemove,
+    ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read,
+    ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError, RemoteMemory,
+    RemoteProbe, RemoteProbeReply, ServerStats, ShareRegion, Statfs, StoragePlan, TransferMode,
+    Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD, STORE_OK,
 };
 use tokio::sync::Semaphore;
 
 use crate::collective::{self, Arrival, Collectives, Complete, Done, Joined};
 use crate::files::FileStorage;
+use crate::leases::{Leases, Revocation};
 use crate::remote;
 use crate::storage::ObjectStorage;
 use crate::store::{ObjectStore, Outcome};
@@ -76,6 +78,8 @@ pub struct Iod<S: ObjectStorage = FileStorage> {
     /// Data requests must carry a valid capability (always, but for the bench-only
     /// [`Iod::capability_switch`]).
     check_capabilities: Arc<std::sync::atomic::AtomicBool>,
+    /// Read leases of caching clients, revoked before a write is applied.
+    leases: Arc<Leases>,
 }
 
 impl<S: ObjectStorage> Iod<S> {
@@ -95,7 +99,19 @@ impl<S: ObjectStorage> Iod<S> {
             fabric: None,
             collectives: Arc::default(),
             check_capabilities: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            leases: Arc::new(Leases::new(LEASE_MS_DEFAULT).expect("the default lease is valid")),
         }
+    }
+
+    /// Leases last `lease_ms` milliseconds (`LEASE_MS_MIN..=LEASE_MS_MAX`).
+    pub fn with_lease_ms(mut self, lease_ms: u32) -> Result<Self, String> {
+        self.leases = Arc::new(Leases::new(lease_ms)?);
+        Ok(self)
+    }
+
+    /// The lease table.
+    pub fn leases(&self) -> &Arc<Leases> {
+        &self.leases
     }
 
     /// The switch that turns capability checks off (false) and on. Only `tessera bench
@@ -435,6 +451,8 @@ impl<S: ObjectStorage> Iod<S> {
                 (write.handle, write.mode, write.storage, write.pieces, total)
             }
         };
+        // Leases on the object are revoked before the data is applied (held until then).
+        let _writing = self.leases.begin_write(handle).await;
         if mode == TransferMode::Remote {
             let descriptor = connection.read_bulk(header).await?;
             let request = (handle, storage, pieces, total);
@@ -677,9 +695,11 @@ impl<S: ObjectStorage> Iod<S> {
             Opcode::Write | Opcode::WriteType | Opcode::WriteView | Opcode::WriteCollective => {
                 Rights::WRITE
             }
-            Opcode::Read | Opcode::ReadType | Opcode::ReadView | Opcode::ReadCollective => {
-                Rights::READ
-            }
+            Opcode::Read
+            | Opcode::ReadType
+            | Opcode::ReadView
+            | Opcode::ReadCollective
+            | Opcode::LeaseAcquire => Rights::READ,
             Opcode::DeclareView | Opcode::ReleaseView | Opcode::ObjectStat | Opcode::ObjectSync => {
                 Rights::ANY
             }
@@ -884,6 +904,8 @@ impl<S: ObjectStorage> Iod<S> {
             data,
             bytes: total,
         };
+        // Held until this participant's answer, so past the collective's one write.
+        let _writing = self.leases.begin_write(write.handle).await;
         let result = self
             .take_part(
                 &tag,
@@ -1029,6 +1051,43 @@ impl<S: ObjectStorage> Iod<S> {
     }
 }
 
+impl<S: ObjectStorage> Iod<S> {
+    /// Serves a client's callback channel (`LeaseListen`) until either side closes it:
+    /// delivers each revocation as a `LeaseRevoke` and reports the client's answer. The
+    /// client's leases end with the channel.
+    async fn serve_callbacks(
+        &self,
+        header: &Header,
+        client_id: u64,
+        connection: &mut ServerConnection,
+    ) -> Result<(), ConnectionError> {
+        let (generation, mut revocations) = match self.leases.listen(client_id) {
+            Ok(listening) => listening,
+            Err(error) => return connection.reply_error(header, &error).await,
+        };
+        connection.reply(header, &Empty {}, &[]).await?;
+        let lease = std::time::Duration::from_millis(u64::from(self.leases.lease_ms()));
+        let result = loop {
+            let revocation: Option<Revocation> = tokio::select! {
+                revocation = revocations.recv() => revocation,
+                closed = connection.closed() => break closed,
+            };
+            let Some(Revocation { handle, answered }) = revocation else {
+                break Ok(()); // replaced by a newer channel of the same client
+            };
+            // Unanswered within the lease, the write goes on anyway (`begin_write`).
+            match connection.call_peer(&LeaseRevoke { handle }, lease).await {
+                Ok(Empty {}) => {
+                    let _ = answered.send(());
+                }
+                Err(error) => break Err(error),
+            }
+        };
+        self.leases.unlisten(client_id, generation);
+        result
+    }
+}
+
 impl<S: ObjectStorage> Service for Iod<S> {
     fn name(&self) -> String {
         format!("iod {}", self.index)
@@ -1119,6 +1178,20 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 self.views.release(handle, view_id);
                 Self::answer(connection, &header, Ok(Empty {})).await
             }
+            Opcode::LeaseListen => {
+                let LeaseListen { client_id } = request.decode()?;
+                self.serve_callbacks(&header, client_id, connection).await
+            }
+            Opcode::LeaseAcquire => {
+                let LeaseAcquire {
+                    handle, client_id, ..
+                } = request.decode()?;
+                let result = self
+                    .leases
+                    .acquire(handle, client_id)
+                    .map(|lease_ms| LeaseAcquireReply { lease_ms });
+                Self::answer(connection, &header, result).await
+            }
             Opcode::ObjectCreate => {
                 let ObjectCreate {
                     handle,
@@ -1133,6 +1206,7 @@ impl<S: ObjectStorage> Service for Iod<S> {
             }
             Opcode::ObjectRemove => {
                 let ObjectRemove { handle } = request.decode()?;
+                let _writing = self.leases.begin_write(handle).await;
                 self.views.release_handle(handle);
                 let result = self
                     .blocking(move |store| store.remove(handle).map(|()| Empty {}))
@@ -1152,6 +1226,7 @@ impl<S: ObjectStorage> Service for Iod<S> {
             }
             Opcode::ObjectTruncate => {
                 let ObjectTruncate { handle, size } = request.decode()?;
+                let _writing = self.leases.begin_write(handle).await;
                 let result = if size > FILE_BYTES_MAX {
                     Err(RemoteError::over_limit(
                         "file_bytes_max",

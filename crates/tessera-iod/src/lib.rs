@@ -22,6 +22,7 @@ pub mod extent;
 pub mod fabric;
 pub mod files;
 pub mod handler;
+pub mod leases;
 pub mod mapping;
 pub mod plan;
 pub mod remote;

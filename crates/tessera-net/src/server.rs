@@ -122,6 +122,8 @@ pub struct ServerConnection {
     bodies: Arc<Semaphore>,
     /// The current request's share of it, held until the request is done.
     body_budget: Option<OwnedSemaphorePermit>,
+    /// Requests this server sent the peer (`call_peer`), for their ids.
+    peer_calls: u64,
 }
 
 /// A connection's socket: TCP, or a Unix socket from a process on this host.
@@ -508,6 +510,63 @@ impl ServerConnection {
             body,
             descriptor: descriptors.pop(),
         }))
+    }
+
+    /// Waits until the peer closes the connection (`Ok`), or sends anything, which is a
+    /// protocol error on a callback channel, where only the server asks. Cancel-safe.
+    pub async fn closed(&mut self) -> Result<(), ConnectionError> {
+        let mut byte = [0u8; 1];
+        match self.stream.read(&mut byte).await? {
+            0 => Ok(()),
+            _ => Err(ConnectionError::Refused(RemoteError::new(
+                ErrorCode::Protocol,
+                "a callback channel carries only answers to the server's requests",
+            ))),
+        }
+    }
+
+    /// Sends `request` to the peer (a server's request on a callback channel the peer opened)
+    /// and waits up to `wait` for its reply. An error reply, or none in time, is an error.
+    pub async fn call_peer<R: Request>(
+        &mut self,
+        request: &R,
+        wait: Duration,
+    ) -> Result<R::Reply, ConnectionError> {
+        self.peer_calls += 1;
+        let request_id = self.peer_calls;
+        let body = request.to_body();
+        write_frame_to(&mut self.stream, R::OPCODE as u8, 0, request_id, &body, &[]).await?;
+        let stream = &mut self.stream;
+        let answer = async {
+            let mut bytes = [0u8; HEADER_BYTES];
+            stream.read_exact(&mut bytes).await?;
+            let header = Header::decode(&bytes).map_err(io::Error::other)?;
+            let mut body = vec![0u8; header.body_bytes as usize];
+            stream.read_exact(&mut body).await?;
+            Ok::<_, io::Error>((header, body))
+        };
+        let (header, body) = tokio::time::timeout(wait, answer).await.map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "{} did not answer {:?} within {wait:?}",
+                    self.peer,
+                    R::OPCODE
+                ),
+            )
+        })??;
+        if !header.is_reply() || header.request_id != request_id || header.bulk_bytes != 0 {
+            return Err(WireError::BadValue {
+                field: "reply to a callback",
+                value: header.request_id,
+            }
+            .into());
+        }
+        if header.is_error() {
+            let error = RemoteError::from_body(&body)?;
+            return Err(ConnectionError::Refused(error));
+        }
+        Ok(R::Reply::from_body(&body)?)
     }
 
     /// Reads the request's bulk bytes (gather and pack modes) into a new buffer.
@@ -1241,6 +1300,7 @@ pub async fn serve_with_local<S: Service>(
                 prefetched: None,
                 bodies,
                 body_budget: None,
+                peer_calls: 0,
             };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
                 metrics::counter!(CONNECTIONS_DROPPED, "reason" => "error").increment(1);

@@ -7,7 +7,7 @@
 //! compile-time assertions at the bottom of the file.
 
 /// Version of the frame header and message encodings; a peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 8;
+pub const PROTOCOL_VERSION: u8 = 9;
 
 /// Bytes in the fixed frame header that starts every message.
 pub const HEADER_BYTES: usize = 24;
@@ -126,6 +126,21 @@ pub const FRAME_TIMEOUT_MS: u64 = 10_000;
 
 /// The slowest rate at which a peer must send a frame's bytes or take a reply's.
 pub const PEER_BYTES_PER_S_MIN: u64 = 1 << 20;
+
+/// How long a read lease on a file's object lasts (`LeaseAcquire`), unless the iod is
+/// started with another `--lease-ms`: an unresponsive client holds up a write at most this
+/// long.
+pub const LEASE_MS_DEFAULT: u32 = 10_000;
+/// The shortest and longest lease an iod may be configured with.
+pub const LEASE_MS_MIN: u32 = 100;
+/// See [`LEASE_MS_MIN`].
+pub const LEASE_MS_MAX: u32 = 60_000;
+/// Most clients with a callback channel (`LeaseListen`) on one iod.
+pub const LEASE_LISTENERS_MAX: usize = 256;
+/// Most read leases one iod holds at once, over all objects and clients.
+pub const LEASES_MAX: usize = 65_536;
+/// Most revocations queued on one callback channel.
+pub const LEASE_REVOCATIONS_QUEUED_MAX: usize = 1024;
 
 /// How long a connection may stay idle (no request begun) before the server closes it; when
 /// `CONNECTIONS_MAX` is reached, the longest idle one is closed at once for a new one.

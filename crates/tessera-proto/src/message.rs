@@ -104,6 +104,12 @@ pub enum Opcode {
     ShareRegion = 0x42,
     /// iod: capacity and use of the file system under its data directory (`tessera df`).
     Statfs = 0x43,
+    /// iod: turn this connection into the client's callback channel for lease revocations.
+    LeaseListen = 0x44,
+    /// iod: a read lease on a file's object, for a client that caches its blocks.
+    LeaseAcquire = 0x45,
+    /// iod → client, on a callback channel: drop what you cache of a file, then answer.
+    LeaseRevoke = 0x46,
 }
 
 impl Opcode {
@@ -150,12 +156,15 @@ impl Opcode {
             0x41 => Self::ReadCollective,
             0x42 => Self::ShareRegion,
             0x43 => Self::Statfs,
+            0x44 => Self::LeaseListen,
+            0x45 => Self::LeaseAcquire,
+            0x46 => Self::LeaseRevoke,
             opcode => return Err(WireError::UnknownOpcode { opcode }),
         })
     }
 
     /// Every opcode, in byte order.
-    pub const ALL: [Self; 40] = [
+    pub const ALL: [Self; 43] = [
         Self::Ping,
         Self::Hello,
         Self::AgentSign,
@@ -196,6 +205,9 @@ impl Opcode {
         Self::ReadCollective,
         Self::ShareRegion,
         Self::Statfs,
+        Self::LeaseListen,
+        Self::LeaseAcquire,
+        Self::LeaseRevoke,
     ];
 
     /// A short, stable snake_case name: the `kind` label of the servers' request metrics.
@@ -241,6 +253,9 @@ impl Opcode {
             Self::ReadCollective => "read_collective",
             Self::ShareRegion => "share_region",
             Self::Statfs => "statfs",
+            Self::LeaseListen => "lease_listen",
+            Self::LeaseAcquire => "lease_acquire",
+            Self::LeaseRevoke => "lease_revoke",
         }
     }
 }
@@ -1868,6 +1883,55 @@ wire_struct! {
     }
 }
 request!(Statfs => Statfs, StatfsReply);
+
+wire_struct! {
+    /// Makes this connection the callback channel of client process `client_id` on this iod
+    /// (one per client and iod; a second replaces the first). After the empty reply the
+    /// client sends nothing more on it: the iod sends [`LeaseRevoke`] requests, each answered
+    /// with an empty reply, until either side closes it. Leases of the client live only as
+    /// long as its channel.
+    pub struct LeaseListen {
+        /// The client process's random id, the same in its `LeaseAcquire` requests.
+        pub client_id: u64,
+    }
+}
+request!(LeaseListen => LeaseListen, Empty);
+
+wire_struct! {
+    /// Asks for a read lease on the local object of a file: while the client holds it, no
+    /// write, truncate or remove of the object is applied before the iod has revoked it
+    /// ([`LeaseRevoke`] on the client's callback channel, answered, or the lease's time run
+    /// out). Needs read access, and a callback channel of `client_id` on this iod.
+    pub struct LeaseAcquire {
+        /// File handle.
+        pub handle: u64,
+        /// Access right from a client (read).
+        pub capability: Capability,
+        /// The client process's id, as in its `LeaseListen`.
+        pub client_id: u64,
+    }
+}
+
+wire_struct! {
+    /// A lease, or none: `lease_ms` 0 means the iod has a write to the object under way (the
+    /// client reads without caching and may ask again later).
+    pub struct LeaseAcquireReply {
+        /// How long the lease lasts from when the iod granted it, in milliseconds; the client
+        /// counts it from before it sent the request.
+        pub lease_ms: u32,
+    }
+}
+request!(LeaseAcquire => LeaseAcquire, LeaseAcquireReply);
+
+wire_struct! {
+    /// Sent by an iod on a callback channel: the client must stop using, and drop, what it
+    /// caches of the file before it answers (an empty reply); its lease on the object ends.
+    pub struct LeaseRevoke {
+        /// File handle.
+        pub handle: u64,
+    }
+}
+request!(LeaseRevoke => LeaseRevoke, Empty);
 
 wire_struct! {
     /// Asks an iod to pull 8 bytes of the client's memory one-sidedly: the request's bulk is a

@@ -38,6 +38,7 @@ fn pipe(bodies: Arc<Semaphore>) -> (ServerConnection, DuplexStream) {
         prefetched: None,
         bodies,
         body_budget: None,
+        peer_calls: 0,
     };
     (connection, client)
 }

@@ -1,0 +1,348 @@
+//! Read leases for clients that cache file blocks (issue 20; docs/SEMANTICS.md §3.2).
+//!
+//! A client that caches blocks of a file holds a read lease on the file's object from every
+//! iod holding part of it. Before a write, truncate or remove of an object is applied, the
+//! iod revokes every lease on it: a [`LeaseRevoke`](tessera_proto::LeaseRevoke) goes out on
+//! each holder's callback channel (a connection the client opened with `LeaseListen`), and
+//! the write waits until the holder answered — having dropped what it cached — or until the
+//! lease would have run out anyway, whichever comes first. So a client that stops answering
+//! holds up a write at most one lease time. While a write is under way, no new lease on the
+//! object is granted (the client is told `lease_ms` 0 and reads without caching), so no
+//! client can cache bytes the write is about to replace.
+//!
+//! Like NFSv4 delegations and Lustre's LDLM locks, a lease is recalled by the server over a
+//! channel of its own and bounded by time; unlike them, there is one kind (read), it covers
+//! the whole object, and a revoked client simply asks again at its next read.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tessera_proto::limits::{
+    LEASES_MAX, LEASE_LISTENERS_MAX, LEASE_MS_MAX, LEASE_MS_MIN, LEASE_REVOCATIONS_QUEUED_MAX,
+};
+use tessera_proto::{ErrorCode, RemoteError};
+use tokio::sync::{mpsc, oneshot};
+
+/// One revocation for a callback channel to deliver: the object, and whom to tell once the
+/// client answered.
+#[derive(Debug)]
+pub struct Revocation {
+    /// The object whose lease ends.
+    pub handle: u64,
+    /// Told when the client answered.
+    pub answered: oneshot::Sender<()>,
+}
+
+/// A client's callback channel: where its revocations go.
+#[derive(Debug)]
+struct Listener {
+    /// Which `LeaseListen` connection this is (a later one replaces it).
+    generation: u64,
+    revocations: mpsc::Sender<Revocation>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    listeners: HashMap<u64, Listener>,
+    next_generation: u64,
+    /// The leases of each object: client id → when the lease runs out.
+    leases: HashMap<u64, HashMap<u64, Instant>>,
+    held: usize,
+    /// Writes (and truncates, removes) under way, per object.
+    writing: HashMap<u64, usize>,
+    revocations: u64,
+    revocations_unanswered: u64,
+}
+
+/// What the lease table counts (exported as metrics, and for tests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaseStats {
+    /// Callback channels open.
+    pub listeners: usize,
+    /// Leases held.
+    pub held: usize,
+    /// Revocations sent.
+    pub revocations: u64,
+    /// Revocations the client did not answer before its lease ran out.
+    pub revocations_unanswered: u64,
+}
+
+/// The read leases of one iod.
+#[derive(Debug)]
+pub struct Leases {
+    lease: Duration,
+    state: Mutex<State>,
+}
+
+/// Held while a write (truncate, remove) of an object is applied: no lease on it is granted
+/// meanwhile.
+#[must_use = "the write must be applied while this is held"]
+#[derive(Debug)]
+pub struct Writing {
+    leases: Arc<Leases>,
+    handle: u64,
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        let mut state = self.leases.lock();
+        if let Some(count) = state.writing.get_mut(&self.handle) {
+            *count -= 1;
+            if *count == 0 {
+                state.writing.remove(&self.handle);
+            }
+        }
+    }
+}
+
+impl Leases {
+    /// A table whose leases last `lease_ms` milliseconds (within `LEASE_MS_MIN..=MAX`).
+    pub fn new(lease_ms: u32) -> Result<Self, String> {
+        if !(LEASE_MS_MIN..=LEASE_MS_MAX).contains(&lease_ms) {
+            return Err(format!(
+                "lease of {lease_ms} ms: give {LEASE_MS_MIN} to {LEASE_MS_MAX} ms"
+            ));
+        }
+        Ok(Self {
+            lease: Duration::from_millis(u64::from(lease_ms)),
+            state: Mutex::default(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lease time, in milliseconds.
+    pub fn lease_ms(&self) -> u32 {
+        u32::try_from(self.lease.as_millis()).unwrap_or(u32::MAX)
+    }
+
+    /// Opens the callback channel of `client_id` (replacing an earlier one, whose leases
+    /// stay): its generation, and the revocations to deliver on it.
+    pub fn listen(&self, client_id: u64) -> Result<(u64, mpsc::Receiver<Revocation>), RemoteError> {
+        let mut state = self.lock();
+        if !state.listeners.contains_key(&client_id) && state.listeners.len() >= LEASE_LISTENERS_MAX
+        {
+            return Err(RemoteError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "{LEASE_LISTENERS_MAX} clients already have a callback channel on this iod \
+                     (LEASE_LISTENERS_MAX)"
+                ),
+            ));
+        }
+        state.next_generation += 1;
+        let generation = state.next_generation;
+        let (sender, receiver) = mpsc::channel(LEASE_REVOCATIONS_QUEUED_MAX);
+        state.listeners.insert(
+            client_id,
+            Listener {
+                generation,
+                revocations: sender,
+            },
+        );
+        Ok((generation, receiver))
+    }
+
+    /// Closes the callback channel `generation` of `client_id` (if it is still the current
+    /// one): the client's leases end with it.
+    pub fn unlisten(&self, client_id: u64, generation: u64) {
+        let mut state = self.lock();
+        if state
+            .listeners
+            .get(&client_id)
+            .is_none_or(|listener| listener.generation != generation)
+        {
+            return;
+        }
+        state.listeners.remove(&client_id);
+        let mut dropped = 0;
+        state.leases.retain(|_, holders| {
+            dropped += usize::from(holders.remove(&client_id).is_some());
+            !holders.is_empty()
+        });
+        state.held -= dropped;
+    }
+
+    /// Grants (or renews) `client_id` a read lease on `handle`: its length in milliseconds,
+    /// or 0 while a write of the object is under way.
+    pub fn acquire(&self, handle: u64, client_id: u64) -> Result<u32, RemoteError> {
+        let mut state = self.lock();
+        if !state.listeners.contains_key(&client_id) {
+            return Err(RemoteError::new(
+                ErrorCode::Protocol,
+                format!(
+                    "client {client_id:#x} asked for a lease on object {handle:#x} without a \
+                     callback channel on this iod (LeaseListen first)"
+                ),
+            ));
+        }
+        if state.writing.contains_key(&handle) {
+            return Ok(0);
+        }
+        let renewing = state
+            .leases
+            .get(&handle)
+            .is_some_and(|holders| holders.contains_key(&client_id));
+        if !renewing && state.held >= LEASES_MAX {
+            return Err(RemoteError::new(
+                ErrorCode::LimitExceeded,
+                format!("this iod holds {LEASES_MAX} leases already (LEASES_MAX)"),
+            ));
+        }
+        let expiry = Instant::now() + self.lease;
+        state
+            .leases
+            .entry(handle)
+            .or_default()
+            .insert(client_id, expiry);
+        if !renewing {
+            state.held += 1;
+        }
+        Ok(self.lease_ms())
+    }
+
+    /// Revokes every lease on `handle` and waits until each holder answered or its lease
+    /// ran out; returns a guard that keeps new leases off the object until the caller has
+    /// applied its change.
+    pub async fn begin_write(self: &Arc<Self>, handle: u64) -> Writing {
+        let pending: Vec<(oneshot::Receiver<()>, Instant)> = {
+            let mut state = self.lock();
+            *state.writing.entry(handle).or_default() += 1;
+            let holders = state.leases.remove(&handle).unwrap_or_default();
+            state.held -= holders.len();
+            let mut pending = Vec::with_capacity(holders.len());
+            for (client_id, expiry) in holders {
+                let Some(listener) = state.listeners.get(&client_id) else {
+                    continue;
+                };
+                let (answered, answer) = oneshot::channel();
+                // A full queue or a closed channel: the client cannot be told; its lease
+                // still runs out at `expiry`.
+                let sent = listener
+                    .revocations
+                    .try_send(Revocation { handle, answered })
+                    .is_ok();
+                state.revocations += 1;
+                if sent {
+                    pending.push((answer, expiry));
+                } else {
+                    let (_, never) = oneshot::channel();
+                    pending.push((never, expiry));
+                }
+            }
+            pending
+        };
+        for (answer, expiry) in pending {
+            let left = expiry.saturating_duration_since(Instant::now());
+            let answered = matches!(tokio::time::timeout(left, answer).await, Ok(Ok(())));
+            if !answered {
+                // Dropped unanswered (channel gone) or timed out: wait out the lease.
+                tokio::time::sleep_until(expiry.into()).await;
+                self.lock().revocations_unanswered += 1;
+            }
+        }
+        Writing {
+            leases: Arc::clone(self),
+            handle,
+        }
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> LeaseStats {
+        let state = self.lock();
+        LeaseStats {
+            listeners: state.listeners.len(),
+            held: state.held,
+            revocations: state.revocations,
+            revocations_unanswered: state.revocations_unanswered,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(lease_ms: u32) -> Arc<Leases> {
+        Arc::new(Leases::new(lease_ms).unwrap())
+    }
+
+    #[test]
+    fn bad_lease_times_and_listenerless_clients_are_refused_by_name() {
+        assert!(Leases::new(10).unwrap_err().contains("10 ms"));
+        assert!(Leases::new(LEASE_MS_MAX + 1).is_err());
+        let leases = table(1000);
+        let refused = leases.acquire(7, 0xabc).unwrap_err();
+        assert!(refused.message.contains("LeaseListen"), "{refused:?}");
+        assert_eq!(leases.stats().held, 0);
+    }
+
+    #[tokio::test]
+    async fn a_write_waits_for_the_holder_to_answer_and_no_lease_is_granted_meanwhile() {
+        let leases = table(5000);
+        let (_, mut channel) = leases.listen(1).unwrap();
+        assert_eq!(leases.acquire(7, 1).unwrap(), 5000);
+        assert_eq!(leases.acquire(7, 1).unwrap(), 5000, "a renewal");
+        assert_eq!(leases.stats().held, 1);
+        let writer = {
+            let leases = Arc::clone(&leases);
+            tokio::spawn(async move { leases.begin_write(7).await })
+        };
+        let revocation = channel.recv().await.unwrap();
+        assert_eq!(revocation.handle, 7);
+        // Under way: no lease on 7, one on another object.
+        assert_eq!(leases.acquire(7, 1).unwrap(), 0);
+        assert_eq!(leases.acquire(8, 1).unwrap(), 5000);
+        assert!(!writer.is_finished());
+        revocation.answered.send(()).unwrap();
+        let writing = tokio::time::timeout(Duration::from_secs(2), writer)
+            .await
+            .expect("the write goes on once answered")
+            .unwrap();
+        assert_eq!(leases.acquire(7, 1).unwrap(), 0);
+        drop(writing);
+        assert_eq!(leases.acquire(7, 1).unwrap(), 5000);
+        let stats = leases.stats();
+        assert_eq!((stats.revocations, stats.revocations_unanswered), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_holder_that_does_not_answer_holds_a_write_up_for_its_lease_time_only() {
+        let leases = table(300);
+        let (_, mut channel) = leases.listen(1).unwrap();
+        leases.acquire(7, 1).unwrap();
+        let started = Instant::now();
+        let writing = tokio::time::timeout(Duration::from_secs(5), leases.begin_write(7))
+            .await
+            .expect("bounded by the lease");
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(250), "{waited:?}");
+        let revocation = channel.recv().await.unwrap();
+        assert_eq!(revocation.handle, 7, "it was told, and never answered");
+        assert_eq!(leases.stats().revocations_unanswered, 1);
+        drop(writing);
+    }
+
+    #[tokio::test]
+    async fn a_closed_channel_ends_its_leases() {
+        let leases = table(60_000);
+        let (generation, channel) = leases.listen(1).unwrap();
+        leases.acquire(7, 1).unwrap();
+        leases.acquire(8, 1).unwrap();
+        // A second channel of the same client replaces the first; closing the old one
+        // changes nothing.
+        let (newer, _channel) = leases.listen(1).unwrap();
+        drop(channel);
+        leases.unlisten(1, generation);
+        assert_eq!(leases.stats().held, 2);
+        leases.unlisten(1, newer);
+        assert_eq!(leases.stats().held, 0);
+        // Nobody to ask: the write goes on at once.
+        let started = Instant::now();
+        drop(leases.begin_write(7).await);
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+}
