@@ -163,6 +163,7 @@ fn tcp_client(cluster_file: &Path) -> Client {
         &ClientOptions {
             timeout: Duration::from_secs(30),
             local: false,
+            ..ClientOptions::default()
         },
     )
 }

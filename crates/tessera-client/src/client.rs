@@ -19,6 +19,8 @@ use crate::options::{ClientOptions, OpenMode};
 pub(crate) struct Inner {
     pub(crate) mds: Pool,
     pub(crate) iods: Pool,
+    /// The client cache (`ClientOptions::cache_bytes`), if any.
+    pub(crate) cache: Option<crate::cache::BlockCache>,
 }
 
 /// The environment variable naming the agent socket, over the cluster file's.
@@ -102,8 +104,10 @@ impl Client {
         if let Some(fabric) = crate::fabric::open(config, options) {
             iods.set_fabric(Some(fabric));
         }
+        let cache =
+            (options.cache_bytes > 0).then(|| crate::cache::BlockCache::new(options.cache_bytes));
         Self {
-            inner: Arc::new(Inner { mds, iods }),
+            inner: Arc::new(Inner { mds, iods, cache }),
         }
     }
 
@@ -115,6 +119,23 @@ impl Client {
                 as Arc<dyn tessera_net::Registration>
         });
         self.inner.iods.set_registration(registration);
+    }
+
+    /// What the client cache did (`None` without one: `ClientOptions::cache_bytes` 0).
+    pub fn cache_stats(&self) -> Option<crate::cache::ClientCacheStats> {
+        self.inner
+            .cache
+            .as_ref()
+            .map(crate::cache::BlockCache::stats)
+    }
+
+    /// Test-only: while `hold` is set, this client does not answer lease revocations, as a
+    /// client that stopped would not (each held at most 60 s). Without a cache, nothing.
+    #[doc(hidden)]
+    pub fn hold_lease_answers(&self, hold: bool) {
+        if let Some(cache) = &self.inner.cache {
+            cache.hold_answers(hold);
+        }
     }
 
     /// What the fabric's memory registrations have done (`None` without a fabric).

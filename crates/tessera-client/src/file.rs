@@ -332,6 +332,30 @@ impl File {
     /// as zeros; use [`File::stat`] for the size.
     pub fn read_at(&self, offset: u64, data: &mut [u8]) -> Result<IoReport, ClientError> {
         let length = data.len() as u64;
+        if let Some(cache) = &self.client.inner.cache {
+            self.check("read", &[length], &[Piece::new(offset, length)])?;
+            let capability = self.capability()?;
+            let iods: Vec<usize> = (0..self.layout.servers().len())
+                .map(|position| self.server_of(position))
+                .collect();
+            let mut fetched = IoReport::default();
+            let cached = cache.read(
+                &self.client.inner,
+                (self.handle, &capability, &iods),
+                offset,
+                data,
+                |pieces, buffer| {
+                    fetched = self.read_list(&mut [IoSliceMut::new(buffer)], pieces)?;
+                    Ok(())
+                },
+            )?;
+            if cached {
+                return Ok(IoReport {
+                    bytes: length,
+                    ..fetched
+                });
+            }
+        }
         self.read_list(&mut [IoSliceMut::new(data)], &[Piece::new(offset, length)])
     }
 

@@ -23,6 +23,7 @@
 //! ```
 
 mod access;
+mod cache;
 mod client;
 pub mod collective;
 pub mod config;
@@ -40,6 +41,7 @@ pub mod shared_pointer;
 mod typed;
 
 pub use access::{Method, ViewedFile};
+pub use cache::{ClientCacheStats, BLOCK_BYTES as CLIENT_CACHE_BLOCK_BYTES};
 pub use client::Client;
 pub use collective::{
     CollectiveBuffering, CollectiveMethod, CollectiveOptions, Communicator, SocketCommunicator,
@@ -52,7 +54,7 @@ pub use methods::{
     LockOptions, RangeLock, SieveOptions, LOCK_LEASE_DEFAULT, LOCK_WAIT_DEFAULT,
     SIEVE_READ_BUFFER_BYTES_DEFAULT, SIEVE_WRITE_BUFFER_BYTES_DEFAULT,
 };
-pub use options::{ClientOptions, CreateOptions, OpenMode};
+pub use options::{ClientOptions, CreateOptions, OpenMode, CLIENT_CACHE_ENV};
 pub use registration::RegistryRegistration;
 pub use shared_pointer::SharedPointer;
 /// Memory shared with the servers of this host (`local` backend's registered memory): pieces

@@ -21,7 +21,14 @@ pub struct ClientOptions {
     /// (the `local` backend) where the cluster file names a socket (default true; false
     /// with `$TESSERA_TRANSPORT=tcp`).
     pub local: bool,
+    /// Bytes of the client cache: contiguous reads (`File::read_at`) keep 64 KiB blocks
+    /// under read leases from the iods (docs/SEMANTICS.md §3.2); 0 (the default, or
+    /// `$TESSERA_CLIENT_CACHE`, with k/m/g) for none.
+    pub cache_bytes: u64,
 }
+
+/// The environment variable that sets [`ClientOptions::cache_bytes`].
+pub const CLIENT_CACHE_ENV: &str = "TESSERA_CLIENT_CACHE";
 
 /// The environment variable that chooses the transport: `tcp` or `local` (the default).
 pub const TRANSPORT_ENV: &str = "TESSERA_TRANSPORT";
@@ -33,9 +40,14 @@ impl Default for ClientOptions {
             .and_then(|value| value.parse().ok())
             .unwrap_or(30_000);
         let local = std::env::var(TRANSPORT_ENV).map_or(true, |value| value != "tcp");
+        let cache_bytes = std::env::var(CLIENT_CACHE_ENV)
+            .ok()
+            .and_then(|value| crate::layouts::parse_bytes(&value).ok())
+            .unwrap_or(0);
         Self {
             timeout: Duration::from_millis(timeout_ms),
             local,
+            cache_bytes,
         }
     }
 }

@@ -520,6 +520,83 @@ impl<S: ByteStream> Connection<S> {
         self.registration = registration;
     }
 
+    /// Makes this connection the callback channel of client `client_id` on its server
+    /// (`LeaseListen`); then serve it with [`Connection::serve_lease_callbacks`].
+    pub fn listen_for_leases(&mut self, client_id: u64) -> Result<(), NetError> {
+        self.call(&tessera_proto::LeaseListen { client_id })
+            .map(|tessera_proto::Empty {}| ())
+    }
+
+    /// Answers the server's `LeaseRevoke` requests on a callback channel, each after
+    /// `revoke(handle)` returned, until the server closes the channel (`Ok`) or `stop` is set
+    /// (looked at every `poll`). Anything else the server sends is a protocol error.
+    pub fn serve_lease_callbacks(
+        &mut self,
+        stop: &std::sync::atomic::AtomicBool,
+        poll: Duration,
+        mut revoke: impl FnMut(u64),
+    ) -> Result<(), NetError> {
+        loop {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(());
+            }
+            // Wait for a request's first byte a poll at a time; the rest must follow.
+            let mut bytes = [0u8; HEADER_BYTES];
+            self.stream
+                .set_read_timeout(Some(poll))
+                .map_err(|err| self.io_error(err))?;
+            let first = self.stream.read(&mut bytes[..1]);
+            self.stream
+                .set_read_timeout(Some(self.timeout))
+                .map_err(|err| self.io_error(err))?;
+            match first {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(err)
+                    if matches!(
+                        err.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue
+                }
+                Err(err) => return Err(self.io_error(err)),
+            }
+            self.stream
+                .read_exact(&mut bytes[1..])
+                .map_err(|err| self.io_error(err))?;
+            let header =
+                Header::decode(&bytes).map_err(|err| NetError::protocol(&self.peer, &err))?;
+            if header.is_reply()
+                || header.opcode != tessera_proto::LeaseRevoke::OPCODE as u8
+                || header.bulk_bytes != 0
+            {
+                return Err(self.protocol(format!(
+                    "a callback channel carries only LeaseRevoke requests, got opcode {:#04x} \
+                     flags {:#x}",
+                    header.opcode, header.flags
+                )));
+            }
+            let body = self.read_vec(header.body_bytes)?;
+            let tessera_proto::LeaseRevoke { handle } =
+                Wire::from_body(&body).map_err(|err| NetError::protocol(&self.peer, &err))?;
+            revoke(handle);
+            let reply = Header {
+                opcode: header.opcode,
+                flags: tessera_proto::header::FLAG_REPLY,
+                request_id: header.request_id,
+                body_bytes: 0,
+                bulk_bytes: 0,
+            }
+            .encode();
+            self.stream
+                .write_all(&reply)
+                .map_err(|err| self.io_error(err))?;
+        }
+    }
+
     /// Sends a request without bulk data and waits for its reply.
     pub fn call<R: Request>(&mut self, request: &R) -> Result<R::Reply, NetError> {
         self.send_request(request)?;

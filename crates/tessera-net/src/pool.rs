@@ -270,6 +270,17 @@ impl<S: ByteStream> Pool<S> {
         self.timeout
     }
 
+    /// A new connection to server `index` of its own, outside the pool (a callback channel
+    /// a caller keeps for a long time).
+    pub fn dial_separate(&self, index: usize) -> Result<Connection<S>, NetError> {
+        self.dial.dial(
+            &self.peers[index],
+            self.timeout,
+            &*self.auth,
+            self.expected(index),
+        )
+    }
+
     /// Checks out the connection to server `index`, connecting if needed.
     pub fn lease(&self, index: usize) -> Result<Lease<'_, S>, NetError> {
         let mut slot = self.connections[index]

@@ -90,6 +90,7 @@ impl Cluster {
             &ClientOptions {
                 timeout: Duration::from_secs(30),
                 local: false,
+                ..ClientOptions::default()
             },
         )
     }

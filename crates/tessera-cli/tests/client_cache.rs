@@ -1,0 +1,255 @@
+//! The client cache under read leases (issue 20, docs/SEMANTICS.md §3.2), against real
+//! server processes, every read checked byte for byte against a model of the file:
+//! - a caching reader sees every write another client made, at once, and hits its cache
+//!   between writes;
+//! - a client that stops answering revocations loses its lease: the writer goes on after
+//!   the lease time, and the silent client's next read sees the write;
+//! - random reads and writes from three caching clients (over tcp and same-host) always
+//!   read what the model holds.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{bytes, Cluster};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, File, OpenMode};
+
+/// Each caching client's budget (64 blocks of 64 KiB).
+const CACHE_BYTES: u64 = 4 << 20;
+
+fn caching_client(cluster: &Cluster, local: bool) -> Client {
+    let config = ClusterConfig::load(&cluster.file()).expect("cluster file");
+    Client::new(
+        &config,
+        &ClientOptions {
+            timeout: Duration::from_secs(30),
+            local,
+            cache_bytes: CACHE_BYTES,
+        },
+    )
+}
+
+fn create(client: &Client, path: &str) -> File {
+    client
+        .create(
+            path,
+            &CreateOptions {
+                stripe_unit_bytes: 64 << 10,
+                ..CreateOptions::default()
+            },
+        )
+        .unwrap()
+}
+
+fn model_write(model: &mut Vec<u8>, offset: usize, data: &[u8]) {
+    if model.len() < offset + data.len() {
+        model.resize(offset + data.len(), 0);
+    }
+    model[offset..offset + data.len()].copy_from_slice(data);
+}
+
+fn model_read(model: &[u8], offset: usize, length: usize) -> Vec<u8> {
+    (offset..offset + length)
+        .map(|at| model.get(at).copied().unwrap_or(0))
+        .collect()
+}
+
+fn read(file: &File, offset: usize, length: usize) -> Vec<u8> {
+    let mut back = vec![0xEE; length];
+    let report = file.read_at(offset as u64, &mut back).unwrap();
+    assert_eq!(report.bytes, length as u64);
+    back
+}
+
+#[test]
+fn a_caching_reader_sees_every_write_of_another_client_and_hits_between_them() {
+    let cluster = Cluster::start(2);
+    let writer = cluster.tcp_client();
+    let reader = caching_client(&cluster, false);
+    let by_writer = create(&writer, "/cached");
+    let by_reader = reader.open("/cached", OpenMode::ReadOnly).unwrap();
+    let length = 1 << 20;
+    let mut model = Vec::new();
+    model_write(&mut model, 0, &bytes(1, length));
+    by_writer.write_at(0, &model).unwrap();
+
+    for round in 0..6u64 {
+        // Read twice: the second time all 16 blocks come from the cache.
+        assert!(
+            read(&by_reader, 0, length) == model,
+            "round {round}: first read"
+        );
+        let before = reader.cache_stats().unwrap();
+        assert!(
+            read(&by_reader, 0, length) == model,
+            "round {round}: cached read"
+        );
+        let after = reader.cache_stats().unwrap();
+        assert_eq!(after.hits - before.hits, 16, "round {round}: {after:?}");
+        assert_eq!(after.misses, before.misses, "round {round}: {after:?}");
+        // Another client overwrites a range across blocks and servers.
+        let offset = 10_000 + 77_777 * usize::try_from(round).unwrap();
+        let update = bytes(10 + round, 150_000);
+        by_writer.write_at(offset as u64, &update).unwrap();
+        model_write(&mut model, offset, &update);
+        let stats = reader.cache_stats().unwrap();
+        assert!(
+            stats.revocations > before.revocations,
+            "round {round}: {stats:?}"
+        );
+        assert!(
+            read(&by_reader, offset - 1000, 152_000) == model_read(&model, offset - 1000, 152_000),
+            "round {round}: the write is seen at once"
+        );
+    }
+    // A truncate by the writer is seen too.
+    writer.truncate("/cached", 300_000).unwrap();
+    model.truncate(300_000);
+    assert!(
+        read(&by_reader, 0, length) == model_read(&model, 0, length),
+        "after truncate"
+    );
+}
+
+#[test]
+fn a_client_that_stops_answering_loses_its_lease_and_the_writer_goes_on() {
+    let cluster = Cluster::start(2);
+    cluster.restart_iods_with(&["--lease-ms", "3000"]);
+    let writer = cluster.tcp_client();
+    let silent = caching_client(&cluster, false);
+    let by_writer = create(&writer, "/silent");
+    let by_silent = silent.open("/silent", OpenMode::ReadOnly).unwrap();
+    let mut model = bytes(3, 256 << 10);
+    by_writer.write_at(0, &model).unwrap();
+    assert!(read(&by_silent, 0, model.len()) == model);
+    assert!(read(&by_silent, 0, model.len()) == model);
+    assert!(silent.cache_stats().unwrap().hits >= 4);
+
+    silent.hold_lease_answers(true);
+    let update = bytes(4, 100_000);
+    let started = Instant::now();
+    by_writer.write_at(50_000, &update).unwrap();
+    let waited = started.elapsed();
+    model_write(&mut model, 50_000, &update);
+    // Held up by the unanswered revocation until the lease ran out: no longer.
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(15),
+        "the write waited {waited:?} on a silent lease holder (lease 3 s)"
+    );
+    // A second write finds no lease left: it does not wait.
+    let started = Instant::now();
+    by_writer.write_at(0, &model[..10]).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    silent.hold_lease_answers(false);
+    // Its lease is gone on both sides: its next read sees the write.
+    assert!(
+        read(&by_silent, 0, model.len()) == model,
+        "after the lease ran out"
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Write {
+        client: usize,
+        offset: usize,
+        length: usize,
+        seed: u64,
+    },
+    Read {
+        client: usize,
+        offset: usize,
+        length: usize,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let span = 0usize..600_000;
+    prop_oneof![
+        1 => (0usize..3, span.clone(), 1usize..200_000, any::<u64>()).prop_map(
+            |(client, offset, length, seed)| Op::Write {
+                client,
+                offset,
+                length,
+                seed,
+            }
+        ),
+        2 => (0usize..3, span, 1usize..300_000).prop_map(|(client, offset, length)| Op::Read {
+            client,
+            offset,
+            length,
+        }),
+    ]
+}
+
+/// Three caching clients (two over tcp, one same-host) read and write one file at random,
+/// one after another: every read returns what the model holds. Deterministic cases.
+#[test]
+fn three_caching_clients_always_read_the_model() {
+    let cluster = Cluster::start(3);
+    let clients = [
+        caching_client(&cluster, false),
+        caching_client(&cluster, false),
+        caching_client(&cluster, true),
+    ];
+    let config = Config {
+        cases: 12,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    let counter = std::cell::Cell::new(0u64);
+    runner
+        .run(&prop::collection::vec(op(), 1..30), |ops| {
+            counter.set(counter.get() + 1);
+            let path = format!("/model-{}", counter.get());
+            let files: Vec<File> = std::iter::once(create(&clients[0], &path))
+                .chain(
+                    clients[1..]
+                        .iter()
+                        .map(|client| client.open(&path, OpenMode::ReadWrite).unwrap()),
+                )
+                .collect();
+            let mut model = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Write {
+                        client,
+                        offset,
+                        length,
+                        seed,
+                    } => {
+                        let data = bytes(seed, length);
+                        files[client].write_at(offset as u64, &data).unwrap();
+                        model_write(&mut model, offset, &data);
+                    }
+                    Op::Read {
+                        client,
+                        offset,
+                        length,
+                    } => {
+                        let got = read(&files[client], offset, length);
+                        prop_assert!(
+                            got == model_read(&model, offset, length),
+                            "client {} read {}+{}",
+                            client,
+                            offset,
+                            length
+                        );
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    // The caches were used, and revoked.
+    let stats: Vec<_> = clients.iter().map(|c| c.cache_stats().unwrap()).collect();
+    assert!(stats.iter().map(|s| s.hits).sum::<u64>() > 0, "{stats:?}");
+    assert!(
+        stats.iter().map(|s| s.revocations).sum::<u64>() > 0,
+        "{stats:?}"
+    );
+}
