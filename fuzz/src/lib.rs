@@ -35,7 +35,7 @@ use tessera_proto::{
     ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout, Piece, Ping,
     PingReply, Principal, Read, ReadCollective, ReadType, ReadView, Readdir, ReaddirReply,
     ReleaseView, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory, RemoteProbe,
-    RemoteProbeReply, RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
+    LeaseAcquire, LeaseAcquireReply, LeaseListen, LeaseRevoke, RemoteProbeReply, RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
     ShareRegion, Stat, StatHandle, Statfs, StatfsReply, StorageCounters, StoragePlan, StripeLayout,
     TransferMode, Truncate, Unlink, UnlinkReply, UnlockRange, Welcome, Wire, WireError, Write,
     WriteCollective, WriteType, WriteView, CHOWN_UNCHANGED, ROLE_IOD,
@@ -181,6 +181,9 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::ReadCollective => operation::<ReadCollective>(body, reply),
         Opcode::ShareRegion => operation::<ShareRegion>(body, reply),
         Opcode::Statfs => operation::<Statfs>(body, reply),
+        Opcode::LeaseListen => operation::<LeaseListen>(body, reply),
+        Opcode::LeaseAcquire => operation::<LeaseAcquire>(body, reply),
+        Opcode::LeaseRevoke => operation::<LeaseRevoke>(body, reply),
         // Bulk-only frames: the body is empty in both directions.
         Opcode::Data => check::<Empty>(body).is_some(),
     }
@@ -268,6 +271,10 @@ body_kinds! {
     "opened" => Opened,
     "renew" => Renew,
     "statfs-reply" => StatfsReply,
+    "lease-listen" => LeaseListen,
+    "lease-acquire" => LeaseAcquire,
+    "lease-acquire-reply" => LeaseAcquireReply,
+    "lease-revoke" => LeaseRevoke,
 }
 
 /// The `bodies` target: the first byte picks a body type, the rest is the body. Returns
@@ -1271,6 +1278,30 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         },
     ));
     seeds.extend(exchange(
+        "lease-listen",
+        Opcode::LeaseListen,
+        &LeaseListen {
+            client_id: 0x5eed_c11e,
+        },
+        &Empty {},
+    ));
+    seeds.extend(exchange(
+        "lease-acquire",
+        Opcode::LeaseAcquire,
+        &LeaseAcquire {
+            handle: 7,
+            capability: Capability::default(),
+            client_id: 0x5eed_c11e,
+        },
+        &LeaseAcquireReply { lease_ms: 10_000 },
+    ));
+    seeds.extend(exchange(
+        "lease-revoke",
+        Opcode::LeaseRevoke,
+        &LeaseRevoke { handle: 7 },
+        &Empty {},
+    ));
+    seeds.extend(exchange(
         "remote-probe",
         Opcode::RemoteProbe,
         &RemoteProbe {},
@@ -1438,6 +1469,10 @@ pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
         ("opened", body_of("open-reply")),
         ("renew", body_of("renew-request")),
         ("statfs-reply", body_of("statfs-reply")),
+        ("lease-listen", body_of("lease-listen-request")),
+        ("lease-acquire", body_of("lease-acquire-request")),
+        ("lease-acquire-reply", body_of("lease-acquire-reply")),
+        ("lease-revoke", body_of("lease-revoke-request")),
         ("layout-math", math),
     ];
     assert_eq!(bodies.len(), BODY_KINDS.len(), "one seed per body kind");
