@@ -35,7 +35,8 @@ use tessera_proto::{
     ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout, Piece, Ping,
     PingReply, Principal, Read, ReadCollective, ReadType, ReadView, Readdir, ReaddirReply,
     ReleaseView, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory, RemoteProbe,
-    LeaseAcquire, LeaseAcquireReply, LeaseListen, LeaseRevoke, RemoteProbeReply, RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
+    Demote, DemoteOffer, DemoteReply, DemoteWanted, LeaseAcquire, LeaseAcquireReply, LeaseListen,
+    LeaseRevoke, WantedFlags, RemoteProbeReply, RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
     ShareRegion, Stat, StatHandle, Statfs, StatfsReply, StorageCounters, StoragePlan, StripeLayout,
     TransferMode, Truncate, Unlink, UnlinkReply, UnlockRange, Welcome, Wire, WireError, Write,
     WriteCollective, WriteType, WriteView, CHOWN_UNCHANGED, ROLE_IOD,
@@ -184,6 +185,8 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::LeaseListen => operation::<LeaseListen>(body, reply),
         Opcode::LeaseAcquire => operation::<LeaseAcquire>(body, reply),
         Opcode::LeaseRevoke => operation::<LeaseRevoke>(body, reply),
+        Opcode::DemoteOffer => operation::<DemoteOffer>(body, reply),
+        Opcode::Demote => operation::<Demote>(body, reply),
         // Bulk-only frames: the body is empty in both directions.
         Opcode::Data => check::<Empty>(body).is_some(),
     }
@@ -275,6 +278,10 @@ body_kinds! {
     "lease-acquire" => LeaseAcquire,
     "lease-acquire-reply" => LeaseAcquireReply,
     "lease-revoke" => LeaseRevoke,
+    "demote-offer" => DemoteOffer,
+    "demote-wanted" => DemoteWanted,
+    "demote" => Demote,
+    "demote-reply" => DemoteReply,
 }
 
 /// The `bodies` target: the first byte picks a body type, the rest is the body. Returns
@@ -1302,6 +1309,30 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         &Empty {},
     ));
     seeds.extend(exchange(
+        "demote-offer",
+        Opcode::DemoteOffer,
+        &DemoteOffer {
+            handle: 7,
+            capability: Capability::default(),
+            client_id: 0x5eed_c11e,
+            pieces: vec![Piece::new(0, 65536), Piece::new(131_072, 65536)],
+        },
+        &DemoteWanted {
+            wanted: WantedFlags(vec![1, 0]),
+        },
+    ));
+    seeds.extend(exchange(
+        "demote",
+        Opcode::Demote,
+        &Demote {
+            handle: 7,
+            capability: Capability::default(),
+            client_id: 0x5eed_c11e,
+            pieces: vec![Piece::new(0, 65536)],
+        },
+        &DemoteReply { inserted: 1 },
+    ));
+    seeds.extend(exchange(
         "remote-probe",
         Opcode::RemoteProbe,
         &RemoteProbe {},
@@ -1473,6 +1504,10 @@ pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
         ("lease-acquire", body_of("lease-acquire-request")),
         ("lease-acquire-reply", body_of("lease-acquire-reply")),
         ("lease-revoke", body_of("lease-revoke-request")),
+        ("demote-offer", body_of("demote-offer-request")),
+        ("demote-wanted", body_of("demote-offer-reply")),
+        ("demote", body_of("demote-request")),
+        ("demote-reply", body_of("demote-reply")),
         ("layout-math", math),
     ];
     assert_eq!(bodies.len(), BODY_KINDS.len(), "one seed per body kind");

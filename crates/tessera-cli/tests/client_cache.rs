@@ -11,22 +11,29 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{bytes, Cluster};
+use common::{bytes, metrics_address, sample, scrape, Cluster};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, File, OpenMode};
+use tessera_client::{
+    Client, ClientOptions, ClusterConfig, CreateOptions, DemoteMode, File, OpenMode,
+};
 
 /// Each caching client's budget (64 blocks of 64 KiB).
 const CACHE_BYTES: u64 = 4 << 20;
 
 fn caching_client(cluster: &Cluster, local: bool) -> Client {
+    client_with(cluster, local, CACHE_BYTES, DemoteMode::Off)
+}
+
+fn client_with(cluster: &Cluster, local: bool, cache_bytes: u64, demote: DemoteMode) -> Client {
     let config = ClusterConfig::load(&cluster.file()).expect("cluster file");
     Client::new(
         &config,
         &ClientOptions {
             timeout: Duration::from_secs(30),
             local,
-            cache_bytes: CACHE_BYTES,
+            cache_bytes,
+            demote,
         },
     )
 }
@@ -184,14 +191,18 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Three caching clients (two over tcp, one same-host) read and write one file at random,
-/// one after another: every read returns what the model holds. Deterministic cases.
+/// Three caching clients (two over tcp with small caches that demote evicted blocks to the
+/// iods' unified caches, eagerly and buffered; one same-host) read and write one file at
+/// random, one after another: every read returns what the model holds, so no stale block is
+/// ever served from a client cache or demoted into an iod's. Deterministic cases.
 #[test]
 fn three_caching_clients_always_read_the_model() {
     let cluster = Cluster::start(3);
+    cluster.restart_iods_with(&["--serve", "unified", "--cache-bytes", "1m"]);
+    // Two small caches that evict and demote (eagerly, buffered), one large that keeps all.
     let clients = [
-        caching_client(&cluster, false),
-        caching_client(&cluster, false),
+        client_with(&cluster, false, 256 << 10, DemoteMode::Eager),
+        client_with(&cluster, false, 256 << 10, DemoteMode::Buffered),
         caching_client(&cluster, true),
     ];
     let config = Config {
@@ -252,4 +263,89 @@ fn three_caching_clients_always_read_the_model() {
         stats.iter().map(|s| s.revocations).sum::<u64>() > 0,
         "{stats:?}"
     );
+}
+
+/// The sum over iods `0..servers` of counter `name` (0 where not exported yet).
+fn iod_counter(cluster: &Cluster, servers: usize, name: &str) -> f64 {
+    (0..servers)
+        .map(|index| {
+            sample(
+                &scrape(&metrics_address(cluster, &format!("iod-{index}"))),
+                name,
+                &[],
+            )
+        })
+        .sum()
+}
+
+/// Evicted blocks go to unified iods (eager and buffered DEMOTE): the iods, which put what
+/// they sent the caching client at their least recent end, lack them and insert them, and
+/// every read, by the demoting client and by another, returns the file's bytes.
+#[test]
+fn evicted_blocks_are_demoted_to_unified_iods_by_both_methods() {
+    let cluster = Cluster::start(2);
+    // 1 MiB of cache per iod: 16 units of 64 KiB, far less than the file.
+    cluster.restart_iods_with(&[
+        "--serve",
+        "unified",
+        "--cache-bytes",
+        "1m",
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
+    let writer = cluster.tcp_client();
+    let length = 8 << 20;
+    let model = bytes(21, length);
+    let file = create(&writer, "/demoted");
+    file.write_at(0, &model).unwrap();
+    file.sync().unwrap();
+    for (round, demote) in [DemoteMode::Eager, DemoteMode::Buffered]
+        .into_iter()
+        .enumerate()
+    {
+        // A client with 1 MiB of cache reads the file twice, in 256 KiB calls.
+        let client = client_with(&cluster, false, 1 << 20, demote);
+        let by_client = client.open("/demoted", OpenMode::ReadWrite).unwrap();
+        let before = iod_counter(&cluster, 2, "tessera_cache_units_demoted_total");
+        for pass in 0..2 {
+            for offset in (0..length).step_by(256 << 10) {
+                let got = read(&by_client, offset, 256 << 10);
+                assert!(
+                    got == model[offset..offset + (256 << 10)],
+                    "{demote:?} pass {pass} at {offset}"
+                );
+            }
+        }
+        let stats = client.cache_stats().unwrap();
+        assert!(stats.evictions >= 100, "{demote:?}: {stats:?}");
+        assert!(stats.demotes_sent > 0, "{demote:?}: {stats:?}");
+        // Every evicted block was sent or refused, but for those still in the buffer.
+        let buffered = stats.evictions - stats.demotes_sent - stats.demotes_refused;
+        let buffer_max = if demote == DemoteMode::Buffered {
+            32
+        } else {
+            0
+        };
+        assert!(buffered <= buffer_max, "{demote:?}: {stats:?}");
+        // The iods took demoted units (exported every write-back tick).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut after = iod_counter(&cluster, 2, "tessera_cache_units_demoted_total");
+        while after <= before && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            after = iod_counter(&cluster, 2, "tessera_cache_units_demoted_total");
+        }
+        assert!(
+            after > before,
+            "round {round} {demote:?}: {before} -> {after} units demoted"
+        );
+        // What the iods serve from demoted units is the file.
+        let other = cluster
+            .tcp_client()
+            .open("/demoted", OpenMode::ReadOnly)
+            .unwrap();
+        assert!(
+            read(&other, 0, length) == model,
+            "{demote:?}: another client's read"
+        );
+    }
 }

@@ -19,11 +19,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tessera_policy::{ClientCache, End};
-use tessera_proto::{Capability, LeaseAcquire};
+use std::io::IoSlice;
+
+use tessera_policy::{ClientCache, DemoteBuffer, End, Push};
+use tessera_proto::{Capability, Demote, DemoteOffer, Layout, LeaseAcquire, Piece};
 
 use crate::client::Inner;
 use crate::error::ClientError;
+use crate::options::DemoteMode;
+
+/// Blocks of the DEMOTE buffer (two halves: a batch is half of it).
+pub const DEMOTE_BUFFER_BLOCKS: usize = 32;
 
 /// The bytes of one cached block (and of a read's alignment).
 pub const BLOCK_BYTES: u64 = 64 << 10;
@@ -56,6 +62,13 @@ pub struct ClientCacheStats {
     pub uncached_reads: u64,
     /// Blocks cached now.
     pub blocks: u64,
+    /// Evicted blocks sent to their iods (DEMOTE).
+    pub demotes_sent: u64,
+    /// Evicted blocks their iods did not want (cached there already, no unified cache, no
+    /// lease) or that could not be sent.
+    pub demotes_refused: u64,
+    /// Misses found in the DEMOTE buffer (victim lookup).
+    pub buffer_hits: u64,
 }
 
 #[derive(Default)]
@@ -64,13 +77,25 @@ struct FileState {
     epoch: u64,
     /// Until when the lease from each iod (by index) is trusted.
     leases: HashMap<usize, Instant>,
+    /// Where its blocks live and the right to demote them (from the last cached read).
+    layout: Option<Layout>,
+    capability: Capability,
 }
 
+/// A block: (file handle, block index).
+type Key = (u64, u64);
+
+/// Parts of blocks grouped per (iod index, file handle): the file's right, the parts as the
+/// iod's local pieces, and something per part.
+type Groups<T> = HashMap<(usize, u64), (Capability, Vec<Piece>, Vec<T>)>;
+
 struct State {
-    blocks: HashMap<(u64, u64), Arc<Vec<u8>>>,
-    order: ClientCache<(u64, u64)>,
+    blocks: HashMap<Key, Arc<Vec<u8>>>,
+    order: ClientCache<Key>,
     files: HashMap<u64, FileState>,
     stats: ClientCacheStats,
+    /// Evicted blocks waiting to be demoted (`DemoteMode::Buffered`).
+    demotes: DemoteBuffer<Key, Arc<Vec<u8>>>,
 }
 
 struct Callback {
@@ -81,6 +106,7 @@ struct Callback {
 /// The cache of one client, shared by its files.
 pub(crate) struct BlockCache {
     client_id: u64,
+    demote: DemoteMode,
     state: Arc<Mutex<State>>,
     callbacks: Mutex<HashMap<usize, Callback>>,
     stop: Arc<AtomicBool>,
@@ -140,13 +166,15 @@ fn forget_file(state: &mut State, handle: u64) {
         state.blocks.remove(&key);
         state.order.remove(&key);
     }
+    // Never demote a block of a changed file.
+    state.demotes.purge(|(file, _)| *file == handle);
     state.stats.blocks = state.blocks.len() as u64;
 }
 
 impl BlockCache {
     /// A cache of `budget_bytes` (whole blocks, at least one).
     /// A cache of `budget_bytes`, in whole blocks: at least one, at most [`BLOCKS_MAX`].
-    pub(crate) fn new(budget_bytes: u64) -> Self {
+    pub(crate) fn new(budget_bytes: u64, demote: DemoteMode) -> Self {
         let blocks = (budget_bytes / BLOCK_BYTES).clamp(1, BLOCKS_MAX);
         let order = ClientCache::lru(usize::try_from(blocks).expect("at most BLOCKS_MAX"))
             .expect("a capacity of at least one block");
@@ -154,11 +182,13 @@ impl BlockCache {
         hasher.write_u32(std::process::id());
         Self {
             client_id: hasher.finish(),
+            demote,
             state: Arc::new(Mutex::new(State {
                 blocks: HashMap::new(),
                 order,
                 files: HashMap::new(),
                 stats: ClientCacheStats::default(),
+                demotes: DemoteBuffer::new(DEMOTE_BUFFER_BLOCKS).expect("a valid buffer size"),
             })),
             callbacks: Mutex::default(),
             stop: Arc::new(AtomicBool::new(false)),
@@ -305,7 +335,7 @@ impl BlockCache {
     pub(crate) fn read(
         &self,
         inner: &Arc<Inner>,
-        (handle, capability, iods): (u64, &Capability, &[usize]),
+        (handle, capability, layout): (u64, &Capability, &Layout),
         offset: u64,
         data: &mut [u8],
         fetch: impl FnOnce(&[tessera_proto::Piece], &mut [u8]) -> Result<(), ClientError>,
@@ -313,6 +343,12 @@ impl BlockCache {
         if data.is_empty() {
             return Ok(true);
         }
+        let iods: Vec<usize> = layout
+            .servers()
+            .iter()
+            .map(|&index| usize::from(index))
+            .collect();
+        let iods = iods.as_slice();
         let Some(epoch) = self.lease(inner, handle, capability, iods)? else {
             lock(&self.state).stats.uncached_reads += 1;
             return Ok(false);
@@ -323,12 +359,27 @@ impl BlockCache {
         let (first, last) = (offset / BLOCK_BYTES, (end - 1) / BLOCK_BYTES);
         let mut found: Vec<(u64, Arc<Vec<u8>>)> = Vec::new();
         let mut missing: Vec<u64> = Vec::new();
+        let mut evicted: Vec<(Key, Arc<Vec<u8>>)> = Vec::new();
         {
             let mut state = lock(&self.state);
+            let file = state.files.entry(handle).or_default();
+            file.layout = Some(layout.clone());
+            file.capability = capability.clone();
             for block in first..=last {
                 let key = (handle, block);
                 if let Some(bytes) = state.blocks.get(&key).cloned() {
                     state.order.place(&key, End::MostRecent);
+                    found.push((block, bytes));
+                } else if let Some(bytes) = state.demotes.take(&key) {
+                    // Victim lookup: back from the DEMOTE buffer into the cache.
+                    state.stats.buffer_hits += 1;
+                    state.blocks.insert(key, Arc::clone(&bytes));
+                    if let Some(out) = state.order.insert(key, End::MostRecent) {
+                        if let Some(out_bytes) = state.blocks.remove(&out) {
+                            evicted.push((out, out_bytes));
+                        }
+                        state.stats.evictions += 1;
+                    }
                     found.push((block, bytes));
                 } else {
                     missing.push(block);
@@ -362,8 +413,10 @@ impl BlockCache {
                 for (block, bytes) in &fetched {
                     let key = (handle, *block);
                     state.blocks.insert(key, Arc::clone(bytes));
-                    if let Some(evicted) = state.order.insert(key, End::MostRecent) {
-                        state.blocks.remove(&evicted);
+                    if let Some(out) = state.order.insert(key, End::MostRecent) {
+                        if let Some(out_bytes) = state.blocks.remove(&out) {
+                            evicted.push((out, out_bytes));
+                        }
                         state.stats.evictions += 1;
                     }
                 }
@@ -380,6 +433,170 @@ impl BlockCache {
             let len = usize::try_from(to - from).expect("within a block");
             data[target..target + len].copy_from_slice(&bytes[source..source + len]);
         }
+        self.demote_evicted(inner, evicted);
         Ok(true)
+    }
+
+    /// Demotes evicted clean blocks by the client's [`DemoteMode`]; failures only count.
+    fn demote_evicted(&self, inner: &Arc<Inner>, evicted: Vec<(Key, Arc<Vec<u8>>)>) {
+        match self.demote {
+            DemoteMode::Off => {}
+            DemoteMode::Eager => {
+                for block in evicted {
+                    let (sent, refused) = self.send_demotes(inner, &[block]);
+                    self.count_demotes(sent, refused);
+                }
+            }
+            DemoteMode::Buffered => {
+                let mut sealed = Vec::new();
+                {
+                    let mut state = lock(&self.state);
+                    for (key, bytes) in evicted {
+                        match state.demotes.push(key, bytes) {
+                            Push::Buffered => {}
+                            Push::Sealed(id) => sealed.push(id),
+                            Push::Full(..) => state.stats.demotes_refused += 1,
+                        }
+                    }
+                }
+                for mut id in sealed {
+                    loop {
+                        let Ok(keys) = lock(&self.state).demotes.metadata(id) else {
+                            break;
+                        };
+                        // Metadata first: which blocks the iods want.
+                        let wanted = self.offer(inner, &keys);
+                        let send = {
+                            let mut state = lock(&self.state);
+                            let send = state.demotes.answer(id, &wanted).unwrap_or_default();
+                            state.stats.demotes_refused += (keys.len() - send.len()) as u64;
+                            send
+                        };
+                        let (sent, refused) = self.send_demotes(inner, &send);
+                        self.count_demotes(sent, refused);
+                        match lock(&self.state).demotes.complete(id) {
+                            Ok(Some(next)) => id = next,
+                            _ => break,
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn count_demotes(&self, sent: u64, refused: u64) {
+        let mut state = lock(&self.state);
+        state.stats.demotes_sent += sent;
+        state.stats.demotes_refused += refused;
+    }
+
+    /// The file, iod pieces and right of each block: `(iod index, handle, piece, position in
+    /// the block, length)`, per part of the block on each iod.
+    fn place_blocks(&self, keys: &[Key]) -> Vec<(usize, u64, Capability, Piece, usize)> {
+        let state = lock(&self.state);
+        let mut parts = Vec::new();
+        for &(handle, block) in keys {
+            let Some(file) = state.files.get(&handle) else {
+                continue;
+            };
+            let Some(layout) = &file.layout else {
+                continue;
+            };
+            let start = block * BLOCK_BYTES;
+            layout.for_each_segment(start, BLOCK_BYTES, |segment| {
+                let index = usize::from(layout.servers()[segment.server_position]);
+                let at = usize::try_from(segment.logical_offset - start).expect("in a block");
+                parts.push((
+                    index,
+                    handle,
+                    file.capability.clone(),
+                    Piece::new(segment.local_offset, segment.length),
+                    at,
+                ));
+            });
+        }
+        parts
+    }
+
+    /// Asks each block's iod whether it wants it (`DemoteOffer`, one per iod and file); a
+    /// block split over iods is wanted only if every part is, and one of a file with no
+    /// known layout is not.
+    fn offer(&self, inner: &Arc<Inner>, keys: &[Key]) -> Vec<bool> {
+        let mut wanted = vec![false; keys.len()];
+        let mut groups: Groups<usize> = HashMap::new();
+        for (position, key) in keys.iter().enumerate() {
+            for (index, handle, capability, piece, _) in
+                self.place_blocks(std::slice::from_ref(key))
+            {
+                wanted[position] = true;
+                let group = groups
+                    .entry((index, handle))
+                    .or_insert_with(|| (capability, Vec::new(), Vec::new()));
+                group.1.push(piece);
+                group.2.push(position);
+            }
+        }
+        for ((index, handle), (capability, pieces, positions)) in groups {
+            let request = DemoteOffer {
+                handle,
+                capability,
+                client_id: self.client_id,
+                pieces,
+            };
+            match inner
+                .iods
+                .with(index, |connection| connection.call(&request))
+            {
+                Ok(reply) if reply.wanted.0.len() == positions.len() => {
+                    for (flag, position) in reply.wanted.0.iter().zip(&positions) {
+                        wanted[*position] &= *flag == 1;
+                    }
+                }
+                _ => positions
+                    .iter()
+                    .for_each(|position| wanted[*position] = false),
+            }
+        }
+        wanted
+    }
+
+    /// Sends `blocks` to their iods, one `Demote` per iod and file (the parts of each
+    /// gathered from the blocks' bytes); returns (parts sent, parts that failed).
+    fn send_demotes(&self, inner: &Arc<Inner>, blocks: &[(Key, Arc<Vec<u8>>)]) -> (u64, u64) {
+        let keys: Vec<Key> = blocks.iter().map(|(key, _)| *key).collect();
+        let mut groups: Groups<IoSlice<'_>> = HashMap::new();
+        for (position, key) in keys.iter().enumerate() {
+            let bytes = &blocks[position].1;
+            for (index, handle, capability, piece, at) in
+                self.place_blocks(std::slice::from_ref(key))
+            {
+                let length = usize::try_from(piece.length).expect("within a block");
+                let group = groups
+                    .entry((index, handle))
+                    .or_insert_with(|| (capability, Vec::new(), Vec::new()));
+                group.1.push(piece);
+                group.2.push(IoSlice::new(&bytes[at..at + length]));
+            }
+        }
+        let (mut sent, mut refused) = (0, 0);
+        for ((index, handle), (capability, pieces, mut slices)) in groups {
+            let count = pieces.len() as u64;
+            let request = Demote {
+                handle,
+                capability,
+                client_id: self.client_id,
+                pieces,
+            };
+            match inner.iods.with_once(index, |connection| {
+                connection.call_with_bulk(&request, &mut slices)
+            }) {
+                Ok(_) => sent += count,
+                Err(err) => {
+                    tracing::debug!("client cache: demote to iod {index} failed: {err}");
+                    refused += count;
+                }
+            }
+        }
+        (sent, refused)
     }
 }

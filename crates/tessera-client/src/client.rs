@@ -104,8 +104,8 @@ impl Client {
         if let Some(fabric) = crate::fabric::open(config, options) {
             iods.set_fabric(Some(fabric));
         }
-        let cache =
-            (options.cache_bytes > 0).then(|| crate::cache::BlockCache::new(options.cache_bytes));
+        let cache = (options.cache_bytes > 0)
+            .then(|| crate::cache::BlockCache::new(options.cache_bytes, options.demote));
         Self {
             inner: Arc::new(Inner { mds, iods, cache }),
         }

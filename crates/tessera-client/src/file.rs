@@ -335,13 +335,10 @@ impl File {
         if let Some(cache) = &self.client.inner.cache {
             self.check("read", &[length], &[Piece::new(offset, length)])?;
             let capability = self.capability()?;
-            let iods: Vec<usize> = (0..self.layout.servers().len())
-                .map(|position| self.server_of(position))
-                .collect();
             let mut fetched = IoReport::default();
             let cached = cache.read(
                 &self.client.inner,
-                (self.handle, &capability, &iods),
+                (self.handle, &capability, &self.layout),
                 offset,
                 data,
                 |pieces, buffer| {

@@ -54,7 +54,9 @@ pub use methods::{
     LockOptions, RangeLock, SieveOptions, LOCK_LEASE_DEFAULT, LOCK_WAIT_DEFAULT,
     SIEVE_READ_BUFFER_BYTES_DEFAULT, SIEVE_WRITE_BUFFER_BYTES_DEFAULT,
 };
-pub use options::{ClientOptions, CreateOptions, OpenMode, CLIENT_CACHE_ENV};
+pub use options::{
+    ClientOptions, CreateOptions, DemoteMode, OpenMode, CLIENT_CACHE_ENV, CLIENT_DEMOTE_ENV,
+};
 pub use registration::RegistryRegistration;
 pub use shared_pointer::SharedPointer;
 /// Memory shared with the servers of this host (`local` backend's registered memory): pieces

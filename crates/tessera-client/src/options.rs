@@ -25,7 +25,42 @@ pub struct ClientOptions {
     /// under read leases from the iods (docs/SEMANTICS.md §3.2); 0 (the default, or
     /// `$TESSERA_CLIENT_CACHE`, with k/m/g) for none.
     pub cache_bytes: u64,
+    /// What the client cache does with the clean blocks it evicts (`$TESSERA_CLIENT_DEMOTE`:
+    /// `off`, `eager` or `buffered`; docs/ARCHITECTURE.md §2.8).
+    pub demote: DemoteMode,
 }
+
+/// What a client cache does with a block it evicts (DEMOTE, to the iod's unified cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DemoteMode {
+    /// Drops it.
+    #[default]
+    Off,
+    /// Sends it to its iod at once, one `Demote` per block.
+    Eager,
+    /// Keeps it in a small DEMOTE buffer (a read finds it there); when half the buffer is
+    /// full, offers the batch's blocks to their iods, then sends the wanted ones, one `Demote`
+    /// per iod.
+    Buffered,
+}
+
+impl std::str::FromStr for DemoteMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "off" => Ok(Self::Off),
+            "eager" => Ok(Self::Eager),
+            "buffered" => Ok(Self::Buffered),
+            other => Err(format!(
+                "demote mode {other:?}: give off, eager or buffered"
+            )),
+        }
+    }
+}
+
+/// The environment variable that sets [`ClientOptions::demote`].
+pub const CLIENT_DEMOTE_ENV: &str = "TESSERA_CLIENT_DEMOTE";
 
 /// The environment variable that sets [`ClientOptions::cache_bytes`].
 pub const CLIENT_CACHE_ENV: &str = "TESSERA_CLIENT_CACHE";
@@ -44,10 +79,15 @@ impl Default for ClientOptions {
             .ok()
             .and_then(|value| crate::layouts::parse_bytes(&value).ok())
             .unwrap_or(0);
+        let demote = std::env::var(CLIENT_DEMOTE_ENV)
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_default();
         Self {
             timeout: Duration::from_millis(timeout_ms),
             local,
             cache_bytes,
+            demote,
         }
     }
 }

@@ -12,15 +12,16 @@ use tessera_auth::Rights;
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_proto::access::{server_share, Share};
 use tessera_proto::limits::{
-    FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, LEASE_MS_DEFAULT, MESSAGE_BULK_BYTES_MAX,
-    SIEVE_CHUNK_BYTES_MAX,
+    DEMOTE_PIECES_MAX, FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, LEASE_MS_DEFAULT,
+    MESSAGE_BULK_BYTES_MAX, SIEVE_CHUNK_BYTES_MAX,
 };
 use tessera_proto::{
-    Capability, CollectiveTag, DeclareView, Decoder, Empty, ErrorCode, FileType, Header, IoReply,
-    Layout, LeaseAcquire, LeaseAcquireReply, LeaseListen, LeaseRevoke, ObjectCreate, ObjectRemove,
-    ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read,
-    ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError, RemoteMemory,
-    RemoteProbe, RemoteProbeReply, ServerStats, ShareRegion, Statfs, StoragePlan, TransferMode,
+    Capability, CollectiveTag, DeclareView, Decoder, Demote, DemoteOffer, DemoteReply,
+    DemoteWanted, Empty, ErrorCode, FileType, Header, IoReply, Layout, LeaseAcquire,
+    LeaseAcquireReply, LeaseListen, LeaseRevoke, ObjectCreate, ObjectRemove, ObjectStat,
+    ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read, ReadCollective,
+    ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError, RemoteMemory, RemoteProbe,
+    RemoteProbeReply, ServerStats, ShareRegion, Statfs, StoragePlan, TransferMode, WantedFlags,
     Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD, STORE_OK,
 };
 use tokio::sync::Semaphore;
@@ -577,6 +578,15 @@ impl<S: ObjectStorage> Iod<S> {
             Err(Ok(error)) => return connection.reply_error(header, &error).await,
             Err(Err(error)) => return Err(error),
         };
+        // Blocks a leased caching client reads go to the least recent end once sent.
+        let _sent = connection
+            .client_id()
+            .filter(|&client_id| self.leases.with_lease(handle, client_id, || ()).is_some())
+            .map(|_| SentToCache {
+                store: &self.store,
+                handle,
+                pieces: pieces.clone(),
+            });
         match (mode, descriptor) {
             (TransferMode::Remote, Some(descriptor)) => {
                 let request = (handle, storage, pieces, total);
@@ -692,9 +702,12 @@ impl<S: ObjectStorage> Iod<S> {
                     ))
                 });
             }
-            Opcode::Write | Opcode::WriteType | Opcode::WriteView | Opcode::WriteCollective => {
-                Rights::WRITE
-            }
+            Opcode::Write
+            | Opcode::WriteType
+            | Opcode::WriteView
+            | Opcode::WriteCollective
+            | Opcode::DemoteOffer
+            | Opcode::Demote => Rights::WRITE,
             Opcode::Read
             | Opcode::ReadType
             | Opcode::ReadView
@@ -1088,6 +1101,75 @@ impl<S: ObjectStorage> Iod<S> {
     }
 }
 
+/// Moves a read's units to the least recent end of the unified cache when dropped (after
+/// the reply went to a client that caches them).
+struct SentToCache<'a, S: ObjectStorage> {
+    store: &'a Arc<ObjectStore<S>>,
+    handle: u64,
+    pieces: Vec<Piece>,
+}
+
+impl<S: ObjectStorage> Drop for SentToCache<'_, S> {
+    fn drop(&mut self) {
+        self.store.place_least_recent(self.handle, &self.pieces);
+    }
+}
+
+impl<S: ObjectStorage> Iod<S> {
+    /// A demote's pieces: at most `DEMOTE_PIECES_MAX`, their bytes within the bulk limit.
+    fn check_demote(pieces: &[Piece]) -> Result<(), RemoteError> {
+        if pieces.len() > DEMOTE_PIECES_MAX {
+            return Err(RemoteError::over_limit(
+                "demote_pieces_max",
+                pieces.len() as u64,
+                DEMOTE_PIECES_MAX as u64,
+            ));
+        }
+        Self::check_pieces(pieces).map(drop)
+    }
+
+    /// Caches the clean blocks of a `Demote` (bulk: their bytes back to back) if the client
+    /// still holds its lease on the file; with no lease, or no unified cache, nothing.
+    async fn demote(
+        &self,
+        request: &Incoming,
+        connection: &mut ServerConnection,
+    ) -> Result<(), ConnectionError> {
+        let header = &request.header;
+        let Demote {
+            handle,
+            client_id,
+            pieces,
+            ..
+        } = request.decode()?;
+        Self::check_demote(&pieces).map_err(ConnectionError::Refused)?;
+        let total: u64 = pieces.iter().map(|piece| piece.length).sum();
+        if u64::from(header.bulk_bytes) != total {
+            return Err(ConnectionError::Refused(RemoteError::new(
+                ErrorCode::Protocol,
+                format!(
+                    "demote carries {} bulk bytes but its pieces add up to {total}",
+                    header.bulk_bytes
+                ),
+            )));
+        }
+        let _budget = self.buffer_budget(total).await;
+        let data = connection.read_bulk(header).await?;
+        let leases = Arc::clone(&self.leases);
+        let result = self
+            .blocking(move |store| {
+                leases
+                    .with_lease(handle, client_id, || store.demote(handle, &pieces, &data))
+                    .unwrap_or(Ok(0))
+                    .map(|inserted| DemoteReply {
+                        inserted: u32::try_from(inserted).unwrap_or(u32::MAX),
+                    })
+            })
+            .await;
+        Self::answer(connection, header, result).await
+    }
+}
+
 impl<S: ObjectStorage> Service for Iod<S> {
     fn name(&self) -> String {
         format!("iod {}", self.index)
@@ -1112,6 +1194,7 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 | Opcode::RemoteProbe
                 | Opcode::WriteCollective
                 | Opcode::ReadCollective
+                | Opcode::Demote
         );
         if header.bulk_bytes != 0 && !carries_bulk {
             return Err(ConnectionError::Refused(RemoteError::new(
@@ -1182,6 +1265,27 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 let LeaseListen { client_id } = request.decode()?;
                 self.serve_callbacks(&header, client_id, connection).await
             }
+            Opcode::DemoteOffer => {
+                let DemoteOffer {
+                    handle,
+                    client_id,
+                    pieces,
+                    ..
+                } = request.decode()?;
+                let result = Self::check_demote(&pieces).map(|()| {
+                    let wanted = self
+                        .leases
+                        .with_lease(handle, client_id, || {
+                            self.store.demote_wanted(handle, &pieces)
+                        })
+                        .unwrap_or_else(|| vec![false; pieces.len()]);
+                    DemoteWanted {
+                        wanted: WantedFlags(wanted.into_iter().map(u8::from).collect()),
+                    }
+                });
+                Self::answer(connection, &header, result).await
+            }
+            Opcode::Demote => self.demote(&request, connection).await,
             Opcode::LeaseAcquire => {
                 let LeaseAcquire {
                     handle, client_id, ..
@@ -1190,6 +1294,9 @@ impl<S: ObjectStorage> Service for Iod<S> {
                     .leases
                     .acquire(handle, client_id)
                     .map(|lease_ms| LeaseAcquireReply { lease_ms });
+                if result.is_ok() {
+                    connection.set_client_id(client_id);
+                }
                 Self::answer(connection, &header, result).await
             }
             Opcode::ObjectCreate => {

@@ -250,6 +250,24 @@ impl Leases {
         }
     }
 
+    /// Runs `apply` if `client_id` holds an unexpired lease on `handle` now, with new
+    /// leases and revocations held off meanwhile (so no write of the object can be under
+    /// way or begin): `None` if it holds none.
+    pub fn with_lease<T>(
+        &self,
+        handle: u64,
+        client_id: u64,
+        apply: impl FnOnce() -> T,
+    ) -> Option<T> {
+        let state = self.lock();
+        let held = state
+            .leases
+            .get(&handle)
+            .and_then(|holders| holders.get(&client_id))
+            .is_some_and(|expiry| *expiry > Instant::now());
+        held.then(apply)
+    }
+
     /// The counters now.
     pub fn stats(&self) -> LeaseStats {
         let state = self.lock();

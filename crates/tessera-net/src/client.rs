@@ -597,6 +597,20 @@ impl<S: ByteStream> Connection<S> {
         }
     }
 
+    /// Sends a request with `bulk` (gathered from the slices) and waits for its reply.
+    pub fn call_with_bulk<R: Request>(
+        &mut self,
+        request: &R,
+        bulk: &mut [IoSlice<'_>],
+    ) -> Result<R::Reply, NetError> {
+        let body = request.to_body();
+        let bytes = bulk.iter().map(|slice| slice.len() as u64).sum();
+        let bulk_bytes = self.bulk_len(bytes)?;
+        self.send_frame(R::OPCODE, &body, bulk, bulk_bytes)?;
+        let (reply, _) = self.recv_reply::<R::Reply>(None)?;
+        Ok(reply)
+    }
+
     /// Sends a request without bulk data and waits for its reply.
     pub fn call<R: Request>(&mut self, request: &R) -> Result<R::Reply, NetError> {
         self.send_request(request)?;

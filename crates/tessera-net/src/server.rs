@@ -124,6 +124,8 @@ pub struct ServerConnection {
     body_budget: Option<OwnedSemaphorePermit>,
     /// Requests this server sent the peer (`call_peer`), for their ids.
     peer_calls: u64,
+    /// The id of the caching client speaking on this connection (it asked for a lease here).
+    client_id: Option<u64>,
 }
 
 /// A connection's socket: TCP, or a Unix socket from a process on this host.
@@ -510,6 +512,16 @@ impl ServerConnection {
             body,
             descriptor: descriptors.pop(),
         }))
+    }
+
+    /// The caching client speaking on this connection, once it asked for a lease on it.
+    pub fn client_id(&self) -> Option<u64> {
+        self.client_id
+    }
+
+    /// Records the caching client speaking on this connection.
+    pub fn set_client_id(&mut self, client_id: u64) {
+        self.client_id = Some(client_id);
     }
 
     /// Waits until the peer closes the connection (`Ok`), or sends anything, which is a
@@ -1301,6 +1313,7 @@ pub async fn serve_with_local<S: Service>(
                 bodies,
                 body_budget: None,
                 peer_calls: 0,
+                client_id: None,
             };
             if let Err(err) = run_connection(&*service, &mut connection, &inflight).await {
                 metrics::counter!(CONNECTIONS_DROPPED, "reason" => "error").increment(1);

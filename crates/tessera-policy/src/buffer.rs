@@ -172,6 +172,23 @@ impl<K: Copy + Eq + Hash, T> DemoteBuffer<K, T> {
             })
     }
 
+    /// Drops every held block `stale` says is stale (its file was changed: it must never be
+    /// demoted); returns how many it dropped.
+    pub fn purge(&mut self, stale: impl Fn(&K) -> bool) -> usize {
+        let before = self.filling.len();
+        self.filling.retain(|(key, _)| !stale(key));
+        let mut dropped = before - self.filling.len();
+        if let Some(batch) = self.sealed.as_mut() {
+            for (key, value) in &mut batch.entries {
+                if value.is_some() && stale(key) {
+                    *value = None;
+                    dropped += 1;
+                }
+            }
+        }
+        dropped
+    }
+
     /// Victim lookup: a read finds `key` here and takes it back (it will not be demoted).
     pub fn take(&mut self, key: &K) -> Option<T> {
         if let Some(at) = self.filling.iter().position(|(k, _)| k == key) {

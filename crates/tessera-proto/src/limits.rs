@@ -139,6 +139,8 @@ pub const LEASE_MS_MAX: u32 = 60_000;
 pub const LEASE_LISTENERS_MAX: usize = 256;
 /// Most read leases one iod holds at once, over all objects and clients.
 pub const LEASES_MAX: usize = 65_536;
+/// Most blocks one `DemoteOffer` or `Demote` names.
+pub const DEMOTE_PIECES_MAX: usize = 256;
 /// Most revocations queued on one callback channel.
 pub const LEASE_REVOCATIONS_QUEUED_MAX: usize = 1024;
 

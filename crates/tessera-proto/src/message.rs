@@ -10,10 +10,10 @@ use crate::error::{ErrorCode, RemoteError, WireError};
 use crate::layout::Layout;
 use crate::layout::StripeLayout;
 use crate::limits::{
-    CAPABILITY_BYTES_MAX, CREDENTIAL_GROUPS_MAX, ERROR_MESSAGE_BYTES_MAX, HANDLES_LIVE_MAX,
-    HOST_NAME_BYTES_MAX, MAC_BYTES, NAME_BYTES_MAX, NONCE_BYTES, OBJECT_LEFT_REASON_BYTES_MAX,
-    PATH_BYTES_MAX, READDIR_ENTRIES_MAX, REMOTE_ENDPOINT_BYTES_MAX, REMOTE_SEGMENTS_MAX,
-    REQUEST_PIECES_MAX, SERVERS_MAX,
+    CAPABILITY_BYTES_MAX, CREDENTIAL_GROUPS_MAX, DEMOTE_PIECES_MAX, ERROR_MESSAGE_BYTES_MAX,
+    HANDLES_LIVE_MAX, HOST_NAME_BYTES_MAX, MAC_BYTES, NAME_BYTES_MAX, NONCE_BYTES,
+    OBJECT_LEFT_REASON_BYTES_MAX, PATH_BYTES_MAX, READDIR_ENTRIES_MAX, REMOTE_ENDPOINT_BYTES_MAX,
+    REMOTE_SEGMENTS_MAX, REQUEST_PIECES_MAX, SERVERS_MAX,
 };
 use tessera_dtype::Datatype;
 
@@ -110,6 +110,10 @@ pub enum Opcode {
     LeaseAcquire = 0x45,
     /// iod → client, on a callback channel: drop what you cache of a file, then answer.
     LeaseRevoke = 0x46,
+    /// iod: which of these clean blocks a caching client evicted the iod wants (DEMOTE).
+    DemoteOffer = 0x47,
+    /// iod: clean blocks a caching client evicted, for the iod's unified cache (DEMOTE).
+    Demote = 0x48,
 }
 
 impl Opcode {
@@ -159,12 +163,14 @@ impl Opcode {
             0x44 => Self::LeaseListen,
             0x45 => Self::LeaseAcquire,
             0x46 => Self::LeaseRevoke,
+            0x47 => Self::DemoteOffer,
+            0x48 => Self::Demote,
             opcode => return Err(WireError::UnknownOpcode { opcode }),
         })
     }
 
     /// Every opcode, in byte order.
-    pub const ALL: [Self; 43] = [
+    pub const ALL: [Self; 45] = [
         Self::Ping,
         Self::Hello,
         Self::AgentSign,
@@ -208,6 +214,8 @@ impl Opcode {
         Self::LeaseListen,
         Self::LeaseAcquire,
         Self::LeaseRevoke,
+        Self::DemoteOffer,
+        Self::Demote,
     ];
 
     /// A short, stable snake_case name: the `kind` label of the servers' request metrics.
@@ -256,6 +264,8 @@ impl Opcode {
             Self::LeaseListen => "lease_listen",
             Self::LeaseAcquire => "lease_acquire",
             Self::LeaseRevoke => "lease_revoke",
+            Self::DemoteOffer => "demote_offer",
+            Self::Demote => "demote",
         }
     }
 }
@@ -1932,6 +1942,78 @@ wire_struct! {
     }
 }
 request!(LeaseRevoke => LeaseRevoke, Empty);
+
+wire_struct! {
+    /// Offers an iod clean blocks a caching client is evicting (DEMOTE buffering's metadata
+    /// first): the iod answers which it wants, refusing those it caches already, all of them
+    /// without a unified cache or while the client holds no lease on the file. Needs write
+    /// access (the blocks will be served to other clients).
+    pub struct DemoteOffer {
+        /// File handle.
+        pub handle: u64,
+        /// Access right from a client (write).
+        pub capability: Capability,
+        /// The client process's id, as in its `LeaseListen`.
+        pub client_id: u64,
+        /// The blocks, as local pieces of the iod's object (at most `DEMOTE_PIECES_MAX`).
+        pub pieces: Vec<Piece>,
+    }
+}
+
+/// One flag per offered piece of a `DemoteOffer` (at most `DEMOTE_PIECES_MAX`): 1 wanted.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WantedFlags(pub Vec<u8>);
+
+impl Wire for WantedFlags {
+    fn encode(&self, encoder: &mut Encoder) {
+        encoder.bytes(&self.0);
+    }
+    fn decode(decoder: &mut Decoder<'_>) -> Result<Self, WireError> {
+        let flags = decoder.bytes("demote_pieces_max", DEMOTE_PIECES_MAX)?;
+        if let Some(&bad) = flags.iter().find(|&&flag| flag > 1) {
+            return Err(WireError::BadValue {
+                field: "wanted flag",
+                value: u64::from(bad),
+            });
+        }
+        Ok(Self(flags.to_vec()))
+    }
+}
+
+wire_struct! {
+    /// Which offered pieces the iod wants, in order.
+    pub struct DemoteWanted {
+        /// One flag per piece.
+        pub wanted: WantedFlags,
+    }
+}
+request!(DemoteOffer => DemoteOffer, DemoteWanted);
+
+wire_struct! {
+    /// Clean blocks a caching client evicted, its bytes as bulk (the pieces back to back):
+    /// the iod caches each piece that covers whole units of its unified cache not cached yet,
+    /// at the most recent end, if the client still holds its lease on the file. Needs write
+    /// access.
+    pub struct Demote {
+        /// File handle.
+        pub handle: u64,
+        /// Access right from a client (write).
+        pub capability: Capability,
+        /// The client process's id, as in its `LeaseListen`.
+        pub client_id: u64,
+        /// The blocks, as local pieces of the iod's object (at most `DEMOTE_PIECES_MAX`).
+        pub pieces: Vec<Piece>,
+    }
+}
+
+wire_struct! {
+    /// What the iod did with a `Demote`.
+    pub struct DemoteReply {
+        /// Cache units it inserted.
+        pub inserted: u32,
+    }
+}
+request!(Demote => Demote, DemoteReply);
 
 wire_struct! {
     /// Asks an iod to pull 8 bytes of the client's memory one-sidedly: the request's bulk is a

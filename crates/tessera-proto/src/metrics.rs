@@ -72,6 +72,8 @@ pub const CACHE_UNITS_MADE: &str = "tessera_cache_units_made_total";
 /// Counter (iod): cache units a write's data was received straight into (over a socket, or
 /// pulled from a same-host or fabric client), then installed as they were.
 pub const CACHE_UNITS_LANDED: &str = "tessera_cache_units_landed_total";
+/// Counter (iod): cache units a caching client demoted into the unified cache (DEMOTE).
+pub const CACHE_UNITS_DEMOTED: &str = "tessera_cache_units_demoted_total";
 /// Counter (iod, `--ofi-provider`): bytes of reads written by RMA into clients, by the
 /// `memory` they left from: `ready` (the unified cache's registered Ready region), `raw`
 /// (other cache units) or `buffer` (a request buffer).
@@ -89,7 +91,7 @@ pub enum MetricKind {
 }
 
 /// Every metric a server records, its kind and the help line a scrape shows (`# HELP`).
-pub const CATALOGUE: [(&str, MetricKind, &str); 27] = [
+pub const CATALOGUE: [(&str, MetricKind, &str); 28] = [
     (REQUESTS, MetricKind::Counter, "Requests served, by kind."),
     (
         REQUEST_SECONDS,
@@ -210,6 +212,11 @@ pub const CATALOGUE: [(&str, MetricKind, &str); 27] = [
         CACHE_UNITS_LANDED,
         MetricKind::Counter,
         "Unified cache units a write's data was received straight into, then installed.",
+    ),
+    (
+        CACHE_UNITS_DEMOTED,
+        MetricKind::Counter,
+        "Unified cache units a caching client demoted (evicted clean blocks, DEMOTE).",
     ),
     (
         FABRIC_PUSHED_BYTES,

@@ -322,6 +322,8 @@ pub struct CacheStats {
     /// Units a write's data was received straight into ([`Cache::land`]; counted in the
     /// two above as well).
     pub units_landed: u64,
+    /// Units a caching client demoted into the cache ([`Cache::insert_clean`]).
+    pub units_demoted: u64,
     /// Ready slots held now (by units, or by replies still pinning them).
     pub ready_slots_taken: usize,
     /// The Ready region's bytes, and the registrar that registered it.
@@ -367,6 +369,7 @@ struct State {
     ready_units_made: u64,
     raw_units_made: u64,
     units_landed: u64,
+    units_demoted: u64,
 }
 
 impl State {
@@ -643,6 +646,7 @@ impl Cache {
             ready_units_made: 0,
             raw_units_made: 0,
             units_landed: 0,
+            units_demoted: 0,
         };
         // Pinned pages (mlock), the registration the `local` backend's memory gets.
         let ready = match config.ready_bytes {
@@ -1024,6 +1028,82 @@ impl Cache {
         Ok(grant)
     }
 
+    /// Moves the cached units covering `ranges` of `handle` that nobody holds to `end` of
+    /// the replacement order (DEMOTE: blocks just sent to a caching client go to the least
+    /// recent end, so the two caches hold different blocks). Never waits.
+    pub fn place(&self, handle: u64, ranges: &[(u64, usize)], end: End) {
+        let mut state = self.lock();
+        let Some(&unit_bytes) = state.unit_bytes.get(&handle) else {
+            return;
+        };
+        let Ok(Some(units)) = Self::covered_units(handle, ranges, unit_bytes, usize::MAX) else {
+            return;
+        };
+        for index in units.keys() {
+            let Some(&id) = state.index.get(&UnitKey {
+                handle,
+                index: *index,
+            }) else {
+                continue;
+            };
+            if state.unit(id).evictable() {
+                state.policy.remove(id);
+                state.policy.insert(id, end);
+            }
+        }
+    }
+
+    /// Caches `bytes`, the clean contents of object `handle` from `offset` on (as storage
+    /// holds them), unit by unit at `end` of the replacement order (a DEMOTE inserts at the
+    /// most recent end): each whole unit they cover that is not cached, if there is room
+    /// without waiting (clean units nobody holds are evicted for it). Never waits, never
+    /// touches a cached unit. Returns how many units it inserted.
+    pub fn insert_clean(
+        &self,
+        handle: u64,
+        offset: u64,
+        bytes: &[u8],
+        end: End,
+    ) -> Result<usize, CacheError> {
+        let config = &self.shared.config;
+        let mut state = self.lock();
+        let unit_bytes = state.unit_bytes_of(handle, config.default_unit_bytes)?;
+        let unit = unit_bytes as u64;
+        let skip = usize::try_from(offset.next_multiple_of(unit) - offset).unwrap_or(usize::MAX);
+        let mut inserted = 0;
+        for (at, chunk) in bytes
+            .get(skip..)
+            .unwrap_or_default()
+            .chunks_exact(unit_bytes)
+            .enumerate()
+        {
+            let index = (offset + skip as u64) / unit + at as u64;
+            let key = UnitKey { handle, index };
+            if state.index.contains_key(&key) {
+                continue;
+            }
+            if !state.make_room(unit_bytes, config.budget_bytes) {
+                break;
+            }
+            let ready = self.shared.ready.as_ref();
+            let (id, buffer) = state.insert_unit(key, unit_bytes, ready, None, false);
+            // SAFETY: the unit was just made, held by this call alone (`writer`), under the
+            // lock; the buffer is `unit_bytes` long, as is `chunk`.
+            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), buffer.start(), unit_bytes) };
+            let unit = state.unit_mut(id);
+            unit.writer = false;
+            unit.filled = true;
+            state.policy.insert(id, end);
+            state.units_demoted += 1;
+            inserted += 1;
+        }
+        drop(state);
+        if inserted > 0 {
+            self.shared.released.notify_all();
+        }
+        Ok(inserted)
+    }
+
     /// Hand back dirty units of `handle` (or of every object) for write-back, in ascending
     /// order, until they hold at least `limit_bytes` dirty bytes (at least one unit if any).
     /// Units held by a writer now are skipped; the ones taken stay shared-readable, and no
@@ -1141,6 +1221,7 @@ impl Cache {
             ready_units_made: state.ready_units_made,
             raw_units_made: state.raw_units_made,
             units_landed: state.units_landed,
+            units_demoted: state.units_demoted,
             ready_slots_taken: self.shared.ready.as_ref().map_or(0, |arena| arena.taken()),
             ready_bytes: self.shared.ready.as_ref().map_or(0, |arena| arena.bytes()),
             ready_registrar: self

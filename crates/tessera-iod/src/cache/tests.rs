@@ -1084,3 +1084,40 @@ fn a_cached_only_grant_gives_back_what_it_took_when_a_later_unit_is_missing() {
     drop(cache.grant_write(3, 0, 8 * KIB).unwrap());
     cache.check_consistency();
 }
+
+#[test]
+fn demoted_units_go_in_clean_at_the_chosen_end_and_never_over_cached_ones() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 50);
+    let storage = vec![0u8; 64 * KIB];
+    // Unit 1 is cached (and dirty) already; a demote of units 0–3 inserts 0, 2 and 3 only,
+    // and a demote's partial units at either end are skipped.
+    write(&cache, &storage, 1, 4 * 1024, &[9; 4 * KIB]);
+    let demoted = vec![7u8; 16 * KIB + 100];
+    assert_eq!(
+        cache.insert_clean(1, 0, &demoted, End::MostRecent).unwrap(),
+        3
+    );
+    assert_eq!(
+        cache
+            .insert_clean(1, 16 * 1024 + 100, &[1; 8 * KIB], End::MostRecent)
+            .unwrap(),
+        1
+    );
+    let stats = cache.stats();
+    assert_eq!(stats.units_demoted, 4);
+    let mut expected = vec![7u8; 16 * KIB];
+    expected[4 * KIB..8 * KIB].fill(9);
+    expected[8 * KIB..12 * KIB].copy_from_slice(&[7; 4 * KIB]);
+    assert!(read(&cache, &storage, 1, 0, 16 * KIB) == expected);
+    assert_eq!(stats.dirty_bytes, 4 * KIB, "demoted units are clean");
+    // Placed at the least recent end, unit 0 is the next victim: 17 units for 16.
+    cache.place(1, &[(0, 4 * KIB)], End::LeastRecent);
+    let evictions = cache.stats().evictions;
+    for index in 0..12u64 {
+        drop(read(&cache, &storage, 2, index * 4096, 4096));
+    }
+    assert_eq!(cache.stats().evictions, evictions + 1);
+    assert!(!cache.peek_cached(1, &[(0, 4 * KIB)]));
+    assert!(cache.peek_cached(1, &[(8 * 1024, 4 * KIB)]));
+    cache.check_consistency();
+}

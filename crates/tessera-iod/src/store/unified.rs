@@ -29,13 +29,14 @@ use std::time::{Duration, Instant};
 
 use tessera_proto::metrics::{
     CACHE_BYTES, CACHE_DIRTY_BYTES, CACHE_EVICTIONS, CACHE_FLUSHED_BYTES, CACHE_FLUSHES,
-    CACHE_GRANT_WAITS, CACHE_HITS, CACHE_MISSES, CACHE_UNITS_LANDED, CACHE_UNITS_MADE,
+    CACHE_GRANT_WAITS, CACHE_HITS, CACHE_MISSES, CACHE_UNITS_DEMOTED, CACHE_UNITS_LANDED,
+    CACHE_UNITS_MADE,
 };
 use tessera_proto::{CacheCounters, ErrorCode, Piece, RemoteError};
 
 use super::{pwritev_all, Object, ObjectStore, Outcome};
 use crate::cache::{
-    Cache, CacheError, CacheStats, DirtyUnit, Landing, Pinned, ReadGrant, BUFFER_ALIGN_BYTES,
+    Cache, CacheError, CacheStats, DirtyUnit, End, Landing, Pinned, ReadGrant, BUFFER_ALIGN_BYTES,
 };
 use crate::extent::ExtentGuard;
 use crate::storage::{read_full, ObjectStorage, StorageObject};
@@ -640,6 +641,62 @@ impl<S: ObjectStorage> ObjectStore<S> {
         Ok(cached)
     }
 
+    /// Moves the cached units of `pieces` to the least recent end of the unified cache (they
+    /// were just sent to a client that caches them: DEMOTE's exclusive placement).
+    pub fn place_least_recent(&self, handle: u64, pieces: &[Piece]) {
+        if let Some(cache) = &self.cache {
+            let ranges: Vec<(u64, usize)> = pieces
+                .iter()
+                .map(|piece| {
+                    (
+                        piece.offset,
+                        usize::try_from(piece.length).unwrap_or(usize::MAX),
+                    )
+                })
+                .collect();
+            cache.place(handle, &ranges, End::LeastRecent);
+        }
+    }
+
+    /// Which of `pieces` (clean blocks a caching client offers to demote) this store wants:
+    /// with a unified cache, those not all cached now; without one, none.
+    pub fn demote_wanted(&self, handle: u64, pieces: &[Piece]) -> Vec<bool> {
+        if self.cache.is_none() || self.object(handle).is_err() {
+            return vec![false; pieces.len()];
+        }
+        pieces
+            .iter()
+            .map(|piece| !self.is_cached(handle, std::slice::from_ref(piece)))
+            .collect()
+    }
+
+    /// Caches the demoted clean blocks `pieces` of `handle` (their bytes back to back in
+    /// `data`) at the most recent end of the unified cache, unit by unit where not cached
+    /// (DEMOTE); the caller has checked that they are what storage holds (the client's
+    /// lease). Returns the units inserted (0 without a unified cache).
+    pub fn demote(&self, handle: u64, pieces: &[Piece], data: &[u8]) -> Result<u64, RemoteError> {
+        let Some(cache) = &self.cache else {
+            return Ok(0);
+        };
+        self.object(handle)?;
+        let mut at = 0usize;
+        let mut inserted = 0;
+        for piece in pieces {
+            let length = usize::try_from(piece.length).unwrap_or(usize::MAX);
+            let bytes = data.get(at..at.saturating_add(length)).ok_or_else(|| {
+                RemoteError::new(
+                    ErrorCode::Protocol,
+                    format!("demote of object {handle:#x}: the pieces name more bytes than came"),
+                )
+            })?;
+            at += length;
+            inserted += cache
+                .insert_clean(handle, piece.offset, bytes, End::MostRecent)
+                .map_err(|err| cache_error(handle, &err))?;
+        }
+        Ok(inserted as u64)
+    }
+
     /// Whether every unit `pieces` touch is cached and free of writers now (it may change the
     /// next moment: a hint for where to serve a read, never a promise).
     pub fn is_cached(&self, handle: u64, pieces: &[Piece]) -> bool {
@@ -878,6 +935,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         metrics::counter!(CACHE_UNITS_MADE, "memory" => "ready").absolute(stats.ready_units_made);
         metrics::counter!(CACHE_UNITS_MADE, "memory" => "raw").absolute(stats.raw_units_made);
         metrics::counter!(CACHE_UNITS_LANDED).absolute(stats.units_landed);
+        metrics::counter!(CACHE_UNITS_DEMOTED).absolute(stats.units_demoted);
         metrics::counter!(CACHE_FLUSHES).absolute(self.flushes.load(Ordering::Relaxed));
         metrics::counter!(CACHE_FLUSHED_BYTES).absolute(self.flushed_bytes.load(Ordering::Relaxed));
         #[allow(clippy::cast_precision_loss)] // gauges are f64; byte counts far below 2^53

@@ -39,6 +39,7 @@ fn pipe(bodies: Arc<Semaphore>) -> (ServerConnection, DuplexStream) {
         bodies,
         body_budget: None,
         peer_calls: 0,
+        client_id: None,
     };
     (connection, client)
 }
