@@ -1299,6 +1299,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             handle: 7,
             capability: Capability::default(),
             client_id: 0x5eed_c11e,
+            demotes: true,
         },
         &LeaseAcquireReply { lease_ms: 10_000 },
     ));

@@ -297,6 +297,7 @@ impl BlockCache {
                 handle,
                 capability: capability.clone(),
                 client_id: self.client_id,
+                demotes: self.demote != DemoteMode::Off,
             };
             let reply = match inner
                 .iods

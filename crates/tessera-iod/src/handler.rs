@@ -578,10 +578,10 @@ impl<S: ObjectStorage> Iod<S> {
             Err(Ok(error)) => return connection.reply_error(header, &error).await,
             Err(Err(error)) => return Err(error),
         };
-        // Blocks a leased caching client reads go to the least recent end once sent.
+        // Blocks a leased, demoting caching client reads go to the least recent end once sent.
         let _sent = connection
             .client_id()
-            .filter(|&client_id| self.leases.with_lease(handle, client_id, || ()).is_some())
+            .filter(|&client_id| self.leases.demotes(handle, client_id))
             .map(|_| SentToCache {
                 store: &self.store,
                 handle,
@@ -1288,11 +1288,14 @@ impl<S: ObjectStorage> Service for Iod<S> {
             Opcode::Demote => self.demote(&request, connection).await,
             Opcode::LeaseAcquire => {
                 let LeaseAcquire {
-                    handle, client_id, ..
+                    handle,
+                    client_id,
+                    demotes,
+                    ..
                 } = request.decode()?;
                 let result = self
                     .leases
-                    .acquire(handle, client_id)
+                    .acquire(handle, client_id, demotes)
                     .map(|lease_ms| LeaseAcquireReply { lease_ms });
                 if result.is_ok() {
                     connection.set_client_id(client_id);

@@ -46,8 +46,9 @@ struct Listener {
 struct State {
     listeners: HashMap<u64, Listener>,
     next_generation: u64,
-    /// The leases of each object: client id → when the lease runs out.
-    leases: HashMap<u64, HashMap<u64, Instant>>,
+    /// The leases of each object: client id → when the lease runs out, and whether the
+    /// client demotes what it evicts.
+    leases: HashMap<u64, HashMap<u64, (Instant, bool)>>,
     held: usize,
     /// Writes (and truncates, removes) under way, per object.
     writing: HashMap<u64, usize>,
@@ -168,7 +169,7 @@ impl Leases {
 
     /// Grants (or renews) `client_id` a read lease on `handle`: its length in milliseconds,
     /// or 0 while a write of the object is under way.
-    pub fn acquire(&self, handle: u64, client_id: u64) -> Result<u32, RemoteError> {
+    pub fn acquire(&self, handle: u64, client_id: u64, demotes: bool) -> Result<u32, RemoteError> {
         let mut state = self.lock();
         if !state.listeners.contains_key(&client_id) {
             return Err(RemoteError::new(
@@ -197,7 +198,7 @@ impl Leases {
             .leases
             .entry(handle)
             .or_default()
-            .insert(client_id, expiry);
+            .insert(client_id, (expiry, demotes));
         if !renewing {
             state.held += 1;
         }
@@ -214,7 +215,7 @@ impl Leases {
             let holders = state.leases.remove(&handle).unwrap_or_default();
             state.held -= holders.len();
             let mut pending = Vec::with_capacity(holders.len());
-            for (client_id, expiry) in holders {
+            for (client_id, (expiry, _)) in holders {
                 let Some(listener) = state.listeners.get(&client_id) else {
                     continue;
                 };
@@ -264,8 +265,17 @@ impl Leases {
             .leases
             .get(&handle)
             .and_then(|holders| holders.get(&client_id))
-            .is_some_and(|expiry| *expiry > Instant::now());
+            .is_some_and(|(expiry, _)| *expiry > Instant::now());
         held.then(apply)
+    }
+
+    /// Whether `client_id` holds an unexpired lease on `handle` and demotes what it evicts.
+    pub fn demotes(&self, handle: u64, client_id: u64) -> bool {
+        self.lock()
+            .leases
+            .get(&handle)
+            .and_then(|holders| holders.get(&client_id))
+            .is_some_and(|(expiry, demotes)| *demotes && *expiry > Instant::now())
     }
 
     /// The counters now.
@@ -293,7 +303,7 @@ mod tests {
         assert!(Leases::new(10).unwrap_err().contains("10 ms"));
         assert!(Leases::new(LEASE_MS_MAX + 1).is_err());
         let leases = table(1000);
-        let refused = leases.acquire(7, 0xabc).unwrap_err();
+        let refused = leases.acquire(7, 0xabc, false).unwrap_err();
         assert!(refused.message.contains("LeaseListen"), "{refused:?}");
         assert_eq!(leases.stats().held, 0);
     }
@@ -302,8 +312,8 @@ mod tests {
     async fn a_write_waits_for_the_holder_to_answer_and_no_lease_is_granted_meanwhile() {
         let leases = table(5000);
         let (_, mut channel) = leases.listen(1).unwrap();
-        assert_eq!(leases.acquire(7, 1).unwrap(), 5000);
-        assert_eq!(leases.acquire(7, 1).unwrap(), 5000, "a renewal");
+        assert_eq!(leases.acquire(7, 1, false).unwrap(), 5000);
+        assert_eq!(leases.acquire(7, 1, false).unwrap(), 5000, "a renewal");
         assert_eq!(leases.stats().held, 1);
         let writer = {
             let leases = Arc::clone(&leases);
@@ -312,17 +322,17 @@ mod tests {
         let revocation = channel.recv().await.unwrap();
         assert_eq!(revocation.handle, 7);
         // Under way: no lease on 7, one on another object.
-        assert_eq!(leases.acquire(7, 1).unwrap(), 0);
-        assert_eq!(leases.acquire(8, 1).unwrap(), 5000);
+        assert_eq!(leases.acquire(7, 1, false).unwrap(), 0);
+        assert_eq!(leases.acquire(8, 1, false).unwrap(), 5000);
         assert!(!writer.is_finished());
         revocation.answered.send(()).unwrap();
         let writing = tokio::time::timeout(Duration::from_secs(2), writer)
             .await
             .expect("the write goes on once answered")
             .unwrap();
-        assert_eq!(leases.acquire(7, 1).unwrap(), 0);
+        assert_eq!(leases.acquire(7, 1, false).unwrap(), 0);
         drop(writing);
-        assert_eq!(leases.acquire(7, 1).unwrap(), 5000);
+        assert_eq!(leases.acquire(7, 1, false).unwrap(), 5000);
         let stats = leases.stats();
         assert_eq!((stats.revocations, stats.revocations_unanswered), (1, 0));
     }
@@ -331,7 +341,7 @@ mod tests {
     async fn a_holder_that_does_not_answer_holds_a_write_up_for_its_lease_time_only() {
         let leases = table(300);
         let (_, mut channel) = leases.listen(1).unwrap();
-        leases.acquire(7, 1).unwrap();
+        leases.acquire(7, 1, false).unwrap();
         let started = Instant::now();
         let writing = tokio::time::timeout(Duration::from_secs(5), leases.begin_write(7))
             .await
@@ -348,8 +358,8 @@ mod tests {
     async fn a_closed_channel_ends_its_leases() {
         let leases = table(60_000);
         let (generation, channel) = leases.listen(1).unwrap();
-        leases.acquire(7, 1).unwrap();
-        leases.acquire(8, 1).unwrap();
+        leases.acquire(7, 1, false).unwrap();
+        leases.acquire(8, 1, false).unwrap();
         // A second channel of the same client replaces the first; closing the old one
         // changes nothing.
         let (newer, _channel) = leases.listen(1).unwrap();

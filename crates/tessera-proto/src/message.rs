@@ -1919,6 +1919,9 @@ wire_struct! {
         pub capability: Capability,
         /// The client process's id, as in its `LeaseListen`.
         pub client_id: u64,
+        /// Whether the client demotes the blocks it evicts (the iod then puts what it sends
+        /// the client at the least recent end of its cache).
+        pub demotes: bool,
     }
 }
 
