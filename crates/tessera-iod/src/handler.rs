@@ -452,8 +452,9 @@ impl<S: ObjectStorage> Iod<S> {
                 (write.handle, write.mode, write.storage, write.pieces, total)
             }
         };
-        // Leases on the object are revoked before the data is applied (held until then).
-        let _writing = self.leases.begin_write(handle).await;
+        // Leases on the object are revoked before the data is applied; new ones wait until it
+        // is (the guard goes before the answer, so a reader told of the write can lease).
+        let writing = self.leases.begin_write(handle).await;
         if mode == TransferMode::Remote {
             let descriptor = connection.read_bulk(header).await?;
             let request = (handle, storage, pieces, total);
@@ -497,6 +498,7 @@ impl<S: ObjectStorage> Iod<S> {
                         .map(|outcome| reply_of(total, outcome))
                 })
                 .await;
+            drop(writing);
             return Self::answer(connection, header, result).await;
         }
         let data = if mode == TransferMode::Multiple {
@@ -515,6 +517,7 @@ impl<S: ObjectStorage> Iod<S> {
                     .map(|outcome| reply_of(total, outcome))
             })
             .await;
+        drop(writing);
         Self::answer(connection, header, result).await
     }
 

@@ -209,6 +209,12 @@ impl Leases {
     /// ran out; returns a guard that keeps new leases off the object until the caller has
     /// applied its change.
     pub async fn begin_write(self: &Arc<Self>, handle: u64) -> Writing {
+        // Made with the count it undoes, so a write dropped while it waits (its connection
+        // gone) gives the object back to new leases.
+        let writing = Writing {
+            leases: Arc::clone(self),
+            handle,
+        };
         let pending: Vec<(oneshot::Receiver<()>, Instant)> = {
             let mut state = self.lock();
             *state.writing.entry(handle).or_default() += 1;
@@ -245,10 +251,7 @@ impl Leases {
                 self.lock().revocations_unanswered += 1;
             }
         }
-        Writing {
-            leases: Arc::clone(self),
-            handle,
-        }
+        writing
     }
 
     /// Runs `apply` if `client_id` holds an unexpired lease on `handle` now, with new
@@ -372,5 +375,15 @@ mod tests {
         let started = Instant::now();
         drop(leases.begin_write(7).await);
         assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn a_write_dropped_while_it_waits_gives_the_object_back_to_new_leases() {
+        let leases = table(60_000);
+        let (_, _channel) = leases.listen(1).unwrap();
+        leases.acquire(7, 1, false).unwrap();
+        let waiting = tokio::time::timeout(Duration::from_millis(100), leases.begin_write(7));
+        assert!(waiting.await.is_err(), "the holder never answers");
+        assert_eq!(leases.acquire(7, 1, false).unwrap(), 60_000);
     }
 }
