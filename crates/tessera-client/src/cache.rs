@@ -35,6 +35,8 @@ pub const DEMOTE_BUFFER_BLOCKS: usize = 32;
 pub const BLOCK_BYTES: u64 = 64 << 10;
 /// The most blocks one client caches (64 GiB of 64 KiB blocks).
 pub const BLOCKS_MAX: u64 = 1 << 20;
+/// The most files one client caches blocks of (beyond, a new file is read uncached).
+pub const FILES_MAX: usize = 1 << 16;
 /// How often a callback thread looks whether its client is gone.
 const CALLBACK_POLL: Duration = Duration::from_millis(200);
 /// The part of a lease this client does not trust (clock drift, the reply's travel), in
@@ -262,18 +264,26 @@ impl BlockCache {
     }
 
     /// Makes sure this client holds a lease on `handle` from each iod of `iods`: the file's
-    /// epoch under which it may cache, or `None` when an iod refused one for now (a write
-    /// under way) or a revocation came meanwhile.
+    /// epoch under which it may cache, or `None` (read uncached) when an iod refused one for
+    /// now (a write under way), could not be asked, or a revocation came meanwhile, or the
+    /// client already caches `FILES_MAX` files.
     fn lease(
         &self,
         inner: &Arc<Inner>,
         handle: u64,
         capability: &Capability,
         iods: &[usize],
-    ) -> Result<Option<u64>, ClientError> {
+    ) -> Option<u64> {
         let now = Instant::now();
         let (epoch, missing) = {
             let mut state = lock(&self.state);
+            if state.files.len() >= FILES_MAX && !state.files.contains_key(&handle) {
+                // Forget files without leases (so without usable blocks) before refusing one.
+                state.files.retain(|_, file| !file.leases.is_empty());
+                if state.files.len() >= FILES_MAX {
+                    return None;
+                }
+            }
             let file = state.files.entry(handle).or_default();
             let lapsed = iods
                 .iter()
@@ -291,7 +301,12 @@ impl BlockCache {
             (file.epoch, missing)
         };
         for index in missing {
-            self.ensure_callback(inner, index)?;
+            if let Err(err) = self.ensure_callback(inner, index) {
+                // No callback channel (an iod at its LEASE_LISTENERS_MAX, or unreachable):
+                // no lease; the read goes to the iods, which name any real failure.
+                tracing::debug!("client cache: no callback channel to iod {index}: {err}");
+                return None;
+            }
             let asked = Instant::now();
             let request = LeaseAcquire {
                 handle,
@@ -311,23 +326,23 @@ impl BlockCache {
                     if let Some(callback) = lock(&self.callbacks).get(&index) {
                         callback.alive.store(false, Ordering::Relaxed);
                     }
-                    return Ok(None);
+                    return None;
                 }
             };
             if reply.lease_ms == 0 {
-                return Ok(None);
+                return None;
             }
             let lease = Duration::from_millis(u64::from(reply.lease_ms));
             let margin = (lease * LEASE_MARGIN_TENTHS / 10).min(LEASE_MARGIN_MAX);
             let mut state = lock(&self.state);
             let file = state.files.entry(handle).or_default();
             if file.epoch != epoch {
-                return Ok(None);
+                return None;
             }
             file.leases
                 .insert(index, asked + lease.saturating_sub(margin));
         }
-        Ok(Some(epoch))
+        Some(epoch)
     }
 
     /// Reads `data.len()` bytes at `offset` of file `handle` (on the iods `iods`) through
@@ -350,7 +365,7 @@ impl BlockCache {
             .map(|&index| usize::from(index))
             .collect();
         let iods = iods.as_slice();
-        let Some(epoch) = self.lease(inner, handle, capability, iods)? else {
+        let Some(epoch) = self.lease(inner, handle, capability, iods) else {
             lock(&self.state).stats.uncached_reads += 1;
             return Ok(false);
         };
