@@ -1081,7 +1081,10 @@ impl<S: ObjectStorage> Iod<S> {
             Ok(listening) => listening,
             Err(error) => return connection.reply_error(header, &error).await,
         };
-        connection.reply(header, &Empty {}, &[]).await?;
+        if let Err(error) = connection.reply(header, &Empty {}, &[]).await {
+            self.leases.unlisten(client_id, generation);
+            return Err(error);
+        }
         let lease = std::time::Duration::from_millis(u64::from(self.leases.lease_ms()));
         let result = loop {
             let revocation: Option<Revocation> = tokio::select! {
