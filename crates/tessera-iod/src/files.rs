@@ -104,7 +104,14 @@ impl ObjectStorage for FileStorage {
     fn set_cache_unit(&self, handle: u64, unit_bytes: u32) -> io::Result<()> {
         let record = self.units_directory.join(format!("{handle:016x}"));
         if unit_bytes != 0 {
-            return fs::write(record, format!("{unit_bytes}\n"));
+            // Owner-only, as the objects (a record an older server made keeps its mode).
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(OWNER_ONLY_FILE)
+                .open(record)?;
+            return io::Write::write_all(&mut file, format!("{unit_bytes}\n").as_bytes());
         }
         match fs::remove_file(record) {
             Err(err) if err.kind() != io::ErrorKind::NotFound => Err(err),
@@ -197,5 +204,18 @@ mod tests {
         ] {
             assert_eq!(parse_object_name(OsStr::new(bad)), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_cache_unit_record_is_owner_only_and_goes_with_its_unit() {
+        let data = tempfile::tempdir().unwrap();
+        let storage = FileStorage::open(data.path()).unwrap();
+        storage.set_cache_unit(7, 4096).unwrap();
+        let record = data.path().join("cache-units").join(format!("{:016x}", 7));
+        let meta = fs::metadata(&record).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, OWNER_ONLY_FILE);
+        assert_eq!(fs::read_to_string(&record).unwrap(), "4096\n");
+        storage.set_cache_unit(7, 0).unwrap();
+        assert!(!record.exists());
     }
 }
