@@ -28,7 +28,7 @@ use tokio::sync::Semaphore;
 
 use crate::collective::{self, Arrival, Collectives, Complete, Done, Joined};
 use crate::files::FileStorage;
-use crate::leases::{Leases, Revocation};
+use crate::leases::{ClientKey, Leases, Revocation};
 use crate::remote;
 use crate::storage::ObjectStorage;
 use crate::store::{ObjectStore, Outcome};
@@ -582,9 +582,10 @@ impl<S: ObjectStorage> Iod<S> {
             Err(Err(error)) => return Err(error),
         };
         // Blocks a leased, demoting caching client reads go to the least recent end once sent.
+        let uid = connection.credentials().uid;
         let _sent = connection
             .client_id()
-            .filter(|&client_id| self.leases.demotes(handle, client_id))
+            .filter(|&id| self.leases.demotes(handle, ClientKey::new(uid, id)))
             .map(|_| SentToCache {
                 store: &self.store,
                 handle,
@@ -1077,12 +1078,13 @@ impl<S: ObjectStorage> Iod<S> {
         client_id: u64,
         connection: &mut ServerConnection,
     ) -> Result<(), ConnectionError> {
-        let (generation, mut revocations) = match self.leases.listen(client_id) {
+        let client = ClientKey::new(connection.credentials().uid, client_id);
+        let (generation, mut revocations) = match self.leases.listen(client) {
             Ok(listening) => listening,
             Err(error) => return connection.reply_error(header, &error).await,
         };
         if let Err(error) = connection.reply(header, &Empty {}, &[]).await {
-            self.leases.unlisten(client_id, generation);
+            self.leases.unlisten(client, generation);
             return Err(error);
         }
         let lease = std::time::Duration::from_millis(u64::from(self.leases.lease_ms()));
@@ -1102,7 +1104,7 @@ impl<S: ObjectStorage> Iod<S> {
                 Err(error) => break Err(error),
             }
         };
-        self.leases.unlisten(client_id, generation);
+        self.leases.unlisten(client, generation);
         result
     }
 }
@@ -1162,10 +1164,11 @@ impl<S: ObjectStorage> Iod<S> {
         let _budget = self.buffer_budget(total).await;
         let data = connection.read_bulk(header).await?;
         let leases = Arc::clone(&self.leases);
+        let client = ClientKey::new(connection.credentials().uid, client_id);
         let result = self
             .blocking(move |store| {
                 leases
-                    .with_lease(handle, client_id, || store.demote(handle, &pieces, &data))
+                    .with_lease(handle, client, || store.demote(handle, &pieces, &data))
                     .unwrap_or(Ok(0))
                     .map(|inserted| DemoteReply {
                         inserted: u32::try_from(inserted).unwrap_or(u32::MAX),
@@ -1278,12 +1281,11 @@ impl<S: ObjectStorage> Service for Iod<S> {
                     pieces,
                     ..
                 } = request.decode()?;
+                let client = ClientKey::new(connection.credentials().uid, client_id);
                 let result = Self::check_demote(&pieces).map(|()| {
                     let wanted = self
                         .leases
-                        .with_lease(handle, client_id, || {
-                            self.store.demote_wanted(handle, &pieces)
-                        })
+                        .with_lease(handle, client, || self.store.demote_wanted(handle, &pieces))
                         .unwrap_or_else(|| vec![false; pieces.len()]);
                     DemoteWanted {
                         wanted: WantedFlags(wanted.into_iter().map(u8::from).collect()),
@@ -1301,7 +1303,11 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 } = request.decode()?;
                 let result = self
                     .leases
-                    .acquire(handle, client_id, demotes)
+                    .acquire(
+                        handle,
+                        ClientKey::new(connection.credentials().uid, client_id),
+                        demotes,
+                    )
                     .map(|lease_ms| LeaseAcquireReply { lease_ms });
                 if result.is_ok() {
                     connection.set_client_id(client_id);

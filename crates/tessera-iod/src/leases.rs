@@ -10,6 +10,10 @@
 //! object is granted (the client is told `lease_ms` 0 and reads without caching), so no
 //! client can cache bytes the write is about to replace.
 //!
+//! A client is known by the id it picked *and* the uid its connections authenticated as
+//! ([`ClientKey`]): another user who learns or guesses the id names a different client, so
+//! it can neither take over a callback channel nor demote bytes under someone else's lease.
+//!
 //! Like NFSv4 delegations and Lustre's LDLM locks, a lease is recalled by the server over a
 //! channel of its own and bounded by time; unlike them, there is one kind (read), it covers
 //! the whole object, and a revoked client simply asks again at its next read.
@@ -23,6 +27,23 @@ use tessera_proto::limits::{
 };
 use tessera_proto::{ErrorCode, RemoteError};
 use tokio::sync::{mpsc, oneshot};
+
+/// A caching client as the iod knows it: the id it picked, under the uid its connection
+/// authenticated as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientKey {
+    /// The uid of the client's credential (`ServerConnection::credentials`).
+    pub uid: u32,
+    /// The id the client sent (`LeaseListen`, `LeaseAcquire`, `DemoteOffer`, `Demote`).
+    pub id: u64,
+}
+
+impl ClientKey {
+    /// The client `id` speaking for `uid`.
+    pub fn new(uid: u32, id: u64) -> Self {
+        Self { uid, id }
+    }
+}
 
 /// One revocation for a callback channel to deliver: the object, and whom to tell once the
 /// client answered.
@@ -44,11 +65,11 @@ struct Listener {
 
 #[derive(Debug, Default)]
 struct State {
-    listeners: HashMap<u64, Listener>,
+    listeners: HashMap<ClientKey, Listener>,
     next_generation: u64,
-    /// The leases of each object: client id → when the lease runs out, and whether the
+    /// The leases of each object: client → when the lease runs out, and whether the
     /// client demotes what it evicts.
-    leases: HashMap<u64, HashMap<u64, (Instant, bool)>>,
+    leases: HashMap<u64, HashMap<ClientKey, (Instant, bool)>>,
     held: usize,
     /// Writes (and truncates, removes) under way, per object.
     writing: HashMap<u64, usize>,
@@ -120,12 +141,14 @@ impl Leases {
         u32::try_from(self.lease.as_millis()).unwrap_or(u32::MAX)
     }
 
-    /// Opens the callback channel of `client_id` (replacing an earlier one, whose leases
+    /// Opens the callback channel of `client` (replacing an earlier one, whose leases
     /// stay): its generation, and the revocations to deliver on it.
-    pub fn listen(&self, client_id: u64) -> Result<(u64, mpsc::Receiver<Revocation>), RemoteError> {
+    pub fn listen(
+        &self,
+        client: ClientKey,
+    ) -> Result<(u64, mpsc::Receiver<Revocation>), RemoteError> {
         let mut state = self.lock();
-        if !state.listeners.contains_key(&client_id) && state.listeners.len() >= LEASE_LISTENERS_MAX
-        {
+        if !state.listeners.contains_key(&client) && state.listeners.len() >= LEASE_LISTENERS_MAX {
             return Err(RemoteError::new(
                 ErrorCode::LimitExceeded,
                 format!(
@@ -138,7 +161,7 @@ impl Leases {
         let generation = state.next_generation;
         let (sender, receiver) = mpsc::channel(LEASE_REVOCATIONS_QUEUED_MAX);
         state.listeners.insert(
-            client_id,
+            client,
             Listener {
                 generation,
                 revocations: sender,
@@ -147,36 +170,42 @@ impl Leases {
         Ok((generation, receiver))
     }
 
-    /// Closes the callback channel `generation` of `client_id` (if it is still the current
+    /// Closes the callback channel `generation` of `client` (if it is still the current
     /// one): the client's leases end with it.
-    pub fn unlisten(&self, client_id: u64, generation: u64) {
+    pub fn unlisten(&self, client: ClientKey, generation: u64) {
         let mut state = self.lock();
         if state
             .listeners
-            .get(&client_id)
+            .get(&client)
             .is_none_or(|listener| listener.generation != generation)
         {
             return;
         }
-        state.listeners.remove(&client_id);
+        state.listeners.remove(&client);
         let mut dropped = 0;
         state.leases.retain(|_, holders| {
-            dropped += usize::from(holders.remove(&client_id).is_some());
+            dropped += usize::from(holders.remove(&client).is_some());
             !holders.is_empty()
         });
         state.held -= dropped;
     }
 
-    /// Grants (or renews) `client_id` a read lease on `handle`: its length in milliseconds,
+    /// Grants (or renews) `client` a read lease on `handle`: its length in milliseconds,
     /// or 0 while a write of the object is under way.
-    pub fn acquire(&self, handle: u64, client_id: u64, demotes: bool) -> Result<u32, RemoteError> {
+    pub fn acquire(
+        &self,
+        handle: u64,
+        client: ClientKey,
+        demotes: bool,
+    ) -> Result<u32, RemoteError> {
         let mut state = self.lock();
-        if !state.listeners.contains_key(&client_id) {
+        if !state.listeners.contains_key(&client) {
             return Err(RemoteError::new(
                 ErrorCode::Protocol,
                 format!(
-                    "client {client_id:#x} asked for a lease on object {handle:#x} without a \
-                     callback channel on this iod (LeaseListen first)"
+                    "client {:#x} (uid {}) asked for a lease on object {handle:#x} without a \
+                     callback channel on this iod (LeaseListen first)",
+                    client.id, client.uid
                 ),
             ));
         }
@@ -186,7 +215,7 @@ impl Leases {
         let renewing = state
             .leases
             .get(&handle)
-            .is_some_and(|holders| holders.contains_key(&client_id));
+            .is_some_and(|holders| holders.contains_key(&client));
         if !renewing && state.held >= LEASES_MAX {
             return Err(RemoteError::new(
                 ErrorCode::LimitExceeded,
@@ -198,7 +227,7 @@ impl Leases {
             .leases
             .entry(handle)
             .or_default()
-            .insert(client_id, (expiry, demotes));
+            .insert(client, (expiry, demotes));
         if !renewing {
             state.held += 1;
         }
@@ -221,8 +250,8 @@ impl Leases {
             let holders = state.leases.remove(&handle).unwrap_or_default();
             state.held -= holders.len();
             let mut pending = Vec::with_capacity(holders.len());
-            for (client_id, (expiry, _)) in holders {
-                let Some(listener) = state.listeners.get(&client_id) else {
+            for (client, (expiry, _)) in holders {
+                let Some(listener) = state.listeners.get(&client) else {
                     continue;
                 };
                 let (answered, answer) = oneshot::channel();
@@ -254,30 +283,30 @@ impl Leases {
         writing
     }
 
-    /// Runs `apply` if `client_id` holds an unexpired lease on `handle` now, with new
+    /// Runs `apply` if `client` holds an unexpired lease on `handle` now, with new
     /// leases and revocations held off meanwhile (so no write of the object can be under
     /// way or begin): `None` if it holds none.
     pub fn with_lease<T>(
         &self,
         handle: u64,
-        client_id: u64,
+        client: ClientKey,
         apply: impl FnOnce() -> T,
     ) -> Option<T> {
         let state = self.lock();
         let held = state
             .leases
             .get(&handle)
-            .and_then(|holders| holders.get(&client_id))
+            .and_then(|holders| holders.get(&client))
             .is_some_and(|(expiry, _)| *expiry > Instant::now());
         held.then(apply)
     }
 
-    /// Whether `client_id` holds an unexpired lease on `handle` and demotes what it evicts.
-    pub fn demotes(&self, handle: u64, client_id: u64) -> bool {
+    /// Whether `client` holds an unexpired lease on `handle` and demotes what it evicts.
+    pub fn demotes(&self, handle: u64, client: ClientKey) -> bool {
         self.lock()
             .leases
             .get(&handle)
-            .and_then(|holders| holders.get(&client_id))
+            .and_then(|holders| holders.get(&client))
             .is_some_and(|(expiry, demotes)| *demotes && *expiry > Instant::now())
     }
 
@@ -297,6 +326,11 @@ impl Leases {
 mod tests {
     use super::*;
 
+    /// Client `id` of uid 1000.
+    fn client(id: u64) -> ClientKey {
+        ClientKey::new(1000, id)
+    }
+
     fn table(lease_ms: u32) -> Arc<Leases> {
         Arc::new(Leases::new(lease_ms).unwrap())
     }
@@ -306,7 +340,7 @@ mod tests {
         assert!(Leases::new(10).unwrap_err().contains("10 ms"));
         assert!(Leases::new(LEASE_MS_MAX + 1).is_err());
         let leases = table(1000);
-        let refused = leases.acquire(7, 0xabc, false).unwrap_err();
+        let refused = leases.acquire(7, client(0xabc), false).unwrap_err();
         assert!(refused.message.contains("LeaseListen"), "{refused:?}");
         assert_eq!(leases.stats().held, 0);
     }
@@ -314,9 +348,13 @@ mod tests {
     #[tokio::test]
     async fn a_write_waits_for_the_holder_to_answer_and_no_lease_is_granted_meanwhile() {
         let leases = table(5000);
-        let (_, mut channel) = leases.listen(1).unwrap();
-        assert_eq!(leases.acquire(7, 1, false).unwrap(), 5000);
-        assert_eq!(leases.acquire(7, 1, false).unwrap(), 5000, "a renewal");
+        let (_, mut channel) = leases.listen(client(1)).unwrap();
+        assert_eq!(leases.acquire(7, client(1), false).unwrap(), 5000);
+        assert_eq!(
+            leases.acquire(7, client(1), false).unwrap(),
+            5000,
+            "a renewal"
+        );
         assert_eq!(leases.stats().held, 1);
         let writer = {
             let leases = Arc::clone(&leases);
@@ -325,17 +363,17 @@ mod tests {
         let revocation = channel.recv().await.unwrap();
         assert_eq!(revocation.handle, 7);
         // Under way: no lease on 7, one on another object.
-        assert_eq!(leases.acquire(7, 1, false).unwrap(), 0);
-        assert_eq!(leases.acquire(8, 1, false).unwrap(), 5000);
+        assert_eq!(leases.acquire(7, client(1), false).unwrap(), 0);
+        assert_eq!(leases.acquire(8, client(1), false).unwrap(), 5000);
         assert!(!writer.is_finished());
         revocation.answered.send(()).unwrap();
         let writing = tokio::time::timeout(Duration::from_secs(2), writer)
             .await
             .expect("the write goes on once answered")
             .unwrap();
-        assert_eq!(leases.acquire(7, 1, false).unwrap(), 0);
+        assert_eq!(leases.acquire(7, client(1), false).unwrap(), 0);
         drop(writing);
-        assert_eq!(leases.acquire(7, 1, false).unwrap(), 5000);
+        assert_eq!(leases.acquire(7, client(1), false).unwrap(), 5000);
         let stats = leases.stats();
         assert_eq!((stats.revocations, stats.revocations_unanswered), (1, 0));
     }
@@ -343,8 +381,8 @@ mod tests {
     #[tokio::test]
     async fn a_holder_that_does_not_answer_holds_a_write_up_for_its_lease_time_only() {
         let leases = table(300);
-        let (_, mut channel) = leases.listen(1).unwrap();
-        leases.acquire(7, 1, false).unwrap();
+        let (_, mut channel) = leases.listen(client(1)).unwrap();
+        leases.acquire(7, client(1), false).unwrap();
         let started = Instant::now();
         let writing = tokio::time::timeout(Duration::from_secs(5), leases.begin_write(7))
             .await
@@ -360,16 +398,16 @@ mod tests {
     #[tokio::test]
     async fn a_closed_channel_ends_its_leases() {
         let leases = table(60_000);
-        let (generation, channel) = leases.listen(1).unwrap();
-        leases.acquire(7, 1, false).unwrap();
-        leases.acquire(8, 1, false).unwrap();
+        let (generation, channel) = leases.listen(client(1)).unwrap();
+        leases.acquire(7, client(1), false).unwrap();
+        leases.acquire(8, client(1), false).unwrap();
         // A second channel of the same client replaces the first; closing the old one
         // changes nothing.
-        let (newer, _channel) = leases.listen(1).unwrap();
+        let (newer, _channel) = leases.listen(client(1)).unwrap();
         drop(channel);
-        leases.unlisten(1, generation);
+        leases.unlisten(client(1), generation);
         assert_eq!(leases.stats().held, 2);
-        leases.unlisten(1, newer);
+        leases.unlisten(client(1), newer);
         assert_eq!(leases.stats().held, 0);
         // Nobody to ask: the write goes on at once.
         let started = Instant::now();
@@ -380,10 +418,30 @@ mod tests {
     #[tokio::test]
     async fn a_write_dropped_while_it_waits_gives_the_object_back_to_new_leases() {
         let leases = table(60_000);
-        let (_, _channel) = leases.listen(1).unwrap();
-        leases.acquire(7, 1, false).unwrap();
+        let (_, _channel) = leases.listen(client(1)).unwrap();
+        leases.acquire(7, client(1), false).unwrap();
         let waiting = tokio::time::timeout(Duration::from_millis(100), leases.begin_write(7));
         assert!(waiting.await.is_err(), "the holder never answers");
-        assert_eq!(leases.acquire(7, 1, false).unwrap(), 60_000);
+        assert_eq!(leases.acquire(7, client(1), false).unwrap(), 60_000);
+    }
+
+    #[tokio::test]
+    async fn another_uid_with_the_same_client_id_is_another_client() {
+        let leases = table(60_000);
+        let (_, _channel) = leases.listen(client(1)).unwrap();
+        leases.acquire(7, client(1), true).unwrap();
+        let intruder = ClientKey::new(1001, 1);
+        // No callback channel of its own: no lease.
+        let refused = leases.acquire(7, intruder, true).unwrap_err();
+        assert!(refused.message.contains("uid 1001"), "{refused:?}");
+        // The owner's lease does not cover it.
+        assert_eq!(leases.with_lease(7, intruder, || ()), None);
+        assert!(!leases.demotes(7, intruder));
+        assert_eq!(leases.with_lease(7, client(1), || ()), Some(()));
+        // Its own channel does not replace the owner's, and the owner's lease stays.
+        let (_, _intruders) = leases.listen(intruder).unwrap();
+        let stats = leases.stats();
+        assert_eq!((stats.listeners, stats.held), (2, 1));
+        assert!(leases.demotes(7, client(1)));
     }
 }
