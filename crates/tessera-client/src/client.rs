@@ -18,7 +18,8 @@ use crate::options::{ClientOptions, OpenMode};
 
 pub(crate) struct Inner {
     pub(crate) mds: Pool,
-    pub(crate) iods: Pool,
+    /// Shared with the client cache's DEMOTE sender thread.
+    pub(crate) iods: Arc<Pool>,
     /// The client cache (`ClientOptions::cache_bytes`), if any.
     pub(crate) cache: Option<crate::cache::BlockCache>,
 }
@@ -107,7 +108,11 @@ impl Client {
         let cache = (options.cache_bytes > 0)
             .then(|| crate::cache::BlockCache::new(options.cache_bytes, options.demote));
         Self {
-            inner: Arc::new(Inner { mds, iods, cache }),
+            inner: Arc::new(Inner {
+                mds,
+                iods: Arc::new(iods),
+                cache,
+            }),
         }
     }
 

@@ -339,10 +339,11 @@ impl File {
             let cached = cache.read(
                 &self.client.inner,
                 (self.handle, &capability, &self.layout),
+                self.mode.rights().1,
                 offset,
                 data,
-                |pieces, buffer| {
-                    fetched = self.read_list(&mut [IoSliceMut::new(buffer)], pieces)?;
+                |pieces, buffers| {
+                    fetched = self.read_list(buffers, pieces)?;
                     Ok(())
                 },
             )?;

@@ -198,6 +198,7 @@ impl Run<'_> {
                     iterations: u32::try_from(calls).expect("at most step_calls_max"),
                     generation: self.generation,
                     sync: false,
+                    cache: None,
                     pattern: Pattern::Matrix {
                         rank,
                         n,
