@@ -215,6 +215,7 @@ impl File {
         } else {
             plan.carve_merged(memory)
         };
+        let memory_pieces = carved.iter().map(|carved| carved.slices.len() as u64).sum();
         let requests: Vec<(R, Transfer, PieceData<'_>)> = plan
             .requests
             .iter()
@@ -241,6 +242,10 @@ impl File {
             },
             |connection, _| connection.recv_write(),
         )
+        .map(|report| IoReport {
+            memory_pieces,
+            ..report
+        })
     }
 
     /// Sends the planned reads, one request per plan entry, into `memory`.
@@ -257,7 +262,9 @@ impl File {
         } else {
             plan.carve_merged(memory)
         };
+        let mut memory_pieces = 0;
         for (planned, carved) in plan.requests.iter().zip(carved) {
+            memory_pieces += carved.slices.len() as u64;
             let transfer =
                 self.transfer_for(planned.server_position, planned.bytes, &carved.slices);
             requests.push((request(planned, transfer.wire_mode()), transfer));
@@ -284,6 +291,10 @@ impl File {
                 connection.recv_data(transfer, pieces, &mut destinations.borrow_mut()[index])
             },
         )
+        .map(|report| IoReport {
+            memory_pieces,
+            ..report
+        })
     }
 
     /// Checks a datatype call and plans it: the memory runs of `count` instances of
