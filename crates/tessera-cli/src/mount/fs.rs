@@ -741,6 +741,40 @@ impl Filesystem for TesseraFs {
         );
     }
 
+    // Tessera keeps no extended attributes. ENOSYS tells the kernel once, and it stops
+    // asking (`ls -l` asks for ACLs and SELinux labels of every file).
+    fn getxattr(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: fuser::ReplyXattr,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn listxattr(&self, _request: &Request, _inode: INodeNo, _size: u32, reply: fuser::ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn setxattr(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn removexattr(&self, _request: &Request, _inode: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
     fn access(&self, request: &Request, inode: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         match self.attributes(request, inode) {
             Ok(attr) if allowed(&Self::caller(request), &attr, mask) => reply.ok(),
