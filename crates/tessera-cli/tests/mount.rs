@@ -238,6 +238,18 @@ fn coreutils_work_byte_for_byte() {
         &data[..70_000]
     );
 
+    // The mount's readahead was raised from the kernel's 128 KiB to 1 MiB.
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let point = mount.dir.path().to_str().unwrap();
+    let device = mountinfo
+        .lines()
+        .map(|line| line.split(' ').collect::<Vec<_>>())
+        .find(|fields| fields[4] == point)
+        .map(|fields| fields[2].to_owned())
+        .unwrap();
+    let readahead = std::fs::read_to_string(format!("/sys/class/bdi/{device}/read_ahead_kb"));
+    assert_eq!(readahead.unwrap().trim(), "1024");
+
     // df sees the iods' space.
     let df = run("df", &["-P", mount.dir.path().to_str().unwrap()]);
     assert!(df.contains("tessera"), "{df}");

@@ -115,8 +115,30 @@ fn serve(dir: &Path, callers: Callers) -> Result<(), String> {
     config.acl = fuser::SessionACL::All;
     config.n_threads = Some(THREADS);
     config.clone_fd = true;
-    fuser::mount(TesseraFs::new(callers), dir, &config)
+    let session = fuser::Session::new(TesseraFs::new(callers), dir, &config)
+        .map_err(|err| format!("mount: {}: {err}", dir.display()))?;
+    // The kernel caps a FUSE mount's readahead at its default (128 KiB) whatever the init
+    // reply asks; the device's own setting raises it (root only). Not fatal if refused.
+    if let Err(err) = set_readahead(dir) {
+        tracing::warn!(
+            "mount: {}: readahead left at the kernel's default: {err}",
+            dir.display()
+        );
+    }
+    session
+        .run()
         .map_err(|err| format!("mount: {}: {err}", dir.display()))
+}
+
+/// Sets the readahead of the mount at `dir` to `fs::READAHEAD_BYTES`, through the sysfs file
+/// of its device (found in mountinfo: a `stat` of `dir` would wait on this very session).
+fn set_readahead(dir: &Path) -> Result<(), String> {
+    let device = mount_entry(dir)?
+        .ok_or_else(|| "not in /proc/self/mountinfo".to_owned())?
+        .device;
+    let path = format!("/sys/class/bdi/{device}/read_ahead_kb");
+    std::fs::write(&path, (fs::READAHEAD_BYTES / 1024).to_string())
+        .map_err(|err| format!("{path}: {err}"))
 }
 
 /// Starts `tessera mount DIR --foreground` in the background and waits for the mount.
@@ -205,19 +227,31 @@ pub fn umount(args: &UmountArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// A Tessera mount as mountinfo lists it.
+struct MountEntry {
+    /// The mount's device, `MAJOR:MINOR`.
+    device: String,
+}
+
 /// Whether the kernel lists a Tessera mount at `dir`.
 fn is_mounted(dir: &Path) -> Result<bool, String> {
+    Ok(mount_entry(dir)?.is_some())
+}
+
+/// The Tessera mount at `dir`, if the kernel lists one.
+fn mount_entry(dir: &Path) -> Result<Option<MountEntry>, String> {
     let table = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|err| format!("cannot read /proc/self/mountinfo: {err}"))?;
     let wanted = dir.to_string_lossy();
-    Ok(table.lines().any(|line| {
-        let mut fields = line.split(" - ");
-        let (Some(head), Some(tail)) = (fields.next(), fields.next()) else {
-            return false;
-        };
-        let point = head.split(' ').nth(4).map(unescape);
-        let kind = tail.split(' ').next();
-        point.as_deref() == Some(&*wanted) && kind == Some(FS_TYPE)
+    Ok(table.lines().find_map(|line| {
+        let (head, tail) = line.split_once(" - ")?;
+        let fields: Vec<&str> = head.split(' ').collect();
+        let point = unescape(fields.get(4)?);
+        let kind = tail.split(' ').next()?;
+        let device = fields.get(2)?;
+        (point == wanted && kind == FS_TYPE).then(|| MountEntry {
+            device: (*device).to_owned(),
+        })
     }))
 }
 
