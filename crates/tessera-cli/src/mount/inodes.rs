@@ -182,7 +182,10 @@ mod tests {
         inodes.forget(ROOT, 5);
         assert_eq!(inodes.path(ROOT).as_deref(), Some("/"));
         // An inode whose parent was forgotten has no path.
-        inodes.forget(10, 1);
-        assert_eq!(inodes.path(11), None);
+        inodes.remember(20, ROOT, "p").unwrap();
+        inodes.remember(21, 20, "q").unwrap();
+        assert_eq!(inodes.path(21).as_deref(), Some("/p/q"));
+        inodes.forget(20, 1);
+        assert_eq!(inodes.path(21), None);
     }
 }
