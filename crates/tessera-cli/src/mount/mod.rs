@@ -7,7 +7,8 @@
 //! The daemon runs as root with the cluster key and serves every request as its caller
 //! ([`callers`]); the session runs on [`THREADS`] threads, each blocking in client calls
 //! that every one end within the client's timeout. `umount` unmounts; the daemon's session
-//! then ends and it exits.
+//! then ends and it exits. SIGTERM, SIGINT or SIGHUP to the daemon detaches the mount
+//! (`MNT_DETACH`), so a stopped daemon leaves no dead mount.
 
 mod callers;
 mod errno;
@@ -58,6 +59,9 @@ pub struct UmountArgs {
 
 /// `tessera mount DIR`.
 pub fn mount(args: &MountArgs) -> Result<(), String> {
+    // Before any thread exists, so that every thread inherits the mask and only the signal
+    // thread of `serve` takes these signals.
+    let signals = args.foreground.then(block_stop_signals);
     let dir = std::path::absolute(&args.dir)
         .map_err(|err| format!("mount: {}: {err}", args.dir.display()))?;
     if is_mounted(&dir)? {
@@ -92,8 +96,8 @@ pub fn mount(args: &MountArgs) -> Result<(), String> {
     let root = callers.client(&Caller::of_request(0, 0, 0));
     root.stat("/")
         .map_err(|err| format!("mount: the cluster does not answer: {err}"))?;
-    if args.foreground {
-        serve(&dir, callers)
+    if let Some(signals) = signals {
+        serve(&dir, callers, signals)
     } else {
         drop(root);
         drop(callers);
@@ -101,8 +105,48 @@ pub fn mount(args: &MountArgs) -> Result<(), String> {
     }
 }
 
-/// Mounts and serves until unmounted.
-fn serve(dir: &Path, callers: Callers) -> Result<(), String> {
+/// Blocks SIGTERM, SIGINT and SIGHUP in this thread (and the threads it starts later);
+/// returns the set.
+fn block_stop_signals() -> libc::sigset_t {
+    // SAFETY: a zeroed sigset_t is valid storage for sigemptyset, which initializes it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is ours and initialized by sigemptyset before sigaddset and the mask call,
+    // which only reads it; the old mask is not asked for.
+    unsafe {
+        libc::sigemptyset(&raw mut set);
+        for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&raw mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
+    }
+    set
+}
+
+/// Waits on its own thread for one of `signals`, then detaches the mount at `dir`: the name
+/// goes at once, files still open keep being served, and the session ends (and this process
+/// with it) when the last is closed. A daemon stopped this way leaves no dead mount behind.
+fn unmount_on_signal(dir: &Path, signals: libc::sigset_t) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+
+    let target = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| format!("mount: {} holds a NUL byte", dir.display()))?;
+    std::thread::Builder::new()
+        .name("tessera-mount-signals".to_owned())
+        .spawn(move || {
+            let mut signal = 0;
+            // SAFETY: `signals` is an initialized set and `signal` a local the call writes.
+            if unsafe { libc::sigwait(&raw const signals, &raw mut signal) } == 0 {
+                tracing::info!("signal {signal}: unmounting {}", target.to_string_lossy());
+                // SAFETY: `target` is a NUL-terminated path that outlives the call.
+                unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+            }
+        })
+        .map(drop)
+        .map_err(|err| format!("mount: cannot start the signal thread: {err}"))
+}
+
+/// Mounts and serves until unmounted (by `tessera umount`, or a stop signal).
+fn serve(dir: &Path, callers: Callers, signals: libc::sigset_t) -> Result<(), String> {
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::FSName("tessera".to_owned()),
@@ -119,6 +163,7 @@ fn serve(dir: &Path, callers: Callers) -> Result<(), String> {
         .map_err(|err| format!("mount: {}: {err}", dir.display()))?;
     // The kernel caps a FUSE mount's readahead at its default (128 KiB) whatever the init
     // reply asks; the device's own setting raises it (root only). Not fatal if refused.
+    unmount_on_signal(dir, signals)?;
     if let Err(err) = set_readahead(dir) {
         tracing::warn!(
             "mount: {}: readahead left at the kernel's default: {err}",
