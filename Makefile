@@ -12,6 +12,9 @@ APT_PACKAGES += fonts-dejavu-core
 # Debian against Open MPI) and its tools; gfortran for the Fortran MPI-IO test (mpif90.mpich,
 # mpif90.openmpi; the MPIs' Fortran bindings and modules come with libmpich-dev and
 # libopenmpi-dev); cbindgen for the C API's header.
+# `tessera mount` (the fuser crate over libfuse3) and its tests: coreutils, NumPy and h5py in
+# Debian's /usr/bin/python3 on the mount.
+APT_PACKAGES += libfuse3-dev fuse3 python3-numpy python3-h5py
 APT_PACKAGES += mpich libmpich-dev openmpi-bin libopenmpi-dev libhdf5-mpich-dev \
 	libhdf5-openmpi-dev libpnetcdf-dev pnetcdf-bin gfortran cbindgen
 # The Python package (crates/tessera-py): Debian's Python 3 with its headers and libpython

@@ -75,7 +75,17 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// A client of the cluster described by `config`. Connections are made on first use.
     pub fn new(config: &ClusterConfig, options: &ClientOptions) -> Self {
-        let auth = authenticator(config, options.timeout);
+        Self::with_authenticator(config, options, authenticator(config, options.timeout))
+    }
+
+    /// A client whose every connection and namespace call speaks with the credentials of
+    /// `auth`, instead of this process's own (a mount daemon holding the key acts for each
+    /// of its callers this way: one client per caller).
+    pub fn with_authenticator(
+        config: &ClusterConfig,
+        options: &ClientOptions,
+        auth: Arc<dyn Authenticator>,
+    ) -> Self {
         let mds = Pool::new(
             vec![Peer::tcp(
                 format!("mds at {}", config.mds.address),
