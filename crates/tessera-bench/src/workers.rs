@@ -840,8 +840,8 @@ fn prepare(task: Task) -> Result<Prepared, String> {
     let mut options = ClientOptions::default();
     options.local &= !tcp;
     if let Some(cache) = &task.cache {
-        options.cache_bytes = cache.cache_bytes;
-        options.demote = cache.demote.parse()?;
+        options.cache_bytes = Some(cache.cache_bytes);
+        options.demote = Some(cache.demote.parse()?);
     }
     let client = Client::new(&config, &options);
     let task = Task { method, ..task };

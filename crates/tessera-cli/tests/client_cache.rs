@@ -32,8 +32,8 @@ fn client_with(cluster: &Cluster, local: bool, cache_bytes: u64, demote: DemoteM
         &ClientOptions {
             timeout: Duration::from_secs(30),
             local,
-            cache_bytes,
-            demote,
+            cache_bytes: Some(cache_bytes),
+            demote: Some(demote),
         },
     )
 }
@@ -391,4 +391,41 @@ fn a_reader_without_the_write_right_demotes_nothing() {
     assert!(stats.evictions >= 40, "{stats:?}");
     assert_eq!(stats.demotes_sent, 0, "{stats:?}");
     assert_eq!(stats.demotes_refused, stats.evictions, "{stats:?}");
+}
+
+/// The cluster file's `[client]` section gives every client of the cluster a cache (and its
+/// DEMOTE mode) unless the client chooses otherwise.
+#[test]
+fn the_cluster_file_gives_clients_their_cache() {
+    let cluster = Cluster::start(1);
+    let text = std::fs::read_to_string(cluster.file()).unwrap();
+    let file = cluster.file().with_file_name("cached.toml");
+    std::fs::write(
+        &file,
+        format!("{text}\n[client]\ncache = \"1m\"\ndemote = \"eager\"\n"),
+    )
+    .unwrap();
+    let config = ClusterConfig::load(&file).unwrap();
+    let options = ClientOptions {
+        cache_bytes: None,
+        demote: None,
+        ..ClientOptions::default()
+    };
+    let client = Client::new(&config, &options);
+    let model = bytes(23, 256 << 10);
+    let written = create(&client, "/from-file");
+    written.write_at(0, &model).unwrap();
+    assert!(read(&written, 0, model.len()) == model);
+    assert!(read(&written, 0, model.len()) == model);
+    let stats = client.cache_stats().expect("a cache from [client] cache");
+    assert_eq!(stats.hits, 4, "{stats:?}");
+    // The client's own choice wins.
+    let uncached = Client::new(
+        &config,
+        &ClientOptions {
+            cache_bytes: Some(0),
+            ..options
+        },
+    );
+    assert!(uncached.cache_stats().is_none());
 }

@@ -115,8 +115,16 @@ impl Client {
         if let Some(fabric) = crate::fabric::open(config, options) {
             iods.set_fabric(Some(fabric));
         }
-        let cache = (options.cache_bytes > 0)
-            .then(|| crate::cache::BlockCache::new(options.cache_bytes, options.demote));
+        // The client's own choice, else the cluster file's (checked when it was loaded).
+        let cache_bytes = options
+            .cache_bytes
+            .or_else(|| config.client.cache_bytes().ok().flatten())
+            .unwrap_or(0);
+        let demote = options
+            .demote
+            .or_else(|| config.client.demote().ok().flatten())
+            .unwrap_or_default();
+        let cache = (cache_bytes > 0).then(|| crate::cache::BlockCache::new(cache_bytes, demote));
         Self {
             inner: Arc::new(Inner {
                 mds,

@@ -201,6 +201,7 @@ mod tests {
             ofi: None,
             auth: tessera_client::config::AuthEntry::default(),
             cluster_id: None,
+            client: tessera_client::config::ClientEntry::default(),
         };
         let callers = Callers::new(
             config,

@@ -88,7 +88,7 @@ pub fn mount(args: &MountArgs) -> Result<(), String> {
         )
     })?;
     let options = ClientOptions {
-        cache_bytes: 0,
+        cache_bytes: Some(0),
         ..ClientOptions::default()
     };
     let callers = Callers::new(config, options, key);
