@@ -30,7 +30,8 @@ use crate::client::Inner;
 use crate::error::ClientError;
 use crate::options::DemoteMode;
 
-/// Blocks of the DEMOTE buffer (two halves: a batch is half of it; 4 MiB of 64 KiB blocks).
+/// Blocks of the DEMOTE buffer (two halves: a batch is half of it; 4 MiB of 64 KiB blocks),
+/// taken out of the cache's budget, and at most a quarter of it.
 pub const DEMOTE_BUFFER_BLOCKS: usize = 64;
 /// The longest a read waits for room in a full DEMOTE buffer before it drops the evicted
 /// block instead (counted as refused).
@@ -182,9 +183,21 @@ fn forget_file(state: &mut State, handle: u64) {
 impl BlockCache {
     /// A cache of `budget_bytes` (whole blocks, at least one).
     /// A cache of `budget_bytes`, in whole blocks: at least one, at most [`BLOCKS_MAX`].
+    /// With buffered DEMOTE the buffer comes out of the budget: [`DEMOTE_BUFFER_BLOCKS`], or
+    /// a quarter of the budget if that is less (at least 2 blocks).
     pub(crate) fn new(budget_bytes: u64, demote: DemoteMode) -> Self {
-        let blocks = (budget_bytes / BLOCK_BYTES).clamp(1, BLOCKS_MAX);
-        let order = ClientCache::lru(usize::try_from(blocks).expect("at most BLOCKS_MAX"))
+        let budget = (budget_bytes / BLOCK_BYTES).clamp(1, BLOCKS_MAX);
+        let buffer = if demote == DemoteMode::Buffered {
+            (DEMOTE_BUFFER_BLOCKS as u64).min(budget / 4).max(2) / 2 * 2
+        } else {
+            2
+        };
+        let cached = if demote == DemoteMode::Buffered {
+            budget.saturating_sub(buffer).max(1)
+        } else {
+            budget
+        };
+        let order = ClientCache::lru(usize::try_from(cached).expect("at most BLOCKS_MAX"))
             .expect("a capacity of at least one block");
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
         hasher.write_u32(std::process::id());
@@ -193,7 +206,8 @@ impl BlockCache {
             order,
             files: HashMap::new(),
             stats: ClientCacheStats::default(),
-            demotes: DemoteBuffer::new(DEMOTE_BUFFER_BLOCKS).expect("a valid buffer size"),
+            demotes: DemoteBuffer::new(usize::try_from(buffer).expect("at most 64"))
+                .expect("a valid buffer size"),
         };
         Self {
             demote,

@@ -54,9 +54,28 @@ const IOD_CACHE_QUARTERS: u64 = 2;
 const WARM_PASSES: u32 = 2;
 const TIMED_PASSES: u32 = 3;
 const QUICK_TIMED_PASSES: u32 = 2;
-/// Repetitions of each method (median reported).
+/// Repetitions of each method (median reported), and the most `--repetitions`.
 const REPETITIONS: usize = 5;
 const QUICK_REPETITIONS: usize = 3;
+const REPETITIONS_MAX: u64 = 100;
+/// The smallest and largest `--region-bytes` (the bench holds all regions in memory once, to
+/// write the file).
+const REGION_BYTES_MIN: u64 = 4 << 20;
+const REGION_BYTES_MAX: u64 = 1 << 30;
+
+/// Arguments of `tessera-bench demote`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoteArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Bytes each client loops over (default 64m, --quick 16m; 4m to 1g); the client cache
+    /// is 3/4 of it, each iod's cache 1/2 of it.
+    #[arg(long, value_parser = tessera_client::layouts::parse_bytes)]
+    pub region_bytes: Option<u64>,
+    /// Measurements of each method, median reported (default 5, --quick 3; at most 100).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=REPETITIONS_MAX))]
+    pub repetitions: Option<u64>,
+}
 /// The generation of the file's bytes ([`crate::workers::expected_byte`]).
 const GENERATION: u64 = 11;
 
@@ -186,27 +205,40 @@ struct Plan {
 }
 
 impl Plan {
-    fn of(common: &CommonArgs) -> Self {
-        let region_bytes = if common.quick {
+    fn of(args: &DemoteArgs) -> Result<Self, String> {
+        let quick = args.common.quick;
+        let region_bytes = args.region_bytes.unwrap_or(if quick {
             QUICK_REGION_BYTES
         } else {
             REGION_BYTES
-        };
-        Self {
-            region_bytes,
-            client_cache_bytes: region_bytes / 4 * CLIENT_CACHE_QUARTERS,
-            iod_cache_bytes: region_bytes / 4 * IOD_CACHE_QUARTERS,
-            timed_passes: if common.quick {
-                QUICK_TIMED_PASSES
-            } else {
-                TIMED_PASSES
-            },
-            repetitions: if common.quick {
+        });
+        if !(REGION_BYTES_MIN..=REGION_BYTES_MAX).contains(&region_bytes)
+            || region_bytes % CALL_BYTES != 0
+        {
+            return Err(format!(
+                "--region-bytes {region_bytes}: give a multiple of {CALL_BYTES} between \
+                 {REGION_BYTES_MIN} and {REGION_BYTES_MAX}"
+            ));
+        }
+        let repetitions = args.repetitions.map_or(
+            if quick {
                 QUICK_REPETITIONS
             } else {
                 REPETITIONS
             },
-        }
+            |count| usize::try_from(count).expect("at most REPETITIONS_MAX"),
+        );
+        Ok(Self {
+            region_bytes,
+            client_cache_bytes: region_bytes / 4 * CLIENT_CACHE_QUARTERS,
+            iod_cache_bytes: region_bytes / 4 * IOD_CACHE_QUARTERS,
+            timed_passes: if quick {
+                QUICK_TIMED_PASSES
+            } else {
+                TIMED_PASSES
+            },
+            repetitions,
+        })
     }
 
     /// The workers' tasks of `method`: client `rank` walks region `rank` of `path`.
@@ -225,7 +257,7 @@ impl Plan {
                     rank,
                     processes: CLIENTS,
                     pieces: 1,
-                    piece_bytes: usize::try_from(self.region_bytes).expect("at most 64 MiB"),
+                    piece_bytes: usize::try_from(self.region_bytes).expect("at most 1 GiB"),
                 },
             })
             .collect()
@@ -266,8 +298,9 @@ fn rate_of(part: u64, whole: u64) -> f64 {
 }
 
 /// Runs the experiment and writes its report.
-pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
-    let plan = Plan::of(common);
+pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
+    let common = &args.common;
+    let plan = Plan::of(args)?;
     if let Some(given) = &common.cluster {
         eprintln!(
             "bench demote: not using {}: it starts a private cluster whose iods serve from a \
@@ -481,29 +514,42 @@ fn figure(report: &Report<DemoteRow>) -> Result<Figure, String> {
 mod tests {
     use super::*;
 
+    fn args(extra: &[&str]) -> DemoteArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: DemoteArgs,
+        }
+        <Cli as clap::Parser>::try_parse_from(
+            std::iter::once("demote").chain(extra.iter().copied()),
+        )
+        .unwrap()
+        .args
+    }
+
     #[test]
     fn the_working_set_fits_only_in_both_levels_together() {
-        for quick in [true, false] {
-            let plan = Plan {
-                region_bytes: if quick {
-                    QUICK_REGION_BYTES
-                } else {
-                    REGION_BYTES
-                },
-                client_cache_bytes: 0,
-                iod_cache_bytes: 0,
-                timed_passes: 1,
-                repetitions: 1,
-            };
-            let client = plan.region_bytes / 4 * CLIENT_CACHE_QUARTERS;
-            let iods = plan.region_bytes / 4 * IOD_CACHE_QUARTERS * u64::from(SERVERS);
+        for extra in [&["--quick"][..], &[], &["--region-bytes", "4m"]] {
+            let plan = Plan::of(&args(extra)).unwrap();
+            let iods = plan.iod_cache_bytes * u64::from(SERVERS);
             let regions = plan.region_bytes * CLIENTS as u64;
-            assert!(client < plan.region_bytes, "a loop misses the client cache");
+            assert!(
+                plan.client_cache_bytes < plan.region_bytes,
+                "a loop misses the client cache"
+            );
             assert!(iods < regions, "the loops miss the iods' caches");
             assert!(
-                client * CLIENTS as u64 + iods >= regions,
+                plan.client_cache_bytes * CLIENTS as u64 + iods >= regions,
                 "both levels hold them"
             );
+        }
+    }
+
+    #[test]
+    fn bad_region_sizes_are_refused_by_name() {
+        for bad in ["1m", "2g", "5000000"] {
+            let refused = Plan::of(&args(&["--region-bytes", bad])).unwrap_err();
+            assert!(refused.contains("--region-bytes"), "{refused}");
         }
     }
 }

@@ -76,7 +76,7 @@ pub enum Experiment {
     /// 4 clients x 4 iods (unified cache), each client looping over more than its client
     /// cache: nocache vs inclusive client cache vs eager DEMOTE vs DEMOTE buffering, with
     /// hit rates per level and demote traffic (001 ch. 6, live).
-    Demote(CommonArgs),
+    Demote(demote::DemoteArgs),
 }
 
 pub use crate::args::{CommonArgs, RegistrarKind};
@@ -301,7 +301,7 @@ pub fn run(experiment: &Experiment) -> Result<(), String> {
         Experiment::Mpiio(args) => mpiio::run(args)?,
         Experiment::Ecio(args) => ecio::run(args)?,
         Experiment::Unifier(args) => unifier::run(args)?,
-        Experiment::Demote(common) => demote::run(common)?,
+        Experiment::Demote(args) => demote::run(args)?,
         Experiment::Ogr(common) => ogr::run(common)?,
         Experiment::Fmrd(common) => fmrd::run(common)?,
     };
