@@ -213,7 +213,7 @@ impl Plan {
             REGION_BYTES
         });
         if !(REGION_BYTES_MIN..=REGION_BYTES_MAX).contains(&region_bytes)
-            || region_bytes % CALL_BYTES != 0
+            || !region_bytes.is_multiple_of(CALL_BYTES)
         {
             return Err(format!(
                 "--region-bytes {region_bytes}: give a multiple of {CALL_BYTES} between \
