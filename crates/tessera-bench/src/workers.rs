@@ -1023,9 +1023,9 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
         .cache
         .as_ref()
         .map(|_| CacheCounts::of(prepared.client.cache_stats()).since(counts_before));
-    // A typed step checks its data only at `Check`, once every process is done, so no
-    // process verifies on a core another one still needs for its timed calls.
-    let deferred = prepared.task.pattern.typed();
+    // A typed or cache step checks its data only at `Check`, once every process is done, so
+    // no process verifies on a core another one still needs for its timed calls.
+    let deferred = prepared.task.pattern.typed() || prepared.via == Via::Cached;
     let verified = prepared.task.write || (!deferred && verify(prepared));
     let calls = u64::from(prepared.task.iterations.max(1));
     // A view call over the whole share reaches the servers its list call would.
