@@ -59,21 +59,84 @@ int tsr_missing_symbol(const char *name) {
     return code;
 }
 
+/* The client cache counters of this process's connection (all zeros without a cache, or
+ * before the first open): what the tessera_client_cache hint did. */
+int tessera_mpiio_cache_stats(TesseraCacheStats *out) {
+    pthread_mutex_lock(&tsr_lock);
+    TesseraClient *client = tsr_cluster;
+    pthread_mutex_unlock(&tsr_lock);
+    if (client == NULL) {
+        memset(out, 0, sizeof *out);
+        return TESSERA_OK;
+    }
+    return tessera_client_cache_stats(client, out);
+}
+
 /* The message of the last error the shim raised in this process. */
 const char *tessera_mpiio_last_error(void) { return tsr_message; }
 
-TesseraClient *tsr_client(int *mpi_error) {
-    int connect_failed = 0;
+TesseraClient *tsr_client(int *mpi_error) { return tsr_client_with(MPI_INFO_NULL, mpi_error); }
+
+/* The client cache the process's connection was made with (hints tessera_client_cache and
+ * tessera_client_demote of the open that made it; none otherwise). */
+static uint64_t tsr_cache_bytes;
+static int tsr_cache_demote;
+
+/* The client cache hints of `info`: 1 if tessera_client_cache is set (to bytes, decimal),
+ * with the demote mode of tessera_client_demote (off, eager or buffered; off when unset). A
+ * bad value is ignored, and said so. */
+static int tsr_cache_hints(MPI_Info info, uint64_t *bytes, int *demote) {
+    char text[TSR_HINT_BYTES_MAX];
+    if (info == MPI_INFO_NULL || !tsr_hint(info, "tessera_client_cache", text, sizeof text))
+        return 0;
+    char *end = NULL;
+    unsigned long long parsed = strtoull(text, &end, 10);
+    if (end == text || *end != '\0') {
+        tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_client_cache=%s ignored: not a "
+                  "number of bytes", text);
+        return 0;
+    }
+    *bytes = parsed;
+    *demote = TESSERA_DEMOTE_OFF;
+    if (tsr_hint(info, "tessera_client_demote", text, sizeof text)) {
+        if (strcmp(text, "eager") == 0)
+            *demote = TESSERA_DEMOTE_EAGER;
+        else if (strcmp(text, "buffered") == 0)
+            *demote = TESSERA_DEMOTE_BUFFERED;
+        else if (strcmp(text, "off") != 0)
+            tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_client_demote=%s ignored: "
+                      "give off, eager or buffered", text);
+    }
+    return 1;
+}
+
+TesseraClient *tsr_client_with(MPI_Info info, int *mpi_error) {
+    uint64_t cache_bytes = 0;
+    int demote = TESSERA_DEMOTE_OFF;
+    int cached = tsr_cache_hints(info, &cache_bytes, &demote);
+    int connect_failed = 0, mismatch = 0;
     pthread_mutex_lock(&tsr_lock);
     if (tsr_cluster == NULL) {
         TesseraClient *client = NULL;
-        if (tessera_connect(NULL, &client) == TESSERA_OK)
+        int code = cached ? tessera_connect_with_cache(NULL, cache_bytes, demote, &client)
+                          : tessera_connect(NULL, &client);
+        if (code == TESSERA_OK) {
             tsr_cluster = client;
-        else
+            tsr_cache_bytes = cached ? cache_bytes : 0;
+            tsr_cache_demote = cached ? demote : TESSERA_DEMOTE_OFF;
+        } else {
             connect_failed = 1;
+        }
+    } else if (cached && (cache_bytes != tsr_cache_bytes || demote != tsr_cache_demote)) {
+        mismatch = 1;
     }
     TesseraClient *client = tsr_cluster;
     pthread_mutex_unlock(&tsr_lock);
+    /* One connection per process: its cache is chosen by the open that makes it. */
+    if (mismatch)
+        tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_client_cache=%llu ignored: this "
+                  "process's connection was made by an earlier open with a cache of %llu bytes",
+                  (unsigned long long)cache_bytes, (unsigned long long)tsr_cache_bytes);
     /* tsr_error takes the lock itself. */
     if (connect_failed)
         *mpi_error = tsr_error(MPI_ERR_IO, "tessera: cannot reach the cluster: %s",

@@ -272,7 +272,7 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
                     MPI_Info info, MPI_File *fh) {
     *fh = MPI_FILE_NULL;
     int rc = tsr_check_amode(amode, filename);
-    TesseraClient *client = rc == MPI_SUCCESS ? tsr_client(&rc) : NULL;
+    TesseraClient *client = rc == MPI_SUCCESS ? tsr_client_with(info, &rc) : NULL;
     /* The open's collective calls below are made only if every process can make them: a
      * process that cannot reach the cluster would otherwise leave the others waiting. */
     int failed_here = client == NULL, failed_anywhere = 0;

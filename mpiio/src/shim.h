@@ -154,7 +154,11 @@ struct tsr_file {
  * while the other processes are not there yet (bounded by TSR_COLLECTIVE_WAIT_S_MAX). */
 int tsr_wait(int started, MPI_Request *request);
 const char *tessera_mpiio_last_error(void);
+int tessera_mpiio_cache_stats(TesseraCacheStats *out);
 TesseraClient *tsr_client(int *mpi_error);
+/* tsr_client, the connection made (if this call makes it) with the client cache that the
+ * hints tessera_client_cache and tessera_client_demote of `info` ask for. */
+TesseraClient *tsr_client_with(MPI_Info info, int *mpi_error);
 int tsr_route(const char *filename, char *path, size_t path_bytes);
 /* tsr_route for POSIX calls: 0 under a $TESSERA_MPIIO_PATHS directory that is a Tessera
  * FUSE mount, where the kernel serves them. */

@@ -24,6 +24,21 @@
 #define TESSERA_MODE_READ_WRITE 3
 
 /**
+ * Evicted blocks are dropped (tessera_connect_with_cache()).
+ */
+#define TESSERA_DEMOTE_OFF 0
+
+/**
+ * Each evicted block is demoted to its iods before the read returns.
+ */
+#define TESSERA_DEMOTE_EAGER 1
+
+/**
+ * Evicted blocks wait in a DEMOTE buffer and travel in batches.
+ */
+#define TESSERA_DEMOTE_BUFFERED 2
+
+/**
  * Pass as `uid` or `gid` of tessera_chown() to leave that one unchanged (POSIX's
  * `(uid_t)-1`).
  */
@@ -227,6 +242,40 @@ typedef struct TesseraFile TesseraFile;
  * A shared file pointer.
  */
 typedef struct TesseraSharedPointer TesseraSharedPointer;
+
+/**
+ * What a client's cache did since the client was made (all zeros without a cache).
+ */
+typedef struct TesseraCacheStats {
+  /**
+   * Blocks found cached.
+   */
+  uint64_t hits;
+  /**
+   * Blocks read from the iods.
+   */
+  uint64_t misses;
+  /**
+   * Blocks dropped to make room.
+   */
+  uint64_t evictions;
+  /**
+   * Revocations answered.
+   */
+  uint64_t revocations;
+  /**
+   * Evicted blocks demoted to their iods.
+   */
+  uint64_t demotes_sent;
+  /**
+   * Evicted blocks not demoted.
+   */
+  uint64_t demotes_refused;
+  /**
+   * Misses found in the DEMOTE buffer.
+   */
+  uint64_t buffer_hits;
+} TesseraCacheStats;
 
 /**
  * How tessera_create() makes a file. Fill it with tessera_create_options_init().
@@ -509,6 +558,29 @@ extern "C" {
  * `cluster` is null or a NUL-terminated string; `out` is valid for one write.
  */
 int tessera_connect(const char *cluster, struct TesseraClient **out);
+
+/**
+ * As tessera_connect(), with a client cache of `cache_bytes` (0: none) whose evicted
+ * blocks are handled by `demote` (`TESSERA_DEMOTE_*`). Contiguous reads of a file's default
+ * view go through the cache (docs/SEMANTICS.md §3.2). Another `demote` value fails with
+ * `TESSERA_ERR_INVALID_ARGUMENT`.
+ *
+ * Safety:
+ * As tessera_connect().
+ */
+int tessera_connect_with_cache(const char *cluster,
+                               uint64_t cache_bytes,
+                               int demote,
+                               struct TesseraClient **out);
+
+/**
+ * Fills `out` with the client cache's counters.
+ *
+ * Safety:
+ * `client` comes from tessera_connect() or tessera_connect_with_cache(); `out` is valid
+ * for one write.
+ */
+int tessera_client_cache_stats(const struct TesseraClient *client, struct TesseraCacheStats *out);
 
 /**
  * Frees a client. Files opened through it stay usable. Null is ignored.

@@ -8,9 +8,13 @@ use std::ffi::{c_char, c_int};
 use std::path::PathBuf;
 
 use tessera_client::config::CLUSTER_ENV;
-use tessera_client::{Client, CreateOptions, OpenMode, ViewedFile};
+use tessera_client::{
+    Client, ClientOptions, ClusterConfig, CreateOptions, DemoteMode, OpenMode, ViewedFile,
+};
 
-use crate::error::{guard, handle, put, text, Failure, TESSERA_ERR_CONFIG};
+use crate::error::{
+    guard, handle, put, text, Failure, TESSERA_ERR_CONFIG, TESSERA_ERR_INVALID_ARGUMENT,
+};
 use crate::file::{FileState, TesseraFile};
 use crate::stat::TesseraStat;
 
@@ -88,6 +92,111 @@ pub unsafe extern "C" fn tessera_connect(
             // SAFETY: `boxed` came from Box::into_raw above and was not handed out.
             drop(unsafe { Box::from_raw(boxed) });
         })
+    })
+}
+
+/// Evicted blocks are dropped ([`tessera_connect_with_cache`]).
+pub const TESSERA_DEMOTE_OFF: c_int = 0;
+/// Each evicted block is demoted to its iods before the read returns.
+pub const TESSERA_DEMOTE_EAGER: c_int = 1;
+/// Evicted blocks wait in a DEMOTE buffer and travel in batches.
+pub const TESSERA_DEMOTE_BUFFERED: c_int = 2;
+
+/// As [`tessera_connect`], with a client cache of `cache_bytes` (0: none) whose evicted
+/// blocks are handled by `demote` (`TESSERA_DEMOTE_*`). Contiguous reads of a file's default
+/// view go through the cache (docs/SEMANTICS.md §3.2). Another `demote` value fails with
+/// `TESSERA_ERR_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// As [`tessera_connect`].
+#[no_mangle]
+pub unsafe extern "C" fn tessera_connect_with_cache(
+    cluster: *const c_char,
+    cache_bytes: u64,
+    demote: c_int,
+    out: *mut *mut TesseraClient,
+) -> c_int {
+    guard(|| {
+        let demote = match demote {
+            TESSERA_DEMOTE_OFF => DemoteMode::Off,
+            TESSERA_DEMOTE_EAGER => DemoteMode::Eager,
+            TESSERA_DEMOTE_BUFFERED => DemoteMode::Buffered,
+            other => {
+                return Err(Failure {
+                    code: TESSERA_ERR_INVALID_ARGUMENT,
+                    message: format!(
+                        "demote {other}: give TESSERA_DEMOTE_OFF, _EAGER or _BUFFERED (0, 1, 2)"
+                    ),
+                })
+            }
+        };
+        let cluster = if cluster.is_null() {
+            ""
+        } else {
+            // SAFETY: not null; the caller guarantees a NUL-terminated string.
+            unsafe { text(cluster, "cluster")? }
+        };
+        let config = ClusterConfig::load(&cluster_file(cluster)?)?;
+        let options = ClientOptions {
+            cache_bytes: Some(cache_bytes),
+            demote: Some(demote),
+            ..ClientOptions::default()
+        };
+        let client = Client::new(&config, &options);
+        let boxed = Box::into_raw(Box::new(TesseraClient { client }));
+        // SAFETY: the caller guarantees `out` is valid for one write.
+        unsafe { put(out, boxed, "out") }.inspect_err(|_| {
+            // SAFETY: `boxed` came from Box::into_raw above and was not handed out.
+            drop(unsafe { Box::from_raw(boxed) });
+        })
+    })
+}
+
+/// What a client's cache did since the client was made (all zeros without a cache).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TesseraCacheStats {
+    /// Blocks found cached.
+    pub hits: u64,
+    /// Blocks read from the iods.
+    pub misses: u64,
+    /// Blocks dropped to make room.
+    pub evictions: u64,
+    /// Revocations answered.
+    pub revocations: u64,
+    /// Evicted blocks demoted to their iods.
+    pub demotes_sent: u64,
+    /// Evicted blocks not demoted.
+    pub demotes_refused: u64,
+    /// Misses found in the DEMOTE buffer.
+    pub buffer_hits: u64,
+}
+
+/// Fills `out` with the client cache's counters.
+///
+/// # Safety
+/// `client` comes from [`tessera_connect`] or [`tessera_connect_with_cache`]; `out` is valid
+/// for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_client_cache_stats(
+    client: *const TesseraClient,
+    out: *mut TesseraCacheStats,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantee.
+        let client = unsafe { handle(client, "client")? };
+        let stats = client.client.cache_stats().unwrap_or_default();
+        let counters = TesseraCacheStats {
+            hits: stats.hits,
+            misses: stats.misses,
+            evictions: stats.evictions,
+            revocations: stats.revocations,
+            demotes_sent: stats.demotes_sent,
+            demotes_refused: stats.demotes_refused,
+            buffer_hits: stats.buffer_hits,
+        };
+        // SAFETY: the caller guarantees `out` is valid for one write.
+        unsafe { put(out, counters, "out") }
     })
 }
 

@@ -493,8 +493,15 @@ impl ViewedFile {
                 Ok(report)
             }
             method => {
+                let mut slices = memory_slices_mut(memory, memtype, count)?;
+                if method == Method::List && self.default_view && self.file.caches() {
+                    // A contiguous read of the default view is a plain `read_at`: the client
+                    // cache serves it (MPI-IO's reads of a byte range come here).
+                    if let [only] = slices.as_mut_slice() {
+                        return self.file.read_at(offset, only);
+                    }
+                }
                 let pieces = self.pieces(offset, end)?;
-                let slices = memory_slices_mut(memory, memtype, count)?;
                 let file = &self.file;
                 let sieve = self.sieve;
                 let mut report = IoReport::default();

@@ -333,6 +333,11 @@ impl File {
         )
     }
 
+    /// Whether this file's client has a client cache (reads by [`File::read_at`] use it).
+    pub(crate) fn caches(&self) -> bool {
+        self.client.inner.cache.is_some()
+    }
+
     /// Reads `data.len()` bytes at `offset`. Bytes never written, past the end included, read
     /// as zeros; use [`File::stat`] for the size.
     pub fn read_at(&self, offset: u64, data: &mut [u8]) -> Result<IoReport, ClientError> {
