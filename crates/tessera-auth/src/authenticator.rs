@@ -51,11 +51,13 @@ pub fn process_ids() -> (u32, u32, Vec<u32>) {
     (uid, gid, groups)
 }
 
-/// Signs with the cluster key: for a server, or for this process.
+/// Signs with the cluster key: for a server, for this process, or for a user it names.
 #[derive(Debug)]
 pub struct KeySigner {
     key: ClusterKey,
     principal: Principal,
+    /// The (uid, gid, groups) signed for a user other than this process's.
+    user: Option<(u32, u32, Vec<u32>)>,
     cached: Mutex<Option<Credentials>>,
 }
 
@@ -65,6 +67,7 @@ impl KeySigner {
         Self {
             key,
             principal: Principal::Server,
+            user: None,
             cached: Mutex::new(None),
         }
     }
@@ -74,6 +77,18 @@ impl KeySigner {
         Self {
             key,
             principal: Principal::User,
+            user: None,
+            cached: Mutex::new(None),
+        }
+    }
+
+    /// Signs as user `(uid, gid, groups)`, whoever this process is: what a process that
+    /// holds the key and acts for others does (the FUSE mount, for each caller).
+    pub fn user(key: ClusterKey, ids: (u32, u32, Vec<u32>)) -> Self {
+        Self {
+            key,
+            principal: Principal::User,
+            user: Some(ids),
             cached: Mutex::new(None),
         }
     }
@@ -106,9 +121,10 @@ impl Authenticator for KeySigner {
         {
             return Ok(credentials.clone());
         }
-        let ids = match self.principal {
-            Principal::Server => (0, 0, Vec::new()),
-            Principal::User => process_ids(),
+        let ids = match (self.principal, &self.user) {
+            (Principal::Server, _) => (0, 0, Vec::new()),
+            (Principal::User, Some(ids)) => ids.clone(),
+            (Principal::User, None) => process_ids(),
         };
         let credentials = credentials_for(&self.key, self.principal, ids, CREDENTIAL_LIFETIME);
         *cached = Some(credentials.clone());
@@ -230,5 +246,33 @@ impl Authenticator for NoAuthenticator {
     }
     fn credentials(&self) -> Result<Credentials, AuthError> {
         Err(AuthError::Refused(self.0.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handshake::ServerAuth;
+    use tessera_proto::Hello;
+
+    #[test]
+    fn a_key_signer_for_a_user_signs_that_user_and_the_server_accepts_it() {
+        let key = ClusterKey::from_bytes([7; 32]);
+        let signer = KeySigner::user(key.clone(), (1234, 567, vec![8, 9]));
+        let credentials = signer.credentials().unwrap();
+        assert_eq!(
+            (credentials.uid, credentials.gid, credentials.groups.clone()),
+            (1234, 567, vec![8, 9])
+        );
+        assert_eq!(credentials.principal, Principal::User);
+        let server = ServerAuth::new(key, 0, 1);
+        let challenge = server.challenge().unwrap();
+        let answer = signer.answer(&challenge.nonce).unwrap();
+        let hello = Hello {
+            proof: answer.proof,
+            credentials: answer.credentials,
+        };
+        let welcome = server.accept(&challenge, &hello).unwrap();
+        assert_eq!(welcome.proof, answer.welcome);
     }
 }

@@ -12,13 +12,9 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tessera_auth::handshake::{credentials_for, hello_proof, welcome_proof};
-use tessera_auth::{
-    due_for_renewal, Answer, AuthError, Authenticator, ClusterKey, CREDENTIAL_LIFETIME,
-};
+use tessera_auth::{ClusterKey, KeySigner};
 use tessera_client::{Client, ClientOptions, ClusterConfig};
 use tessera_proto::limits::CREDENTIAL_GROUPS_MAX;
-use tessera_proto::{Credentials, Nonce, Principal};
 
 /// Distinct callers (uid, gid, groups) with a client of their own at one time; the least
 /// recently used one beyond is dropped (its open files keep it alive until released).
@@ -73,40 +69,6 @@ fn groups_of_status(status: &str) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// Signs credentials for one caller with the cluster key, renewing them before they expire.
-#[derive(Debug)]
-struct CallerSigner {
-    key: ClusterKey,
-    caller: Caller,
-    cached: Mutex<Option<Credentials>>,
-}
-
-impl Authenticator for CallerSigner {
-    fn answer(&self, nonce: &Nonce) -> Result<Answer, AuthError> {
-        let credentials = self.credentials()?;
-        let proof = hello_proof(&self.key, nonce, &credentials);
-        Ok(Answer {
-            welcome: welcome_proof(&self.key, nonce, &proof),
-            credentials,
-            proof,
-        })
-    }
-
-    fn credentials(&self) -> Result<Credentials, AuthError> {
-        let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(held) = cached
-            .as_ref()
-            .filter(|held| !due_for_renewal(held.expires_s, CREDENTIAL_LIFETIME))
-        {
-            return Ok(held.clone());
-        }
-        let ids = (self.caller.uid, self.caller.gid, self.caller.groups.clone());
-        let credentials = credentials_for(&self.key, Principal::User, ids, CREDENTIAL_LIFETIME);
-        *cached = Some(credentials.clone());
-        Ok(credentials)
-    }
-}
-
 /// The clients of the mount's callers, least recently used first out.
 pub struct Callers {
     config: ClusterConfig,
@@ -146,11 +108,10 @@ impl Callers {
                 .expect("a full table has entries");
             clients.swap_remove(oldest);
         }
-        let signer = CallerSigner {
-            key: self.key.clone(),
-            caller: caller.clone(),
-            cached: Mutex::new(None),
-        };
+        let signer = KeySigner::user(
+            self.key.clone(),
+            (caller.uid, caller.gid, caller.groups.clone()),
+        );
         let client = Client::with_authenticator(&self.config, &self.options, Arc::new(signer));
         clients.push((caller.clone(), client.clone(), now));
         debug_assert!(clients.len() <= CALLERS_MAX);
