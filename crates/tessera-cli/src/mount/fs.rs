@@ -113,6 +113,25 @@ impl TesseraFs {
         self.inodes.child_path(parent.0, name).ok_or(Errno::ESTALE)
     }
 
+    /// Removes the name `(parent, name)` as the caller, with `call` (`unlink` or `rmdir`).
+    fn remove(
+        &self,
+        request: &Request,
+        (parent, name): (INodeNo, &OsStr),
+        reply: ReplyEmpty,
+        operation: &str,
+        call: fn(&Client, &str) -> Result<(), ClientError>,
+    ) {
+        let result = self.child_path(parent, name).and_then(|path| {
+            call(&self.client(request), &path)
+                .map_err(|err| failed(operation, &path, &err, Call::Access))
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
     fn remember(&self, attr: &Attr, parent: INodeNo, name: &OsStr) -> Result<(), Errno> {
         let name = name.to_str().ok_or(Errno::EINVAL)?;
         self.inodes
@@ -441,27 +460,11 @@ impl Filesystem for TesseraFs {
     }
 
     fn unlink(&self, request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let result = self.child_path(parent, name).and_then(|path| {
-            self.client(request)
-                .unlink(&path)
-                .map_err(|err| failed("unlink", &path, &err, Call::Access))
-        });
-        match result {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        self.remove(request, (parent, name), reply, "unlink", Client::unlink);
     }
 
     fn rmdir(&self, request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let result = self.child_path(parent, name).and_then(|path| {
-            self.client(request)
-                .rmdir(&path)
-                .map_err(|err| failed("rmdir", &path, &err, Call::Access))
-        });
-        match result {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        self.remove(request, (parent, name), reply, "rmdir", Client::rmdir);
     }
 
     fn rename(
