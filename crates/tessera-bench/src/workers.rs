@@ -497,6 +497,23 @@ impl Pattern {
     }
 
     /// A typed access: its data is checked at `Check`, once every process is done.
+    /// The byte at file `offset` of what generation `generation` of this access writes:
+    /// [`expected_byte`], but for a [`Pattern::Block2d`] of 8-byte elements, whose file is an
+    /// array of doubles each holding its own row-major index (the demo's `/demo/array`, which
+    /// the README's Python line reads), so a reader of the file sees numbers.
+    pub fn byte_at(&self, offset: u64, generation: u64) -> u8 {
+        match self {
+            Self::Block2d {
+                element_bytes: 8, ..
+            } => {
+                #[allow(clippy::cast_precision_loss)] // indices below 2^53
+                let value = (offset / 8) as f64;
+                value.to_le_bytes()[usize::try_from(offset % 8).expect("below 8")]
+            }
+            _ => expected_byte(offset, generation),
+        }
+    }
+
     fn typed(&self) -> bool {
         matches!(self, Self::Matrix { .. } | Self::Array { .. })
     }
@@ -871,7 +888,7 @@ fn prepare(task: Task) -> Result<Prepared, String> {
         for piece in &access.file {
             for offset in piece.offset..piece.offset + piece.length {
                 let index = stream.next().expect("memory and file totals match");
-                buffer[index] = expected_byte(offset, task.generation);
+                buffer[index] = task.pattern.byte_at(offset, task.generation);
             }
         }
     }
@@ -950,7 +967,12 @@ fn verify(prepared: &Prepared) -> bool {
         for offset in piece.offset..piece.offset + piece.length {
             let index = stream.next().expect("memory and file totals match");
             in_piece[index] = true;
-            if prepared.buffer[index] != expected_byte(offset, prepared.task.generation) {
+            if prepared.buffer[index]
+                != prepared
+                    .task
+                    .pattern
+                    .byte_at(offset, prepared.task.generation)
+            {
                 return false;
             }
         }
