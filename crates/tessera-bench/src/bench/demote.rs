@@ -55,8 +55,8 @@ const WARM_PASSES: u32 = 2;
 const TIMED_PASSES: u32 = 3;
 const QUICK_TIMED_PASSES: u32 = 2;
 /// Repetitions of each method (median reported), and the most `--repetitions`.
-const REPETITIONS: usize = 5;
-const QUICK_REPETITIONS: usize = 3;
+const REPETITIONS: usize = 7;
+const QUICK_REPETITIONS: usize = 5;
 const REPETITIONS_MAX: u64 = 100;
 /// The smallest and largest `--region-bytes` (the bench holds all regions in memory once, to
 /// write the file).
@@ -72,7 +72,7 @@ pub struct DemoteArgs {
     /// is 3/4 of it, each iod's cache 1/2 of it.
     #[arg(long, value_parser = tessera_client::layouts::parse_bytes)]
     pub region_bytes: Option<u64>,
-    /// Measurements of each method, median reported (default 5, --quick 3; at most 100).
+    /// Measurements of each method, median reported (default 7, --quick 5; at most 100).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=REPETITIONS_MAX))]
     pub repetitions: Option<u64>,
 }
