@@ -215,13 +215,15 @@ impl File {
         } else {
             plan.carve_merged(memory)
         };
+        let mut decisions = Vec::with_capacity(plan.requests.len());
         let requests: Vec<(R, Transfer, PieceData<'_>)> = plan
             .requests
             .iter()
             .zip(carved)
             .map(|(planned, carved)| {
-                let transfer =
+                let (transfer, decision) =
                     self.transfer_for(planned.server_position, planned.bytes, &carved.slices);
+                decisions.push(decision);
                 let data = PieceData {
                     slices: carved
                         .slices
@@ -235,6 +237,7 @@ impl File {
             .collect();
         self.execute(
             plan,
+            &decisions,
             |connection, index, _| {
                 let (request, transfer, data) = &requests[index];
                 connection.send_data(request, *transfer, &plan.requests[index].pieces, data)
@@ -257,9 +260,11 @@ impl File {
         } else {
             plan.carve_merged(memory)
         };
+        let mut decisions = Vec::with_capacity(plan.requests.len());
         for (planned, carved) in plan.requests.iter().zip(carved) {
-            let transfer =
+            let (transfer, decision) =
                 self.transfer_for(planned.server_position, planned.bytes, &carved.slices);
+            decisions.push(decision);
             requests.push((request(planned, transfer.wire_mode()), transfer));
             destinations.push(PieceDataMut {
                 slices: carved
@@ -274,6 +279,7 @@ impl File {
         let destinations = std::cell::RefCell::new(destinations);
         self.execute(
             plan,
+            &decisions,
             |connection, index, _| {
                 let (request, transfer) = &requests[index];
                 connection.send_read(request, *transfer, &mut destinations.borrow_mut()[index])
