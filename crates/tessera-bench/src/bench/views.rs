@@ -121,6 +121,11 @@ struct Figures {
     offset_bytes: u64,
     servers: u64,
     declare_bytes: u64,
+    /// Views: the client's planning of one call, seconds (slowest process, last repetition).
+    plan_seconds: f64,
+    /// Views: the slowest server's type walk of one call, seconds (slowest process, last
+    /// repetition).
+    server_walk_seconds: f64,
 }
 
 impl Figures {
@@ -140,6 +145,11 @@ impl Figures {
             offset_bytes: results.iter().map(|r| r.offset_bytes).sum(),
             servers: servers.len() as u64,
             declare_bytes: results.iter().map(|r| r.declare_bytes).sum(),
+            plan_seconds: results.iter().map(|r| r.plan_seconds).fold(0.0, f64::max),
+            server_walk_seconds: results
+                .iter()
+                .map(|r| r.server_walk_seconds)
+                .fold(0.0, f64::max),
         }
     }
 }
@@ -386,6 +396,11 @@ pub struct ViewsRow {
     pub declare_seconds: Option<f64>,
     /// Declaration time over one call's, % (views only).
     pub declare_overhead_pct: Option<f64>,
+    /// Views: the client's planning of one call, µs (measured apart, slowest process).
+    pub plan_us: Option<f64>,
+    /// Views: the slowest server's type walk of one call, µs (measured apart with the iod's
+    /// code, slowest process).
+    pub server_walk_us: Option<f64>,
     /// MiB/s over the stripe view's (layout match only).
     pub speedup: Option<f64>,
     /// The fastest repetitions' speedup (layout match only).
@@ -464,6 +479,8 @@ fn size_rows(
                 declare_seconds,
                 declare_overhead_pct: declare_seconds
                     .map(|declare| declare / seconds.median * 100.0),
+                plan_us: declare_seconds.map(|_| figures.plan_seconds * 1e6),
+                server_walk_us: declare_seconds.map(|_| figures.server_walk_seconds * 1e6),
                 speedup: None,
                 speedup_best: None,
             };
@@ -655,6 +672,44 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
         }
     }
 
+    let mut phases = report::table([
+        "op",
+        "n",
+        "view",
+        "call µs",
+        "client plan µs",
+        "server walk µs",
+        "rest µs (transfer, storage, reply)",
+        "storage calls/srv",
+    ]);
+    for direction in Direction::BOTH {
+        for &n in sizes.iter().filter(|&&n| n >= 512) {
+            for (name, view) in [
+                (
+                    "BB stripe",
+                    row(DISTRIBUTIONS[0].name(), n, direction, "view")?,
+                ),
+                ("*B stripe", row(star_block, n, direction, "view")?),
+                ("*B pattern", matched(n, direction, "view-pattern")?),
+            ] {
+                let call_us = view.measure.seconds * 1e6;
+                let plan_us = view_figure(view, "plan_us", view.plan_us)?;
+                let walk_us = view_figure(view, "server_walk_us", view.server_walk_us)?;
+                let share = |us: f64| format!("{us:.0} ({:.0}%)", us / call_us * 100.0);
+                phases.add_row([
+                    direction.to_string(),
+                    n.to_string(),
+                    name.to_owned(),
+                    cell(call_us, 0),
+                    share(plan_us),
+                    share(walk_us),
+                    share((call_us - plan_us - walk_us).max(0.0)),
+                    cell(view.storage_calls_per_server, 1),
+                ]);
+            }
+        }
+    }
+
     let mut declare = report::table(["op", "n", "BB", "*B", "CC", "*B pattern"]);
     for direction in Direction::BOTH {
         for &n in sizes {
@@ -682,6 +737,7 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
          list I/O sends 16 bytes per {CYCLIC_BLOCK_BYTES}-byte piece here, so its overhead is a flat {:.0}% that grows in bytes with n^2; the paper's k grew with n, so its percentage fell; view I/O sends 16 bytes per request whatever n\n\
          \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, and of bests)\n{fig34}\n\
          paper (Fig. 4): view I/O speedup grows with the matrix, up to 6x for writes and 4x for reads at 16 MB\n\
+         \nWhere a view call's time goes (slowest process; plan and server walk timed apart after the calls, the walk with the iods' code; rest = call - plan - walk)\n{phases}\n\
          \n§4.3: view declaration time / one call, %\n{declare}\n\
          paper: under 12% (writes) and 10% (reads) for small matrices, about 1% for large ones, near 0 on the matching layout\n\
          verified: {}\n",
