@@ -588,6 +588,13 @@ pub struct StepResult {
     /// call takes (the type walk over the layout, `Plan::from_runs`).
     #[serde(default)]
     pub plan_seconds: f64,
+    /// Seconds the timed calls spent sending requests (`IoReport::send_ns`).
+    #[serde(default)]
+    pub send_seconds: f64,
+    /// Seconds the timed calls spent receiving replies after their sends
+    /// (`IoReport::reply_ns`).
+    #[serde(default)]
+    pub reply_seconds: f64,
     /// Views only: seconds of the servers' type walk of one call (`server_share` of each
     /// request, run here with the code the iods run), the slowest server's.
     #[serde(default)]
@@ -941,6 +948,8 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
         declare_seconds: prepared.declare_seconds,
         plan_seconds,
         server_walk_seconds,
+        send_seconds: total.send_ns as f64 * 1e-9,
+        reply_seconds: total.reply_ns as f64 * 1e-9,
     })
 }
 

@@ -64,6 +64,11 @@ impl Client {
     }
 }
 
+/// Whole nanoseconds of `elapsed`, saturating.
+fn nanoseconds(elapsed: std::time::Duration) -> u64 {
+    u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// What one I/O call did on the wire and at the servers.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct IoReport {
@@ -89,6 +94,12 @@ pub struct IoReport {
     pub locks: u64,
     /// Requests whose data the servers moved one-sidedly (the `local` backend).
     pub one_sided: u64,
+    /// Nanoseconds the call spent sending its requests (a write's data included, as far as
+    /// the transport takes it before the server reads it).
+    pub send_ns: u64,
+    /// Nanoseconds the call spent receiving replies after its sends (the servers' storage
+    /// work, the rest of a write's transfer, a read's data and the replies).
+    pub reply_ns: u64,
 }
 
 impl std::ops::AddAssign for IoReport {
@@ -104,6 +115,8 @@ impl std::ops::AddAssign for IoReport {
         self.servers = self.servers.max(other.servers);
         self.locks += other.locks;
         self.one_sided += other.one_sided;
+        self.send_ns += other.send_ns;
+        self.reply_ns += other.reply_ns;
     }
 }
 
@@ -482,6 +495,7 @@ impl File {
                 let mut leases: Vec<(usize, Lease<'_>, Instant)> = Vec::with_capacity(round.len());
                 let mut failure: Option<ClientError> = None;
                 let mut send_failed = false;
+                let sending = Instant::now();
                 for &index in &round {
                     let server = self.server_of(plan.requests[index].server_position);
                     let started = Instant::now();
@@ -508,6 +522,8 @@ impl File {
                         }
                     }
                 }
+                let replying = Instant::now();
+                report.send_ns += nanoseconds(replying - sending);
                 for (index, mut lease, started) in leases {
                     if send_failed {
                         // A send failed: abandon the outstanding replies with their connections.
@@ -530,6 +546,7 @@ impl File {
                         }
                     }
                 }
+                report.reply_ns += nanoseconds(replying.elapsed());
                 match failure {
                     Some(ClientError::Net(NetError::Io { .. }))
                         if attempt < round.len() && reused => {}

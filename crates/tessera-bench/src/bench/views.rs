@@ -126,10 +126,18 @@ struct Figures {
     /// Views: the slowest server's type walk of one call, seconds (slowest process, last
     /// repetition).
     server_walk_seconds: f64,
+    /// Seconds one call spent sending, the slowest process's.
+    send_seconds: f64,
+    /// Seconds one call spent waiting for and receiving replies, the slowest process's.
+    reply_seconds: f64,
 }
 
 impl Figures {
     fn of(results: &[StepResult], calls: u64) -> Self {
+        // The phases of the process whose calls took longest, as the call's time is.
+        let slowest = results
+            .iter()
+            .max_by(|a, b| a.seconds.total_cmp(&b.seconds));
         let mut servers: Vec<u16> = results
             .iter()
             .flat_map(|result| result.servers.iter().copied())
@@ -150,6 +158,8 @@ impl Figures {
                 .iter()
                 .map(|r| r.server_walk_seconds)
                 .fold(0.0, f64::max),
+            send_seconds: slowest.map_or(0.0, |r| r.send_seconds) / calls as f64,
+            reply_seconds: slowest.map_or(0.0, |r| r.reply_seconds) / calls as f64,
         }
     }
 }
@@ -161,6 +171,8 @@ struct Measured {
     seconds: Vec<f64>,
     /// `set_view` seconds of the slowest process, one per repetition (views only).
     declare_seconds: Vec<f64>,
+    /// Send and reply seconds per call of the slowest process, one pair per repetition.
+    phases: Vec<(f64, f64)>,
     figures: Figures,
     calls: u64,
 }
@@ -295,6 +307,9 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                     let entry = &mut measured[index][slot];
                     entry.seconds.push(seconds);
                     entry.declare_seconds.push(declare_seconds);
+                    entry
+                        .phases
+                        .push((figures.send_seconds, figures.reply_seconds));
                     entry.figures = figures;
                     entry.calls = calls;
                 }
@@ -401,6 +416,12 @@ pub struct ViewsRow {
     /// Views: the slowest server's type walk of one call, µs (measured apart with the iod's
     /// code, slowest process).
     pub server_walk_us: Option<f64>,
+    /// Microseconds one call spent sending its requests (slowest process, median over the
+    /// repetitions).
+    pub send_us: f64,
+    /// Microseconds one call spent receiving replies after its sends (slowest process,
+    /// median over the repetitions).
+    pub reply_us: f64,
     /// MiB/s over the stripe view's (layout match only).
     pub speedup: Option<f64>,
     /// The fastest repetitions' speedup (layout match only).
@@ -481,6 +502,8 @@ fn size_rows(
                     .map(|declare| declare / seconds.median * 100.0),
                 plan_us: declare_seconds.map(|_| figures.plan_seconds * 1e6),
                 server_walk_us: declare_seconds.map(|_| figures.server_walk_seconds * 1e6),
+                send_us: median(measured.phases.iter().map(|phase| phase.0)) * 1e6,
+                reply_us: median(measured.phases.iter().map(|phase| phase.1)) * 1e6,
                 speedup: None,
                 speedup_best: None,
             };
@@ -516,6 +539,13 @@ fn size_rows(
         });
     }
     Ok(rows)
+}
+
+/// The median of `values` (0 for none).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// The paper's matrix size in MiB for side `n`, if it reports one.
@@ -675,35 +705,43 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
     let mut phases = report::table([
         "op",
         "n",
-        "view",
+        "method",
         "call µs",
         "client plan µs",
         "server walk µs",
-        "rest µs (transfer, storage, reply)",
+        "send µs",
+        "reply µs",
+        "other µs",
         "storage calls/srv",
     ]);
     for direction in Direction::BOTH {
         for &n in sizes.iter().filter(|&&n| n >= 512) {
             for (name, view) in [
                 (
-                    "BB stripe",
+                    "BB list",
+                    row(DISTRIBUTIONS[0].name(), n, direction, "list")?,
+                ),
+                (
+                    "BB view",
                     row(DISTRIBUTIONS[0].name(), n, direction, "view")?,
                 ),
-                ("*B stripe", row(star_block, n, direction, "view")?),
-                ("*B pattern", matched(n, direction, "view-pattern")?),
+                ("*B list", row(star_block, n, direction, "list")?),
+                ("*B view", row(star_block, n, direction, "view")?),
+                ("*B view, pattern", matched(n, direction, "view-pattern")?),
             ] {
                 let call_us = view.measure.seconds * 1e6;
-                let plan_us = view_figure(view, "plan_us", view.plan_us)?;
-                let walk_us = view_figure(view, "server_walk_us", view.server_walk_us)?;
                 let share = |us: f64| format!("{us:.0} ({:.0}%)", us / call_us * 100.0);
+                let optional = |us: Option<f64>| us.map_or_else(|| "-".to_owned(), share);
                 phases.add_row([
                     direction.to_string(),
                     n.to_string(),
                     name.to_owned(),
                     cell(call_us, 0),
-                    share(plan_us),
-                    share(walk_us),
-                    share((call_us - plan_us - walk_us).max(0.0)),
+                    optional(view.plan_us),
+                    optional(view.server_walk_us),
+                    share(view.send_us),
+                    share(view.reply_us),
+                    share((call_us - view.send_us - view.reply_us).max(0.0)),
                     cell(view.storage_calls_per_server, 1),
                 ]);
             }
@@ -737,7 +775,7 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
          list I/O sends 16 bytes per {CYCLIC_BLOCK_BYTES}-byte piece here, so its overhead is a flat {:.0}% that grows in bytes with n^2; the paper's k grew with n, so its percentage fell; view I/O sends 16 bytes per request whatever n\n\
          \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, and of bests)\n{fig34}\n\
          paper (Fig. 4): view I/O speedup grows with the matrix, up to 6x for writes and 4x for reads at 16 MB\n\
-         \nWhere a view call's time goes (slowest process; plan and server walk timed apart after the calls, the walk with the iods' code; rest = call - plan - walk)\n{phases}\n\
+         \nWhere a call's time goes (slowest process; client plan and the slowest server's type walk timed apart after the calls, the walk with the iods' code, and inside send (plan) or reply (walk); send = sending every request, a write's data as far as the sockets take it; reply = waiting for and reading the replies: the servers' walk and storage, the rest of a write's transfer, a read's data; other = the call's checks, planning and carving before the sends)\n{phases}\n\
          \n§4.3: view declaration time / one call, %\n{declare}\n\
          paper: under 12% (writes) and 10% (reads) for small matrices, about 1% for large ones, near 0 on the matching layout\n\
          verified: {}\n",
