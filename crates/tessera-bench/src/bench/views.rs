@@ -9,7 +9,12 @@
 //! of the whole share, so a request carries only its stream range). A third method runs
 //! the (*,BLOCK) view on a second file whose pattern layout matches the distribution
 //! (server i holds columns [i*n/4, (i+1)*n/4) of every row), against the same view on
-//! stripes. Within a repetition every (distribution, method) pair writes and then reads
+//! stripes, and against its bound, `contiguous`: each process's quarter of the matrix as one
+//! list piece on a file whose stripe unit is that quarter (one piece from one slice to one
+//! server, no type). Each call of every method is also broken into phases: the client's
+//! planning and the slowest server's type walk (timed apart after the calls, the walk with the
+//! iods' own `server_share`), and the call's send and reply times (`IoReport::send_ns`,
+//! `reply_ns`). Within a repetition every (distribution, method) pair writes and then reads
 //! back, in an order rotated from one repetition to the next; every read is verified byte
 //! by byte against `expected_byte(file offset = row * n + column, generation)`.
 
