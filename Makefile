@@ -12,11 +12,18 @@ APT_PACKAGES += fonts-dejavu-core
 # Debian against Open MPI) and its tools; gfortran for the Fortran MPI-IO test (mpif90.mpich,
 # mpif90.openmpi; the MPIs' Fortran bindings and modules come with libmpich-dev and
 # libopenmpi-dev); cbindgen for the C API's header.
+# `tessera mount` (the fuser crate over libfuse3) and its tests: coreutils, NumPy and h5py in
+# Debian's /usr/bin/python3 on the mount.
+APT_PACKAGES += libfuse3-dev fuse3 python3-numpy python3-h5py
 APT_PACKAGES += mpich libmpich-dev openmpi-bin libopenmpi-dev libhdf5-mpich-dev \
 	libhdf5-openmpi-dev libpnetcdf-dev pnetcdf-bin gfortran cbindgen
+# The Python package (crates/tessera-py): Debian's Python 3 with its headers and libpython
+# (PyO3 links the crate's tests against it), NumPy, pytest, mpi4py (Open MPI), and venv for
+# the maturin build environment.
+APT_PACKAGES += python3-dev python3-numpy python3-pytest python3-mpi4py python3-venv
 
 .PHONY: all deps build demo test check fmt clippy unit ofi fuzz-smoke fuzz bench clean mpiio mpi-test \
-	capi-header capi-header-check install uninstall install-check
+	capi-header capi-header-check install uninstall install-check python python-test
 
 all: build
 
@@ -140,6 +147,31 @@ uninstall:
 install-check:
 	bash scripts/install-check.sh
 
+# The Python package: Debian's python3 everywhere (the first python3 on PATH may be another
+# one, without NumPy). PyO3's build script asks $(PYTHON) for its version and libpython, also
+# under `cargo clippy/test --workspace` (tessera-py is a workspace member).
+PYTHON ?= /usr/bin/python3
+export PYO3_PYTHON ?= $(PYTHON)
+PY_VENV := target/py-venv
+MATURIN_VERSION := 1.9.6
+PY_WHEEL_DIR := target/wheels
+
+# The wheel, into target/wheels/ (`pip install target/wheels/tessera-*.whl`): maturin comes
+# from PyPI in a venv over Debian's python3 (made once; quick when present).
+python: deps
+	@[ -x $(PY_VENV)/bin/python ] || $(PYTHON) -m venv --system-site-packages $(PY_VENV)
+	@$(PY_VENV)/bin/maturin --version 2>/dev/null | grep -qx "maturin $(MATURIN_VERSION)" || \
+	  $(PY_VENV)/bin/pip install --quiet "maturin==$(MATURIN_VERSION)"
+	$(PY_VENV)/bin/maturin build --release --interpreter $(PYTHON) \
+	  --manifest-path crates/tessera-py/Cargo.toml --out $(PY_WHEEL_DIR)
+
+# pytest against a 4-server cluster the tests start and stop, with the wheel installed into
+# the venv; the mpi4py tests run two processes under Open MPI's mpirun.
+python-test: build python
+	$(PY_VENV)/bin/pip install --quiet --force-reinstall --no-deps \
+	  $$(ls -t $(PY_WHEEL_DIR)/tessera-*.whl | head -n1)
+	TESSERA=$(CURDIR)/$(TESSERA) $(PY_VENV)/bin/python -m pytest -q python/tests
+
 # Deterministic: the saved crash inputs replayed, then a fixed number of inputs from a fixed
 # seed over the committed seeds (part of make test).
 fuzz-smoke:
@@ -152,7 +184,7 @@ fuzz:
 
 # What CI runs: formatting, lints, every test tier, and a deterministic fuzz smoke run of every
 # decoder.
-test: deps fmt clippy unit ofi capi-header-check mpi-test install-check fuzz-smoke
+test: deps fmt clippy unit ofi capi-header-check mpi-test install-check fuzz-smoke python-test
 
 check: test
 

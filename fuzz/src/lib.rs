@@ -29,17 +29,18 @@ use tessera_proto::limits::{
 };
 use tessera_proto::{
     AgentSign, AgentSigned, Attr, CacheCounters, Capability, Challenge, Chmod, Chown,
-    CollectiveTag, Create, Credentials, Datatype, DeclareView, DirEntry, Empty, ErrorCode,
-    FileKind, FileType, HandlesLive, HandlesLiveReply, Header, Hello, IoReply, Layout, LockGranted,
-    LockRange, Lookup, Mac, Mkdir, Nonce, ObjectCreate, ObjectLeft, ObjectRemove, ObjectStat,
-    ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout, Piece, Ping,
-    PingReply, Principal, Read, ReadCollective, ReadType, ReadView, Readdir, ReaddirReply,
-    ReleaseView, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory, RemoteProbe,
-    Demote, DemoteOffer, DemoteReply, DemoteWanted, LeaseAcquire, LeaseAcquireReply, LeaseListen,
-    LeaseRevoke, WantedFlags, RemoteProbeReply, RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
-    ShareRegion, Stat, StatHandle, Statfs, StatfsReply, StorageCounters, StoragePlan, StripeLayout,
-    TransferMode, Truncate, Unlink, UnlinkReply, UnlockRange, Welcome, Wire, WireError, Write,
-    WriteCollective, WriteType, WriteView, CHOWN_UNCHANGED, ROLE_IOD,
+    CollectiveTag, Create, Credentials, Datatype, DeclareView, Demote, DemoteOffer, DemoteReply,
+    DemoteWanted, DirEntry, Empty, ErrorCode, FileKind, FileType, HandlesLive, HandlesLiveReply,
+    Header, Hello, IoReply, Layout, LeaseAcquire, LeaseAcquireReply, LeaseListen, LeaseRevoke,
+    LockGranted, LockRange, Lookup, Mac, Mkdir, Nonce, ObjectCreate, ObjectLeft, ObjectRemove,
+    ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout,
+    Piece, Ping, PingReply, Principal, Read, ReadCollective, ReadType, ReadView, Readdir,
+    ReaddirReply, ReleaseView, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory,
+    RemoteProbe, RemoteProbeReply, RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats,
+    ServerStatsReply, ShareRegion, Stat, StatHandle, Statfs, StatfsReply, StorageCounters,
+    StoragePlan, StripeLayout, TransferMode, Truncate, Unlink, UnlinkReply, UnlockRange,
+    WantedFlags, Welcome, Wire, WireError, Write, WriteCollective, WriteType, WriteView,
+    CHOWN_UNCHANGED, ROLE_IOD,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -1261,6 +1262,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             ready_units_made: 2,
             raw_units_made: 2,
             units_landed: 1,
+            units_demoted: 1,
             bytes_in_use: 262_144,
             budget_bytes: 1 << 26,
         },
@@ -1301,7 +1303,10 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             client_id: 0x5eed_c11e,
             demotes: true,
         },
-        &LeaseAcquireReply { lease_ms: 10_000 },
+        &LeaseAcquireReply {
+            lease_ms: 10_000,
+            lease_id: 3,
+        },
     ));
     seeds.extend(exchange(
         "lease-revoke",
@@ -1316,6 +1321,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             handle: 7,
             capability: Capability::default(),
             client_id: 0x5eed_c11e,
+            lease_id: 3,
             pieces: vec![Piece::new(0, 65536), Piece::new(131_072, 65536)],
         },
         &DemoteWanted {
@@ -1329,6 +1335,8 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             handle: 7,
             capability: Capability::default(),
             client_id: 0x5eed_c11e,
+            lease_id: 3,
+            mode: TransferMode::Gather,
             pieces: vec![Piece::new(0, 65536)],
         },
         &DemoteReply { inserted: 1 },

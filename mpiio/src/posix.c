@@ -3,8 +3,10 @@
  * A Tessera name is not in the local file system, so without this file a program that
  * creates a file with MPI-IO and then stat()s, unlink()s or reads it through POSIX would
  * see a missing file (or, under a $TESSERA_MPIIO_PATHS directory that exists locally, some
- * other file). Until Tessera can be mounted, the names that route to Tessera (tsr_route,
- * and only those) are answered from Tessera here:
+ * other file). Where Tessera is mounted (`tessera mount`) on the $TESSERA_MPIIO_PATHS
+ * directory a name lies under, the kernel answers its POSIX calls through the mount and this
+ * file leaves them to the C library (tsr_route_posix). Elsewhere, the names that route to
+ * Tessera (tsr_route_posix, and only those) are answered from Tessera here:
  *   - stat and every variant a program can reach in this glibc (stat, stat64, lstat,
  *     lstat64, fstatat, fstatat64, statx, and the __xstat/__lxstat/__fxstatat families
  *     that programs linked against glibc before 2.33 call): the file's or directory's
@@ -22,7 +24,7 @@
  *     than see other bytes;
  *   - open for writing and fopen in any mode: EOPNOTSUPP. A stdio stream reads through
  *     glibc's internal read, which cannot be answered from Tessera, so it would see no
- *     bytes or a partial copy; refusing is the honest answer until the mount.
+ *     bytes or a partial copy; refusing is the honest answer without the mount.
  * Every other name, and every descriptor not in the table, goes straight to the C library.
  * The calls on descriptors (read, close, ...) cost one atomic load while no Tessera
  * descriptor is open. */
@@ -201,7 +203,7 @@ __attribute__((noinline)) static int tsr_route_at(int dirfd, const char *path, c
         return 0;
     if (dirfd != AT_FDCWD && path[0] != '/' && strncmp(path, "tessera:", 8) != 0)
         return 0;
-    return tsr_route(path, tessera_path, bytes);
+    return tsr_route_posix(path, tessera_path, bytes);
 }
 
 /* An empty name (AT_EMPTY_PATH: the call is about the descriptor itself). glibc declares
@@ -633,7 +635,7 @@ int __open64_2(const char *name, int flags) {
 
 static int tsr_fopen_refused(const char *call, const char *name, const char *mode) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return 0;
     tsr_posix_fail(EOPNOTSUPP, "tessera: %s %s (mode \"%s\"): stdio streams on a Tessera name "
                                "are not served until Tessera can be mounted; use MPI-IO, or "
@@ -657,14 +659,14 @@ FILE *fopen64(const char *name, const char *mode) {
 
 int stat(const char *name, struct stat *out) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_stat()(name, out);
     return tsr_stat_name("stat", path, out);
 }
 
 int stat64(const char *name, struct stat64 *out) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_stat64()(name, out);
     return tsr_stat_name("stat64", path, (struct stat *)out);
 }
@@ -672,14 +674,14 @@ int stat64(const char *name, struct stat64 *out) {
 /* Tessera has no symbolic links: lstat is stat. */
 int lstat(const char *name, struct stat *out) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_lstat()(name, out);
     return tsr_stat_name("lstat", path, out);
 }
 
 int lstat64(const char *name, struct stat64 *out) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_lstat64()(name, out);
     return tsr_stat_name("lstat64", path, (struct stat *)out);
 }
@@ -743,28 +745,28 @@ int statx(int dirfd, const char *name, int flags, unsigned int mask, struct stat
 
 int __xstat(int version, const char *name, struct stat *out) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real___xstat()(version, name, out);
     return tsr_stat_name("stat", path, out);
 }
 
 int __xstat64(int version, const char *name, struct stat64 *out) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real___xstat64()(version, name, out);
     return tsr_stat_name("stat64", path, (struct stat *)out);
 }
 
 int __lxstat(int version, const char *name, struct stat *out) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real___lxstat()(version, name, out);
     return tsr_stat_name("lstat", path, out);
 }
 
 int __lxstat64(int version, const char *name, struct stat64 *out) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real___lxstat64()(version, name, out);
     return tsr_stat_name("lstat64", path, (struct stat *)out);
 }
@@ -798,7 +800,7 @@ static int tsr_access_path(const char *call, const char *name, const char *path,
 
 int access(const char *name, int mode) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_access()(name, mode);
     return tsr_access_path("access", name, path, mode);
 }
@@ -812,14 +814,14 @@ int faccessat(int dirfd, const char *name, int mode, int flags) {
 
 int euidaccess(const char *name, int mode) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_euidaccess()(name, mode);
     return tsr_access_path("euidaccess", name, path, mode);
 }
 
 int eaccess(const char *name, int mode) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_eaccess()(name, mode);
     return tsr_access_path("eaccess", name, path, mode);
 }
@@ -844,14 +846,14 @@ static int tsr_truncate_path(const char *name, const char *path, int64_t length)
 
 int truncate(const char *name, off_t length) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_truncate()(name, length);
     return tsr_truncate_path(name, path, length);
 }
 
 int truncate64(const char *name, off64_t length) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_truncate64()(name, length);
     return tsr_truncate_path(name, path, length);
 }
@@ -870,7 +872,7 @@ static int tsr_unlink_path(const char *call, const char *name, const char *path)
 
 int unlink(const char *name) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_unlink()(name);
     return tsr_unlink_path("unlink", name, path);
 }
@@ -888,7 +890,7 @@ int unlinkat(int dirfd, const char *name, int flags) {
 /* remove() of a file; a Tessera directory is not removed through POSIX. */
 int remove(const char *name) {
     char path[TSR_PATH_BYTES_MAX];
-    if (!tsr_route(name, path, sizeof path))
+    if (!tsr_route_posix(name, path, sizeof path))
         return tsr_real_remove()(name);
     return tsr_unlink_path("remove", name, path);
 }

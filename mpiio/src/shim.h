@@ -156,6 +156,9 @@ int tsr_wait(int started, MPI_Request *request);
 const char *tessera_mpiio_last_error(void);
 TesseraClient *tsr_client(int *mpi_error);
 int tsr_route(const char *filename, char *path, size_t path_bytes);
+/* tsr_route for POSIX calls: 0 under a $TESSERA_MPIIO_PATHS directory that is a Tessera
+ * FUSE mount, where the kernel serves them. */
+int tsr_route_posix(const char *filename, char *path, size_t path_bytes);
 struct tsr_file *tsr_lookup(MPI_File handle);
 int tsr_register(struct tsr_file *file);
 void tsr_unregister(struct tsr_file *file);

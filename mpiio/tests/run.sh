@@ -18,7 +18,9 @@ TESTS_DIR=$ROOT/mpiio/tests
 WORK=$(mktemp -d /tmp/tessera-mpi-test.XXXXXX)
 CLUSTER=$WORK/cluster
 
+MNT=$WORK/mnt
 cleanup() {
+    [ -n "${MOUNTED:-}" ] && "$TESSERA" umount "$MNT" >/dev/null 2>&1
     "$TESSERA" down --dir "$CLUSTER" >/dev/null 2>&1
     if [ "${KEEP:-0}" = 1 ]; then echo "work directory kept: $WORK"; else rm -rf "$WORK"; fi
 }
@@ -29,6 +31,17 @@ if ! "$TESSERA" up --servers 4 --dir "$CLUSTER" >"$WORK/up.log" 2>&1; then
 fi
 trap cleanup EXIT
 export TESSERA_CLUSTER=$CLUSTER/cluster.toml
+# The cluster mounted on $MNT (`tessera mount`, docs/MOUNT.md), for mounted.c and the HDF5 and
+# PnetCDF programs run with their files under it: needs root and /dev/fuse.
+MOUNTED=""
+MOUNT_WHY=""
+if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
+    MOUNT_WHY="mounting needs root and /dev/fuse"
+elif mkdir -p "$MNT" && "$TESSERA" mount "$MNT" --log "$WORK/mount.log" >"$WORK/mount-cmd.log" 2>&1; then
+    MOUNTED=1
+else
+    MOUNT_WHY="tessera mount failed: $(cat "$WORK/mount-cmd.log")"
+fi
 cd "$WORK" # compiler wrappers (h5pcc) leave object files where they run
 
 passed=0
@@ -424,6 +437,48 @@ for mpi in $MPIS; do
     else
         # Static, not a missing piece: the other MPI runs it.
         echo "SKIP $mpi/pnetcdf: Debian's libpnetcdf is built against $pnetcdf_mpi"
+    fi
+    # The same with the cluster mounted on the $TESSERA_MPIIO_PATHS directory: POSIX calls on
+    # names under it go to the kernel and through the mount (fopen included), MPI-IO through
+    # the shim to Tessera. mounted.c checks each way with its own bytes; then plain h5py reads
+    # through the mount the HDF5 file written with MPI-IO, and ncmpidump (whose format probe
+    # is open/read) reads the PnetCDF file.
+    if [ -n "$MOUNTED" ]; then
+        launcher 4 "$TESSERA_CLUSTER"
+        env_args TESSERA_MPIIO_PATHS "$MNT"
+        mkdir -p "$MNT/$mpi"
+        if compile "$mpi/mounted" "mpicc.$mpi" -O1 -Wall -o "$bin/mounted" "$TESTS_DIR/mounted.c"; then
+            run "$mpi/mounted" "$WORK/$mpi-mounted.log" "${launch[@]}" "${env_args[@]}" "$bin/mounted" "$MNT/$mpi"
+            in_tessera "$mpi/mounted-in-tessera" "/$mpi/stdio-written" $((4 * 40000 * 4))
+        fi
+        if [ -x "$bin/hdf5" ]; then
+            run "$mpi/hdf5-mounted" "$WORK/$mpi-hdf5-mounted.log" "${launch[@]}" "${env_args[@]}" \
+                "$bin/hdf5" "$MNT/$mpi/grid.h5"
+            check="import h5py, numpy as np
+r, c = np.meshgrid(np.arange(16), np.arange(32), indexing='ij')
+with h5py.File('$MNT/$mpi/grid.h5', 'r') as f:
+    for d, name in enumerate(['collective', 'independent']):
+        assert (f[name][:] == d * 100000 + r * 1000 + c).all(), name
+print('ok h5py read both datasets through the mount')"
+            run "$mpi/hdf5-mounted-h5py" "$WORK/$mpi-hdf5-h5py.log" /usr/bin/python3 -c "$check"
+        fi
+        if [ -x "$bin/pnetcdf" ]; then
+            run "$mpi/pnetcdf-mounted" "$WORK/$mpi-pnetcdf-mounted.log" "${launch[@]}" "${env_args[@]}" \
+                "$bin/pnetcdf" "$MNT/$mpi/vara.nc"
+            if timeout 300 "${launch[@]}" "${env_args[@]}" ncmpidump -v samples "$MNT/$mpi/vara.nc" \
+                >"$WORK/ncmpidump-mounted.log" 2>&1 &&
+                grep -q 'samples = 0.5, 1.5, 2.5' "$WORK/ncmpidump-mounted.log"; then
+                passed=$((passed + 1))
+                echo "PASS $mpi/ncmpidump-mounted"
+            else
+                failed=$((failed + 1))
+                failures="$failures $mpi/ncmpidump-mounted"
+                echo "FAIL $mpi/ncmpidump-mounted:"
+                tail -n 20 "$WORK/ncmpidump-mounted.log" | sed 's/^/    /'
+            fi
+        fi
+    else
+        not_run "$mpi/mounted" "$MOUNT_WHY"
     fi
     # The BT-IO benchmark program (mpiio/bench/btio.c, built by mpiio/Makefile beside the
     # shim, `tessera-bench btio-mpi`), as a smoke run: 2 steps of a 32^3 grid with every

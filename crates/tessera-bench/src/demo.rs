@@ -110,6 +110,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
                 iterations: 1,
                 generation: 2024,
                 sync: false,
+                cache: None,
                 pattern: Pattern::Block2d {
                     rank,
                     rows: args.size,

@@ -62,8 +62,71 @@ pub struct Task {
     /// the timing.
     #[serde(default)]
     pub sync: bool,
+    /// Read through a client cache: each call a `read_at` of `call_bytes` walking the
+    /// access's one file piece (`None`: the access moves by `method`).
+    #[serde(default)]
+    pub cache: Option<CacheTask>,
     /// The access.
     pub pattern: Pattern,
+}
+
+/// A read step through the client cache (`tessera bench demote`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CacheTask {
+    /// The client cache's budget (0: no cache).
+    pub cache_bytes: u64,
+    /// The DEMOTE mode: `off`, `eager` or `buffered`.
+    pub demote: String,
+    /// Untimed walks over the region before the timed ones (the caches' steady state).
+    pub warm_passes: u32,
+    /// Bytes of each `read_at`.
+    pub call_bytes: u64,
+}
+
+/// What the client cache counted over a step's timed calls.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct CacheCounts {
+    /// Blocks found in the client cache.
+    pub hits: u64,
+    /// Blocks read from the iods.
+    pub misses: u64,
+    /// Misses found in the DEMOTE buffer.
+    pub buffer_hits: u64,
+    /// Blocks demoted to the iods.
+    pub demotes_sent: u64,
+    /// Evicted blocks not demoted (the iod had them, or the buffer was full).
+    pub demotes_refused: u64,
+}
+
+impl CacheCounts {
+    fn of(stats: Option<tessera_client::ClientCacheStats>) -> Self {
+        stats.map_or_else(Self::default, |stats| Self {
+            hits: stats.hits,
+            misses: stats.misses,
+            buffer_hits: stats.buffer_hits,
+            demotes_sent: stats.demotes_sent,
+            demotes_refused: stats.demotes_refused,
+        })
+    }
+
+    fn since(self, before: Self) -> Self {
+        Self {
+            hits: self.hits - before.hits,
+            misses: self.misses - before.misses,
+            buffer_hits: self.buffer_hits - before.buffer_hits,
+            demotes_sent: self.demotes_sent - before.demotes_sent,
+            demotes_refused: self.demotes_refused - before.demotes_refused,
+        }
+    }
+
+    /// The sum of two workers' counts.
+    pub fn add(&mut self, other: &Self) {
+        self.hits += other.hits;
+        self.misses += other.misses;
+        self.buffer_hits += other.buffer_hits;
+        self.demotes_sent += other.demotes_sent;
+        self.demotes_refused += other.demotes_refused;
+    }
 }
 
 /// The noncontiguous accesses the demo and benchmarks make.
@@ -601,6 +664,9 @@ pub struct StepResult {
     pub server_walk_seconds: f64,
     /// Why the step failed, if it did.
     pub error: Option<String>,
+    /// The client cache's counts over the timed calls (cache steps only).
+    #[serde(default)]
+    pub cache: Option<CacheCounts>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -608,7 +674,7 @@ enum Message {
     Prepare(Box<Task>),
     Ready,
     Go,
-    Done(StepResult),
+    Done(Box<StepResult>),
     /// After every worker is done: check what was read (matrix steps) and release the view.
     Check,
     Checked(bool),
@@ -617,6 +683,7 @@ enum Message {
 
 struct Prepared {
     task: Task,
+    client: Client,
     via: Via,
     file: File,
     buffer: Vec<u8>,
@@ -638,11 +705,20 @@ enum Via {
     Multiple,
     /// Client-side data sieving.
     Sieve,
+    /// `read_at` calls through the client cache ([`Task::cache`]).
+    Cached,
 }
 
 /// How a step moves its data, and the storage plan it asks the servers for.
 fn via(task: &Task) -> Result<(Via, StoragePlan), String> {
     let unknown = |name: &str| format!("unknown method {name} for {:?}", task.pattern);
+    if task.cache.is_some() {
+        return if task.write || task.pattern.typed() {
+            Err("a cache step reads a region (an interleaved pattern of one piece)".to_owned())
+        } else {
+            Ok((Via::Cached, StoragePlan::Auto))
+        };
+    }
     match (&task.pattern, task.method.as_str()) {
         (Pattern::Matrix { .. }, "list") => {
             Ok((Via::List(TransferPolicy::Auto), StoragePlan::Auto))
@@ -717,7 +793,7 @@ fn io_call(
         match via {
             Via::Multiple => file.write_multiple(&memory, &access.file),
             Via::Sieve => file.write_sieve(&memory, &access.file, &SieveOptions::default()),
-            Via::List(_) | Via::View => file.write_list(&memory, &access.file),
+            Via::List(_) | Via::View | Via::Cached => file.write_list(&memory, &access.file),
         }
     } else {
         let mut memory: Vec<IoSliceMut<'_>> = Vec::with_capacity(access.memory.len());
@@ -733,7 +809,7 @@ fn io_call(
         match via {
             Via::Multiple => file.read_multiple(&mut memory, &access.file),
             Via::Sieve => file.read_sieve(&mut memory, &access.file, &SieveOptions::default()),
-            Via::List(_) | Via::View => file.read_list(&mut memory, &access.file),
+            Via::List(_) | Via::View | Via::Cached => file.read_list(&mut memory, &access.file),
         }
     }
     .map_err(|err| err.to_string())
@@ -778,12 +854,17 @@ fn prepare(task: Task) -> Result<Prepared, String> {
     };
     let mut options = ClientOptions::default();
     options.local &= !tcp;
+    if let Some(cache) = &task.cache {
+        options.cache_bytes = Some(cache.cache_bytes);
+        options.demote = Some(cache.demote.parse()?);
+    }
     let client = Client::new(&config, &options);
     let task = Task { method, ..task };
     let (via, storage_plan) = via(&task)?;
     let mode = match (task.write, via) {
-        // A sieving write reads the chunks it modifies.
-        (true, Via::Sieve) => OpenMode::ReadWrite,
+        // A sieving write reads the chunks it modifies; a caching reader demotes only blocks
+        // of files it may write.
+        (true, Via::Sieve) | (false, Via::Cached) => OpenMode::ReadWrite,
         (true, _) => OpenMode::WriteOnly,
         (false, _) => OpenMode::ReadOnly,
     };
@@ -811,6 +892,7 @@ fn prepare(task: Task) -> Result<Prepared, String> {
     }
     let mut prepared = Prepared {
         task,
+        client,
         via,
         file,
         buffer,
@@ -820,6 +902,16 @@ fn prepare(task: Task) -> Result<Prepared, String> {
         declare_bytes: 0,
         declare_seconds: 0.0,
     };
+    if let Some(cache) = prepared.task.cache.clone() {
+        for _ in 0..cache.warm_passes {
+            cached_pass(
+                &prepared.file,
+                &mut prepared.buffer,
+                &prepared.access,
+                &cache,
+            )?;
+        }
+    }
     if let Some(filetype) = prepared.task.pattern.filetype()? {
         prepare_typed(&mut prepared, &filetype)?;
     }
@@ -885,12 +977,43 @@ fn verify(prepared: &Prepared) -> bool {
         .all(|(&byte, &inside)| inside || byte == 0xA5)
 }
 
+/// One walk of a cache step: `read_at` calls of `call_bytes` over the access's file pieces,
+/// each into its place in the buffer.
+fn cached_pass(
+    file: &File,
+    buffer: &mut [u8],
+    access: &Access,
+    cache: &CacheTask,
+) -> Result<IoReport, String> {
+    let call = usize::try_from(cache.call_bytes.max(1)).map_err(|_| "call_bytes")?;
+    let mut total = IoReport::default();
+    for (piece, &(start, length)) in access.file.iter().zip(&access.memory) {
+        for (index, chunk) in buffer[start..start + length].chunks_mut(call).enumerate() {
+            let offset = piece.offset + (index * call) as u64;
+            total += file
+                .read_at(offset, chunk)
+                .map_err(|err| format!("read at {offset}: {err}"))?;
+        }
+    }
+    Ok(total)
+}
+
 fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
     let mut total = IoReport::default();
+    let counts_before = CacheCounts::of(prepared.client.cache_stats());
     let started = Instant::now();
     let write = prepared.task.write;
     for _ in 0..prepared.task.iterations {
         total += match &prepared.view {
+            None if prepared.via == Via::Cached => {
+                let cache = prepared.task.cache.as_ref().expect("a cache step");
+                cached_pass(
+                    &prepared.file,
+                    &mut prepared.buffer,
+                    &prepared.access,
+                    cache,
+                )?
+            }
             Some(view) if write => view
                 .write_at(0, &prepared.buffer)
                 .map_err(|err| err.to_string())?,
@@ -914,9 +1037,14 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
         Some(_) => view_phases(prepared)?,
         None => (0.0, 0.0),
     };
-    // A typed step checks its data only at `Check`, once every process is done, so no
-    // process verifies on a core another one still needs for its timed calls.
-    let deferred = prepared.task.pattern.typed();
+    let cache = prepared
+        .task
+        .cache
+        .as_ref()
+        .map(|_| CacheCounts::of(prepared.client.cache_stats()).since(counts_before));
+    // A typed or cache step checks its data only at `Check`, once every process is done, so
+    // no process verifies on a core another one still needs for its timed calls.
+    let deferred = prepared.task.pattern.typed() || prepared.via == Via::Cached;
     let verified = prepared.task.write || (!deferred && verify(prepared));
     let calls = u64::from(prepared.task.iterations.max(1));
     // A view call over the whole share reaches the servers its list call would.
@@ -950,6 +1078,7 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
         server_walk_seconds,
         send_seconds: total.send_ns as f64 * 1e-9,
         reply_seconds: total.reply_ns as f64 * 1e-9,
+        cache,
     })
 }
 
@@ -1054,7 +1183,7 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
                 Err(err) => Message::Failed(format!("worker {}: {err}", args.rank)),
             },
             Message::Go => match prepared.as_mut().map(run_step) {
-                Some(Ok(result)) => Message::Done(result),
+                Some(Ok(result)) => Message::Done(Box::new(result)),
                 Some(Err(err)) => Message::Failed(format!("worker {}: {err}", args.rank)),
                 None => Message::Failed(format!("worker {}: go before prepare", args.rank)),
             },
@@ -1169,7 +1298,7 @@ impl Workers {
         let started = Instant::now();
         self.broadcast(&Message::Go)?;
         let mut results = self.replies("done", |message| match message {
-            Message::Done(result) => Ok(result),
+            Message::Done(result) => Ok(*result),
             other => Err(Box::new(other)),
         })?;
         let wall_seconds = started.elapsed().as_secs_f64();
@@ -1310,6 +1439,7 @@ mod tests {
             iterations: 1,
             generation: 0,
             sync: false,
+            cache: None,
             pattern: Pattern::Array {
                 rank: 0,
                 share: ArrayShare::BlockColumn {

@@ -21,6 +21,7 @@ extern crate tessera_cluster;
 mod df;
 mod files;
 mod forward;
+mod mount;
 mod servers;
 mod status;
 
@@ -85,6 +86,11 @@ enum Command {
     /// (`tessera-bench NAME`; `tessera bench --help` lists them).
     #[command(disable_help_flag = true)]
     Bench(forward::Forwarded),
+    /// Mount the cluster's namespace on DIR through FUSE (as root, with the cluster key);
+    /// every caller acts with their own uid and groups.
+    Mount(mount::MountArgs),
+    /// Unmount a Tessera mount.
+    Umount(mount::UmountArgs),
     /// Trace-driven simulators: `tessera sim demote` (DEMOTE buffering, the paper's Table 6.3).
     #[command(subcommand)]
     Sim(tessera_sim::cli::SimCommand),
@@ -120,6 +126,8 @@ fn main() -> ExitCode {
         Command::Chown(args) => files::chown(&args),
         Command::Demo(args) => forward::run("demo", &args),
         Command::Bench(args) => forward::run("", &args),
+        Command::Mount(args) => mount::mount(&args),
+        Command::Umount(args) => mount::umount(&args),
         Command::Sim(command) => tessera_sim::cli::run(&command).map(|out| print!("{out}")),
     };
     match result {

@@ -32,8 +32,8 @@ fn client_with(cluster: &Cluster, local: bool, cache_bytes: u64, demote: DemoteM
         &ClientOptions {
             timeout: Duration::from_secs(30),
             local,
-            cache_bytes,
-            demote,
+            cache_bytes: Some(cache_bytes),
+            demote: Some(demote),
         },
     )
 }
@@ -316,12 +316,16 @@ fn evicted_blocks_are_demoted_to_unified_iods_by_both_methods() {
     let file = create(&writer, "/demoted");
     file.write_at(0, &model).unwrap();
     file.sync().unwrap();
-    for (round, demote) in [DemoteMode::Eager, DemoteMode::Buffered]
-        .into_iter()
-        .enumerate()
-    {
+    // Over tcp the blocks travel in the Demote's bulk; over `local` the iod pulls them.
+    let rounds = [
+        (DemoteMode::Eager, false),
+        (DemoteMode::Buffered, false),
+        (DemoteMode::Eager, true),
+        (DemoteMode::Buffered, true),
+    ];
+    for (round, (demote, local)) in rounds.into_iter().enumerate() {
         // A client with 1 MiB of cache reads the file twice, in 256 KiB calls.
-        let client = client_with(&cluster, false, 1 << 20, demote);
+        let client = client_with(&cluster, local, 1 << 20, demote);
         let by_client = client.open("/demoted", OpenMode::ReadWrite).unwrap();
         let before = iod_counter(&cluster, 2, "tessera_cache_units_demoted_total");
         for pass in 0..2 {
@@ -339,7 +343,7 @@ fn evicted_blocks_are_demoted_to_unified_iods_by_both_methods() {
         // Every evicted block was sent or refused, but for those still in the buffer.
         let buffered = stats.evictions - stats.demotes_sent - stats.demotes_refused;
         let buffer_max = if demote == DemoteMode::Buffered {
-            32
+            tessera_client::CLIENT_DEMOTE_BUFFER_BLOCKS as u64
         } else {
             0
         };
@@ -353,7 +357,7 @@ fn evicted_blocks_are_demoted_to_unified_iods_by_both_methods() {
         }
         assert!(
             after > before,
-            "round {round} {demote:?}: {before} -> {after} units demoted"
+            "round {round} {demote:?} (local {local}): {before} -> {after} units demoted"
         );
         // What the iods serve from demoted units is the file.
         let other = cluster
@@ -365,4 +369,63 @@ fn evicted_blocks_are_demoted_to_unified_iods_by_both_methods() {
             "{demote:?}: another client's read"
         );
     }
+}
+
+/// A client that may only read a file never demotes its blocks (it must not put bytes in
+/// the iods' caches that others will read): each evicted block counts as refused.
+#[test]
+fn a_reader_without_the_write_right_demotes_nothing() {
+    let cluster = Cluster::start(2);
+    cluster.restart_iods_with(&["--serve", "unified", "--cache-bytes", "1m"]);
+    let writer = cluster.tcp_client();
+    let length = 4 << 20;
+    let model = bytes(22, length);
+    let file = create(&writer, "/read-only");
+    file.write_at(0, &model).unwrap();
+    let client = client_with(&cluster, true, 1 << 20, DemoteMode::Eager);
+    let by_client = client.open("/read-only", OpenMode::ReadOnly).unwrap();
+    for offset in (0..length).step_by(256 << 10) {
+        assert!(read(&by_client, offset, 256 << 10) == model[offset..offset + (256 << 10)]);
+    }
+    let stats = client.cache_stats().unwrap();
+    assert!(stats.evictions >= 40, "{stats:?}");
+    assert_eq!(stats.demotes_sent, 0, "{stats:?}");
+    assert_eq!(stats.demotes_refused, stats.evictions, "{stats:?}");
+}
+
+/// The cluster file's `[client]` section gives every client of the cluster a cache (and its
+/// DEMOTE mode) unless the client chooses otherwise.
+#[test]
+fn the_cluster_file_gives_clients_their_cache() {
+    let cluster = Cluster::start(1);
+    let text = std::fs::read_to_string(cluster.file()).unwrap();
+    let file = cluster.file().with_file_name("cached.toml");
+    std::fs::write(
+        &file,
+        format!("{text}\n[client]\ncache = \"1m\"\ndemote = \"eager\"\n"),
+    )
+    .unwrap();
+    let config = ClusterConfig::load(&file).unwrap();
+    let options = ClientOptions {
+        cache_bytes: None,
+        demote: None,
+        ..ClientOptions::default()
+    };
+    let client = Client::new(&config, &options);
+    let model = bytes(23, 256 << 10);
+    let written = create(&client, "/from-file");
+    written.write_at(0, &model).unwrap();
+    assert!(read(&written, 0, model.len()) == model);
+    assert!(read(&written, 0, model.len()) == model);
+    let stats = client.cache_stats().expect("a cache from [client] cache");
+    assert_eq!(stats.hits, 4, "{stats:?}");
+    // The client's own choice wins.
+    let uncached = Client::new(
+        &config,
+        &ClientOptions {
+            cache_bytes: Some(0),
+            ..options
+        },
+    );
+    assert!(uncached.cache_stats().is_none());
 }

@@ -15,21 +15,27 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use std::io::IoSlice;
+use std::io::{IoSlice, IoSliceMut};
 
-use tessera_policy::{ClientCache, DemoteBuffer, End, Push};
-use tessera_proto::{Capability, Demote, DemoteOffer, Layout, LeaseAcquire, Piece};
+use tessera_net::{Connection, NetError, Pool};
+use tessera_policy::{BatchId, ClientCache, DemoteBuffer, End, Push};
+use tessera_proto::{Capability, Demote, DemoteOffer, Layout, LeaseAcquire, Piece, TransferMode};
 
 use crate::client::Inner;
 use crate::error::ClientError;
 use crate::options::DemoteMode;
 
-/// Blocks of the DEMOTE buffer (two halves: a batch is half of it).
-pub const DEMOTE_BUFFER_BLOCKS: usize = 32;
+/// Blocks of the DEMOTE buffer (two halves: a batch is half of it; 4 MiB of 64 KiB blocks),
+/// taken out of the cache's budget, and at most a quarter of it.
+pub const DEMOTE_BUFFER_BLOCKS: usize = 64;
+/// The longest a read waits for room in a full DEMOTE buffer before it drops the evicted
+/// block instead (counted as refused).
+const DEMOTE_FULL_WAIT: Duration = Duration::from_secs(2);
 
 /// The bytes of one cached block (and of a read's alignment).
 pub const BLOCK_BYTES: u64 = 64 << 10;
@@ -77,19 +83,18 @@ pub struct ClientCacheStats {
 struct FileState {
     /// Bumped by every revocation of the file.
     epoch: u64,
-    /// Until when the lease from each iod (by index) is trusted.
-    leases: HashMap<usize, Instant>,
+    /// Until when the lease from each iod (by index) is trusted, and its id.
+    leases: HashMap<usize, (Instant, u64)>,
     /// Where its blocks live and the right to demote them (from the last cached read).
     layout: Option<Layout>,
     capability: Capability,
+    /// Whether that right includes writing, which a demote needs (a client that may only
+    /// read a file must not put bytes in the iods' caches that others will read).
+    writable: bool,
 }
 
 /// A block: (file handle, block index).
 type Key = (u64, u64);
-
-/// Parts of blocks grouped per (iod index, file handle): the file's right, the parts as the
-/// iod's local pieces, and something per part.
-type Groups<T> = HashMap<(usize, u64), (Capability, Vec<Piece>, Vec<T>)>;
 
 struct State {
     blocks: HashMap<Key, Arc<Vec<u8>>>,
@@ -97,7 +102,7 @@ struct State {
     files: HashMap<u64, FileState>,
     stats: ClientCacheStats,
     /// Evicted blocks waiting to be demoted (`DemoteMode::Buffered`).
-    demotes: DemoteBuffer<Key, Arc<Vec<u8>>>,
+    demotes: DemoteBuffer<Key, Demoted>,
 }
 
 struct Callback {
@@ -107,9 +112,11 @@ struct Callback {
 
 /// The cache of one client, shared by its files.
 pub(crate) struct BlockCache {
-    client_id: u64,
     demote: DemoteMode,
-    state: Arc<Mutex<State>>,
+    /// The client id, the state, and what the sender thread needs of them.
+    demoter: Demoter,
+    /// Started at the first sealed batch (`DemoteMode::Buffered`).
+    sender: Mutex<Option<DemoteSender>>,
     callbacks: Mutex<HashMap<usize, Callback>>,
     stop: Arc<AtomicBool>,
     /// Test-only: revocations go unanswered while set (at most [`HOLD_MAX`] each).
@@ -119,7 +126,7 @@ pub(crate) struct BlockCache {
 impl std::fmt::Debug for BlockCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockCache")
-            .field("client_id", &self.client_id)
+            .field("client_id", &self.demoter.client_id)
             .finish_non_exhaustive()
     }
 }
@@ -176,22 +183,40 @@ fn forget_file(state: &mut State, handle: u64) {
 impl BlockCache {
     /// A cache of `budget_bytes` (whole blocks, at least one).
     /// A cache of `budget_bytes`, in whole blocks: at least one, at most [`BLOCKS_MAX`].
+    /// With buffered DEMOTE the buffer comes out of the budget: [`DEMOTE_BUFFER_BLOCKS`], or
+    /// a quarter of the budget if that is less (at least 2 blocks).
     pub(crate) fn new(budget_bytes: u64, demote: DemoteMode) -> Self {
-        let blocks = (budget_bytes / BLOCK_BYTES).clamp(1, BLOCKS_MAX);
-        let order = ClientCache::lru(usize::try_from(blocks).expect("at most BLOCKS_MAX"))
+        let budget = (budget_bytes / BLOCK_BYTES).clamp(1, BLOCKS_MAX);
+        let buffer = if demote == DemoteMode::Buffered {
+            (DEMOTE_BUFFER_BLOCKS as u64).min(budget / 4).max(2) / 2 * 2
+        } else {
+            2
+        };
+        let cached = if demote == DemoteMode::Buffered {
+            budget.saturating_sub(buffer).max(1)
+        } else {
+            budget
+        };
+        let order = ClientCache::lru(usize::try_from(cached).expect("at most BLOCKS_MAX"))
             .expect("a capacity of at least one block");
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
         hasher.write_u32(std::process::id());
+        let state = State {
+            blocks: HashMap::new(),
+            order,
+            files: HashMap::new(),
+            stats: ClientCacheStats::default(),
+            demotes: DemoteBuffer::new(usize::try_from(buffer).expect("at most 64"))
+                .expect("a valid buffer size"),
+        };
         Self {
-            client_id: hasher.finish(),
             demote,
-            state: Arc::new(Mutex::new(State {
-                blocks: HashMap::new(),
-                order,
-                files: HashMap::new(),
-                stats: ClientCacheStats::default(),
-                demotes: DemoteBuffer::new(DEMOTE_BUFFER_BLOCKS).expect("a valid buffer size"),
-            })),
+            demoter: Demoter {
+                client_id: hasher.finish(),
+                state: Arc::new(Mutex::new(state)),
+                completed: Arc::new(Condvar::new()),
+            },
+            sender: Mutex::default(),
             callbacks: Mutex::default(),
             stop: Arc::new(AtomicBool::new(false)),
             hold: Arc::new(AtomicBool::new(false)),
@@ -205,7 +230,7 @@ impl BlockCache {
     }
 
     pub(crate) fn stats(&self) -> ClientCacheStats {
-        lock(&self.state).stats
+        lock(&self.demoter.state).stats
     }
 
     /// Starts the callback channel to iod `index` unless one is alive.
@@ -220,10 +245,10 @@ impl BlockCache {
         // An ended channel's thread has ended or is ending (its socket is closed): let it go.
         callbacks.remove(&index);
         let mut connection = inner.iods.dial_separate(index)?;
-        connection.listen_for_leases(self.client_id)?;
+        connection.listen_for_leases(self.demoter.client_id)?;
         let alive = Arc::new(AtomicBool::new(true));
         let (state, stop, hold, thread_alive) = (
-            Arc::clone(&self.state),
+            Arc::clone(&self.demoter.state),
             Arc::clone(&self.stop),
             Arc::clone(&self.hold),
             Arc::clone(&alive),
@@ -270,13 +295,12 @@ impl BlockCache {
     fn lease(
         &self,
         inner: &Arc<Inner>,
-        handle: u64,
-        capability: &Capability,
+        (handle, capability, demotes): (u64, &Capability, bool),
         iods: &[usize],
     ) -> Option<u64> {
         let now = Instant::now();
         let (epoch, missing) = {
-            let mut state = lock(&self.state);
+            let mut state = lock(&self.demoter.state);
             if state.files.len() >= FILES_MAX && !state.files.contains_key(&handle) {
                 // Forget files without leases (so without usable blocks) before refusing one.
                 state.files.retain(|_, file| !file.leases.is_empty());
@@ -285,9 +309,11 @@ impl BlockCache {
                 }
             }
             let file = state.files.entry(handle).or_default();
-            let lapsed = iods
-                .iter()
-                .any(|index| file.leases.get(index).is_none_or(|until| *until <= now));
+            let lapsed = iods.iter().any(|index| {
+                file.leases
+                    .get(index)
+                    .is_none_or(|(until, _)| *until <= now)
+            });
             let missing = if lapsed {
                 // Blocks cached under a lease that ran out may be stale (the iod let a write
                 // go on without this client's answer): they go, with every lease of the file,
@@ -311,8 +337,8 @@ impl BlockCache {
             let request = LeaseAcquire {
                 handle,
                 capability: capability.clone(),
-                client_id: self.client_id,
-                demotes: self.demote != DemoteMode::Off,
+                client_id: self.demoter.client_id,
+                demotes,
             };
             let reply = match inner
                 .iods
@@ -334,27 +360,31 @@ impl BlockCache {
             }
             let lease = Duration::from_millis(u64::from(reply.lease_ms));
             let margin = (lease * LEASE_MARGIN_TENTHS / 10).min(LEASE_MARGIN_MAX);
-            let mut state = lock(&self.state);
+            let mut state = lock(&self.demoter.state);
             let file = state.files.entry(handle).or_default();
             if file.epoch != epoch {
                 return None;
             }
-            file.leases
-                .insert(index, asked + lease.saturating_sub(margin));
+            file.leases.insert(
+                index,
+                (asked + lease.saturating_sub(margin), reply.lease_id),
+            );
         }
         Some(epoch)
     }
 
     /// Reads `data.len()` bytes at `offset` of file `handle` (on the iods `iods`) through
-    /// the cache, `fetch(pieces, buffer)` reading the blocks it lacks from the iods. `false`:
-    /// no lease now, nothing read (the caller reads plainly).
+    /// the cache, `fetch(pieces, buffer)` reading the blocks it lacks from the iods; the file
+    /// was opened `writable` or not (only then are its blocks demoted). `false`: no lease
+    /// now, nothing read (the caller reads plainly).
     pub(crate) fn read(
         &self,
         inner: &Arc<Inner>,
         (handle, capability, layout): (u64, &Capability, &Layout),
+        writable: bool,
         offset: u64,
         data: &mut [u8],
-        fetch: impl FnOnce(&[tessera_proto::Piece], &mut [u8]) -> Result<(), ClientError>,
+        fetch: impl FnOnce(&[tessera_proto::Piece], &mut [IoSliceMut<'_>]) -> Result<(), ClientError>,
     ) -> Result<bool, ClientError> {
         if data.is_empty() {
             return Ok(true);
@@ -365,8 +395,9 @@ impl BlockCache {
             .map(|&index| usize::from(index))
             .collect();
         let iods = iods.as_slice();
-        let Some(epoch) = self.lease(inner, handle, capability, iods) else {
-            lock(&self.state).stats.uncached_reads += 1;
+        let demotes = writable && self.demote != DemoteMode::Off;
+        let Some(epoch) = self.lease(inner, (handle, capability, demotes), iods) else {
+            lock(&self.demoter.state).stats.uncached_reads += 1;
             return Ok(false);
         };
         let end = offset
@@ -375,26 +406,24 @@ impl BlockCache {
         let (first, last) = (offset / BLOCK_BYTES, (end - 1) / BLOCK_BYTES);
         let mut found: Vec<(u64, Arc<Vec<u8>>)> = Vec::new();
         let mut missing: Vec<u64> = Vec::new();
-        let mut evicted: Vec<(Key, Arc<Vec<u8>>)> = Vec::new();
+        let mut evicted: Vec<(Key, Demoted)> = Vec::new();
         {
-            let mut state = lock(&self.state);
+            let mut state = lock(&self.demoter.state);
             let file = state.files.entry(handle).or_default();
             file.layout = Some(layout.clone());
             file.capability = capability.clone();
+            file.writable = writable;
             for block in first..=last {
                 let key = (handle, block);
                 if let Some(bytes) = state.blocks.get(&key).cloned() {
                     state.order.place(&key, End::MostRecent);
                     found.push((block, bytes));
-                } else if let Some(bytes) = state.demotes.take(&key) {
+                } else if let Some(Demoted { bytes, .. }) = state.demotes.take(&key) {
                     // Victim lookup: back from the DEMOTE buffer into the cache.
                     state.stats.buffer_hits += 1;
                     state.blocks.insert(key, Arc::clone(&bytes));
                     if let Some(out) = state.order.insert(key, End::MostRecent) {
-                        if let Some(out_bytes) = state.blocks.remove(&out) {
-                            evicted.push((out, out_bytes));
-                        }
-                        state.stats.evictions += 1;
+                        self.evict(&mut state, out, &mut evicted);
                     }
                     found.push((block, bytes));
                 } else {
@@ -410,30 +439,35 @@ impl BlockCache {
                 .map(|block| tessera_proto::Piece::new(block * BLOCK_BYTES, BLOCK_BYTES))
                 .collect();
             let block_len = usize::try_from(BLOCK_BYTES).expect("64 KiB");
-            let mut buffer = vec![0u8; missing.len() * block_len];
-            fetch(&pieces, &mut buffer)?;
+            // The blocks are read straight into the buffers they will be cached in.
+            let mut buffers: Vec<Vec<u8>> = missing.iter().map(|_| vec![0u8; block_len]).collect();
+            let mut slices: Vec<IoSliceMut<'_>> = buffers
+                .iter_mut()
+                .map(|buffer| IoSliceMut::new(buffer))
+                .collect();
+            fetch(&pieces, &mut slices)?;
+            drop(slices);
             let fetched: Vec<(u64, Arc<Vec<u8>>)> = missing
                 .iter()
-                .zip(buffer.chunks(block_len))
-                .map(|(&block, bytes)| (block, Arc::new(bytes.to_vec())))
+                .zip(buffers)
+                .map(|(&block, bytes)| (block, Arc::new(bytes)))
                 .collect();
-            let mut state = lock(&self.state);
+            let mut state = lock(&self.demoter.state);
             let now = Instant::now();
             let leased = state.files.get(&handle).is_some_and(|file| {
                 file.epoch == epoch
-                    && iods
-                        .iter()
-                        .all(|index| file.leases.get(index).is_some_and(|until| *until > now))
+                    && iods.iter().all(|index| {
+                        file.leases
+                            .get(index)
+                            .is_some_and(|(until, _)| *until > now)
+                    })
             });
             if leased {
                 for (block, bytes) in &fetched {
                     let key = (handle, *block);
                     state.blocks.insert(key, Arc::clone(bytes));
                     if let Some(out) = state.order.insert(key, End::MostRecent) {
-                        if let Some(out_bytes) = state.blocks.remove(&out) {
-                            evicted.push((out, out_bytes));
-                        }
-                        state.stats.evictions += 1;
+                        self.evict(&mut state, out, &mut evicted);
                     }
                 }
             }
@@ -453,46 +487,60 @@ impl BlockCache {
         Ok(true)
     }
 
-    /// Demotes evicted clean blocks by the client's [`DemoteMode`]; failures only count.
-    fn demote_evicted(&self, inner: &Arc<Inner>, evicted: Vec<(Key, Arc<Vec<u8>>)>) {
+    /// Drops block `out` (the policy's victim) and, when demoting, keeps where it goes.
+    fn evict(&self, state: &mut State, out: Key, evicted: &mut Vec<(Key, Demoted)>) {
+        state.stats.evictions += 1;
+        let Some(bytes) = state.blocks.remove(&out) else {
+            return;
+        };
+        if self.demote != DemoteMode::Off {
+            match demoted(state, out, bytes) {
+                Some(demoted) => evicted.push((out, demoted)),
+                None => state.stats.demotes_refused += 1,
+            }
+        }
+    }
+
+    /// Demotes evicted clean blocks by the client's [`DemoteMode`]: eagerly, each sent
+    /// before the read returns; or buffered, handed to the DEMOTE sender thread a batch at a
+    /// time. Failures only count.
+    fn demote_evicted(&self, inner: &Arc<Inner>, evicted: Vec<(Key, Demoted)>) {
         match self.demote {
             DemoteMode::Off => {}
             DemoteMode::Eager => {
+                let mut links = PoolLinks(&inner.iods);
                 for block in evicted {
-                    let (sent, refused) = self.send_demotes(inner, &[block]);
-                    self.count_demotes(sent, refused);
+                    let (sent, refused) = self.demoter.send(&mut links, &[block]);
+                    self.demoter.count(sent, refused);
                 }
             }
             DemoteMode::Buffered => {
-                let mut sealed = Vec::new();
-                {
-                    let mut state = lock(&self.state);
-                    for (key, bytes) in evicted {
-                        match state.demotes.push(key, bytes) {
-                            Push::Buffered => {}
-                            Push::Sealed(id) => sealed.push(id),
-                            Push::Full(..) => state.stats.demotes_refused += 1,
-                        }
-                    }
-                }
-                for mut id in sealed {
+                let mut state = lock(&self.demoter.state);
+                for (key, demoted) in evicted {
+                    let mut block = (key, demoted);
+                    let deadline = Instant::now() + DEMOTE_FULL_WAIT;
                     loop {
-                        let Ok(keys) = lock(&self.state).demotes.metadata(id) else {
-                            break;
-                        };
-                        // Metadata first: which blocks the iods want.
-                        let wanted = self.offer(inner, &keys);
-                        let send = {
-                            let mut state = lock(&self.state);
-                            let send = state.demotes.answer(id, &wanted).unwrap_or_default();
-                            state.stats.demotes_refused += (keys.len() - send.len()) as u64;
-                            send
-                        };
-                        let (sent, refused) = self.send_demotes(inner, &send);
-                        self.count_demotes(sent, refused);
-                        match lock(&self.state).demotes.complete(id) {
-                            Ok(Some(next)) => id = next,
-                            _ => break,
+                        match state.demotes.push(block.0, block.1) {
+                            Push::Buffered => break,
+                            Push::Sealed(id) => {
+                                self.dispatch(inner, &mut state, id);
+                                break;
+                            }
+                            Push::Full(key, demoted) => {
+                                // Both halves taken: wait for the batch in flight.
+                                let left = deadline.saturating_duration_since(Instant::now());
+                                if left.is_zero() {
+                                    state.stats.demotes_refused += 1;
+                                    break;
+                                }
+                                state = self
+                                    .demoter
+                                    .completed
+                                    .wait_timeout(state, left)
+                                    .unwrap_or_else(PoisonError::into_inner)
+                                    .0;
+                                block = (key, demoted);
+                            }
                         }
                     }
                 }
@@ -500,69 +548,183 @@ impl BlockCache {
         }
     }
 
-    fn count_demotes(&self, sent: u64, refused: u64) {
+    /// Hands sealed batch `id` to the DEMOTE sender thread, starting it at the first batch
+    /// (`state` is the locked cache state).
+    fn dispatch(&self, inner: &Arc<Inner>, state: &mut State, id: BatchId) {
+        let mut sender = lock(&self.sender);
+        if sender.is_none() {
+            match DemoteSender::start(self.demoter.clone(), Arc::clone(&inner.iods)) {
+                Ok(started) => *sender = Some(started),
+                Err(err) => tracing::warn!("client cache: {err}"),
+            }
+        }
+        let sent = sender
+            .as_ref()
+            .and_then(|sender| sender.batches.as_ref())
+            .is_some_and(|batches| batches.try_send(id).is_ok());
+        if !sent {
+            // No sender: the batch is dropped (its blocks count as refused), so the buffer
+            // does not stay full.
+            let keys = state.demotes.metadata(id).unwrap_or_default();
+            let _ = state.demotes.answer(id, &vec![false; keys.len()]);
+            let _ = state.demotes.complete(id);
+            state.stats.demotes_refused += keys.len() as u64;
+        }
+    }
+}
+
+/// An evicted block on its way to its iods: its bytes, and where each part goes under which
+/// lease — fixed when it was evicted, so a block only ever travels under the lease it was
+/// cached under (the iod refuses it under any other).
+#[derive(Clone)]
+pub(crate) struct Demoted {
+    bytes: Arc<Vec<u8>>,
+    parts: Vec<DemotePart>,
+}
+
+/// One part of an evicted block, on one iod.
+#[derive(Clone)]
+struct DemotePart {
+    iod: usize,
+    handle: u64,
+    capability: Capability,
+    lease_id: u64,
+    /// The part as a local piece of the iod's object.
+    piece: Piece,
+    /// Where the part starts in the block.
+    at: usize,
+}
+
+/// Where an evicted block goes: `None` if its file was not opened for writing, or its
+/// layout or a lease of one of its iods is not known (it is then not demoted).
+fn demoted(state: &State, (handle, block): Key, bytes: Arc<Vec<u8>>) -> Option<Demoted> {
+    let file = state.files.get(&handle).filter(|file| file.writable)?;
+    let layout = file.layout.as_ref()?;
+    let start = block * BLOCK_BYTES;
+    let mut parts = Vec::new();
+    let mut leased = true;
+    layout.for_each_segment(start, BLOCK_BYTES, |segment| {
+        let iod = usize::from(layout.servers()[segment.server_position]);
+        let Some(&(_, lease_id)) = file.leases.get(&iod) else {
+            leased = false;
+            return;
+        };
+        parts.push(DemotePart {
+            iod,
+            handle,
+            capability: file.capability.clone(),
+            lease_id,
+            piece: Piece::new(segment.local_offset, segment.length),
+            at: usize::try_from(segment.logical_offset - start).expect("in a block"),
+        });
+    });
+    (leased && !parts.is_empty()).then_some(Demoted { bytes, parts })
+}
+
+/// Parts of blocks grouped per (iod, file, lease): the file's right, the parts as the iod's
+/// local pieces, and something per part.
+type Groups<T> = HashMap<(usize, u64, u64), (Capability, Vec<Piece>, Vec<T>)>;
+
+/// Groups the parts of `blocks` per iod, file and lease, `each(position, part)` giving what
+/// to keep per part.
+fn group<'a, T>(
+    blocks: impl Iterator<Item = &'a Demoted>,
+    mut each: impl FnMut(usize, &'a Demoted, &'a DemotePart) -> T,
+) -> Groups<T> {
+    let mut groups: Groups<T> = HashMap::new();
+    for (position, block) in blocks.enumerate() {
+        for part in &block.parts {
+            let group = groups
+                .entry((part.iod, part.handle, part.lease_id))
+                .or_insert_with(|| (part.capability.clone(), Vec::new(), Vec::new()));
+            group.1.push(part.piece);
+            group.2.push(each(position, block, part));
+        }
+    }
+    groups
+}
+
+/// The connections demotes travel on.
+trait Links {
+    /// Runs `exchange` once on a connection to iod `index`.
+    fn call<T>(
+        &mut self,
+        index: usize,
+        exchange: impl FnOnce(&mut Connection) -> Result<T, NetError>,
+    ) -> Result<T, NetError>;
+}
+
+/// The client's own pool (eager DEMOTE, from the reading thread).
+struct PoolLinks<'a>(&'a Pool);
+
+impl Links for PoolLinks<'_> {
+    fn call<T>(
+        &mut self,
+        index: usize,
+        exchange: impl FnOnce(&mut Connection) -> Result<T, NetError>,
+    ) -> Result<T, NetError> {
+        self.0.with_once(index, exchange)
+    }
+}
+
+/// Connections of the DEMOTE sender thread's own, so demotes never queue behind reads (nor
+/// reads behind demotes) on the pool's one connection per iod; a failed one is dropped and
+/// dialed again at the next batch.
+struct OwnLinks {
+    pool: Arc<Pool>,
+    connections: HashMap<usize, Connection>,
+}
+
+impl Links for OwnLinks {
+    fn call<T>(
+        &mut self,
+        index: usize,
+        exchange: impl FnOnce(&mut Connection) -> Result<T, NetError>,
+    ) -> Result<T, NetError> {
+        let connection = match self.connections.entry(index) {
+            std::collections::hash_map::Entry::Occupied(kept) => kept.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(self.pool.dial_separate(index)?)
+            }
+        };
+        let result = exchange(connection);
+        if result.is_err() {
+            self.connections.remove(&index);
+        }
+        result
+    }
+}
+
+/// What demoting needs of the cache, shared with the sender thread.
+#[derive(Clone)]
+struct Demoter {
+    client_id: u64,
+    state: Arc<Mutex<State>>,
+    /// Signalled when a batch completes (a reader waiting on a full buffer).
+    completed: Arc<Condvar>,
+}
+
+impl Demoter {
+    fn count(&self, sent: u64, refused: u64) {
         let mut state = lock(&self.state);
         state.stats.demotes_sent += sent;
         state.stats.demotes_refused += refused;
     }
 
-    /// The file, iod pieces and right of each block: `(iod index, handle, piece, position in
-    /// the block, length)`, per part of the block on each iod.
-    fn place_blocks(&self, keys: &[Key]) -> Vec<(usize, u64, Capability, Piece, usize)> {
-        let state = lock(&self.state);
-        let mut parts = Vec::new();
-        for &(handle, block) in keys {
-            let Some(file) = state.files.get(&handle) else {
-                continue;
-            };
-            let Some(layout) = &file.layout else {
-                continue;
-            };
-            let start = block * BLOCK_BYTES;
-            layout.for_each_segment(start, BLOCK_BYTES, |segment| {
-                let index = usize::from(layout.servers()[segment.server_position]);
-                let at = usize::try_from(segment.logical_offset - start).expect("in a block");
-                parts.push((
-                    index,
-                    handle,
-                    file.capability.clone(),
-                    Piece::new(segment.local_offset, segment.length),
-                    at,
-                ));
-            });
-        }
-        parts
-    }
-
-    /// Asks each block's iod whether it wants it (`DemoteOffer`, one per iod and file); a
-    /// block split over iods is wanted only if every part is, and one of a file with no
-    /// known layout is not.
-    fn offer(&self, inner: &Arc<Inner>, keys: &[Key]) -> Vec<bool> {
-        let mut wanted = vec![false; keys.len()];
-        let mut groups: Groups<usize> = HashMap::new();
-        for (position, key) in keys.iter().enumerate() {
-            for (index, handle, capability, piece, _) in
-                self.place_blocks(std::slice::from_ref(key))
-            {
-                wanted[position] = true;
-                let group = groups
-                    .entry((index, handle))
-                    .or_insert_with(|| (capability, Vec::new(), Vec::new()));
-                group.1.push(piece);
-                group.2.push(position);
-            }
-        }
-        for ((index, handle), (capability, pieces, positions)) in groups {
+    /// Asks each block's iods whether they want it (`DemoteOffer`, one per iod, file and
+    /// lease); a block split over iods is wanted only if every part is.
+    fn offer(&self, links: &mut impl Links, blocks: &[Demoted]) -> Vec<bool> {
+        let mut wanted = vec![true; blocks.len()];
+        let groups = group(blocks.iter(), |position, _, _| position);
+        for ((index, handle, lease_id), (capability, pieces, positions)) in groups {
             let request = DemoteOffer {
                 handle,
                 capability,
                 client_id: self.client_id,
+                lease_id,
                 pieces,
             };
-            match inner
-                .iods
-                .with(index, |connection| connection.call(&request))
-            {
+            match links.call(index, |connection| connection.call(&request)) {
                 Ok(reply) if reply.wanted.0.len() == positions.len() => {
                     for (flag, position) in reply.wanted.0.iter().zip(&positions) {
                         wanted[*position] &= *flag == 1;
@@ -576,35 +738,32 @@ impl BlockCache {
         wanted
     }
 
-    /// Sends `blocks` to their iods, one `Demote` per iod and file (the parts of each
+    /// Sends `blocks` to their iods, one `Demote` per iod, file and lease (the parts of each
     /// gathered from the blocks' bytes); returns (parts sent, parts that failed).
-    fn send_demotes(&self, inner: &Arc<Inner>, blocks: &[(Key, Arc<Vec<u8>>)]) -> (u64, u64) {
-        let keys: Vec<Key> = blocks.iter().map(|(key, _)| *key).collect();
-        let mut groups: Groups<IoSlice<'_>> = HashMap::new();
-        for (position, key) in keys.iter().enumerate() {
-            let bytes = &blocks[position].1;
-            for (index, handle, capability, piece, at) in
-                self.place_blocks(std::slice::from_ref(key))
-            {
-                let length = usize::try_from(piece.length).expect("within a block");
-                let group = groups
-                    .entry((index, handle))
-                    .or_insert_with(|| (capability, Vec::new(), Vec::new()));
-                group.1.push(piece);
-                group.2.push(IoSlice::new(&bytes[at..at + length]));
-            }
-        }
+    fn send(&self, links: &mut impl Links, blocks: &[(Key, Demoted)]) -> (u64, u64) {
+        let groups = group(blocks.iter().map(|(_, block)| block), |_, block, part| {
+            let length = usize::try_from(part.piece.length).expect("within a block");
+            IoSlice::new(&block.bytes[part.at..part.at + length])
+        });
         let (mut sent, mut refused) = (0, 0);
-        for ((index, handle), (capability, pieces, mut slices)) in groups {
+        for ((index, handle, lease_id), (capability, pieces, mut slices)) in groups {
             let count = pieces.len() as u64;
-            let request = Demote {
+            let mut request = Demote {
                 handle,
                 capability,
                 client_id: self.client_id,
+                lease_id,
+                mode: TransferMode::Gather,
                 pieces,
             };
-            match inner.iods.with_once(index, |connection| {
-                connection.call_with_bulk(&request, &mut slices)
+            match links.call(index, |connection| {
+                // Where the iod can reach this process's memory it pulls the blocks itself.
+                if connection.one_sided() {
+                    request.mode = TransferMode::Remote;
+                    connection.call_remote(&request, &slices)
+                } else {
+                    connection.call_with_bulk(&request, &mut slices)
+                }
             }) {
                 Ok(_) => sent += count,
                 Err(err) => {
@@ -614,5 +773,72 @@ impl BlockCache {
             }
         }
         (sent, refused)
+    }
+
+    /// Moves sealed batch `id` (and any batch sealed meanwhile): its metadata first, then
+    /// the blocks the iods want in one gathered transfer per iod, then frees its half.
+    fn run_batches(&self, links: &mut impl Links, mut id: BatchId) {
+        loop {
+            let offered = lock(&self.state)
+                .demotes
+                .metadata_with(id, |_, demoted| demoted.clone());
+            if let Ok(blocks) = offered {
+                let wanted = self.offer(links, &blocks);
+                let send = {
+                    let mut state = lock(&self.state);
+                    let send = state.demotes.answer(id, &wanted).unwrap_or_default();
+                    state.stats.demotes_refused += (blocks.len() - send.len()) as u64;
+                    send
+                };
+                let (sent, refused) = self.send(links, &send);
+                self.count(sent, refused);
+            }
+            let next = lock(&self.state).demotes.complete(id);
+            self.completed.notify_all();
+            match next {
+                Ok(Some(sealed)) => id = sealed,
+                _ => break,
+            }
+        }
+    }
+}
+
+/// The thread that moves sealed DEMOTE batches while the client reads on (double buffering:
+/// one half fills while the other travels).
+struct DemoteSender {
+    /// Closed to stop the thread.
+    batches: Option<SyncSender<BatchId>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl DemoteSender {
+    fn start(demoter: Demoter, pool: Arc<Pool>) -> Result<Self, String> {
+        // One batch is in flight at a time; the next is sealed when it completes.
+        let (batches, jobs) = std::sync::mpsc::sync_channel::<BatchId>(2);
+        let thread = std::thread::Builder::new()
+            .name("tessera-demote".to_owned())
+            .spawn(move || {
+                let mut links = OwnLinks {
+                    pool,
+                    connections: HashMap::new(),
+                };
+                while let Ok(id) = jobs.recv() {
+                    demoter.run_batches(&mut links, id);
+                }
+            })
+            .map_err(|err| format!("DEMOTE sender thread: {err}"))?;
+        Ok(Self {
+            batches: Some(batches),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for DemoteSender {
+    fn drop(&mut self) {
+        self.batches = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }

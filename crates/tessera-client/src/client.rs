@@ -18,7 +18,8 @@ use crate::options::{ClientOptions, OpenMode};
 
 pub(crate) struct Inner {
     pub(crate) mds: Pool,
-    pub(crate) iods: Pool,
+    /// Shared with the client cache's DEMOTE sender thread.
+    pub(crate) iods: Arc<Pool>,
     /// The client cache (`ClientOptions::cache_bytes`), if any.
     pub(crate) cache: Option<crate::cache::BlockCache>,
 }
@@ -74,7 +75,17 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// A client of the cluster described by `config`. Connections are made on first use.
     pub fn new(config: &ClusterConfig, options: &ClientOptions) -> Self {
-        let auth = authenticator(config, options.timeout);
+        Self::with_authenticator(config, options, authenticator(config, options.timeout))
+    }
+
+    /// A client whose every connection and namespace call speaks with the credentials of
+    /// `auth`, instead of this process's own (a mount daemon holding the key acts for each
+    /// of its callers this way: one client per caller).
+    pub fn with_authenticator(
+        config: &ClusterConfig,
+        options: &ClientOptions,
+        auth: Arc<dyn Authenticator>,
+    ) -> Self {
         let mds = Pool::new(
             vec![Peer::tcp(
                 format!("mds at {}", config.mds.address),
@@ -104,10 +115,22 @@ impl Client {
         if let Some(fabric) = crate::fabric::open(config, options) {
             iods.set_fabric(Some(fabric));
         }
-        let cache = (options.cache_bytes > 0)
-            .then(|| crate::cache::BlockCache::new(options.cache_bytes, options.demote));
+        // The client's own choice, else the cluster file's (checked when it was loaded).
+        let cache_bytes = options
+            .cache_bytes
+            .or_else(|| config.client.cache_bytes().ok().flatten())
+            .unwrap_or(0);
+        let demote = options
+            .demote
+            .or_else(|| config.client.demote().ok().flatten())
+            .unwrap_or_default();
+        let cache = (cache_bytes > 0).then(|| crate::cache::BlockCache::new(cache_bytes, demote));
         Self {
-            inner: Arc::new(Inner { mds, iods, cache }),
+            inner: Arc::new(Inner {
+                mds,
+                iods: Arc::new(iods),
+                cache,
+            }),
         }
     }
 

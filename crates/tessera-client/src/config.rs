@@ -72,6 +72,47 @@ pub struct AuthEntry {
     pub agent: Option<std::path::PathBuf>,
 }
 
+/// What the cluster's clients do by default (`[client]`); a client's own
+/// [`crate::ClientOptions`] (and `$TESSERA_CLIENT_CACHE`, `$TESSERA_CLIENT_DEMOTE`) win.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ClientEntry {
+    /// The client cache's budget (`64m`, `1g`; `0` for none), docs/SEMANTICS.md §3.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<String>,
+    /// What the cache does with the blocks it evicts: `off`, `eager` or `buffered`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demote: Option<String>,
+}
+
+impl ClientEntry {
+    /// Whether nothing is set (the section is then left out of a written file).
+    pub fn is_empty(&self) -> bool {
+        self.cache.is_none() && self.demote.is_none()
+    }
+
+    /// The cache budget, if set.
+    pub fn cache_bytes(&self) -> Result<Option<u64>, String> {
+        self.cache
+            .as_deref()
+            .map(|text| {
+                crate::layouts::parse_bytes(text)
+                    .map_err(|err| format!("[client] cache = {text:?}: {err}"))
+            })
+            .transpose()
+    }
+
+    /// The DEMOTE mode, if set.
+    pub fn demote(&self) -> Result<Option<crate::DemoteMode>, String> {
+        self.demote
+            .as_deref()
+            .map(|text| {
+                text.parse()
+                    .map_err(|err| format!("[client] demote: {err}"))
+            })
+            .transpose()
+    }
+}
+
 /// Where a cluster's servers are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterConfig {
@@ -90,6 +131,9 @@ pub struct ClusterConfig {
     /// connects, and a server of another cluster is refused. Absent: not checked.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "hex_id")]
     pub cluster_id: Option<u64>,
+    /// The clients' defaults.
+    #[serde(default, skip_serializing_if = "ClientEntry::is_empty")]
+    pub client: ClientEntry,
 }
 
 /// A cluster id as 16 hex digits in the cluster file.
@@ -139,8 +183,10 @@ impl ClusterConfig {
         Self::load(Path::new(&path))
     }
 
-    /// Checks that the iods are numbered 0..n in order.
+    /// Checks that the iods are numbered 0..n in order and the `[client]` values parse.
     pub fn validate(&self) -> Result<(), String> {
+        self.client.cache_bytes()?;
+        self.client.demote()?;
         if self.iods.is_empty() || self.iods.len() > SERVERS_MAX {
             return Err(format!(
                 "it lists {} I/O servers; a cluster has 1..={SERVERS_MAX}",
@@ -195,12 +241,28 @@ mod tests {
                 agent: Some("/c/agent.sock".into()),
             },
             cluster_id: Some(0x0123_4567_89ab_cdef),
+            client: ClientEntry {
+                cache: Some("64m".into()),
+                demote: Some("buffered".into()),
+            },
         };
         let text = toml::to_string(&config).unwrap();
         assert!(text.contains("[[iod]]"), "{text}");
+        assert!(text.contains("[client]"), "{text}");
         assert_eq!(toml::from_str::<ClusterConfig>(&text).unwrap(), config);
-        let mut bad = config;
+        assert_eq!(config.client.cache_bytes().unwrap(), Some(64 << 20));
+        assert_eq!(
+            config.client.demote().unwrap(),
+            Some(crate::DemoteMode::Buffered)
+        );
+        let mut bad = config.clone();
         bad.iods[1].index = 5;
         assert!(bad.validate().unwrap_err().contains("index 5"));
+        let mut bad = config.clone();
+        bad.client.cache = Some("lots".into());
+        assert!(bad.validate().unwrap_err().contains("[client] cache"));
+        let mut bad = config;
+        bad.client.demote = Some("sometimes".into());
+        assert!(bad.validate().unwrap_err().contains("sometimes"));
     }
 }

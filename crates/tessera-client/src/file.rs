@@ -88,6 +88,10 @@ pub struct IoReport {
     pub bytes: u64,
     /// Bytes copied through pack buffers on the client.
     pub bytes_copied: u64,
+    /// Slices of the caller's memory the requests moved data to or from, each in place (after
+    /// merging adjacent runs; a slice cut at a server boundary counts once per request): a
+    /// strided memory type moved with no contiguous copy shows one slice per run here.
+    pub memory_pieces: u64,
     /// Distinct servers the call reached.
     pub servers: u64,
     /// Range locks the call took on the mds (`File::write_sieve`: one per chunk).
@@ -112,6 +116,7 @@ impl std::ops::AddAssign for IoReport {
         self.sieved += other.sieved;
         self.bytes += other.bytes;
         self.bytes_copied += other.bytes_copied;
+        self.memory_pieces += other.memory_pieces;
         self.servers = self.servers.max(other.servers);
         self.locks += other.locks;
         self.one_sided += other.one_sided;
@@ -367,10 +372,11 @@ impl File {
             let cached = cache.read(
                 &self.client.inner,
                 (self.handle, &capability, &self.layout),
+                self.mode.rights().1,
                 offset,
                 data,
-                |pieces, buffer| {
-                    fetched = self.read_list(&mut [IoSliceMut::new(buffer)], pieces)?;
+                |pieces, buffers| {
+                    fetched = self.read_list(buffers, pieces)?;
                     Ok(())
                 },
             )?;
@@ -581,6 +587,7 @@ impl File {
         let plan = Plan::new(&self.layout, file);
         let carved = plan.carve(memory.iter().map(|slice| &**slice));
         let mut decisions = Vec::with_capacity(plan.requests.len());
+        let memory_pieces = carved.iter().map(|carved| carved.slices.len() as u64).sum();
         let requests: Vec<(Write, Transfer, PieceData<'_>)> = plan
             .requests
             .iter()
@@ -612,6 +619,10 @@ impl File {
             },
             |connection, _| connection.recv_write(),
         )
+        .map(|report| IoReport {
+            memory_pieces,
+            ..report
+        })
     }
 
     /// Reads the file pieces, in order, into the memory pieces, in order. The two lists may
@@ -626,6 +637,7 @@ impl File {
         let capability = self.capability()?;
         let plan = Plan::new(&self.layout, file);
         let carved = plan.carve(memory.iter_mut().map(|slice| &mut **slice));
+        let mut memory_pieces = 0;
         let mut reads: Vec<(Read, Transfer)> = Vec::with_capacity(plan.requests.len());
         let mut destinations: Vec<PieceDataMut<'_>> = Vec::with_capacity(plan.requests.len());
         let mut decisions = Vec::with_capacity(plan.requests.len());
@@ -643,6 +655,7 @@ impl File {
                 },
                 transfer,
             ));
+            memory_pieces += carved.slices.len() as u64;
             destinations.push(PieceDataMut {
                 slices: carved.slices.into_iter().map(IoSliceMut::new).collect(),
                 piece_ends: carved.piece_ends,
@@ -663,5 +676,9 @@ impl File {
                 connection.recv_read(read, *transfer, &mut destinations.borrow_mut()[index])
             },
         )
+        .map(|report| IoReport {
+            memory_pieces,
+            ..report
+        })
     }
 }

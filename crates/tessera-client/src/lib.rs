@@ -41,7 +41,10 @@ pub mod shared_pointer;
 mod typed;
 
 pub use access::{Method, ViewedFile};
-pub use cache::{ClientCacheStats, BLOCK_BYTES as CLIENT_CACHE_BLOCK_BYTES};
+pub use cache::{
+    ClientCacheStats, BLOCK_BYTES as CLIENT_CACHE_BLOCK_BYTES,
+    DEMOTE_BUFFER_BLOCKS as CLIENT_DEMOTE_BUFFER_BLOCKS,
+};
 pub use client::Client;
 pub use collective::{
     CollectiveBuffering, CollectiveMethod, CollectiveOptions, Communicator, SocketCommunicator,

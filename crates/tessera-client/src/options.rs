@@ -22,12 +22,14 @@ pub struct ClientOptions {
     /// with `$TESSERA_TRANSPORT=tcp`).
     pub local: bool,
     /// Bytes of the client cache: contiguous reads (`File::read_at`) keep 64 KiB blocks
-    /// under read leases from the iods (docs/SEMANTICS.md §3.2); 0 (the default, or
-    /// `$TESSERA_CLIENT_CACHE`, with k/m/g) for none.
-    pub cache_bytes: u64,
+    /// under read leases from the iods (docs/SEMANTICS.md §3.2); `Some(0)` for none. `None`
+    /// (the default unless `$TESSERA_CLIENT_CACHE` gives one, with k/m/g): the cluster file's
+    /// `[client] cache`, else none.
+    pub cache_bytes: Option<u64>,
     /// What the client cache does with the clean blocks it evicts (`$TESSERA_CLIENT_DEMOTE`:
-    /// `off`, `eager` or `buffered`; docs/ARCHITECTURE.md §2.8).
-    pub demote: DemoteMode,
+    /// `off`, `eager` or `buffered`; docs/ARCHITECTURE.md §2.8). `None`: the cluster file's
+    /// `[client] demote`, else off.
+    pub demote: Option<DemoteMode>,
 }
 
 /// What a client cache does with a block it evicts (DEMOTE, to the iod's unified cache).
@@ -75,14 +77,17 @@ impl Default for ClientOptions {
             .and_then(|value| value.parse().ok())
             .unwrap_or(30_000);
         let local = std::env::var(TRANSPORT_ENV).map_or(true, |value| value != "tcp");
-        let cache_bytes = std::env::var(CLIENT_CACHE_ENV)
-            .ok()
-            .and_then(|value| crate::layouts::parse_bytes(&value).ok())
-            .unwrap_or(0);
-        let demote = std::env::var(CLIENT_DEMOTE_ENV)
-            .ok()
-            .and_then(|value| value.parse().ok())
-            .unwrap_or_default();
+        let cache_bytes = std::env::var(CLIENT_CACHE_ENV).ok().and_then(|value| {
+            crate::layouts::parse_bytes(&value)
+                .inspect_err(|err| tracing::warn!("${CLIENT_CACHE_ENV}={value:?} ignored: {err}"))
+                .ok()
+        });
+        let demote = std::env::var(CLIENT_DEMOTE_ENV).ok().and_then(|value| {
+            value
+                .parse()
+                .inspect_err(|err| tracing::warn!("${CLIENT_DEMOTE_ENV}={value:?} ignored: {err}"))
+                .ok()
+        });
         Self {
             timeout: Duration::from_millis(timeout_ms),
             local,

@@ -216,6 +216,7 @@ impl File {
             plan.carve_merged(memory)
         };
         let mut decisions = Vec::with_capacity(plan.requests.len());
+        let memory_pieces = carved.iter().map(|carved| carved.slices.len() as u64).sum();
         let requests: Vec<(R, Transfer, PieceData<'_>)> = plan
             .requests
             .iter()
@@ -244,6 +245,10 @@ impl File {
             },
             |connection, _| connection.recv_write(),
         )
+        .map(|report| IoReport {
+            memory_pieces,
+            ..report
+        })
     }
 
     /// Sends the planned reads, one request per plan entry, into `memory`.
@@ -261,7 +266,9 @@ impl File {
             plan.carve_merged(memory)
         };
         let mut decisions = Vec::with_capacity(plan.requests.len());
+        let mut memory_pieces = 0;
         for (planned, carved) in plan.requests.iter().zip(carved) {
+            memory_pieces += carved.slices.len() as u64;
             let (transfer, decision) =
                 self.transfer_for(planned.server_position, planned.bytes, &carved.slices);
             decisions.push(decision);
@@ -290,6 +297,10 @@ impl File {
                 connection.recv_data(transfer, pieces, &mut destinations.borrow_mut()[index])
             },
         )
+        .map(|report| IoReport {
+            memory_pieces,
+            ..report
+        })
     }
 
     /// Checks a datatype call and plans it: the memory runs of `count` instances of

@@ -131,6 +131,14 @@ pub fn serve_flags(serve: Option<ServeMode>, cache_bytes: Option<u64>) -> Vec<St
     flags
 }
 
+/// The `[client]` section of the cluster file a restart rewrites (a user's client defaults
+/// survive `tessera up` after `tessera down`); empty when there is none.
+fn kept_client_entry(dir: &Path) -> tessera_client::config::ClientEntry {
+    ClusterConfig::load(&dir.join("cluster.toml"))
+        .map(|config| config.client)
+        .unwrap_or_default()
+}
+
 /// The `--metrics` address of each server of a local cluster of `servers` iods when
 /// `--metrics-base-port` is `base`: the mds on `base`, iod i on `base + 1 + i`.
 fn metrics_addresses(base: u16, servers: u16) -> Result<(String, Vec<String>), String> {
@@ -865,6 +873,7 @@ pub fn start_local(
                 agent: agent_fits.then(|| agent_socket.clone()),
             },
             cluster_id: Some(cluster_id),
+            client: kept_client_entry(dir),
         };
         let cluster_file = dir.join("cluster.toml");
         config
@@ -1000,6 +1009,7 @@ fn start_hosts(
             agent: (!hostfile.agents.is_empty()).then(|| agent_socket.clone()),
         },
         cluster_id: Some(cluster_id),
+        client: kept_client_entry(dir),
     };
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     let mut started = Vec::new();

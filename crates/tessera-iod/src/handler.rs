@@ -1156,34 +1156,77 @@ impl<S: ObjectStorage> Iod<S> {
         let Demote {
             handle,
             client_id,
+            lease_id,
+            mode,
             pieces,
             ..
         } = request.decode()?;
         Self::check_demote(&pieces).map_err(ConnectionError::Refused)?;
         let total: u64 = pieces.iter().map(|piece| piece.length).sum();
-        if u64::from(header.bulk_bytes) != total {
-            return Err(ConnectionError::Refused(RemoteError::new(
+        let refused = |detail: String| {
+            Err(ConnectionError::Refused(RemoteError::new(
                 ErrorCode::Protocol,
-                format!(
+                detail,
+            )))
+        };
+        let _budget = self.buffer_budget(total).await;
+        let data = match mode {
+            TransferMode::Gather if u64::from(header.bulk_bytes) == total => {
+                connection.read_bulk(header).await?
+            }
+            TransferMode::Gather => {
+                return refused(format!(
                     "demote carries {} bulk bytes but its pieces add up to {total}",
                     header.bulk_bytes
-                ),
-            )));
-        }
-        let _budget = self.buffer_budget(total).await;
-        let data = connection.read_bulk(header).await?;
-        let leases = Arc::clone(&self.leases);
+                ));
+            }
+            TransferMode::Remote => {
+                let descriptor = connection.read_bulk(header).await?;
+                let client = match self.remote_client(connection, &descriptor)? {
+                    Ok(client) => client,
+                    Err(error) => return connection.reply_error(header, &error).await,
+                };
+                let length = usize::try_from(total).expect("within the bulk limit");
+                let pull = move || {
+                    let mut data = vec![0u8; length];
+                    client.pull_all(&mut data).map(|()| data)
+                };
+                // A small pull is a memory copy: done here rather than on a storage thread.
+                let pulled = if total <= CACHED_INLINE_BYTES_MAX {
+                    pull()
+                } else {
+                    tokio::task::spawn_blocking(pull)
+                        .await
+                        .unwrap_or_else(|err| {
+                            Err(RemoteError::new(
+                                ErrorCode::Internal,
+                                format!("one-sided pull failed: {err}"),
+                            ))
+                        })
+                };
+                match pulled {
+                    Ok(data) => data,
+                    Err(error) => return connection.reply_error(header, &error).await,
+                }
+            }
+            other => {
+                return refused(format!(
+                    "a demote moves its bytes gathered or one-sidedly, not {other:?}"
+                ));
+            }
+        };
         let client = ClientKey::new(connection.credentials().uid, client_id);
+        // In memory only (a clean insert never waits for write-back): served inline, not on a
+        // storage thread.
         let result = self
-            .blocking(move |store| {
-                leases
-                    .with_lease(handle, client, || store.demote(handle, &pieces, &data))
-                    .unwrap_or(Ok(0))
-                    .map(|inserted| DemoteReply {
-                        inserted: u32::try_from(inserted).unwrap_or(u32::MAX),
-                    })
+            .leases
+            .with_lease(handle, (client, lease_id), || {
+                self.store.demote(handle, &pieces, &data)
             })
-            .await;
+            .unwrap_or(Ok(0))
+            .map(|inserted| DemoteReply {
+                inserted: u32::try_from(inserted).unwrap_or(u32::MAX),
+            });
         Self::answer(connection, header, result).await
     }
 }
@@ -1287,6 +1330,7 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 let DemoteOffer {
                     handle,
                     client_id,
+                    lease_id,
                     pieces,
                     ..
                 } = request.decode()?;
@@ -1294,7 +1338,9 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 let result = Self::check_demote(&pieces).map(|()| {
                     let wanted = self
                         .leases
-                        .with_lease(handle, client, || self.store.demote_wanted(handle, &pieces))
+                        .with_lease(handle, (client, lease_id), || {
+                            self.store.demote_wanted(handle, &pieces)
+                        })
                         .unwrap_or_else(|| vec![false; pieces.len()]);
                     DemoteWanted {
                         wanted: WantedFlags(wanted.into_iter().map(u8::from).collect()),
@@ -1317,7 +1363,7 @@ impl<S: ObjectStorage> Service for Iod<S> {
                         ClientKey::new(connection.credentials().uid, client_id),
                         demotes,
                     )
-                    .map(|lease_ms| LeaseAcquireReply { lease_ms });
+                    .map(|(lease_ms, lease_id)| LeaseAcquireReply { lease_ms, lease_id });
                 if result.is_ok() {
                     connection.set_client_id(client_id);
                 }

@@ -63,13 +63,24 @@ struct Listener {
     revocations: mpsc::Sender<Revocation>,
 }
 
+/// One client's lease on one object.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    expiry: Instant,
+    /// Whether the client demotes what it evicts.
+    demotes: bool,
+    /// Names the lease (kept by renewals; a new grant gets a new one).
+    id: u64,
+}
+
 #[derive(Debug, Default)]
 struct State {
     listeners: HashMap<ClientKey, Listener>,
     next_generation: u64,
-    /// The leases of each object: client → when the lease runs out, and whether the
-    /// client demotes what it evicts.
-    leases: HashMap<u64, HashMap<ClientKey, (Instant, bool)>>,
+    /// The leases of each object, by client.
+    leases: HashMap<u64, HashMap<ClientKey, Held>>,
+    /// The id of the last lease granted.
+    last_lease_id: u64,
     held: usize,
     /// Writes (and truncates, removes) under way, per object.
     writing: HashMap<u64, usize>,
@@ -190,14 +201,14 @@ impl Leases {
         state.held -= dropped;
     }
 
-    /// Grants (or renews) `client` a read lease on `handle`: its length in milliseconds,
-    /// or 0 while a write of the object is under way.
+    /// Grants (or renews) `client` a read lease on `handle`: its length in milliseconds
+    /// (0 while a write of the object is under way) and its id (the same for a renewal).
     pub fn acquire(
         &self,
         handle: u64,
         client: ClientKey,
         demotes: bool,
-    ) -> Result<u32, RemoteError> {
+    ) -> Result<(u32, u64), RemoteError> {
         let mut state = self.lock();
         if !state.listeners.contains_key(&client) {
             return Err(RemoteError::new(
@@ -210,28 +221,31 @@ impl Leases {
             ));
         }
         if state.writing.contains_key(&handle) {
-            return Ok(0);
+            return Ok((0, 0));
         }
         let renewing = state
             .leases
             .get(&handle)
-            .is_some_and(|holders| holders.contains_key(&client));
-        if !renewing && state.held >= LEASES_MAX {
+            .and_then(|holders| holders.get(&client))
+            .map(|held| held.id);
+        if renewing.is_none() && state.held >= LEASES_MAX {
             return Err(RemoteError::new(
                 ErrorCode::LimitExceeded,
                 format!("this iod holds {LEASES_MAX} leases already (LEASES_MAX)"),
             ));
         }
-        let expiry = Instant::now() + self.lease;
-        state
-            .leases
-            .entry(handle)
-            .or_default()
-            .insert(client, (expiry, demotes));
-        if !renewing {
+        let id = renewing.unwrap_or_else(|| {
             state.held += 1;
-        }
-        Ok(self.lease_ms())
+            state.last_lease_id += 1;
+            state.last_lease_id
+        });
+        let held = Held {
+            expiry: Instant::now() + self.lease,
+            demotes,
+            id,
+        };
+        state.leases.entry(handle).or_default().insert(client, held);
+        Ok((self.lease_ms(), id))
     }
 
     /// Revokes every lease on `handle` and waits until each holder answered or its lease
@@ -250,7 +264,7 @@ impl Leases {
             let holders = state.leases.remove(&handle).unwrap_or_default();
             state.held -= holders.len();
             let mut pending = Vec::with_capacity(holders.len());
-            for (client, (expiry, _)) in holders {
+            for (client, Held { expiry, .. }) in holders {
                 let Some(listener) = state.listeners.get(&client) else {
                     continue;
                 };
@@ -283,13 +297,13 @@ impl Leases {
         writing
     }
 
-    /// Runs `apply` if `client` holds an unexpired lease on `handle` now, with new
+    /// Runs `apply` if `client` holds lease `lease_id` on `handle` now, unexpired, with new
     /// leases and revocations held off meanwhile (so no write of the object can be under
-    /// way or begin): `None` if it holds none.
+    /// way or begin): `None` if it holds none, or a later one.
     pub fn with_lease<T>(
         &self,
         handle: u64,
-        client: ClientKey,
+        (client, lease_id): (ClientKey, u64),
         apply: impl FnOnce() -> T,
     ) -> Option<T> {
         let state = self.lock();
@@ -297,7 +311,7 @@ impl Leases {
             .leases
             .get(&handle)
             .and_then(|holders| holders.get(&client))
-            .is_some_and(|(expiry, _)| *expiry > Instant::now());
+            .is_some_and(|held| held.id == lease_id && held.expiry > Instant::now());
         held.then(apply)
     }
 
@@ -307,7 +321,7 @@ impl Leases {
             .leases
             .get(&handle)
             .and_then(|holders| holders.get(&client))
-            .is_some_and(|(expiry, demotes)| *demotes && *expiry > Instant::now())
+            .is_some_and(|held| held.demotes && held.expiry > Instant::now())
     }
 
     /// The counters now.
@@ -349,9 +363,9 @@ mod tests {
     async fn a_write_waits_for_the_holder_to_answer_and_no_lease_is_granted_meanwhile() {
         let leases = table(5000);
         let (_, mut channel) = leases.listen(client(1)).unwrap();
-        assert_eq!(leases.acquire(7, client(1), false).unwrap(), 5000);
+        assert_eq!(leases.acquire(7, client(1), false).unwrap().0, 5000);
         assert_eq!(
-            leases.acquire(7, client(1), false).unwrap(),
+            leases.acquire(7, client(1), false).unwrap().0,
             5000,
             "a renewal"
         );
@@ -363,17 +377,17 @@ mod tests {
         let revocation = channel.recv().await.unwrap();
         assert_eq!(revocation.handle, 7);
         // Under way: no lease on 7, one on another object.
-        assert_eq!(leases.acquire(7, client(1), false).unwrap(), 0);
-        assert_eq!(leases.acquire(8, client(1), false).unwrap(), 5000);
+        assert_eq!(leases.acquire(7, client(1), false).unwrap().0, 0);
+        assert_eq!(leases.acquire(8, client(1), false).unwrap().0, 5000);
         assert!(!writer.is_finished());
         revocation.answered.send(()).unwrap();
         let writing = tokio::time::timeout(Duration::from_secs(2), writer)
             .await
             .expect("the write goes on once answered")
             .unwrap();
-        assert_eq!(leases.acquire(7, client(1), false).unwrap(), 0);
+        assert_eq!(leases.acquire(7, client(1), false).unwrap().0, 0);
         drop(writing);
-        assert_eq!(leases.acquire(7, client(1), false).unwrap(), 5000);
+        assert_eq!(leases.acquire(7, client(1), false).unwrap().0, 5000);
         let stats = leases.stats();
         assert_eq!((stats.revocations, stats.revocations_unanswered), (1, 0));
     }
@@ -422,26 +436,48 @@ mod tests {
         leases.acquire(7, client(1), false).unwrap();
         let waiting = tokio::time::timeout(Duration::from_millis(100), leases.begin_write(7));
         assert!(waiting.await.is_err(), "the holder never answers");
-        assert_eq!(leases.acquire(7, client(1), false).unwrap(), 60_000);
+        assert_eq!(leases.acquire(7, client(1), false).unwrap().0, 60_000);
     }
 
     #[tokio::test]
     async fn another_uid_with_the_same_client_id_is_another_client() {
         let leases = table(60_000);
         let (_, _channel) = leases.listen(client(1)).unwrap();
-        leases.acquire(7, client(1), true).unwrap();
+        let (_, id) = leases.acquire(7, client(1), true).unwrap();
         let intruder = ClientKey::new(1001, 1);
         // No callback channel of its own: no lease.
         let refused = leases.acquire(7, intruder, true).unwrap_err();
         assert!(refused.message.contains("uid 1001"), "{refused:?}");
         // The owner's lease does not cover it.
-        assert_eq!(leases.with_lease(7, intruder, || ()), None);
+        assert_eq!(leases.with_lease(7, (intruder, id), || ()), None);
         assert!(!leases.demotes(7, intruder));
-        assert_eq!(leases.with_lease(7, client(1), || ()), Some(()));
+        assert_eq!(leases.with_lease(7, (client(1), id), || ()), Some(()));
         // Its own channel does not replace the owner's, and the owner's lease stays.
         let (_, _intruders) = leases.listen(intruder).unwrap();
         let stats = leases.stats();
         assert_eq!((stats.listeners, stats.held), (2, 1));
         assert!(leases.demotes(7, client(1)));
+    }
+
+    #[tokio::test]
+    async fn a_lease_keeps_its_id_when_renewed_and_a_new_grant_gets_another() {
+        let leases = table(60_000);
+        let (_, _channel) = leases.listen(client(1)).unwrap();
+        let (_, first) = leases.acquire(7, client(1), true).unwrap();
+        assert_eq!(leases.acquire(7, client(1), true).unwrap().1, first);
+        assert_eq!(leases.with_lease(7, (client(1), first), || 1), Some(1));
+        // Revoked (nobody answers: the client's channel is alive but never read, so the
+        // write waits out the lease; a short lease table shows it without the wait).
+        drop(leases.begin_write(8).await);
+        let writing = tokio::time::timeout(Duration::from_millis(50), leases.begin_write(7));
+        assert!(
+            writing.await.is_err(),
+            "the holder never answers within 50 ms"
+        );
+        let (_, second) = leases.acquire(7, client(1), true).unwrap();
+        assert_ne!(second, first, "a new grant after the revocation");
+        // Blocks cached under the first lease are refused under the second.
+        assert_eq!(leases.with_lease(7, (client(1), first), || 1), None);
+        assert_eq!(leases.with_lease(7, (client(1), second), || 1), Some(1));
     }
 }

@@ -611,6 +611,23 @@ impl<S: ByteStream> Connection<S> {
         Ok(reply)
     }
 
+    /// Sends a request whose bulk the server pulls one-sidedly from `slices` (lent until the
+    /// reply; the connection must be [`Connection::one_sided`]) and waits for its reply.
+    pub fn call_remote<R: Request>(
+        &mut self,
+        request: &R,
+        slices: &[IoSlice<'_>],
+    ) -> Result<R::Reply, NetError> {
+        let pointers: Vec<(*const u8, usize)> = slices
+            .iter()
+            .map(|slice| (slice.as_ptr(), slice.len()))
+            .collect();
+        self.send_remote(R::OPCODE, request.to_body(), &pointers, false, 0)?;
+        let result = self.recv_reply::<R::Reply>(None).map(|(reply, _)| reply);
+        drop(self.settle_lent(&result));
+        result
+    }
+
     /// Sends a request without bulk data and waits for its reply.
     pub fn call<R: Request>(&mut self, request: &R) -> Result<R::Reply, NetError> {
         self.send_request(request)?;

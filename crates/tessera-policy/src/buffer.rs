@@ -205,12 +205,26 @@ impl<K: Copy + Eq + Hash, T> DemoteBuffer<K, T> {
     /// The batch's metadata, sent first: its block keys in order (blocks taken back by a read
     /// since sealing are left out). Answer with one bool per key.
     pub fn metadata(&mut self, id: BatchId) -> Result<Vec<K>, BufferError> {
+        self.metadata_with(id, |key, _| *key)
+    }
+
+    /// [`DemoteBuffer::metadata`], each block described by `describe` from its key and
+    /// payload (where its parts go, say).
+    pub fn metadata_with<M>(
+        &mut self,
+        id: BatchId,
+        describe: impl Fn(&K, &T) -> M,
+    ) -> Result<Vec<M>, BufferError> {
         let batch = self.batch_mut(id)?;
         if batch.answered {
             return Err(BufferError::AlreadyAnswered(id));
         }
         batch.entries.retain(|(_, v)| v.is_some());
-        Ok(batch.entries.iter().map(|(k, _)| *k).collect())
+        Ok(batch
+            .entries
+            .iter()
+            .filter_map(|(key, value)| value.as_ref().map(|value| describe(key, value)))
+            .collect())
     }
 
     /// The server's answer to the metadata: `wanted[i]` for the i-th key. Returns the blocks to

@@ -1822,6 +1822,8 @@ wire_struct! {
         pub raw_units_made: u64,
         /// Units a write's data was received straight into, then installed.
         pub units_landed: u64,
+        /// Units caching clients demoted into the cache (`Demote`).
+        pub units_demoted: u64,
         /// Bytes of all units now.
         pub bytes_in_use: u64,
         /// The budget (`--cache-bytes`).
@@ -1831,7 +1833,7 @@ wire_struct! {
 
 impl CacheCounters {
     /// Every counter by its stable name, in wire order (for tables and JSON).
-    pub fn named(&self) -> [(&'static str, u64); 12] {
+    pub fn named(&self) -> [(&'static str, u64); 13] {
         [
             ("hits", self.hits),
             ("misses", self.misses),
@@ -1843,6 +1845,7 @@ impl CacheCounters {
             ("ready_units_made", self.ready_units_made),
             ("raw_units_made", self.raw_units_made),
             ("units_landed", self.units_landed),
+            ("units_demoted", self.units_demoted),
             ("bytes_in_use", self.bytes_in_use),
             ("budget_bytes", self.budget_bytes),
         ]
@@ -1932,6 +1935,9 @@ wire_struct! {
         /// How long the lease lasts from when the iod granted it, in milliseconds; the client
         /// counts it from before it sent the request.
         pub lease_ms: u32,
+        /// Names this lease: the same while it is renewed, a new one after it ended (revoked,
+        /// run out). `DemoteOffer` and `Demote` name the lease their blocks were cached under.
+        pub lease_id: u64,
     }
 }
 request!(LeaseAcquire => LeaseAcquire, LeaseAcquireReply);
@@ -1958,6 +1964,9 @@ wire_struct! {
         pub capability: Capability,
         /// The client process's id, as in its `LeaseListen`.
         pub client_id: u64,
+        /// The lease the blocks were cached under (`LeaseAcquireReply::lease_id`): the iod
+        /// takes them only while that lease holds, never under a later one.
+        pub lease_id: u64,
         /// The blocks, as local pieces of the iod's object (at most `DEMOTE_PIECES_MAX`).
         pub pieces: Vec<Piece>,
     }
@@ -1993,9 +2002,10 @@ wire_struct! {
 request!(DemoteOffer => DemoteOffer, DemoteWanted);
 
 wire_struct! {
-    /// Clean blocks a caching client evicted, its bytes as bulk (the pieces back to back):
+    /// Clean blocks a caching client evicted, their bytes as bulk (the pieces back to back), or
+    /// pulled by the iod from the client's memory (`mode` `Remote`):
     /// the iod caches each piece that covers whole units of its unified cache not cached yet,
-    /// at the most recent end, if the client still holds its lease on the file. Needs write
+    /// at the most recent end, if the client still holds the lease it cached them under. Needs write
     /// access.
     pub struct Demote {
         /// File handle.
@@ -2004,6 +2014,12 @@ wire_struct! {
         pub capability: Capability,
         /// The client process's id, as in its `LeaseListen`.
         pub client_id: u64,
+        /// The lease the blocks were cached under (`LeaseAcquireReply::lease_id`): the iod
+        /// takes them only while that lease holds, never under a later one.
+        pub lease_id: u64,
+        /// How the bytes travel: `Gather` (the bulk is the bytes) or `Remote` (the bulk is a
+        /// [`RemoteMemory`] the iod pulls them from, one-sidedly).
+        pub mode: TransferMode,
         /// The blocks, as local pieces of the iod's object (at most `DEMOTE_PIECES_MAX`).
         pub pieces: Vec<Piece>,
     }

@@ -219,6 +219,7 @@ impl<'a> Sweep<'a> {
                 iterations: u32::try_from(calls).expect("at most step_calls_max"),
                 generation: self.generation,
                 sync: case == Case::WriteSync,
+                cache: None,
                 pattern: Pattern::Array { rank, share },
             })
             .collect();

@@ -157,6 +157,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                     iterations: 1,
                     generation,
                     sync: false,
+                    cache: None,
                     pattern: Pattern::Array {
                         rank,
                         share: share(step),

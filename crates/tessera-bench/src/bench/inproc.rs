@@ -129,6 +129,7 @@ impl InProcessCluster {
                 agent: None,
             },
             cluster_id: Some(cluster_id),
+            client: tessera_client::config::ClientEntry::default(),
         };
         let file = root.join("cluster.toml");
         config

@@ -69,6 +69,7 @@ impl Step<'_> {
                 iterations: self.iterations,
                 generation: self.generation,
                 sync: false,
+                cache: None,
                 pattern: Pattern::Interleaved {
                     rank,
                     processes: PROCESSES,

@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 mod blockcol;
 mod btio;
 mod btio_mpi;
+mod demote;
 pub mod ecio;
 mod fmrd;
 mod inproc;
@@ -72,6 +73,10 @@ pub enum Experiment {
     /// `local` and tcp, a re-read of 0.8x-1.3x the cache budget, and 1-4 clients reading
     /// 2N MiB each from 4 iods (001 Figs. 5.3-5.5).
     Unifier(unifier::UnifierArgs),
+    /// 4 clients x 4 iods (unified cache), each client looping over more than its client
+    /// cache: nocache vs inclusive client cache vs eager DEMOTE vs DEMOTE buffering, with
+    /// hit rates per level and demote traffic (001 ch. 6, live).
+    Demote(demote::DemoteArgs),
 }
 
 pub use crate::args::{CommonArgs, RegistrarKind};
@@ -296,6 +301,7 @@ pub fn run(experiment: &Experiment) -> Result<(), String> {
         Experiment::Mpiio(args) => mpiio::run(args)?,
         Experiment::Ecio(args) => ecio::run(args)?,
         Experiment::Unifier(args) => unifier::run(args)?,
+        Experiment::Demote(args) => demote::run(args)?,
         Experiment::Ogr(common) => ogr::run(common)?,
         Experiment::Fmrd(common) => fmrd::run(common)?,
     };

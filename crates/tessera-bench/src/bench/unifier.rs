@@ -730,6 +730,7 @@ fn region_tasks(
             generation,
             // The written regions are on storage before any timing.
             sync: write,
+            cache: None,
             // One piece per process: its region, the regions one after another.
             pattern: Pattern::Interleaved {
                 rank,

@@ -240,6 +240,7 @@ impl Run<'_> {
                     iterations: u32::try_from(calls).expect("at most step_calls_max"),
                     generation: self.generation,
                     sync: false,
+                    cache: None,
                     pattern: if turn.contiguous {
                         Pattern::Interleaved {
                             rank,

@@ -870,6 +870,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
             ready_units_made: stats.ready_units_made,
             raw_units_made: stats.raw_units_made,
             units_landed: stats.units_landed,
+            units_demoted: stats.units_demoted,
             bytes_in_use: bytes(stats.bytes_in_use),
             budget_bytes: bytes(stats.budget_bytes),
         }
