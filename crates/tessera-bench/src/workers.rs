@@ -664,6 +664,21 @@ pub struct StepResult {
     /// Seconds `set_view` took (views only; before timing).
     #[serde(default)]
     pub declare_seconds: f64,
+    /// Views only, measured after the timed calls: seconds the client's planning of one
+    /// call takes (the type walk over the layout, `Plan::from_runs`).
+    #[serde(default)]
+    pub plan_seconds: f64,
+    /// Seconds the timed calls spent sending requests (`IoReport::send_ns`).
+    #[serde(default)]
+    pub send_seconds: f64,
+    /// Seconds the timed calls spent receiving replies after their sends
+    /// (`IoReport::reply_ns`).
+    #[serde(default)]
+    pub reply_seconds: f64,
+    /// Views only: seconds of the servers' type walk of one call (`server_share` of each
+    /// request, run here with the code the iods run), the slowest server's.
+    #[serde(default)]
+    pub server_walk_seconds: f64,
     /// Why the step failed, if it did.
     pub error: Option<String>,
     /// The client cache's counts over the timed calls (cache steps only).
@@ -1040,6 +1055,10 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let (plan_seconds, server_walk_seconds) = match &prepared.view {
+        Some(_) => view_phases(prepared)?,
+        None => (0.0, 0.0),
+    };
     let cache = prepared
         .task
         .cache
@@ -1077,8 +1096,66 @@ fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
         servers,
         declare_bytes: prepared.declare_bytes,
         declare_seconds: prepared.declare_seconds,
+        plan_seconds,
+        server_walk_seconds,
+        send_seconds: total.send_ns as f64 * 1e-9,
+        reply_seconds: total.reply_ns as f64 * 1e-9,
         cache,
     })
+}
+
+/// Repetitions of each phase [`view_phases`] times (the fastest is kept).
+const PHASE_REPETITIONS: usize = 3;
+
+/// Times, outside the timed calls, two phases of one view call of the whole share: the
+/// client's planning (the file type's runs over the layout) and each server's type walk of
+/// its request (`server_share`, as the iod runs it); the slowest server's walk is kept, since
+/// the servers walk at once. The rest of a call is transfer, storage and reply.
+fn view_phases(prepared: &Prepared) -> Result<(f64, f64), String> {
+    let Some(filetype) = prepared.task.pattern.filetype()? else {
+        return Ok((0.0, 0.0));
+    };
+    let layout = prepared.file.layout();
+    let total = filetype.size();
+    let mut plan_seconds = f64::INFINITY;
+    let mut plan = None;
+    for _ in 0..PHASE_REPETITIONS {
+        let started = Instant::now();
+        let runs = filetype
+            .runs(0, 0, total)
+            .map_err(|err| format!("view phases: {err}"))?
+            .map(|run| {
+                Piece::new(
+                    u64::try_from(run.offset).expect("matrix types start at byte 0"),
+                    run.length,
+                )
+            });
+        let made = Plan::from_runs(layout, 0, runs);
+        plan_seconds = plan_seconds.min(started.elapsed().as_secs_f64());
+        plan = Some(made);
+    }
+    let plan = plan.expect("at least one repetition");
+    let mut walk_seconds = 0.0f64;
+    for request in &plan.requests {
+        let file = FileType {
+            layout: layout.clone(),
+            position: u16::try_from(request.server_position)
+                .map_err(|_| "a server position over u16".to_owned())?,
+            filetype: filetype.clone(),
+            displacement: 0,
+        };
+        let mut best = f64::INFINITY;
+        for _ in 0..PHASE_REPETITIONS {
+            let started = Instant::now();
+            let share =
+                tessera_proto::access::server_share(&file, request.stream.0, request.stream.1)
+                    .map_err(|err| format!("view phases: {err}"))?;
+            std::hint::black_box(&share);
+            best = best.min(started.elapsed().as_secs_f64());
+        }
+        walk_seconds = walk_seconds.max(best);
+    }
+    Ok((plan_seconds, walk_seconds))
 }
 
 /// The untimed end of a step: verifies a read and releases the view.

@@ -7,8 +7,9 @@
 //! moves between the caller's memory and the sockets by the file's [`TransferMode`].
 
 use std::io::{IoSlice, IoSliceMut};
+use std::time::Instant;
 
-use tessera_net::local::policy::{Mechanism, Transfer, TransferPolicy};
+use tessera_net::local::policy::{Decision, Mechanism, Transfer, TransferPolicy};
 use tessera_net::{Lease, NetError, PieceData, PieceDataMut, TransferCounts};
 use tessera_proto::limits::{FILE_BYTES_MAX, LIST_PIECES_MAX, PIECE_BYTES_MAX};
 use tessera_proto::{
@@ -63,6 +64,11 @@ impl Client {
     }
 }
 
+/// Whole nanoseconds of `elapsed`, saturating.
+fn nanoseconds(elapsed: std::time::Duration) -> u64 {
+    u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// What one I/O call did on the wire and at the servers.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct IoReport {
@@ -92,6 +98,12 @@ pub struct IoReport {
     pub locks: u64,
     /// Requests whose data the servers moved one-sidedly (the `local` backend).
     pub one_sided: u64,
+    /// Nanoseconds the call spent sending its requests (a write's data included, as far as
+    /// the transport takes it before the server reads it).
+    pub send_ns: u64,
+    /// Nanoseconds the call spent receiving replies after its sends (the servers' storage
+    /// work, the rest of a write's transfer, a read's data and the replies).
+    pub reply_ns: u64,
 }
 
 impl std::ops::AddAssign for IoReport {
@@ -108,6 +120,8 @@ impl std::ops::AddAssign for IoReport {
         self.servers = self.servers.max(other.servers);
         self.locks += other.locks;
         self.one_sided += other.one_sided;
+        self.send_ns += other.send_ns;
+        self.reply_ns += other.reply_ns;
     }
 }
 
@@ -260,19 +274,22 @@ impl File {
     /// Memory that lies in one shared arena (`tessera_net::local::arena`) is gathered by the
     /// server under `Auto` whatever its size: the server reaches it with plain copies, so any
     /// copy on this side would only add to the cost.
+    ///
+    /// With the transfer comes the policy's [`Decision`] for a one-sided request, which
+    /// [`File::execute`] records with the request's measured time.
     pub(crate) fn transfer_for<S: std::ops::Deref<Target = [u8]>>(
         &self,
         position: usize,
         bytes: u64,
         slices: &[S],
-    ) -> Transfer {
+    ) -> (Transfer, Option<Decision>) {
         let one_sided = self
             .client
             .inner
             .iods
             .one_sided(self.server_of(position))
             .unwrap_or(false);
-        let chosen = Transfer::choose(self.transfer, one_sided, bytes, slices.len());
+        let (chosen, decision) = Transfer::decide(self.transfer, one_sided, bytes, slices.len());
         if one_sided
             && self.transfer == TransferPolicy::Auto
             && !matches!(chosen, Transfer::Framed(_))
@@ -283,13 +300,24 @@ impl File {
                 .map(|slice| (slice.as_ptr(), slice.len()))
                 .collect();
             if tessera_net::local::arena::locate(&pointers).is_some() {
-                return Transfer::Remote {
+                let decision = decision.map(|decision| Decision {
+                    mechanism: Mechanism::Gather,
+                    within_margin: false,
+                    cost: tessera_net::local::policy::model().cost(
+                        Mechanism::Gather,
+                        bytes,
+                        slices.len(),
+                    ),
+                    ..decision
+                });
+                let gather = Transfer::Remote {
                     pack: false,
                     segments_per_call: 0,
                 };
+                return (gather, decision);
             }
         }
-        chosen
+        (chosen, decision)
     }
 
     /// How the servers turn this file's requests into storage calls (default
@@ -442,9 +470,14 @@ impl File {
 
     /// Runs `plan` round by round: `send` then `recv` on every request of a round. Any failure
     /// that may leave a stream out of step closes that round's connections.
+    ///
+    /// `decisions[i]` is the transfer policy's decision for request `i`, if it was one-sided:
+    /// it is recorded with the time from the request's send to its reply
+    /// ([`tessera_net::local::policy::decision_stats`]).
     pub(crate) fn execute(
         &self,
         plan: &Plan,
+        decisions: &[Option<Decision>],
         mut send: impl FnMut(
             &mut tessera_net::Connection,
             usize,
@@ -470,11 +503,13 @@ impl File {
             // at least one dead connection, so at most one retry per server is needed.
             for attempt in 0..=round.len() {
                 let mut reused = false;
-                let mut leases: Vec<(usize, Lease<'_>)> = Vec::with_capacity(round.len());
+                let mut leases: Vec<(usize, Lease<'_>, Instant)> = Vec::with_capacity(round.len());
                 let mut failure: Option<ClientError> = None;
                 let mut send_failed = false;
+                let sending = Instant::now();
                 for &index in &round {
                     let server = self.server_of(plan.requests[index].server_position);
+                    let started = Instant::now();
                     let sent = pool.lease(server).and_then(|mut lease| {
                         reused |= lease.reused();
                         match send(lease.connection(), index, &capability) {
@@ -489,7 +524,7 @@ impl File {
                         Ok((lease, counts)) => {
                             report.requests += 1;
                             report.add_counts(counts);
-                            leases.push((index, lease));
+                            leases.push((index, lease, started));
                         }
                         Err(error) => {
                             failure = Some(error.into());
@@ -498,7 +533,9 @@ impl File {
                         }
                     }
                 }
-                for (index, mut lease) in leases {
+                let replying = Instant::now();
+                report.send_ns += nanoseconds(replying - sending);
+                for (index, mut lease, started) in leases {
                     if send_failed {
                         // A send failed: abandon the outstanding replies with their connections.
                         lease.discard();
@@ -506,6 +543,9 @@ impl File {
                     }
                     match recv(lease.connection(), index) {
                         Ok((reply, counts)) => {
+                            if let Some(decision) = decisions.get(index).copied().flatten() {
+                                decision.record(Some(started.elapsed().as_secs_f64() * 1e6));
+                            }
                             report.add_counts(counts);
                             report.storage_pieces += u64::from(reply.storage_pieces);
                             report.storage_bytes += reply.storage_bytes;
@@ -517,6 +557,7 @@ impl File {
                         }
                     }
                 }
+                report.reply_ns += nanoseconds(replying.elapsed());
                 match failure {
                     Some(ClientError::Net(NetError::Io { .. }))
                         if attempt < round.len() && reused => {}
@@ -550,14 +591,16 @@ impl File {
         let capability = self.capability()?;
         let plan = Plan::new(&self.layout, file);
         let carved = plan.carve(memory.iter().map(|slice| &**slice));
+        let mut decisions = Vec::with_capacity(plan.requests.len());
         let memory_pieces = carved.iter().map(|carved| carved.slices.len() as u64).sum();
         let requests: Vec<(Write, Transfer, PieceData<'_>)> = plan
             .requests
             .iter()
             .zip(carved)
             .map(|(request, carved)| {
-                let transfer =
+                let (transfer, decision) =
                     self.transfer_for(request.server_position, request.bytes, &carved.slices);
+                decisions.push(decision);
                 let write = Write {
                     handle: self.handle,
                     capability: capability.clone(),
@@ -574,6 +617,7 @@ impl File {
             .collect();
         self.execute(
             &plan,
+            &decisions,
             |connection, index, _| {
                 let (write, transfer, data) = &requests[index];
                 connection.send_write(write, *transfer, data)
@@ -601,9 +645,11 @@ impl File {
         let mut memory_pieces = 0;
         let mut reads: Vec<(Read, Transfer)> = Vec::with_capacity(plan.requests.len());
         let mut destinations: Vec<PieceDataMut<'_>> = Vec::with_capacity(plan.requests.len());
+        let mut decisions = Vec::with_capacity(plan.requests.len());
         for (request, carved) in plan.requests.iter().zip(carved) {
-            let transfer =
+            let (transfer, decision) =
                 self.transfer_for(request.server_position, request.bytes, &carved.slices);
+            decisions.push(decision);
             reads.push((
                 Read {
                     handle: self.handle,
@@ -625,6 +671,7 @@ impl File {
         let destinations = std::cell::RefCell::new(destinations);
         self.execute(
             &plan,
+            &decisions,
             |connection, index, _| {
                 let (read, transfer) = &reads[index];
                 connection.send_read(read, *transfer, &mut destinations.borrow_mut()[index])

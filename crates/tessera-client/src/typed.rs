@@ -215,14 +215,16 @@ impl File {
         } else {
             plan.carve_merged(memory)
         };
+        let mut decisions = Vec::with_capacity(plan.requests.len());
         let memory_pieces = carved.iter().map(|carved| carved.slices.len() as u64).sum();
         let requests: Vec<(R, Transfer, PieceData<'_>)> = plan
             .requests
             .iter()
             .zip(carved)
             .map(|(planned, carved)| {
-                let transfer =
+                let (transfer, decision) =
                     self.transfer_for(planned.server_position, planned.bytes, &carved.slices);
+                decisions.push(decision);
                 let data = PieceData {
                     slices: carved
                         .slices
@@ -236,6 +238,7 @@ impl File {
             .collect();
         self.execute(
             plan,
+            &decisions,
             |connection, index, _| {
                 let (request, transfer, data) = &requests[index];
                 connection.send_data(request, *transfer, &plan.requests[index].pieces, data)
@@ -262,11 +265,13 @@ impl File {
         } else {
             plan.carve_merged(memory)
         };
+        let mut decisions = Vec::with_capacity(plan.requests.len());
         let mut memory_pieces = 0;
         for (planned, carved) in plan.requests.iter().zip(carved) {
             memory_pieces += carved.slices.len() as u64;
-            let transfer =
+            let (transfer, decision) =
                 self.transfer_for(planned.server_position, planned.bytes, &carved.slices);
+            decisions.push(decision);
             requests.push((request(planned, transfer.wire_mode()), transfer));
             destinations.push(PieceDataMut {
                 slices: carved
@@ -281,6 +286,7 @@ impl File {
         let destinations = std::cell::RefCell::new(destinations);
         self.execute(
             plan,
+            &decisions,
             |connection, index, _| {
                 let (request, transfer) = &requests[index];
                 connection.send_read(request, *transfer, &mut destinations.borrow_mut()[index])

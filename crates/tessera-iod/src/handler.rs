@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tessera_auth::Rights;
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
-use tessera_proto::access::{server_share, Share};
+use tessera_proto::access::{server_share, server_share_within, Share};
 use tessera_proto::limits::{
     DEMOTE_PIECES_MAX, FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, LEASE_MS_DEFAULT,
     MESSAGE_BULK_BYTES_MAX, SIEVE_CHUNK_BYTES_MAX,
@@ -43,6 +43,10 @@ const INLINE_STORAGE_BYTES_MAX: u64 = 64 << 10;
 /// units: the walk is one run cut at stripe boundaries, cheaper than the hop to a blocking
 /// thread and back that every datatype write of more than 64 KiB paid.
 const INLINE_DENSE_SHARE_SEGMENTS_MAX: u64 = 1024;
+
+/// Most segments (of all servers) a datatype walk crosses inline before it is given up and
+/// redone on a blocking thread: about 0.2 ms of walking here.
+const INLINE_SHARE_SEGMENTS_MAX: u64 = 8192;
 
 /// One-sided reads that the unified cache holds whole are pushed from the async worker up to
 /// this many bytes (a memory copy of at most about 100 µs), not handed to a blocking thread.
@@ -356,6 +360,11 @@ impl<S: ObjectStorage> Iod<S> {
         };
         if bytes <= INLINE_STORAGE_BYTES_MAX || (!holes && few_segments) {
             return server_share(&file, start, end);
+        }
+        // Most walks are short whatever their bytes (a row per segment): try inline first,
+        // since the hop to a blocking thread costs more than such a walk on a loaded host.
+        if let Some(share) = server_share_within(&file, start, end, INLINE_SHARE_SEGMENTS_MAX)? {
+            return Ok(share);
         }
         tokio::task::spawn_blocking(move || server_share(&file, start, end))
             .await

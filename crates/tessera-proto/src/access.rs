@@ -79,10 +79,25 @@ pub struct Share {
 
 /// Walks stream bytes `[start, end)` of `file` and returns the share of `file.position`.
 pub fn server_share(file: &FileType, start: u64, end: u64) -> Result<Share, RemoteError> {
+    Ok(
+        server_share_within(file, start, end, u64::MAX)?
+            .expect("an unbounded walk always finishes"),
+    )
+}
+
+/// As [`server_share`], but gives up (`Ok(None)`) once the walk has crossed more than
+/// `segments_max` segments of all servers: a server runs a walk it knows to be short inline
+/// and moves a long one to a thread of its own without first having to guess its length.
+pub fn server_share_within(
+    file: &FileType,
+    start: u64,
+    end: u64,
+    segments_max: u64,
+) -> Result<Option<Share>, RemoteError> {
     check_file_range(&file.filetype, file.displacement, start, end)?;
     let mut share = Share::default();
     if start == end {
-        return Ok(share);
+        return Ok(Some(share));
     }
     let position = usize::from(file.position);
     #[allow(clippy::cast_possible_wrap)] // displacement ≤ file_bytes_max < i64::MAX
@@ -133,8 +148,11 @@ pub fn server_share(file: &FileType, start: u64, end: u64) -> Result<Share, Remo
                 REQUEST_SEGMENTS_MAX,
             ));
         }
+        if segments > segments_max {
+            return Ok(None);
+        }
     }
-    Ok(share)
+    Ok(Some(share))
 }
 
 /// Positions of the servers that some instance of `filetype` tiled from `displacement`

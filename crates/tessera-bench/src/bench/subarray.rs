@@ -30,6 +30,7 @@ use serde::Serialize;
 use serde_json::json;
 use tessera_client::tessera_reg::{Caching, Grouping, Policy, Registry, Segment};
 use tessera_client::{Arena, Client, CreateOptions, File, Mechanism, Piece, TransferPolicy};
+use tessera_net::local::policy::{decision_stats, DecisionStats};
 
 use super::CommonArgs;
 use crate::report::{
@@ -195,6 +196,55 @@ pub struct SubarrayRow {
     pub registrations: u64,
     /// Registration and deregistration time per call, microseconds.
     pub registration_us: f64,
+    /// The mechanisms the transfer policy used for the timed requests, with their counts
+    /// (`hybrid`: the model's choices), e.g. `gather 16`.
+    pub chosen: String,
+    /// Timed requests where the policy's margin rule decided (near-equal mechanisms).
+    pub within_margin: u64,
+    /// The model's typical cost of a timed request's transfer, µs (mean).
+    pub predicted_us: f64,
+    /// The model's worst-case cost of a timed request's transfer, µs (mean).
+    pub predicted_worst_us: f64,
+    /// A timed request's measured time from send to reply, µs (mean; the storage call and
+    /// the round trip included).
+    pub measured_us: f64,
+}
+
+/// What the transfer policy decided for the one-sided requests between two snapshots of
+/// `decision_stats`: (chosen, within margin, predicted µs, worst µs, measured µs).
+fn decisions_between(
+    before: &DecisionStats,
+    after: &DecisionStats,
+) -> (String, u64, f64, f64, f64) {
+    let mut chosen = Vec::new();
+    let (mut requests, mut margin, mut predicted, mut worst, mut measured, mut timed) =
+        (0, 0, 0.0, 0.0, 0.0, 0);
+    for (index, mechanism) in Mechanism::ALL.iter().enumerate() {
+        let pairs = [
+            (&before.automatic[index], &after.automatic[index]),
+            (&before.forced[index], &after.forced[index]),
+        ];
+        let count: u64 = pairs.iter().map(|(b, a)| a.requests - b.requests).sum();
+        if count > 0 {
+            chosen.push(format!("{} {count}", mechanism.name()));
+        }
+        for (b, a) in pairs {
+            requests += a.requests - b.requests;
+            margin += a.within_margin - b.within_margin;
+            predicted += a.predicted_us - b.predicted_us;
+            worst += a.predicted_worst_us - b.predicted_worst_us;
+            measured += a.measured_us - b.measured_us;
+            timed += a.measured - b.measured;
+        }
+    }
+    let mean = |sum: f64, count: u64| if count == 0 { 0.0 } else { sum / count as f64 };
+    (
+        chosen.join(", "),
+        margin,
+        mean(predicted, requests),
+        mean(worst, requests),
+        mean(measured, timed),
+    )
 }
 
 impl report::Row for SubarrayRow {
@@ -303,6 +353,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 let mut requests = 0;
                 let mut one_sided = 0;
                 let mut calls = Vec::with_capacity(iterations);
+                let decided_before = decision_stats();
                 for _ in 0..iterations {
                     let start = Instant::now();
                     let report = file
@@ -313,6 +364,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                     one_sided += report.one_sided;
                 }
                 samples[index].push(calls);
+                let decided = decisions_between(&decided_before, &decision_stats());
                 client.set_registration(None);
                 let (registrations, registration_us) = match (&subject.registry, before) {
                     (Some(registry), Some(before)) => {
@@ -327,7 +379,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                     }
                     _ => (0, 0.0),
                 };
-                last[index] = Some((requests, one_sided, registrations, registration_us));
+                last[index] = Some((requests, one_sided, registrations, registration_us, decided));
                 // The registrars share one array: a cache left holding its rows locked would
                 // make the next method's mlock of them nearly free.
                 if let Some(registry) = &subject.registry {
@@ -352,8 +404,10 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 |err: String| format!("bench subarray: case \"n={n}\", method \"{name}\": {err}");
             let seconds = Spread::of(&repetition_medians(&samples[index]).map_err(unmeasured)?)
                 .map_err(unmeasured)?;
-            let (requests, one_sided, registrations, registration_us) =
-                last[index].ok_or_else(|| unmeasured("not measured".to_owned()))?;
+            let (requests, one_sided, registrations, registration_us, decided) = last[index]
+                .clone()
+                .ok_or_else(|| unmeasured("not measured".to_owned()))?;
+            let (chosen, within_margin, predicted_us, predicted_worst_us, measured_us) = decided;
             rows_out.push(SubarrayRow {
                 part: Part::Subarray,
                 n: Some(n),
@@ -380,6 +434,11 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 one_sided: one_sided > 0,
                 registrations,
                 registration_us,
+                chosen,
+                within_margin,
+                predicted_us,
+                predicted_worst_us,
+                measured_us,
             });
         }
     }
@@ -483,6 +542,11 @@ fn raw_case(
             one_sided: requests > 0,
             registrations: 0,
             registration_us: 0.0,
+            chosen: String::new(),
+            within_margin: 0,
+            predicted_us: 0.0,
+            predicted_worst_us: 0.0,
+            measured_us: 0.0,
         })
     };
     Ok(vec![
@@ -530,6 +594,42 @@ fn text(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<String, String>
         }
         table.add_row(cells);
     }
+    let mut decisions = report::table([
+        "n",
+        "method",
+        "chosen (requests of the last repetition)",
+        "margin",
+        "predicted µs",
+        "worst µs",
+        "measured µs",
+        "/ best of pack, gather",
+    ]);
+    for &n in sizes {
+        for (method, pack, gather) in [
+            ("hybrid", "pack", "gather"),
+            ("hybrid, arena", "pack, arena", "gather, arena"),
+            ("pack", "pack", "gather"),
+            ("gather", "pack", "gather"),
+        ] {
+            let case = case(Part::Subarray, Some(n));
+            let row = report.row(&case, method)?;
+            let best = report
+                .row(&case, pack)?
+                .measure
+                .mib_s
+                .max(report.row(&case, gather)?.measure.mib_s);
+            decisions.add_row([
+                n.to_string(),
+                method.to_owned(),
+                row.chosen.clone(),
+                row.within_margin.to_string(),
+                report::cell(row.predicted_us, 0),
+                report::cell(row.predicted_worst_us, 0),
+                report::cell(row.measured_us, 0),
+                report::ratio(row.measure.mib_s, best),
+            ]);
+        }
+    }
     let mut transport = report::table(["64 KiB pieces", "MiB/s", "min", "max"]);
     for method in ["local read", "raw process_vm_writev"] {
         let row = report.row(&case(Part::Transport, None), method)?;
@@ -541,7 +641,8 @@ fn text(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<String, String>
         ]);
     }
     Ok(format!(
-        "subarray (seed 000 Fig. 3): one (n/2 x n/2)-int subarray client -> server, MiB/s (median of {} repetitions)\n{table}\n{transport}\n\
+        "subarray (seed 000 Fig. 3): one (n/2 x n/2)-int subarray client -> server, MiB/s (median of {} repetitions)\n{table}\n\
+         transfer policy, per request (model: typical and worst-case transfer; measured: send to reply)\n{decisions}\n{transport}\n\
          paper: gather/pack grows with size; hybrid follows the better of the two\n\
          arena rows: the array in a shared arena (the local backend's registered memory), which the server reaches with plain copies\n\
          verified: {}\n",

@@ -9,7 +9,12 @@
 //! of the whole share, so a request carries only its stream range). A third method runs
 //! the (*,BLOCK) view on a second file whose pattern layout matches the distribution
 //! (server i holds columns [i*n/4, (i+1)*n/4) of every row), against the same view on
-//! stripes. Within a repetition every (distribution, method) pair writes and then reads
+//! stripes, and against its bound, `contiguous`: each process's quarter of the matrix as one
+//! list piece on a file whose stripe unit is that quarter (one piece from one slice to one
+//! server, no type). Each call of every method is also broken into phases: the client's
+//! planning and the slowest server's type walk (timed apart after the calls, the walk with the
+//! iods' own `server_share`), and the call's send and reply times (`IoReport::send_ns`,
+//! `reply_ns`). Within a repetition every (distribution, method) pair writes and then reads
 //! back, in an order rotated from one repetition to the next; every read is verified byte
 //! by byte against `expected_byte(file offset = row * n + column, generation)`.
 
@@ -68,6 +73,11 @@ struct Turn {
     via: &'static str,
     /// On the file with the matching (*,BLOCK) pattern layout rather than stripes.
     pattern_file: bool,
+    /// The bound of the layout match: each process's quarter of the matrix as one
+    /// contiguous list piece on a file whose stripe unit is that quarter, so process i
+    /// moves one piece to server i (the same bytes, servers and requests as the matched
+    /// view, with no type and one storage call).
+    contiguous: bool,
 }
 
 impl Turn {
@@ -81,7 +91,9 @@ impl Turn {
     }
 
     fn method(self) -> &'static str {
-        if self.pattern_file {
+        if self.contiguous {
+            "contiguous"
+        } else if self.pattern_file {
             "view-pattern"
         } else {
             self.via
@@ -97,6 +109,7 @@ fn turns() -> Vec<Turn> {
                 distribution,
                 via,
                 pattern_file: false,
+                contiguous: false,
             });
         }
         if distribution == MatrixDistribution::StarBlock {
@@ -104,6 +117,13 @@ fn turns() -> Vec<Turn> {
                 distribution,
                 via: "view",
                 pattern_file: true,
+                contiguous: false,
+            });
+            turns.push(Turn {
+                distribution,
+                via: "gather",
+                pattern_file: false,
+                contiguous: true,
             });
         }
     }
@@ -121,10 +141,23 @@ struct Figures {
     offset_bytes: u64,
     servers: u64,
     declare_bytes: u64,
+    /// Views: the client's planning of one call, seconds (slowest process, last repetition).
+    plan_seconds: f64,
+    /// Views: the slowest server's type walk of one call, seconds (slowest process, last
+    /// repetition).
+    server_walk_seconds: f64,
+    /// Seconds one call spent sending, the slowest process's.
+    send_seconds: f64,
+    /// Seconds one call spent waiting for and receiving replies, the slowest process's.
+    reply_seconds: f64,
 }
 
 impl Figures {
     fn of(results: &[StepResult], calls: u64) -> Self {
+        // The phases of the process whose calls took longest, as the call's time is.
+        let slowest = results
+            .iter()
+            .max_by(|a, b| a.seconds.total_cmp(&b.seconds));
         let mut servers: Vec<u16> = results
             .iter()
             .flat_map(|result| result.servers.iter().copied())
@@ -140,6 +173,13 @@ impl Figures {
             offset_bytes: results.iter().map(|r| r.offset_bytes).sum(),
             servers: servers.len() as u64,
             declare_bytes: results.iter().map(|r| r.declare_bytes).sum(),
+            plan_seconds: results.iter().map(|r| r.plan_seconds).fold(0.0, f64::max),
+            server_walk_seconds: results
+                .iter()
+                .map(|r| r.server_walk_seconds)
+                .fold(0.0, f64::max),
+            send_seconds: slowest.map_or(0.0, |r| r.send_seconds) / calls as f64,
+            reply_seconds: slowest.map_or(0.0, |r| r.reply_seconds) / calls as f64,
         }
     }
 }
@@ -151,6 +191,8 @@ struct Measured {
     seconds: Vec<f64>,
     /// `set_view` seconds of the slowest process, one per repetition (views only).
     declare_seconds: Vec<f64>,
+    /// Send and reply seconds per call of the slowest process, one pair per repetition.
+    phases: Vec<(f64, f64)>,
     figures: Figures,
     calls: u64,
 }
@@ -199,10 +241,20 @@ impl Run<'_> {
                     generation: self.generation,
                     sync: false,
                     cache: None,
-                    pattern: Pattern::Matrix {
-                        rank,
-                        n,
-                        distribution: turn.distribution,
+                    pattern: if turn.contiguous {
+                        Pattern::Interleaved {
+                            rank,
+                            processes: PROCESSES,
+                            pieces: 1,
+                            piece_bytes: usize::try_from(n * n).expect("a quick matrix")
+                                / PROCESSES,
+                        }
+                    } else {
+                        Pattern::Matrix {
+                            rank,
+                            n,
+                            distribution: turn.distribution,
+                        }
                     },
                 })
                 .collect();
@@ -244,6 +296,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let (cluster, client) = super::open_cluster(common, SERVERS)?;
     let stripe_path = format!("/bench/views-{}", std::process::id());
     let pattern_path = format!("/bench/views-{}-pattern", std::process::id());
+    let blocks_path = format!("/bench/views-{}-blocks", std::process::id());
     create(&client, &stripe_path, &CreateOptions::default())?;
     let sizes: &[u64] = if common.quick {
         &SIZES_QUICK
@@ -269,13 +322,24 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 ..CreateOptions::default()
             },
         )?;
+        create(
+            &client,
+            &blocks_path,
+            &CreateOptions {
+                stripe_unit_bytes: n * n / PROCESSES as u64,
+                server_count: SERVERS,
+                ..CreateOptions::default()
+            },
+        )?;
         // [turn][write, read]
         let mut measured = vec![[Measured::default(), Measured::default()]; turns.len()];
         for repetition in 0..repetitions {
             for turn_index in 0..turns.len() {
                 let index = (turn_index + repetition) % turns.len();
                 let turn = turns[index];
-                let path = if turn.pattern_file {
+                let path = if turn.contiguous {
+                    &blocks_path
+                } else if turn.pattern_file {
                     &pattern_path
                 } else {
                     &stripe_path
@@ -286,6 +350,9 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                     let entry = &mut measured[index][slot];
                     entry.seconds.push(seconds);
                     entry.declare_seconds.push(declare_seconds);
+                    entry
+                        .phases
+                        .push((figures.send_seconds, figures.reply_seconds));
                     entry.figures = figures;
                     entry.calls = calls;
                 }
@@ -294,6 +361,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         }
         rows.extend(size_rows(n, &turns, &measured, repetitions)?);
         let _ = client.unlink(&pattern_path);
+        let _ = client.unlink(&blocks_path);
     }
     let _ = client.unlink(&stripe_path);
     drop(progress);
@@ -315,6 +383,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             "methods": {
                 "list": "flattened darray as one write_list/read_list call, memory one contiguous buffer",
                 "view": "set_view once before timing, then one write_at(0)/read_at(0) of the whole share",
+                "contiguous": "layout-match part only: each process's quarter of the matrix as one list piece (one memory slice) on a file striped over the 4 servers with a unit of n*n/4, so process i moves one piece to server i: the bound of the matched view",
             },
             "timing": "each step: prepare (open; an untimed warm-up list call of one byte per server reached; set_view, timed apart as declare_seconds), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s and speedup from the median over the repetitions, mib_s_min/mib_s_max their range, speedup_best from the fastest",
             "repetitions": repetitions,
@@ -387,6 +456,17 @@ pub struct ViewsRow {
     pub declare_seconds: Option<f64>,
     /// Declaration time over one call's, % (views only).
     pub declare_overhead_pct: Option<f64>,
+    /// Views: the client's planning of one call, µs (measured apart, slowest process).
+    pub plan_us: Option<f64>,
+    /// Views: the slowest server's type walk of one call, µs (measured apart with the iod's
+    /// code, slowest process).
+    pub server_walk_us: Option<f64>,
+    /// Microseconds one call spent sending its requests (slowest process, median over the
+    /// repetitions).
+    pub send_us: f64,
+    /// Microseconds one call spent receiving replies after its sends (slowest process,
+    /// median over the repetitions).
+    pub reply_us: f64,
     /// MiB/s over the stripe view's (layout match only).
     pub speedup: Option<f64>,
     /// The fastest repetitions' speedup (layout match only).
@@ -420,6 +500,7 @@ fn size_rows(
     for (slot, direction) in Direction::BOTH.into_iter().enumerate() {
         let mut stripe_view = None;
         let mut pattern_view = None;
+        let mut contiguous = None;
         for (turn, measured) in turns.iter().zip(measured) {
             let measured = &measured[slot];
             let figures = &measured.figures;
@@ -465,9 +546,17 @@ fn size_rows(
                 declare_seconds,
                 declare_overhead_pct: declare_seconds
                     .map(|declare| declare / seconds.median * 100.0),
+                plan_us: declare_seconds.map(|_| figures.plan_seconds * 1e6),
+                server_walk_us: declare_seconds.map(|_| figures.server_walk_seconds * 1e6),
+                send_us: median(measured.phases.iter().map(|phase| phase.0)) * 1e6,
+                reply_us: median(measured.phases.iter().map(|phase| phase.1)) * 1e6,
                 speedup: None,
                 speedup_best: None,
             };
+            if turn.contiguous {
+                contiguous = Some(row);
+                continue;
+            }
             if turn.distribution == MatrixDistribution::StarBlock && turn.via == "view" {
                 if turn.pattern_file {
                     pattern_view = Some(row.clone());
@@ -479,7 +568,9 @@ fn size_rows(
                 rows.push(row);
             }
         }
-        let (Some(stripe), Some(pattern)) = (stripe_view, pattern_view) else {
+        let (Some(stripe), Some(pattern), Some(contiguous)) =
+            (stripe_view, pattern_view, contiguous)
+        else {
             return Err(format!(
                 "bench views: n={n} {direction}: the (*,BLOCK) view was not measured on both layouts"
             ));
@@ -498,8 +589,21 @@ fn size_rows(
             speedup_best: Some(speedup_best),
             ..pattern
         });
+        rows.push(ViewsRow {
+            part: Part::LayoutMatch,
+            speedup: Some(contiguous.measure.mib_s / stripe.measure.mib_s.max(1e-9)),
+            speedup_best: Some(contiguous.measure.mib_s_max / stripe.measure.mib_s_max.max(1e-9)),
+            ..contiguous
+        });
     }
     Ok(rows)
+}
+
+/// The median of `values` (0 for none).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// The paper's matrix size in MiB for side `n`, if it reports one.
@@ -635,11 +739,14 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
         "best",
         "calls/srv s",
         "calls/srv p",
+        "contiguous",
+        "pattern/contiguous",
     ]);
     for direction in Direction::BOTH {
         for &n in sizes {
             let stripe = matched(n, direction, "view-stripe")?;
             let pattern = matched(n, direction, "view-pattern")?;
+            let contiguous = matched(n, direction, "contiguous")?;
             fig34.add_row([
                 direction.to_string(),
                 n.to_string(),
@@ -652,7 +759,55 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
                 ),
                 cell(stripe.storage_calls_per_server, 1),
                 cell(pattern.storage_calls_per_server, 1),
+                cell(contiguous.measure.mib_s, 1),
+                report::ratio(pattern.measure.mib_s, contiguous.measure.mib_s),
             ]);
+        }
+    }
+
+    let mut phases = report::table([
+        "op",
+        "n",
+        "method",
+        "call µs",
+        "client plan µs",
+        "server walk µs",
+        "send µs",
+        "reply µs",
+        "other µs",
+        "storage calls/srv",
+    ]);
+    for direction in Direction::BOTH {
+        for &n in sizes.iter().filter(|&&n| n >= 512) {
+            for (name, view) in [
+                (
+                    "BB list",
+                    row(DISTRIBUTIONS[0].name(), n, direction, "list")?,
+                ),
+                (
+                    "BB view",
+                    row(DISTRIBUTIONS[0].name(), n, direction, "view")?,
+                ),
+                ("*B list", row(star_block, n, direction, "list")?),
+                ("*B view", row(star_block, n, direction, "view")?),
+                ("*B view, pattern", matched(n, direction, "view-pattern")?),
+            ] {
+                let call_us = view.measure.seconds * 1e6;
+                let share = |us: f64| format!("{us:.0} ({:.0}%)", us / call_us * 100.0);
+                let optional = |us: Option<f64>| us.map_or_else(|| "-".to_owned(), share);
+                phases.add_row([
+                    direction.to_string(),
+                    n.to_string(),
+                    name.to_owned(),
+                    cell(call_us, 0),
+                    optional(view.plan_us),
+                    optional(view.server_walk_us),
+                    share(view.send_us),
+                    share(view.reply_us),
+                    share((call_us - view.send_us - view.reply_us).max(0.0)),
+                    cell(view.storage_calls_per_server, 1),
+                ]);
+            }
         }
     }
 
@@ -681,8 +836,9 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
          paper: ROMIO called PVFS list I/O (at most 64 pieces a call) thousands of times, view I/O once per node; Tessera's list I/O packs up to 65536 pieces in one request per server, so the request counts meet and the difference is in the offsets below\n\
          \nTable 3: {cyclic} access description sent per call, all processes (write)\n{table3}\n\
          list I/O sends 16 bytes per {CYCLIC_BLOCK_BYTES}-byte piece here, so its overhead is a flat {:.0}% that grows in bytes with n^2; the paper's k grew with n, so its percentage fell; view I/O sends 16 bytes per request whatever n\n\
-         \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, and of bests)\n{fig34}\n\
+         \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, and of bests); contiguous: the bound of the match, each process's quarter as one list piece to one server (stripe unit = n*n/4)\n{fig34}\n\
          paper (Fig. 4): view I/O speedup grows with the matrix, up to 6x for writes and 4x for reads at 16 MB\n\
+         \nWhere a call's time goes (slowest process; client plan and the slowest server's type walk timed apart after the calls, the walk with the iods' code, and inside send (plan) or reply (walk); send = sending every request, a write's data as far as the sockets take it; reply = waiting for and reading the replies: the servers' walk and storage, the rest of a write's transfer, a read's data; other = the call's checks, planning and carving before the sends)\n{phases}\n\
          \n§4.3: view declaration time / one call, %\n{declare}\n\
          paper: under 12% (writes) and 10% (reads) for small matrices, about 1% for large ones, near 0 on the matching layout\n\
          verified: {}\n",

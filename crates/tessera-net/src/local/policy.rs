@@ -14,9 +14,13 @@
 //! Over TCP there is no one-sided path; the mechanisms map onto the framed modes (inline and
 //! gather = `writev` from the slices, pack = one packed frame, multiple = one frame per piece).
 //! The model is measured once per process, when the first same-host connection is made (or on
-//! first use), in about a millisecond: `memcpy`
-//! bandwidth, and `process_vm_readv` from this process into itself for the per-call cost, the
-//! per-segment cost and the bandwidth.
+//! first use), in a few milliseconds: packing bandwidth, and `process_vm_readv` from this
+//! process into itself for the per-call cost, the per-segment cost and the bandwidth, each
+//! probe repeated and every parameter kept with its spread ([`Band`]). The policy decides with
+//! margins ([`TransferModel::decide`]): among mechanisms within the model's error of the
+//! cheapest, the lowest worst case wins, so a noisy calibration does not flip the choice
+//! between near-equal mechanisms. Each one-sided request's [`Decision`] is counted, with its
+//! measured time, in [`decision_stats`].
 
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -176,19 +180,136 @@ impl Transfer {
             TransferPolicy::Auto => Self::of(model().choose(bytes, segments), true),
         }
     }
+
+    /// As [`Transfer::choose`], with the [`Decision`] of a one-sided request (the model's
+    /// prediction for what was chosen or forced), for the caller to [`Decision::record`]
+    /// with the request's measured time.
+    pub fn decide(
+        policy: TransferPolicy,
+        one_sided: bool,
+        bytes: u64,
+        segments: usize,
+    ) -> (Self, Option<Decision>) {
+        if !one_sided {
+            return (Self::choose(policy, false, bytes, segments), None);
+        }
+        let decision = match policy {
+            TransferPolicy::Auto => model().decide(bytes, segments),
+            TransferPolicy::Force(mechanism) => Decision {
+                mechanism,
+                automatic: false,
+                within_margin: false,
+                cost: model().cost(mechanism, bytes, segments),
+            },
+        };
+        (Self::of(decision.mechanism, true), Some(decision))
+    }
 }
 
-/// The measured costs the policy compares (microseconds and bytes per microsecond).
+/// One calibrated parameter: the median of the calibration's repetitions and the range they
+/// spanned, widened to at least [`MODEL_ERROR_MIN`] of the median either way.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Band {
+    /// The smallest value the calibration saw (or the widened bound).
+    pub low: f64,
+    /// The median of the repetitions: the model's typical value.
+    pub median: f64,
+    /// The largest value the calibration saw (or the widened bound).
+    pub high: f64,
+}
+
+impl Band {
+    /// A parameter known to within [`MODEL_ERROR_MIN`] (the defaults, synthetic models).
+    pub fn around(median: f64) -> Self {
+        Self {
+            low: median,
+            median,
+            high: median,
+        }
+        .widened()
+    }
+
+    /// A parameter with an explicit range (tests and synthetic models).
+    pub fn new(low: f64, median: f64, high: f64) -> Self {
+        Self { low, median, high }.widened()
+    }
+
+    /// The band of a calibration's samples, `None` if there are none. From
+    /// [`BAND_TRIM_SAMPLES_MIN`] samples on, the most extreme sample at each end is left
+    /// out: one page-faulting or preempted probe would otherwise set the worst case of every
+    /// later decision.
+    fn of(samples: &mut [f64]) -> Option<Self> {
+        samples.sort_by(f64::total_cmp);
+        let median = *samples.get(samples.len() / 2)?;
+        let trim = usize::from(samples.len() >= BAND_TRIM_SAMPLES_MIN);
+        Some(Self::new(
+            samples[trim],
+            median,
+            samples[samples.len() - 1 - trim],
+        ))
+    }
+
+    /// The band with its bounds at least [`MODEL_ERROR_MIN`] of the median away from it: a
+    /// calibration of a few milliseconds on a quiet moment sees less spread than the load and
+    /// cache state of later requests bring.
+    fn widened(self) -> Self {
+        let margin = self.median.abs() * MODEL_ERROR_MIN;
+        Self {
+            low: self.low.min(self.median - margin),
+            median: self.median,
+            high: self.high.max(self.median + margin),
+        }
+    }
+
+    /// The relative error of the band: its larger distance from the median over the median.
+    pub fn relative_error(&self) -> f64 {
+        (self.high - self.median).max(self.median - self.low)
+            / self.median.abs().max(f64::MIN_POSITIVE)
+    }
+}
+
+/// Fewest samples of which [`Band::of`] leaves out the extreme one at each end.
+pub const BAND_TRIM_SAMPLES_MIN: usize = 5;
+
+const _: () = assert!(CALIBRATION_REPETITIONS >= BAND_TRIM_SAMPLES_MIN);
+
+/// Least relative error the model assumes of every calibrated parameter (10 %).
+pub const MODEL_ERROR_MIN: f64 = 0.10;
+
+/// Which end of the model's error a cost is computed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    /// Every parameter at its favourable bound (fast copies, cheap calls).
+    Best,
+    /// Every parameter at its median.
+    Typical,
+    /// Every parameter at its unfavourable bound (slow copies, dear calls).
+    Worst,
+}
+
+/// A mechanism's predicted cost for one request, µs, at the three cases of the model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cost {
+    /// The favourable bound.
+    pub best_us: f64,
+    /// The median prediction.
+    pub typical_us: f64,
+    /// The unfavourable bound: what the policy minimises among near-equal mechanisms.
+    pub worst_us: f64,
+}
+
+/// The measured costs the policy compares (microseconds and bytes per microsecond), each
+/// with the spread of its calibration.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TransferModel {
-    /// `memcpy` bandwidth, bytes per µs.
-    pub copy_bytes_per_us: f64,
+    /// Packing bandwidth (allocate a buffer and copy scattered slices into it), bytes per µs.
+    pub copy_bytes_per_us: Band,
     /// One-sided copy bandwidth, bytes per µs.
-    pub remote_bytes_per_us: f64,
+    pub remote_bytes_per_us: Band,
     /// Fixed cost of one one-sided call, µs.
-    pub remote_call_us: f64,
+    pub remote_call_us: Band,
     /// Cost of each segment in a one-sided call, µs.
-    pub remote_segment_us: f64,
+    pub remote_segment_us: Band,
     /// Fixed cost of the one-sided part of a request (the server's extra work), µs.
     pub remote_request_us: f64,
 }
@@ -198,111 +319,290 @@ impl Default for TransferModel {
     /// 7.7 GB/s one-sided, 0.22 µs per segment.
     fn default() -> Self {
         Self {
-            copy_bytes_per_us: 11_000.0,
-            remote_bytes_per_us: 7_700.0,
-            remote_call_us: 1.0,
-            remote_segment_us: 0.22,
+            copy_bytes_per_us: Band::around(11_000.0),
+            remote_bytes_per_us: Band::around(7_700.0),
+            remote_call_us: Band::around(1.0),
+            remote_segment_us: Band::around(0.22),
             remote_request_us: 2.0,
         }
     }
 }
 
+/// One decision of the policy for a one-sided request: what was chosen and what the model
+/// predicted for it. [`Decision::record`] adds it, with the request's measured time, to the
+/// process's [`decision_stats`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Decision {
+    /// The mechanism that moves the request.
+    pub mechanism: Mechanism,
+    /// The model chose it (`TransferPolicy::Auto`), rather than the file forcing it.
+    pub automatic: bool,
+    /// Other mechanisms were within the model's error of the cheapest typical one, so the
+    /// lowest worst case decided.
+    pub within_margin: bool,
+    /// The model's cost of the chosen mechanism.
+    pub cost: Cost,
+}
+
 impl TransferModel {
-    /// Predicted µs to move `bytes` in `segments` slices by `mechanism` one-sidedly.
+    /// Predicted µs to move `bytes` in `segments` slices by `mechanism` one-sidedly, with
+    /// every parameter at its median.
     pub fn cost_us(&self, mechanism: Mechanism, bytes: u64, segments: usize) -> f64 {
+        self.cost_at(mechanism, bytes, segments, Case::Typical)
+    }
+
+    /// The cost of `mechanism` at the best, typical and worst case of the model.
+    pub fn cost(&self, mechanism: Mechanism, bytes: u64, segments: usize) -> Cost {
+        Cost {
+            best_us: self.cost_at(mechanism, bytes, segments, Case::Best),
+            typical_us: self.cost_at(mechanism, bytes, segments, Case::Typical),
+            worst_us: self.cost_at(mechanism, bytes, segments, Case::Worst),
+        }
+    }
+
+    /// Predicted µs with every parameter at `case`: bandwidths at their low bound and
+    /// per-call costs at their high bound for [`Case::Worst`], the other way for
+    /// [`Case::Best`].
+    pub fn cost_at(&self, mechanism: Mechanism, bytes: u64, segments: usize, case: Case) -> f64 {
+        let rate = |band: &Band| match case {
+            Case::Best => band.high,
+            Case::Typical => band.median,
+            Case::Worst => band.low,
+        };
+        let price = |band: &Band| match case {
+            Case::Best => band.low,
+            Case::Typical => band.median,
+            Case::Worst => band.high,
+        };
         let bytes = bytes as f64;
         let segments = segments.max(1) as f64;
-        let copy = bytes / self.copy_bytes_per_us;
-        let move_ = bytes / self.remote_bytes_per_us;
+        let copy = bytes / rate(&self.copy_bytes_per_us).max(f64::MIN_POSITIVE);
+        let move_ = bytes / rate(&self.remote_bytes_per_us).max(f64::MIN_POSITIVE);
+        let call = price(&self.remote_call_us);
+        let segment = price(&self.remote_segment_us);
         match mechanism {
             // Through the socket: a copy into the kernel and one out, no one-sided step.
             Mechanism::Inline => 2.0 * copy,
             // One copy by the client; the server works on the shared buffer directly.
             Mechanism::Eager => copy,
-            Mechanism::Pack => {
-                copy + self.remote_request_us + self.remote_call_us + self.remote_segment_us + move_
-            }
+            Mechanism::Pack => copy + self.remote_request_us + call + segment + move_,
             Mechanism::Gather => {
                 let calls = (segments / IOV_PIECES_MAX as f64).ceil();
-                self.remote_request_us
-                    + calls * self.remote_call_us
-                    + segments * self.remote_segment_us
-                    + move_
+                self.remote_request_us + calls * call + segments * segment + move_
             }
-            Mechanism::Multiple => {
-                self.remote_request_us
-                    + segments * (self.remote_call_us + self.remote_segment_us)
-                    + move_
-            }
+            Mechanism::Multiple => self.remote_request_us + segments * (call + segment) + move_,
         }
     }
 
-    /// The cheapest mechanism for a request (inline only up to [`INLINE_BYTES_MAX`], eager
-    /// only up to [`EAGER_BYTES_MAX`]).
+    /// The mechanism for a request (inline only up to [`INLINE_BYTES_MAX`], eager only up to
+    /// [`EAGER_BYTES_MAX`]).
     pub fn choose(&self, bytes: u64, segments: usize) -> Mechanism {
-        let mut candidates = vec![Mechanism::Pack, Mechanism::Gather];
-        if bytes <= INLINE_BYTES_MAX {
-            candidates.push(Mechanism::Inline);
-        }
+        self.decide(bytes, segments).mechanism
+    }
+
+    /// Decides with margins. The *leader* is the candidate of lowest typical cost; every
+    /// candidate whose best case is no dearer than the leader's worst case is within the
+    /// model's error of it, and among those the one of lowest worst case is chosen (ties to
+    /// the lower typical cost, then to the order of the candidates). A clear winner, whose
+    /// worst case is below every other's best case, is chosen whatever the spread; between
+    /// near-equal mechanisms the choice depends on the bounds of the error, not on where in
+    /// it the medians of one calibration fell.
+    pub fn decide(&self, bytes: u64, segments: usize) -> Decision {
+        let mut candidates = vec![Mechanism::Gather, Mechanism::Pack];
         if bytes <= EAGER_BYTES_MAX {
             candidates.push(Mechanism::Eager);
         }
-        candidates
+        if bytes <= INLINE_BYTES_MAX {
+            candidates.push(Mechanism::Inline);
+        }
+        let costs: Vec<(Mechanism, Cost)> = candidates
             .into_iter()
+            .map(|mechanism| (mechanism, self.cost(mechanism, bytes, segments)))
+            .collect();
+        let leader = costs
+            .iter()
+            .min_by(|a, b| a.1.typical_us.total_cmp(&b.1.typical_us))
+            .map(|&(_, cost)| cost)
+            .expect("two candidates at least");
+        let contenders: Vec<&(Mechanism, Cost)> = costs
+            .iter()
+            .filter(|(_, cost)| cost.best_us <= leader.worst_us)
+            .collect();
+        let &&(mechanism, cost) = contenders
+            .iter()
             .min_by(|a, b| {
-                self.cost_us(*a, bytes, segments)
-                    .total_cmp(&self.cost_us(*b, bytes, segments))
+                a.1.worst_us
+                    .total_cmp(&b.1.worst_us)
+                    .then(a.1.typical_us.total_cmp(&b.1.typical_us))
             })
-            .expect("two candidates at least")
+            .expect("the leader is its own contender");
+        Decision {
+            mechanism,
+            automatic: true,
+            within_margin: contenders.len() > 1,
+            cost,
+        }
     }
 
-    /// Measures the model in this process (about a millisecond).
+    /// Measures the model in this process (a few milliseconds): [`CALIBRATION_REPETITIONS`]
+    /// timings of each probe after [`CALIBRATION_WARMUPS`] untimed rounds, each parameter
+    /// kept as a [`Band`].
     pub fn measure() -> Self {
         let defaults = Self::default();
-        let source = vec![7u8; MEASURE_BYTES];
+        // The packing probe copies what a pack does: 4 KiB slices 8 KiB apart into a fresh
+        // buffer, so the source is not one warm stream and the target is allocated per call.
+        let source = vec![7u8; 2 * MEASURE_BYTES];
+        let slices: Vec<&[u8]> = source.chunks(8192).map(|chunk| &chunk[..4096]).collect();
         let mut target = vec![0u8; MEASURE_BYTES];
-        let copy_bytes_per_us = best_rate(source.len(), || target.copy_from_slice(&source))
-            .unwrap_or(defaults.copy_bytes_per_us);
         let pid = std::process::id();
-        let whole = [segment_of(&source)];
-        if super::rma::pull(pid, &whole, 0, &mut target).is_err() {
-            // No one-sided copies in this process (a sandbox): nothing to measure; the
+        let whole = [segment_of(&source[..MEASURE_BYTES])];
+        let one_sided = super::rma::pull(pid, &whole, 0, &mut target).is_ok();
+        // Many small segments in one call, each on a page of its own as scattered pieces
+        // are: the per-segment cost, pinning its page included.
+        let small: Vec<RemoteSegment> = source[..MEASURE_BYTES]
+            .chunks(4096)
+            .map(|page| segment_of(&page[..64]))
+            .collect();
+        let small_bytes = 64 * small.len();
+        let mut samples: [Vec<f64>; 4] = Default::default();
+        for repetition in 0..CALIBRATION_WARMUPS + CALIBRATION_REPETITIONS {
+            let copy_us = time_us(|| {
+                let mut packed = Vec::with_capacity(MEASURE_BYTES);
+                for slice in &slices {
+                    packed.extend_from_slice(slice);
+                }
+                std::hint::black_box(&packed);
+            });
+            let mut sample = [MEASURE_BYTES as f64 / copy_us.max(1e-3), 0.0, 0.0, 0.0];
+            if one_sided {
+                let move_us = time_us(|| {
+                    let _ = super::rma::pull(pid, &whole, 0, &mut target);
+                });
+                let remote_bytes_per_us = MEASURE_BYTES as f64 / move_us.max(1e-3);
+                let gathered_us = time_us(|| {
+                    let _ = super::rma::pull(pid, &small, 0, &mut target[..small_bytes]);
+                });
+                // The same segments one call each: the per-call cost on top.
+                let single_us = time_us(|| {
+                    let _ = super::rma::pull(pid, &small, 1, &mut target[..small_bytes]);
+                });
+                let segments = small.len() as f64;
+                let small_move_us = small_bytes as f64 / remote_bytes_per_us;
+                sample[1] = remote_bytes_per_us;
+                sample[2] = ((single_us - gathered_us) / segments).max(0.05);
+                sample[3] = ((gathered_us - small_move_us) / segments).max(0.01);
+            }
+            // The first rounds only warm the caches and the allocator (the first packs grow
+            // the heap and fault its pages in, once per process).
+            if repetition >= CALIBRATION_WARMUPS {
+                for (kept, value) in samples.iter_mut().zip(sample) {
+                    kept.push(value);
+                }
+            }
+        }
+        let [copy, remote, call, segment] = &mut samples;
+        let copy_bytes_per_us = Band::of(copy).unwrap_or(defaults.copy_bytes_per_us);
+        if !one_sided {
+            // No one-sided copies in this process (a sandbox): nothing more to measure; the
             // connections will find the same and fall back to messages.
             return Self {
                 copy_bytes_per_us,
                 ..defaults
             };
         }
-        let remote_bytes_per_us = best_rate(source.len(), || {
-            let _ = super::rma::pull(pid, &whole, 0, &mut target);
-        })
-        .unwrap_or(defaults.remote_bytes_per_us);
-        // Many small segments in one call, each on a page of its own as scattered pieces
-        // are: the per-segment cost, pinning its page included.
-        let small: Vec<RemoteSegment> = source
-            .chunks(4096)
-            .map(|page| segment_of(&page[..64]))
-            .collect();
-        let small_bytes = 64 * small.len();
-        let gathered_us = best_us(|| {
-            let _ = super::rma::pull(pid, &small, 0, &mut target[..small_bytes]);
-        });
-        // The same segments one call each: the per-call cost on top.
-        let single_us = best_us(|| {
-            let _ = super::rma::pull(pid, &small, 1, &mut target[..small_bytes]);
-        });
-        let segments = small.len() as f64;
-        let move_us = small_bytes as f64 / remote_bytes_per_us;
-        let remote_segment_us = ((gathered_us - move_us) / segments).max(0.01);
-        let remote_call_us = ((single_us - gathered_us) / segments).max(0.05);
         Self {
             copy_bytes_per_us,
-            remote_bytes_per_us,
-            remote_call_us,
-            remote_segment_us,
+            remote_bytes_per_us: Band::of(remote).unwrap_or(defaults.remote_bytes_per_us),
+            remote_call_us: Band::of(call).unwrap_or(defaults.remote_call_us),
+            remote_segment_us: Band::of(segment).unwrap_or(defaults.remote_segment_us),
             remote_request_us: defaults.remote_request_us,
         }
     }
+}
+
+/// Timed repetitions of each calibration probe.
+pub const CALIBRATION_REPETITIONS: usize = 7;
+
+/// Untimed rounds of the probes before the timed ones.
+pub const CALIBRATION_WARMUPS: usize = 2;
+
+impl Decision {
+    /// Adds this decision to the process's [`decision_stats`], with the request's measured
+    /// time from its send to its reply, if it got one.
+    pub fn record(self, measured_us: Option<f64>) {
+        let mut stats = DECISIONS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let index = Mechanism::ALL
+            .iter()
+            .position(|&mechanism| mechanism == self.mechanism)
+            .expect("every mechanism is in ALL");
+        let counts = if self.automatic {
+            &mut stats.automatic[index]
+        } else {
+            &mut stats.forced[index]
+        };
+        counts.requests += 1;
+        counts.within_margin += u64::from(self.within_margin);
+        counts.predicted_us += self.cost.typical_us;
+        counts.predicted_worst_us += self.cost.worst_us;
+        if let Some(measured_us) = measured_us {
+            counts.measured += 1;
+            counts.measured_us += measured_us;
+        }
+    }
+}
+
+/// The one-sided requests of one mechanism, as [`decision_stats`] counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DecisionCounts {
+    /// Requests moved by the mechanism.
+    pub requests: u64,
+    /// Of those, the requests where the margin rule decided (automatic requests only).
+    pub within_margin: u64,
+    /// Sum of the model's typical cost of the requests, µs.
+    pub predicted_us: f64,
+    /// Sum of the model's worst-case cost of the requests, µs.
+    pub predicted_worst_us: f64,
+    /// Requests whose time was measured (those that got a reply).
+    pub measured: u64,
+    /// Sum of their measured times from send to reply, µs (the whole request: the storage
+    /// call and the round trip as well as the transfer the model prices).
+    pub measured_us: f64,
+}
+
+/// The policy's decisions since the process started, per mechanism in the order of
+/// [`Mechanism::ALL`]: those the model made and those the file forced. Fixed size; the sums
+/// only grow.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DecisionStats {
+    /// Requests under [`TransferPolicy::Auto`].
+    pub automatic: [DecisionCounts; 5],
+    /// Requests under [`TransferPolicy::Force`].
+    pub forced: [DecisionCounts; 5],
+}
+
+static DECISIONS: std::sync::Mutex<DecisionStats> = std::sync::Mutex::new(DecisionStats {
+    automatic: [DecisionCounts::ZERO; 5],
+    forced: [DecisionCounts::ZERO; 5],
+});
+
+impl DecisionCounts {
+    const ZERO: Self = Self {
+        requests: 0,
+        within_margin: 0,
+        predicted_us: 0.0,
+        predicted_worst_us: 0.0,
+        measured: 0,
+        measured_us: 0.0,
+    };
+}
+
+/// The decisions of this process so far (take two and subtract to see one span's).
+pub fn decision_stats() -> DecisionStats {
+    *DECISIONS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The model of this process, measured on first use.
@@ -324,24 +624,14 @@ fn segment_of(bytes: &[u8]) -> RemoteSegment {
 }
 
 /// Bytes each bandwidth probe of [`TransferModel::measure`] moves: large enough to stream,
-/// small enough that the whole measurement stays near a millisecond.
+/// small enough that the whole measurement stays within a few milliseconds.
 const MEASURE_BYTES: usize = 1 << 20;
 
-/// The best of three timings of `work`, in µs.
-fn best_us(mut work: impl FnMut()) -> f64 {
-    (0..3)
-        .map(|_| {
-            let start = Instant::now();
-            work();
-            start.elapsed().as_secs_f64() * 1e6
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
-/// Bytes per µs of the best of three runs of `work` over `bytes` bytes.
-fn best_rate(bytes: usize, work: impl FnMut()) -> Option<f64> {
-    let us = best_us(work);
-    (us > 0.0).then(|| bytes as f64 / us)
+/// One timing of `work`, in µs.
+fn time_us(work: impl FnOnce()) -> f64 {
+    let start = Instant::now();
+    work();
+    start.elapsed().as_secs_f64() * 1e6
 }
 
 #[cfg(test)]
@@ -409,8 +699,141 @@ mod tests {
     fn measured_model_is_sane() {
         let model = TransferModel::measure();
         eprintln!("{model:?}");
-        assert!(model.copy_bytes_per_us > 100.0, "{model:?}");
-        assert!(model.remote_bytes_per_us > 100.0, "{model:?}");
-        assert!(model.remote_segment_us < 50.0, "{model:?}");
+        assert!(model.copy_bytes_per_us.median > 100.0, "{model:?}");
+        assert!(model.remote_bytes_per_us.median > 100.0, "{model:?}");
+        assert!(model.remote_segment_us.median < 50.0, "{model:?}");
+        for band in [
+            model.copy_bytes_per_us,
+            model.remote_bytes_per_us,
+            model.remote_call_us,
+            model.remote_segment_us,
+        ] {
+            assert!(
+                band.low < band.median && band.median < band.high,
+                "{band:?}"
+            );
+            assert!(band.relative_error() >= MODEL_ERROR_MIN * 0.999, "{band:?}");
+        }
+    }
+
+    #[test]
+    fn a_band_keeps_the_spread_of_its_samples_and_at_least_the_least_error() {
+        // The extreme sample at each end is left out from five samples on.
+        let band = Band::of(&mut [9.0, 5.0, 10.0, 13.0, 30.0]).unwrap();
+        assert_eq!((band.low, band.median, band.high), (9.0, 10.0, 13.0));
+        assert!((band.relative_error() - 0.3).abs() < 1e-12);
+        let few = Band::of(&mut [5.0, 10.0, 30.0]).unwrap();
+        assert_eq!((few.low, few.median, few.high), (5.0, 10.0, 30.0));
+        // Samples that agree still get the least error either way.
+        let tight = Band::of(&mut [100.0, 100.0, 100.0]).unwrap();
+        assert!((tight.low - 90.0).abs() < 1e-9 && (tight.high - 110.0).abs() < 1e-9);
+        assert_eq!(Band::of(&mut []), None);
+    }
+
+    /// A model whose packing bandwidth and per-segment cost have the wide spread of a loaded
+    /// machine, with their medians at `copy` and `segment`.
+    fn noisy(copy: f64, segment: f64) -> TransferModel {
+        TransferModel {
+            copy_bytes_per_us: Band::new(7_000.0, copy, 14_000.0),
+            remote_bytes_per_us: Band::new(6_000.0, 7_700.0, 9_000.0),
+            remote_call_us: Band::new(0.8, 1.0, 1.3),
+            remote_segment_us: Band::new(0.15, segment, 0.35),
+            remote_request_us: 2.0,
+        }
+    }
+
+    #[test]
+    fn a_noisy_model_does_not_flip_between_near_equal_methods() {
+        // 512 pieces of 2 KiB (subarray n = 1024): pack's copy and gather's segments cost
+        // about the same, and calibrations put their medians anywhere in their bands.
+        let (bytes, segments) = (1 << 20, 512);
+        let mut by_median = std::collections::HashSet::new();
+        let mut by_margin = std::collections::HashSet::new();
+        for step in 0..=12 {
+            let copy = 7_500.0 + 500.0 * f64::from(step);
+            for segment in [0.18, 0.22, 0.26, 0.30] {
+                let model = noisy(copy, segment);
+                let typical = [Mechanism::Pack, Mechanism::Gather]
+                    .into_iter()
+                    .min_by(|a, b| {
+                        model
+                            .cost_us(*a, bytes, segments)
+                            .total_cmp(&model.cost_us(*b, bytes, segments))
+                    })
+                    .unwrap();
+                by_median.insert(typical);
+                let decision = model.decide(bytes, segments);
+                assert!(decision.within_margin, "copy {copy}, segment {segment}");
+                by_margin.insert(decision.mechanism);
+            }
+        }
+        // The medians alone flip with the calibration; the margin rule does not.
+        assert_eq!(by_median.len(), 2, "{by_median:?}");
+        assert_eq!(
+            by_margin.into_iter().collect::<Vec<_>>(),
+            vec![Mechanism::Pack]
+        );
+    }
+
+    #[test]
+    fn a_clear_winner_still_wins_under_noise() {
+        for (copy, segment) in [(7_500.0, 0.18), (13_500.0, 0.30), (10_000.0, 0.22)] {
+            let model = noisy(copy, segment);
+            // 4096 pieces of 256 bytes: 4096 segment costs dwarf one copy of 1 MiB.
+            let many = model.decide(1 << 20, 4096);
+            assert_eq!(many.mechanism, Mechanism::Pack, "copy {copy}");
+            assert!(!many.within_margin);
+            // 16 pieces of 256 KiB: copying 4 MiB dwarfs 16 segments.
+            let large = model.decide(4 << 20, 16);
+            assert_eq!(large.mechanism, Mechanism::Gather, "copy {copy}");
+            assert!(!large.within_margin);
+            // Small requests still go through the eager buffer.
+            assert_eq!(model.decide(4096, 8).mechanism, Mechanism::Eager);
+        }
+    }
+
+    #[test]
+    fn decisions_are_counted_with_their_prediction_and_measured_time() {
+        let before = decision_stats();
+        let (transfer, decision) = Transfer::decide(TransferPolicy::Auto, true, 4096, 2);
+        let decision = decision.expect("a one-sided request has a decision");
+        assert_eq!(transfer, Transfer::Eager);
+        decision.record(Some(7.5));
+        let (_, forced) = Transfer::decide(TransferPolicy::Force(Mechanism::Pack), true, 1, 1);
+        forced
+            .expect("forced one-sided requests are counted too")
+            .record(None);
+        assert_eq!(
+            Transfer::decide(TransferPolicy::Auto, false, 4096, 2).1,
+            None,
+            "framed requests have no model decision"
+        );
+        let after = decision_stats();
+        let eager = Mechanism::ALL
+            .iter()
+            .position(|&m| m == Mechanism::Eager)
+            .unwrap();
+        let pack = Mechanism::ALL
+            .iter()
+            .position(|&m| m == Mechanism::Pack)
+            .unwrap();
+        assert_eq!(
+            after.automatic[eager].requests,
+            before.automatic[eager].requests + 1
+        );
+        assert_eq!(
+            after.automatic[eager].measured,
+            before.automatic[eager].measured + 1
+        );
+        assert!(
+            (after.automatic[eager].measured_us - before.automatic[eager].measured_us - 7.5).abs()
+                < 1e-9
+        );
+        assert!(after.automatic[eager].predicted_us > before.automatic[eager].predicted_us);
+        assert_eq!(
+            after.forced[pack].requests,
+            before.forced[pack].requests + 1
+        );
+        assert_eq!(after.forced[pack].measured, before.forced[pack].measured);
     }
 }
