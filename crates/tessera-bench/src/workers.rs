@@ -96,6 +96,9 @@ pub struct CacheCounts {
     pub demotes_sent: u64,
     /// Evicted blocks not demoted (the iod had them, or the buffer was full).
     pub demotes_refused: u64,
+    /// Evictions that waited for room in a full DEMOTE buffer.
+    #[serde(default)]
+    pub buffer_full_waits: u64,
 }
 
 impl CacheCounts {
@@ -106,6 +109,7 @@ impl CacheCounts {
             buffer_hits: stats.buffer_hits,
             demotes_sent: stats.demotes_sent,
             demotes_refused: stats.demotes_refused,
+            buffer_full_waits: stats.buffer_full_waits,
         })
     }
 
@@ -116,6 +120,7 @@ impl CacheCounts {
             buffer_hits: self.buffer_hits - before.buffer_hits,
             demotes_sent: self.demotes_sent - before.demotes_sent,
             demotes_refused: self.demotes_refused - before.demotes_refused,
+            buffer_full_waits: self.buffer_full_waits - before.buffer_full_waits,
         }
     }
 
@@ -126,6 +131,7 @@ impl CacheCounts {
         self.buffer_hits += other.buffer_hits;
         self.demotes_sent += other.demotes_sent;
         self.demotes_refused += other.demotes_refused;
+        self.buffer_full_waits += other.buffer_full_waits;
     }
 }
 

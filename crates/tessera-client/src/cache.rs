@@ -77,6 +77,8 @@ pub struct ClientCacheStats {
     pub demotes_refused: u64,
     /// Misses found in the DEMOTE buffer (victim lookup).
     pub buffer_hits: u64,
+    /// Evictions that found the DEMOTE buffer full and waited for the batch in flight.
+    pub buffer_full_waits: u64,
 }
 
 #[derive(Default)]
@@ -528,6 +530,7 @@ impl BlockCache {
                             }
                             Push::Full(key, demoted) => {
                                 // Both halves taken: wait for the batch in flight.
+                                state.stats.buffer_full_waits += 1;
                                 let left = deadline.saturating_duration_since(Instant::now());
                                 if left.is_zero() {
                                     state.stats.demotes_refused += 1;

@@ -1118,6 +1118,12 @@ impl<S: ObjectStorage> Iod<S> {
     }
 }
 
+/// A demote's blocks once received: in a buffer, or already in the memory of their units.
+enum Demoted {
+    Bytes(Vec<u8>),
+    Landed(crate::cache::Landing),
+}
+
 /// Moves a read's units to the least recent end of the unified cache when dropped (after
 /// the reply went to a client that caches them).
 struct SentToCache<'a, S: ObjectStorage> {
@@ -1170,9 +1176,9 @@ impl<S: ObjectStorage> Iod<S> {
             )))
         };
         let _budget = self.buffer_budget(total).await;
-        let data = match mode {
+        let demoted = match mode {
             TransferMode::Gather if u64::from(header.bulk_bytes) == total => {
-                connection.read_bulk(header).await?
+                Demoted::Bytes(connection.read_bulk(header).await?)
             }
             TransferMode::Gather => {
                 return refused(format!(
@@ -1186,10 +1192,22 @@ impl<S: ObjectStorage> Iod<S> {
                     Ok(client) => client,
                     Err(error) => return connection.reply_error(header, &error).await,
                 };
+                // The blocks are pulled straight into the cache units they will be, where
+                // the memory allows; else into a buffer, copied in after.
+                let landing = if client.unregistered_ok() {
+                    self.store.land_demote(handle, &pieces)
+                } else {
+                    None
+                };
                 let length = usize::try_from(total).expect("within the bulk limit");
                 let pull = move || {
+                    if let Some(mut landing) = landing {
+                        return client
+                            .pull_all_into(&mut landing.slices())
+                            .map(|()| Demoted::Landed(landing));
+                    }
                     let mut data = vec![0u8; length];
-                    client.pull_all(&mut data).map(|()| data)
+                    client.pull_all(&mut data).map(|()| Demoted::Bytes(data))
                 };
                 // A small pull is a memory copy: done here rather than on a storage thread.
                 let pulled = if total <= CACHED_INLINE_BYTES_MAX {
@@ -1205,7 +1223,7 @@ impl<S: ObjectStorage> Iod<S> {
                         })
                 };
                 match pulled {
-                    Ok(data) => data,
+                    Ok(demoted) => demoted,
                     Err(error) => return connection.reply_error(header, &error).await,
                 }
             }
@@ -1220,8 +1238,9 @@ impl<S: ObjectStorage> Iod<S> {
         // storage thread.
         let result = self
             .leases
-            .with_lease(handle, (client, lease_id), || {
-                self.store.demote(handle, &pieces, &data)
+            .with_lease(handle, (client, lease_id), || match demoted {
+                Demoted::Bytes(data) => self.store.demote(handle, &pieces, &data),
+                Demoted::Landed(landing) => self.store.demote_landed(landing),
             })
             .unwrap_or(Ok(0))
             .map(|inserted| DemoteReply {

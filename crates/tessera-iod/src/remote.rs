@@ -171,7 +171,7 @@ impl Client {
 
     /// Whether memory the fabric has not registered may take part in a transfer (always,
     /// without a fabric).
-    fn unregistered_ok(&self) -> bool {
+    pub(crate) fn unregistered_ok(&self) -> bool {
         self.fabric
             .as_ref()
             .is_none_or(|link| !link.needs_local_registration())
@@ -179,7 +179,7 @@ impl Client {
 
     /// [`Client::pull_all`] into `slices`, back to back (memory the fabric has not
     /// registered: only where [`Client::unregistered_ok`]).
-    fn pull_all_into(&self, slices: &mut [IoSliceMut<'_>]) -> Result<(), RemoteError> {
+    pub(crate) fn pull_all_into(&self, slices: &mut [IoSliceMut<'_>]) -> Result<(), RemoteError> {
         let described = self.described();
         let bytes: u64 = slices.iter().map(|slice| slice.len() as u64).sum();
         if described != bytes {

@@ -168,6 +168,8 @@ pub struct DemoteRow {
     pub demotes_sent: u64,
     /// See `client_hits`.
     pub demotes_refused: u64,
+    /// Evictions that waited for room in a full DEMOTE buffer (the sender fell behind).
+    pub buffer_full_waits: u64,
     /// Client cache hit rate of the timed walks (blocks found / blocks read; the DEMOTE
     /// buffer's hits count as hits).
     pub client_hit_rate: f64,
@@ -394,6 +396,7 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
                 buffer_hits: client_counts.buffer_hits,
                 demotes_sent: client_counts.demotes_sent,
                 demotes_refused: client_counts.demotes_refused,
+                buffer_full_waits: client_counts.buffer_full_waits,
                 client_hit_rate: rate_of(client_counts.hits, blocks),
                 iod_hits: sample.iod.hits,
                 iod_misses: sample.iod.misses,

@@ -19,7 +19,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::buffer::UnitBuffer;
-use super::{Cache, CacheError, Held, State, WriteGrant};
+use super::{Cache, CacheError, End, Held, State, UnitKey, WriteGrant};
 
 /// Where one part of a landed write lies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +76,25 @@ impl Cache {
         &self,
         handle: u64,
         pieces: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Result<Option<Landing>, CacheError> {
+        self.land_counted(handle, pieces, true)
+    }
+
+    /// [`Cache::land`] for demoted blocks ([`Cache::insert_landed_clean`]), which do not
+    /// count as landed writes.
+    pub fn land_demote(
+        &self,
+        handle: u64,
+        pieces: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Result<Option<Landing>, CacheError> {
+        self.land_counted(handle, pieces, false)
+    }
+
+    fn land_counted(
+        &self,
+        handle: u64,
+        pieces: impl IntoIterator<Item = (u64, u64)>,
+        write: bool,
     ) -> Result<Option<Landing>, CacheError> {
         let unit_bytes = {
             let mut state = self.lock();
@@ -144,7 +163,9 @@ impl Cache {
         let mut state = self.lock();
         state.ready_units_made += ready_made;
         state.raw_units_made += raw_made;
-        state.units_landed += ready_made + raw_made;
+        if write {
+            state.units_landed += ready_made + raw_made;
+        }
         drop(state);
         Ok(Some(Landing {
             handle,
@@ -153,6 +174,45 @@ impl Cache {
             rest: vec![0; rest_bytes],
             parts,
         }))
+    }
+}
+
+impl Cache {
+    /// Inserts the whole units of `landing` (demoted blocks, received into it) clean at
+    /// `end`, each only if it is not cached, evicting clean units for room but never waiting;
+    /// the bytes of units it covers only in part are dropped. Returns the units inserted.
+    pub fn insert_landed_clean(&self, mut landing: Landing, end: End) -> Result<usize, CacheError> {
+        let config = &self.shared.config;
+        let mut state = self.lock();
+        let unit_bytes = state.unit_bytes_of(landing.handle, config.default_unit_bytes)?;
+        if unit_bytes != landing.unit_bytes {
+            return Ok(0); // the object's unit changed since the landing (a truncate)
+        }
+        let mut inserted = 0;
+        for (index, buffer) in std::mem::take(&mut landing.whole) {
+            let key = UnitKey {
+                handle: landing.handle,
+                index,
+            };
+            if state.index.contains_key(&key) {
+                continue;
+            }
+            if !state.make_room(unit_bytes, config.budget_bytes) {
+                break;
+            }
+            let (id, _) = state.insert_unit(key, unit_bytes, None, Some(&buffer), false);
+            let unit = state.unit_mut(id);
+            unit.writer = false;
+            unit.filled = true;
+            state.policy.insert(id, end);
+            state.units_demoted += 1;
+            inserted += 1;
+        }
+        drop(state);
+        if inserted > 0 {
+            self.shared.released.notify_all();
+        }
+        Ok(inserted)
     }
 }
 

@@ -1121,3 +1121,36 @@ fn demoted_units_go_in_clean_at_the_chosen_end_and_never_over_cached_ones() {
     assert!(cache.peek_cached(1, &[(8 * 1024, 4 * KIB)]));
     cache.check_consistency();
 }
+
+/// A demote pulled straight into landed units: the whole units not cached go in clean (their
+/// landed buffers become the units), a cached one keeps its bytes, partial units are dropped,
+/// and no landed write is counted.
+#[test]
+fn landed_demotes_go_in_clean_and_never_over_cached_units() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 50);
+    let storage = vec![0u8; 64 * KIB];
+    write(&cache, &storage, 1, 4 * 1024, &[9; 4 * KIB]);
+    let landed_before = cache.stats().units_landed;
+    // Units 0-3 whole, then 100 bytes of unit 4.
+    let mut landing = cache
+        .land_demote(1, [(0u64, (16 * KIB + 100) as u64)])
+        .unwrap()
+        .expect("whole units to land");
+    let mut filled = 0u8;
+    for slice in &mut landing.slices() {
+        filled += 1;
+        slice.fill(filled);
+    }
+    assert_eq!(cache.insert_landed_clean(landing, End::MostRecent).unwrap(), 3);
+    let stats = cache.stats();
+    assert_eq!(stats.units_demoted, 3);
+    assert_eq!(stats.units_landed, landed_before, "a demote is not a landed write");
+    assert_eq!(stats.dirty_bytes, 4 * KIB, "demoted units are clean");
+    let got = read(&cache, &storage, 1, 0, 16 * KIB);
+    assert!(got[..4 * KIB].iter().all(|&byte| byte == 1));
+    assert!(got[4 * KIB..8 * KIB].iter().all(|&byte| byte == 9), "the cached unit stays");
+    assert!(got[8 * KIB..12 * KIB].iter().all(|&byte| byte == 3));
+    assert!(got[12 * KIB..].iter().all(|&byte| byte == 4));
+    assert!(!cache.peek_cached(1, &[(16 * 1024, 100)]), "a partial unit is dropped");
+    cache.check_consistency();
+}

@@ -522,6 +522,28 @@ impl<S: ObjectStorage> ObjectStore<S> {
         )
     }
 
+    /// Memory laid out as the cache units of a demote of `pieces` (whole units only are
+    /// kept), for the bytes to be pulled straight into; `None` as [`ObjectStore::land`].
+    pub fn land_demote(&self, handle: u64, pieces: &[Piece]) -> Option<Landing> {
+        let cache = self.cache.as_ref()?;
+        self.object(handle).ok()?;
+        let pieces = pieces.iter().map(|piece| (piece.offset, piece.length));
+        cache.land_demote(handle, pieces).ok().flatten()
+    }
+
+    /// Caches a landed demote's whole units clean at the most recent end (as
+    /// [`ObjectStore::demote`]); returns the units inserted.
+    pub fn demote_landed(&self, landing: Landing) -> Result<u64, RemoteError> {
+        let Some(cache) = &self.cache else {
+            return Ok(0);
+        };
+        let handle = landing.handle();
+        cache
+            .insert_landed_clean(landing, End::MostRecent)
+            .map(|inserted| inserted as u64)
+            .map_err(|err| cache_error(handle, &err))
+    }
+
     /// Memory for the data of a write of `pieces` to `handle`, laid out as the cache units
     /// it will become ([`Cache::land`]): `None` without a unified cache, or where a landing
     /// gains nothing (the write then takes a plain buffer).
