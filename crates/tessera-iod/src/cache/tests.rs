@@ -1141,16 +1141,28 @@ fn landed_demotes_go_in_clean_and_never_over_cached_units() {
         filled += 1;
         slice.fill(filled);
     }
-    assert_eq!(cache.insert_landed_clean(landing, End::MostRecent).unwrap(), 3);
+    assert_eq!(
+        cache.insert_landed_clean(landing, End::MostRecent).unwrap(),
+        3
+    );
     let stats = cache.stats();
     assert_eq!(stats.units_demoted, 3);
-    assert_eq!(stats.units_landed, landed_before, "a demote is not a landed write");
+    assert_eq!(
+        stats.units_landed, landed_before,
+        "a demote is not a landed write"
+    );
     assert_eq!(stats.dirty_bytes, 4 * KIB, "demoted units are clean");
     let got = read(&cache, &storage, 1, 0, 16 * KIB);
     assert!(got[..4 * KIB].iter().all(|&byte| byte == 1));
-    assert!(got[4 * KIB..8 * KIB].iter().all(|&byte| byte == 9), "the cached unit stays");
+    assert!(
+        got[4 * KIB..8 * KIB].iter().all(|&byte| byte == 9),
+        "the cached unit stays"
+    );
     assert!(got[8 * KIB..12 * KIB].iter().all(|&byte| byte == 3));
     assert!(got[12 * KIB..].iter().all(|&byte| byte == 4));
-    assert!(!cache.peek_cached(1, &[(16 * 1024, 100)]), "a partial unit is dropped");
+    assert!(
+        !cache.peek_cached(1, &[(16 * 1024, 100)]),
+        "a partial unit is dropped"
+    );
     cache.check_consistency();
 }
