@@ -31,7 +31,7 @@ use crate::error::ClientError;
 use crate::options::DemoteMode;
 
 /// Blocks of the DEMOTE buffer (two halves: a batch is half of it; 4 MiB of 64 KiB blocks),
-/// taken out of the cache's budget, and at most a quarter of it.
+/// taken out of the cache's budget, and at most a third of it.
 pub const DEMOTE_BUFFER_BLOCKS: usize = 64;
 /// The longest a read waits for room in a full DEMOTE buffer before it drops the evicted
 /// block instead (counted as refused).
@@ -183,14 +183,13 @@ fn forget_file(state: &mut State, handle: u64) {
 }
 
 impl BlockCache {
-    /// A cache of `budget_bytes` (whole blocks, at least one).
     /// A cache of `budget_bytes`, in whole blocks: at least one, at most [`BLOCKS_MAX`].
     /// With buffered DEMOTE the buffer comes out of the budget: [`DEMOTE_BUFFER_BLOCKS`], or
-    /// a quarter of the budget if that is less (at least 2 blocks).
+    /// a third of the budget if that is less (at least 2 blocks).
     pub(crate) fn new(budget_bytes: u64, demote: DemoteMode) -> Self {
         let budget = (budget_bytes / BLOCK_BYTES).clamp(1, BLOCKS_MAX);
         let buffer = if demote == DemoteMode::Buffered {
-            (DEMOTE_BUFFER_BLOCKS as u64).min(budget / 4).max(2) / 2 * 2
+            (DEMOTE_BUFFER_BLOCKS as u64).min(budget / 3).max(2) / 2 * 2
         } else {
             2
         };
