@@ -19,7 +19,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::buffer::UnitBuffer;
-use super::{Cache, CacheError, End, Held, State, UnitKey, WriteGrant};
+use super::{Cache, CacheError, Demoted, End, Held, State, UnitKey, WriteGrant};
 
 /// Where one part of a landed write lies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,19 +194,16 @@ impl Cache {
                 handle: landing.handle,
                 index,
             };
-            if state.index.contains_key(&key) {
-                continue;
+            let made = state.insert_demoted(key, (unit_bytes, config.budget_bytes), end, |state| {
+                state
+                    .insert_unit(key, unit_bytes, None, Some(&buffer), false)
+                    .0
+            });
+            match made {
+                Demoted::Inserted => inserted += 1,
+                Demoted::Cached => {}
+                Demoted::NoRoom => break,
             }
-            if !state.make_room(unit_bytes, config.budget_bytes) {
-                break;
-            }
-            let (id, _) = state.insert_unit(key, unit_bytes, None, Some(&buffer), false);
-            let unit = state.unit_mut(id);
-            unit.writer = false;
-            unit.filled = true;
-            state.policy.insert(id, end);
-            state.units_demoted += 1;
-            inserted += 1;
         }
         drop(state);
         if inserted > 0 {

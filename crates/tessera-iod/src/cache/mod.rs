@@ -45,6 +45,16 @@ use ready::ReadyArena;
 pub use ready::READY_REGISTRATIONS_MAX;
 pub use tessera_policy::{End, Lru, Replacement, UnitId};
 
+/// What became of one demoted unit ([`State::insert_demoted`]).
+enum Demoted {
+    /// Put in clean.
+    Inserted,
+    /// Cached already: left as it is.
+    Cached,
+    /// No clean unit to evict for room: the demote stops here.
+    NoRoom,
+}
+
 /// The smallest cache unit, in bytes.
 pub const UNIT_BYTES_MIN: usize = 4 * 1024;
 /// The largest cache unit, in bytes.
@@ -409,6 +419,31 @@ impl State {
             self.evictions += 1;
         }
         true
+    }
+
+    /// A demoted unit `key` put in clean at `end`, made by `make` (which fills it, held as
+    /// its writer) unless it is cached already or no clean unit can be evicted for room
+    /// (`(unit_bytes, budget_bytes)`).
+    fn insert_demoted(
+        &mut self,
+        key: UnitKey,
+        (unit_bytes, budget_bytes): (usize, usize),
+        end: End,
+        make: impl FnOnce(&mut Self) -> UnitId,
+    ) -> Demoted {
+        if self.index.contains_key(&key) {
+            return Demoted::Cached;
+        }
+        if !self.make_room(unit_bytes, budget_bytes) {
+            return Demoted::NoRoom;
+        }
+        let id = make(self);
+        let unit = self.unit_mut(id);
+        unit.writer = false;
+        unit.filled = true;
+        self.policy.insert(id, end);
+        self.units_demoted += 1;
+        Demoted::Inserted
     }
 
     /// Make the unit `key`, held by the caller alone and unfilled, with the buffer `donor`
@@ -1079,23 +1114,21 @@ impl Cache {
         {
             let index = (offset + skip as u64) / unit + at as u64;
             let key = UnitKey { handle, index };
-            if state.index.contains_key(&key) {
-                continue;
-            }
-            if !state.make_room(unit_bytes, config.budget_bytes) {
-                break;
-            }
             let ready = self.shared.ready.as_ref();
-            let (id, buffer) = state.insert_unit(key, unit_bytes, ready, None, false);
-            // SAFETY: the unit was just made, held by this call alone (`writer`), under the
-            // lock; the buffer is `unit_bytes` long, as is `chunk`.
-            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), buffer.start(), unit_bytes) };
-            let unit = state.unit_mut(id);
-            unit.writer = false;
-            unit.filled = true;
-            state.policy.insert(id, end);
-            state.units_demoted += 1;
-            inserted += 1;
+            let made = state.insert_demoted(key, (unit_bytes, config.budget_bytes), end, |state| {
+                let (id, buffer) = state.insert_unit(key, unit_bytes, ready, None, false);
+                // SAFETY: the unit was just made, held by this call alone (`writer`), under
+                // the lock; the buffer is `unit_bytes` long, as is `chunk`.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(chunk.as_ptr(), buffer.start(), unit_bytes);
+                };
+                id
+            });
+            match made {
+                Demoted::Inserted => inserted += 1,
+                Demoted::Cached => {}
+                Demoted::NoRoom => break,
+            }
         }
         drop(state);
         if inserted > 0 {
