@@ -1336,10 +1336,14 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             capability: Capability::default(),
             client_id: 0x5eed_c11e,
             lease_id: 3,
-            mode: TransferMode::Gather,
-            pieces: vec![Piece::new(0, 65536)],
+            mode: TransferMode::Remote,
+            choose: true,
+            pieces: vec![Piece::new(0, 65536), Piece::new(131_072, 65536)],
         },
-        &DemoteReply { inserted: 1 },
+        &DemoteReply {
+            inserted: 1,
+            taken: WantedFlags(vec![1, 0]),
+        },
     ));
     seeds.extend(exchange(
         "remote-probe",

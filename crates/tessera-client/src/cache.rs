@@ -27,8 +27,12 @@ use tessera_policy::{BatchId, ClientCache, DemoteBuffer, End, Push};
 use tessera_proto::{Capability, Demote, DemoteOffer, Layout, LeaseAcquire, Piece, TransferMode};
 
 use crate::client::Inner;
+
+mod block;
+
 use crate::error::ClientError;
 use crate::options::DemoteMode;
+use block::{Block, Slab};
 
 /// Blocks of the DEMOTE buffer (two halves: a batch is half of it; 4 MiB of 64 KiB blocks),
 /// taken out of the cache's budget, and at most a third of it.
@@ -99,7 +103,7 @@ struct FileState {
 type Key = (u64, u64);
 
 struct State {
-    blocks: HashMap<Key, Arc<Vec<u8>>>,
+    blocks: HashMap<Key, Arc<Block>>,
     order: ClientCache<Key>,
     files: HashMap<u64, FileState>,
     stats: ClientCacheStats,
@@ -115,6 +119,8 @@ struct Callback {
 /// The cache of one client, shared by its files.
 pub(crate) struct BlockCache {
     demote: DemoteMode,
+    /// Where blocks live: a shared arena the iods copy in and out of directly.
+    slab: Option<Arc<Slab>>,
     /// The client id, the state, and what the sender thread needs of them.
     demoter: Demoter,
     /// Started at the first sealed batch (`DemoteMode::Buffered`).
@@ -210,8 +216,13 @@ impl BlockCache {
             demotes: DemoteBuffer::new(usize::try_from(buffer).expect("at most 64"))
                 .expect("a valid buffer size"),
         };
+        let block_bytes = usize::try_from(BLOCK_BYTES).expect("64 KiB");
         Self {
             demote,
+            slab: Slab::new(
+                usize::try_from(budget).expect("at most BLOCKS_MAX"),
+                block_bytes,
+            ),
             demoter: Demoter {
                 client_id: hasher.finish(),
                 state: Arc::new(Mutex::new(state)),
@@ -405,7 +416,7 @@ impl BlockCache {
             .checked_add(data.len() as u64)
             .ok_or_else(|| ClientError::InvalidArgument(format!("read at {offset} overflows")))?;
         let (first, last) = (offset / BLOCK_BYTES, (end - 1) / BLOCK_BYTES);
-        let mut found: Vec<(u64, Arc<Vec<u8>>)> = Vec::new();
+        let mut found: Vec<(u64, Arc<Block>)> = Vec::new();
         let mut missing: Vec<u64> = Vec::new();
         let mut evicted: Vec<(Key, Demoted)> = Vec::new();
         {
@@ -440,15 +451,18 @@ impl BlockCache {
                 .map(|block| tessera_proto::Piece::new(block * BLOCK_BYTES, BLOCK_BYTES))
                 .collect();
             let block_len = usize::try_from(BLOCK_BYTES).expect("64 KiB");
-            // The blocks are read straight into the buffers they will be cached in.
-            let mut buffers: Vec<Vec<u8>> = missing.iter().map(|_| vec![0u8; block_len]).collect();
+            // The blocks are read straight into the memory they will be cached in.
+            let mut buffers: Vec<Block> = missing
+                .iter()
+                .map(|_| Block::new(self.slab.as_ref(), block_len))
+                .collect();
             let mut slices: Vec<IoSliceMut<'_>> = buffers
                 .iter_mut()
-                .map(|buffer| IoSliceMut::new(buffer))
+                .map(|buffer| IoSliceMut::new(buffer.as_mut_slice()))
                 .collect();
             fetch(&pieces, &mut slices)?;
             drop(slices);
-            let fetched: Vec<(u64, Arc<Vec<u8>>)> = missing
+            let fetched: Vec<(u64, Arc<Block>)> = missing
                 .iter()
                 .zip(buffers)
                 .map(|(&block, bytes)| (block, Arc::new(bytes)))
@@ -511,7 +525,7 @@ impl BlockCache {
             DemoteMode::Eager => {
                 let mut links = PoolLinks(&inner.iods);
                 for block in evicted {
-                    let (sent, refused) = self.demoter.send(&mut links, &[block]);
+                    let (sent, refused) = self.demoter.send(&mut links, &[block], false);
                     self.demoter.count(sent, refused);
                 }
             }
@@ -580,7 +594,7 @@ impl BlockCache {
 /// cached under (the iod refuses it under any other).
 #[derive(Clone)]
 pub(crate) struct Demoted {
-    bytes: Arc<Vec<u8>>,
+    bytes: Arc<Block>,
     parts: Vec<DemotePart>,
 }
 
@@ -599,7 +613,7 @@ struct DemotePart {
 
 /// Where an evicted block goes: `None` if its file was not opened for writing, or its
 /// layout or a lease of one of its iods is not known (it is then not demoted).
-fn demoted(state: &State, (handle, block): Key, bytes: Arc<Vec<u8>>) -> Option<Demoted> {
+fn demoted(state: &State, (handle, block): Key, bytes: Arc<Block>) -> Option<Demoted> {
     let file = state.files.get(&handle).filter(|file| file.writable)?;
     let layout = file.layout.as_ref()?;
     let start = block * BLOCK_BYTES;
@@ -714,7 +728,8 @@ impl Demoter {
     }
 
     /// Asks each block's iods whether they want it (`DemoteOffer`, one per iod, file and
-    /// lease); a block split over iods is wanted only if every part is.
+    /// lease); a block split over iods is wanted only if every part is. An iod that pulls
+    /// one-sidedly is not asked: it chooses as it pulls ([`Demoter::send`] choosing).
     fn offer(&self, links: &mut impl Links, blocks: &[Demoted]) -> Vec<bool> {
         let mut wanted = vec![true; blocks.len()];
         let groups = group(blocks.iter(), |position, _, _| position);
@@ -726,8 +741,15 @@ impl Demoter {
                 lease_id,
                 pieces,
             };
-            match links.call(index, |connection| connection.call(&request)) {
-                Ok(reply) if reply.wanted.0.len() == positions.len() => {
+            let asked = links.call(index, |connection| {
+                if connection.one_sided() {
+                    return Ok(None);
+                }
+                connection.call(&request).map(Some)
+            });
+            match asked {
+                Ok(None) => {}
+                Ok(Some(reply)) if reply.wanted.0.len() == positions.len() => {
                     for (flag, position) in reply.wanted.0.iter().zip(&positions) {
                         wanted[*position] &= *flag == 1;
                     }
@@ -741,8 +763,10 @@ impl Demoter {
     }
 
     /// Sends `blocks` to their iods, one `Demote` per iod, file and lease (the parts of each
-    /// gathered from the blocks' bytes); returns (parts sent, parts that failed).
-    fn send(&self, links: &mut impl Links, blocks: &[(Key, Demoted)]) -> (u64, u64) {
+    /// gathered from the blocks' bytes); returns (parts sent, parts refused or failed).
+    /// Where an iod pulls one-sidedly and `choose` is set (buffered DEMOTE, not offered
+    /// first), it pulls only the parts it wants.
+    fn send(&self, links: &mut impl Links, blocks: &[(Key, Demoted)], choose: bool) -> (u64, u64) {
         let groups = group(blocks.iter().map(|(_, block)| block), |_, block, part| {
             let length = usize::try_from(part.piece.length).expect("within a block");
             IoSlice::new(&block.bytes[part.at..part.at + length])
@@ -756,17 +780,26 @@ impl Demoter {
                 client_id: self.client_id,
                 lease_id,
                 mode: TransferMode::Gather,
+                choose: false,
                 pieces,
             };
             match links.call(index, |connection| {
                 // Where the iod can reach this process's memory it pulls the blocks itself.
                 if connection.one_sided() {
                     request.mode = TransferMode::Remote;
+                    request.choose = choose;
                     connection.call_remote(&request, &slices)
                 } else {
                     connection.call_with_bulk(&request, &mut slices)
                 }
             }) {
+                Ok(reply) if request.choose => {
+                    // Flags are 0 or 1 (else the reply fails to decode).
+                    let taken: u64 = reply.taken.0.iter().map(|&flag| u64::from(flag)).sum();
+                    let taken = taken.min(count);
+                    sent += taken;
+                    refused += count - taken;
+                }
                 Ok(_) => sent += count,
                 Err(err) => {
                     tracing::debug!("client cache: demote to iod {index} failed: {err}");
@@ -792,7 +825,7 @@ impl Demoter {
                     state.stats.demotes_refused += (blocks.len() - send.len()) as u64;
                     send
                 };
-                let (sent, refused) = self.send(links, &send);
+                let (sent, refused) = self.send(links, &send, true);
                 self.count(sent, refused);
             }
             let next = lock(&self.state).demotes.complete(id);

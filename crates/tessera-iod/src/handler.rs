@@ -1151,8 +1151,10 @@ impl<S: ObjectStorage> Iod<S> {
         Self::check_pieces(pieces).map(drop)
     }
 
-    /// Caches the clean blocks of a `Demote` (bulk: their bytes back to back) if the client
-    /// still holds its lease on the file; with no lease, or no unified cache, nothing.
+    /// Caches the clean blocks of a `Demote` (bulk: their bytes back to back, or a memory
+    /// descriptor to pull them from) if the client still holds its lease on the file; with no
+    /// lease, or no unified cache, nothing. A choosing demote (`choose`) pulls only the pieces
+    /// this iod wants, decided before any byte moves.
     async fn demote(
         &self,
         request: &Incoming,
@@ -1164,7 +1166,8 @@ impl<S: ObjectStorage> Iod<S> {
             client_id,
             lease_id,
             mode,
-            pieces,
+            choose,
+            mut pieces,
             ..
         } = request.decode()?;
         Self::check_demote(&pieces).map_err(ConnectionError::Refused)?;
@@ -1175,7 +1178,15 @@ impl<S: ObjectStorage> Iod<S> {
                 detail,
             )))
         };
+        if choose && mode != TransferMode::Remote {
+            return refused(format!(
+                "a demote chooses its pieces only when the iod pulls them (mode Remote), not \
+                 {mode:?}"
+            ));
+        }
+        let client = ClientKey::new(connection.credentials().uid, client_id);
         let _budget = self.buffer_budget(total).await;
+        let mut taken = Vec::new();
         let demoted = match mode {
             TransferMode::Gather if u64::from(header.bulk_bytes) == total => {
                 Demoted::Bytes(connection.read_bulk(header).await?)
@@ -1188,13 +1199,31 @@ impl<S: ObjectStorage> Iod<S> {
             }
             TransferMode::Remote => {
                 let descriptor = connection.read_bulk(header).await?;
-                let client = match self.remote_client(connection, &descriptor)? {
-                    Ok(client) => client,
+                let mut remote = match self.remote_client(connection, &descriptor)? {
+                    Ok(remote) => remote,
                     Err(error) => return connection.reply_error(header, &error).await,
                 };
+                if choose {
+                    if let Err(error) = self.choose_demoted(
+                        (handle, client, lease_id),
+                        &mut pieces,
+                        &mut remote,
+                        &mut taken,
+                    ) {
+                        return connection.reply_error(header, &error).await;
+                    }
+                    if pieces.is_empty() {
+                        let reply = DemoteReply {
+                            inserted: 0,
+                            taken: WantedFlags(taken),
+                        };
+                        return Self::answer(connection, header, Ok(reply)).await;
+                    }
+                }
+                let total: u64 = pieces.iter().map(|piece| piece.length).sum();
                 // The blocks are pulled straight into the cache units they will be, where
                 // the memory allows; else into a buffer, copied in after.
-                let landing = if client.unregistered_ok() {
+                let landing = if remote.unregistered_ok() {
                     self.store.land_demote(handle, &pieces)
                 } else {
                     None
@@ -1202,12 +1231,12 @@ impl<S: ObjectStorage> Iod<S> {
                 let length = usize::try_from(total).expect("within the bulk limit");
                 let pull = move || {
                     if let Some(mut landing) = landing {
-                        return client
+                        return remote
                             .pull_all_into(&mut landing.slices())
                             .map(|()| Demoted::Landed(landing));
                     }
                     let mut data = vec![0u8; length];
-                    client.pull_all(&mut data).map(|()| Demoted::Bytes(data))
+                    remote.pull_all(&mut data).map(|()| Demoted::Bytes(data))
                 };
                 // A small pull is a memory copy: done here rather than on a storage thread.
                 let pulled = if total <= CACHED_INLINE_BYTES_MAX {
@@ -1233,7 +1262,6 @@ impl<S: ObjectStorage> Iod<S> {
                 ));
             }
         };
-        let client = ClientKey::new(connection.credentials().uid, client_id);
         // In memory only (a clean insert never waits for write-back): served inline, not on a
         // storage thread.
         let result = self
@@ -1245,8 +1273,33 @@ impl<S: ObjectStorage> Iod<S> {
             .unwrap_or(Ok(0))
             .map(|inserted| DemoteReply {
                 inserted: u32::try_from(inserted).unwrap_or(u32::MAX),
+                taken: WantedFlags(taken),
             });
         Self::answer(connection, header, result).await
+    }
+
+    /// A choosing demote's choice, made before any byte moves: keeps of `pieces` (and of the
+    /// client's memory) those this iod wants under the client's lease (as `DemoteOffer`
+    /// answers), and sets `taken` to one flag per piece.
+    fn choose_demoted(
+        &self,
+        (handle, client, lease_id): (u64, ClientKey, u64),
+        pieces: &mut Vec<Piece>,
+        remote: &mut remote::Client,
+        taken: &mut Vec<u8>,
+    ) -> Result<(), RemoteError> {
+        let wanted = self
+            .leases
+            .with_lease(handle, (client, lease_id), || {
+                self.store.demote_wanted(handle, pieces)
+            })
+            .unwrap_or_else(|| vec![false; pieces.len()]);
+        let lengths: Vec<u64> = pieces.iter().map(|piece| piece.length).collect();
+        remote.keep_pieces(&lengths, &wanted)?;
+        let mut flags = wanted.iter();
+        pieces.retain(|_| flags.next().copied().unwrap_or(false));
+        *taken = wanted.into_iter().map(u8::from).collect();
+        Ok(())
     }
 }
 

@@ -169,6 +169,26 @@ impl Client {
         self.pull(&self.memory.segments, self.memory.segments_per_call, data)
     }
 
+    /// Keeps of the client's memory only the bytes of the pieces `keep` selects, where the
+    /// memory holds pieces of `lengths` bytes back to back (however it is cut into
+    /// segments): what a choosing `Demote` pulls.
+    pub(crate) fn keep_pieces(
+        &mut self,
+        lengths: &[u64],
+        keep: &[bool],
+    ) -> Result<(), RemoteError> {
+        let pieces: u64 = lengths.iter().sum();
+        let described = self.described();
+        if described != pieces || lengths.len() != keep.len() {
+            return Err(RemoteError::new(
+                ErrorCode::Protocol,
+                format!("the client lent {described} bytes for pieces of {pieces}"),
+            ));
+        }
+        self.memory.segments = kept_segments(&self.memory.segments, lengths, keep);
+        Ok(())
+    }
+
     /// Whether memory the fabric has not registered may take part in a transfer (always,
     /// without a fabric).
     pub(crate) fn unregistered_ok(&self) -> bool {
@@ -234,6 +254,38 @@ impl Client {
                 .map_err(|e| rma_error(&e)),
         }
     }
+}
+
+/// The parts of `segments` (holding pieces of `lengths` bytes back to back, as many bytes in
+/// all) that hold the pieces `keep` selects.
+fn kept_segments(segments: &[RemoteSegment], lengths: &[u64], keep: &[bool]) -> Vec<RemoteSegment> {
+    let mut kept = Vec::new();
+    let mut segments = segments.iter().filter(|segment| segment.length > 0);
+    // The segment being cut, and how much of it is behind.
+    let mut current: Option<(&RemoteSegment, u64)> = None;
+    for (&length, &keep) in lengths.iter().zip(keep) {
+        let mut left = length;
+        while left > 0 {
+            let (segment, used) = match current {
+                Some((segment, used)) if used < segment.length => (segment, used),
+                _ => match segments.next() {
+                    Some(segment) => (segment, 0),
+                    None => return kept,
+                },
+            };
+            let step = left.min(segment.length - used);
+            if keep {
+                kept.push(RemoteSegment {
+                    address: segment.address + used,
+                    length: step,
+                    key: segment.key,
+                });
+            }
+            left -= step;
+            current = Some((segment, used + step));
+        }
+    }
+    kept
 }
 
 /// Copies `from`, back to back, into `to`, back to back (as many bytes as both hold).
@@ -346,7 +398,7 @@ pub fn read<S: ObjectStorage>(
     let unified = store.serve_mode() == ServeMode::Unified;
     if let Some(region) = &client.shared {
         let segments = &client.memory.segments;
-        if let [segment] = segments.as_slice() {
+        if let ([segment], false) = (segments.as_slice(), unified) {
             // SAFETY: the one request served on this connection holds the region, and
             // `data` is its only view of these bytes.
             let data = unsafe { region.bytes_mut(segment.address, segment.length) }
@@ -596,5 +648,40 @@ mod tests {
             assert_eq!(piece_bytes, unit.bytes as u64);
             assert_eq!(segment_bytes, unit.bytes as u64);
         }
+    }
+
+    #[test]
+    fn kept_segments_hold_exactly_the_chosen_pieces_however_the_memory_is_cut() {
+        let segment = |address, length| RemoteSegment {
+            address,
+            length,
+            key: 9,
+        };
+        // Pieces of 4, 6, 2 and 5 bytes over segments of 3, 0, 10 and 4 bytes.
+        let segments = [
+            segment(100, 3),
+            segment(150, 0),
+            segment(200, 10),
+            segment(300, 4),
+        ];
+        let lengths = [4, 6, 2, 5];
+        let spans = |keep: &[bool]| -> Vec<(u64, u64)> {
+            kept_segments(&segments, &lengths, keep)
+                .iter()
+                .map(|kept| {
+                    assert_eq!(kept.key, 9);
+                    (kept.address, kept.length)
+                })
+                .collect()
+        };
+        assert_eq!(spans(&[true, false, false, false]), [(100, 3), (200, 1)]);
+        assert_eq!(spans(&[false, true, false, false]), [(201, 6)]);
+        assert_eq!(
+            spans(&[false, false, true, true]),
+            [(207, 2), (209, 1), (300, 4)]
+        );
+        assert_eq!(spans(&[false; 4]), []);
+        let all: u64 = spans(&[true; 4]).iter().map(|&(_, length)| length).sum();
+        assert_eq!(all, 17);
     }
 }

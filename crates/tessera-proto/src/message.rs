@@ -2020,6 +2020,11 @@ wire_struct! {
         /// How the bytes travel: `Gather` (the bulk is the bytes) or `Remote` (the bulk is a
         /// [`RemoteMemory`] the iod pulls them from, one-sidedly).
         pub mode: TransferMode,
+        /// DEMOTE buffering's metadata first, one-sidedly (`mode` `Remote` only, one memory
+        /// segment per piece): the iod decides which pieces it wants, as for a `DemoteOffer`,
+        /// before it pulls anything, pulls only those, and names them in the reply. Without
+        /// it the iod pulls every piece (eager DEMOTE: the block travels with its demote).
+        pub choose: bool,
         /// The blocks, as local pieces of the iod's object (at most `DEMOTE_PIECES_MAX`).
         pub pieces: Vec<Piece>,
     }
@@ -2030,6 +2035,8 @@ wire_struct! {
     pub struct DemoteReply {
         /// Cache units it inserted.
         pub inserted: u32,
+        /// With `choose`: one flag per piece, 1 for those it wanted and pulled; else empty.
+        pub taken: WantedFlags,
     }
 }
 request!(Demote => Demote, DemoteReply);

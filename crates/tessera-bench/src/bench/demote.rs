@@ -53,7 +53,7 @@ const IOD_CACHE_QUARTERS: u64 = 2;
 /// Untimed walks before the timed ones, and timed walks.
 const WARM_PASSES: u32 = 2;
 const TIMED_PASSES: u32 = 3;
-const QUICK_TIMED_PASSES: u32 = 2;
+const QUICK_TIMED_PASSES: u32 = 4;
 /// Repetitions of each method (median reported), and the most `--repetitions`.
 const REPETITIONS: usize = 7;
 const QUICK_REPETITIONS: usize = 5;
@@ -420,7 +420,7 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
             "call_bytes": CALL_BYTES,
             "warm_passes": WARM_PASSES,
             "timed_passes": plan.timed_passes,
-            "transport": "local (reads pushed one-sidedly by the iods; demotes as messages)",
+            "transport": "local (the client cache's blocks in a shared arena: the iods copy reads into it and pull demoted blocks out of it; eager sends a Demote per block, buffered one choosing Demote per iod and batch)",
             "demote_buffer_blocks": tessera_client::CLIENT_DEMOTE_BUFFER_BLOCKS,
             "working_set": "each client loops over its region: more than its client cache, the regions together more than the iods' caches, less than both levels together",
         }),

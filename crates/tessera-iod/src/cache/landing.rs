@@ -143,9 +143,15 @@ impl Cache {
         }
         let mut whole = BTreeMap::new();
         let (mut ready_made, mut raw_made) = (0, 0);
+        // Not zeroed: the receive writes every byte before the buffer can become a unit, and
+        // a landing that fails is dropped unread. So a spare buffer (an evicted unit's) serves.
+        let mut spares: Vec<UnitBuffer> = {
+            let mut state = self.lock();
+            (0..whole_units)
+                .map_while(|_| state.take_spare(unit_bytes))
+                .collect()
+        };
         for part in parts.iter().filter(|part| part.place == Place::Whole) {
-            // Not zeroed: the receive writes every byte before the buffer can become a unit,
-            // and a landing that fails is dropped unread.
             let buffer = if let Some(buffer) = self
                 .shared
                 .ready
@@ -154,6 +160,8 @@ impl Cache {
             {
                 ready_made += 1;
                 buffer
+            } else if let Some(buffer) = spares.pop() {
+                buffer
             } else {
                 raw_made += 1;
                 UnitBuffer::new_zeroed(unit_bytes)
@@ -161,6 +169,9 @@ impl Cache {
             whole.insert(part.offset / unit, Arc::new(buffer));
         }
         let mut state = self.lock();
+        for buffer in spares {
+            state.keep_spare(Arc::new(buffer));
+        }
         state.ready_units_made += ready_made;
         state.raw_units_made += raw_made;
         if write {

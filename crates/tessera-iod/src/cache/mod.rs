@@ -67,6 +67,9 @@ pub const BUFFER_ALIGN_BYTES: usize = 4096;
 pub const GRANT_WAIT_MAX: Duration = Duration::from_secs(10);
 /// How many objects' unit sizes the cache remembers (until their invalidation).
 pub const OBJECTS_MAX: usize = 1 << 20;
+/// Buffers of evicted units kept for landings to receive into (at most 4 MiB of
+/// `UNIT_BYTES_MAX` units), beyond the budget.
+pub const SPARE_UNITS_MAX: usize = 64;
 
 const _: () = assert!(UNIT_BYTES_MIN.is_power_of_two() && UNIT_BYTES_MAX.is_power_of_two());
 const _: () = assert!(UNIT_BYTES_MIN <= UNIT_BYTES_DEFAULT && UNIT_BYTES_DEFAULT <= UNIT_BYTES_MAX);
@@ -380,9 +383,31 @@ struct State {
     raw_units_made: u64,
     units_landed: u64,
     units_demoted: u64,
+    /// Heap buffers of evicted units, for landings to receive into (at most
+    /// [`SPARE_UNITS_MAX`]): no allocation, zeroing or page faults per landed unit.
+    spare: Vec<UnitBuffer>,
 }
 
 impl State {
+    /// Keeps the buffer of a unit that left the cache for a later landing, if nothing else
+    /// holds it, it is heap memory, and fewer than [`SPARE_UNITS_MAX`] are kept.
+    fn keep_spare(&mut self, buffer: Arc<UnitBuffer>) {
+        if self.spare.len() >= SPARE_UNITS_MAX {
+            return;
+        }
+        if let Ok(buffer) = Arc::try_unwrap(buffer) {
+            if !buffer.is_ready() {
+                self.spare.push(buffer);
+            }
+        }
+    }
+
+    /// A kept buffer of `len` bytes (holding an old unit's bytes: for a landing only).
+    fn take_spare(&mut self, len: usize) -> Option<UnitBuffer> {
+        let at = self.spare.iter().position(|buffer| buffer.len() == len)?;
+        Some(self.spare.swap_remove(at))
+    }
+
     fn unit(&self, id: UnitId) -> &Unit {
         self.units[id].as_ref().expect("indexed units exist")
     }
@@ -403,6 +428,15 @@ impl State {
         Ok(default)
     }
 
+    /// Moves unit `id` to `end` of the recency order if it is evictable now (a granted unit
+    /// is placed when released).
+    fn place_evictable(&mut self, id: UnitId, end: End) {
+        if self.unit(id).evictable() {
+            self.policy.remove(id);
+            self.policy.insert(id, end);
+        }
+    }
+
     /// Evict clean ungranted units until `bytes` more fit in `budget_bytes`.
     fn make_room(&mut self, bytes: usize, budget_bytes: usize) -> bool {
         while self.used_bytes + bytes > budget_bytes {
@@ -417,6 +451,7 @@ impl State {
             self.used_bytes -= unit.buffer.len();
             self.free_ids.push(id);
             self.evictions += 1;
+            self.keep_spare(unit.buffer);
         }
         true
     }
@@ -431,7 +466,9 @@ impl State {
         end: End,
         make: impl FnOnce(&mut Self) -> UnitId,
     ) -> Demoted {
-        if self.index.contains_key(&key) {
+        if let Some(&id) = self.index.get(&key) {
+            // The client dropped its copy: this one goes where a demote puts it.
+            self.place_evictable(id, end);
             return Demoted::Cached;
         }
         if !self.make_room(unit_bytes, budget_bytes) {
@@ -501,6 +538,7 @@ impl State {
         }
         self.used_bytes -= unit.buffer.len();
         self.free_ids.push(id);
+        self.keep_spare(unit.buffer);
     }
 
     /// Give back one held unit, applying what the holder did to it.
@@ -682,6 +720,7 @@ impl Cache {
             raw_units_made: 0,
             units_landed: 0,
             units_demoted: 0,
+            spare: Vec::new(),
         };
         // Pinned pages (mlock), the registration the `local` backend's memory gets.
         let ready = match config.ready_bytes {
@@ -816,13 +855,20 @@ impl Cache {
     /// Whether every unit covering `ranges` of `handle` is cached, filled and free of writers
     /// now (nothing is taken or counted).
     pub fn peek_cached(&self, handle: u64, ranges: &[(u64, usize)]) -> bool {
-        self.peek(handle, ranges, false)
+        self.peek(handle, ranges, false, None)
+    }
+
+    /// [`Cache::peek_cached`] for blocks a client offers to demote: if they are cached, the
+    /// units evictable now go to `end`, where the demote would have put them (the client is
+    /// dropping its copy, so the refused blocks must not stay where a send left them).
+    pub fn refuse_cached(&self, handle: u64, ranges: &[(u64, usize)], end: End) -> bool {
+        self.peek(handle, ranges, false, Some(end))
     }
 
     /// [`Cache::peek_cached`], and every one of those units lies in the Ready region (a hint
     /// for serving from its registration, never a promise).
     pub fn peek_ready(&self, handle: u64, ranges: &[(u64, usize)]) -> bool {
-        self.peek(handle, ranges, true)
+        self.peek(handle, ranges, true, None)
     }
 
     /// The Ready region, kept mapped while the answer is held; `None` without one.
@@ -830,8 +876,14 @@ impl Cache {
         self.shared.ready.clone().map(ReadyMemory)
     }
 
-    fn peek(&self, handle: u64, ranges: &[(u64, usize)], ready_only: bool) -> bool {
-        let state = self.lock();
+    fn peek(
+        &self,
+        handle: u64,
+        ranges: &[(u64, usize)],
+        ready_only: bool,
+        place: Option<End>,
+    ) -> bool {
+        let mut state = self.lock();
         let unit_bytes = state
             .unit_bytes
             .get(&handle)
@@ -841,15 +893,24 @@ impl Cache {
         let Ok(Some(units)) = Self::covered_units(handle, ranges, unit_bytes, max_units) else {
             return false;
         };
-        units.keys().all(|&index| {
-            state
-                .index
-                .get(&UnitKey { handle, index })
-                .is_some_and(|&id| {
-                    let unit = state.unit(id);
-                    unit.filled && !unit.writer && (!ready_only || unit.buffer.is_ready())
-                })
-        })
+        let ids: Option<Vec<UnitId>> = units
+            .keys()
+            .map(|&index| {
+                let id = *state.index.get(&UnitKey { handle, index })?;
+                let unit = state.unit(id);
+                (unit.filled && !unit.writer && (!ready_only || unit.buffer.is_ready()))
+                    .then_some(id)
+            })
+            .collect();
+        let Some(ids) = ids else {
+            return false;
+        };
+        if let Some(end) = place {
+            for id in ids {
+                state.place_evictable(id, end);
+            }
+        }
+        true
     }
 
     /// Grant exclusive access to every unit covering any of `ranges` of `handle`, as

@@ -1166,3 +1166,66 @@ fn landed_demotes_go_in_clean_and_never_over_cached_units() {
     );
     cache.check_consistency();
 }
+
+/// DEMOTE's placement holds for blocks the cache has already: a client demoting (or offering)
+/// a block it evicts leaves this copy as the only one, so it goes to the demote's end — not
+/// left at the least recent end where sending it to the client put it.
+#[test]
+fn a_demoted_or_offered_block_already_cached_moves_to_the_demote_end() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 50);
+    let storage = vec![5u8; 128 * KIB];
+    for index in 0..16u64 {
+        drop(read(&cache, &storage, 1, index * 4096, 4096));
+    }
+    // Units 0 and 1 sent to a caching client: least recent.
+    cache.place(1, &[(0, 8 * KIB)], End::LeastRecent);
+    assert_eq!(
+        cache
+            .insert_clean(1, 0, &[5; 4 * KIB], End::MostRecent)
+            .unwrap(),
+        0,
+        "cached already: nothing inserted"
+    );
+    assert!(cache.refuse_cached(1, &[(4096, 4 * KIB)], End::MostRecent));
+    assert!(!cache.refuse_cached(1, &[(64 * 1024, 4 * KIB)], End::MostRecent));
+    // Two new units evict the two least recent: units 2 and 3, not 0 and 1.
+    drop(read(&cache, &storage, 2, 0, 4096));
+    drop(read(&cache, &storage, 2, 4096, 4096));
+    assert!(cache.peek_cached(1, &[(0, 8 * KIB)]));
+    assert!(!cache.peek_cached(1, &[(8 * 1024, 4 * KIB)]));
+    assert!(!cache.peek_cached(1, &[(12 * 1024, 4 * KIB)]));
+    cache.check_consistency();
+}
+
+/// Evicted units' heap buffers serve later landings (bounded): a landed demote after
+/// evictions allocates no new unit.
+#[test]
+fn evicted_unit_buffers_are_reused_by_landings() {
+    let cache = small_cache(64 * KIB, 4 * KIB, 50);
+    let storage = vec![3u8; 256 * KIB];
+    for index in 0..24u64 {
+        drop(read(&cache, &storage, 1, index * 4096, 4096));
+    }
+    let made = cache.stats().raw_units_made;
+    assert_eq!(made, 24);
+    let mut landing = cache
+        .land_demote(2, [(0u64, (8 * KIB) as u64)])
+        .unwrap()
+        .expect("whole units to land");
+    for slice in &mut landing.slices() {
+        slice.fill(8);
+    }
+    assert_eq!(
+        cache.insert_landed_clean(landing, End::MostRecent).unwrap(),
+        2
+    );
+    assert_eq!(
+        cache.stats().raw_units_made,
+        made,
+        "spare buffers, no new ones"
+    );
+    assert!(read(&cache, &storage, 2, 0, 8 * KIB)
+        .iter()
+        .all(|&byte| byte == 8));
+    cache.check_consistency();
+}

@@ -681,14 +681,23 @@ impl<S: ObjectStorage> ObjectStore<S> {
     }
 
     /// Which of `pieces` (clean blocks a caching client offers to demote) this store wants:
-    /// with a unified cache, those not all cached now; without one, none.
+    /// with a unified cache, those not all cached now (the cached ones are refused and moved
+    /// to the most recent end, where the demote would have put them); without one, none.
     pub fn demote_wanted(&self, handle: u64, pieces: &[Piece]) -> Vec<bool> {
-        if self.cache.is_none() || self.object(handle).is_err() {
+        let Some(cache) = self.cache.as_ref().filter(|_| self.object(handle).is_ok()) else {
             return vec![false; pieces.len()];
-        }
+        };
+        let (unit_bytes, max_units) = Self::grant_units(cache, handle);
         pieces
             .iter()
-            .map(|piece| !self.is_cached(handle, std::slice::from_ref(piece)))
+            .map(|piece| {
+                let cached =
+                    match batches(std::slice::from_ref(piece), unit_bytes, max_units).as_slice() {
+                        [batch] => cache.refuse_cached(handle, &ranges(batch), End::MostRecent),
+                        _ => false,
+                    };
+                !cached
+            })
             .collect()
     }
 

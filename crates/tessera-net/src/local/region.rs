@@ -36,6 +36,21 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     pub(crate) fn new(fd: i32, len: usize) -> io::Result<Self> {
+        Self::map(fd, len, false)
+    }
+
+    /// A mapping whose page tables are made now (`MAP_POPULATE`), so no copy into or out of
+    /// it takes a page fault later.
+    pub(crate) fn populated(fd: i32, len: usize) -> io::Result<Self> {
+        Self::map(fd, len, true)
+    }
+
+    fn map(fd: i32, len: usize, populate: bool) -> io::Result<Self> {
+        let flags = if populate {
+            libc::MAP_SHARED | libc::MAP_POPULATE
+        } else {
+            libc::MAP_SHARED
+        };
         // SAFETY: a new shared mapping of an open file chosen by the kernel; it aliases no
         // Rust object and is unmapped only by Drop.
         let base = unsafe {
@@ -43,7 +58,7 @@ impl Mapping {
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                flags,
                 fd,
                 0,
             )
@@ -66,6 +81,11 @@ impl Drop for Mapping {
         }
     }
 }
+
+/// The largest shared region a server maps populated (`MAP_POPULATE`): its page tables made
+/// at once instead of at each page's first touch. A larger one (an application's arena of
+/// gigabytes, mostly never touched) is faulted in as it is used.
+pub const SHARED_POPULATE_BYTES_MAX: u64 = 64 << 20;
 
 /// The seals a client puts on every region before sharing it: its size can never change,
 /// and no seal can be added or removed (so no later `F_SEAL_WRITE` can break a mapping).
@@ -193,7 +213,15 @@ impl SharedRegion {
             ));
         }
         let len = usize::try_from(size).map_err(|_| format!("{size} bytes do not fit"))?;
-        let mapping = Mapping::new(fd, len).map_err(|err| format!("mmap: {err}"))?;
+        // A server maps a region once per connection and copies into it per request: a
+        // small one gets its page tables at once, rather than a fault per page at first touch
+        // in each mapping (a client cache's blocks are touched by every iod's mapping).
+        let mapping = if size <= SHARED_POPULATE_BYTES_MAX {
+            Mapping::populated(fd, len)
+        } else {
+            Mapping::new(fd, len)
+        }
+        .map_err(|err| format!("mmap: {err}"))?;
         Ok(Self { key, mapping })
     }
 
