@@ -49,6 +49,11 @@ fn demote_verifies_and_each_method_caches_as_it_should() {
         count("nocache", "client_hits") + count("nocache", "client_misses"),
         0
     );
+    // Each method but the first is compared with the one before it, repetition by repetition.
+    assert!(row("nocache")["paired_ratio"].is_null());
+    for method in ["inclusive", "demote", "demote-buffered"] {
+        assert!(number(method, "paired_ratio") > 0.0, "{method}");
+    }
     // Loops longer than the client cache miss it whatever the method.
     assert_eq!(count("inclusive", "client_misses"), 4 * 64 * walks);
     assert_eq!(count("inclusive", "demotes_sent"), 0);

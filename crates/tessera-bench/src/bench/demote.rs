@@ -183,6 +183,12 @@ pub struct DemoteRow {
     pub iod_units_demoted: u64,
     /// Repetitions measured.
     pub repetitions: usize,
+    /// This method's MiB/s over that of the method before it in the table (`inclusive` over
+    /// `nocache`, `demote` over `inclusive`, `demote-buffered` over `demote`) within each
+    /// repetition, where the two ran one after the other: the median of those ratios. A
+    /// machine whose speed drifts over a run moves both sides of each ratio alike, so this
+    /// is steadier than the ratio of the medians. `None` for the first method.
+    pub paired_ratio: Option<f64>,
 }
 
 impl report::Row for DemoteRow {
@@ -290,6 +296,23 @@ struct Samples {
     iod: CacheCounters,
 }
 
+/// The median over repetitions of `before[k] / after[k]`: how much faster the method timed
+/// `after` ran than the one timed `before` within repetition `k` (the same bytes each).
+fn paired_ratio(before: &[f64], after: &[f64]) -> f64 {
+    let mut ratios: Vec<f64> = before
+        .iter()
+        .zip(after)
+        .filter(|&(_, &after)| after > 0.0)
+        .map(|(before, after)| before / after)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    match ratios.len() {
+        0 => 0.0,
+        len if len % 2 == 1 => ratios[len / 2],
+        len => f64::midpoint(ratios[len / 2 - 1], ratios[len / 2]),
+    }
+}
+
 /// A rate of `part` in `whole`, 0 for none.
 fn rate_of(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -377,7 +400,8 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
     let rows = Method::ALL
         .iter()
         .zip(&samples)
-        .map(|(method, sample)| {
+        .enumerate()
+        .map(|(index, (method, sample))| {
             let seconds = Spread::of(&sample.seconds)
                 .map_err(|why| format!("bench demote: {method} was not measured: {why}"))?;
             let client_counts = sample.client;
@@ -403,6 +427,9 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
                 iod_hit_rate: rate_of(sample.iod.hits, sample.iod.hits + sample.iod.misses),
                 iod_units_demoted: sample.iod.units_demoted,
                 repetitions: sample.seconds.len(),
+                paired_ratio: index
+                    .checked_sub(1)
+                    .map(|before| paired_ratio(&samples[before].seconds, &sample.seconds)),
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
@@ -470,9 +497,15 @@ fn text(report: &Report<DemoteRow>, plan: &Plan) -> Result<String, String> {
     }
     let demote = rate(report, plan, Method::Demote)?;
     let buffered = rate(report, plan, Method::DemoteBuffered)?;
+    let paired = |method: Method| -> Result<String, String> {
+        let row = report.row(&case(plan.region_bytes), method.name())?;
+        Ok(row
+            .paired_ratio
+            .map_or_else(|| "-".to_owned(), |ratio| format!("{ratio:.2}x")))
+    };
     Ok(format!(
         "demote: {CLIENTS} clients x {SERVERS} iods (--serve unified, {} B cache each), each client looping over {} B in {CALL_BYTES} B reads with a {} B client cache; MiB/s of all clients, median of {} repetitions\n{table}\n\
-         demote / inclusive {}, demote-buffered / demote {}\n\
+         demote / inclusive {}, demote-buffered / demote {} (medians); paired within each repetition, median: {} and {}\n\
          paper (001 Table 6.3, simulated): DEMOTE buffering 1.11-1.44x eager DEMOTE on sequential loops, 1.08-1.13x on random\n\
          verified: {}\n",
         plan.iod_cache_bytes,
@@ -481,6 +514,8 @@ fn text(report: &Report<DemoteRow>, plan: &Plan) -> Result<String, String> {
         report.meta.repetitions,
         report::ratio(demote, inclusive),
         report::ratio(buffered, demote),
+        paired(Method::Demote)?,
+        paired(Method::DemoteBuffered)?,
         report.verified
     ))
 }
@@ -516,6 +551,20 @@ fn figure(report: &Report<DemoteRow>) -> Result<Figure, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paired_ratios_compare_within_each_repetition() {
+        // Seconds per repetition: the machine slowed in the second and third repetition.
+        let before = [2.0, 4.0, 8.0];
+        let after = [1.0, 2.0, 8.0];
+        // Ratios 2, 2 and 1: median 2.
+        assert!((paired_ratio(&before, &after) - 2.0).abs() < 1e-12);
+        // The same times in other repetitions pair otherwise: 0.25, 4 and 4.
+        let after_shuffled = [8.0, 1.0, 2.0];
+        assert!((paired_ratio(&before, &after_shuffled) - 4.0).abs() < 1e-12);
+        assert!((paired_ratio(&[3.0, 1.0], &[1.0, 1.0]) - 2.0).abs() < 1e-12);
+        assert!(paired_ratio(&[], &[]).abs() < 1e-12);
+    }
 
     fn args(extra: &[&str]) -> DemoteArgs {
         #[derive(clap::Parser)]
