@@ -79,6 +79,14 @@ impl Slab {
             .unwrap_or_else(PoisonError::into_inner)
             .push(slot);
     }
+
+    /// Where slot `slot` starts, and its length.
+    fn slot(&self, slot: u32) -> (*mut u8, usize) {
+        // SAFETY: `slot` came from the free list, so it is below the arena's slot count and
+        // the offset lies inside the mapping.
+        let start = unsafe { self.base.add(slot as usize * self.block_bytes) };
+        (start, self.block_bytes)
+    }
 }
 
 /// One cached block's bytes: a slot of the cache's [`Slab`] or a heap buffer.
@@ -108,14 +116,10 @@ impl Block {
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         match &mut self.0 {
             Memory::Slot { slab, slot } => {
+                let (start, len) = slab.slot(*slot);
                 // SAFETY: the slot is this block's alone (see `Slab`), inside the mapping,
                 // and `&mut self` makes this the only view of it.
-                unsafe {
-                    std::slice::from_raw_parts_mut(
-                        slab.base.add(*slot as usize * slab.block_bytes),
-                        slab.block_bytes,
-                    )
-                }
+                unsafe { std::slice::from_raw_parts_mut(start, len) }
             }
             Memory::Heap(bytes) => bytes,
         }
@@ -128,13 +132,9 @@ impl std::ops::Deref for Block {
     fn deref(&self) -> &[u8] {
         match &self.0 {
             Memory::Slot { slab, slot } => {
+                let (start, len) = slab.slot(*slot);
                 // SAFETY: as in `as_mut_slice`; `&self` gives only shared views.
-                unsafe {
-                    std::slice::from_raw_parts(
-                        slab.base.add(*slot as usize * slab.block_bytes),
-                        slab.block_bytes,
-                    )
-                }
+                unsafe { std::slice::from_raw_parts(start, len) }
             }
             Memory::Heap(bytes) => bytes,
         }
