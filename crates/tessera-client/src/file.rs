@@ -303,6 +303,9 @@ impl File {
                 let decision = decision.map(|decision| Decision {
                     mechanism: Mechanism::Gather,
                     within_margin: false,
+                    // Arena memory moves by plain copies: not what the size class learns.
+                    class: None,
+                    learned: false,
                     cost: tessera_net::local::policy::model().cost(
                         Mechanism::Gather,
                         bytes,

@@ -201,6 +201,8 @@ pub struct SubarrayRow {
     pub chosen: String,
     /// Timed requests where the policy's margin rule decided (near-equal mechanisms).
     pub within_margin: u64,
+    /// Of those, the requests the process's own measurements chose (online correction).
+    pub learned: u64,
     /// The model's typical cost of a timed request's transfer, µs (mean).
     pub predicted_us: f64,
     /// The model's worst-case cost of a timed request's transfer, µs (mean).
@@ -211,14 +213,14 @@ pub struct SubarrayRow {
 }
 
 /// What the transfer policy decided for the one-sided requests between two snapshots of
-/// `decision_stats`: (chosen, within margin, predicted µs, worst µs, measured µs).
+/// `decision_stats`: (chosen, within margin, learned, predicted µs, worst µs, measured µs).
 fn decisions_between(
     before: &DecisionStats,
     after: &DecisionStats,
-) -> (String, u64, f64, f64, f64) {
+) -> (String, u64, u64, f64, f64, f64) {
     let mut chosen = Vec::new();
-    let (mut requests, mut margin, mut predicted, mut worst, mut measured, mut timed) =
-        (0, 0, 0.0, 0.0, 0.0, 0);
+    let (mut requests, mut margin, mut learned) = (0, 0, 0);
+    let (mut predicted, mut worst, mut measured, mut timed) = (0.0, 0.0, 0.0, 0);
     for (index, mechanism) in Mechanism::ALL.iter().enumerate() {
         let pairs = [
             (&before.automatic[index], &after.automatic[index]),
@@ -231,6 +233,7 @@ fn decisions_between(
         for (b, a) in pairs {
             requests += a.requests - b.requests;
             margin += a.within_margin - b.within_margin;
+            learned += a.learned - b.learned;
             predicted += a.predicted_us - b.predicted_us;
             worst += a.predicted_worst_us - b.predicted_worst_us;
             measured += a.measured_us - b.measured_us;
@@ -241,6 +244,7 @@ fn decisions_between(
     (
         chosen.join(", "),
         margin,
+        learned,
         mean(predicted, requests),
         mean(worst, requests),
         mean(measured, timed),
@@ -407,7 +411,8 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             let (requests, one_sided, registrations, registration_us, decided) = last[index]
                 .clone()
                 .ok_or_else(|| unmeasured("not measured".to_owned()))?;
-            let (chosen, within_margin, predicted_us, predicted_worst_us, measured_us) = decided;
+            let (chosen, within_margin, learned, predicted_us, predicted_worst_us, measured_us) =
+                decided;
             rows_out.push(SubarrayRow {
                 part: Part::Subarray,
                 n: Some(n),
@@ -436,6 +441,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 registration_us,
                 chosen,
                 within_margin,
+                learned,
                 predicted_us,
                 predicted_worst_us,
                 measured_us,
@@ -544,6 +550,7 @@ fn raw_case(
             registration_us: 0.0,
             chosen: String::new(),
             within_margin: 0,
+            learned: 0,
             predicted_us: 0.0,
             predicted_worst_us: 0.0,
             measured_us: 0.0,
@@ -599,6 +606,7 @@ fn text(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<String, String>
         "method",
         "chosen (requests of the last repetition)",
         "margin",
+        "learned",
         "predicted µs",
         "worst µs",
         "measured µs",
@@ -623,6 +631,7 @@ fn text(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<String, String>
                 method.to_owned(),
                 row.chosen.clone(),
                 row.within_margin.to_string(),
+                row.learned.to_string(),
                 report::cell(row.predicted_us, 0),
                 report::cell(row.predicted_worst_us, 0),
                 report::cell(row.measured_us, 0),

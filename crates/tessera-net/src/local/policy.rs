@@ -19,11 +19,19 @@
 //! probe repeated and every parameter kept with its spread ([`Band`]). The policy decides with
 //! margins ([`TransferModel::decide`]): among mechanisms within the model's error of the
 //! cheapest, the lowest worst case wins, so a noisy calibration does not flip the choice
-//! between near-equal mechanisms. Each one-sided request's [`Decision`] is counted, with its
-//! measured time, in [`decision_stats`].
+//! between near-equal mechanisms, and there the process's own measurements of whole requests
+//! of the same size class correct it online ([`Learner`]). Each one-sided request's
+//! [`Decision`] is counted, with its measured time, in [`decision_stats`].
 
 use std::sync::OnceLock;
 use std::time::Instant;
+
+mod learn;
+
+pub use learn::{
+    size_class, Learner, SizeClass, LEARNED_CLASSES_MAX, LEARN_REEXPLORE, LEARN_SAMPLES,
+    LEARN_WEIGHT,
+};
 
 use tessera_proto::limits::{EAGER_BYTES_MAX, IOV_PIECES_MAX};
 use tessera_proto::{RemoteSegment, TransferMode};
@@ -194,12 +202,14 @@ impl Transfer {
             return (Self::choose(policy, false, bytes, segments), None);
         }
         let decision = match policy {
-            TransferPolicy::Auto => model().decide(bytes, segments),
+            TransferPolicy::Auto => model().decide_learning(bytes, segments),
             TransferPolicy::Force(mechanism) => Decision {
                 mechanism,
                 automatic: false,
                 within_margin: false,
                 cost: model().cost(mechanism, bytes, segments),
+                class: None,
+                learned: false,
             },
         };
         (Self::of(decision.mechanism, true), Some(decision))
@@ -342,6 +352,12 @@ pub struct Decision {
     pub within_margin: bool,
     /// The model's cost of the chosen mechanism.
     pub cost: Cost,
+    /// The request's size class, where its measured time is learned from (the model's own
+    /// decisions for process memory; `None` otherwise).
+    pub class: Option<SizeClass>,
+    /// The process's measurements chose among the near-equal mechanisms (or measured one
+    /// that had too few), not the model's bounds.
+    pub learned: bool,
 }
 
 impl TransferModel {
@@ -408,6 +424,49 @@ impl TransferModel {
     /// near-equal mechanisms the choice depends on the bounds of the error, not on where in
     /// it the medians of one calibration fell.
     pub fn decide(&self, bytes: u64, segments: usize) -> Decision {
+        let contenders = self.contenders(bytes, segments);
+        let (mechanism, cost) = contenders[0];
+        Decision {
+            mechanism,
+            automatic: true,
+            within_margin: contenders.len() > 1,
+            cost,
+            class: None,
+            learned: false,
+        }
+    }
+
+    /// [`TransferModel::decide`], corrected online: where the margin rule applies, what this
+    /// process measured of whole requests of the same size class chooses among the
+    /// near-equal mechanisms ([`Learner::pick`]).
+    pub fn decide_learning(&self, bytes: u64, segments: usize) -> Decision {
+        let contenders = self.contenders(bytes, segments);
+        let class = size_class(bytes, segments);
+        let (mut mechanism, mut cost) = contenders[0];
+        let mut learned = false;
+        if contenders.len() > 1 {
+            let mechanisms: Vec<Mechanism> = contenders.iter().map(|&(m, _)| m).collect();
+            if let Some(picked) = learn::with(|learner| learner.pick(class, &mechanisms)) {
+                (mechanism, cost) = *contenders
+                    .iter()
+                    .find(|&&(m, _)| m == picked)
+                    .expect("picked among the contenders");
+                learned = true;
+            }
+        }
+        Decision {
+            mechanism,
+            automatic: true,
+            within_margin: contenders.len() > 1,
+            cost,
+            class: Some(class),
+            learned,
+        }
+    }
+
+    /// The candidates within the model's error of the cheapest (see [`TransferModel::decide`]),
+    /// the lowest worst case first; never empty.
+    fn contenders(&self, bytes: u64, segments: usize) -> Vec<(Mechanism, Cost)> {
         let mut candidates = vec![Mechanism::Gather, Mechanism::Pack];
         if bytes <= EAGER_BYTES_MAX {
             candidates.push(Mechanism::Eager);
@@ -424,24 +483,17 @@ impl TransferModel {
             .min_by(|a, b| a.1.typical_us.total_cmp(&b.1.typical_us))
             .map(|&(_, cost)| cost)
             .expect("two candidates at least");
-        let contenders: Vec<&(Mechanism, Cost)> = costs
-            .iter()
+        let mut contenders: Vec<(Mechanism, Cost)> = costs
+            .into_iter()
             .filter(|(_, cost)| cost.best_us <= leader.worst_us)
             .collect();
-        let &&(mechanism, cost) = contenders
-            .iter()
-            .min_by(|a, b| {
-                a.1.worst_us
-                    .total_cmp(&b.1.worst_us)
-                    .then(a.1.typical_us.total_cmp(&b.1.typical_us))
-            })
-            .expect("the leader is its own contender");
-        Decision {
-            mechanism,
-            automatic: true,
-            within_margin: contenders.len() > 1,
-            cost,
-        }
+        // Stable: equal costs keep the candidates' order.
+        contenders.sort_by(|a, b| {
+            a.1.worst_us
+                .total_cmp(&b.1.worst_us)
+                .then(a.1.typical_us.total_cmp(&b.1.typical_us))
+        });
+        contenders
     }
 
     /// Measures the model in this process (a few milliseconds): [`CALIBRATION_REPETITIONS`]
@@ -544,11 +596,16 @@ impl Decision {
         };
         counts.requests += 1;
         counts.within_margin += u64::from(self.within_margin);
+        counts.learned += u64::from(self.learned);
         counts.predicted_us += self.cost.typical_us;
         counts.predicted_worst_us += self.cost.worst_us;
         if let Some(measured_us) = measured_us {
             counts.measured += 1;
             counts.measured_us += measured_us;
+        }
+        drop(stats);
+        if let (true, Some(class), Some(measured_us)) = (self.automatic, self.class, measured_us) {
+            learn::with(|learner| learner.record(class, self.mechanism, measured_us));
         }
     }
 }
@@ -560,6 +617,8 @@ pub struct DecisionCounts {
     pub requests: u64,
     /// Of those, the requests where the margin rule decided (automatic requests only).
     pub within_margin: u64,
+    /// Of those, the requests the process's measurements chose ([`Learner`]).
+    pub learned: u64,
     /// Sum of the model's typical cost of the requests, µs.
     pub predicted_us: f64,
     /// Sum of the model's worst-case cost of the requests, µs.
@@ -591,6 +650,7 @@ impl DecisionCounts {
     const ZERO: Self = Self {
         requests: 0,
         within_margin: 0,
+        learned: 0,
         predicted_us: 0.0,
         predicted_worst_us: 0.0,
         measured: 0,
@@ -732,6 +792,43 @@ mod tests {
 
     /// A model whose packing bandwidth and per-segment cost have the wide spread of a loaded
     /// machine, with their medians at `copy` and `segment`.
+    /// Where the margin rule applies, the process's measurements of whole requests decide:
+    /// each near-equal mechanism is measured, then the faster one is kept, whatever the
+    /// model preferred. (A size class of its own: the learner is the process's.)
+    #[test]
+    fn near_equal_mechanisms_are_settled_by_measured_requests() {
+        let model = noisy(10_000.0, 0.22);
+        // 2^30 bytes in 2^18 segments: a class no other test uses.
+        let (bytes, segments) = (1 << 30, 1 << 18);
+        let first = model.decide_learning(bytes, segments);
+        assert!(first.within_margin && first.learned, "{first:?}");
+        assert_eq!(first.class, Some((30, 18)));
+        // The model's preference is measured first, and found slow.
+        let preferred = model.decide(bytes, segments).mechanism;
+        assert_eq!(first.mechanism, preferred);
+        let other = if preferred == Mechanism::Pack {
+            Mechanism::Gather
+        } else {
+            Mechanism::Pack
+        };
+        for _ in 0..LEARN_SAMPLES {
+            let decision = model.decide_learning(bytes, segments);
+            assert_eq!(decision.mechanism, preferred);
+            decision.record(Some(5_000.0));
+        }
+        for _ in 0..LEARN_SAMPLES {
+            let decision = model.decide_learning(bytes, segments);
+            assert_eq!(decision.mechanism, other);
+            decision.record(Some(1_000.0));
+        }
+        let settled = model.decide_learning(bytes, segments);
+        assert_eq!(settled.mechanism, other);
+        assert!(settled.learned);
+        // A clear winner is the model's alone (measured, but not learned from the margin).
+        let clear = model.decide_learning(64 << 20, 1);
+        assert!(!clear.within_margin && !clear.learned, "{clear:?}");
+    }
+
     fn noisy(copy: f64, segment: f64) -> TransferModel {
         TransferModel {
             copy_bytes_per_us: Band::new(7_000.0, copy, 14_000.0),

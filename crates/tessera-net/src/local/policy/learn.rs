@@ -1,0 +1,207 @@
+//! Online correction of the transfer policy (seed 001 ch. 5's adaptive step): where the model
+//! cannot tell two mechanisms apart (its margin rule decided), the client's own measurements
+//! of whole requests do, per size class.
+//!
+//! A size class is ⌊log₂⌋ of a request's bytes and of its memory segments. For each class the
+//! process keeps, per mechanism, how many requests it measured (send to reply) and their
+//! running mean. When the model's margin rule applies, each contender is first measured
+//! [`LEARN_SAMPLES`] times (the model's preference first, so the requests of one call stay
+//! alike); then the contender of the lowest mean is chosen, and every [`LEARN_REEXPLORE`]th
+//! decision of the class measures the runner-up once more, so a change of the machine is
+//! followed. Only the model's own decisions are learned from (a forced mechanism, or memory in
+//! a shared arena, moves data otherwise). The table holds at most [`LEARNED_CLASSES_MAX`]
+//! classes; a class beyond it is left to the model.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use super::Mechanism;
+
+/// A request's size class: ⌊log₂ bytes⌋ and ⌊log₂ segments⌋.
+pub type SizeClass = (u8, u8);
+
+/// Measured requests per contender before the measurements decide.
+pub const LEARN_SAMPLES: u32 = 3;
+
+/// Every this many decisions of a class, the runner-up is measured once more.
+pub const LEARN_REEXPLORE: u64 = 256;
+
+/// Weight of a new measurement in a mean once [`LEARN_SAMPLES`] are in.
+pub const LEARN_WEIGHT: f64 = 0.125;
+
+/// Most size classes learned (at most 64 × 64 exist).
+pub const LEARNED_CLASSES_MAX: usize = 1024;
+
+/// The size class of a request of `bytes` in `segments` slices.
+pub fn size_class(bytes: u64, segments: usize) -> SizeClass {
+    let log2 = |value: u64| u8::try_from(value.max(1).ilog2()).expect("below 64");
+    (log2(bytes), log2(segments as u64))
+}
+
+/// Measured requests of one mechanism in one class.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Measured {
+    count: u32,
+    mean_us: f64,
+}
+
+impl Measured {
+    fn add(&mut self, us: f64) {
+        self.count = self.count.saturating_add(1);
+        let weight = if self.count <= LEARN_SAMPLES {
+            1.0 / f64::from(self.count)
+        } else {
+            LEARN_WEIGHT
+        };
+        self.mean_us += (us - self.mean_us) * weight;
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Class {
+    measured: [Measured; Mechanism::ALL.len()],
+    decisions: u64,
+}
+
+/// What a process learned of its requests' times, per size class and mechanism.
+#[derive(Debug, Default)]
+pub struct Learner {
+    classes: BTreeMap<SizeClass, Class>,
+}
+
+fn index(mechanism: Mechanism) -> usize {
+    Mechanism::ALL
+        .iter()
+        .position(|&m| m == mechanism)
+        .expect("every mechanism is in ALL")
+}
+
+impl Learner {
+    /// An empty table.
+    pub const fn new() -> Self {
+        Self {
+            classes: BTreeMap::new(),
+        }
+    }
+
+    /// Chooses among `contenders` (at least two, the model's preference first) by what was
+    /// measured in `class`: a contender not yet measured [`LEARN_SAMPLES`] times, else the
+    /// lowest mean (the runner-up at every [`LEARN_REEXPLORE`]th decision). `None` when the
+    /// table is full and `class` is new: the model decides.
+    pub fn pick(&mut self, class: SizeClass, contenders: &[Mechanism]) -> Option<Mechanism> {
+        let full = self.classes.len() >= LEARNED_CLASSES_MAX;
+        let record = match self.classes.entry(class) {
+            std::collections::btree_map::Entry::Occupied(kept) => kept.into_mut(),
+            std::collections::btree_map::Entry::Vacant(_) if full => return None,
+            std::collections::btree_map::Entry::Vacant(slot) => slot.insert(Class::default()),
+        };
+        record.decisions += 1;
+        if let Some(&unmeasured) = contenders
+            .iter()
+            .find(|&&mechanism| record.measured[index(mechanism)].count < LEARN_SAMPLES)
+        {
+            return Some(unmeasured);
+        }
+        let mut ranked = contenders.to_vec();
+        ranked.sort_by(|&a, &b| {
+            record.measured[index(a)]
+                .mean_us
+                .total_cmp(&record.measured[index(b)].mean_us)
+        });
+        let runner_up = record.decisions.is_multiple_of(LEARN_REEXPLORE);
+        ranked
+            .get(usize::from(runner_up))
+            .or(ranked.first())
+            .copied()
+    }
+
+    /// Adds a request of `class` moved by `mechanism` that took `us` from send to reply.
+    pub fn record(&mut self, class: SizeClass, mechanism: Mechanism, us: f64) {
+        if !us.is_finite() || us < 0.0 {
+            return;
+        }
+        if let Some(record) = self.classes.get_mut(&class) {
+            record.measured[index(mechanism)].add(us);
+        }
+    }
+
+    /// The measured mean of `mechanism` in `class` and how many requests made it.
+    pub fn measured(&self, class: SizeClass, mechanism: Mechanism) -> Option<(f64, u32)> {
+        let measured = self.classes.get(&class)?.measured[index(mechanism)];
+        (measured.count > 0).then_some((measured.mean_us, measured.count))
+    }
+}
+
+/// The process's learner.
+static LEARNER: Mutex<Learner> = Mutex::new(Learner::new());
+
+/// Runs `work` on the process's learner.
+pub(super) fn with<T>(work: impl FnOnce(&mut Learner) -> T) -> T {
+    work(&mut LEARNER.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes_are_powers_of_two_of_bytes_and_segments() {
+        assert_eq!(size_class(0, 0), (0, 0));
+        assert_eq!(size_class(1 << 20, 256), (20, 8));
+        assert_eq!(size_class((1 << 20) + 1, 257), (20, 8));
+        assert_eq!(size_class(u64::MAX, usize::MAX), (63, 63));
+    }
+
+    #[test]
+    fn contenders_are_measured_then_the_fastest_wins_and_the_runner_up_is_rechecked() {
+        let mut learner = Learner::new();
+        let class = (20, 8);
+        let contenders = [Mechanism::Gather, Mechanism::Pack];
+        // The model's preference is measured first, whole calls at a time.
+        for _ in 0..LEARN_SAMPLES {
+            assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Gather));
+            learner.record(class, Mechanism::Gather, 1600.0);
+        }
+        for _ in 0..LEARN_SAMPLES {
+            assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Pack));
+            learner.record(class, Mechanism::Pack, 1000.0);
+        }
+        assert_eq!(learner.measured(class, Mechanism::Pack), Some((1000.0, 3)));
+        let mut runner_up = 0;
+        for _ in 0..LEARN_REEXPLORE {
+            match learner.pick(class, &contenders) {
+                Some(Mechanism::Pack) => {}
+                Some(Mechanism::Gather) => runner_up += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(runner_up, 1, "the runner-up is measured once per period");
+        // The machine changed: pack became slow; its mean follows and gather wins again.
+        for _ in 0..40 {
+            learner.record(class, Mechanism::Pack, 3000.0);
+        }
+        assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Gather));
+        // Another class learns on its own.
+        assert_eq!(learner.pick((10, 2), &contenders), Some(Mechanism::Gather));
+    }
+
+    #[test]
+    fn a_full_table_leaves_new_classes_to_the_model() {
+        let mut learner = Learner::new();
+        let contenders = [Mechanism::Pack, Mechanism::Gather];
+        for bytes in 0..64u8 {
+            for segments in 0..16u8 {
+                assert!(learner.pick((bytes, segments), &contenders).is_some());
+            }
+        }
+        assert_eq!(learner.classes.len(), LEARNED_CLASSES_MAX);
+        assert!(learner.pick((0, 40), &contenders).is_none());
+        assert!(
+            learner.pick((0, 0), &contenders).is_some(),
+            "a known class still learns"
+        );
+        // A time that is no time is not learned.
+        learner.record((0, 0), Mechanism::Pack, f64::NAN);
+        assert_eq!(learner.measured((0, 0), Mechanism::Pack), None);
+    }
+}
