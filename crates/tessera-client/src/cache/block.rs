@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tessera_net::local::arena::Arena;
+use tessera_net::local::region::SHARED_POPULATE_BYTES_MAX;
 
 /// Slots kept beyond the cache's budget in blocks: blocks on their way out (an eager demote
 /// in flight, a read copying out of a block just evicted) still hold theirs.
@@ -53,10 +54,13 @@ impl Slab {
                 return None;
             }
         };
-        // Every page touched now: allocated to this process once, so an iod's mapping of
-        // the arena (populated when small) finds them all and allocates none.
         let bytes = arena.as_mut_slice();
-        bytes.fill(0);
+        if bytes.len() as u64 <= SHARED_POPULATE_BYTES_MAX {
+            // Every page touched now, so an iod's mapping of the arena (populated: it is
+            // small enough) finds them all in this process and allocates none. A larger
+            // arena stays lazy: its pages come as blocks fill them.
+            bytes.fill(0);
+        }
         let base = bytes.as_mut_ptr();
         Some(Arc::new(Self {
             arena,
