@@ -10,7 +10,9 @@
 //! is answered; a read inserts the blocks it fetched only if the epoch it started under still
 //! holds, so a read that raced a revocation never caches what it read. The client counts a
 //! lease from before it asked, less a margin, so it stops trusting a lease before the iod
-//! does. Writes go through to the iods (the cache holds no dirty data).
+//! does. Writes go through to the iods (the cache holds no dirty data). The blocks' memory is
+//! a shared arena ([`block`]), so the iods of this host fill blocks and pull demoted ones with
+//! plain copies.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -27,11 +29,11 @@ use tessera_policy::{BatchId, ClientCache, DemoteBuffer, End, Push};
 use tessera_proto::{Capability, Demote, DemoteOffer, Layout, LeaseAcquire, Piece, TransferMode};
 
 use crate::client::Inner;
+use crate::error::ClientError;
+use crate::options::DemoteMode;
 
 mod block;
 
-use crate::error::ClientError;
-use crate::options::DemoteMode;
 use block::{Block, Slab};
 
 /// Blocks of the DEMOTE buffer (two halves: a batch is half of it; 4 MiB of 64 KiB blocks),
