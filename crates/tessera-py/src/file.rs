@@ -168,6 +168,28 @@ impl File {
         file_type(file_shape, start, count, order, &element).map_err(|err| error::layout(&err))
     }
 
+    /// What a read of a block needs: the array it fills (new, or `out`), the block's file
+    /// type, and the array's memory.
+    fn read_target<'py>(
+        py: Python<'py>,
+        file_shape: &[u64],
+        dtype: Option<&Bound<'py, PyAny>>,
+        (start, count): (Option<Vec<u64>>, Option<Vec<u64>>),
+        order: &str,
+        out: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(
+        Bound<'py, PyUntypedArray>,
+        tessera_client::Datatype,
+        ArrayMemory,
+    )> {
+        let array_order = layout::order(order).map_err(|err| error::layout(&err))?;
+        let start = start_or_zeros(start, file_shape.len());
+        let (array, count) = Self::destination(py, file_shape, dtype, &start, count, order, out)?;
+        let filetype = Self::block_type(&array.dtype(), file_shape, &start, &count, array_order)?;
+        let memory = ArrayMemory::of(&array, array_order, true)?;
+        Ok((array, filetype, memory))
+    }
+
     /// The destination of an array read: `out` checked against `dtype` and `count`, or a new
     /// array of `count` elements of `dtype` in `order`.
     #[allow(clippy::too_many_arguments)]
@@ -372,19 +394,14 @@ impl File {
         out: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyUntypedArray>> {
         let file = self.file()?;
-        let array_order = layout::order(order).map_err(|err| error::layout(&err))?;
-        let start = start_or_zeros(start, file_shape.len());
-        let (array, count) = Self::destination(
+        let (array, filetype, memory) = Self::read_target(
             py,
             &file_shape,
             dtype.as_ref(),
-            &start,
-            count,
+            (start, count),
             order,
             out.as_ref(),
         )?;
-        let filetype = Self::block_type(&array.dtype(), &file_shape, &start, &count, array_order)?;
-        let memory = ArrayMemory::of(&array, array_order, true)?;
         if memory.length == 0 {
             return Ok(array);
         }
@@ -460,19 +477,14 @@ impl File {
         let file = self.file()?;
         let options = collective::options(method)?;
         let comm = MpiComm::new(comm)?;
-        let array_order = layout::order(order).map_err(|err| error::layout(&err))?;
-        let start = start_or_zeros(start, file_shape.len());
-        let (array, count) = Self::destination(
+        let (array, filetype, memory) = Self::read_target(
             py,
             &file_shape,
             dtype.as_ref(),
-            &start,
-            count,
+            (start, count),
             order,
             out.as_ref(),
         )?;
-        let filetype = Self::block_type(&array.dtype(), &file_shape, &start, &count, array_order)?;
-        let memory = ArrayMemory::of(&array, array_order, true)?;
         // SAFETY: as in `read_array`.
         let bytes = unsafe { memory.bytes_mut() };
         let part = Part {
