@@ -168,6 +168,32 @@ impl File {
         file_type(file_shape, start, count, order, &element).map_err(|err| error::layout(&err))
     }
 
+    /// What a write of `arr` as a block needs: the array, the block's file type, and the
+    /// array's memory.
+    fn write_source<'py>(
+        arr: &Bound<'py, PyAny>,
+        file_shape: &[u64],
+        start: Option<Vec<u64>>,
+        order: &str,
+    ) -> PyResult<(
+        Bound<'py, PyUntypedArray>,
+        tessera_client::Datatype,
+        ArrayMemory,
+    )> {
+        let array_order = layout::order(order).map_err(|err| error::layout(&err))?;
+        let array = as_array(arr)?;
+        let memory = ArrayMemory::of(&array, array_order, false)?;
+        let start = start_or_zeros(start, file_shape.len());
+        let filetype = Self::block_type(
+            &array.dtype(),
+            file_shape,
+            &start,
+            &memory.shape,
+            array_order,
+        )?;
+        Ok((array, filetype, memory))
+    }
+
     /// What a read of a block needs: the array it fills (new, or `out`), the block's file
     /// type, and the array's memory.
     fn read_target<'py>(
@@ -354,17 +380,8 @@ impl File {
         offset: u64,
     ) -> PyResult<()> {
         let file = self.file()?;
-        let array_order = layout::order(order).map_err(|err| error::layout(&err))?;
-        let array = as_array(arr)?;
-        let memory = ArrayMemory::of(&array, array_order, false)?;
-        let start = start_or_zeros(start, file_shape.len());
-        let filetype = Self::block_type(
-            &array.dtype(),
-            &file_shape,
-            &start,
-            &memory.shape,
-            array_order,
-        )?;
+        // `_array` (perhaps a conversion of `arr`) holds the memory until the end of the call.
+        let (_array, filetype, memory) = Self::write_source(arr, &file_shape, start, order)?;
         if memory.length == 0 {
             return Ok(());
         }
@@ -434,17 +451,8 @@ impl File {
         let file = self.file()?;
         let options = collective::options(method)?;
         let comm = MpiComm::new(comm)?;
-        let array_order = layout::order(order).map_err(|err| error::layout(&err))?;
-        let array = as_array(arr)?;
-        let memory = ArrayMemory::of(&array, array_order, false)?;
-        let start = start_or_zeros(start, file_shape.len());
-        let filetype = Self::block_type(
-            &array.dtype(),
-            &file_shape,
-            &start,
-            &memory.shape,
-            array_order,
-        )?;
+        // `_array` (perhaps a conversion of `arr`) holds the memory until the end of the call.
+        let (_array, filetype, memory) = Self::write_source(arr, &file_shape, start, order)?;
         // SAFETY: `array` stays alive, and its buffer with it, until after the call.
         let bytes = unsafe { memory.bytes() };
         let part = Part {
