@@ -1125,6 +1125,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         file: file_type(),
         start: 0,
         end: 128,
+        ranges: vec![Piece::new(0, 64), Piece::new(96, 32)],
         pieces: 1,
     };
     seeds.extend(exchange("write-type", Opcode::WriteType, &typed, &io));
@@ -1136,6 +1137,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         file: file_type(),
         start: 8,
         end: 64,
+        ranges: vec![Piece::new(8, 56)],
     };
     seeds.extend(exchange("read-type", Opcode::ReadType, &read_type, &io));
     seeds.extend(exchange(
@@ -1157,6 +1159,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         view_id: 0x5eed,
         start: 0,
         end: 128,
+        ranges: Vec::new(),
         pieces: 1,
     };
     seeds.extend(exchange("write-view", Opcode::WriteView, &write_view, &io));
@@ -1168,6 +1171,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         view_id: 0x5eed,
         start: 0,
         end: 128,
+        ranges: vec![Piece::new(16, 16), Piece::new(64, 64)],
     };
     seeds.extend(exchange("read-view", Opcode::ReadView, &read_view, &io));
     let tag = CollectiveTag {
@@ -1185,6 +1189,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         file: file_type(),
         start: 0,
         end: 128,
+        ranges: Vec::new(),
         pieces: 1,
         collective: tag.clone(),
     };
@@ -1202,6 +1207,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         file: file_type(),
         start: 8,
         end: 64,
+        ranges: vec![Piece::new(8, 8)],
         collective: CollectiveTag { round: 1, ..tag },
     };
     seeds.extend(exchange(

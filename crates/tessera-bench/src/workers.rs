@@ -33,6 +33,7 @@ use tessera_client::{
     Client, ClientOptions, ClusterConfig, Datatype, File, IoReport, Layout, OpenMode, Piece,
     SieveOptions, TransferPolicy, View,
 };
+use tessera_proto::limits::MESSAGE_BULK_BYTES_MAX;
 use tessera_proto::{DeclareView, FileType, StoragePlan, Wire};
 
 /// Arguments of the hidden `tessera worker` command.
@@ -1136,7 +1137,8 @@ fn view_phases(prepared: &Prepared) -> Result<(f64, f64), String> {
                     run.length,
                 )
             });
-        let made = Plan::from_runs(layout, 0, runs);
+        // As a view call plans it when no piece travels in a frame of its own.
+        let made = Plan::counted_from_runs(layout, 0, runs, u64::from(MESSAGE_BULK_BYTES_MAX));
         plan_seconds = plan_seconds.min(started.elapsed().as_secs_f64());
         plan = Some(made);
     }
@@ -1153,9 +1155,13 @@ fn view_phases(prepared: &Prepared) -> Result<(f64, f64), String> {
         let mut best = f64::INFINITY;
         for _ in 0..PHASE_REPETITIONS {
             let started = Instant::now();
-            let share =
-                tessera_proto::access::server_share(&file, request.stream.0, request.stream.1)
-                    .map_err(|err| format!("view phases: {err}"))?;
+            let share = tessera_proto::access::server_share(
+                &file,
+                request.stream.0,
+                request.stream.1,
+                &request.stream_ranges(),
+            )
+            .map_err(|err| format!("view phases: {err}"))?;
             std::hint::black_box(&share);
             best = best.min(started.elapsed().as_secs_f64());
         }

@@ -8,7 +8,9 @@
 //! `MESSAGE_BULK_BYTES_MAX` bytes. [`Plan::carve`] then cuts the caller's memory pieces, in
 //! stream order and without copying, into the slices each request sends from or receives into.
 
-use tessera_proto::limits::{MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX, REQUEST_SEGMENTS_MAX};
+use tessera_proto::limits::{
+    MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX, REQUEST_SEGMENTS_MAX, STREAM_RANGES_MAX,
+};
 use tessera_proto::{Layout, Piece, SegmentCursor};
 
 /// A datatype or view request may span at most this many layout segments of all servers:
@@ -30,11 +32,57 @@ pub struct RequestPlan {
     /// Local pieces the server will find in its share: `pieces.len()`, except in a plan made
     /// by [`Plan::counted_from_runs`], whose `pieces` is a placeholder.
     pub local_pieces: usize,
+    /// The parts of `stream` that hold this request's bytes, merged, in stream order; `None`
+    /// past `STREAM_RANGES_MAX` (see [`RequestPlan::stream_ranges`]).
+    stream_ranges: Option<Vec<Piece>>,
     /// Index of the layout segment (over all servers) where the request began.
     first_segment: u64,
     /// For each piece, the number of this request's stream chunks up to its end.
     piece_chunk_ends: Vec<usize>,
     chunk_count: usize,
+}
+
+impl RequestPlan {
+    fn new(server_position: usize, stream: u64, first_segment: u64) -> Self {
+        Self {
+            server_position,
+            pieces: Vec::new(),
+            bytes: 0,
+            stream: (stream, stream),
+            local_pieces: 0,
+            stream_ranges: Some(Vec::new()),
+            first_segment,
+            piece_chunk_ends: Vec::new(),
+            chunk_count: 0,
+        }
+    }
+
+    /// Adds stream bytes `[start, start + length)` (after all the request has) to the request.
+    fn add_stream(&mut self, start: u64, length: u64) {
+        self.stream.1 = start + length;
+        let Some(ranges) = &mut self.stream_ranges else {
+            return;
+        };
+        if let Some(last) = ranges
+            .last_mut()
+            .filter(|last| last.offset + last.length == start)
+        {
+            last.length += length;
+        } else if ranges.len() < STREAM_RANGES_MAX {
+            ranges.push(Piece::new(start, length));
+        } else {
+            self.stream_ranges = None;
+        }
+    }
+
+    /// The parts of `stream` that hold this request's bytes, for a datatype or view request to
+    /// name so its server walks only those: empty when they are the whole range or too many.
+    pub fn stream_ranges(&self) -> Vec<Piece> {
+        match &self.stream_ranges {
+            Some(ranges) if ranges.len() > 1 => ranges.clone(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The requests of one access, and the stream chunks that map memory to them.
@@ -137,16 +185,8 @@ impl Plan {
                     let index = match open[position] {
                         Some(index) if fits(&plan.requests[index]) => index,
                         _ => {
-                            plan.requests.push(RequestPlan {
-                                server_position: position,
-                                pieces: Vec::new(),
-                                bytes: 0,
-                                stream: (stream, stream),
-                                local_pieces: 0,
-                                first_segment: segment_index,
-                                piece_chunk_ends: Vec::new(),
-                                chunk_count: 0,
-                            });
+                            plan.requests
+                                .push(RequestPlan::new(position, stream, segment_index));
                             open[position] = Some(plan.requests.len() - 1);
                             plan.requests.len() - 1
                         }
@@ -169,8 +209,8 @@ impl Plan {
                         }
                     }
                     request.bytes += length;
+                    request.add_stream(stream, length);
                     stream += length;
-                    request.stream.1 = stream;
                     plan.chunks.push((index, length));
                     plan.total_bytes += length;
                     local_offset += length;
@@ -220,16 +260,8 @@ impl Plan {
                             index
                         }
                         _ => {
-                            plan.requests.push(RequestPlan {
-                                server_position: position,
-                                pieces: Vec::new(),
-                                bytes: 0,
-                                stream: (stream, stream),
-                                local_pieces: 0,
-                                first_segment: segment_index,
-                                piece_chunk_ends: Vec::new(),
-                                chunk_count: 0,
-                            });
+                            plan.requests
+                                .push(RequestPlan::new(position, stream, segment_index));
                             local_ends.push(u64::MAX);
                             open[position] = Some(plan.requests.len() - 1);
                             plan.requests.len() - 1
@@ -242,8 +274,8 @@ impl Plan {
                     }
                     local_ends[index] = local_offset + length;
                     request.bytes += length;
+                    request.add_stream(stream, length);
                     stream += length;
-                    request.stream.1 = stream;
                     match plan.chunks.last_mut() {
                         Some((last, bytes)) if *last == index => *bytes += length,
                         _ => plan.chunks.push((index, length)),
@@ -398,7 +430,76 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_proto::StripeLayout;
+    use proptest::prelude::*;
+    use tessera_proto::access::server_share;
+    use tessera_proto::{Datatype, FileType, StripeLayout};
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// A server that walks only the stream ranges a request names finds the same local
+        /// pieces as one that walks the request's whole range, and as the client planned;
+        /// the ranges hold exactly the request's bytes.
+        #[test]
+        fn a_request_s_stream_ranges_hold_its_whole_share(
+            blocklen in 1u64..40,
+            gap in 0u64..90,
+            count in 1u64..60,
+            unit in 64u64..160,
+            servers in 1u16..5,
+            displacement in 0u64..300,
+            start in 0u64..200,
+            length in 0u64..3000,
+            bulk_max in prop_oneof![Just(u64::MAX), 1u64..400],
+        ) {
+            let stride = i64::try_from(blocklen + gap).unwrap();
+            let filetype = Datatype::hvector(count, blocklen, stride, &Datatype::byte()).unwrap();
+            let layout: Layout =
+                StripeLayout::new(unit, (0..servers).collect()).unwrap().into();
+            let end = start + length;
+            let runs = filetype.runs(i64::try_from(displacement).unwrap(), start, end).unwrap();
+            let runs: Vec<Piece> = runs
+                .map(|run| Piece::new(u64::try_from(run.offset).unwrap(), run.length))
+                .collect();
+            let plan = Plan::from_runs_capped(&layout, start, runs.iter().copied(), bulk_max);
+            let counted = Plan::counted_from_runs(&layout, start, runs.iter().copied(), bulk_max);
+            for (request, counted) in plan.requests.iter().zip(&counted.requests) {
+                let ranges = request.stream_ranges();
+                prop_assert_eq!(&ranges, &counted.stream_ranges());
+                if !ranges.is_empty() {
+                    prop_assert_eq!(ranges.iter().map(|r| r.length).sum::<u64>(), request.bytes);
+                }
+                let file = FileType {
+                    layout: layout.clone(),
+                    position: u16::try_from(request.server_position).unwrap(),
+                    filetype: filetype.clone(),
+                    displacement,
+                };
+                let (first, last) = request.stream;
+                let named = server_share(&file, first, last, &ranges).unwrap();
+                let whole = server_share(&file, first, last, &[]).unwrap();
+                prop_assert_eq!(&named.pieces, &request.pieces);
+                prop_assert_eq!(&whole.pieces, &request.pieces);
+                prop_assert_eq!(named.bytes, request.bytes);
+            }
+        }
+    }
+
+    #[test]
+    fn a_request_with_too_many_stream_ranges_names_none() {
+        let layout: Layout = StripeLayout::new(64, vec![0, 1]).unwrap().into();
+        // 64-byte runs alternate servers: server 0's ranges are every other run.
+        let runs = |count: u64| (0..count).map(|k| Piece::new(k * 64, 64));
+        let plan = Plan::from_runs(&layout, 0, runs(2 * STREAM_RANGES_MAX as u64));
+        let ranges = plan.requests[0].stream_ranges();
+        assert_eq!(ranges.len(), STREAM_RANGES_MAX);
+        assert_eq!(ranges[1], Piece::new(128, 64));
+        let plan = Plan::from_runs(&layout, 0, runs(2 * STREAM_RANGES_MAX as u64 + 2));
+        assert!(plan.requests[0].stream_ranges().is_empty());
+        // One range, the whole request: none named.
+        let plan = Plan::from_runs(&layout, 0, [Piece::new(0, 64)]);
+        assert!(plan.requests[0].stream_ranges().is_empty());
+    }
 
     #[test]
     fn a_counted_plan_has_the_full_plans_requests_without_their_lists() {

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tessera_net::local::policy::Transfer;
 use tessera_net::{PieceData, PieceDataMut};
 use tessera_proto::access::{check_file_range, touched_positions};
-use tessera_proto::limits::FILE_BYTES_MAX;
+use tessera_proto::limits::{FILE_BYTES_MAX, MESSAGE_BULK_BYTES_MAX};
 use tessera_proto::TransferMode;
 use tessera_proto::{
     Capability, Datatype, DeclareView, ErrorCode, FileType, IoReply, Piece, ReadType, ReadView,
@@ -203,6 +203,23 @@ impl File {
         })
     }
 
+    /// Plans a datatype, view or collective access of the stream that starts at stream byte
+    /// `stream_start`, in requests of at most `bulk_max` bytes. The servers find their pieces
+    /// themselves, so the plan keeps their count rather than their list
+    /// ([`Plan::counted_from_runs`]), unless each piece may travel in a frame of its own.
+    pub(crate) fn plan_typed(
+        &self,
+        stream_start: u64,
+        runs: impl IntoIterator<Item = Piece>,
+        bulk_max: u64,
+    ) -> Plan {
+        if self.may_send_multiple() {
+            Plan::from_runs_capped(&self.layout, stream_start, runs, bulk_max)
+        } else {
+            Plan::counted_from_runs(&self.layout, stream_start, runs, bulk_max)
+        }
+    }
+
     /// Sends the planned writes, one request per plan entry, from `memory`.
     pub(crate) fn send_writes<R: Request<Reply = IoReply>>(
         &self,
@@ -318,10 +335,10 @@ impl File {
         self.check(operation, &[], &[])?;
         check_encodable("file type", filetype)?;
         let runs = MemoryRuns::new(memory_len, memtype, count)?;
-        let plan = Plan::from_runs(
-            &self.layout,
+        let plan = self.plan_typed(
             0,
             file_runs(self, operation, filetype, displacement, 0, runs.total)?,
+            u64::from(MESSAGE_BULK_BYTES_MAX),
         );
         Ok((runs, plan))
     }
@@ -354,6 +371,7 @@ impl File {
             file: self.file_type(planned.server_position, filetype, displacement),
             start: planned.stream.0,
             end: planned.stream.1,
+            ranges: planned.stream_ranges(),
             pieces: piece_count(planned),
         })
     }
@@ -380,6 +398,7 @@ impl File {
             file: self.file_type(planned.server_position, filetype, displacement),
             start: planned.stream.0,
             end: planned.stream.1,
+            ranges: planned.stream_ranges(),
         })
     }
 
@@ -550,8 +569,7 @@ impl View {
         let end = offset.checked_add(length).ok_or_else(|| {
             ClientError::InvalidArgument(format!("view range {offset}+{length} overflows"))
         })?;
-        Ok(Plan::from_runs(
-            &self.file.layout,
+        Ok(self.file.plan_typed(
             offset,
             file_runs(
                 &self.file,
@@ -561,6 +579,7 @@ impl View {
                 offset,
                 end,
             )?,
+            u64::from(MESSAGE_BULK_BYTES_MAX),
         ))
     }
 
@@ -583,6 +602,7 @@ impl View {
                     view_id: self.id,
                     start: planned.stream.0,
                     end: planned.stream.1,
+                    ranges: planned.stream_ranges(),
                     pieces: piece_count(planned),
                 })
         })
@@ -608,6 +628,7 @@ impl View {
                     view_id: self.id,
                     start: planned.stream.0,
                     end: planned.stream.1,
+                    ranges: planned.stream_ranges(),
                 })
         })
     }

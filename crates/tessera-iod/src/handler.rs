@@ -348,7 +348,12 @@ impl<S: ObjectStorage> Iod<S> {
     /// Finds this server's share of a datatype range: inline when the range is small, or
     /// not too large and the type has no holes; otherwise on a blocking thread (the walk may
     /// visit millions of segments).
-    async fn share(file: Arc<FileType>, start: u64, end: u64) -> Result<Share, RemoteError> {
+    async fn share(
+        file: Arc<FileType>,
+        start: u64,
+        end: u64,
+        ranges: Vec<Piece>,
+    ) -> Result<Share, RemoteError> {
         let bytes = end.saturating_sub(start);
         let holes = !file.filetype.is_dense()
             || u64::try_from(file.filetype.extent()).ok() != Some(file.filetype.size());
@@ -359,14 +364,16 @@ impl<S: ObjectStorage> Iod<S> {
             Layout::Pattern(_) => false,
         };
         if bytes <= INLINE_STORAGE_BYTES_MAX || (!holes && few_segments) {
-            return server_share(&file, start, end);
+            return server_share(&file, start, end, &ranges);
         }
         // Most walks are short whatever their bytes (a row per segment): try inline first,
         // since the hop to a blocking thread costs more than such a walk on a loaded host.
-        if let Some(share) = server_share_within(&file, start, end, INLINE_SHARE_SEGMENTS_MAX)? {
+        if let Some(share) =
+            server_share_within(&file, start, end, &ranges, INLINE_SHARE_SEGMENTS_MAX)?
+        {
             return Ok(share);
         }
-        tokio::task::spawn_blocking(move || server_share(&file, start, end))
+        tokio::task::spawn_blocking(move || server_share(&file, start, end, &ranges))
             .await
             .unwrap_or_else(|err| {
                 Err(RemoteError::new(
@@ -399,7 +406,7 @@ impl<S: ObjectStorage> Iod<S> {
         let header = &request.header;
         let (handle, mode, storage, pieces, total) = match request.opcode {
             Opcode::WriteType | Opcode::WriteView => {
-                let (handle, mode, storage, file, start, end, frames) =
+                let (handle, mode, storage, file, (start, end, ranges), frames) =
                     if request.opcode == Opcode::WriteType {
                         let write: WriteType = request.decode()?;
                         let file = Ok(Arc::new(write.file));
@@ -408,8 +415,7 @@ impl<S: ObjectStorage> Iod<S> {
                             write.mode,
                             write.storage,
                             file,
-                            write.start,
-                            write.end,
+                            (write.start, write.end, write.ranges),
                             write.pieces,
                         )
                     } else {
@@ -420,13 +426,12 @@ impl<S: ObjectStorage> Iod<S> {
                             write.mode,
                             write.storage,
                             file,
-                            write.start,
-                            write.end,
+                            (write.start, write.end, write.ranges),
                             write.pieces,
                         )
                     };
                 let share = match file {
-                    Ok(file) => Self::share(file, start, end).await,
+                    Ok(file) => Self::share(file, start, end, ranges).await,
                     Err(error) => Err(error),
                 };
                 match share {
@@ -541,7 +546,7 @@ impl<S: ObjectStorage> Iod<S> {
         Ok(match request.opcode {
             Opcode::ReadType => {
                 let read: ReadType = request.decode().map_err(Err)?;
-                let share = Self::share(Arc::new(read.file), read.start, read.end)
+                let share = Self::share(Arc::new(read.file), read.start, read.end, read.ranges)
                     .await
                     .map_err(Ok)?;
                 (
@@ -555,7 +560,9 @@ impl<S: ObjectStorage> Iod<S> {
             Opcode::ReadView => {
                 let read: ReadView = request.decode().map_err(Err)?;
                 let file = self.views.get(read.handle, read.view_id).map_err(Ok)?;
-                let share = Self::share(file, read.start, read.end).await.map_err(Ok)?;
+                let share = Self::share(file, read.start, read.end, read.ranges)
+                    .await
+                    .map_err(Ok)?;
                 (
                     read.handle,
                     read.mode,
@@ -853,7 +860,7 @@ impl<S: ObjectStorage> Iod<S> {
             0
         };
         let share = match collective::check_tag(&tag) {
-            Ok(()) => Self::share(Arc::new(write.file), write.start, write.end).await,
+            Ok(()) => Self::share(Arc::new(write.file), write.start, write.end, write.ranges).await,
             Err(error) => Err(error),
         };
         let share = match share {
@@ -981,7 +988,7 @@ impl<S: ObjectStorage> Iod<S> {
         let read: ReadCollective = request.decode()?;
         let tag = read.collective.clone();
         let share = match collective::check_tag(&tag) {
-            Ok(()) => Self::share(Arc::new(read.file), read.start, read.end).await,
+            Ok(()) => Self::share(Arc::new(read.file), read.start, read.end, read.ranges).await,
             Err(error) => Err(error),
         };
         let share = match share.and_then(|share| {

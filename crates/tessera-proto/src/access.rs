@@ -6,8 +6,10 @@
 //! segments on its own position and merges those adjacent in its local object: the local
 //! pieces of the request, in stream order. The client plans its requests with the same walk
 //! and the same merge rule, so both sides arrive at the same pieces without a list on the
-//! wire. The walk is bounded: at most [`REQUEST_SEGMENTS_MAX`] segments of all servers, at
-//! most [`REQUEST_PIECES_MAX`] local pieces and [`MESSAGE_BULK_BYTES_MAX`] bytes.
+//! wire. A request may also name the parts of its range that hold the server's bytes (at
+//! most [`STREAM_RANGES_MAX`]); the server then walks only those, not every server's runs.
+//! The walk is bounded: at most [`REQUEST_SEGMENTS_MAX`] segments of all servers, at most
+//! [`REQUEST_PIECES_MAX`] local pieces and [`MESSAGE_BULK_BYTES_MAX`] bytes.
 
 use tessera_dtype::Datatype;
 
@@ -15,6 +17,7 @@ use crate::error::{ErrorCode, RemoteError};
 use crate::layout::Layout;
 use crate::limits::{
     FILE_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX, REQUEST_SEGMENTS_MAX,
+    STREAM_RANGES_MAX,
 };
 use crate::message::{FileType, Piece};
 
@@ -78,81 +81,131 @@ pub struct Share {
 }
 
 /// Walks stream bytes `[start, end)` of `file` and returns the share of `file.position`.
-pub fn server_share(file: &FileType, start: u64, end: u64) -> Result<Share, RemoteError> {
-    Ok(
-        server_share_within(file, start, end, u64::MAX)?
-            .expect("an unbounded walk always finishes"),
-    )
+/// With `ranges` (as (first stream byte, length), in order, inside `[start, end)`; empty:
+/// the whole range), the ones the client found to hold this server's bytes
+/// ([`check_stream_ranges`]), it walks only those: on a layout that spreads a request over
+/// many servers each then visits its own runs, not every server's. A wrong list can change
+/// the share but never reach outside `[start, end)`.
+pub fn server_share(
+    file: &FileType,
+    start: u64,
+    end: u64,
+    ranges: &[Piece],
+) -> Result<Share, RemoteError> {
+    Ok(server_share_within(file, start, end, ranges, u64::MAX)?
+        .expect("an unbounded walk always finishes"))
 }
 
-/// As [`server_share`], but gives up (`Ok(None)`) once the walk has crossed more than
-/// `segments_max` segments of all servers: a server runs a walk it knows to be short inline
-/// and moves a long one to a thread of its own without first having to guess its length.
+/// As [`server_share`], but gives up (`Ok(None)`) once the walk has
+/// crossed more than `segments_max` segments of all servers: a server runs a walk it knows
+/// to be short inline and moves a long one to a thread of its own without first having to
+/// guess its length.
 pub fn server_share_within(
     file: &FileType,
     start: u64,
     end: u64,
+    ranges: &[Piece],
     segments_max: u64,
 ) -> Result<Option<Share>, RemoteError> {
     check_file_range(&file.filetype, file.displacement, start, end)?;
+    check_stream_ranges(ranges, start, end)?;
     let mut share = Share::default();
     if start == end {
         return Ok(Some(share));
     }
+    let whole = [Piece::new(start, end - start)];
+    let ranges = if ranges.is_empty() {
+        &whole[..]
+    } else {
+        ranges
+    };
     let position = usize::from(file.position);
-    #[allow(clippy::cast_possible_wrap)] // displacement ≤ file_bytes_max < i64::MAX
-    let runs = file
-        .filetype
-        .runs(file.displacement as i64, start, end)
-        .map_err(|err| RemoteError::new(ErrorCode::InvalidArgument, err.to_string()))?;
     let mut segments = 0u64;
     let mut failure = None;
     let mut cursor = crate::layout::SegmentCursor::new(&file.layout);
-    for run in runs {
-        let offset = u64::try_from(run.offset).expect("checked by check_file_range");
-        cursor.for_each_segment(offset, run.length, |segment| {
-            segments += 1;
-            if segment.server_position != position || failure.is_some() {
-                return;
-            }
-            match share.pieces.last_mut() {
-                Some(last) if last.offset + last.length == segment.local_offset => {
-                    last.length += segment.length;
+    for range in ranges {
+        #[allow(clippy::cast_possible_wrap)] // displacement ≤ file_bytes_max < i64::MAX
+        let runs = file
+            .filetype
+            .runs(
+                file.displacement as i64,
+                range.offset,
+                range.offset + range.length,
+            )
+            .map_err(|err| RemoteError::new(ErrorCode::InvalidArgument, err.to_string()))?;
+        for run in runs {
+            let offset = u64::try_from(run.offset).expect("checked by check_file_range");
+            cursor.for_each_segment(offset, run.length, |segment| {
+                segments += 1;
+                if segment.server_position != position || failure.is_some() {
+                    return;
                 }
-                _ => share
-                    .pieces
-                    .push(Piece::new(segment.local_offset, segment.length)),
+                match share.pieces.last_mut() {
+                    Some(last) if last.offset + last.length == segment.local_offset => {
+                        last.length += segment.length;
+                    }
+                    _ => share
+                        .pieces
+                        .push(Piece::new(segment.local_offset, segment.length)),
+                }
+                share.bytes += segment.length;
+                if share.pieces.len() > REQUEST_PIECES_MAX as usize {
+                    failure = Some(RemoteError::over_limit(
+                        "request_pieces_max",
+                        share.pieces.len() as u64,
+                        u64::from(REQUEST_PIECES_MAX),
+                    ));
+                } else if share.bytes > u64::from(MESSAGE_BULK_BYTES_MAX) {
+                    failure = Some(RemoteError::over_limit(
+                        "message_bulk_bytes_max",
+                        share.bytes,
+                        u64::from(MESSAGE_BULK_BYTES_MAX),
+                    ));
+                }
+            });
+            if let Some(failure) = failure {
+                return Err(failure);
             }
-            share.bytes += segment.length;
-            if share.pieces.len() > REQUEST_PIECES_MAX as usize {
-                failure = Some(RemoteError::over_limit(
-                    "request_pieces_max",
-                    share.pieces.len() as u64,
-                    u64::from(REQUEST_PIECES_MAX),
-                ));
-            } else if share.bytes > u64::from(MESSAGE_BULK_BYTES_MAX) {
-                failure = Some(RemoteError::over_limit(
-                    "message_bulk_bytes_max",
-                    share.bytes,
-                    u64::from(MESSAGE_BULK_BYTES_MAX),
+            if segments > REQUEST_SEGMENTS_MAX {
+                return Err(RemoteError::over_limit(
+                    "request_segments_max",
+                    segments,
+                    REQUEST_SEGMENTS_MAX,
                 ));
             }
-        });
-        if let Some(failure) = failure {
-            return Err(failure);
-        }
-        if segments > REQUEST_SEGMENTS_MAX {
-            return Err(RemoteError::over_limit(
-                "request_segments_max",
-                segments,
-                REQUEST_SEGMENTS_MAX,
-            ));
-        }
-        if segments > segments_max {
-            return Ok(None);
+            if segments > segments_max {
+                return Ok(None);
+            }
         }
     }
     Ok(Some(share))
+}
+
+/// Checks the stream ranges of a datatype or view request: at most `stream_ranges_max`,
+/// none empty, in increasing order without overlap, all inside `[start, end)`.
+pub fn check_stream_ranges(ranges: &[Piece], start: u64, end: u64) -> Result<(), RemoteError> {
+    if ranges.len() > STREAM_RANGES_MAX {
+        return Err(RemoteError::over_limit(
+            "stream_ranges_max",
+            ranges.len() as u64,
+            STREAM_RANGES_MAX as u64,
+        ));
+    }
+    let mut done = start;
+    for range in ranges {
+        let range_end = range.offset.checked_add(range.length);
+        if range.length == 0 || range.offset < done || range_end.is_none_or(|e| e > end) {
+            return Err(RemoteError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "stream range {}+{} is empty, out of order or outside the request's {start}..{end}",
+                    range.offset, range.length
+                ),
+            ));
+        }
+        done = range.offset + range.length;
+    }
+    Ok(())
 }
 
 /// Positions of the servers that some instance of `filetype` tiled from `displacement`
@@ -228,6 +281,30 @@ mod tests {
     }
 
     #[test]
+    fn stream_ranges_out_of_order_outside_or_too_many_are_refused() {
+        let ok = [Piece::new(10, 5), Piece::new(15, 5), Piece::new(40, 60)];
+        assert!(check_stream_ranges(&ok, 10, 100).is_ok());
+        assert!(check_stream_ranges(&[], 10, 100).is_ok());
+        for bad in [
+            vec![Piece::new(5, 10)],                      // before start
+            vec![Piece::new(90, 11)],                     // past end
+            vec![Piece::new(20, 0)],                      // empty
+            vec![Piece::new(30, 10), Piece::new(35, 10)], // overlapping
+            vec![Piece::new(50, 10), Piece::new(20, 10)], // out of order
+            vec![Piece::new(u64::MAX, 2)],                // overflowing
+        ] {
+            let error = check_stream_ranges(&bad, 10, 100).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidArgument, "{bad:?}");
+        }
+        let many: Vec<Piece> = (0..=STREAM_RANGES_MAX as u64)
+            .map(|k| Piece::new(k, 1))
+            .collect();
+        let error = check_stream_ranges(&many, 0, 1 << 20).unwrap_err();
+        assert_eq!(error.code, ErrorCode::LimitExceeded);
+        assert!(error.message.contains("stream_ranges_max"));
+    }
+
+    #[test]
     fn a_matching_pattern_layout_gives_one_contiguous_piece() {
         // 8 rows of 16 bytes in (*,BLOCK) over 4 servers: 4 columns each.
         let row = |first| {
@@ -246,7 +323,7 @@ mod tests {
             filetype: columns(8, 16, 8, 4),
             displacement: 0,
         };
-        let share = server_share(&file, 0, 32).unwrap();
+        let share = server_share(&file, 0, 32, &[]).unwrap();
         assert_eq!(share.pieces, vec![Piece::new(0, 32)]);
         // The same view over stripes of 64 B: rows 0-3 on server 0, 4-7 on server 1.
         let striped = FileType {
@@ -254,7 +331,7 @@ mod tests {
             position: 1,
             ..file
         };
-        let share = server_share(&striped, 0, 32).unwrap();
+        let share = server_share(&striped, 0, 32, &[]).unwrap();
         assert_eq!(share.pieces.len(), 4);
         assert_eq!(share.bytes, 16);
         assert_eq!(

@@ -7,7 +7,7 @@
 //! compile-time assertions at the bottom of the file.
 
 /// Version of the frame header and message encodings; a peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 11;
+pub const PROTOCOL_VERSION: u8 = 12;
 
 /// Bytes in the fixed frame header that starts every message.
 pub const HEADER_BYTES: usize = 24;
@@ -167,6 +167,11 @@ pub const IOD_VIEWS_MAX: usize = 4096;
 /// Most layout segments (of all servers) one datatype or view request may span: the work a
 /// server does to find its share of the request's range. Clients cut requests at half of it.
 pub const REQUEST_SEGMENTS_MAX: u64 = 1 << 22;
+
+/// Most stream ranges a datatype or view request may name as the ones holding the receiving
+/// server's bytes (16 bytes each on the wire). A client whose request would need more sends
+/// none, and the server walks the request's whole range.
+pub const STREAM_RANGES_MAX: usize = 4096;
 
 /// Largest buffer an I/O server reads one sieving chunk into (seed 001 §3.3; ROMIO's
 /// `ind_rd_buffer_size` is also 4 MiB). Pieces further apart than the model's break-even gap

@@ -1592,6 +1592,10 @@ wire_struct! {
         pub start: u64,
         /// One past the last stream byte.
         pub end: u64,
+        /// The stream ranges inside `[start, end)` that hold this server's bytes, in stream
+        /// order, as (first stream byte, length); the server walks only these. Empty: the
+        /// whole range. At most `stream_ranges_max`.
+        pub ranges: Vec<Piece>,
         /// Local pieces the client found in its share (the `Data` frames that follow in the
         /// multiple mode); the server checks its own walk against it.
         pub pieces: u32,
@@ -1617,6 +1621,10 @@ wire_struct! {
         pub start: u64,
         /// One past the last stream byte.
         pub end: u64,
+        /// The stream ranges inside `[start, end)` that hold this server's bytes, in stream
+        /// order, as (first stream byte, length); the server walks only these. Empty: the
+        /// whole range. At most `stream_ranges_max`.
+        pub ranges: Vec<Piece>,
     }
 }
 request!(ReadType => ReadType, IoReply);
@@ -1654,6 +1662,8 @@ wire_struct! {
         pub start: u64,
         /// One past the last view byte.
         pub end: u64,
+        /// The view ranges holding this server's bytes, as in `WriteType`.
+        pub ranges: Vec<Piece>,
         /// Local pieces the client found in its share, as in `WriteType`.
         pub pieces: u32,
     }
@@ -1677,6 +1687,8 @@ wire_struct! {
         pub start: u64,
         /// One past the last view byte.
         pub end: u64,
+        /// The view ranges holding this server's bytes, as in `WriteType`.
+        pub ranges: Vec<Piece>,
     }
 }
 request!(ReadView => ReadView, IoReply);
@@ -1736,6 +1748,8 @@ wire_struct! {
         pub start: u64,
         /// One past the last stream byte.
         pub end: u64,
+        /// The stream ranges holding this server's bytes, as in `WriteType`.
+        pub ranges: Vec<Piece>,
         /// Local pieces the client found in its share, as in `WriteType`.
         pub pieces: u32,
         /// The collective.
@@ -1763,6 +1777,8 @@ wire_struct! {
         pub start: u64,
         /// One past the last stream byte.
         pub end: u64,
+        /// The stream ranges holding this server's bytes, as in `WriteType`.
+        pub ranges: Vec<Piece>,
         /// The collective.
         pub collective: CollectiveTag,
     }
@@ -2153,6 +2169,7 @@ mod tests {
             file: typed.file.clone(),
             start: 0,
             end: 64,
+            ranges: Vec::new(),
             pieces: 1,
             collective: tag.clone(),
         };
@@ -2166,6 +2183,7 @@ mod tests {
             file: FileType::default(),
             start: 0,
             end: 64,
+            ranges: Vec::new(),
             collective: tag,
         };
         let read_type = ReadType {

@@ -56,14 +56,8 @@ fn plan(
     let cap = options
         .request_bytes_max
         .unwrap_or(COLLECTIVE_BYTES_MAX / (2 * processes as u64));
-    let (layout, runs) = (viewed.file().layout(), viewed.pieces(access.offset, end)?);
-    // The servers find the pieces themselves; the client needs their count, not their list,
-    // unless each piece travels in a frame of its own.
-    Ok(if viewed.file().may_send_multiple() {
-        Plan::from_runs_capped(layout, access.offset, runs, cap)
-    } else {
-        Plan::counted_from_runs(layout, access.offset, runs, cap)
-    })
+    let runs = viewed.pieces(access.offset, end)?;
+    Ok(viewed.file().plan_typed(access.offset, runs, cap))
 }
 
 /// What the group agreed: the id, and the participants of each (server position, round).
@@ -191,6 +185,7 @@ pub(crate) fn write(
         file: file.file_type(planned.server_position, &filetype, displacement),
         start: planned.stream.0,
         end: planned.stream.1,
+        ranges: planned.stream_ranges(),
         pieces: piece_count(planned),
         collective: agreement.tag(&plan, planned, rank, options.wait_ms),
     })
@@ -232,6 +227,7 @@ pub(crate) fn read(
         file: file.file_type(planned.server_position, &filetype, displacement),
         start: planned.stream.0,
         end: planned.stream.1,
+        ranges: planned.stream_ranges(),
         collective: agreement.tag(&plan, planned, rank, options.wait_ms),
     })
 }
