@@ -296,23 +296,6 @@ struct Samples {
     iod: CacheCounters,
 }
 
-/// The median over repetitions of `before[k] / after[k]`: how much faster the method timed
-/// `after` ran than the one timed `before` within repetition `k` (the same bytes each).
-fn paired_ratio(before: &[f64], after: &[f64]) -> f64 {
-    let mut ratios: Vec<f64> = before
-        .iter()
-        .zip(after)
-        .filter(|&(_, &after)| after > 0.0)
-        .map(|(before, after)| before / after)
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    match ratios.len() {
-        0 => 0.0,
-        len if len % 2 == 1 => ratios[len / 2],
-        len => f64::midpoint(ratios[len / 2 - 1], ratios[len / 2]),
-    }
-}
-
 /// A rate of `part` in `whole`, 0 for none.
 fn rate_of(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -429,7 +412,7 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
                 repetitions: sample.seconds.len(),
                 paired_ratio: index
                     .checked_sub(1)
-                    .map(|before| paired_ratio(&samples[before].seconds, &sample.seconds)),
+                    .map(|before| report::paired_ratio(&samples[before].seconds, &sample.seconds)),
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
@@ -551,20 +534,6 @@ fn figure(report: &Report<DemoteRow>) -> Result<Figure, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn paired_ratios_compare_within_each_repetition() {
-        // Seconds per repetition: the machine slowed in the second and third repetition.
-        let before = [2.0, 4.0, 8.0];
-        let after = [1.0, 2.0, 8.0];
-        // Ratios 2, 2 and 1: median 2.
-        assert!((paired_ratio(&before, &after) - 2.0).abs() < 1e-12);
-        // The same times in other repetitions pair otherwise: 0.25, 4 and 4.
-        let after_shuffled = [8.0, 1.0, 2.0];
-        assert!((paired_ratio(&before, &after_shuffled) - 4.0).abs() < 1e-12);
-        assert!((paired_ratio(&[3.0, 1.0], &[1.0, 1.0]) - 2.0).abs() < 1e-12);
-        assert!(paired_ratio(&[], &[]).abs() < 1e-12);
-    }
 
     fn args(extra: &[&str]) -> DemoteArgs {
         #[derive(clap::Parser)]

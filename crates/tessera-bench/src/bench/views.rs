@@ -38,13 +38,15 @@ const CYCLIC_BLOCK_BYTES: u64 = 16;
 const SIZES_QUICK: [u64; 5] = [128, 256, 512, 1024, 2048];
 const SIZES_FULL: [u64; 6] = [128, 256, 512, 1024, 2048, 4096];
 /// Bytes all processes move per timed step at least: smaller matrices repeat the call, so
-/// a step lasts milliseconds, well above the scheduling noise of a shared 2-core machine.
-const STEP_BYTES_MIN: u64 = 8 << 20;
-/// The same for (CYCLIC,CYCLIC), whose 16-byte pieces make a byte cost ~20x more: 1 MiB is
+/// a step lasts 15-30 ms, several scheduler time slices of a shared 2-core machine running 8
+/// processes (with 8 MiB steps of 3-8 ms, one preemption decided a step, and the view/list
+/// ratio of two equal methods spread over ±15 %).
+const STEP_BYTES_MIN: u64 = 32 << 20;
+/// The same for (CYCLIC,CYCLIC), whose 16-byte pieces make a byte cost ~20x more: 4 MiB is
 /// as long a step.
-const STEP_BYTES_MIN_CYCLIC: u64 = 1 << 20;
+const STEP_BYTES_MIN_CYCLIC: u64 = 4 << 20;
 /// Most calls per timed step.
-const STEP_CALLS_MAX: u64 = 64;
+const STEP_CALLS_MAX: u64 = 256;
 
 const DISTRIBUTIONS: [MatrixDistribution; 3] = [
     MatrixDistribution::BlockBlock,
@@ -303,7 +305,8 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     } else {
         &SIZES_FULL
     };
-    let repetitions = if common.quick { 5 } else { 10 };
+    // Quick runs take 9: a median of 5 moved by ±10 % between runs at the smallest sizes.
+    let repetitions = if common.quick { 9 } else { 15 };
     let turns = turns();
     let mut run = Run {
         cluster: &cluster,
@@ -385,7 +388,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 "view": "set_view once before timing, then one write_at(0)/read_at(0) of the whole share",
                 "contiguous": "layout-match part only: each process's quarter of the matrix as one list piece (one memory slice) on a file striped over the 4 servers with a unit of n*n/4, so process i moves one piece to server i: the bound of the matched view",
             },
-            "timing": "each step: prepare (open; an untimed warm-up list call of one byte per server reached; set_view, timed apart as declare_seconds), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s and speedup from the median over the repetitions, mib_s_min/mib_s_max their range, speedup_best from the fastest",
+            "timing": "each step: prepare (open; an untimed warm-up list call of one byte per server reached; set_view, timed apart as declare_seconds), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s and speedup from the median over the repetitions, mib_s_min/mib_s_max their range, speedup_best from the fastest; paired_vs_list and speedup_paired: the median over the repetitions of the two methods' ratio within one repetition",
             "repetitions": repetitions,
             "step_bytes_min": STEP_BYTES_MIN,
             "step_bytes_min_cyclic": STEP_BYTES_MIN_CYCLIC,
@@ -467,10 +470,16 @@ pub struct ViewsRow {
     /// Microseconds one call spent receiving replies after its sends (slowest process,
     /// median over the repetitions).
     pub reply_us: f64,
+    /// Views on stripes: the median over the repetitions of list seconds / view seconds of
+    /// one call, both measured in the same repetition (how much faster view I/O ran, with
+    /// the machine's drift between repetitions taken out).
+    pub paired_vs_list: Option<f64>,
     /// MiB/s over the stripe view's (layout match only).
     pub speedup: Option<f64>,
     /// The fastest repetitions' speedup (layout match only).
     pub speedup_best: Option<f64>,
+    /// The speedup paired within each repetition, as `paired_vs_list` (layout match only).
+    pub speedup_paired: Option<f64>,
 }
 
 impl report::Row for ViewsRow {
@@ -497,6 +506,19 @@ fn size_rows(
     repetitions: usize,
 ) -> Result<Vec<ViewsRow>, String> {
     let mut rows = Vec::new();
+    let all = measured;
+    let stripe_turn = |distribution: MatrixDistribution, via: &str| {
+        turns
+            .iter()
+            .position(|turn| {
+                turn.distribution == distribution
+                    && turn.via == via
+                    && !turn.pattern_file
+                    && !turn.contiguous
+            })
+            .ok_or_else(|| format!("bench views: no {via} turn on stripes"))
+    };
+    let star_block_view = stripe_turn(MatrixDistribution::StarBlock, "view")?;
     for (slot, direction) in Direction::BOTH.into_iter().enumerate() {
         let mut stripe_view = None;
         let mut pattern_view = None;
@@ -519,6 +541,12 @@ fn size_rows(
                         .map_err(unmeasured)?
                         .median,
                 )
+            } else {
+                None
+            };
+            let paired_vs_list = if turn.via == "view" && !turn.pattern_file {
+                let list = &all[stripe_turn(turn.distribution, "list")?][slot].seconds;
+                Some(report::paired_ratio(list, &measured.seconds))
             } else {
                 None
             };
@@ -550,8 +578,10 @@ fn size_rows(
                 server_walk_us: declare_seconds.map(|_| figures.server_walk_seconds * 1e6),
                 send_us: median(measured.phases.iter().map(|phase| phase.0)) * 1e6,
                 reply_us: median(measured.phases.iter().map(|phase| phase.1)) * 1e6,
+                paired_vs_list,
                 speedup: None,
                 speedup_best: None,
+                speedup_paired: None,
             };
             if turn.contiguous {
                 contiguous = Some(row);
@@ -583,16 +613,25 @@ fn size_rows(
             speedup: Some(1.0),
             ..stripe
         });
+        let stripe_seconds = &all[star_block_view][slot].seconds;
+        let paired = |method: &str| {
+            turns
+                .iter()
+                .position(|turn| turn.method() == method)
+                .map(|index| report::paired_ratio(stripe_seconds, &all[index][slot].seconds))
+        };
         rows.push(ViewsRow {
             part: Part::LayoutMatch,
             speedup: Some(speedup),
             speedup_best: Some(speedup_best),
+            speedup_paired: paired("view-pattern"),
             ..pattern
         });
         rows.push(ViewsRow {
             part: Part::LayoutMatch,
             speedup: Some(contiguous.measure.mib_s / stripe.measure.mib_s.max(1e-9)),
             speedup_best: Some(contiguous.measure.mib_s_max / stripe.measure.mib_s_max.max(1e-9)),
+            speedup_paired: paired("contiguous"),
             ..contiguous
         });
     }
@@ -645,8 +684,8 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
     };
 
     let mut fig2 = report::table([
-        "op", "n", "KiB", "BB list", "BB view", "v/l", "*B list", "*B view", "v/l", "CC list",
-        "CC view", "v/l",
+        "op", "n", "KiB", "BB list", "BB view", "v/l", "paired", "*B list", "*B view", "v/l",
+        "paired", "CC list", "CC view", "v/l", "paired",
     ]);
     for direction in Direction::BOTH {
         for &n in sizes {
@@ -656,13 +695,15 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
                 (n * n / 1024).to_string(),
             ];
             for distribution in DISTRIBUTIONS {
-                let list = row(distribution.name(), n, direction, "list")?
-                    .measure
-                    .mib_s;
-                let view = row(distribution.name(), n, direction, "view")?
-                    .measure
-                    .mib_s;
-                cells.extend([cell(list, 1), cell(view, 1), report::ratio(view, list)]);
+                let list = row(distribution.name(), n, direction, "list")?;
+                let view = row(distribution.name(), n, direction, "view")?;
+                let paired = view_figure(view, "paired_vs_list", view.paired_vs_list)?;
+                cells.extend([
+                    cell(list.measure.mib_s, 1),
+                    cell(view.measure.mib_s, 1),
+                    report::ratio(view.measure.mib_s, list.measure.mib_s),
+                    format!("{paired:.2}x"),
+                ]);
             }
             fig2.add_row(cells);
         }
@@ -737,6 +778,7 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
         "pattern",
         "speedup",
         "best",
+        "paired",
         "calls/srv s",
         "calls/srv p",
         "contiguous",
@@ -756,6 +798,10 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
                 format!(
                     "{:.2}x",
                     view_figure(pattern, "speedup_best", pattern.speedup_best)?
+                ),
+                format!(
+                    "{:.2}x",
+                    view_figure(pattern, "speedup_paired", pattern.speedup_paired)?
                 ),
                 cell(stripe.storage_calls_per_server, 1),
                 cell(pattern.storage_calls_per_server, 1),
@@ -830,13 +876,13 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
 
     Ok(format!(
         "views: {PROCESSES} client processes x {SERVERS} I/O servers, n x n bytes, 64 KiB stripes, CYCLIC k = {CYCLIC_BLOCK_BYTES}, tcp\n\
-         \nFig. 2: aggregate MiB/s on stripes (median per call over {} repetitions, all processes)\n{fig2}\n\
+         \nFig. 2: aggregate MiB/s on stripes (median per call over {} repetitions, all processes; v/l: of the medians; paired: median over the repetitions of view/list speed within one repetition)\n{fig2}\n\
          paper (16 x 16 nodes, Myrinet, ROMIO list I/O over PVFS): view I/O beats list I/O in every case of Fig. 2\n\
          \nTable 2: {cyclic} requests of one call, all processes (and the most of one process)\n{table2}\n\
          paper: ROMIO called PVFS list I/O (at most 64 pieces a call) thousands of times, view I/O once per node; Tessera's list I/O packs up to 65536 pieces in one request per server, so the request counts meet and the difference is in the offsets below\n\
          \nTable 3: {cyclic} access description sent per call, all processes (write)\n{table3}\n\
          list I/O sends 16 bytes per {CYCLIC_BLOCK_BYTES}-byte piece here, so its overhead is a flat {:.0}% that grows in bytes with n^2; the paper's k grew with n, so its percentage fell; view I/O sends 16 bytes per request whatever n\n\
-         \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, and of bests); contiguous: the bound of the match, each process's quarter as one list piece to one server (stripe unit = n*n/4)\n{fig34}\n\
+         \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, of bests, and paired within each repetition); contiguous: the bound of the match, each process's quarter as one list piece to one server (stripe unit = n*n/4)\n{fig34}\n\
          paper (Fig. 4): view I/O speedup grows with the matrix, up to 6x for writes and 4x for reads at 16 MB\n\
          \nWhere a call's time goes (slowest process; client plan and the slowest server's type walk timed apart after the calls, the walk with the iods' code, and inside send (plan) or reply (walk); send = sending every request, a write's data as far as the sockets take it; reply = waiting for and reading the replies: the servers' walk and storage, the rest of a write's transfer, a read's data; other = the call's checks, planning and carving before the sends)\n{phases}\n\
          \n§4.3: view declaration time / one call, %\n{declare}\n\

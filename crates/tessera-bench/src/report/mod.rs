@@ -418,9 +418,40 @@ pub fn ratio(numerator: f64, denominator: f64) -> String {
     }
 }
 
+/// The median over repetitions of `before[k] / after[k]`: how much faster the method timed
+/// `after` ran than the one timed `before` within repetition `k` (the same bytes each).
+pub fn paired_ratio(before: &[f64], after: &[f64]) -> f64 {
+    let mut ratios: Vec<f64> = before
+        .iter()
+        .zip(after)
+        .filter(|&(_, &after)| after > 0.0)
+        .map(|(before, after)| before / after)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    match ratios.len() {
+        0 => 0.0,
+        len if len % 2 == 1 => ratios[len / 2],
+        len => f64::midpoint(ratios[len / 2 - 1], ratios[len / 2]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paired_ratios_compare_within_each_repetition() {
+        // Seconds per repetition: the machine slowed in the second and third repetition.
+        let before = [2.0, 4.0, 8.0];
+        let after = [1.0, 2.0, 8.0];
+        // Ratios 2, 2 and 1: median 2.
+        assert!((paired_ratio(&before, &after) - 2.0).abs() < 1e-12);
+        // The same times in other repetitions pair otherwise: 0.25, 4 and 4.
+        let after_shuffled = [8.0, 1.0, 2.0];
+        assert!((paired_ratio(&before, &after_shuffled) - 4.0).abs() < 1e-12);
+        assert!((paired_ratio(&[3.0, 1.0], &[1.0, 1.0]) - 2.0).abs() < 1e-12);
+        assert!(paired_ratio(&[], &[]).abs() < 1e-12);
+    }
 
     #[derive(Serialize)]
     struct TestRow {
