@@ -1099,6 +1099,7 @@ fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() 
         // One storage call per piece, so the counts do not depend on the cost model.
         file.set_storage_plan(tessera_proto::StoragePlan::PerPiece);
         let view = file.set_view(0, &columns).unwrap();
+        assert!(!view.matches_layout());
         let data = common::bytes(7, 1024);
         let report = view.write_at(0, &data).unwrap();
         assert_eq!((report.requests, report.servers), (4, 4), "{mode:?}");
@@ -1143,6 +1144,7 @@ fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() 
     for (position, datatype) in three_server_pattern().iter().enumerate() {
         let view = patterned.set_view(0, datatype).unwrap();
         assert_eq!(view.positions(), &[position]);
+        assert!(view.matches_layout());
         let data = common::bytes(position as u64, datatype.size() as usize * 10);
         let report = view.write_at(0, &data).unwrap();
         assert_eq!(
@@ -1166,6 +1168,7 @@ fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() 
         // The same share one period later is still one server and one piece.
         let later = patterned.set_view(48, datatype).unwrap();
         assert_eq!(later.positions(), &[position]);
+        assert!(later.matches_layout());
         let mut back = vec![0u8; data.len() - datatype.size() as usize];
         let report = later.read_at(0, &mut back).unwrap();
         assert_eq!((report.requests, report.storage_pieces), (1, 1));

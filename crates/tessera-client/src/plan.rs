@@ -8,6 +8,7 @@
 //! `MESSAGE_BULK_BYTES_MAX` bytes. [`Plan::carve`] then cuts the caller's memory pieces, in
 //! stream order and without copying, into the slices each request sends from or receives into.
 
+use tessera_proto::access::MatchedView;
 use tessera_proto::limits::{
     MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX, REQUEST_SEGMENTS_MAX, STREAM_RANGES_MAX,
 };
@@ -217,6 +218,30 @@ impl Plan {
                     remaining -= length;
                 }
             });
+        }
+        plan
+    }
+
+    /// The plan of stream bytes `[start, end)` of a view that matches a pattern layout
+    /// ([`MatchedView`]), found without a walk: requests of at most `bulk_max` bytes to its one
+    /// server, each a single local piece.
+    pub fn matched(matched: MatchedView, start: u64, end: u64, bulk_max: u64) -> Self {
+        let bulk_max = bulk_max.clamp(1, u64::from(MESSAGE_BULK_BYTES_MAX));
+        let mut plan = Self::default();
+        let mut stream = start;
+        while stream < end {
+            let length = (end - stream).min(bulk_max);
+            let mut request = RequestPlan::new(matched.position, stream, 0);
+            request.pieces = vec![Piece::new(matched.local_base + stream, length)];
+            request.local_pieces = 1;
+            request.bytes = length;
+            request.piece_chunk_ends = vec![1];
+            request.chunk_count = 1;
+            request.add_stream(stream, length);
+            plan.chunks.push((plan.requests.len(), length));
+            plan.requests.push(request);
+            plan.total_bytes += length;
+            stream += length;
         }
         plan
     }

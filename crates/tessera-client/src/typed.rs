@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tessera_net::local::policy::Transfer;
 use tessera_net::{PieceData, PieceDataMut};
-use tessera_proto::access::{check_file_range, touched_positions};
+use tessera_proto::access::{check_file_range, touched_positions, MatchedView};
 use tessera_proto::limits::{FILE_BYTES_MAX, MESSAGE_BULK_BYTES_MAX};
 use tessera_proto::TransferMode;
 use tessera_proto::{
@@ -414,17 +414,22 @@ impl File {
         }
         check_range(self, "view", filetype, displacement, 0, filetype.size())?;
         check_encodable("file type", filetype)?;
-        let positions: Vec<usize> = touched_positions(&self.layout, filetype, displacement)
-            .into_iter()
-            .enumerate()
-            .filter_map(|(position, touched)| touched.then_some(position))
-            .collect();
+        let matched = MatchedView::of(&self.layout, filetype, displacement);
+        let positions: Vec<usize> = match matched {
+            Some(matched) => vec![matched.position],
+            None => touched_positions(&self.layout, filetype, displacement)
+                .into_iter()
+                .enumerate()
+                .filter_map(|(position, touched)| touched.then_some(position))
+                .collect(),
+        };
         let view = View {
             file: self.clone(),
             id: new_view_id(),
             filetype: filetype.clone(),
             displacement,
             positions,
+            matched,
         };
         view.declare(&view.positions)?;
         Ok(view)
@@ -490,9 +495,19 @@ pub struct View {
     displacement: u64,
     /// Positions of the servers the view was declared on.
     positions: Vec<usize>,
+    /// Where the view is one server's bytes of a pattern layout, in order: its calls are
+    /// planned, and served, without a walk.
+    matched: Option<MatchedView>,
 }
 
 impl View {
+    /// Whether the view is one server's bytes of the file's pattern layout, in file order:
+    /// its calls then go to that server alone and are planned and served without a walk of
+    /// the file type.
+    pub fn matches_layout(&self) -> bool {
+        self.matched.is_some()
+    }
+
     /// The id the servers know the view by.
     pub fn id(&self) -> u64 {
         self.id
@@ -569,6 +584,22 @@ impl View {
         let end = offset.checked_add(length).ok_or_else(|| {
             ClientError::InvalidArgument(format!("view range {offset}+{length} overflows"))
         })?;
+        if let Some(matched) = self.matched {
+            check_range(
+                &self.file,
+                operation,
+                &self.filetype,
+                self.displacement,
+                offset,
+                end,
+            )?;
+            return Ok(Plan::matched(
+                matched,
+                offset,
+                end,
+                u64::from(MESSAGE_BULK_BYTES_MAX),
+            ));
+        }
         Ok(self.file.plan_typed(
             offset,
             file_runs(

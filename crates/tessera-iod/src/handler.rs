@@ -10,19 +10,19 @@ use std::sync::Arc;
 
 use tessera_auth::Rights;
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
-use tessera_proto::access::{server_share, server_share_within, Share};
+use tessera_proto::access::{check_stream_ranges, server_share, server_share_within, Share};
 use tessera_proto::limits::{
     DEMOTE_PIECES_MAX, FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, LEASE_MS_DEFAULT,
     MESSAGE_BULK_BYTES_MAX, SIEVE_CHUNK_BYTES_MAX,
 };
 use tessera_proto::{
     Capability, CollectiveTag, DeclareView, Decoder, Demote, DemoteOffer, DemoteReply,
-    DemoteWanted, Empty, ErrorCode, FileType, Header, IoReply, Layout, LeaseAcquire,
-    LeaseAcquireReply, LeaseListen, LeaseRevoke, ObjectCreate, ObjectRemove, ObjectStat,
-    ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read, ReadCollective,
-    ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError, RemoteMemory, RemoteProbe,
-    RemoteProbeReply, ServerStats, ShareRegion, Statfs, StoragePlan, TransferMode, WantedFlags,
-    Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD, STORE_OK,
+    DemoteWanted, Empty, ErrorCode, Header, IoReply, Layout, LeaseAcquire, LeaseAcquireReply,
+    LeaseListen, LeaseRevoke, ObjectCreate, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync,
+    ObjectTruncate, Opcode, Piece, PingReply, Read, ReadCollective, ReadType, ReadView,
+    ReleaseView, RemoteAccess, RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply,
+    ServerStats, ShareRegion, Statfs, StoragePlan, TransferMode, WantedFlags, Wire, Write,
+    WriteCollective, WriteType, WriteView, ROLE_IOD, STORE_OK,
 };
 use tokio::sync::Semaphore;
 
@@ -32,7 +32,7 @@ use crate::leases::{ClientKey, Leases, Revocation};
 use crate::remote;
 use crate::storage::ObjectStorage;
 use crate::store::{ObjectStore, Outcome};
-use crate::views::ViewTable;
+use crate::views::{Declared, ViewTable};
 
 /// Requests moving at most this many bytes run their storage calls on the async worker: a
 /// few page-cache copies cost less than handing the work to a blocking thread and back.
@@ -345,15 +345,20 @@ impl<S: ObjectStorage> Iod<S> {
             .expect("the buffer semaphore is never closed")
     }
 
-    /// Finds this server's share of a datatype range: inline when the range is small, or
-    /// not too large and the type has no holes; otherwise on a blocking thread (the walk may
-    /// visit millions of segments).
+    /// Finds this server's share of a datatype range: without a walk for a view that matches
+    /// a pattern layout; inline when the range is small, or not too large and the type has no
+    /// holes; otherwise on a blocking thread (the walk may visit millions of segments).
     async fn share(
-        file: Arc<FileType>,
+        view: Declared,
         start: u64,
         end: u64,
         ranges: Vec<Piece>,
     ) -> Result<Share, RemoteError> {
+        let Declared { file, matched } = view;
+        if let Some(matched) = matched {
+            check_stream_ranges(&ranges, start, end)?;
+            return matched.share(&file, start, end);
+        }
         let bytes = end.saturating_sub(start);
         let holes = !file.filetype.is_dense()
             || u64::try_from(file.filetype.extent()).ok() != Some(file.filetype.size());
@@ -409,7 +414,7 @@ impl<S: ObjectStorage> Iod<S> {
                 let (handle, mode, storage, file, (start, end, ranges), frames) =
                     if request.opcode == Opcode::WriteType {
                         let write: WriteType = request.decode()?;
-                        let file = Ok(Arc::new(write.file));
+                        let file = Ok(Declared::of_type(write.file));
                         (
                             write.handle,
                             write.mode,
@@ -546,9 +551,14 @@ impl<S: ObjectStorage> Iod<S> {
         Ok(match request.opcode {
             Opcode::ReadType => {
                 let read: ReadType = request.decode().map_err(Err)?;
-                let share = Self::share(Arc::new(read.file), read.start, read.end, read.ranges)
-                    .await
-                    .map_err(Ok)?;
+                let share = Self::share(
+                    Declared::of_type(read.file),
+                    read.start,
+                    read.end,
+                    read.ranges,
+                )
+                .await
+                .map_err(Ok)?;
                 (
                     read.handle,
                     read.mode,
@@ -860,7 +870,15 @@ impl<S: ObjectStorage> Iod<S> {
             0
         };
         let share = match collective::check_tag(&tag) {
-            Ok(()) => Self::share(Arc::new(write.file), write.start, write.end, write.ranges).await,
+            Ok(()) => {
+                Self::share(
+                    Declared::of_type(write.file),
+                    write.start,
+                    write.end,
+                    write.ranges,
+                )
+                .await
+            }
             Err(error) => Err(error),
         };
         let share = match share {
@@ -988,7 +1006,15 @@ impl<S: ObjectStorage> Iod<S> {
         let read: ReadCollective = request.decode()?;
         let tag = read.collective.clone();
         let share = match collective::check_tag(&tag) {
-            Ok(()) => Self::share(Arc::new(read.file), read.start, read.end, read.ranges).await,
+            Ok(()) => {
+                Self::share(
+                    Declared::of_type(read.file),
+                    read.start,
+                    read.end,
+                    read.ranges,
+                )
+                .await
+            }
             Err(error) => Err(error),
         };
         let share = match share.and_then(|share| {

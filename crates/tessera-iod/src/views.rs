@@ -10,12 +10,34 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use tessera_proto::access::MatchedView;
 use tessera_proto::limits::IOD_VIEWS_MAX;
 use tessera_proto::{ErrorCode, FileType, RemoteError};
 
+/// A declared view as its requests use it.
+#[derive(Debug, Clone)]
+pub struct Declared {
+    /// The file type, layout and this server's position.
+    pub file: Arc<FileType>,
+    /// Where the view is one server's bytes of a pattern layout: its share of any range,
+    /// without a walk (found once, at declaration).
+    pub matched: Option<MatchedView>,
+}
+
+impl Declared {
+    /// The file type of a datatype request, which names it inline: never matched, since
+    /// finding a match costs as much as the walk it would save.
+    pub fn of_type(file: FileType) -> Self {
+        Self {
+            file: Arc::new(file),
+            matched: None,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Entry {
-    file: Arc<FileType>,
+    view: Declared,
     used: u64,
 }
 
@@ -41,11 +63,12 @@ impl ViewTable {
     /// Declares `view_id` of `handle`. Declaring the same file type again is harmless;
     /// another file type under a declared id is refused.
     pub fn declare(&self, handle: u64, view_id: u64, file: FileType) -> Result<(), RemoteError> {
+        let matched = MatchedView::of(&file.layout, &file.filetype, file.displacement);
         let mut table = self.lock();
         table.clock += 1;
         let now = table.clock;
         if let Some(entry) = table.views.get_mut(&(handle, view_id)) {
-            if *entry.file != file {
+            if *entry.view.file != file {
                 return Err(RemoteError::new(
                     ErrorCode::InvalidArgument,
                     format!("view {view_id:#x} of handle {handle:#x} is declared with another file type"),
@@ -71,22 +94,25 @@ impl ViewTable {
         table.views.insert(
             (handle, view_id),
             Entry {
-                file: Arc::new(file),
+                view: Declared {
+                    file: Arc::new(file),
+                    matched,
+                },
                 used: now,
             },
         );
         Ok(())
     }
 
-    /// The file type of a declared view.
-    pub fn get(&self, handle: u64, view_id: u64) -> Result<Arc<FileType>, RemoteError> {
+    /// A declared view.
+    pub fn get(&self, handle: u64, view_id: u64) -> Result<Declared, RemoteError> {
         let mut table = self.lock();
         table.clock += 1;
         let now = table.clock;
         match table.views.get_mut(&(handle, view_id)) {
             Some(entry) => {
                 entry.used = now;
-                Ok(entry.file.clone())
+                Ok(entry.view.clone())
             }
             None => Err(RemoteError::new(
                 ErrorCode::UnknownView,
@@ -140,6 +166,39 @@ mod tests {
         assert_eq!(views.get(1, 8).unwrap_err().code, ErrorCode::UnknownView);
         views.release_handle(1);
         assert!(views.is_empty());
+    }
+
+    #[test]
+    fn a_view_matching_a_pattern_layout_is_found_matched_at_declaration() {
+        use tessera_proto::{Datatype, Layout, PatternLayout};
+        // Two servers, each 4 bytes of every 8-byte row.
+        let half = |first| {
+            let block = Datatype::hindexed(&[4], &[first], &Datatype::byte()).unwrap();
+            Datatype::resized(0, 8, &block).unwrap()
+        };
+        let pattern = PatternLayout::new(vec![0, 1], vec![half(0), half(4)]).unwrap();
+        let views = ViewTable::default();
+        let file = FileType {
+            layout: Layout::Pattern(Arc::new(pattern)),
+            position: 0,
+            filetype: half(4),
+            displacement: 16,
+        };
+        views.declare(1, 1, file.clone()).unwrap();
+        let matched = views.get(1, 1).unwrap().matched;
+        assert_eq!(
+            matched,
+            Some(MatchedView {
+                position: 1,
+                local_base: 8
+            })
+        );
+        let other = FileType {
+            filetype: Datatype::byte(),
+            ..file
+        };
+        views.declare(1, 2, other).unwrap();
+        assert_eq!(views.get(1, 2).unwrap().matched, None);
     }
 
     #[test]

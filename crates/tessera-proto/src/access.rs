@@ -16,8 +16,8 @@ use tessera_dtype::Datatype;
 use crate::error::{ErrorCode, RemoteError};
 use crate::layout::Layout;
 use crate::limits::{
-    FILE_BYTES_MAX, MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX, REQUEST_SEGMENTS_MAX,
-    STREAM_RANGES_MAX,
+    FILE_BYTES_MAX, MATCH_RUNS_MAX, MESSAGE_BULK_BYTES_MAX, REQUEST_PIECES_MAX,
+    REQUEST_SEGMENTS_MAX, STREAM_RANGES_MAX,
 };
 use crate::message::{FileType, Piece};
 
@@ -208,6 +208,54 @@ pub fn check_stream_ranges(ranges: &[Piece], start: u64, end: u64) -> Result<(),
     Ok(())
 }
 
+/// A view whose stream is exactly one server's bytes of a pattern layout, in file order
+/// ([`PatternLayout::matched`](crate::PatternLayout::matched)): stream byte `x` lies at
+/// local byte `local_base + x` of the server at `position`, so the share of any range is
+/// found without a walk, on the client and on the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatchedView {
+    /// The server holding the whole stream.
+    pub position: usize,
+    /// Its local offset of stream byte 0.
+    pub local_base: u64,
+}
+
+impl MatchedView {
+    /// The match of `filetype` tiled from `displacement` over `layout`, if there is one.
+    pub fn of(layout: &Layout, filetype: &Datatype, displacement: u64) -> Option<Self> {
+        let Layout::Pattern(pattern) = layout else {
+            return None;
+        };
+        pattern
+            .matched(filetype, displacement, MATCH_RUNS_MAX)
+            .map(|(position, local_base)| Self {
+                position,
+                local_base,
+            })
+    }
+
+    /// The share of `file.position` in stream bytes `[start, end)`: the same as
+    /// [`server_share`]'s, with the same checks, in O(1).
+    pub fn share(self, file: &FileType, start: u64, end: u64) -> Result<Share, RemoteError> {
+        check_file_range(&file.filetype, file.displacement, start, end)?;
+        let bytes = end - start;
+        if bytes == 0 || usize::from(file.position) != self.position {
+            return Ok(Share::default());
+        }
+        if bytes > u64::from(MESSAGE_BULK_BYTES_MAX) {
+            return Err(RemoteError::over_limit(
+                "message_bulk_bytes_max",
+                bytes,
+                u64::from(MESSAGE_BULK_BYTES_MAX),
+            ));
+        }
+        Ok(Share {
+            pieces: vec![Piece::new(self.local_base + start, bytes)],
+            bytes,
+        })
+    }
+}
+
 /// Positions of the servers that some instance of `filetype` tiled from `displacement`
 /// touches. The pattern of a tiled type over a periodic layout repeats after
 /// `period / gcd(extent, period)` instances, so those are walked — up to a budget of
@@ -267,7 +315,99 @@ mod tests {
     use super::*;
     use crate::layout::StripeLayout;
     use crate::pattern::PatternLayout;
+    use proptest::prelude::*;
     use std::sync::Arc;
+
+    /// A (*,BLOCK)-like pattern: server `i` holds `widths[i]` columns of every row, in order.
+    fn column_pattern(widths: &[u64]) -> PatternLayout {
+        let row: u64 = widths.iter().sum();
+        let mut first = 0;
+        let types = widths
+            .iter()
+            .map(|&width| {
+                let block = Datatype::hindexed(&[width], &[first], &Datatype::byte()).unwrap();
+                first += i64::try_from(width).unwrap();
+                Datatype::resized(0, i64::try_from(row).unwrap(), &block).unwrap()
+            })
+            .collect();
+        PatternLayout::new((0..u16::try_from(widths.len()).unwrap()).collect(), types).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Where a view matches a pattern layout, the O(1) share is the walked share of every
+        /// server for any range; and a block of columns that is one server's does match.
+        #[test]
+        fn a_matched_view_s_share_is_the_walked_share(
+            widths in proptest::collection::vec(1u64..6, 1..5),
+            rows in 1u64..12,
+            server in 0usize..4,
+            skew in prop_oneof![Just((0u64, 0i64)), (0u64..3, -1i64..2)],
+            periods_before in 0u64..3,
+            start in 0u64..80,
+            length in 0u64..80,
+        ) {
+            let server = server % widths.len();
+            let pattern = column_pattern(&widths);
+            let row: u64 = widths.iter().sum();
+            let first: u64 = widths[..server].iter().sum();
+            // The server's own columns, or (skewed) a neighbouring block.
+            let (shift, grow) = skew;
+            let first = (first + shift).min(row - 1);
+            let width = u64::try_from(i64::try_from(widths[server]).unwrap() + grow)
+                .unwrap()
+                .clamp(1, row - first);
+            let filetype = columns(rows, row, first, width);
+            let displacement = periods_before * row;
+            let layout = Layout::Pattern(Arc::new(pattern));
+            let matched = MatchedView::of(&layout, &filetype, displacement);
+            if skew == (0, 0) {
+                prop_assert_eq!(matched.map(|m| m.position), Some(server));
+            }
+            let Some(matched) = matched else {
+                return Ok(());
+            };
+            let total = filetype.size() * 2;
+            let (start, end) = (start.min(total), (start + length).min(total));
+            for position in 0..widths.len() {
+                let file = FileType {
+                    layout: layout.clone(),
+                    position: u16::try_from(position).unwrap(),
+                    filetype: filetype.clone(),
+                    displacement,
+                };
+                prop_assert_eq!(
+                    matched.share(&file, start, end).unwrap(),
+                    server_share(&file, start, end, &[]).unwrap()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn views_that_are_not_one_server_s_bytes_in_order_do_not_match() {
+        let layout = Layout::Pattern(Arc::new(column_pattern(&[4, 4, 4, 4])));
+        // Server 1's columns.
+        assert_eq!(
+            MatchedView::of(&layout, &columns(8, 16, 4, 4), 32),
+            Some(MatchedView {
+                position: 1,
+                local_base: 8
+            })
+        );
+        // Half of them; or two servers' columns; or displaced within a row.
+        assert_eq!(MatchedView::of(&layout, &columns(8, 16, 4, 2), 0), None);
+        assert_eq!(MatchedView::of(&layout, &columns(8, 16, 4, 8), 0), None);
+        assert_eq!(MatchedView::of(&layout, &columns(8, 16, 4, 4), 3), None);
+        // Server 1's columns, rows in reverse order.
+        let reversed = Datatype::hindexed(&[4, 4], &[16 + 4, 4], &Datatype::byte()).unwrap();
+        let reversed = Datatype::resized(0, 32, &reversed).unwrap();
+        assert_eq!(MatchedView::of(&layout, &reversed, 0), None);
+        // Stripes never match.
+        let stripes = Layout::Stripe(StripeLayout::new(64, vec![0, 1]).unwrap());
+        assert_eq!(MatchedView::of(&stripes, &columns(8, 16, 4, 4), 0), None);
+    }
 
     fn columns(rows: u64, row_bytes: u64, first: u64, width: u64) -> Datatype {
         Datatype::subarray(

@@ -173,6 +173,11 @@ pub const REQUEST_SEGMENTS_MAX: u64 = 1 << 22;
 /// none, and the server walks the request's whole range.
 pub const STREAM_RANGES_MAX: usize = 4096;
 
+/// Most runs of a view's file type compared with a pattern layout's to find that the view is
+/// one server's bytes in order (`access::MatchedView::of`), once per view on each side; a
+/// type with more is walked on every request as any other.
+pub const MATCH_RUNS_MAX: usize = 1 << 16;
+
 /// Largest buffer an I/O server reads one sieving chunk into (seed 001 §3.3; ROMIO's
 /// `ind_rd_buffer_size` is also 4 MiB). Pieces further apart than the model's break-even gap
 /// start a new chunk.

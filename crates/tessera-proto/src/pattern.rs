@@ -167,6 +167,78 @@ impl PatternLayout {
         })
     }
 
+    /// Whether the stream of `filetype` tiled from `displacement` is exactly the bytes of one
+    /// server, in file order: a view that matches the layout. Then stream byte `x` lies at
+    /// local byte `base + x` of that server, and a request needs no walk on either side.
+    /// Returns the server's position and `base`. Compares at most `runs_max` runs; a type
+    /// with more is not recognised (its requests are walked as any other).
+    pub fn matched(
+        &self,
+        filetype: &Datatype,
+        displacement: u64,
+        runs_max: usize,
+    ) -> Option<(usize, u64)> {
+        let extent = u64::try_from(filetype.extent()).ok()?;
+        if filetype.size() == 0
+            || extent == 0
+            || !extent.is_multiple_of(self.period_bytes)
+            || !displacement.is_multiple_of(self.period_bytes)
+        {
+            return None;
+        }
+        let periods = extent / self.period_bytes;
+        let mut actual = filetype.runs(0, 0, filetype.size()).ok()?.peekable();
+        let first = u64::try_from(actual.peek()?.offset).ok()?;
+        if first >= self.period_bytes {
+            return None;
+        }
+        let position = self.runs[self.runs.partition_point(|run| run.offset <= first) - 1].position;
+        let own: Vec<PatternRun> = self
+            .runs
+            .iter()
+            .filter(|run| run.position == position)
+            .copied()
+            .collect();
+        if filetype.size() != periods.checked_mul(self.share_bytes[position])?
+            || (own.len() as u64).checked_mul(periods)? > runs_max as u64
+        {
+            return None;
+        }
+        // The server's runs over `periods` periods, merged where they touch, against the
+        // type's (merged) runs.
+        let expected = (0..periods).flat_map(|period| {
+            own.iter()
+                .map(move |run| (period * self.period_bytes + run.offset, run.length))
+        });
+        let mut pending: Option<(u64, u64)> = None;
+        let mut same = |(offset, length): (u64, u64)| {
+            actual.next().is_some_and(|run| {
+                u64::try_from(run.offset).ok() == Some(offset) && run.length == length
+            })
+        };
+        for (offset, length) in expected {
+            match pending {
+                Some((start, bytes)) if start + bytes == offset => {
+                    pending = Some((start, bytes + length));
+                }
+                Some(run) => {
+                    if !same(run) {
+                        return None;
+                    }
+                    pending = Some((offset, length));
+                }
+                None => pending = Some((offset, length)),
+            }
+        }
+        if !same(pending?) || actual.next().is_some() {
+            return None;
+        }
+        Some((
+            position,
+            displacement / self.period_bytes * self.share_bytes[position],
+        ))
+    }
+
     /// Bytes the server at `position` holds of a file of `logical_size` bytes.
     pub fn local_size(&self, position: usize, logical_size: u64) -> u64 {
         let periods = logical_size / self.period_bytes;
