@@ -210,6 +210,10 @@ pub struct SubarrayRow {
     /// A timed request's measured time from send to reply, µs (mean; the storage call and
     /// the round trip included).
     pub measured_us: f64,
+    /// Pack, gather and hybrid: the median over the repetitions of the method's speed over the
+    /// better of pack and gather for the same memory, all three timed in the same repetition
+    /// (the machine's drift between repetitions taken out).
+    pub paired_vs_best: Option<f64>,
 }
 
 /// What the transfer policy decided for the one-sided requests between two snapshots of
@@ -264,6 +268,20 @@ fn case(part: Part, n: Option<usize>) -> String {
         (Part::Subarray, None) => "n=?".to_owned(),
         (Part::Transport, _) => "64 KiB pieces".to_owned(),
     }
+}
+
+/// The pack and gather methods of the same memory as `method`, for a pack, gather or hybrid
+/// method without registration.
+fn best_of_pack_and_gather(method: Method) -> Option<(&'static str, &'static str)> {
+    let base = method.name.strip_suffix(", arena").unwrap_or(method.name);
+    if !["pack", "gather", "hybrid"].contains(&base) {
+        return None;
+    }
+    Some(if method.arena {
+        ("pack, arena", "gather, arena")
+    } else {
+        ("pack", "gather")
+    })
 }
 
 /// The median call of each repetition of one method.
@@ -326,7 +344,9 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             .iter()
             .flat_map(|&(offset, length)| array[offset..offset + length].iter().copied())
             .collect();
-        let iterations = (if common.quick { 16 << 20 } else { 64 << 20 } / bytes).clamp(2, 64);
+        // A block of 64 MiB (quick) is 16-64 calls, tens of milliseconds: a block of 16 MiB
+        // (4 calls at n=2048) was moved by one preemption.
+        let iterations = (if common.quick { 64 << 20 } else { 128 << 20 } / bytes).clamp(2, 256);
         // Per method, per repetition, the seconds of every timed call.
         let mut samples: Vec<Vec<Vec<f64>>> = vec![Vec::new(); subjects.len()];
         let mut last = vec![None; subjects.len()];
@@ -402,12 +422,29 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             }
             progress.step(&format!("n={n}"));
         }
+        let medians = samples
+            .iter()
+            .map(|calls| repetition_medians(calls))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|err| format!("bench subarray: case \"n={n}\": {err}"))?;
         for (index, subject) in subjects.iter().enumerate() {
             let name = subject.method.name;
             let unmeasured =
                 |err: String| format!("bench subarray: case \"n={n}\", method \"{name}\": {err}");
-            let seconds = Spread::of(&repetition_medians(&samples[index]).map_err(unmeasured)?)
-                .map_err(unmeasured)?;
+            let seconds = Spread::of(&medians[index]).map_err(unmeasured)?;
+            let paired_vs_best = best_of_pack_and_gather(subject.method)
+                .map(|(pack, gather)| {
+                    let position = |name: &str| {
+                        METHODS
+                            .iter()
+                            .position(|method| method.name == name)
+                            .ok_or_else(|| unmeasured(format!("no method {name}")))
+                    };
+                    let (pack, gather) = (&medians[position(pack)?], &medians[position(gather)?]);
+                    let best: Vec<f64> = pack.iter().zip(gather).map(|(p, g)| p.min(*g)).collect();
+                    Ok::<f64, String>(report::paired_ratio(&best, &medians[index]))
+                })
+                .transpose()?;
             let (requests, one_sided, registrations, registration_us, decided) = last[index]
                 .clone()
                 .ok_or_else(|| unmeasured("not measured".to_owned()))?;
@@ -445,6 +482,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 predicted_us,
                 predicted_worst_us,
                 measured_us,
+                paired_vs_best,
             });
         }
     }
@@ -554,6 +592,7 @@ fn raw_case(
             predicted_us: 0.0,
             predicted_worst_us: 0.0,
             measured_us: 0.0,
+            paired_vs_best: None,
         })
     };
     Ok(vec![
@@ -611,6 +650,7 @@ fn text(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<String, String>
         "worst µs",
         "measured µs",
         "/ best of pack, gather",
+        "paired",
     ]);
     for &n in sizes {
         for (method, pack, gather) in [
@@ -636,6 +676,8 @@ fn text(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<String, String>
                 report::cell(row.predicted_worst_us, 0),
                 report::cell(row.measured_us, 0),
                 report::ratio(row.measure.mib_s, best),
+                row.paired_vs_best
+                    .map_or_else(|| "-".to_owned(), |paired| format!("{paired:.2}x")),
             ]);
         }
     }

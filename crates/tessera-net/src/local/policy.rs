@@ -30,7 +30,7 @@ mod learn;
 
 pub use learn::{
     size_class, Learner, SizeClass, LEARNED_CLASSES_MAX, LEARN_REEXPLORE, LEARN_SAMPLES,
-    LEARN_WEIGHT,
+    LEARN_WINDOW,
 };
 
 use tessera_proto::limits::{EAGER_BYTES_MAX, IOV_PIECES_MAX};

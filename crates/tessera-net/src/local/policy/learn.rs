@@ -3,12 +3,14 @@
 //! of whole requests do, per size class.
 //!
 //! A size class is ⌊log₂⌋ of a request's bytes and of its memory segments. For each class the
-//! process keeps, per mechanism, how many requests it measured (send to reply) and their
-//! running mean. When the model's margin rule applies, each contender is first measured
-//! [`LEARN_SAMPLES`] times (the model's preference first, so the requests of one call stay
-//! alike); then the contender of the lowest mean is chosen, and every [`LEARN_REEXPLORE`]th
-//! decision of the class measures the runner-up once more, so a change of the machine is
-//! followed. Only the model's own decisions are learned from (a forced mechanism, or memory in
+//! process keeps, per mechanism, its last [`LEARN_WINDOW`] measured requests (send to reply).
+//! When the model's margin rule applies, each contender is first measured [`LEARN_SAMPLES`]
+//! times (the model's preference first, so the requests of one call stay alike); then the
+//! contender of the lowest median is chosen, and every [`LEARN_REEXPLORE`]th decision of the
+//! class measures the runner-up once more, so a change of the machine is followed. A median,
+//! not a mean: on a shared machine one request in a few is preempted and takes several times
+//! as long, and with means of 3 such a request made the slower mechanism look faster for good
+//! (`bench subarray` chose gather at 0.70x of pack). Only the model's own decisions are learned from (a forced mechanism, or memory in
 //! a shared arena, moves data otherwise). The table holds at most [`LEARNED_CLASSES_MAX`]
 //! classes; a class beyond it is left to the model.
 
@@ -21,13 +23,14 @@ use super::Mechanism;
 pub type SizeClass = (u8, u8);
 
 /// Measured requests per contender before the measurements decide.
-pub const LEARN_SAMPLES: u32 = 3;
+pub const LEARN_SAMPLES: u32 = 5;
 
-/// Every this many decisions of a class, the runner-up is measured once more.
-pub const LEARN_REEXPLORE: u64 = 256;
+/// Measured requests kept per mechanism and class: the median of these decides.
+pub const LEARN_WINDOW: usize = 8;
 
-/// Weight of a new measurement in a mean once [`LEARN_SAMPLES`] are in.
-pub const LEARN_WEIGHT: f64 = 0.125;
+/// Every this many decisions of a class, the runner-up is measured once more (about 3 % of
+/// the requests go to the slower mechanism, to follow a change of the machine).
+pub const LEARN_REEXPLORE: u64 = 32;
 
 /// Most size classes learned (at most 64 × 64 exist).
 pub const LEARNED_CLASSES_MAX: usize = 1024;
@@ -38,22 +41,26 @@ pub fn size_class(bytes: u64, segments: usize) -> SizeClass {
     (log2(bytes), log2(segments as u64))
 }
 
-/// Measured requests of one mechanism in one class.
+/// Measured requests of one mechanism in one class: the last [`LEARN_WINDOW`], in a ring.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Measured {
     count: u32,
-    mean_us: f64,
+    recent_us: [f64; LEARN_WINDOW],
 }
 
 impl Measured {
     fn add(&mut self, us: f64) {
+        self.recent_us[self.count as usize % LEARN_WINDOW] = us;
         self.count = self.count.saturating_add(1);
-        let weight = if self.count <= LEARN_SAMPLES {
-            1.0 / f64::from(self.count)
-        } else {
-            LEARN_WEIGHT
-        };
-        self.mean_us += (us - self.mean_us) * weight;
+    }
+
+    /// The median of the kept requests (the upper one of an even count); infinite for none.
+    fn median_us(&self) -> f64 {
+        let kept = (self.count as usize).min(LEARN_WINDOW);
+        let mut recent = self.recent_us;
+        let recent = &mut recent[..kept];
+        recent.sort_by(f64::total_cmp);
+        recent.get(kept / 2).copied().unwrap_or(f64::INFINITY)
     }
 }
 
@@ -86,7 +93,7 @@ impl Learner {
 
     /// Chooses among `contenders` (at least two, the model's preference first) by what was
     /// measured in `class`: a contender not yet measured [`LEARN_SAMPLES`] times, else the
-    /// lowest mean (the runner-up at every [`LEARN_REEXPLORE`]th decision). `None` when the
+    /// lowest median (the runner-up at every [`LEARN_REEXPLORE`]th decision). `None` when the
     /// table is full and `class` is new: the model decides.
     pub fn pick(&mut self, class: SizeClass, contenders: &[Mechanism]) -> Option<Mechanism> {
         let full = self.classes.len() >= LEARNED_CLASSES_MAX;
@@ -105,8 +112,8 @@ impl Learner {
         let mut ranked = contenders.to_vec();
         ranked.sort_by(|&a, &b| {
             record.measured[index(a)]
-                .mean_us
-                .total_cmp(&record.measured[index(b)].mean_us)
+                .median_us()
+                .total_cmp(&record.measured[index(b)].median_us())
         });
         let runner_up = record.decisions.is_multiple_of(LEARN_REEXPLORE);
         ranked
@@ -125,10 +132,11 @@ impl Learner {
         }
     }
 
-    /// The measured mean of `mechanism` in `class` and how many requests made it.
+    /// The median of the kept requests of `mechanism` in `class`, and how many requests were
+    /// measured.
     pub fn measured(&self, class: SizeClass, mechanism: Mechanism) -> Option<(f64, u32)> {
         let measured = self.classes.get(&class)?.measured[index(mechanism)];
-        (measured.count > 0).then_some((measured.mean_us, measured.count))
+        (measured.count > 0).then_some((measured.median_us(), measured.count))
     }
 }
 
@@ -166,7 +174,10 @@ mod tests {
             assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Pack));
             learner.record(class, Mechanism::Pack, 1000.0);
         }
-        assert_eq!(learner.measured(class, Mechanism::Pack), Some((1000.0, 3)));
+        assert_eq!(
+            learner.measured(class, Mechanism::Pack),
+            Some((1000.0, LEARN_SAMPLES))
+        );
         let mut runner_up = 0;
         for _ in 0..LEARN_REEXPLORE {
             match learner.pick(class, &contenders) {
@@ -183,6 +194,36 @@ mod tests {
         assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Gather));
         // Another class learns on its own.
         assert_eq!(learner.pick((10, 2), &contenders), Some(Mechanism::Gather));
+    }
+
+    #[test]
+    fn a_preempted_request_does_not_decide() {
+        let mut learner = Learner::new();
+        let class = (22, 11);
+        let contenders = [Mechanism::Gather, Mechanism::Pack];
+        // Gather is steadily 1.3x pack, but one pack request was preempted for 9 ms.
+        let gather = [1600.0; LEARN_SAMPLES as usize];
+        let pack = [1200.0, 1250.0, 9000.0, 1180.0, 1220.0];
+        for (mechanism, times) in [(Mechanism::Gather, &gather), (Mechanism::Pack, &pack)] {
+            for &us in times {
+                assert_eq!(learner.pick(class, &contenders), Some(mechanism));
+                learner.record(class, mechanism, us);
+            }
+        }
+        assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Pack));
+        assert_eq!(
+            learner.measured(class, Mechanism::Pack),
+            Some((1220.0, LEARN_SAMPLES))
+        );
+        // Only the last LEARN_WINDOW requests count.
+        for _ in 0..LEARN_WINDOW {
+            learner.record(class, Mechanism::Pack, 2000.0);
+        }
+        assert_eq!(
+            learner.measured(class, Mechanism::Pack),
+            Some((2000.0, LEARN_SAMPLES + u32::try_from(LEARN_WINDOW).unwrap()))
+        );
+        assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Gather));
     }
 
     #[test]
