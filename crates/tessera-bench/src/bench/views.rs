@@ -103,6 +103,106 @@ impl Turn {
     }
 }
 
+/// The (*,BLOCK) turns' step length, for the transport's bound.
+const STAR_BLOCK_TURN: Turn = Turn {
+    distribution: MatrixDistribution::StarBlock,
+    via: "view",
+    pattern_file: true,
+    contiguous: false,
+};
+
+/// Seconds per call of the transport alone, the bound of a matched layout over tcp: one
+/// loopback TCP stream per process, all at once, each carrying `share` bytes per call from
+/// a sending thread to a receiving one, `calls` times back to back (no request, file,
+/// storage or protocol; the same for writes and reads).
+fn tcp_bound(share: usize, calls: u64) -> Result<f64, String> {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    let failed = |what: &str, err: std::io::Error| format!("bench views: tcp bound: {what}: {err}");
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|err| failed("bind", err))?;
+    let address = listener
+        .local_addr()
+        .map_err(|err| failed("local address", err))?;
+    let mut pairs = Vec::with_capacity(PROCESSES);
+    for _ in 0..PROCESSES {
+        let sender = TcpStream::connect(address).map_err(|err| failed("connect", err))?;
+        let (receiver, _) = listener.accept().map_err(|err| failed("accept", err))?;
+        for stream in [&sender, &receiver] {
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+                .and_then(|()| stream.set_nodelay(true))
+                .map_err(|err| failed("socket options", err))?;
+        }
+        pairs.push((sender, receiver));
+    }
+    let start = std::sync::Barrier::new(2 * PROCESSES + 1);
+    let mut started = None;
+    let outcome: Result<(), String> = std::thread::scope(|scope| {
+        let mut threads = Vec::with_capacity(2 * PROCESSES);
+        for (sender, receiver) in &mut pairs {
+            let start = &start;
+            threads.push(scope.spawn(move || {
+                let data = vec![0x5Au8; share];
+                start.wait();
+                (0..calls).try_for_each(|_| sender.write_all(&data))
+            }));
+            threads.push(scope.spawn(move || {
+                let mut data = vec![0u8; share];
+                start.wait();
+                (0..calls).try_for_each(|_| receiver.read_exact(&mut data))
+            }));
+        }
+        start.wait();
+        started = Some(std::time::Instant::now());
+        threads.into_iter().try_for_each(|thread| {
+            thread
+                .join()
+                .map_err(|_| "bench views: tcp bound: a thread panicked".to_owned())?
+                .map_err(|err| failed("transfer", err))
+        })
+    });
+    outcome?;
+    let seconds = started.expect("timed").elapsed().as_secs_f64();
+    Ok(seconds / calls.max(1) as f64)
+}
+
+/// The transport's bound for the layout match at side `n`, both directions: a row of the
+/// matched part (beside `view-stripe`, `view-pattern` and `contiguous`, already in `rows`).
+fn tcp_rows(n: u64, rows: &[ViewsRow], seconds: &[f64]) -> Result<Vec<ViewsRow>, String> {
+    let spread = Spread::of(seconds).map_err(|err| format!("bench views: tcp bound: {err}"))?;
+    Direction::BOTH
+        .into_iter()
+        .map(|direction| {
+            let key = case(Part::LayoutMatch, DISTRIBUTIONS[1].name(), n, direction);
+            let found = |method: &str| {
+                rows.iter()
+                    .find(|row| report::Row::key(*row) == (key.clone(), method))
+                    .ok_or_else(|| format!("bench views: {key}: no {method} row"))
+            };
+            let (stripe, contiguous) = (found("view-stripe")?, found("contiguous")?);
+            let measure = Measure::of_seconds(spread, n * n);
+            Ok(ViewsRow {
+                method: "tcp".to_owned(),
+                speedup: Some(measure.mib_s / stripe.measure.mib_s.max(1e-9)),
+                speedup_best: Some(measure.mib_s_max / stripe.measure.mib_s_max.max(1e-9)),
+                speedup_paired: None,
+                measure,
+                requests: 0,
+                pieces: 0,
+                requests_per_process: 0,
+                offset_bytes: 0,
+                offset_overhead_pct: 0.0,
+                storage_calls_per_server: 0.0,
+                servers: 0,
+                file_pieces: 0,
+                send_us: 0.0,
+                reply_us: 0.0,
+                ..contiguous.clone()
+            })
+        })
+        .collect()
+}
+
 fn turns() -> Vec<Turn> {
     let mut turns = Vec::new();
     for distribution in DISTRIBUTIONS {
@@ -336,6 +436,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         )?;
         // [turn][write, read]
         let mut measured = vec![[Measured::default(), Measured::default()]; turns.len()];
+        let mut tcp_seconds = Vec::with_capacity(repetitions);
         for repetition in 0..repetitions {
             for turn_index in 0..turns.len() {
                 let index = (turn_index + repetition) % turns.len();
@@ -360,9 +461,12 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                     entry.calls = calls;
                 }
             }
+            let share = usize::try_from(n * n).expect("a matrix in memory") / PROCESSES;
+            tcp_seconds.push(tcp_bound(share, STAR_BLOCK_TURN.calls(n))?);
             progress.step(&format!("n={n}"));
         }
         rows.extend(size_rows(n, &turns, &measured, repetitions)?);
+        rows.extend(tcp_rows(n, &rows, &tcp_seconds)?);
         let _ = client.unlink(&pattern_path);
         let _ = client.unlink(&blocks_path);
     }
@@ -783,12 +887,16 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
         "calls/srv p",
         "contiguous",
         "pattern/contiguous",
+        "tcp",
+        "pattern/tcp",
+        "tcp/stripe",
     ]);
     for direction in Direction::BOTH {
         for &n in sizes {
             let stripe = matched(n, direction, "view-stripe")?;
             let pattern = matched(n, direction, "view-pattern")?;
             let contiguous = matched(n, direction, "contiguous")?;
+            let tcp = matched(n, direction, "tcp")?;
             fig34.add_row([
                 direction.to_string(),
                 n.to_string(),
@@ -807,6 +915,9 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
                 cell(pattern.storage_calls_per_server, 1),
                 cell(contiguous.measure.mib_s, 1),
                 report::ratio(pattern.measure.mib_s, contiguous.measure.mib_s),
+                cell(tcp.measure.mib_s, 1),
+                report::ratio(pattern.measure.mib_s, tcp.measure.mib_s),
+                report::ratio(tcp.measure.mib_s, stripe.measure.mib_s),
             ]);
         }
     }
@@ -882,7 +993,7 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
          paper: ROMIO called PVFS list I/O (at most 64 pieces a call) thousands of times, view I/O once per node; Tessera's list I/O packs up to 65536 pieces in one request per server, so the request counts meet and the difference is in the offsets below\n\
          \nTable 3: {cyclic} access description sent per call, all processes (write)\n{table3}\n\
          list I/O sends 16 bytes per {CYCLIC_BLOCK_BYTES}-byte piece here, so its overhead is a flat {:.0}% that grows in bytes with n^2; the paper's k grew with n, so its percentage fell; view I/O sends 16 bytes per request whatever n\n\
-         \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, of bests, and paired within each repetition); contiguous: the bound of the match, each process's quarter as one list piece to one server (stripe unit = n*n/4)\n{fig34}\n\
+         \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, of bests, and paired within each repetition); contiguous: each process's quarter as one list piece to one server (stripe unit = n*n/4); tcp: the transport alone, one loopback TCP stream per process carrying its quarter per call, back to back (no request, file or storage), the bound of both directions\n{fig34}\n\
          paper (Fig. 4): view I/O speedup grows with the matrix, up to 6x for writes and 4x for reads at 16 MB\n\
          \nWhere a call's time goes (slowest process; client plan and the slowest server's type walk timed apart after the calls, the walk with the iods' code, and inside send (plan) or reply (walk); send = sending every request, a write's data as far as the sockets take it; reply = waiting for and reading the replies: the servers' walk and storage, the rest of a write's transfer, a read's data; other = the call's checks, planning and carving before the sends)\n{phases}\n\
          \n§4.3: view declaration time / one call, %\n{declare}\n\
