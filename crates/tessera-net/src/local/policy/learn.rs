@@ -5,8 +5,9 @@
 //! A size class is ⌊log₂⌋ of a request's bytes and of its memory segments. For each class the
 //! process keeps, per mechanism, its last [`LEARN_WINDOW`] measured requests (send to reply).
 //! When the model's margin rule applies, each contender is first measured [`LEARN_SAMPLES`]
-//! times (the model's preference first, so the requests of one call stay alike); then the
-//! contender of the lowest median is chosen, and every [`LEARN_REEXPLORE`]th decision of the
+//! times, in turns (the model's preference first), so that a change in the machine's load
+//! while they are measured falls on all of them alike; then the contender of the lowest
+//! median is chosen, and every [`LEARN_REEXPLORE`]th decision of the
 //! class measures the runner-up once more, so a change of the machine is followed. A median,
 //! not a mean: on a shared machine one request in a few is preempted and takes several times
 //! as long, and with means of 3 such a request made the slower mechanism look faster for good
@@ -103,9 +104,11 @@ impl Learner {
             std::collections::btree_map::Entry::Vacant(slot) => slot.insert(Class::default()),
         };
         record.decisions += 1;
+        // The least measured contender first (the earliest of equals): they take turns.
         if let Some(&unmeasured) = contenders
             .iter()
-            .find(|&&mechanism| record.measured[index(mechanism)].count < LEARN_SAMPLES)
+            .filter(|&&mechanism| record.measured[index(mechanism)].count < LEARN_SAMPLES)
+            .min_by_key(|&&mechanism| record.measured[index(mechanism)].count)
         {
             return Some(unmeasured);
         }
@@ -165,12 +168,10 @@ mod tests {
         let mut learner = Learner::new();
         let class = (20, 8);
         let contenders = [Mechanism::Gather, Mechanism::Pack];
-        // The model's preference is measured first, whole calls at a time.
+        // The contenders take turns, the model's preference first.
         for _ in 0..LEARN_SAMPLES {
             assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Gather));
             learner.record(class, Mechanism::Gather, 1600.0);
-        }
-        for _ in 0..LEARN_SAMPLES {
             assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Pack));
             learner.record(class, Mechanism::Pack, 1000.0);
         }
@@ -202,13 +203,12 @@ mod tests {
         let class = (22, 11);
         let contenders = [Mechanism::Gather, Mechanism::Pack];
         // Gather is steadily 1.3x pack, but one pack request was preempted for 9 ms.
-        let gather = [1600.0; LEARN_SAMPLES as usize];
         let pack = [1200.0, 1250.0, 9000.0, 1180.0, 1220.0];
-        for (mechanism, times) in [(Mechanism::Gather, &gather), (Mechanism::Pack, &pack)] {
-            for &us in times {
-                assert_eq!(learner.pick(class, &contenders), Some(mechanism));
-                learner.record(class, mechanism, us);
-            }
+        for us in pack {
+            assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Gather));
+            learner.record(class, Mechanism::Gather, 1600.0);
+            assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Pack));
+            learner.record(class, Mechanism::Pack, us);
         }
         assert_eq!(learner.pick(class, &contenders), Some(Mechanism::Pack));
         assert_eq!(
