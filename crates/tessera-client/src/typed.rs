@@ -163,6 +163,16 @@ fn file_runs<'a>(
     end: u64,
 ) -> Result<impl Iterator<Item = Piece> + 'a, ClientError> {
     check_range(file, operation, filetype, displacement, start, end)?;
+    checked_runs(filetype, displacement, start, end)
+}
+
+/// As [`file_runs`], for a range [`check_range`] has passed.
+fn checked_runs(
+    filetype: &Datatype,
+    displacement: u64,
+    start: u64,
+    end: u64,
+) -> Result<impl Iterator<Item = Piece> + '_, ClientError> {
     #[allow(clippy::cast_possible_wrap)] // checked against file_bytes_max
     let runs = filetype
         .runs(displacement as i64, start, end)
@@ -584,34 +594,23 @@ impl View {
         let end = offset.checked_add(length).ok_or_else(|| {
             ClientError::InvalidArgument(format!("view range {offset}+{length} overflows"))
         })?;
-        if let Some(matched) = self.matched {
-            check_range(
-                &self.file,
-                operation,
-                &self.filetype,
-                self.displacement,
-                offset,
-                end,
-            )?;
-            return Ok(Plan::matched(
-                matched,
-                offset,
-                end,
-                u64::from(MESSAGE_BULK_BYTES_MAX),
-            ));
-        }
-        Ok(self.file.plan_typed(
+        check_range(
+            &self.file,
+            operation,
+            &self.filetype,
+            self.displacement,
             offset,
-            file_runs(
-                &self.file,
-                operation,
-                &self.filetype,
-                self.displacement,
+            end,
+        )?;
+        let bulk_max = u64::from(MESSAGE_BULK_BYTES_MAX);
+        Ok(match self.matched {
+            Some(matched) => Plan::matched(matched, offset, end, bulk_max),
+            None => self.file.plan_typed(
                 offset,
-                end,
-            )?,
-            u64::from(MESSAGE_BULK_BYTES_MAX),
-        ))
+                checked_runs(&self.filetype, self.displacement, offset, end)?,
+                bulk_max,
+            ),
+        })
     }
 
     fn write_runs(
