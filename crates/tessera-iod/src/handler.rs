@@ -26,6 +26,7 @@ use tessera_proto::{
 };
 use tokio::sync::Semaphore;
 
+use crate::buffers::REQUEST_BUFFERS;
 use crate::collective::{self, Arrival, Collectives, Complete, Done, Joined};
 use crate::files::FileStorage;
 use crate::leases::{ClientKey, Leases, Revocation};
@@ -520,15 +521,17 @@ impl<S: ObjectStorage> Iod<S> {
             drop(writing);
             return Self::answer(connection, header, result).await;
         }
-        let data = if mode == TransferMode::Multiple {
-            let mut data = vec![0u8; usize::try_from(total).expect("bounded by the bulk limit")];
+        let mut data =
+            REQUEST_BUFFERS.take(usize::try_from(total).expect("bounded by the bulk limit"));
+        if mode == TransferMode::Multiple {
             connection
                 .read_data_frames(header, &pieces, &mut data)
                 .await?;
-            data
         } else {
-            connection.read_bulk(header).await?
-        };
+            connection
+                .read_bulk_into(header, &mut [std::io::IoSliceMut::new(&mut data)])
+                .await?;
+        }
         let result = self
             .storage(total, move |store| {
                 store
@@ -642,8 +645,8 @@ impl<S: ObjectStorage> Iod<S> {
         }
         let result = self
             .storage(total, move |store| {
-                let mut data =
-                    vec![0u8; usize::try_from(total).expect("bounded by the bulk limit")];
+                let mut data = REQUEST_BUFFERS
+                    .take(usize::try_from(total).expect("bounded by the bulk limit"));
                 let outcome = store.read(handle, &pieces, &mut data, storage)?;
                 Ok((data, pieces, outcome))
             })

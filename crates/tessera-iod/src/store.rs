@@ -1454,6 +1454,46 @@ mod tests {
     }
 
     #[test]
+    fn every_read_plan_overwrites_every_byte_of_a_reused_buffer() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = ObjectStore::open(directory.path()).unwrap();
+        store.create(3, 0).unwrap();
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8 + 1).collect();
+        store
+            .write(3, &[Piece::new(0, 10_000)], &data, StoragePlan::PerPiece)
+            .unwrap();
+        // Scattered pieces, out of order, the last ones past the end of the object.
+        let pieces = [
+            Piece::new(9_000, 500),
+            Piece::new(10, 90),
+            Piece::new(200, 1_000),
+            Piece::new(9_800, 400),
+            Piece::new(12_000, 300),
+        ];
+        let mut expected = Vec::new();
+        for piece in &pieces {
+            for offset in piece.offset..piece.offset + piece.length {
+                expected.push(
+                    data.get(usize::try_from(offset).unwrap())
+                        .copied()
+                        .unwrap_or(0),
+                );
+            }
+        }
+        for plan in [
+            StoragePlan::Auto,
+            StoragePlan::PerPiece,
+            StoragePlan::Batched,
+            StoragePlan::Sieve,
+        ] {
+            // A buffer an earlier request filled with its own bytes.
+            let mut buffer = vec![0xEE; expected.len()];
+            store.read(3, &pieces, &mut buffer, plan).unwrap();
+            assert_eq!(buffer, expected, "{plan:?}");
+        }
+    }
+
+    #[test]
     fn unknown_handles_are_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(dir.path()).unwrap();
