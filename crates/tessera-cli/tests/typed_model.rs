@@ -35,7 +35,8 @@ use tessera_client::{
     Client, ClientError, CreateOptions, Datatype, ErrorCode, File, IoReport, OpenMode,
     TransferMode, View,
 };
-use tessera_proto::{DeclareView, FileType, ReleaseView};
+use tessera_proto::limits::STREAM_RANGES_MAX;
+use tessera_proto::{DeclareView, FileType, Piece, ReadType, ReleaseView, StoragePlan};
 
 /// Largest file offset a case may reach (keeps the whole-file comparison quick).
 const FILE_CAP_BYTES: u64 = 1 << 20;
@@ -1565,6 +1566,86 @@ fn declared(cluster: &Cluster, file: &File, view_id: u64, index: usize) -> bool 
             true
         }
     }
+}
+
+#[test]
+fn bad_stream_ranges_are_refused_by_the_server_and_the_connection_stays_usable() {
+    let cluster = Cluster::start(2);
+    let client = cluster.client();
+    let file = client
+        .create(
+            "/ranges",
+            &CreateOptions {
+                stripe_unit_bytes: 64,
+                ..CreateOptions::default()
+            },
+        )
+        .unwrap();
+    file.write_at(0, &[7u8; 1024]).unwrap();
+    let mut connection = tessera_net::Connection::connect(
+        "bad ranges",
+        &cluster.iod_address(0),
+        Duration::from_secs(5),
+        &cluster.signer(),
+        None,
+    )
+    .unwrap();
+    let capability = file.capability().unwrap();
+    let read = |end: u64, ranges: Vec<Piece>| ReadType {
+        handle: file.handle(),
+        capability: capability.clone(),
+        mode: TransferMode::Gather,
+        storage: StoragePlan::Auto,
+        file: FileType {
+            layout: file.layout().clone(),
+            position: 0,
+            filetype: Datatype::vector(16, 16, 32, &byte()).unwrap(),
+            displacement: 0,
+        },
+        start: 0,
+        end,
+        ranges,
+    };
+    let too_many = (0..=STREAM_RANGES_MAX as u64)
+        .map(|k| Piece::new(k * 2, 1))
+        .collect();
+    for (request, code, words) in [
+        (
+            read(64, vec![Piece::new(32, 8), Piece::new(0, 8)]),
+            ErrorCode::InvalidArgument,
+            "stream range 0+8",
+        ),
+        (
+            read(64, vec![Piece::new(60, 8)]),
+            ErrorCode::InvalidArgument,
+            "outside the request's 0..64",
+        ),
+        (
+            read(64, vec![Piece::new(8, 0)]),
+            ErrorCode::InvalidArgument,
+            "empty",
+        ),
+        (
+            read(8192, too_many),
+            ErrorCode::LimitExceeded,
+            "stream_ranges_max",
+        ),
+    ] {
+        let error = connection.call(&request).unwrap_err();
+        let remote = error
+            .remote()
+            .expect("an error reply, not a broken connection");
+        assert_eq!(remote.code, code, "{remote:?}");
+        assert!(remote.message.contains(words), "{remote:?}");
+    }
+    // Still in step: the next request is answered.
+    connection
+        .call(&ReleaseView {
+            handle: file.handle(),
+            capability,
+            view_id: 1,
+        })
+        .unwrap();
 }
 
 #[test]
