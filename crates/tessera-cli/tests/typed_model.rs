@@ -1525,17 +1525,22 @@ fn views_survive_a_restart_of_every_iod() {
     }
 }
 
-/// Whether server `index` still holds view `view_id` of `file`: declaring the same id with
-/// another type is refused while it does. A successful probe is released again.
-fn declared(cluster: &Cluster, file: &File, view_id: u64, index: usize) -> bool {
-    let mut connection = tessera_net::Connection::connect(
-        "probe",
+/// A connection of this test's own to iod `index`, for requests the client never sends.
+fn raw_connection(cluster: &Cluster, index: usize) -> tessera_net::Connection {
+    tessera_net::Connection::connect(
+        "raw test requests",
         &cluster.iod_address(index),
         Duration::from_secs(5),
         &cluster.signer(),
         None,
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// Whether server `index` still holds view `view_id` of `file`: declaring the same id with
+/// another type is refused while it does. A successful probe is released again.
+fn declared(cluster: &Cluster, file: &File, view_id: u64, index: usize) -> bool {
+    let mut connection = raw_connection(cluster, index);
     let capability = file.capability().unwrap();
     let probe = DeclareView {
         handle: file.handle(),
@@ -1582,14 +1587,7 @@ fn bad_stream_ranges_are_refused_by_the_server_and_the_connection_stays_usable()
         )
         .unwrap();
     file.write_at(0, &[7u8; 1024]).unwrap();
-    let mut connection = tessera_net::Connection::connect(
-        "bad ranges",
-        &cluster.iod_address(0),
-        Duration::from_secs(5),
-        &cluster.signer(),
-        None,
-    )
-    .unwrap();
+    let mut connection = raw_connection(&cluster, 0);
     let capability = file.capability().unwrap();
     let read = |end: u64, ranges: Vec<Piece>| ReadType {
         handle: file.handle(),

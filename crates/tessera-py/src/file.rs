@@ -105,6 +105,14 @@ fn start_or_zeros(start: Option<Vec<u64>>, dims: usize) -> Vec<u64> {
     start.unwrap_or_else(|| vec![0; dims])
 }
 
+/// What a block write or read works with: the array, the block's file type in the file, and
+/// the array's memory.
+type BlockAccess<'py> = (
+    Bound<'py, PyUntypedArray>,
+    tessera_client::Datatype,
+    ArrayMemory,
+);
+
 impl File {
     pub(crate) fn new(file: tessera_client::File) -> Self {
         Self {
@@ -175,11 +183,7 @@ impl File {
         file_shape: &[u64],
         start: Option<Vec<u64>>,
         order: &str,
-    ) -> PyResult<(
-        Bound<'py, PyUntypedArray>,
-        tessera_client::Datatype,
-        ArrayMemory,
-    )> {
+    ) -> PyResult<BlockAccess<'py>> {
         let array_order = layout::order(order).map_err(|err| error::layout(&err))?;
         let array = as_array(arr)?;
         let memory = ArrayMemory::of(&array, array_order, false)?;
@@ -203,11 +207,7 @@ impl File {
         (start, count): (Option<Vec<u64>>, Option<Vec<u64>>),
         order: &str,
         out: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<(
-        Bound<'py, PyUntypedArray>,
-        tessera_client::Datatype,
-        ArrayMemory,
-    )> {
+    ) -> PyResult<BlockAccess<'py>> {
         let array_order = layout::order(order).map_err(|err| error::layout(&err))?;
         let start = start_or_zeros(start, file_shape.len());
         let (array, count) = Self::destination(py, file_shape, dtype, &start, count, order, out)?;
