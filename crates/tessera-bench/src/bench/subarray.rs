@@ -12,7 +12,8 @@
 //! `--registrar` (default `fixed`, io_uring fixed buffers: the kernel's long-term page pinning
 //! that RDMA registration does; `pin`, mlock/munlock). The `arena` rows put the array in a
 //! shared arena, the `local` backend's registered memory, which the server reaches with plain
-//! copies. All methods run interleaved; every call's data is read back and compared.
+//! copies. All methods run interleaved, in an order shuffled anew in every repetition
+//! ([`report::turn_order`]); every call's data is read back and compared.
 //!
 //! A second case measures the transport alone against the kernel: 64 KiB pieces read from a
 //! cached file over `local` (the server pushes from a mapping of the object with
@@ -353,8 +354,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         let mut samples: Vec<Vec<Vec<f64>>> = vec![Vec::new(); subjects.len()];
         let mut last = vec![None; subjects.len()];
         for repetition in 0..repetitions {
-            for turn in 0..subjects.len() {
-                let index = (turn + repetition) % subjects.len();
+            for index in report::turn_order(repetition, subjects.len()) {
                 let subject = &subjects[index];
                 file.set_transfer_policy(subject.method.policy);
                 client.set_registration(subject.registry.clone());

@@ -15,7 +15,7 @@
 //! planning and the slowest server's type walk (timed apart after the calls, the walk with the
 //! iods' own `server_share`), and the call's send and reply times (`IoReport::send_ns`,
 //! `reply_ns`). Within a repetition every (distribution, method) pair writes and then reads
-//! back, in an order rotated from one repetition to the next; every read is verified byte
+//! back, in an order shuffled anew in each repetition ([`report::turn_order`]); every read is verified byte
 //! by byte against `expected_byte(file offset = row * n + column, generation)`.
 
 use serde::Serialize;
@@ -438,8 +438,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         let mut measured = vec![[Measured::default(), Measured::default()]; turns.len()];
         let mut tcp_seconds = Vec::with_capacity(repetitions);
         for repetition in 0..repetitions {
-            for turn_index in 0..turns.len() {
-                let index = (turn_index + repetition) % turns.len();
+            for index in report::turn_order(repetition, turns.len()) {
                 let turn = turns[index];
                 let path = if turn.contiguous {
                     &blocks_path
