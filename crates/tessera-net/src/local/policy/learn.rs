@@ -299,7 +299,12 @@ mod tests {
         assert!(picked[challenge + 2 * LEARN_SAMPLES as usize..]
             .iter()
             .all(|&m| m == Mechanism::Pack));
-        assert_eq!(learner.measured(class, Mechanism::Pack).unwrap().0, 1800.0);
+        assert_eq!(
+            learner
+                .measured(class, Mechanism::Pack)
+                .map(|(us, _)| us.to_bits()),
+            Some(1800.0f64.to_bits())
+        );
     }
 
     #[test]
