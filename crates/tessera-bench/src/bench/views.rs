@@ -111,14 +111,68 @@ const STAR_BLOCK_TURN: Turn = Turn {
     contiguous: false,
 };
 
+/// The bounds of a matched layout over tcp, seconds per call, one per repetition.
+#[derive(Debug, Default)]
+struct Bounds {
+    /// The transport alone (the same both ways).
+    tcp: Vec<f64>,
+    /// The transport and the storage copy: `[write, read]`.
+    tcp_file: [Vec<f64>; 2],
+}
+
+impl Bounds {
+    /// Measures each bound once for `calls` calls of `share` bytes per process.
+    fn measure(&mut self, share: usize, calls: u64) -> Result<(), String> {
+        self.tcp.push(tcp_bound(share, calls, None)?);
+        for (slot, direction) in Direction::BOTH.into_iter().enumerate() {
+            self.tcp_file[slot].push(tcp_bound(share, calls, Some(direction))?);
+        }
+        Ok(())
+    }
+}
+
+/// An unlinked file of [`PROCESSES`] regions of `share` bytes, each written once so that
+/// every later copy finds its pages cached (owner-only while it has a name).
+fn cached_file(share: usize) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let failed =
+        |what: String, err: std::io::Error| format!("bench views: tcp bound: {what}: {err}");
+    let path =
+        std::env::temp_dir().join(format!("tessera-bench-views-bound-{}", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|err| failed(format!("create {}", path.display()), err))?;
+    // Unlinked at once: the file lives while it is open, and nothing is left behind.
+    std::fs::remove_file(&path).map_err(|err| failed(format!("unlink {}", path.display()), err))?;
+    let filled = vec![0xA5u8; share];
+    for process in 0..PROCESSES {
+        file.write_all_at(&filled, (process * share) as u64)
+            .map_err(|err| failed("fill".to_owned(), err))?;
+    }
+    Ok(file)
+}
+
 /// Seconds per call of the transport alone, the bound of a matched layout over tcp: one
 /// loopback TCP stream per process, all at once, each carrying `share` bytes per call from
-/// a sending thread to a receiving one, `calls` times back to back (no request, file,
-/// storage or protocol; the same for writes and reads).
-fn tcp_bound(share: usize, calls: u64) -> Result<f64, String> {
+/// a sending thread to a receiving one, `calls` times back to back (no request, storage or
+/// protocol; the same for writes and reads).
+///
+/// With `storage`, each call also makes the page-cache copy a server that stores in files
+/// makes: a write's receiver `pwrite`s what it received to its region of a cached file, a
+/// read's sender `pread`s it from there before sending. That is the bound of a server that
+/// copies between the socket and the page cache, as the iods do: three copies of each byte,
+/// where the transport alone makes two.
+fn tcp_bound(share: usize, calls: u64, storage: Option<Direction>) -> Result<f64, String> {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
+    use std::os::unix::fs::FileExt;
     let failed = |what: &str, err: std::io::Error| format!("bench views: tcp bound: {what}: {err}");
+    let file = storage.map(|_| cached_file(share)).transpose()?;
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|err| failed("bind", err))?;
     let address = listener
         .local_addr()
@@ -139,17 +193,29 @@ fn tcp_bound(share: usize, calls: u64) -> Result<f64, String> {
     let mut started = None;
     let outcome: Result<(), String> = std::thread::scope(|scope| {
         let mut threads = Vec::with_capacity(2 * PROCESSES);
-        for (sender, receiver) in &mut pairs {
-            let start = &start;
+        for (process, (sender, receiver)) in pairs.iter_mut().enumerate() {
+            let (start, file) = (&start, file.as_ref());
+            let region = (process * share) as u64;
             threads.push(scope.spawn(move || {
-                let data = vec![0x5Au8; share];
+                let mut data = vec![0x5Au8; share];
                 start.wait();
-                (0..calls).try_for_each(|_| sender.write_all(&data))
+                (0..calls).try_for_each(|_| {
+                    if let (Some(Direction::Read), Some(file)) = (storage, file) {
+                        file.read_exact_at(&mut data, region)?;
+                    }
+                    sender.write_all(&data)
+                })
             }));
             threads.push(scope.spawn(move || {
                 let mut data = vec![0u8; share];
                 start.wait();
-                (0..calls).try_for_each(|_| receiver.read_exact(&mut data))
+                (0..calls).try_for_each(|_| {
+                    receiver.read_exact(&mut data)?;
+                    match (storage, file) {
+                        (Some(Direction::Write), Some(file)) => file.write_all_at(&data, region),
+                        _ => Ok(()),
+                    }
+                })
             }));
         }
         start.wait();
@@ -166,23 +232,25 @@ fn tcp_bound(share: usize, calls: u64) -> Result<f64, String> {
     Ok(seconds / calls.max(1) as f64)
 }
 
-/// The transport's bound for the layout match at side `n`, both directions: a row of the
-/// matched part (beside `view-stripe`, `view-pattern` and `contiguous`, already in `rows`).
-fn tcp_rows(n: u64, rows: &[ViewsRow], seconds: &[f64]) -> Result<Vec<ViewsRow>, String> {
-    let spread = Spread::of(seconds).map_err(|err| format!("bench views: tcp bound: {err}"))?;
-    Direction::BOTH
-        .into_iter()
-        .map(|direction| {
-            let key = case(Part::LayoutMatch, DISTRIBUTIONS[1].name(), n, direction);
-            let found = |method: &str| {
-                rows.iter()
-                    .find(|row| report::Row::key(*row) == (key.clone(), method))
-                    .ok_or_else(|| format!("bench views: {key}: no {method} row"))
-            };
-            let (stripe, contiguous) = (found("view-stripe")?, found("contiguous")?);
+/// The bounds of the layout match at side `n`, both directions: rows `tcp` and `tcp+file`
+/// of the matched part (beside `view-stripe`, `view-pattern` and `contiguous`, already in
+/// `rows`).
+fn bound_rows(n: u64, rows: &[ViewsRow], bounds: &Bounds) -> Result<Vec<ViewsRow>, String> {
+    let mut out = Vec::with_capacity(4);
+    for (slot, direction) in Direction::BOTH.into_iter().enumerate() {
+        let key = case(Part::LayoutMatch, DISTRIBUTIONS[1].name(), n, direction);
+        let found = |method: &str| {
+            rows.iter()
+                .find(|row| report::Row::key(*row) == (key.clone(), method))
+                .ok_or_else(|| format!("bench views: {key}: no {method} row"))
+        };
+        let (stripe, contiguous) = (found("view-stripe")?, found("contiguous")?);
+        for (method, seconds) in [("tcp", &bounds.tcp), ("tcp+file", &bounds.tcp_file[slot])] {
+            let spread =
+                Spread::of(seconds).map_err(|err| format!("bench views: {method} bound: {err}"))?;
             let measure = Measure::of_seconds(spread, n * n);
-            Ok(ViewsRow {
-                method: "tcp".to_owned(),
+            out.push(ViewsRow {
+                method: method.to_owned(),
                 speedup: Some(measure.mib_s / stripe.measure.mib_s.max(1e-9)),
                 speedup_best: Some(measure.mib_s_max / stripe.measure.mib_s_max.max(1e-9)),
                 speedup_paired: None,
@@ -198,9 +266,10 @@ fn tcp_rows(n: u64, rows: &[ViewsRow], seconds: &[f64]) -> Result<Vec<ViewsRow>,
                 send_us: 0.0,
                 reply_us: 0.0,
                 ..contiguous.clone()
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    Ok(out)
 }
 
 fn turns() -> Vec<Turn> {
@@ -436,7 +505,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         )?;
         // [turn][write, read]
         let mut measured = vec![[Measured::default(), Measured::default()]; turns.len()];
-        let mut tcp_seconds = Vec::with_capacity(repetitions);
+        let mut bounds = Bounds::default();
         for repetition in 0..repetitions {
             for index in report::turn_order(repetition, turns.len()) {
                 let turn = turns[index];
@@ -461,11 +530,11 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 }
             }
             let share = usize::try_from(n * n).expect("a matrix in memory") / PROCESSES;
-            tcp_seconds.push(tcp_bound(share, STAR_BLOCK_TURN.calls(n))?);
+            bounds.measure(share, STAR_BLOCK_TURN.calls(n))?;
             progress.step(&format!("n={n}"));
         }
         rows.extend(size_rows(n, &turns, &measured, repetitions)?);
-        rows.extend(tcp_rows(n, &rows, &tcp_seconds)?);
+        rows.extend(bound_rows(n, &rows, &bounds)?);
         let _ = client.unlink(&pattern_path);
         let _ = client.unlink(&blocks_path);
     }
@@ -889,6 +958,9 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
         "tcp",
         "pattern/tcp",
         "tcp/stripe",
+        "tcp+file",
+        "pattern/(tcp+file)",
+        "(tcp+file)/stripe",
     ]);
     for direction in Direction::BOTH {
         for &n in sizes {
@@ -896,6 +968,7 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
             let pattern = matched(n, direction, "view-pattern")?;
             let contiguous = matched(n, direction, "contiguous")?;
             let tcp = matched(n, direction, "tcp")?;
+            let tcp_file = matched(n, direction, "tcp+file")?;
             fig34.add_row([
                 direction.to_string(),
                 n.to_string(),
@@ -917,6 +990,9 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
                 cell(tcp.measure.mib_s, 1),
                 report::ratio(pattern.measure.mib_s, tcp.measure.mib_s),
                 report::ratio(tcp.measure.mib_s, stripe.measure.mib_s),
+                cell(tcp_file.measure.mib_s, 1),
+                report::ratio(pattern.measure.mib_s, tcp_file.measure.mib_s),
+                report::ratio(tcp_file.measure.mib_s, stripe.measure.mib_s),
             ]);
         }
     }
@@ -992,7 +1068,7 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
          paper: ROMIO called PVFS list I/O (at most 64 pieces a call) thousands of times, view I/O once per node; Tessera's list I/O packs up to 65536 pieces in one request per server, so the request counts meet and the difference is in the offsets below\n\
          \nTable 3: {cyclic} access description sent per call, all processes (write)\n{table3}\n\
          list I/O sends 16 bytes per {CYCLIC_BLOCK_BYTES}-byte piece here, so its overhead is a flat {:.0}% that grows in bytes with n^2; the paper's k grew with n, so its percentage fell; view I/O sends 16 bytes per request whatever n\n\
-         \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, of bests, and paired within each repetition); contiguous: each process's quarter as one list piece to one server (stripe unit = n*n/4); tcp: the transport alone, one loopback TCP stream per process carrying its quarter per call, back to back (no request, file or storage), the bound of both directions\n{fig34}\n\
+         \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, of bests, and paired within each repetition); contiguous: each process's quarter as one list piece to one server (stripe unit = n*n/4); tcp: the transport alone, one loopback TCP stream per process carrying its quarter per call, back to back (no request, file or storage), the bound of both directions; tcp+file: the same with the page-cache copy a file server makes (the receiver pwrites each write to a cached file, the sender preads each read from one), the bound of a server that copies between socket and page cache\n{fig34}\n\
          paper (Fig. 4): view I/O speedup grows with the matrix, up to 6x for writes and 4x for reads at 16 MB\n\
          \nWhere a call's time goes (slowest process; client plan and the slowest server's type walk timed apart after the calls, the walk with the iods' code, and inside send (plan) or reply (walk); send = sending every request, a write's data as far as the sockets take it; reply = waiting for and reading the replies: the servers' walk and storage, the rest of a write's transfer, a read's data; other = the call's checks, planning and carving before the sends)\n{phases}\n\
          \n§4.3: view declaration time / one call, %\n{declare}\n\
