@@ -13,7 +13,9 @@
 //! that RDMA registration does; `pin`, mlock/munlock). The `arena` rows put the array in a
 //! shared arena, the `local` backend's registered memory, which the server reaches with plain
 //! copies. All methods run interleaved, in an order shuffled anew in every repetition
-//! ([`report::turn_order`]); every call's data is read back and compared.
+//! ([`report::turn_order`]): each a block of calls, except pack, gather and hybrid of the same
+//! memory, which take turns call by call so that the policy is judged against the other two
+//! at the same moments of the machine. Every method's data is read back and compared.
 //!
 //! A second case measures the transport alone against the kernel: 64 KiB pieces read from a
 //! cached file over `local` (the server pushes from a mapping of the object with
@@ -217,32 +219,33 @@ pub struct SubarrayRow {
     pub paired_vs_best: Option<f64>,
 }
 
-/// What the transfer policy decided for the one-sided requests between two snapshots of
-/// `decision_stats`: (chosen, within margin, learned, predicted µs, worst µs, measured µs).
-fn decisions_between(
-    before: &DecisionStats,
-    after: &DecisionStats,
-) -> (String, u64, u64, f64, f64, f64) {
+/// What the transfer policy decided for the one-sided requests within `spans`, each a pair of
+/// snapshots of `decision_stats` taken around one call: (chosen, within margin, learned,
+/// predicted µs, worst µs, measured µs).
+fn decisions_over(spans: &[(DecisionStats, DecisionStats)]) -> (String, u64, u64, f64, f64, f64) {
     let mut chosen = Vec::new();
     let (mut requests, mut margin, mut learned) = (0, 0, 0);
     let (mut predicted, mut worst, mut measured, mut timed) = (0.0, 0.0, 0.0, 0);
     for (index, mechanism) in Mechanism::ALL.iter().enumerate() {
-        let pairs = [
-            (&before.automatic[index], &after.automatic[index]),
-            (&before.forced[index], &after.forced[index]),
-        ];
-        let count: u64 = pairs.iter().map(|(b, a)| a.requests - b.requests).sum();
-        if count > 0 {
-            chosen.push(format!("{} {count}", mechanism.name()));
-        }
+        let pairs = spans.iter().flat_map(|(before, after)| {
+            [
+                (&before.automatic[index], &after.automatic[index]),
+                (&before.forced[index], &after.forced[index]),
+            ]
+        });
+        let mut count = 0;
         for (b, a) in pairs {
-            requests += a.requests - b.requests;
+            count += a.requests - b.requests;
             margin += a.within_margin - b.within_margin;
             learned += a.learned - b.learned;
             predicted += a.predicted_us - b.predicted_us;
             worst += a.predicted_worst_us - b.predicted_worst_us;
             measured += a.measured_us - b.measured_us;
             timed += a.measured - b.measured;
+        }
+        requests += count;
+        if count > 0 {
+            chosen.push(format!("{} {count}", mechanism.name()));
         }
     }
     let mean = |sum: f64, count: u64| if count == 0 { 0.0 } else { sum / count as f64 };
@@ -293,6 +296,25 @@ fn repetition_medians(calls: &[Vec<f64>]) -> Result<Vec<f64>, String> {
         .collect()
 }
 
+/// The methods' turns within a repetition, as indices into [`METHODS`]: pack, gather and
+/// hybrid of the same memory form one group whose calls alternate (the policy is judged
+/// against the other two, so they must see the same moments of the machine); every other
+/// method is a group of its own, a block of calls.
+fn policy_groups() -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (index, &method) in METHODS.iter().enumerate() {
+        let memory = best_of_pack_and_gather(method);
+        match groups
+            .iter_mut()
+            .find(|group| memory.is_some() && best_of_pack_and_gather(METHODS[group[0]]) == memory)
+        {
+            Some(group) => group.push(index),
+            None => groups.push(vec![index]),
+        }
+    }
+    groups
+}
+
 struct Subject {
     method: Method,
     registry: Option<Arc<Registry>>,
@@ -326,6 +348,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             Ok(Subject { method, registry })
         })
         .collect::<Result<_, String>>()?;
+    let groups = policy_groups();
     let sizes: &[usize] = if common.quick {
         &[512, 1024, 2048]
     } else {
@@ -354,72 +377,109 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         let mut samples: Vec<Vec<Vec<f64>>> = vec![Vec::new(); subjects.len()];
         let mut last = vec![None; subjects.len()];
         for repetition in 0..repetitions {
-            for index in report::turn_order(repetition, subjects.len()) {
-                let subject = &subjects[index];
-                file.set_transfer_policy(subject.method.policy);
-                client.set_registration(subject.registry.clone());
-                let source: &[u8] = if subject.method.arena {
-                    arena.as_slice()
-                } else {
-                    &array
-                };
-                let memory: Vec<IoSlice<'_>> = if subject.method.contiguous {
-                    vec![IoSlice::new(&contiguous)]
-                } else {
+            for group in report::turn_order(repetition, groups.len()) {
+                let members = &groups[group];
+                let memory_of = |index: usize| -> Vec<IoSlice<'_>> {
+                    let method = subjects[index].method;
+                    if method.contiguous {
+                        return vec![IoSlice::new(&contiguous)];
+                    }
+                    let source: &[u8] = if method.arena {
+                        arena.as_slice()
+                    } else {
+                        &array
+                    };
                     pieces
                         .iter()
                         .map(|&(offset, length)| IoSlice::new(&source[offset..offset + length]))
                         .collect()
                 };
+                let memories: Vec<Vec<IoSlice<'_>>> =
+                    members.iter().map(|&index| memory_of(index)).collect();
                 let target = [Piece::new(0, bytes as u64)];
-                // Warm the connection and, for the cached method, the cache.
-                file.write_list(&memory, &target)
-                    .map_err(|err| err.to_string())?;
-                let before = subject.registry.as_ref().map(|registry| registry.stats());
-                let mut requests = 0;
-                let mut one_sided = 0;
-                let mut calls = Vec::with_capacity(iterations);
-                let decided_before = decision_stats();
-                for _ in 0..iterations {
-                    let start = Instant::now();
-                    let report = file
-                        .write_list(&memory, &target)
-                        .map_err(|err| format!("{}: {err}", subject.method.name))?;
-                    calls.push(start.elapsed().as_secs_f64());
-                    requests += report.requests;
-                    one_sided += report.one_sided;
+                let mut before = Vec::with_capacity(members.len());
+                for (&index, memory) in members.iter().zip(&memories) {
+                    let subject = &subjects[index];
+                    file.set_transfer_policy(subject.method.policy);
+                    client.set_registration(subject.registry.clone());
+                    // Warm the connection and, for the cached method, the cache.
+                    file.write_list(memory, &target)
+                        .map_err(|err| err.to_string())?;
+                    before.push(subject.registry.as_ref().map(|registry| registry.stats()));
                 }
-                samples[index].push(calls);
-                let decided = decisions_between(&decided_before, &decision_stats());
-                client.set_registration(None);
-                let (registrations, registration_us) = match (&subject.registry, before) {
-                    (Some(registry), Some(before)) => {
-                        let after = registry.stats();
-                        (
-                            (after.registrations - before.registrations) / iterations as u64,
-                            (after.registration_us + after.deregistration_us
-                                - before.registration_us
-                                - before.deregistration_us)
-                                / iterations as f64,
-                        )
+                let mut requests = vec![0; members.len()];
+                let mut one_sided = vec![0; members.len()];
+                let mut calls = vec![Vec::with_capacity(iterations); members.len()];
+                let mut spans = vec![Vec::with_capacity(iterations); members.len()];
+                // The members of a group take turns call by call (one member: a block of
+                // calls), so a drift of the machine falls on all of them alike.
+                for iteration in 0..iterations {
+                    for turn in 0..members.len() {
+                        let member = (turn + iteration) % members.len();
+                        let subject = &subjects[members[member]];
+                        if members.len() > 1 {
+                            file.set_transfer_policy(subject.method.policy);
+                            client.set_registration(subject.registry.clone());
+                        }
+                        let decided_before = decision_stats();
+                        let start = Instant::now();
+                        let report = file
+                            .write_list(&memories[member], &target)
+                            .map_err(|err| format!("{}: {err}", subject.method.name))?;
+                        calls[member].push(start.elapsed().as_secs_f64());
+                        spans[member].push((decided_before, decision_stats()));
+                        requests[member] += report.requests;
+                        one_sided[member] += report.one_sided;
                     }
-                    _ => (0, 0.0),
-                };
-                last[index] = Some((requests, one_sided, registrations, registration_us, decided));
-                // The registrars share one array: a cache left holding its rows locked would
-                // make the next method's mlock of them nearly free.
-                if let Some(registry) = &subject.registry {
-                    registry
-                        .clear()
-                        .map_err(|err| format!("{}: {err}", subject.method.name))?;
                 }
-                // Read back through a plain gather and compare.
-                file.set_transfer_policy(TransferPolicy::Auto);
-                let mut back = vec![0u8; bytes];
-                file.read_list(&mut [IoSliceMut::new(&mut back)], &target)
-                    .map_err(|err| err.to_string())?;
-                if back != contiguous {
-                    verified = false;
+                client.set_registration(None);
+                for (member, &index) in members.iter().enumerate() {
+                    let subject = &subjects[index];
+                    samples[index].push(std::mem::take(&mut calls[member]));
+                    let decided = decisions_over(&spans[member]);
+                    let (registrations, registration_us) =
+                        match (&subject.registry, before[member].take()) {
+                            (Some(registry), Some(before)) => {
+                                let after = registry.stats();
+                                (
+                                    (after.registrations - before.registrations)
+                                        / iterations as u64,
+                                    (after.registration_us + after.deregistration_us
+                                        - before.registration_us
+                                        - before.deregistration_us)
+                                        / iterations as f64,
+                                )
+                            }
+                            _ => (0, 0.0),
+                        };
+                    last[index] = Some((
+                        requests[member],
+                        one_sided[member],
+                        registrations,
+                        registration_us,
+                        decided,
+                    ));
+                    // The registrars share one array: a cache left holding its rows locked
+                    // would make the next method's mlock of them nearly free.
+                    if let Some(registry) = &subject.registry {
+                        registry
+                            .clear()
+                            .map_err(|err| format!("{}: {err}", subject.method.name))?;
+                    }
+                    // Read back through a plain gather and compare (in a group, after one
+                    // more write by this member, untimed: the last timed call was another's).
+                    if members.len() > 1 {
+                        file.set_transfer_policy(subject.method.policy);
+                        file.write_list(&memories[member], &target)
+                            .map_err(|err| format!("{}: {err}", subject.method.name))?;
+                    }
+                    file.set_transfer_policy(TransferPolicy::Auto);
+                    let mut back = vec![0u8; bytes];
+                    file.read_list(&mut [IoSliceMut::new(&mut back)], &target)
+                        .map_err(|err| err.to_string())?;
+                    if back != contiguous {
+                        verified = false;
+                    }
                 }
             }
             progress.step(&format!("n={n}"));
@@ -505,7 +565,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             "registrar": registrar_name,
             "sizes": sizes,
             "repetitions": repetitions,
-            "timing": "each repetition runs every method in turn (order rotated), a block of calls each after one untimed warm-up call; a repetition's figure is its median call, so a call that another tenant of the machine interrupted does not move it; the report gives the median over the repetitions and their range",
+            "timing": "each repetition runs every method in turn (in an order shuffled anew per repetition from a fixed seed; pack, gather and hybrid of the same memory alternate call by call), a block of calls each after one untimed warm-up call; a repetition's figure is its median call, so a call that another tenant of the machine interrupted does not move it; the report gives the median over the repetitions and their range",
         }),
         verified,
         rows: rows_out,
@@ -729,4 +789,32 @@ fn figure(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<Figure, Strin
         ),
         panels: vec![panel],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_gather_and_hybrid_of_one_memory_share_a_group_and_every_method_runs_once() {
+        let names = |group: &Vec<usize>| -> Vec<&str> {
+            group.iter().map(|&index| METHODS[index].name).collect()
+        };
+        let groups = policy_groups();
+        let grouped: Vec<Vec<&str>> = groups
+            .iter()
+            .filter(|group| group.len() > 1)
+            .map(names)
+            .collect();
+        assert_eq!(
+            grouped,
+            [
+                vec!["pack", "gather", "hybrid"],
+                vec!["pack, arena", "gather, arena", "hybrid, arena"]
+            ]
+        );
+        let mut all: Vec<usize> = groups.into_iter().flatten().collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..METHODS.len()).collect::<Vec<_>>());
+    }
 }
