@@ -643,14 +643,22 @@ impl<S: ObjectStorage> Iod<S> {
                 .read_cached(header, connection, mode, handle, pieces, total)
                 .await;
         }
-        let result = self
-            .storage(total, move |store| {
-                let mut data = REQUEST_BUFFERS
-                    .take(usize::try_from(total).expect("bounded by the bulk limit"));
-                let outcome = store.read(handle, &pieces, &mut data, storage)?;
-                Ok((data, pieces, outcome))
-            })
-            .await;
+        let mut data =
+            REQUEST_BUFFERS.take(usize::try_from(total).expect("bounded by the bulk limit"));
+        // Bytes all in the page cache are read right here; the rest on a blocking thread.
+        let now = matches!(storage, StoragePlan::Auto | StoragePlan::PerPiece)
+            .then(|| self.store.read_now(handle, &pieces, &mut data))
+            .flatten();
+        let result = match now {
+            Some(outcome) => outcome.map(|outcome| (data, pieces, outcome)),
+            None => {
+                self.storage(total, move |store| {
+                    let outcome = store.read(handle, &pieces, &mut data, storage)?;
+                    Ok((data, pieces, outcome))
+                })
+                .await
+            }
+        };
         match result {
             Err(error) => connection.reply_error(header, &error).await,
             Ok((data, pieces, outcome)) => {

@@ -829,6 +829,52 @@ impl<S: ObjectStorage> ObjectStore<S> {
         )
     }
 
+    /// A read served on the caller's thread, without blocking: only when the object is
+    /// open, no cache is configured, the pieces merge into at most [`READ_NOW_RUNS_MAX`] runs
+    /// of a kernel file, their extent can be held at once, and every byte is in the page
+    /// cache (`preadv2` with `RWF_NOWAIT`). `None` otherwise, and the caller reads on a
+    /// blocking thread ([`ObjectStore::read`]), which may then read again what was read here:
+    /// reads change nothing. An async worker serves a cached read so without handing it to
+    /// another thread and back, which on a loaded host cost reads ~15 % (`bench views`).
+    pub fn read_now(
+        &self,
+        handle: u64,
+        pieces: &[Piece],
+        buffer: &mut [u8],
+    ) -> Option<Result<Outcome, RemoteError>> {
+        if self.cache.is_some() {
+            return None;
+        }
+        let object = self
+            .open
+            .lock()
+            .expect("object table lock")
+            .get(&handle)
+            .cloned()?;
+        let file = object.file.as_file()?;
+        let runs = merge_runs(pieces);
+        if runs.len() > READ_NOW_RUNS_MAX {
+            return None;
+        }
+        let (start, end) = extent_of(&runs);
+        let guard = object.extents.try_lock(start, end, false)?;
+        for run in &runs {
+            let target = &mut buffer[run.data..run.data + length_of(run)];
+            if !read_cached_now(file, target, run.offset)? {
+                return None;
+            }
+        }
+        drop(guard);
+        let outcome = Outcome {
+            calls: u32::try_from(runs.len()).expect("at most READ_NOW_RUNS_MAX"),
+            storage_bytes: buffer.len() as u64,
+            plan: StoragePlan::PerPiece,
+        };
+        self.reads
+            .record(pieces.len(), buffer.len() as u64, &outcome);
+        Some(Ok(outcome))
+    }
+
     /// [`ObjectStore::serve`] through the unified cache: hold the extent the pieces span
     /// (exclusive for writes), run `execute` on the object, count the outcome.
     fn serve_cached(
@@ -1144,6 +1190,42 @@ fn write_runs(
     })
 }
 
+/// Most runs [`ObjectStore::read_now`] reads on the caller's thread.
+pub const READ_NOW_RUNS_MAX: usize = 16;
+
+/// Fills `target` from `offset` of `file` only from the page cache: `Some(true)` when all of
+/// it was there, `Some(false)` when some was not (or the file ends first, which the blocking
+/// read zero-fills), `None` where `RWF_NOWAIT` is not supported.
+fn read_cached_now(file: &std::fs::File, target: &mut [u8], offset: u64) -> Option<bool> {
+    use std::os::fd::AsRawFd;
+    let mut done = 0;
+    while done < target.len() {
+        let rest = &mut target[done..];
+        let iov = libc::iovec {
+            iov_base: rest.as_mut_ptr().cast(),
+            iov_len: rest.len(),
+        };
+        let at = libc::off_t::try_from(offset + done as u64).ok()?;
+        // SAFETY: one iovec over `rest`, which is valid for writes of its length and lives
+        // through the call; the descriptor is the open file's.
+        let read =
+            unsafe { libc::preadv2(file.as_raw_fd(), &raw const iov, 1, at, libc::RWF_NOWAIT) };
+        match read {
+            0 => return Some(false),
+            n if n > 0 => done += usize::try_from(n).expect("positive"),
+            _ => {
+                let error = std::io::Error::last_os_error();
+                return match error.raw_os_error() {
+                    Some(libc::EAGAIN) => Some(false),
+                    Some(libc::EINTR) => continue,
+                    _ => None,
+                };
+            }
+        }
+    }
+    Some(true)
+}
+
 fn read_runs(
     file: &impl StorageObject,
     runs: &[Run],
@@ -1364,6 +1446,57 @@ mod tests {
         check(&columns(512, 512), StoragePlan::Sieve);
         assert!(evict(&store, 7));
         check(&columns(128, 128), StoragePlan::Sieve);
+    }
+
+    #[test]
+    fn reads_of_cached_bytes_are_served_now_and_the_rest_left_to_a_blocking_thread() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = ObjectStore::open(directory.path()).unwrap();
+        store.create(7, 0).unwrap();
+        let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
+        let whole = [Piece::new(0, data.len() as u64)];
+        store
+            .write(7, &whole, &data, StoragePlan::PerPiece)
+            .unwrap();
+        let pieces = [Piece::new(1000, 300_000), Piece::new(600_000, 200_000)];
+        let mut now = vec![0xEEu8; 500_000];
+        let outcome = store
+            .read_now(7, &pieces, &mut now)
+            .expect("every byte is cached")
+            .unwrap();
+        assert_eq!((outcome.calls, outcome.storage_bytes), (2, 500_000));
+        let expected = [&data[1000..301_000], &data[600_000..800_000]].concat();
+        assert!(now == expected, "the bytes read now are the file's");
+        let mut buffer = vec![0u8; 4096];
+        // An object not open, a read past the end (the blocking read zero-fills it), too many
+        // runs, or an extent a write holds: not now.
+        assert!(store
+            .read_now(8, &[Piece::new(0, 10)], &mut buffer[..10])
+            .is_none());
+        let past = [Piece::new(data.len() as u64 - 10, 100)];
+        assert!(store.read_now(7, &past, &mut buffer[..100]).is_none());
+        let many: Vec<Piece> = (0..=READ_NOW_RUNS_MAX as u64)
+            .map(|k| Piece::new(k * 100, 10))
+            .collect();
+        assert!(store
+            .read_now(7, &many, &mut buffer[..many.len() * 10])
+            .is_none());
+        {
+            let object = store.object(7).unwrap();
+            let _writing = object.extents.lock(0, 4096, true);
+            assert!(store
+                .read_now(7, &[Piece::new(100, 100)], &mut buffer[..100])
+                .is_none());
+        }
+        assert!(store
+            .read_now(7, &[Piece::new(100, 100)], &mut buffer[..100])
+            .is_some());
+        // Bytes not in the page cache (where the kernel can drop them) are not waited for.
+        if evict(&store, 7) {
+            assert!(store
+                .read_now(7, &[Piece::new(0, 4096)], &mut buffer)
+                .is_none());
+        }
     }
 
     #[test]

@@ -873,6 +873,13 @@ async fn write_frame_to(
     body: &[u8],
     bulk: &[u8],
 ) -> Result<(), ConnectionError> {
+    // Large bulk goes out with the header in one `writev`, without a copy. Written apart,
+    // the header left as a segment of its own (`TCP_NODELAY`), and the reader woke for it
+    // and slept again before the data: a wake-up more per reply.
+    if bulk.len() > SMALL_FRAME_BYTES {
+        let bulk = [IoSlice::new(bulk)];
+        return write_frame_vectored(stream, opcode, flags, request_id, body, &bulk).await;
+    }
     let header = Header {
         opcode,
         flags,
@@ -880,22 +887,17 @@ async fn write_frame_to(
         body_bytes: u32::try_from(body.len()).expect("bodies are built under the body limit"),
         bulk_bytes: u32::try_from(bulk.len()).expect("bulk is built under the bulk limit"),
     };
-    // Small frames go out in one write; large bulk follows the header without a copy.
-    let mut head = Vec::with_capacity(HEADER_BYTES + body.len() + bulk.len().min(4096));
+    // A small frame is copied into one buffer and goes out in one write.
+    let mut head = Vec::with_capacity(HEADER_BYTES + body.len() + bulk.len());
     head.extend_from_slice(&header.encode());
     head.extend_from_slice(body);
-    let bytes = (HEADER_BYTES + body.len() + bulk.len()) as u64;
-    within(bytes, "a reply", async {
-        if bulk.len() <= 4096 {
-            head.extend_from_slice(bulk);
-            stream.write_all(&head).await
-        } else {
-            stream.write_all(&head).await?;
-            stream.write_all(bulk).await
-        }
-    })
-    .await
+    head.extend_from_slice(bulk);
+    let bytes = head.len() as u64;
+    within(bytes, "a reply", stream.write_all(&head)).await
 }
+
+/// Most bulk bytes a frame copies to send them with its header in one write.
+const SMALL_FRAME_BYTES: usize = 4096;
 
 /// Most slices one `writev` is given (the kernel's `IOV_MAX`).
 const WRITEV_SLICES_MAX: usize = 1024;
