@@ -49,9 +49,10 @@ const INLINE_DENSE_SHARE_SEGMENTS_MAX: u64 = 1024;
 /// redone on a blocking thread: about 0.2 ms of walking here.
 const INLINE_SHARE_SEGMENTS_MAX: u64 = 8192;
 
-/// One-sided reads that the unified cache holds whole are pushed from the async worker up to
-/// this many bytes (a memory copy of at most about 100 µs), not handed to a blocking thread.
-const CACHED_INLINE_BYTES_MAX: u64 = 1 << 20;
+/// Most bytes a read copies on the async worker rather than on a blocking thread (a memory
+/// copy of at most about 100 µs): a one-sided read the unified cache holds whole, and a read
+/// all in the page cache (`ObjectStore::read_now`).
+const WORKER_COPY_BYTES_MAX: u64 = 1 << 20;
 
 /// Buffer budget is counted in units of this many bytes.
 const BUFFER_PERMIT_BYTES: u64 = 1024;
@@ -290,7 +291,7 @@ impl<S: ObjectStorage> Iod<S> {
         // A read the unified cache holds whole is a memory copy with no storage call: pushed
         // from this worker when not too large.
         let inline = !write
-            && (INLINE_STORAGE_BYTES_MAX + 1..=CACHED_INLINE_BYTES_MAX).contains(&total)
+            && (INLINE_STORAGE_BYTES_MAX + 1..=WORKER_COPY_BYTES_MAX).contains(&total)
             && self.store.is_cached(handle, &pieces);
         let serve = move |store: &ObjectStore<S>| {
             let outcome = if write {
@@ -646,7 +647,8 @@ impl<S: ObjectStorage> Iod<S> {
         let mut data =
             REQUEST_BUFFERS.take(usize::try_from(total).expect("bounded by the bulk limit"));
         // Bytes all in the page cache are read right here; the rest on a blocking thread.
-        let now = matches!(storage, StoragePlan::Auto | StoragePlan::PerPiece)
+        let now = (matches!(storage, StoragePlan::Auto | StoragePlan::PerPiece)
+            && total <= WORKER_COPY_BYTES_MAX)
             .then(|| self.store.read_now(handle, &pieces, &mut data))
             .flatten();
         let result = match now {
@@ -1283,7 +1285,7 @@ impl<S: ObjectStorage> Iod<S> {
                     remote.pull_all(&mut data).map(|()| Demoted::Bytes(data))
                 };
                 // A small pull is a memory copy: done here rather than on a storage thread.
-                let pulled = if total <= CACHED_INLINE_BYTES_MAX {
+                let pulled = if total <= WORKER_COPY_BYTES_MAX {
                     pull()
                 } else {
                     tokio::task::spawn_blocking(pull)
