@@ -644,17 +644,20 @@ impl<S: ObjectStorage> Iod<S> {
                 .read_cached(header, connection, mode, handle, pieces, total)
                 .await;
         }
-        let mut data =
-            REQUEST_BUFFERS.take(usize::try_from(total).expect("bounded by the bulk limit"));
-        // Bytes all in the page cache are read right here; the rest on a blocking thread.
-        let now = (matches!(storage, StoragePlan::Auto | StoragePlan::PerPiece)
+        let length = usize::try_from(total).expect("bounded by the bulk limit");
+        // A small read all in the page cache is read right here; the rest on a blocking
+        // thread, which also sizes (and so may zero) a larger buffer.
+        let mut small = (matches!(storage, StoragePlan::Auto | StoragePlan::PerPiece)
             && total <= WORKER_COPY_BYTES_MAX)
-            .then(|| self.store.read_now(handle, &pieces, &mut data))
-            .flatten();
-        let result = match now {
-            Some(outcome) => outcome.map(|outcome| (data, pieces, outcome)),
-            None => {
+            .then(|| REQUEST_BUFFERS.take(length));
+        let now = small
+            .as_mut()
+            .and_then(|data| self.store.read_now(handle, &pieces, data));
+        let result = match (now, small) {
+            (Some(outcome), Some(data)) => outcome.map(|outcome| (data, pieces, outcome)),
+            (_, small) => {
                 self.storage(total, move |store| {
+                    let mut data = small.unwrap_or_else(|| REQUEST_BUFFERS.take(length));
                     let outcome = store.read(handle, &pieces, &mut data, storage)?;
                     Ok((data, pieces, outcome))
                 })
