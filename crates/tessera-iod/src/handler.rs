@@ -17,12 +17,12 @@ use tessera_proto::limits::{
 };
 use tessera_proto::{
     Capability, CollectiveTag, DeclareView, Decoder, Demote, DemoteOffer, DemoteReply,
-    DemoteWanted, Empty, ErrorCode, Header, IoReply, Layout, LeaseAcquire, LeaseAcquireReply,
-    LeaseListen, LeaseRevoke, ObjectCreate, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync,
-    ObjectTruncate, Opcode, Piece, PingReply, Read, ReadCollective, ReadType, ReadView,
-    ReleaseView, RemoteAccess, RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply,
-    ServerStats, ShareRegion, Statfs, StoragePlan, TransferMode, WantedFlags, Wire, Write,
-    WriteCollective, WriteType, WriteView, ROLE_IOD, STORE_OK,
+    DemoteWanted, Empty, ErrorCode, FileType, Header, IoReply, Layout, LeaseAcquire,
+    LeaseAcquireReply, LeaseListen, LeaseRevoke, ObjectCreate, ObjectRemove, ObjectStat,
+    ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read, ReadCollective,
+    ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError, RemoteMemory, RemoteProbe,
+    RemoteProbeReply, ServerStats, ShareRegion, Statfs, StoragePlan, TransferMode, WantedFlags,
+    Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD, STORE_OK,
 };
 use tokio::sync::Semaphore;
 
@@ -345,6 +345,18 @@ impl<S: ObjectStorage> Iod<S> {
             .acquire_many(permits)
             .await
             .expect("the buffer semaphore is never closed")
+    }
+
+    /// The share of a collective request: its tag checked, then its type walked.
+    async fn collective_share(
+        tag: &CollectiveTag,
+        file: FileType,
+        start: u64,
+        end: u64,
+        ranges: Vec<Piece>,
+    ) -> Result<Share, RemoteError> {
+        collective::check_tag(tag)?;
+        Self::share(Declared::of_type(file), start, end, ranges).await
     }
 
     /// Finds this server's share of a datatype range: without a walk for a view that matches
@@ -885,18 +897,8 @@ impl<S: ObjectStorage> Iod<S> {
         } else {
             0
         };
-        let share = match collective::check_tag(&tag) {
-            Ok(()) => {
-                Self::share(
-                    Declared::of_type(write.file),
-                    write.start,
-                    write.end,
-                    write.ranges,
-                )
-                .await
-            }
-            Err(error) => Err(error),
-        };
+        let share =
+            Self::collective_share(&tag, write.file, write.start, write.end, write.ranges).await;
         let share = match share {
             Ok(share) if share.pieces.len() != write.pieces as usize => {
                 return Err(ConnectionError::Refused(RemoteError::new(
@@ -1021,18 +1023,8 @@ impl<S: ObjectStorage> Iod<S> {
         };
         let read: ReadCollective = request.decode()?;
         let tag = read.collective.clone();
-        let share = match collective::check_tag(&tag) {
-            Ok(()) => {
-                Self::share(
-                    Declared::of_type(read.file),
-                    read.start,
-                    read.end,
-                    read.ranges,
-                )
-                .await
-            }
-            Err(error) => Err(error),
-        };
+        let share =
+            Self::collective_share(&tag, read.file, read.start, read.end, read.ranges).await;
         let share = match share.and_then(|share| {
             // The union and every answer are held at once: count the share twice.
             collective::check_bytes(&tag, share.bytes.saturating_mul(2)).map(|()| share)
