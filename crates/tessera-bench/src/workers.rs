@@ -696,13 +696,15 @@ pub struct StepResult {
 
 #[derive(Debug, Serialize, Deserialize)]
 enum Message {
-    Prepare(Box<Task>),
+    /// A worker's group of tasks ([`run_group`]).
+    Prepare(Vec<Task>),
     Ready,
     Go,
-    Done(Box<StepResult>),
-    /// After every worker is done: check what was read (matrix steps) and release the view.
+    /// One result per member of the group.
+    Done(Vec<StepResult>),
+    /// After every worker is done: check what was read (matrix steps) and release the views.
     Check,
-    Checked(bool),
+    Checked(Vec<bool>),
     Failed(String),
 }
 
@@ -1034,41 +1036,91 @@ fn cached_pass(
     Ok(total)
 }
 
-fn run_step(prepared: &mut Prepared) -> Result<StepResult, String> {
-    let mut total = IoReport::default();
-    let counts_before = CacheCounts::of(prepared.client.cache_stats());
-    let started = Instant::now();
+/// One timed call of a step (with its `sync`).
+fn call(prepared: &mut Prepared) -> Result<IoReport, String> {
     let write = prepared.task.write;
-    for _ in 0..prepared.task.iterations {
-        total += match &prepared.view {
-            None if prepared.via == Via::Cached => {
-                let cache = prepared.task.cache.as_ref().expect("a cache step");
-                cached_pass(
-                    &prepared.file,
-                    &mut prepared.buffer,
-                    &prepared.access,
-                    cache,
-                )?
-            }
-            Some(view) if write => view
-                .write_at(0, &prepared.buffer)
-                .map_err(|err| err.to_string())?,
-            Some(view) => view
-                .read_at(0, &mut prepared.buffer)
-                .map_err(|err| err.to_string())?,
-            None => io_call(
+    let report = match &prepared.view {
+        None if prepared.via == Via::Cached => {
+            let cache = prepared.task.cache.as_ref().expect("a cache step");
+            cached_pass(
                 &prepared.file,
                 &mut prepared.buffer,
                 &prepared.access,
-                write,
-                prepared.via,
-            )?,
-        };
-        if write && prepared.task.sync {
-            prepared.file.sync().map_err(|err| format!("sync: {err}"))?;
+                cache,
+            )?
+        }
+        Some(view) if write => view
+            .write_at(0, &prepared.buffer)
+            .map_err(|err| err.to_string())?,
+        Some(view) => view
+            .read_at(0, &mut prepared.buffer)
+            .map_err(|err| err.to_string())?,
+        None => io_call(
+            &prepared.file,
+            &mut prepared.buffer,
+            &prepared.access,
+            write,
+            prepared.via,
+        )?,
+    };
+    if write && prepared.task.sync {
+        prepared.file.sync().map_err(|err| format!("sync: {err}"))?;
+    }
+    Ok(report)
+}
+
+/// Runs a worker's group: alone, its one task's calls back to back, timed as one block;
+/// together, the members take turns call by call, in an order shuffled anew each round (the
+/// same in every process, [`crate::report::turn_order`]), and each member's seconds are the sum of
+/// its own calls. So every member meets the same moments of the machine, and a ratio
+/// between two members is not a ratio between two moments.
+fn run_group(group: &mut [Prepared]) -> Result<Vec<StepResult>, String> {
+    let mut totals = vec![IoReport::default(); group.len()];
+    let mut seconds = vec![0.0f64; group.len()];
+    let counts_before: Vec<CacheCounts> = group
+        .iter()
+        .map(|prepared| CacheCounts::of(prepared.client.cache_stats()))
+        .collect();
+    if let [prepared] = group {
+        let started = Instant::now();
+        for _ in 0..prepared.task.iterations {
+            totals[0] += call(prepared)?;
+        }
+        seconds[0] = started.elapsed().as_secs_f64();
+    } else {
+        let rounds = group
+            .iter()
+            .map(|prepared| prepared.task.iterations)
+            .max()
+            .unwrap_or(0);
+        for round in 0..rounds {
+            for member in crate::report::turn_order(round as usize, group.len()) {
+                let prepared = &mut group[member];
+                if round >= prepared.task.iterations {
+                    continue;
+                }
+                let started = Instant::now();
+                totals[member] += call(prepared)?;
+                seconds[member] += started.elapsed().as_secs_f64();
+            }
         }
     }
-    let seconds = started.elapsed().as_secs_f64();
+    group
+        .iter()
+        .zip(totals)
+        .zip(seconds)
+        .zip(counts_before)
+        .map(|(((prepared, total), seconds), before)| step_result(prepared, total, seconds, before))
+        .collect()
+}
+
+/// What a worker reports of `prepared`'s timed calls (`total` over them, in `seconds`).
+fn step_result(
+    prepared: &Prepared,
+    total: IoReport,
+    seconds: f64,
+    counts_before: CacheCounts,
+) -> Result<StepResult, String> {
     let (plan_seconds, server_walk_seconds) = match &prepared.view {
         Some(_) => view_phases(prepared)?,
         None => (0.0, 0.0),
@@ -1221,26 +1273,29 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut output = std::io::stdout();
-    let mut prepared = None;
+    let mut group: Vec<Prepared> = Vec::new();
+    let failed = |err: String| Message::Failed(format!("worker {}: {err}", args.rank));
     while let Some(message) = receive(&mut input)? {
         let reply = match message {
-            Message::Prepare(task) => match prepare(*task) {
-                Ok(ready) => {
-                    prepared = Some(ready);
-                    Message::Ready
+            Message::Prepare(tasks) => {
+                // The previous group's clients close their connections first.
+                group.clear();
+                match tasks.into_iter().map(prepare).collect() {
+                    Ok(ready) => {
+                        group = ready;
+                        Message::Ready
+                    }
+                    Err(err) => failed(err),
                 }
-                Err(err) => Message::Failed(format!("worker {}: {err}", args.rank)),
-            },
-            Message::Go => match prepared.as_mut().map(run_step) {
-                Some(Ok(result)) => Message::Done(Box::new(result)),
-                Some(Err(err)) => Message::Failed(format!("worker {}: {err}", args.rank)),
-                None => Message::Failed(format!("worker {}: go before prepare", args.rank)),
-            },
-            Message::Check => match prepared.as_mut().map(check) {
-                Some(Ok(verified)) => Message::Checked(verified),
-                Some(Err(err)) => Message::Failed(format!("worker {}: {err}", args.rank)),
-                None => Message::Failed(format!("worker {}: check before prepare", args.rank)),
-            },
+            }
+            Message::Go if group.is_empty() => failed("go before prepare".to_owned()),
+            Message::Go => run_group(&mut group).map_or_else(failed, Message::Done),
+            Message::Check if group.is_empty() => failed("check before prepare".to_owned()),
+            Message::Check => group
+                .iter_mut()
+                .map(check)
+                .collect::<Result<_, _>>()
+                .map_or_else(failed, Message::Checked),
             other => Message::Failed(format!("worker {}: unexpected {other:?}", args.rank)),
         };
         send(&mut output, &reply)?;
@@ -1308,13 +1363,13 @@ impl Workers {
     /// Runs one step: task `i` on worker `i`, all starting together. Returns each worker's
     /// result and the wall time from the common start to the last finish.
     pub fn step(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
-        self.run_step(tasks, false, || Ok(()))
+        Self::alone(self.run_step(Self::groups_of_one(tasks), false, || Ok(())))
     }
 
     /// [`Workers::step`], then a second barrier at which every worker verifies what it read
     /// (outside the timed part of every process) and reports it in `verified`.
     pub fn step_checked(&mut self, tasks: Vec<Task>) -> Result<(Vec<StepResult>, f64), String> {
-        self.run_step(tasks, true, || Ok(()))
+        Self::alone(self.run_step(Self::groups_of_one(tasks), true, || Ok(())))
     }
 
     /// [`Workers::step_checked`], running `before_go` once every worker is ready and before
@@ -1324,20 +1379,43 @@ impl Workers {
         tasks: Vec<Task>,
         before_go: impl FnOnce() -> Result<(), String>,
     ) -> Result<(Vec<StepResult>, f64), String> {
-        self.run_step(tasks, true, before_go)
+        Self::alone(self.run_step(Self::groups_of_one(tasks), true, before_go))
+    }
+
+    /// [`Workers::step_checked`] of a group of tasks per worker, whose calls take turns one by
+    /// one ([`run_group`]): `results[rank][member]`.
+    pub fn step_grouped(
+        &mut self,
+        groups: Vec<Vec<Task>>,
+    ) -> Result<(Vec<Vec<StepResult>>, f64), String> {
+        self.run_step(groups, true, || Ok(()))
+    }
+
+    fn groups_of_one(tasks: Vec<Task>) -> Vec<Vec<Task>> {
+        tasks.into_iter().map(|task| vec![task]).collect()
+    }
+
+    fn alone(
+        step: Result<(Vec<Vec<StepResult>>, f64), String>,
+    ) -> Result<(Vec<StepResult>, f64), String> {
+        let (results, wall_seconds) = step?;
+        let results = results.into_iter().flatten().collect();
+        Ok((results, wall_seconds))
     }
 
     /// One step (see [`Workers::step`]), `before_go` run between ready and go, and with
     /// `check` the verifying barrier of [`Workers::step_checked`].
     fn run_step(
         &mut self,
-        tasks: Vec<Task>,
+        groups: Vec<Vec<Task>>,
         check: bool,
         before_go: impl FnOnce() -> Result<(), String>,
-    ) -> Result<(Vec<StepResult>, f64), String> {
-        assert_eq!(tasks.len(), self.children.len(), "one task per worker");
-        for ((_, stdin, _), task) in self.children.iter_mut().zip(tasks) {
-            send(stdin, &Message::Prepare(Box::new(task)))?;
+    ) -> Result<(Vec<Vec<StepResult>>, f64), String> {
+        assert_eq!(groups.len(), self.children.len(), "one group per worker");
+        let sizes: Vec<usize> = groups.iter().map(Vec::len).collect();
+        assert!(sizes.iter().all(|&size| size > 0), "no empty group");
+        for ((_, stdin, _), tasks) in self.children.iter_mut().zip(groups) {
+            send(stdin, &Message::Prepare(tasks))?;
         }
         self.replies("ready", |message| match message {
             Message::Ready => Ok(()),
@@ -1347,18 +1425,28 @@ impl Workers {
         let started = Instant::now();
         self.broadcast(&Message::Go)?;
         let mut results = self.replies("done", |message| match message {
-            Message::Done(result) => Ok(*result),
+            Message::Done(results) => Ok(results),
             other => Err(Box::new(other)),
         })?;
         let wall_seconds = started.elapsed().as_secs_f64();
+        for (rank, (got, &size)) in results.iter().zip(&sizes).enumerate() {
+            if got.len() != size {
+                return Err(format!(
+                    "worker {rank}: {} results for a group of {size}",
+                    got.len()
+                ));
+            }
+        }
         if check {
             self.broadcast(&Message::Check)?;
             let checked = self.replies("checked", |message| match message {
                 Message::Checked(verified) => Ok(verified),
                 other => Err(Box::new(other)),
             })?;
-            for (result, verified) in results.iter_mut().zip(checked) {
-                result.verified = verified;
+            for (group, verified) in results.iter_mut().zip(checked) {
+                for (result, verified) in group.iter_mut().zip(verified) {
+                    result.verified = verified;
+                }
             }
         }
         Ok((results, wall_seconds))

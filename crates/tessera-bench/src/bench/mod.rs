@@ -38,7 +38,7 @@ pub enum Experiment {
     Subarray(CommonArgs),
     /// 4 clients x 4 servers, n x n byte matrix, 3 distributions: list vs view I/O, and a
     /// view on stripes vs a matching pattern layout (002 Tables 2-3, Figs. 2-4).
-    Views(CommonArgs),
+    Views(views::ViewsArgs),
     /// 1-D block-column view of n x n ints over 4 clients x 4 servers, n = 512..8192:
     /// multiple, client sieve, list, list+ADS; writes with and without sync, reads cached and
     /// uncached (001 Figs. 3.6-3.7).
@@ -293,7 +293,7 @@ pub fn run(experiment: &Experiment) -> Result<(), String> {
     let outcome = match experiment {
         Experiment::Listio(common) => listio::run(common)?,
         Experiment::Subarray(common) => subarray::run(common)?,
-        Experiment::Views(common) => views::run(common)?,
+        Experiment::Views(args) => views::run(args)?,
         Experiment::Blockcol(common) => blockcol::run(common)?,
         Experiment::Tile(common) => tile::run(common)?,
         Experiment::Btio(common) => btio::run(common)?,

@@ -14,9 +14,11 @@
 //! server, no type). Each call of every method is also broken into phases: the client's
 //! planning and the slowest server's type walk (timed apart after the calls, the walk with the
 //! iods' own `server_share`), and the call's send and reply times (`IoReport::send_ns`,
-//! `reply_ns`). Within a repetition every (distribution, method) pair writes and then reads
-//! back, in an order shuffled anew in each repetition ([`report::turn_order`]); every read is verified byte
-//! by byte against `expected_byte(file offset = row * n + column, generation)`.
+//! `reply_ns`). Within a repetition each group of methods writes and then reads back, the
+//! groups in an order shuffled anew in each repetition ([`report::turn_order`]). List and view
+//! of one distribution on stripes form one group, whose calls take turns one by one within a
+//! step ([`groups`]); each method of the layout match is a group of its own. Every read is
+//! verified byte by byte against `expected_byte(file offset = row * n + column, generation)`.
 
 use serde::Serialize;
 use serde_json::json;
@@ -66,6 +68,41 @@ const PAPER_TABLE_3: [(u64, u64, f64); 4] = [
     (9, 589_824, 6.25),
     (16, 786_432, 4.69),
 ];
+
+/// Most repetitions `--repetitions` takes.
+const REPETITIONS_MAX: u64 = 100;
+/// The matrix sides `--sizes` takes: multiples of [`SIZE_STEP`] (so each of the 4 processes'
+/// shares is whole in every distribution) up to [`SIZE_MAX`] (a 64 MiB matrix).
+const SIZE_STEP: u64 = 64;
+const SIZE_MAX: u64 = 8192;
+
+/// Arguments of `tessera-bench views`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ViewsArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Matrix sides n, comma-separated: multiples of 64 up to 8192 (default: 128 to 4096 by
+    /// powers of 2, --quick up to 2048).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    pub sizes: Vec<u64>,
+    /// Repetitions of every measurement, medians reported (default: 15, --quick 9; at most
+    /// 100). `--sizes 64 --repetitions 1` checks every row's data and figures in seconds,
+    /// without meaningful timings.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=REPETITIONS_MAX))]
+    pub repetitions: Option<u64>,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    let n: u64 = text
+        .parse()
+        .map_err(|err| format!("matrix side {text:?}: {err}"))?;
+    if n == 0 || !n.is_multiple_of(SIZE_STEP) || n > SIZE_MAX {
+        return Err(format!(
+            "matrix side {n}: must be a multiple of {SIZE_STEP} between {SIZE_STEP} and {SIZE_MAX}"
+        ));
+    }
+    Ok(n)
+}
 
 /// One (distribution, method) pair measured in every repetition.
 #[derive(Debug, Clone, Copy)]
@@ -301,6 +338,26 @@ fn turns() -> Vec<Turn> {
     turns
 }
 
+/// The turns measured together: list and view of one distribution on stripes, whose calls
+/// take turns one by one in one step ([`Workers::step_grouped`]), so the two are compared at
+/// the same moments of the machine. Each turn of the layout match is a step of its own: a
+/// matched call reaches one server, and among the striped calls of the other processes it
+/// would wait behind them (measured: half its speed), so it is timed with its own kind only.
+fn groups(turns: &[Turn]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let striped = |turn: &Turn| !turn.pattern_file && !turn.contiguous;
+    for (index, turn) in turns.iter().enumerate() {
+        match groups.iter_mut().find(|group| {
+            let first = &turns[group[0]];
+            striped(turn) && striped(first) && first.distribution == turn.distribution
+        }) {
+            Some(group) => group.push(index),
+            None => groups.push(vec![index]),
+        }
+    }
+    groups
+}
+
 /// What one call did, summed over the processes (the same in every repetition).
 #[derive(Debug, Clone, Default)]
 struct Figures {
@@ -390,64 +447,96 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// Writes then reads the share of every process with one method; returns the samples
-    /// of (write, read).
+    /// The task of `rank` for one step of `turn`.
+    fn task(&self, rank: usize, n: u64, turn: Turn, paths: &Paths, write: bool) -> Task {
+        let path = if turn.contiguous {
+            &paths.blocks
+        } else if turn.pattern_file {
+            &paths.pattern
+        } else {
+            &paths.stripe
+        };
+        Task {
+            cluster: self.cluster.file.clone(),
+            path: path.clone(),
+            write,
+            method: super::over_tcp(turn.via),
+            iterations: u32::try_from(turn.calls(n)).expect("at most step_calls_max"),
+            generation: self.generation,
+            sync: false,
+            cache: None,
+            pattern: if turn.contiguous {
+                Pattern::Interleaved {
+                    rank,
+                    processes: PROCESSES,
+                    pieces: 1,
+                    piece_bytes: usize::try_from(n * n).expect("a quick matrix") / PROCESSES,
+                }
+            } else {
+                Pattern::Matrix {
+                    rank,
+                    n,
+                    distribution: turn.distribution,
+                }
+            },
+        }
+    }
+
+    /// Writes then reads the share of every process with each turn of `group`, their calls
+    /// taking turns one by one ([`Workers::step_grouped`]); returns each turn's samples of
+    /// (write, read).
     fn round_trip(
         &mut self,
-        path: &str,
+        paths: &Paths,
         n: u64,
-        turn: Turn,
-        calls: u64,
-    ) -> Result<[(f64, f64, Figures); 2], String> {
+        group: &[Turn],
+    ) -> Result<Vec<[Sample; 2]>, String> {
         self.generation += 1;
-        let mut out: [(f64, f64, Figures); 2] = Default::default();
+        let mut out: Vec<[Sample; 2]> = vec![Default::default(); group.len()];
         for (slot, write) in [true, false].into_iter().enumerate() {
             let tasks = (0..PROCESSES)
-                .map(|rank| Task {
-                    cluster: self.cluster.file.clone(),
-                    path: path.to_owned(),
-                    write,
-                    method: super::over_tcp(turn.via),
-                    iterations: u32::try_from(calls).expect("at most step_calls_max"),
-                    generation: self.generation,
-                    sync: false,
-                    cache: None,
-                    pattern: if turn.contiguous {
-                        Pattern::Interleaved {
-                            rank,
-                            processes: PROCESSES,
-                            pieces: 1,
-                            piece_bytes: usize::try_from(n * n).expect("a quick matrix")
-                                / PROCESSES,
-                        }
-                    } else {
-                        Pattern::Matrix {
-                            rank,
-                            n,
-                            distribution: turn.distribution,
-                        }
-                    },
+                .map(|rank| {
+                    group
+                        .iter()
+                        .map(|&turn| self.task(rank, n, turn, paths, write))
+                        .collect()
                 })
                 .collect();
-            let (results, _) = self.workers.step_checked(tasks)?;
-            if !results.iter().all(|result| result.verified) {
-                eprintln!(
-                    "bench views: {} n={n} {}: data read back did not match",
-                    turn.distribution.name(),
-                    turn.method()
+            let (results, _) = self.workers.step_grouped(tasks)?;
+            for (member, &turn) in group.iter().enumerate() {
+                let results: Vec<StepResult> =
+                    results.iter().map(|group| group[member].clone()).collect();
+                if !results.iter().all(|result| result.verified) {
+                    eprintln!(
+                        "bench views: {} n={n} {}: data read back did not match",
+                        turn.distribution.name(),
+                        turn.method()
+                    );
+                    self.verified = false;
+                }
+                let calls = turn.calls(n);
+                let slowest =
+                    |value: fn(&StepResult) -> f64| results.iter().map(value).fold(0.0, f64::max);
+                out[member][slot] = (
+                    slowest(|r| r.seconds) / calls as f64,
+                    slowest(|r| r.declare_seconds),
+                    Figures::of(&results, calls),
                 );
-                self.verified = false;
             }
-            let slowest =
-                |value: fn(&StepResult) -> f64| results.iter().map(value).fold(0.0, f64::max);
-            out[slot] = (
-                slowest(|r| r.seconds) / calls as f64,
-                slowest(|r| r.declare_seconds),
-                Figures::of(&results, calls),
-            );
         }
         Ok(out)
     }
+}
+
+/// One turn's measurement of one direction: seconds per call, `set_view` seconds, and what
+/// a call did.
+type Sample = (f64, f64, Figures);
+
+/// The three files of a size.
+struct Paths {
+    stripe: String,
+    pattern: String,
+    blocks: String,
 }
 
 fn create(client: &Client, path: &str, options: &CreateOptions) -> Result<(), String> {
@@ -463,20 +552,28 @@ fn create(client: &Client, path: &str, options: &CreateOptions) -> Result<(), St
 }
 
 /// Runs the experiment and writes its report.
-pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
+pub fn run(args: &ViewsArgs) -> Result<Outcome, String> {
+    let common = &args.common;
     let (cluster, client) = super::open_cluster(common, SERVERS)?;
-    let stripe_path = format!("/bench/views-{}", std::process::id());
-    let pattern_path = format!("/bench/views-{}-pattern", std::process::id());
-    let blocks_path = format!("/bench/views-{}-blocks", std::process::id());
-    create(&client, &stripe_path, &CreateOptions::default())?;
-    let sizes: &[u64] = if common.quick {
-        &SIZES_QUICK
-    } else {
-        &SIZES_FULL
+    let paths = Paths {
+        stripe: format!("/bench/views-{}", std::process::id()),
+        pattern: format!("/bench/views-{}-pattern", std::process::id()),
+        blocks: format!("/bench/views-{}-blocks", std::process::id()),
+    };
+    create(&client, &paths.stripe, &CreateOptions::default())?;
+    let sizes: &[u64] = match (args.sizes.as_slice(), common.quick) {
+        ([], true) => &SIZES_QUICK,
+        ([], false) => &SIZES_FULL,
+        (sizes, _) => sizes,
     };
     // Quick runs take 9: a median of 5 moved by ±10 % between runs at the smallest sizes.
-    let repetitions = if common.quick { 9 } else { 15 };
+    let repetitions = match args.repetitions {
+        Some(count) => usize::try_from(count).expect("at most REPETITIONS_MAX"),
+        None if common.quick => 9,
+        None => 15,
+    };
     let turns = turns();
+    let groups = groups(&turns);
     let mut run = Run {
         cluster: &cluster,
         workers: Workers::spawn(PROCESSES)?,
@@ -488,7 +585,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     for &n in sizes {
         create(
             &client,
-            &pattern_path,
+            &paths.pattern,
             &CreateOptions {
                 pattern: column_block_pattern(n)?,
                 ..CreateOptions::default()
@@ -496,7 +593,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         )?;
         create(
             &client,
-            &blocks_path,
+            &paths.blocks,
             &CreateOptions {
                 stripe_unit_bytes: n * n / PROCESSES as u64,
                 server_count: SERVERS,
@@ -507,26 +604,23 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         let mut measured = vec![[Measured::default(), Measured::default()]; turns.len()];
         let mut bounds = Bounds::default();
         for repetition in 0..repetitions {
-            for index in report::turn_order(repetition, turns.len()) {
-                let turn = turns[index];
-                let path = if turn.contiguous {
-                    &blocks_path
-                } else if turn.pattern_file {
-                    &pattern_path
-                } else {
-                    &stripe_path
-                };
-                let calls = turn.calls(n);
-                let samples = run.round_trip(path, n, turn, calls)?;
-                for (slot, (seconds, declare_seconds, figures)) in samples.into_iter().enumerate() {
-                    let entry = &mut measured[index][slot];
-                    entry.seconds.push(seconds);
-                    entry.declare_seconds.push(declare_seconds);
-                    entry
-                        .phases
-                        .push((figures.send_seconds, figures.reply_seconds));
-                    entry.figures = figures;
-                    entry.calls = calls;
+            for group in report::turn_order(repetition, groups.len()) {
+                let members = &groups[group];
+                let group_turns: Vec<Turn> = members.iter().map(|&index| turns[index]).collect();
+                let samples = run.round_trip(&paths, n, &group_turns)?;
+                for (&index, member) in members.iter().zip(samples) {
+                    for (slot, (seconds, declare_seconds, figures)) in
+                        member.into_iter().enumerate()
+                    {
+                        let entry = &mut measured[index][slot];
+                        entry.seconds.push(seconds);
+                        entry.declare_seconds.push(declare_seconds);
+                        entry
+                            .phases
+                            .push((figures.send_seconds, figures.reply_seconds));
+                        entry.figures = figures;
+                        entry.calls = turns[index].calls(n);
+                    }
                 }
             }
             let share = usize::try_from(n * n).expect("a matrix in memory") / PROCESSES;
@@ -535,10 +629,10 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         }
         rows.extend(size_rows(n, &turns, &measured, repetitions)?);
         rows.extend(bound_rows(n, &rows, &bounds)?);
-        let _ = client.unlink(&pattern_path);
-        let _ = client.unlink(&blocks_path);
+        let _ = client.unlink(&paths.pattern);
+        let _ = client.unlink(&paths.blocks);
     }
-    let _ = client.unlink(&stripe_path);
+    let _ = client.unlink(&paths.stripe);
     drop(progress);
     let report = Report {
         bench: "views",
@@ -560,7 +654,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 "view": "set_view once before timing, then one write_at(0)/read_at(0) of the whole share",
                 "contiguous": "layout-match part only: each process's quarter of the matrix as one list piece (one memory slice) on a file striped over the 4 servers with a unit of n*n/4, so process i moves one piece to server i: the bound of the matched view",
             },
-            "timing": "each step: prepare (open; an untimed warm-up list call of one byte per server reached; set_view, timed apart as declare_seconds), barrier, `calls` timed calls, barrier, then verification; seconds per call = slowest process / calls; mib_s and speedup from the median over the repetitions, mib_s_min/mib_s_max their range, speedup_best from the fastest; paired_vs_list and speedup_paired: the median over the repetitions of the two methods' ratio within one repetition",
+            "timing": "each step: prepare (open; an untimed warm-up list call of one byte per server reached; set_view, timed apart as declare_seconds), barrier, `calls` timed calls, barrier, then verification; list and view of one distribution on stripes share a step, their calls taking turns one by one (in an order shuffled each round, the same in every process), each timed on its own; seconds per call = slowest process's time in its calls / calls; mib_s and speedup from the median over the repetitions, mib_s_min/mib_s_max their range, speedup_best from the fastest; paired_vs_list and speedup_paired: the median over the repetitions of the two methods' ratio within one repetition",
             "repetitions": repetitions,
             "step_bytes_min": STEP_BYTES_MIN,
             "step_bytes_min_cyclic": STEP_BYTES_MIN_CYCLIC,
@@ -1140,6 +1234,28 @@ mod tests {
             let server: Vec<_> = server_type.runs(0, 0, N * N / 4).unwrap().collect();
             assert_eq!(share, server, "rank {rank}");
         }
+    }
+
+    #[test]
+    fn list_and_view_on_stripes_share_a_group_and_each_method_of_the_match_runs_alone() {
+        let turns = turns();
+        let named = |group: &Vec<usize>| -> Vec<(&str, &str)> {
+            group
+                .iter()
+                .map(|&index| (turns[index].distribution.name(), turns[index].method()))
+                .collect()
+        };
+        let groups: Vec<_> = groups(&turns).iter().map(named).collect();
+        assert_eq!(
+            groups,
+            [
+                vec![("(BLOCK,BLOCK)", "list"), ("(BLOCK,BLOCK)", "view")],
+                vec![("(*,BLOCK)", "list"), ("(*,BLOCK)", "view")],
+                vec![("(*,BLOCK)", "view-pattern")],
+                vec![("(*,BLOCK)", "contiguous")],
+                vec![("(CYCLIC,CYCLIC)", "list"), ("(CYCLIC,CYCLIC)", "view")],
+            ]
+        );
     }
 
     #[test]
