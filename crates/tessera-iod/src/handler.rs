@@ -657,11 +657,23 @@ impl<S: ObjectStorage> Iod<S> {
                 .await;
         }
         let length = usize::try_from(total).expect("bounded by the bulk limit");
-        // A small read all in the page cache is read right here; the rest on a blocking
-        // thread, which also sizes (and so may zero) a larger buffer.
-        let mut small = (matches!(storage, StoragePlan::Auto | StoragePlan::PerPiece)
-            && total <= WORKER_COPY_BYTES_MAX)
-            .then(|| REQUEST_BUFFERS.take(length));
+        let small = matches!(storage, StoragePlan::Auto | StoragePlan::PerPiece)
+            && total <= WORKER_COPY_BYTES_MAX;
+        // A small read all in the page cache goes out right here: in the mmap serve mode
+        // straight from the object's pages into the socket (what the socket does not take at
+        // once copied before the extent is let go), else read into a buffer first. The rest
+        // is read on a blocking thread, which also sizes (and so may zero) a larger buffer.
+        if small && mode != TransferMode::Multiple {
+            let sent = self
+                .store
+                .read_mapped_now(handle, &pieces, |outcome, slices| {
+                    connection.try_reply_vectored(header, &reply_of(total, *outcome), slices)
+                });
+            if let Some(rest) = sent {
+                return connection.finish_reply(&rest?).await;
+            }
+        }
+        let mut small = small.then(|| REQUEST_BUFFERS.take(length));
         let now = small
             .as_mut()
             .and_then(|data| self.store.read_now(handle, &pieces, data));

@@ -107,6 +107,23 @@ impl Mapping {
         Ok((absent, pages))
     }
 
+    /// Whether every page holding file bytes `[start, end)` (inside the mapping) is in the
+    /// page cache: [`Mapping::absent_pages`] over all of them, [`RESIDENCY_PAGES_MAX`] at a
+    /// time.
+    pub fn all_cached(&self, start: u64, end: u64) -> io::Result<bool> {
+        let page = page_bytes();
+        let chunk = RESIDENCY_PAGES_MAX as u64 * page;
+        let mut at = start;
+        while at < end {
+            let next = (at / page * page + chunk).min(end);
+            if self.absent_pages(at, next)?.0 > 0 {
+                return Ok(false);
+            }
+            at = next;
+        }
+        Ok(true)
+    }
+
     /// The address and length of file bytes `[offset, offset + length)`, which must lie
     /// inside the mapping.
     pub fn range(&self, offset: u64, length: u64) -> (*const u8, usize) {
@@ -148,7 +165,39 @@ mod tests {
         assert_eq!(bytes, &[7, 7, 7]);
         let (absent, asked) = mapping.absent_pages(0, page + 100).unwrap();
         assert_eq!((absent, asked), (0, 2), "just written: cached");
+        assert!(mapping.all_cached(0, page + 100).unwrap());
         drop(mapping);
         assert_eq!(kept.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn all_cached_asks_about_every_page_past_one_residency_window() {
+        use std::os::fd::AsRawFd;
+        let page = page_bytes();
+        let window = RESIDENCY_PAGES_MAX as u64 * page;
+        let file = tempfile::tempfile().unwrap();
+        let length = window + 3 * page;
+        file.write_all_at(&vec![1u8; usize::try_from(length).unwrap()], 0)
+            .unwrap();
+        let mapping = Mapping::new(&file, 0, length).unwrap();
+        assert!(mapping.all_cached(0, length).unwrap());
+        // Evict the last page, past the first window (clean pages go at DONTNEED).
+        file.sync_all().unwrap();
+        let last = i64::try_from(length - page).unwrap();
+        let page_i64 = i64::try_from(page).unwrap();
+        // SAFETY: advice on an open descriptor; no memory is involved.
+        let status = unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), last, page_i64, libc::POSIX_FADV_DONTNEED)
+        };
+        assert_eq!(status, 0);
+        if mapping.absent_pages(length - page, length).unwrap().0 == 0 {
+            eprintln!("this file system kept the page cached; eviction not tested");
+            return;
+        }
+        assert!(
+            !mapping.all_cached(0, length).unwrap(),
+            "the last page is absent"
+        );
+        assert!(mapping.all_cached(0, length - page).unwrap());
     }
 }

@@ -225,6 +225,21 @@ impl ServerStream {
             }
         }
     }
+
+    /// One `writev` of what the socket takes now, without waiting: the bytes taken, 0 when
+    /// it takes none (and always in tests).
+    fn try_write_vectored(&self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+        let result = match self {
+            Self::Tcp(stream) => stream.try_write_vectored(slices),
+            Self::Unix(stream) => stream.try_write_vectored(slices),
+            #[cfg(test)]
+            Self::Duplex(_) => Ok(0),
+        };
+        match result {
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            other => other,
+        }
+    }
 }
 
 impl ServerConnection {
@@ -773,6 +788,47 @@ impl ServerConnection {
         .await
     }
 
+    /// Begins the reply to `request`, followed in the same frame by the bytes of `bulk`,
+    /// without waiting: one `writev` of what the socket takes now, straight from the slices.
+    /// Returns a copy of the rest of the frame (empty when all of it went), for
+    /// [`ServerConnection::finish_reply`]. So the caller may hold the slices' bytes steady
+    /// only while this runs, however slowly the peer then reads.
+    pub fn try_reply_vectored<M: Wire>(
+        &mut self,
+        request: &Header,
+        reply: &M,
+        bulk: &[IoSlice<'_>],
+    ) -> Result<Vec<u8>, ConnectionError> {
+        let body = reply.to_body();
+        self.work = None;
+        let head = frame_head(request.opcode, FLAG_REPLY, request.request_id, &body, bulk);
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(bulk.len().min(WRITEV_SLICES_MAX));
+        slices.push(IoSlice::new(&head));
+        slices.extend(
+            bulk.iter()
+                .filter(|slice| !slice.is_empty())
+                .take(WRITEV_SLICES_MAX - 1)
+                .copied(),
+        );
+        let mut taken = self.stream.try_write_vectored(&slices)?;
+        let unsent = head.len() + bulk.iter().map(|slice| slice.len()).sum::<usize>() - taken;
+        let mut rest = Vec::with_capacity(unsent);
+        for part in std::iter::once(&head[..]).chain(bulk.iter().map(|slice| &slice[..])) {
+            let skip = taken.min(part.len());
+            taken -= skip;
+            rest.extend_from_slice(&part[skip..]);
+        }
+        Ok(rest)
+    }
+
+    /// Sends `rest`, the part of a reply [`ServerConnection::try_reply_vectored`] left.
+    pub async fn finish_reply(&mut self, rest: &[u8]) -> Result<(), ConnectionError> {
+        if rest.is_empty() {
+            return Ok(());
+        }
+        within(rest.len() as u64, "a reply", self.stream.write_all(rest)).await
+    }
+
     /// Sends one `Data` frame per group of slices (multiple mode, one group per piece), after
     /// the reply, each written straight from its slices.
     pub async fn send_data_frames_vectored(
@@ -902,16 +958,14 @@ const SMALL_FRAME_BYTES: usize = 4096;
 /// Most slices one `writev` is given (the kernel's `IOV_MAX`).
 const WRITEV_SLICES_MAX: usize = 1024;
 
-/// [`write_frame_to`] with the bulk in slices: the header and body go in the first `writev`
-/// with the first slices, at most [`WRITEV_SLICES_MAX`] slices a call.
-async fn write_frame_vectored(
-    stream: &mut ServerStream,
+/// A frame's header and body, its bulk the bytes of `bulk`.
+fn frame_head(
     opcode: u8,
     flags: u16,
     request_id: u64,
     body: &[u8],
     bulk: &[IoSlice<'_>],
-) -> Result<(), ConnectionError> {
+) -> Vec<u8> {
     let bulk_bytes: usize = bulk.iter().map(|slice| slice.len()).sum();
     let header = Header {
         opcode,
@@ -923,6 +977,21 @@ async fn write_frame_vectored(
     let mut head = Vec::with_capacity(HEADER_BYTES + body.len());
     head.extend_from_slice(&header.encode());
     head.extend_from_slice(body);
+    head
+}
+
+/// [`write_frame_to`] with the bulk in slices: the header and body go in the first `writev`
+/// with the first slices, at most [`WRITEV_SLICES_MAX`] slices a call.
+async fn write_frame_vectored(
+    stream: &mut ServerStream,
+    opcode: u8,
+    flags: u16,
+    request_id: u64,
+    body: &[u8],
+    bulk: &[IoSlice<'_>],
+) -> Result<(), ConnectionError> {
+    let bulk_bytes: usize = bulk.iter().map(|slice| slice.len()).sum();
+    let head = frame_head(opcode, flags, request_id, body, bulk);
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(bulk.len() + 1);
     slices.push(IoSlice::new(&head));
     slices.extend(bulk.iter().filter(|slice| !slice.is_empty()).copied());

@@ -23,9 +23,14 @@ const PIPE_BYTES: usize = 4096;
 /// The server's end of a new connection (past its handshake) and the client's end.
 fn pipe(bodies: Arc<Semaphore>) -> (ServerConnection, DuplexStream) {
     let (server, client) = tokio::io::duplex(PIPE_BYTES);
+    (over(ServerStream::Duplex(server), bodies), client)
+}
+
+/// A connection past its handshake over `stream`.
+fn over(stream: ServerStream, bodies: Arc<Semaphore>) -> ServerConnection {
     let auth = ServerAuth::new(ClusterKey::from_bytes([5; 32]), tessera_proto::ROLE_IOD, 0);
-    let connection = ServerConnection {
-        stream: ServerStream::Duplex(server),
+    ServerConnection {
+        stream,
         peer: "test peer".to_owned(),
         peer_pid: None,
         auth: Arc::new(auth),
@@ -40,8 +45,7 @@ fn pipe(bodies: Arc<Semaphore>) -> (ServerConnection, DuplexStream) {
         body_budget: None,
         peer_calls: 0,
         client_id: None,
-    };
-    (connection, client)
+    }
 }
 
 fn budget() -> Arc<Semaphore> {
@@ -294,6 +298,75 @@ async fn a_reply_the_peer_does_not_take_times_out() {
     let bytes =
         (HEADER_BYTES + tessera_proto::IoReply::default().to_body().len() + bulk.len()) as u64;
     assert_eq!(start.elapsed(), frame_deadline(bytes));
+}
+
+/// A read's reply as `try_reply_vectored` frames it: header, body, then the slices' bytes.
+fn read_reply(request: &Header, reply: &tessera_proto::IoReply, bulk: &[Vec<u8>]) -> Vec<u8> {
+    let body = reply.to_body();
+    let bulk: Vec<u8> = bulk.concat();
+    let mut frame = header(
+        request.opcode,
+        FLAG_REPLY,
+        request.request_id,
+        u32::try_from(body.len()).unwrap(),
+        u32::try_from(bulk.len()).unwrap(),
+    );
+    frame.extend_from_slice(&body);
+    frame.extend_from_slice(&bulk);
+    frame
+}
+
+#[tokio::test]
+async fn a_reply_begun_now_sends_what_the_socket_takes_and_hands_back_the_rest() {
+    let (server, mut client) = tokio::net::UnixStream::pair().unwrap();
+    let mut connection = over(ServerStream::Unix(server), budget());
+    let request = Header {
+        opcode: Opcode::Read as u8,
+        flags: 0,
+        request_id: 9,
+        body_bytes: 0,
+        bulk_bytes: 0,
+    };
+    let reply = tessera_proto::IoReply {
+        bytes: 3 << 20,
+        ..tessera_proto::IoReply::default()
+    };
+    // More than a Unix socket holds, in slices of different bytes.
+    let bulk: Vec<Vec<u8>> = (0..3u8).map(|k| vec![k + 1; 1 << 20]).collect();
+    let slices: Vec<IoSlice<'_>> = bulk.iter().map(|part| IoSlice::new(part)).collect();
+    let frame = read_reply(&request, &reply, &bulk);
+    let rest = connection
+        .try_reply_vectored(&request, &reply, &slices)
+        .unwrap();
+    assert!(
+        !rest.is_empty() && rest.len() < frame.len(),
+        "the socket took part of the frame: {} of {} left",
+        rest.len(),
+        frame.len()
+    );
+    assert!(
+        rest[..] == frame[frame.len() - rest.len()..],
+        "the rest is the frame's tail"
+    );
+    drop(slices);
+    drop(bulk);
+    let reader = tokio::spawn(async move {
+        let mut got = vec![0u8; frame.len()];
+        client.read_exact(&mut got).await.unwrap();
+        (got, frame)
+    });
+    connection.finish_reply(&rest).await.unwrap();
+    let (got, frame) = reader.await.unwrap();
+    assert!(got == frame, "the peer read the whole frame in order");
+
+    // A stream that takes nothing at once (the test pipe): the whole frame comes back.
+    let (mut connection, _client) = pipe(budget());
+    let small: Vec<Vec<u8>> = vec![b"abc".to_vec(), b"defg".to_vec()];
+    let slices: Vec<IoSlice<'_>> = small.iter().map(|part| IoSlice::new(part)).collect();
+    let rest = connection
+        .try_reply_vectored(&request, &reply, &slices)
+        .unwrap();
+    assert_eq!(rest, read_reply(&request, &reply, &small));
 }
 
 /// Refuses every request, as a handler does with a body it cannot decode.
