@@ -80,10 +80,15 @@ fn views_verifies_and_reports_list_view_and_the_match_for_every_size() {
             let stripe = find("layout-match", "(*,BLOCK)", n, direction, "view-stripe");
             let pattern = find("layout-match", "(*,BLOCK)", n, direction, "view-pattern");
             let contiguous = find("layout-match", "(*,BLOCK)", n, direction, "contiguous");
-            // Process i's columns all lie on server i: one request and one storage call each.
+            // Process i's columns all lie on server i: one request each, and one storage call
+            // (none for a read sent from the page cache's mapping).
             for row in [pattern, contiguous] {
                 assert_eq!(number(row, "requests"), 4, "{row}");
-                assert_eq!(number(row, "pieces"), 4, "{row}");
+                if direction == "write" {
+                    assert_eq!(number(row, "pieces"), 4, "{row}");
+                } else {
+                    assert!(number(row, "pieces") <= 4, "{row}");
+                }
                 assert!(row["speedup_paired"].as_f64().unwrap() > 0.0, "{row}");
             }
             if n == 1024 {

@@ -1242,9 +1242,36 @@ fn region_bytes(writer: u8, generation: u8, length: usize) -> Vec<u8> {
 /// every read holds exactly one write's bytes, never a mix.
 #[test]
 fn a_read_sees_all_of_a_concurrent_write_or_none_of_it() {
+    reads_see_all_of_a_concurrent_write_or_none_of_it(&unified(2, SMALL_BUDGET));
+}
+
+/// The same in the default `mmap` serve mode, where a cached read over tcp is sent straight
+/// from the object's mapping (a write waits for the socket to take it, or for its rest to be
+/// copied aside) and a same-host one is pushed from it.
+#[test]
+fn a_read_sent_from_the_mapping_sees_all_of_a_concurrent_write_or_none_of_it() {
+    let cluster = Cluster::start(2);
+    let client = cluster.client();
+    let mapped = || -> u64 {
+        (0..client.server_count())
+            .map(|index| client.server_stats(index).unwrap().reads.mapped)
+            .sum()
+    };
+    let before = mapped();
+    let [by_tcp, same_host] = reads_see_all_of_a_concurrent_write_or_none_of_it(&cluster);
+    // Every same-host read is pushed from the mapping, and at least the tcp reader's last
+    // one, made once no write ran, was sent from it (with the final read: one more).
+    let sent = mapped() - before;
+    assert!(
+        sent >= same_host + 2 && sent <= same_host + by_tcp + 1,
+        "{sent} reads from the mapping, {by_tcp} by tcp and {same_host} same-host"
+    );
+}
+
+/// Runs the test; returns the reads of the tcp and of the same-host reader.
+fn reads_see_all_of_a_concurrent_write_or_none_of_it(cluster: &Cluster) -> [u64; 2] {
     const LENGTH: usize = 768 << 10;
     const WRITES: u8 = 30;
-    let cluster = unified(2, SMALL_BUDGET);
     let setup = cluster.client();
     let file = setup
         .create(
@@ -1261,7 +1288,7 @@ fn a_read_sees_all_of_a_concurrent_write_or_none_of_it() {
     let started = Instant::now();
     let reads: Vec<u64> = std::thread::scope(|scope| {
         for writer in 0..2u8 {
-            let (cluster, writing) = (&cluster, &writing);
+            let writing = &writing;
             scope.spawn(move || {
                 let client = if writer == 0 {
                     cluster.tcp_client()
@@ -1278,7 +1305,7 @@ fn a_read_sees_all_of_a_concurrent_write_or_none_of_it() {
         }
         let readers: Vec<_> = (0..2)
             .map(|reader| {
-                let (cluster, writing) = (&cluster, &writing);
+                let writing = &writing;
                 scope.spawn(move || {
                     let client = if reader == 0 {
                         cluster.tcp_client()
@@ -1325,6 +1352,7 @@ fn a_read_sees_all_of_a_concurrent_write_or_none_of_it() {
         &region_bytes(got[1], WRITES, LENGTH),
         "the region at the end",
     );
+    [reads[0], reads[1]]
 }
 
 /// Overlapping, repeated, unordered and empty pieces in one list write through the cache

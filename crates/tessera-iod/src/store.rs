@@ -938,8 +938,9 @@ impl<S: ObjectStorage> ObjectStore<S> {
             })
             .collect();
         let bytes: u64 = pieces.iter().map(|piece| piece.length).sum();
+        // As a one-sided mapped read: no storage call, counted as `mapped`.
         let outcome = Outcome {
-            calls: u32::try_from(runs.len()).expect("at most READ_NOW_RUNS_MAX"),
+            calls: 0,
             storage_bytes: bytes,
             plan: StoragePlan::PerPiece,
         };
@@ -947,7 +948,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         drop(slices);
         drop(mapping);
         drop(guard);
-        self.reads.record(pieces.len(), bytes, &outcome);
+        self.reads.record_mapped(pieces.len(), bytes, bytes);
         Some(sent)
     }
 
@@ -1626,7 +1627,8 @@ mod tests {
                 send(outcome, slices)
             })
             .expect("every byte is cached");
-        assert_eq!((outcome.calls, outcome.storage_bytes), (2, 500_000));
+        assert_eq!((outcome.calls, outcome.storage_bytes), (0, 500_000));
+        assert_eq!(store.stats().reads.mapped, 1, "counted as mapped");
         let expected = [&data[600_000..800_000], &data[1000..301_000]].concat();
         assert!(sent == expected, "the bytes sent are the file's");
         assert!(
