@@ -107,19 +107,31 @@ impl Mapping {
         Ok((absent, pages))
     }
 
-    /// Whether every page holding file bytes `[start, end)` (inside the mapping) is in the
-    /// page cache: [`Mapping::absent_pages`] over all of them, [`RESIDENCY_PAGES_MAX`] at a
-    /// time.
-    pub fn all_cached(&self, start: u64, end: u64) -> io::Result<bool> {
+    /// Whether every page holding a byte of `ranges` (file ranges `[start, end)` inside the
+    /// mapping, in any order) is in the page cache. Ranges on the same or adjacent pages are
+    /// asked about together, so a strided read of many short runs costs a few `mincore`
+    /// calls ([`Mapping::absent_pages`], [`RESIDENCY_PAGES_MAX`] pages a call), not one per run.
+    pub fn all_cached(&self, ranges: impl IntoIterator<Item = (u64, u64)>) -> io::Result<bool> {
         let page = page_bytes();
-        let chunk = RESIDENCY_PAGES_MAX as u64 * page;
-        let mut at = start;
-        while at < end {
-            let next = (at / page * page + chunk).min(end);
-            if self.absent_pages(at, next)?.0 > 0 {
-                return Ok(false);
+        let mut ranges: Vec<(u64, u64)> = ranges.into_iter().filter(|(s, e)| e > s).collect();
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len().min(64));
+        for (start, end) in ranges {
+            match merged.last_mut() {
+                Some(last) if start / page <= last.1.div_ceil(page) => last.1 = last.1.max(end),
+                _ => merged.push((start, end)),
             }
-            at = next;
+        }
+        let window = RESIDENCY_PAGES_MAX as u64 * page;
+        for (start, end) in merged {
+            let mut at = start;
+            while at < end {
+                let next = (at / page * page + window).min(end);
+                if self.absent_pages(at, next)?.0 > 0 {
+                    return Ok(false);
+                }
+                at = next;
+            }
         }
         Ok(true)
     }
@@ -165,7 +177,7 @@ mod tests {
         assert_eq!(bytes, &[7, 7, 7]);
         let (absent, asked) = mapping.absent_pages(0, page + 100).unwrap();
         assert_eq!((absent, asked), (0, 2), "just written: cached");
-        assert!(mapping.all_cached(0, page + 100).unwrap());
+        assert!(mapping.all_cached([(0, page + 100)]).unwrap());
         drop(mapping);
         assert_eq!(kept.load(Ordering::Relaxed), 0);
     }
@@ -180,7 +192,7 @@ mod tests {
         file.write_all_at(&vec![1u8; usize::try_from(length).unwrap()], 0)
             .unwrap();
         let mapping = Mapping::new(&file, 0, length).unwrap();
-        assert!(mapping.all_cached(0, length).unwrap());
+        assert!(mapping.all_cached([(0, length)]).unwrap());
         // Evict the last page, past the first window (clean pages go at DONTNEED).
         file.sync_all().unwrap();
         let last = i64::try_from(length - page).unwrap();
@@ -195,9 +207,17 @@ mod tests {
             return;
         }
         assert!(
-            !mapping.all_cached(0, length).unwrap(),
+            !mapping.all_cached([(0, length)]).unwrap(),
             "the last page is absent"
         );
-        assert!(mapping.all_cached(0, length - page).unwrap());
+        assert!(mapping.all_cached([(0, length - page)]).unwrap());
+        // Short runs in any order, merged across pages: the absent page is still found, and
+        // ranges short of it are cached.
+        let runs = |from: u64, to: u64| (from..to).step_by(1000).map(|at| (at, at + 10));
+        let mut strided: Vec<(u64, u64)> = runs(0, length).collect();
+        strided.reverse();
+        assert!(!mapping.all_cached(strided).unwrap());
+        assert!(mapping.all_cached(runs(0, length - page)).unwrap());
+        assert!(!mapping.all_cached([(5, 9), (length - 1, length)]).unwrap());
     }
 }
