@@ -829,6 +829,16 @@ impl<S: ObjectStorage> ObjectStore<S> {
         )
     }
 
+    /// The object if it is open already: never opens it (a storage call the async worker
+    /// must not make).
+    fn open_object(&self, handle: u64) -> Option<Arc<Object<S::Object>>> {
+        self.open
+            .lock()
+            .expect("object table lock")
+            .get(&handle)
+            .cloned()
+    }
+
     /// A read served on the caller's thread, without blocking: only when the object is
     /// open, no cache is configured, the pieces merge into at most [`READ_NOW_RUNS_MAX`] runs
     /// of a kernel file, their extent can be held at once, and every byte is in the page
@@ -845,12 +855,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         if self.cache.is_some() {
             return None;
         }
-        let object = self
-            .open
-            .lock()
-            .expect("object table lock")
-            .get(&handle)
-            .cloned()?;
+        let object = self.open_object(handle)?;
         let file = object.file.as_file()?;
         let runs = merge_runs(pieces);
         if runs.len() > READ_NOW_RUNS_MAX {
@@ -900,12 +905,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         if self.serve != ServeMode::Mmap || self.cache.is_some() {
             return None;
         }
-        let object = self
-            .open
-            .lock()
-            .expect("object table lock")
-            .get(&handle)
-            .cloned()?;
+        let object = self.open_object(handle)?;
         let file = object.file.as_file()?;
         let runs = merge_runs(pieces);
         if runs.is_empty() {
@@ -927,17 +927,9 @@ impl<S: ObjectStorage> ObjectStore<S> {
         if !mapping.all_cached(ranges).ok()? {
             return None;
         }
-        let slices = mapped_slices(Some(&mapping), pieces, size);
-        let slices: Vec<IoSlice<'_>> = slices
-            .iter()
-            .map(|&(pointer, length)| {
-                // SAFETY: each (pointer, length) lies inside `mapping`, below the object's
-                // size, which cannot shrink while the extent is held (truncates lock the
-                // whole object); the mapping outlives the slices, which are dropped before it.
-                // The bytes are only handed to `send`, which gives them to the kernel.
-                IoSlice::new(unsafe { std::slice::from_raw_parts(pointer, length) })
-            })
-            .collect();
+        // SAFETY: the mapping covers [start, end), all below `size`, and the extent is held
+        // until the slices are dropped. `send` gives the bytes to the kernel.
+        let slices = unsafe { mapped_slices(Some(&mapping), pieces, size) };
         let bytes: u64 = pieces.iter().map(|piece| piece.length).sum();
         // As a one-sided mapped read: no storage call, counted as `mapped`.
         let outcome = Outcome {
@@ -1096,20 +1088,10 @@ impl<S: ObjectStorage> ObjectStore<S> {
         } else {
             None
         };
-        let slices = mapped_slices(mapping.as_deref(), pieces, size);
-        let slices: Vec<IoSlice<'_>> = slices
-            .iter()
-            .map(|&(pointer, length)| {
-                // SAFETY: each (pointer, length) lies inside `mapping` (which covers
-                // [start, mapped_end); every byte handed out is below the object's size, which
-                // cannot shrink while the extent is held: truncates lock the whole object; a
-                // kept mapping may reach past the end, but no byte there is handed out) or
-                // inside ZEROS, and
-                // both outlive the slices, which are dropped before the mapping below. The
-                // bytes are only handed to the kernel (process_vm_writev), never read here.
-                IoSlice::new(unsafe { std::slice::from_raw_parts(pointer, length) })
-            })
-            .collect();
+        // SAFETY: the mapping covers [start, mapped_end), the bytes below `size`, and the
+        // extent is held until the slices are dropped. `push` gives the bytes to the kernel
+        // (process_vm_writev).
+        let slices = unsafe { mapped_slices(mapping.as_deref(), pieces, size) };
         push(&slices)?;
         drop(slices);
         drop(mapping);
@@ -1249,13 +1231,20 @@ fn write_runs(
 /// Most runs [`ObjectStore::read_now`] reads on the caller's thread.
 pub const READ_NOW_RUNS_MAX: usize = 16;
 
-/// The pieces' bytes in request order, as (address, length) inside `mapping` below `size`
-/// and inside `ZEROS` past it, adjacent ones merged.
-fn mapped_slices(
-    mapping: Option<&Mapping>,
+/// The pieces' bytes in request order as slices: inside `mapping` below `size`, of `ZEROS`
+/// past it, adjacent ones merged. The bytes are only ever handed to the kernel (a `writev`
+/// into a socket, `process_vm_writev`), never read here.
+///
+/// # Safety
+/// `mapping` must cover the pieces' bytes below `size`, and the object must not shrink below
+/// `size` while the slices live: the caller holds the extent the pieces span (a truncate
+/// locks the whole object). A kept mapping may reach past the end of the file; no byte there
+/// is handed out.
+unsafe fn mapped_slices<'m>(
+    mapping: Option<&'m Mapping>,
     pieces: &[Piece],
     size: u64,
-) -> Vec<(*const u8, usize)> {
+) -> Vec<IoSlice<'m>> {
     let mut slices: Vec<(*const u8, usize)> = Vec::with_capacity(pieces.len());
     let mut add = |pointer: *const u8, length: usize| match slices.last_mut() {
         Some(last) if last.0.wrapping_add(last.1) == pointer && pointer != ZEROS.as_ptr() => {
@@ -1280,6 +1269,13 @@ fn mapped_slices(
         }
     }
     slices
+        .into_iter()
+        .map(|(pointer, length)| {
+            // SAFETY: each (pointer, length) lies inside `mapping`, which the slices borrow,
+            // below a size the caller holds steady, or inside the static ZEROS.
+            IoSlice::new(unsafe { std::slice::from_raw_parts(pointer, length) })
+        })
+        .collect()
 }
 
 /// Fills `target` from `offset` of `file` only from the page cache: `Some(true)` when all of
@@ -1537,16 +1533,27 @@ mod tests {
         check(&columns(128, 128), StoragePlan::Sieve);
     }
 
+    /// A store in `directory` with object 7 holding 1 MiB of a pattern, written just now (so
+    /// cached), and that pattern.
+    fn store_of_one_mib(directory: &Path) -> (ObjectStore, Vec<u8>) {
+        let store = ObjectStore::open(directory).unwrap();
+        store.create(7, 0).unwrap();
+        let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
+        store
+            .write(
+                7,
+                &[Piece::new(0, data.len() as u64)],
+                &data,
+                StoragePlan::PerPiece,
+            )
+            .unwrap();
+        (store, data)
+    }
+
     #[test]
     fn reads_of_cached_bytes_are_served_now_and_the_rest_left_to_a_blocking_thread() {
         let directory = tempfile::tempdir().unwrap();
-        let store = ObjectStore::open(directory.path()).unwrap();
-        store.create(7, 0).unwrap();
-        let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
-        let whole = [Piece::new(0, data.len() as u64)];
-        store
-            .write(7, &whole, &data, StoragePlan::PerPiece)
-            .unwrap();
+        let (store, data) = store_of_one_mib(directory.path());
         let pieces = [Piece::new(1000, 300_000), Piece::new(600_000, 200_000)];
         let mut now = vec![0xEEu8; 500_000];
         let outcome = store
@@ -1591,13 +1598,8 @@ mod tests {
     #[test]
     fn cached_reads_are_sent_from_the_mapping_in_request_order_under_their_extent() {
         let directory = tempfile::tempdir().unwrap();
-        let store = ObjectStore::open(directory.path()).unwrap();
-        store.create(7, 0).unwrap();
-        let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
+        let (store, data) = store_of_one_mib(directory.path());
         let whole = [Piece::new(0, data.len() as u64)];
-        store
-            .write(7, &whole, &data, StoragePlan::PerPiece)
-            .unwrap();
         let concat = |slices: &[IoSlice<'_>]| -> Vec<u8> {
             slices
                 .iter()

@@ -278,16 +278,21 @@ async fn skipped_request_data_leaves_the_stream_in_step() {
         .is_err());
 }
 
+/// The header of a read request with no body.
+fn read_request(request_id: u64) -> Header {
+    Header {
+        opcode: Opcode::Read as u8,
+        flags: 0,
+        request_id,
+        body_bytes: 0,
+        bulk_bytes: 0,
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_reply_the_peer_does_not_take_times_out() {
     let (mut connection, _client) = pipe(budget());
-    let request = Header {
-        opcode: Opcode::Read as u8,
-        flags: 0,
-        request_id: 3,
-        body_bytes: 0,
-        bulk_bytes: 0,
-    };
+    let request = read_request(3);
     let bulk = vec![0u8; PIPE_BYTES * 4];
     let start = Instant::now();
     let error = connection
@@ -320,13 +325,7 @@ fn read_reply(request: &Header, reply: &tessera_proto::IoReply, bulk: &[Vec<u8>]
 async fn a_reply_begun_now_sends_what_the_socket_takes_and_hands_back_the_rest() {
     let (server, mut client) = tokio::net::UnixStream::pair().unwrap();
     let mut connection = over(ServerStream::Unix(server), budget());
-    let request = Header {
-        opcode: Opcode::Read as u8,
-        flags: 0,
-        request_id: 9,
-        body_bytes: 0,
-        bulk_bytes: 0,
-    };
+    let request = read_request(9);
     let reply = tessera_proto::IoReply {
         bytes: 3 << 20,
         ..tessera_proto::IoReply::default()
