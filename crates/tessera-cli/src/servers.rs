@@ -100,8 +100,8 @@ pub struct IodArgs {
     /// picks a free port, logged at start). Without it nothing is recorded.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
-    /// How reads are served: `normal` (page cache, copied through a buffer), `mmap` (as
-    /// normal, same-host one-sided reads pushed from a mapping of the object) or `unified`
+    /// How reads are served: `normal` (page cache, copied through a buffer), `mmap` (reads
+    /// all in the page cache sent or pushed straight from a mapping of the object) or `unified`
     /// (the iod's own cache, hits sent straight from its buffers; docs/ARCHITECTURE.md).
     #[arg(long, default_value = "mmap", value_parser = clap::builder::ValueParser::new(str::parse::<tessera_iod::store::ServeMode>))]
     serve: tessera_iod::store::ServeMode,

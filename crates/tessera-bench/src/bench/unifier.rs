@@ -3,7 +3,8 @@
 //!
 //! The bench starts three private clusters of four iods, one per `tessera iod --serve` mode —
 //! `normal` (reads copied through a server buffer from the page cache), `mmap` (pushed from a
-//! mapping of the object over `local`) and `unified` (sent straight from the iod's own cache,
+//! mapping of the object over `local`, sent from it over tcp when all cached and at most
+//! 1 MiB) and `unified` (sent straight from the iod's own cache,
 //! whose budget `--cache-bytes` every iod of that cluster gets) — and runs the same three
 //! experiments on each, the methods interleaved within every repetition:
 //!

@@ -46,8 +46,10 @@ use crate::storage::{read_full, ObjectStorage, StorageObject};
 pub enum ServeMode {
     /// Through the page cache, copied into a request buffer, then sent or pushed.
     Normal,
-    /// As `Normal`, but one-sided reads from same-host clients are pushed straight from a
-    /// mapping of the object's page-cache pages (`ObjectStore::read_mapped`).
+    /// As `Normal`, but reads are served straight from a mapping of the object's page-cache
+    /// pages: one-sided reads from same-host clients are pushed from it
+    /// (`ObjectStore::read_mapped`), and a read of at most 1 MiB all in the page cache is sent
+    /// from it into the socket (`ObjectStore::read_mapped_now`).
     #[default]
     Mmap,
     /// Through the iod's own cache: hits are sent and pushed straight from its buffers.
