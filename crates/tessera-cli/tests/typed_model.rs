@@ -1155,7 +1155,9 @@ fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() 
         );
         let mut part = vec![0u8; 17];
         let report = view.read_at(3, &mut part).unwrap();
-        assert_eq!((report.requests, report.storage_pieces), (1, 1));
+        // One storage call, or none when the iod sends the cached bytes from its mapping.
+        assert_eq!(report.requests, 1);
+        assert!(report.storage_pieces <= 1, "{report:?}");
         assert_eq!(&part[..], &data[3..20]);
         let mut stream = 0usize;
         for period in 0..10 {
@@ -1172,7 +1174,8 @@ fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() 
         assert!(later.matches_layout());
         let mut back = vec![0u8; data.len() - datatype.size() as usize];
         let report = later.read_at(0, &mut back).unwrap();
-        assert_eq!((report.requests, report.storage_pieces), (1, 1));
+        assert_eq!(report.requests, 1);
+        assert!(report.storage_pieces <= 1, "{report:?}");
         assert_eq!(&back[..], &data[datatype.size() as usize..]);
     }
     let mut whole = vec![0u8; model.len()];

@@ -659,11 +659,13 @@ impl<S: ObjectStorage> Iod<S> {
         let length = usize::try_from(total).expect("bounded by the bulk limit");
         let small = matches!(storage, StoragePlan::Auto | StoragePlan::PerPiece)
             && total <= WORKER_COPY_BYTES_MAX;
-        // A small read all in the page cache goes out right here: in the mmap serve mode
-        // straight from the object's pages into the socket (what the socket does not take at
-        // once copied before the extent is let go), else read into a buffer first. The rest
-        // is read on a blocking thread, which also sizes (and so may zero) a larger buffer.
-        if small && mode != TransferMode::Multiple {
+        // A small read all in the page cache goes out right here: in the mmap serve mode, with
+        // the plan left to the iod, straight from the object's pages into the socket (what the
+        // socket does not take at once copied before the extent is let go), else read into a
+        // buffer first. The rest is read on a blocking thread, which also sizes (and so may
+        // zero) a larger buffer.
+        // A plan the client forced (per piece, batched, sieve) is followed to the letter.
+        if small && matches!(storage, StoragePlan::Auto) && mode != TransferMode::Multiple {
             let sent = self
                 .store
                 .read_mapped_now(handle, &pieces, |outcome, slices| {
