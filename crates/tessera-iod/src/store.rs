@@ -885,10 +885,12 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// object is open, the pieces lie below its end within [`MAPPED_SPAN_MAX`], their extent
     /// can be held at once (shared), and `mincore` finds every page of every run cached. Any
     /// number of runs: they cost no system call each (one `writev` takes up to 1024 slices,
-    /// and what it does not take is copied), and their pages are asked about together. `send` gets the outcome and the pieces' bytes in
-    /// request order as slices of a read-only mapping of the object; while it runs, the
-    /// extent is held, so no write changes them, and it must hand them to the kernel (a
-    /// `writev` into a socket copies them) or copy them before it returns. `None` otherwise:
+    /// and what it does not take is copied), and their pages are asked about together.
+    ///
+    /// `send` gets the outcome and the pieces' bytes in request order as slices of a
+    /// read-only mapping of the object; while it runs, the extent is held, so no write
+    /// changes them, and it must hand them to the kernel (a `writev` into a socket copies
+    /// them) or copy them before it returns. `None` otherwise:
     /// the caller reads through a buffer ([`ObjectStore::read_now`], [`ObjectStore::read`]).
     /// This saves the copy into a request buffer: over TCP a cached byte is then copied once
     /// on the server, into the socket.
