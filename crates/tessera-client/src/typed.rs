@@ -13,6 +13,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tessera_net::local::policy::Transfer;
 use tessera_net::{PieceData, PieceDataMut};
@@ -440,6 +441,7 @@ impl File {
             displacement,
             positions,
             matched,
+            kept: Arc::default(),
         };
         view.declare(&view.positions)?;
         Ok(view)
@@ -508,6 +510,20 @@ pub struct View {
     /// Where the view is one server's bytes of a pattern layout, in order: its calls are
     /// planned, and served, without a walk.
     matched: Option<MatchedView>,
+    /// The plan of the last call, shared by the view's clones.
+    kept: Arc<Mutex<Option<KeptPlan>>>,
+}
+
+/// One plan a view keeps for its next call: programs access the same range of a view call
+/// after call (a time step, a checkpoint), and such a call then skips the client's walk of
+/// the file type. Only the last plan is kept, so the cache holds one plan per view.
+#[derive(Debug)]
+struct KeptPlan {
+    start: u64,
+    end: u64,
+    /// Made for the view's file, whose layout and transfer policy (which decides whether a
+    /// plan lists its pieces, [`File::plan_typed`]) a view never changes.
+    plan: Arc<Plan>,
 }
 
 impl View {
@@ -590,10 +606,34 @@ impl View {
         }
     }
 
-    fn plan(&self, operation: &str, offset: u64, length: u64) -> Result<Plan, ClientError> {
+    /// The plan of a call of stream bytes `[offset, offset + length)`: the view's kept one
+    /// when the last call was of the same range (it was checked then), else a new one, which
+    /// is kept.
+    fn plan(&self, operation: &str, offset: u64, length: u64) -> Result<Arc<Plan>, ClientError> {
         let end = offset.checked_add(length).ok_or_else(|| {
             ClientError::InvalidArgument(format!("view range {offset}+{length} overflows"))
         })?;
+        let bulk_max = u64::from(MESSAGE_BULK_BYTES_MAX);
+        if let Some(matched) = self.matched {
+            check_range(
+                &self.file,
+                operation,
+                &self.filetype,
+                self.displacement,
+                offset,
+                end,
+            )?;
+            return Ok(Arc::new(Plan::matched(matched, offset, end, bulk_max)));
+        }
+        if let Some(kept) = self
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .filter(|kept| (kept.start, kept.end) == (offset, end))
+        {
+            return Ok(Arc::clone(&kept.plan));
+        }
         check_range(
             &self.file,
             operation,
@@ -602,15 +642,18 @@ impl View {
             offset,
             end,
         )?;
-        let bulk_max = u64::from(MESSAGE_BULK_BYTES_MAX);
-        Ok(match self.matched {
-            Some(matched) => Plan::matched(matched, offset, end, bulk_max),
-            None => self.file.plan_typed(
-                offset,
-                checked_runs(&self.filetype, self.displacement, offset, end)?,
-                bulk_max,
-            ),
-        })
+        let plan = Arc::new(self.file.plan_typed(
+            offset,
+            checked_runs(&self.filetype, self.displacement, offset, end)?,
+            bulk_max,
+        ));
+        // Planned without the lock, so calls of other ranges on clones do not wait.
+        *self.kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(KeptPlan {
+            start: offset,
+            end,
+            plan: Arc::clone(&plan),
+        });
+        Ok(plan)
     }
 
     fn write_runs(

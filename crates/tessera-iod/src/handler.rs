@@ -360,19 +360,44 @@ impl<S: ObjectStorage> Iod<S> {
     }
 
     /// Finds this server's share of a datatype range: without a walk for a view that matches
-    /// a pattern layout; inline when the range is small, or not too large and the type has no
-    /// holes; otherwise on a blocking thread (the walk may visit millions of segments).
+    /// a pattern layout or whose last request was of the same range
+    /// ([`KeptShare`](crate::views::KeptShare)); otherwise by a walk.
     async fn share(
         view: Declared,
         start: u64,
         end: u64,
         ranges: Vec<Piece>,
     ) -> Result<Share, RemoteError> {
-        let Declared { file, matched } = view;
+        let Declared {
+            file,
+            matched,
+            kept,
+        } = view;
         if let Some(matched) = matched {
             check_stream_ranges(&ranges, start, end)?;
             return matched.share(&file, start, end);
         }
+        let Some(kept) = kept else {
+            return Self::walk(file, start, end, ranges).await;
+        };
+        if let Some(share) = kept.get(start, end, &ranges) {
+            return Ok(share);
+        }
+        let key = ranges.clone();
+        let share = Self::walk(file, start, end, ranges).await?;
+        kept.keep(start, end, &key, &share);
+        Ok(share)
+    }
+
+    /// Walks `file` for this server's share of stream bytes `[start, end)`: inline when the
+    /// range is small, or not too large and the type has no holes; otherwise on a blocking
+    /// thread (the walk may visit millions of segments).
+    async fn walk(
+        file: Arc<FileType>,
+        start: u64,
+        end: u64,
+        ranges: Vec<Piece>,
+    ) -> Result<Share, RemoteError> {
         let bytes = end.saturating_sub(start);
         let holes = !file.filetype.is_dense()
             || u64::try_from(file.filetype.extent()).ok() != Some(file.filetype.size());

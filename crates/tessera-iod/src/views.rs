@@ -10,9 +10,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use tessera_proto::access::MatchedView;
-use tessera_proto::limits::IOD_VIEWS_MAX;
-use tessera_proto::{ErrorCode, FileType, RemoteError};
+use tessera_proto::access::{MatchedView, Share};
+use tessera_proto::limits::{IOD_VIEWS_MAX, IOD_VIEW_KEPT_PIECES_MAX};
+use tessera_proto::{ErrorCode, FileType, Piece, RemoteError};
 
 /// A declared view as its requests use it.
 #[derive(Debug, Clone)]
@@ -22,6 +22,9 @@ pub struct Declared {
     /// Where the view is one server's bytes of a pattern layout: its share of any range,
     /// without a walk (found once, at declaration).
     pub matched: Option<MatchedView>,
+    /// A declared view's last share, for its next request of the same range (none for the
+    /// type of a datatype request, which is not asked again).
+    pub kept: Option<Arc<KeptShare>>,
 }
 
 impl Declared {
@@ -31,7 +34,53 @@ impl Declared {
         Self {
             file: Arc::new(file),
             matched: None,
+            kept: None,
         }
+    }
+}
+
+/// The share of a view's last request: programs access the same range of a view call after
+/// call, and the next request of that range (with the same stream ranges) is then served
+/// without a walk. One share of at most [`IOD_VIEW_KEPT_PIECES_MAX`] pieces per view, so the
+/// table's views keep at most `IOD_VIEWS_MAX` such shares.
+#[derive(Debug, Default)]
+pub struct KeptShare(Mutex<Option<Kept>>);
+
+#[derive(Debug)]
+struct Kept {
+    start: u64,
+    end: u64,
+    ranges: Vec<Piece>,
+    share: Share,
+}
+
+impl KeptShare {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Kept>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The kept share of stream bytes `[start, end)` walked over `ranges`, if it is that one.
+    pub fn get(&self, start: u64, end: u64, ranges: &[Piece]) -> Option<Share> {
+        self.lock()
+            .as_ref()
+            .filter(|kept| (kept.start, kept.end, &kept.ranges[..]) == (start, end, ranges))
+            .map(|kept| kept.share.clone())
+    }
+
+    /// Keeps `share` of `[start, end)` over `ranges` in place of the last one, unless it has
+    /// more than [`IOD_VIEW_KEPT_PIECES_MAX`] pieces (the last one is then kept).
+    pub fn keep(&self, start: u64, end: u64, ranges: &[Piece], share: &Share) {
+        if share.pieces.len() > IOD_VIEW_KEPT_PIECES_MAX {
+            return;
+        }
+        *self.lock() = Some(Kept {
+            start,
+            end,
+            ranges: ranges.to_vec(),
+            share: share.clone(),
+        });
     }
 }
 
@@ -97,6 +146,7 @@ impl ViewTable {
                 view: Declared {
                     file: Arc::new(file),
                     matched,
+                    kept: Some(Arc::default()),
                 },
                 used: now,
             },
@@ -147,6 +197,32 @@ impl ViewTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_share_answers_only_its_own_range_and_a_large_one_is_not_kept() {
+        let kept = KeptShare::default();
+        let share = |pieces: usize| Share {
+            pieces: (0..pieces as u64).map(|i| Piece::new(i * 32, 16)).collect(),
+            bytes: pieces as u64 * 16,
+        };
+        let ranges = [Piece::new(0, 64), Piece::new(256, 64)];
+        assert_eq!(kept.get(0, 512, &ranges), None);
+        kept.keep(0, 512, &ranges, &share(8));
+        assert_eq!(kept.get(0, 512, &ranges), Some(share(8)));
+        assert_eq!(kept.get(0, 320, &ranges), None, "another end");
+        assert_eq!(kept.get(16, 512, &ranges), None, "another start");
+        assert_eq!(kept.get(0, 512, &ranges[..1]), None, "other ranges");
+        // Past the limit the share is not kept, and the last one stays.
+        kept.keep(0, 4096, &[], &share(IOD_VIEW_KEPT_PIECES_MAX + 1));
+        assert_eq!(kept.get(0, 4096, &[]), None);
+        assert_eq!(kept.get(0, 512, &ranges), Some(share(8)));
+        kept.keep(0, 4096, &[], &share(IOD_VIEW_KEPT_PIECES_MAX));
+        assert_eq!(
+            kept.get(0, 4096, &[]),
+            Some(share(IOD_VIEW_KEPT_PIECES_MAX))
+        );
+        assert_eq!(kept.get(0, 512, &ranges), None, "one share per view");
+    }
 
     #[test]
     fn redeclaring_is_idempotent_but_a_different_type_is_refused() {

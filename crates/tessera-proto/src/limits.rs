@@ -163,6 +163,10 @@ pub const PATTERN_RUNS_MAX: usize = 1 << 16;
 /// Most views an I/O server keeps declared; past it the least recently used is dropped and
 /// its client declares it again on next use.
 pub const IOD_VIEWS_MAX: usize = 4096;
+/// Most pieces of the share an iod keeps per view for the view's next request of the same
+/// range (16 bytes each: 16 KiB a view, so at most 64 MiB over `IOD_VIEWS_MAX` views). A
+/// larger share is walked again each time; its walk is small beside its transfer.
+pub const IOD_VIEW_KEPT_PIECES_MAX: usize = 1024;
 
 /// Most layout segments (of all servers) one datatype or view request may span: the work a
 /// server does to find its share of the request's range. Clients cut requests at half of it.

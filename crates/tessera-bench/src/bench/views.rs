@@ -13,7 +13,9 @@
 //! list piece on a file whose stripe unit is that quarter (one piece from one slice to one
 //! server, no type). Each call of every method is also broken into phases: the client's
 //! planning and the slowest server's type walk (timed apart after the calls, the walk with the
-//! iods' own `server_share`), and the call's send and reply times (`IoReport::send_ns`,
+//! iods' own `server_share`; what a view's first call of a range costs, since later calls of
+//! the same range reuse the view's kept plan and the iods' kept shares), and the call's send
+//! and reply times (`IoReport::send_ns`,
 //! `reply_ns`). Within a repetition each group of methods writes and then reads back, the
 //! groups in an order shuffled anew in each repetition ([`report::turn_order`]). List and view
 //! of one distribution on stripes form one group, whose calls take turns one by one within a
@@ -729,10 +731,11 @@ pub struct ViewsRow {
     pub declare_seconds: Option<f64>,
     /// Declaration time over one call's, % (views only).
     pub declare_overhead_pct: Option<f64>,
-    /// Views: the client's planning of one call, µs (measured apart, slowest process).
+    /// Views: the client's planning of a first call of the range, µs (measured apart, slowest
+    /// process; later calls reuse the view's kept plan).
     pub plan_us: Option<f64>,
-    /// Views: the slowest server's type walk of one call, µs (measured apart with the iod's
-    /// code, slowest process).
+    /// Views: the slowest server's type walk of a first request of the range, µs (measured
+    /// apart with the iod's code, slowest process; later requests reuse the kept share).
     pub server_walk_us: Option<f64>,
     /// Microseconds one call spent sending its requests (slowest process, median over the
     /// repetitions).
@@ -1168,7 +1171,7 @@ fn text(report: &Report<ViewsRow>, sizes: &[u64]) -> Result<String, String> {
          list I/O sends 16 bytes per {CYCLIC_BLOCK_BYTES}-byte piece here, so its overhead is a flat {:.0}% that grows in bytes with n^2; the paper's k grew with n, so its percentage fell; view I/O sends 16 bytes per request whatever n\n\
          \nFig. 3-4: (*,BLOCK) view, 64 KiB stripes vs matching (*,BLOCK) pattern layout (MiB/s; speedup of medians, of bests, and paired within each repetition); contiguous: each process's quarter as one list piece to one server (stripe unit = n*n/4); tcp: the transport alone, one loopback TCP stream per process, each call a round trip of a 1-byte request and its quarter back (no header, file or storage), the bound of both directions and of reads sent from the page cache; tcp+file: the same with the page-cache copy of a server that copies between socket and page cache (the receiver pwrites each write to a cached file, the sender preads each read from one), the bound of writes\n{fig34}\n\
          paper (Fig. 4): view I/O speedup grows with the matrix, up to 6x for writes and 4x for reads at 16 MB\n\
-         \nWhere a call's time goes (slowest process; client plan and the slowest server's type walk timed apart after the calls, the walk with the iods' code, and inside send (plan) or reply (walk); send = sending every request, a write's data as far as the sockets take it; reply = waiting for and reading the replies: the servers' walk and storage, the rest of a write's transfer, a read's data; other = the call's checks, planning and carving before the sends)\n{phases}\n\
+         \nWhere a call's time goes (slowest process; client plan and the slowest server's type walk timed apart after the calls, the walk with the iods' code: a view's first call of a range pays them inside send (plan) or reply (walk), the timed calls repeat one range and reuse the view's kept plan and the iods' kept shares; send = sending every request, a write's data as far as the sockets take it; reply = waiting for and reading the replies: the servers' walk and storage, the rest of a write's transfer, a read's data; other = the call's checks, planning and carving before the sends)\n{phases}\n\
          \n§4.3: view declaration time / one call, %\n{declare}\n\
          paper: under 12% (writes) and 10% (reads) for small matrices, about 1% for large ones, near 0 on the matching layout\n\
          verified: {}\n",
