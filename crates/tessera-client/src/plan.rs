@@ -134,6 +134,21 @@ pub struct CarvedRequest<S> {
 }
 
 impl Plan {
+    /// Entries the plan holds: stream chunks, and each request's pieces, piece ends and stream
+    /// ranges (8 to 16 bytes each). What keeping the plan costs in memory.
+    pub fn entries(&self) -> usize {
+        self.chunks.len()
+            + self
+                .requests
+                .iter()
+                .map(|request| {
+                    request.pieces.len()
+                        + request.piece_chunk_ends.len()
+                        + request.stream_ranges.as_ref().map_or(0, Vec::len)
+                })
+                .sum::<usize>()
+    }
+
     /// Plans `file_pieces` over `layout`. Zero-length pieces are skipped.
     pub fn new(layout: &Layout, file_pieces: &[Piece]) -> Self {
         Self::from_runs(layout, 0, file_pieces.iter().copied())
@@ -524,6 +539,19 @@ mod tests {
         // One range, the whole request: none named.
         let plan = Plan::from_runs(&layout, 0, [Piece::new(0, 64)]);
         assert!(plan.requests[0].stream_ranges().is_empty());
+    }
+
+    #[test]
+    fn a_plan_s_entries_count_its_chunks_lists_and_ranges() {
+        let layout: Layout = StripeLayout::new(64, vec![0, 1]).unwrap().into();
+        // 32-byte runs, one per stripe unit, alternate servers: 8 chunks; each server gets
+        // 4 pieces, 4 piece ends and 4 stream ranges, in a counted plan the ranges and one
+        // piece standing for the request's bytes.
+        let runs = (0..8).map(|k| Piece::new(k * 64, 32));
+        let plan = Plan::from_runs(&layout, 0, runs.clone());
+        assert_eq!(plan.entries(), 8 + 2 * (4 + 4 + 4));
+        let counted = Plan::counted_from_runs(&layout, 0, runs, u64::MAX);
+        assert_eq!(counted.entries(), 8 + 2 * (1 + 4));
     }
 
     #[test]

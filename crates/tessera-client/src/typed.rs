@@ -514,9 +514,15 @@ pub struct View {
     kept: Arc<Mutex<Option<KeptPlan>>>,
 }
 
+/// Most entries ([`Plan::entries`], 8 to 16 bytes each: at most 1 MiB) of the plan a view
+/// keeps for its next call; a larger plan is made anew on each call, where its walk is small
+/// beside the call's transfer.
+pub const VIEW_KEPT_PLAN_ENTRIES_MAX: usize = 65_536;
+
 /// One plan a view keeps for its next call: programs access the same range of a view call
 /// after call (a time step, a checkpoint), and such a call then skips the client's walk of
-/// the file type. Only the last plan is kept, so the cache holds one plan per view.
+/// the file type. Only the last plan is kept, if it has at most
+/// [`VIEW_KEPT_PLAN_ENTRIES_MAX`] entries: one plan per view.
 #[derive(Debug)]
 struct KeptPlan {
     start: u64,
@@ -648,11 +654,13 @@ impl View {
             bulk_max,
         ));
         // Planned without the lock, so calls of other ranges on clones do not wait.
-        *self.kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(KeptPlan {
-            start: offset,
-            end,
-            plan: Arc::clone(&plan),
-        });
+        if plan.entries() <= VIEW_KEPT_PLAN_ENTRIES_MAX {
+            *self.kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(KeptPlan {
+                start: offset,
+                end,
+                plan: Arc::clone(&plan),
+            });
+        }
         Ok(plan)
     }
 
