@@ -1076,16 +1076,15 @@ fn three_server_pattern() -> Vec<Datatype> {
         .collect()
 }
 
-#[test]
-fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() {
-    let cluster = Cluster::start(4);
-    let client = cluster.client();
-
-    // Columns 0..16 of 64-byte rows over 4 servers of 64-byte units: row r is on server
-    // r mod 4.
+/// A file of 64-byte rows over 4 servers of 64-byte units (row r on server r mod 4), and the
+/// type of columns 0..16 of its 64 rows.
+fn columns_of_rows(
+    client: &tessera_client::Client,
+    path: &str,
+) -> (tessera_client::File, Datatype) {
     let file = client
         .create(
-            "/rows",
+            path,
             &CreateOptions {
                 stripe_unit_bytes: 64,
                 server_count: 4,
@@ -1093,7 +1092,17 @@ fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() 
             },
         )
         .unwrap();
-    let columns = Datatype::vector(64, 16, 64, &byte()).unwrap();
+    (file, Datatype::vector(64, 16, 64, &byte()).unwrap())
+}
+
+#[test]
+fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() {
+    let cluster = Cluster::start(4);
+    let client = cluster.client();
+
+    // Columns 0..16 of 64-byte rows over 4 servers of 64-byte units: row r is on server
+    // r mod 4.
+    let (file, columns) = columns_of_rows(&client, "/rows");
     for mode in TransferMode::FRAMED {
         let mut file = file.clone();
         file.set_transfer_mode(mode);
@@ -1192,18 +1201,7 @@ fn view_io_sends_one_request_per_server_and_a_matching_pattern_view_one_piece() 
 fn a_view_reuses_the_plan_of_a_repeated_range_and_never_that_of_another() {
     let cluster = Cluster::start(4);
     let client = cluster.client();
-    // Columns 0..16 of 64-byte rows over 4 servers of 64-byte units.
-    let file = client
-        .create(
-            "/kept",
-            &CreateOptions {
-                stripe_unit_bytes: 64,
-                server_count: 4,
-                ..CreateOptions::default()
-            },
-        )
-        .unwrap();
-    let columns = Datatype::vector(64, 16, 64, &byte()).unwrap();
+    let (file, columns) = columns_of_rows(&client, "/kept");
     let view = file.set_view(0, &columns).unwrap();
     let mut model = vec![0u8; 1024];
     let check_file = |model: &[u8], what: &str| {

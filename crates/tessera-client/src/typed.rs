@@ -619,18 +619,6 @@ impl View {
         let end = offset.checked_add(length).ok_or_else(|| {
             ClientError::InvalidArgument(format!("view range {offset}+{length} overflows"))
         })?;
-        let bulk_max = u64::from(MESSAGE_BULK_BYTES_MAX);
-        if let Some(matched) = self.matched {
-            check_range(
-                &self.file,
-                operation,
-                &self.filetype,
-                self.displacement,
-                offset,
-                end,
-            )?;
-            return Ok(Arc::new(Plan::matched(matched, offset, end, bulk_max)));
-        }
         if let Some(kept) = self
             .kept
             .lock()
@@ -648,6 +636,11 @@ impl View {
             offset,
             end,
         )?;
+        let bulk_max = u64::from(MESSAGE_BULK_BYTES_MAX);
+        if let Some(matched) = self.matched {
+            // O(1), so never kept.
+            return Ok(Arc::new(Plan::matched(matched, offset, end, bulk_max)));
+        }
         let plan = Arc::new(self.file.plan_typed(
             offset,
             checked_runs(&self.filetype, self.displacement, offset, end)?,
