@@ -1464,7 +1464,11 @@ impl<S: ObjectStorage> Service for Iod<S> {
                     file,
                     ..
                 } = request.decode()?;
-                let result = self.views.declare(handle, view_id, file).map(|()| Empty {});
+                let body_bytes = request.body.len() as u64;
+                let result = self
+                    .views
+                    .declare(handle, view_id, file, body_bytes)
+                    .map(|()| Empty {});
                 Self::answer(connection, &header, result).await
             }
             Opcode::ReleaseView => {

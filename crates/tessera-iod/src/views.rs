@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tessera_proto::access::{MatchedView, Share};
-use tessera_proto::limits::{IOD_VIEWS_MAX, IOD_VIEW_KEPT_PIECES_MAX};
+use tessera_proto::limits::{IOD_VIEWS_BYTES_MAX, IOD_VIEWS_MAX, IOD_VIEW_KEPT_PIECES_MAX};
 use tessera_proto::{ErrorCode, FileType, Piece, RemoteError};
 
 /// A declared view as its requests use it.
@@ -88,13 +88,49 @@ impl KeptShare {
 struct Entry {
     view: Declared,
     used: u64,
+    /// Bytes the view counts against [`IOD_VIEWS_BYTES_MAX`].
+    bytes: u64,
 }
 
 #[derive(Debug, Default)]
 struct Table {
     views: HashMap<(u64, u64), Entry>,
     clock: u64,
+    /// Bytes of the views held.
+    bytes: u64,
 }
+
+impl Table {
+    fn remove(&mut self, key: (u64, u64)) {
+        if let Some(entry) = self.views.remove(&key) {
+            self.bytes -= entry.bytes;
+        }
+    }
+
+    /// Drops the least recently used views until one of `bytes` more fits both limits.
+    fn make_room(&mut self, bytes: u64) {
+        while !self.views.is_empty()
+            && (self.views.len() >= IOD_VIEWS_MAX || self.bytes + bytes > IOD_VIEWS_BYTES_MAX)
+        {
+            let oldest = self
+                .views
+                .iter()
+                .min_by_key(|(_, entry)| entry.used)
+                .map(|(&key, _)| key)
+                .expect("not empty");
+            self.remove(oldest);
+            tracing::debug!(
+                "views: dropped view {:#x} of handle {:#x} (iod_views_max {IOD_VIEWS_MAX}, \
+                 iod_views_bytes_max {IOD_VIEWS_BYTES_MAX})",
+                oldest.1,
+                oldest.0
+            );
+        }
+    }
+}
+
+/// Bytes a kept share may take at most (16 per piece).
+const KEPT_SHARE_BYTES_MAX: u64 = IOD_VIEW_KEPT_PIECES_MAX as u64 * 16;
 
 /// The declared views of one server.
 #[derive(Debug, Default)]
@@ -109,9 +145,16 @@ impl ViewTable {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Declares `view_id` of `handle`. Declaring the same file type again is harmless;
-    /// another file type under a declared id is refused.
-    pub fn declare(&self, handle: u64, view_id: u64, file: FileType) -> Result<(), RemoteError> {
+    /// Declares `view_id` of `handle`, whose declaration took `body_bytes` (counted, with the
+    /// most its kept share takes, against [`IOD_VIEWS_BYTES_MAX`]). Declaring the same file
+    /// type again is harmless; another file type under a declared id is refused.
+    pub fn declare(
+        &self,
+        handle: u64,
+        view_id: u64,
+        file: FileType,
+        body_bytes: u64,
+    ) -> Result<(), RemoteError> {
         let matched = MatchedView::of(&file.layout, &file.filetype, file.displacement);
         let mut table = self.lock();
         table.clock += 1;
@@ -126,20 +169,9 @@ impl ViewTable {
             entry.used = now;
             return Ok(());
         }
-        if table.views.len() >= IOD_VIEWS_MAX {
-            let oldest = table
-                .views
-                .iter()
-                .min_by_key(|(_, entry)| entry.used)
-                .map(|(&key, _)| key)
-                .expect("the table is full, so not empty");
-            table.views.remove(&oldest);
-            tracing::debug!(
-                "views: dropped view {:#x} of handle {:#x} (iod_views_max {IOD_VIEWS_MAX})",
-                oldest.1,
-                oldest.0
-            );
-        }
+        let bytes = body_bytes + KEPT_SHARE_BYTES_MAX;
+        table.make_room(bytes);
+        table.bytes += bytes;
         table.views.insert(
             (handle, view_id),
             Entry {
@@ -149,6 +181,7 @@ impl ViewTable {
                     kept: Some(Arc::default()),
                 },
                 used: now,
+                bytes,
             },
         );
         Ok(())
@@ -173,14 +206,26 @@ impl ViewTable {
 
     /// Forgets one view.
     pub fn release(&self, handle: u64, view_id: u64) {
-        self.lock().views.remove(&(handle, view_id));
+        self.lock().remove((handle, view_id));
     }
 
     /// Forgets every view of a handle.
     pub fn release_handle(&self, handle: u64) {
-        self.lock()
-            .views
-            .retain(|&(view_handle, _), _| view_handle != handle);
+        let mut table = self.lock();
+        let mut released = 0;
+        table.views.retain(|&(view_handle, _), entry| {
+            let keep = view_handle != handle;
+            if !keep {
+                released += entry.bytes;
+            }
+            keep
+        });
+        table.bytes -= released;
+    }
+
+    /// Bytes of the views held, as counted against [`IOD_VIEWS_BYTES_MAX`].
+    pub fn bytes(&self) -> u64 {
+        self.lock().bytes
     }
 
     /// Views held.
@@ -228,15 +273,15 @@ mod tests {
     fn redeclaring_is_idempotent_but_a_different_type_is_refused() {
         let views = ViewTable::default();
         let file = FileType::default();
-        views.declare(1, 7, file.clone()).unwrap();
-        views.declare(1, 7, file.clone()).unwrap();
+        views.declare(1, 7, file.clone(), 0).unwrap();
+        views.declare(1, 7, file.clone(), 0).unwrap();
         assert_eq!(views.len(), 1);
         let other = FileType {
             displacement: 8,
             ..file
         };
         assert_eq!(
-            views.declare(1, 7, other).unwrap_err().code,
+            views.declare(1, 7, other, 0).unwrap_err().code,
             ErrorCode::InvalidArgument
         );
         assert_eq!(views.get(1, 8).unwrap_err().code, ErrorCode::UnknownView);
@@ -260,7 +305,7 @@ mod tests {
             filetype: half(4),
             displacement: 16,
         };
-        views.declare(1, 1, file.clone()).unwrap();
+        views.declare(1, 1, file.clone(), 0).unwrap();
         let matched = views.get(1, 1).unwrap().matched;
         assert_eq!(
             matched,
@@ -273,7 +318,7 @@ mod tests {
             filetype: Datatype::byte(),
             ..file
         };
-        views.declare(1, 2, other).unwrap();
+        views.declare(1, 2, other, 0).unwrap();
         assert_eq!(views.get(1, 2).unwrap().matched, None);
     }
 
@@ -281,12 +326,38 @@ mod tests {
     fn the_least_recently_used_view_goes_first() {
         let views = ViewTable::default();
         for id in 0..IOD_VIEWS_MAX as u64 {
-            views.declare(1, id, FileType::default()).unwrap();
+            views.declare(1, id, FileType::default(), 0).unwrap();
         }
         views.get(1, 0).unwrap();
-        views.declare(1, u64::MAX, FileType::default()).unwrap();
+        views.declare(1, u64::MAX, FileType::default(), 0).unwrap();
         assert_eq!(views.len(), IOD_VIEWS_MAX);
         assert!(views.get(1, 0).is_ok(), "recently used view kept");
         assert_eq!(views.get(1, 1).unwrap_err().code, ErrorCode::UnknownView);
+    }
+
+    #[test]
+    fn past_the_byte_limit_the_least_recently_used_views_go_and_releases_give_bytes_back() {
+        let views = ViewTable::default();
+        // Each a third of the budget, so three never fit.
+        let body = IOD_VIEWS_BYTES_MAX / 3;
+        let charge = body + KEPT_SHARE_BYTES_MAX;
+        views.declare(1, 1, FileType::default(), body).unwrap();
+        views.declare(1, 2, FileType::default(), body).unwrap();
+        assert_eq!(views.bytes(), 2 * charge);
+        views.get(1, 1).unwrap();
+        views.declare(2, 3, FileType::default(), body).unwrap();
+        assert_eq!(views.len(), 2);
+        assert!(views.get(1, 1).is_ok(), "recently used view kept");
+        assert_eq!(views.get(1, 2).unwrap_err().code, ErrorCode::UnknownView);
+        assert_eq!(views.bytes(), 2 * charge);
+        // Declaring a held view again charges nothing more.
+        views.declare(2, 3, FileType::default(), body).unwrap();
+        assert_eq!(views.bytes(), 2 * charge);
+        views.release(1, 1);
+        assert_eq!(views.bytes(), charge);
+        views.declare(2, 4, FileType::default(), 10).unwrap();
+        views.release_handle(2);
+        assert!(views.is_empty());
+        assert_eq!(views.bytes(), 0);
     }
 }

@@ -167,6 +167,10 @@ pub const IOD_VIEWS_MAX: usize = 4096;
 /// range (16 bytes each: 16 KiB a view, so at most 64 MiB over `IOD_VIEWS_MAX` views). A
 /// larger share is walked again each time; its walk is small beside its transfer.
 pub const IOD_VIEW_KEPT_PIECES_MAX: usize = 1024;
+/// Most bytes of declared views an I/O server keeps, each view counted as its `DeclareView`
+/// body (its encoded layout and file type, up to 2 MiB) plus the most its kept share takes;
+/// past it the least recently used views are dropped, as past `IOD_VIEWS_MAX`.
+pub const IOD_VIEWS_BYTES_MAX: u64 = 256 << 20;
 
 /// Most layout segments (of all servers) one datatype or view request may span: the work a
 /// server does to find its share of the request's range. Clients cut requests at half of it.
