@@ -129,8 +129,8 @@ impl Table {
     }
 }
 
-/// Bytes a kept share may take at most (16 per piece).
-const KEPT_SHARE_BYTES_MAX: u64 = IOD_VIEW_KEPT_PIECES_MAX as u64 * 16;
+/// Bytes a kept share may take at most.
+const KEPT_SHARE_BYTES_MAX: u64 = (IOD_VIEW_KEPT_PIECES_MAX * std::mem::size_of::<Piece>()) as u64;
 
 /// The declared views of one server.
 #[derive(Debug, Default)]
@@ -212,15 +212,15 @@ impl ViewTable {
     /// Forgets every view of a handle.
     pub fn release_handle(&self, handle: u64) {
         let mut table = self.lock();
-        let mut released = 0;
-        table.views.retain(|&(view_handle, _), entry| {
-            let keep = view_handle != handle;
-            if !keep {
-                released += entry.bytes;
-            }
-            keep
-        });
-        table.bytes -= released;
+        let released: Vec<(u64, u64)> = table
+            .views
+            .keys()
+            .filter(|&&(view_handle, _)| view_handle == handle)
+            .copied()
+            .collect();
+        for key in released {
+            table.remove(key);
+        }
     }
 
     /// Bytes of the views held, as counted against [`IOD_VIEWS_BYTES_MAX`].
