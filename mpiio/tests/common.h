@@ -28,10 +28,20 @@ static int test_rank(void) {
         }                                                                                  \
     } while (0)
 
+/* The shim's latest message (docs/MPIIO.md, Errors), when the shim is loaded: MPICH's
+ * MPI_Error_string gives only the class's text, which does not say what failed. */
+extern const char *tessera_mpiio_last_error(void) __attribute__((weak));
+
 static const char *error_text(int code) {
-    static char text[MPI_MAX_ERROR_STRING];
+    static char text[MPI_MAX_ERROR_STRING + 1024];
     int length = 0;
     MPI_Error_string(code, text, &length);
+    if (tessera_mpiio_last_error != NULL && code != MPI_SUCCESS) {
+        const char *last = tessera_mpiio_last_error();
+        if (last != NULL && last[0] != '\0' && strstr(text, last) == NULL)
+            snprintf(text + strlen(text), sizeof text - strlen(text), " (the shim's latest "
+                     "message: %s)", last);
+    }
     return text;
 }
 

@@ -5,7 +5,7 @@
 mod common;
 
 use common::Cluster;
-use tessera_client::shared_pointer::SHARED_POINTER_DIR;
+use tessera_client::shared_pointer::{SHARED_POINTER_DIR, SHARED_POINTER_OPEN_TRIES_MAX};
 use tessera_client::{CreateOptions, SharedPointer};
 
 fn names(client: &tessera_client::Client) -> Vec<String> {
@@ -84,4 +84,61 @@ fn a_pointer_swept_from_under_it_reports_the_loss() {
             }
         }
     }
+}
+
+/// Opens racing sweeps, as when jobs open one file at once: every round, three holders (each
+/// with its own client, as separate processes) open one new name and count on it while a
+/// sweeper sweeps the name's prefix over and over, fewer times than an open tries. No holder
+/// may fail, and the pointer must count every holder's add once (a sweep that removed a held
+/// side file would restart the count or fail an add).
+#[test]
+fn opens_racing_sweeps_keep_one_pointer_that_counts_every_add() {
+    const ROUNDS: usize = 100;
+    const HOLDERS: usize = 3;
+    // Each sweep removes a name at most once; an open gives up after its tries.
+    const SWEEPS_PER_ROUND: usize = SHARED_POINTER_OPEN_TRIES_MAX / 2;
+    let cluster = Cluster::start(2);
+    let sweeping = cluster.client();
+    let holding: Vec<_> = (0..HOLDERS).map(|_| cluster.client()).collect();
+    let mut swept_under_opens = 0;
+    for round in 0..ROUNDS {
+        let prefix = format!("{round:04x}-");
+        let name = format!("{prefix}live");
+        let (removed, held) = std::thread::scope(|scope| {
+            let sweeper = scope.spawn(|| {
+                (0..SWEEPS_PER_ROUND)
+                    .map(|_| SharedPointer::sweep(&sweeping, &prefix).expect("sweep"))
+                    .sum::<usize>()
+            });
+            // Each holder hands its pointer back, so that all hold at once until every one
+            // has counted, as the processes of one open do until close.
+            let holders: Vec<_> = holding
+                .iter()
+                .map(|client| {
+                    scope.spawn(|| {
+                        let pointer = SharedPointer::open(client, &name)?;
+                        let before = pointer.fetch_add(1)?;
+                        Ok::<_, tessera_client::ClientError>((pointer, before))
+                    })
+                })
+                .collect();
+            let held: Vec<_> = holders
+                .into_iter()
+                .map(|holder| holder.join().expect("holder"))
+                .collect();
+            (sweeper.join().expect("sweeper"), held)
+        });
+        let mut before: Vec<u64> = held
+            .into_iter()
+            .map(|outcome| {
+                outcome
+                    .unwrap_or_else(|error| panic!("round {round}: {error}"))
+                    .1
+            })
+            .collect();
+        before.sort_unstable();
+        assert_eq!(before, [0, 1, 2], "round {round}: the adds of the holders");
+        swept_under_opens += removed;
+    }
+    eprintln!("{swept_under_opens} side files swept while being opened, over {ROUNDS} rounds");
 }

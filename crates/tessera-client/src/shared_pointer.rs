@@ -73,8 +73,10 @@ const SHARED_POINTER_SWEEP_LEASE: Duration = Duration::from_secs(5);
 pub const SHARED_POINTER_SWEEP_MAX: usize = 256;
 
 /// Most times [`SharedPointer::open`] makes the side file again after a sweep removed it
-/// between the create and the hold.
-const SHARED_POINTER_OPEN_TRIES_MAX: usize = 4;
+/// between the create and the hold. One sweep looks at each name once, so an open fails
+/// only if this many sweeps of its prefix (opens of the same file by other jobs) each hit
+/// the moment between its create and its hold.
+pub const SHARED_POINTER_OPEN_TRIES_MAX: usize = 16;
 
 const _: () =
     assert!(SHARED_POINTER_HOLD_RENEW.as_millis() * 3 <= SHARED_POINTER_HOLD_LEASE.as_millis());

@@ -73,6 +73,11 @@ impl Default for MdsOptions {
 /// asking it again: requests that need a stopped iod then cost one timeout, not one each.
 const IOD_RETRY_AFTER: Duration = Duration::from_secs(5);
 
+/// Most times a create plans again because the existing file it was to return was removed
+/// between the plan and the reply (an unlink or a rename onto the name won the race): past
+/// this it answers `Busy`.
+const CREATE_PLANS_MAX: usize = 8;
+
 /// The layout epoch capabilities carry: a file's layout never changes after its create, so
 /// every capability names epoch 1 (a re-layout would sign a higher one).
 const LAYOUT_EPOCH: u64 = 1;
@@ -273,6 +278,28 @@ impl Inner {
         })
     }
 
+    /// The attributes of the file that `path` named when it was looked up as `handle`, or
+    /// `None` if the file was removed since (its objects are gone and so is its handle): the
+    /// path no longer names it.
+    fn attr_at(&self, path: &str, handle: u64, inode: &Inode) -> Result<Option<Attr>, RemoteError> {
+        match self.attr(handle, inode) {
+            Err(error) if error.code == ErrorCode::UnknownHandle => {
+                match self.namespace.get(handle) {
+                    Err(gone) if gone.code == ErrorCode::UnknownHandle => Ok(None),
+                    // Still in the namespace: its object is missing (SEMANTICS.md §8).
+                    _ => Err(RemoteError::new(
+                        error.code,
+                        format!("{path}: {}", error.message),
+                    )),
+                }
+            }
+            other => other.map(Some),
+        }
+    }
+
+    /// A create, planned again while an unlink or rename removes the existing file it was to
+    /// return (up to [`CREATE_PLANS_MAX`] times): a non-exclusive create then makes the name
+    /// anew or returns the file that took it, never an error for the file that went.
     fn create_objects(&self, request: &Create) -> Result<Attr, RemoteError> {
         check_cache_unit_bytes(u64::from(request.cache_unit_bytes)).map_err(|reason| {
             RemoteError::new(
@@ -281,10 +308,29 @@ impl Inner {
             )
         })?;
         let caller = caller_of(&request.credentials);
-        let plan = self.namespace.plan_create(&caller, request)?;
+        for _ in 0..CREATE_PLANS_MAX {
+            if let Some(attr) = self.create_once(&caller, request)? {
+                return Ok(attr);
+            }
+        }
+        Err(RemoteError::new(
+            ErrorCode::Busy,
+            format!(
+                "creating {}: the file it names was removed under the create {CREATE_PLANS_MAX} times; try again",
+                request.path
+            ),
+        ))
+    }
+
+    /// One try of [`Inner::create_objects`]: `None` when the existing file it was to return
+    /// went meanwhile.
+    fn create_once(&self, caller: &Caller, request: &Create) -> Result<Option<Attr>, RemoteError> {
+        let plan = self.namespace.plan_create(caller, request)?;
         let (handle, inode) = match plan {
             // An existing file, opened for reading and writing (checked by the plan).
-            CreatePlan::Existing(handle, inode) => return self.attr(handle, &inode),
+            CreatePlan::Existing(handle, inode) => {
+                return self.attr_at(&request.path, handle, &inode)
+            }
             CreatePlan::New(handle, inode) => (handle, inode),
         };
         // The iods keep the unit with each object; without a hint a finely striped file
@@ -311,17 +357,14 @@ impl Inner {
                 ));
             }
         }
-        match self.namespace.commit_create(
-            &caller,
-            &request.path,
-            handle,
-            &inode,
-            request.exclusive,
-        ) {
-            Ok((winner, winner_inode, true)) => winner_inode.attr(winner, 0),
+        match self
+            .namespace
+            .commit_create(caller, &request.path, handle, &inode, request.exclusive)
+        {
+            Ok((winner, winner_inode, true)) => winner_inode.attr(winner, 0).map(Some),
             Ok((winner, winner_inode, false)) => {
                 let _ = self.remove_objects(handle, &inode);
-                self.attr(winner, &winner_inode)
+                self.attr_at(&request.path, winner, &winner_inode)
             }
             Err(error) => {
                 let _ = self.remove_objects(handle, &inode);
@@ -388,7 +431,14 @@ impl Inner {
                 body(
                     self.namespace
                         .lookup(&caller_of(&credentials), &path)
-                        .and_then(|(handle, inode)| self.attr(handle, &inode)),
+                        .and_then(|(handle, inode)| {
+                            self.attr_at(&path, handle, &inode)?.ok_or_else(|| {
+                                RemoteError::new(
+                                    ErrorCode::NotFound,
+                                    format!("{path}: removed while it was looked up"),
+                                )
+                            })
+                        }),
                 )
             }
             Opcode::StatHandle => {
