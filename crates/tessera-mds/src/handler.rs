@@ -278,22 +278,26 @@ impl Inner {
         })
     }
 
+    /// Whether `error`, from a call on the file found as `handle`, means that the file was
+    /// removed since it was looked up (an unlink, or a rename onto its name): its objects are
+    /// gone and so is its handle. An object missing from a file still in the namespace is not
+    /// that (SEMANTICS.md §8).
+    fn removed_since_lookup(&self, handle: u64, error: &RemoteError) -> bool {
+        error.code == ErrorCode::UnknownHandle
+            && matches!(self.namespace.get(handle), Err(gone) if gone.code == ErrorCode::UnknownHandle)
+    }
+
     /// The attributes of the file that `path` named when it was looked up as `handle`, or
-    /// `None` if the file was removed since (its objects are gone and so is its handle): the
-    /// path no longer names it.
+    /// `None` if the file was removed since: the path no longer names it.
     fn attr_at(&self, path: &str, handle: u64, inode: &Inode) -> Result<Option<Attr>, RemoteError> {
         match self.attr(handle, inode) {
-            Err(error) if error.code == ErrorCode::UnknownHandle => {
-                match self.namespace.get(handle) {
-                    Err(gone) if gone.code == ErrorCode::UnknownHandle => Ok(None),
-                    // Still in the namespace: its object is missing (SEMANTICS.md §8).
-                    _ => Err(RemoteError::new(
-                        error.code,
-                        format!("{path}: {}", error.message),
-                    )),
-                }
-            }
-            other => other.map(Some),
+            Ok(attr) => Ok(Some(attr)),
+            Err(error) if self.removed_since_lookup(handle, &error) => Ok(None),
+            Err(error) if error.code == ErrorCode::UnknownHandle => Err(RemoteError::new(
+                error.code,
+                format!("{path}: {}", error.message),
+            )),
+            Err(error) => Err(error),
         }
     }
 
@@ -391,12 +395,24 @@ impl Inner {
                 format!("{} is a directory", request.path),
             ));
         };
-        for (position, &server) in layout.servers().iter().enumerate() {
-            let size = layout.local_size(position, request.size);
-            self.iod_call(server, &ObjectTruncate { handle, size })?;
+        let truncated = layout
+            .servers()
+            .iter()
+            .enumerate()
+            .try_for_each(|(position, &server)| {
+                let size = layout.local_size(position, request.size);
+                self.iod_call(server, &ObjectTruncate { handle, size })
+                    .map(drop)
+            })
+            .and_then(|()| self.namespace.touch(handle));
+        match truncated {
+            Ok(inode) => inode.attr(handle, request.size),
+            Err(error) if self.removed_since_lookup(handle, &error) => Err(RemoteError::new(
+                ErrorCode::NotFound,
+                format!("{}: removed while it was truncated", request.path),
+            )),
+            Err(error) => Err(error),
         }
-        let inode = self.namespace.touch(handle)?;
-        inode.attr(handle, request.size)
     }
 
     fn serve(&self, request: &Incoming) -> Result<Vec<u8>, Result<RemoteError, ConnectionError>> {

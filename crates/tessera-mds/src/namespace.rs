@@ -275,6 +275,14 @@ fn encode_inode(inode: &Inode) -> Result<Vec<u8>, RemoteError> {
     postcard::to_allocvec(inode).map_err(record_error)
 }
 
+/// The error for a handle the namespace does not hold.
+fn unknown_handle(handle: u64) -> RemoteError {
+    RemoteError::new(
+        ErrorCode::UnknownHandle,
+        format!("no file with handle {handle:#x}"),
+    )
+}
+
 fn read_inode(
     table: &impl ReadableTable<u64, &'static [u8]>,
     handle: u64,
@@ -642,12 +650,7 @@ impl Namespace {
             inodes
                 .get(handle)
                 .map_err(store_error)?
-                .ok_or_else(|| {
-                    RemoteError::new(
-                        ErrorCode::UnknownHandle,
-                        format!("no file with handle {handle:#x}"),
-                    )
-                })
+                .ok_or_else(|| unknown_handle(handle))
                 .and_then(|guard| decode_inode(guard.value()))
         })
     }
@@ -1143,14 +1146,18 @@ impl Namespace {
         })
     }
 
-    /// Records a change of the data of `handle` (truncate) in its times.
+    /// Records a change of the data of `handle` (truncate) in its times. A handle that is no
+    /// longer in the namespace (the file was removed meanwhile) is `UnknownHandle`.
     pub fn touch(&self, handle: u64) -> Result<Inode, RemoteError> {
         self.store.write(|db| {
             let txn = db.begin_write().map_err(store_error)?;
             let inode;
             {
                 let mut inodes = txn.open_table(INODES).map_err(store_error)?;
-                let mut current = read_inode(&inodes, handle)?;
+                let mut current = match inodes.get(handle).map_err(store_error)? {
+                    Some(guard) => decode_inode(guard.value())?,
+                    None => return Err(unknown_handle(handle)),
+                };
                 let now = now_ns();
                 current.mtime_ns = now;
                 current.ctime_ns = now;
@@ -1361,6 +1368,23 @@ mod tests {
         drop(namespace);
         let err = Namespace::open_store(&db, 3, 65536).unwrap_err();
         assert!(err.message.contains("--servers 4"), "{}", err.message);
+    }
+
+    /// A truncate or stat racing an unlink finds the handle gone: `UnknownHandle`, which the
+    /// handler turns into `NotFound` for the path (never `Internal`).
+    #[test]
+    fn a_removed_file_s_handle_is_unknown_to_get_and_touch() {
+        let dir = tempfile::tempdir().unwrap();
+        let namespace = open_owned(&dir.path().join("m.redb"), 1);
+        let file = create(&namespace, "/f");
+        assert!(namespace.touch(file).is_ok());
+        namespace.remove(&Caller::root(), "/f", false).unwrap();
+        assert_eq!(
+            namespace.get(file).unwrap_err().code,
+            ErrorCode::UnknownHandle
+        );
+        let error = namespace.touch(file).unwrap_err();
+        assert_eq!(error.code, ErrorCode::UnknownHandle, "{}", error.message);
     }
 
     #[test]
