@@ -287,6 +287,15 @@ impl Inner {
             && matches!(self.namespace.get(handle), Err(gone) if gone.code == ErrorCode::UnknownHandle)
     }
 
+    /// The answer to a call on `path` whose file was removed during `doing` (see
+    /// [`Inner::removed_since_lookup`]): the path no longer names a file.
+    fn removed_during(path: &str, doing: &str) -> RemoteError {
+        RemoteError::new(
+            ErrorCode::NotFound,
+            format!("{path}: removed while it was {doing}"),
+        )
+    }
+
     /// The attributes of the file that `path` named when it was looked up as `handle`, or
     /// `None` if the file was removed since: the path no longer names it.
     fn attr_at(&self, path: &str, handle: u64, inode: &Inode) -> Result<Option<Attr>, RemoteError> {
@@ -407,10 +416,9 @@ impl Inner {
             .and_then(|()| self.namespace.touch(handle));
         match truncated {
             Ok(inode) => inode.attr(handle, request.size),
-            Err(error) if self.removed_since_lookup(handle, &error) => Err(RemoteError::new(
-                ErrorCode::NotFound,
-                format!("{}: removed while it was truncated", request.path),
-            )),
+            Err(error) if self.removed_since_lookup(handle, &error) => {
+                Err(Self::removed_during(&request.path, "truncated"))
+            }
             Err(error) => Err(error),
         }
     }
@@ -448,12 +456,8 @@ impl Inner {
                     self.namespace
                         .lookup(&caller_of(&credentials), &path)
                         .and_then(|(handle, inode)| {
-                            self.attr_at(&path, handle, &inode)?.ok_or_else(|| {
-                                RemoteError::new(
-                                    ErrorCode::NotFound,
-                                    format!("{path}: removed while it was looked up"),
-                                )
-                            })
+                            self.attr_at(&path, handle, &inode)?
+                                .ok_or_else(|| Self::removed_during(&path, "looked up"))
                         }),
                 )
             }
