@@ -28,7 +28,7 @@ use tessera_proto::limits::{
     CREDENTIAL_GROUPS_MAX, FILE_BYTES_MAX, HEADER_BYTES, HOST_NAME_BYTES_MAX, MAC_BYTES,
 };
 use tessera_proto::{
-    AgentSign, AgentSigned, Attr, CacheCounters, Capability, Challenge, Chmod, Chown,
+    AgentSign, AgentSigned, Attr, Binding, CacheCounters, Capability, Challenge, Chmod, Chown,
     CollectiveTag, Create, Credentials, Datatype, DeclareView, Demote, DemoteOffer, DemoteReply,
     DemoteWanted, DirEntry, Empty, ErrorCode, FileKind, FileType, HandlesLive, HandlesLiveReply,
     Header, Hello, IoReply, Layout, LeaseAcquire, LeaseAcquireReply, LeaseListen, LeaseRevoke,
@@ -40,7 +40,7 @@ use tessera_proto::{
     ServerStatsReply, ShareRegion, Stat, StatHandle, Statfs, StatfsReply, StorageCounters,
     StoragePlan, StripeLayout, TransferMode, Truncate, Unlink, UnlinkReply, UnlockRange,
     WantedFlags, Welcome, Wire, WireError, Write, WriteCollective, WriteType, WriteView,
-    CHOWN_UNCHANGED, ROLE_IOD,
+    CHOWN_UNCHANGED, ROLE_IOD, ROLE_MDS,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -422,20 +422,26 @@ pub fn fuzz_handshake(data: &[u8]) -> HandshakeOutcome {
     }
     if let Some(sign) = check::<AgentSign>(data) {
         outcome.decoded.push("agent-sign");
-        agent_answer(&sign.nonce);
+        agent_answer(&sign.binding);
     }
     if let Some(signed) = check::<AgentSigned>(data) {
         outcome.decoded.push("agent-signed");
-        // An agent's answer is a Hello followed by the welcome to expect.
+        // An agent's answer is the credential, the proof and the welcome to expect.
+        assert_eq!(
+            [
+                &signed.credentials.to_body()[..],
+                &signed.proof.0,
+                &signed.welcome.0
+            ]
+            .concat(),
+            data,
+            "AgentSigned is not credential | proof | welcome"
+        );
         let hello = Hello {
             credentials: signed.credentials,
+            client_nonce: fuzz_client_nonce(),
             proof: signed.proof,
         };
-        assert_eq!(
-            hello.to_body(),
-            data[..data.len() - MAC_BYTES],
-            "AgentSigned is not Hello | welcome"
-        );
         outcome.accepted |= accept_hello(&hello);
     }
     if let Some(credentials) = check::<Credentials>(data) {
@@ -468,18 +474,16 @@ pub fn fuzz_handshake(data: &[u8]) -> HandshakeOutcome {
 fn accept_hello(hello: &Hello) -> bool {
     let key = fuzz_key();
     let challenge = handshake_challenge();
+    let binding = binding_of(&challenge, hello.client_nonce);
     let genuine = verify_credentials(&key, &hello.credentials).is_ok()
-        && hello.proof == hello_proof(&key, &challenge.nonce, &hello.credentials);
+        && hello.proof == hello_proof(&key, &binding, &hello.credentials);
     match handshake_server().accept(&challenge, hello) {
         Ok(welcome) => {
             assert!(
                 genuine,
                 "accepted a Hello whose credential or proof is wrong: {hello:?}"
             );
-            assert_eq!(
-                welcome.proof,
-                welcome_proof(&key, &challenge.nonce, &hello.proof)
-            );
+            assert_eq!(welcome.proof, welcome_proof(&key, &binding, &hello.proof));
             check::<Welcome>(&welcome.to_body()).expect("a welcome round-trips");
             // Replayed on another connection, or shown to another cluster: refused.
             let mut next = challenge.clone();
@@ -493,6 +497,14 @@ fn accept_hello(hello: &Hello) -> bool {
                 stranger.accept(&challenge, hello).is_err(),
                 "a Hello was accepted with another key"
             );
+            // Relayed to another server of the same cluster: refused (it was made for iod 3).
+            for (role, index) in [(ROLE_IOD, 4), (ROLE_MDS, 0)] {
+                let other = ServerAuth::new(key.clone(), role, index);
+                assert!(
+                    other.accept(&challenge, hello).is_err(),
+                    "a Hello made for iod 3 was accepted by role {role} index {index}"
+                );
+            }
             true
         }
         Err(err) => {
@@ -508,46 +520,60 @@ fn accept_hello(hello: &Hello) -> bool {
 fn answer_challenge(challenge: &Challenge) {
     static SIGNER: OnceLock<KeySigner> = OnceLock::new();
     let signer = SIGNER.get_or_init(|| KeySigner::server(fuzz_key()));
-    let answer = signer
-        .answer(&challenge.nonce)
+    let (hello, expected) = signer
+        .hello(challenge)
         .expect("a key holder always answers");
-    let hello = Hello {
-        credentials: answer.credentials,
-        proof: answer.proof,
-    };
     let server = ServerAuth::new(fuzz_key(), challenge.role, challenge.server_index);
-    let welcome = server
-        .accept(challenge, &hello)
-        .expect("the server accepts a key holder's answer");
+    let accepted = server.accept(challenge, &hello);
+    if challenge.cluster_id != fuzz_key().cluster_id() {
+        // The answer is bound to the cluster the challenge named, not the server's.
+        assert!(
+            accepted.is_err(),
+            "a proof for another cluster was accepted"
+        );
+        return;
+    }
+    let welcome = accepted.expect("the server accepts a key holder's answer");
     assert_eq!(
-        welcome.proof, answer.welcome,
+        welcome.proof, expected,
         "the welcome is not the one the client expects"
     );
 }
 
-/// The agent's answer for a decoded nonce, made as `tessera agent` makes it (for a fixed
-/// caller): the server that sent the nonce accepts it.
-fn agent_answer(nonce: &Nonce) {
+/// The agent's answer for a decoded binding, made as `tessera agent` makes it (for a fixed
+/// caller): the server the binding names accepts it on the connection it names, exactly when
+/// that server is of this cluster.
+fn agent_answer(binding: &Binding) {
     let key = fuzz_key();
     let credentials = credentials();
-    let proof = hello_proof(&key, nonce, &credentials);
+    let proof = hello_proof(&key, binding, &credentials);
     let signed = AgentSigned {
-        welcome: welcome_proof(&key, nonce, &proof),
+        welcome: welcome_proof(&key, binding, &proof),
         credentials,
         proof,
     };
     let reply = check::<AgentSigned>(&signed.to_body()).expect("the agent's answer round-trips");
     let challenge = Challenge {
-        nonce: *nonce,
-        ..handshake_challenge()
+        role: binding.role,
+        server_index: binding.server_index,
+        cluster_id: binding.cluster_id,
+        nonce: binding.server_nonce,
     };
     let hello = Hello {
         credentials: reply.credentials,
+        client_nonce: binding.client_nonce,
         proof: reply.proof,
     };
-    let welcome = handshake_server()
-        .accept(&challenge, &hello)
-        .expect("the server accepts the agent's answer");
+    let server = ServerAuth::new(key.clone(), binding.role, binding.server_index);
+    let accepted = server.accept(&challenge, &hello);
+    if binding.cluster_id != key.cluster_id() {
+        assert!(
+            accepted.is_err(),
+            "a proof for another cluster was accepted"
+        );
+        return;
+    }
+    let welcome = accepted.expect("the server accepts the agent's answer");
     assert_eq!(welcome.proof, reply.welcome);
 }
 
@@ -998,8 +1024,9 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     // Hello and the server's Welcome, and the agent's signing of the same answer.
     let challenge = handshake_challenge();
     let hello = valid_hello(&challenge);
+    let binding = binding_of(&challenge, hello.client_nonce);
     let welcome = Welcome {
-        proof: welcome_proof(&fuzz_key(), &challenge.nonce, &hello.proof),
+        proof: welcome_proof(&fuzz_key(), &binding, &hello.proof),
     };
     seeds.push((
         "challenge".into(),
@@ -1014,9 +1041,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     seeds.extend(exchange(
         "agent-sign",
         Opcode::AgentSign,
-        &AgentSign {
-            nonce: challenge.nonce,
-        },
+        &AgentSign { binding },
         &signed,
     ));
     seeds.extend(exchange(
@@ -1544,11 +1569,29 @@ pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// The client nonce of the seeds' handshakes.
+fn fuzz_client_nonce() -> Nonce {
+    Nonce([0x3C; 32])
+}
+
+/// What a client's proofs for `challenge` are bound to, with its nonce `client_nonce`.
+fn binding_of(challenge: &Challenge, client_nonce: Nonce) -> Binding {
+    Binding {
+        role: challenge.role,
+        server_index: challenge.server_index,
+        cluster_id: challenge.cluster_id,
+        server_nonce: challenge.nonce,
+        client_nonce,
+    }
+}
+
 /// The `Hello` a client holding [`fuzz_key`] sends for `challenge`.
 fn valid_hello(challenge: &Challenge) -> Hello {
     let credentials = credentials();
+    let binding = binding_of(challenge, fuzz_client_nonce());
     Hello {
-        proof: hello_proof(&fuzz_key(), &challenge.nonce, &credentials),
+        proof: hello_proof(&fuzz_key(), &binding, &credentials),
+        client_nonce: binding.client_nonce,
         credentials,
     }
 }
@@ -1568,9 +1611,30 @@ pub fn handshake_seeds() -> Vec<(String, Vec<u8>)> {
     let challenge = handshake_challenge();
     let nonce = challenge.nonce;
     let hello = valid_hello(&challenge);
-    let with = |credentials: Credentials, key: &ClusterKey, nonce: &Nonce| Hello {
-        proof: hello_proof(key, nonce, &credentials),
-        credentials,
+    let binding = binding_of(&challenge, fuzz_client_nonce());
+    let with = |credentials: Credentials, key: &ClusterKey, nonce: &Nonce| {
+        let binding = Binding {
+            server_nonce: *nonce,
+            ..binding_of(&challenge, fuzz_client_nonce())
+        };
+        Hello {
+            proof: hello_proof(key, &binding, &credentials),
+            client_nonce: binding.client_nonce,
+            credentials,
+        }
+    };
+    // Made for iod 4 of this cluster (a squatter relaying iod 3's nonce): iod 3 refuses it.
+    let for_other_server = {
+        let binding = Binding {
+            server_index: 4,
+            ..binding.clone()
+        };
+        let credentials = credentials();
+        Hello {
+            proof: hello_proof(&key, &binding, &credentials),
+            client_nonce: binding.client_nonce,
+            credentials,
+        }
     };
     let server = signed(&key, |c| {
         c.principal = Principal::Server;
@@ -1589,7 +1653,7 @@ pub fn handshake_seeds() -> Vec<(String, Vec<u8>)> {
     let mut other_nonce = nonce;
     other_nonce.0[31] ^= 0x80;
     let welcome = Welcome {
-        proof: welcome_proof(&key, &nonce, &hello.proof),
+        proof: welcome_proof(&key, &binding, &hello.proof),
     };
     let agent_signed = AgentSigned {
         credentials: hello.credentials.clone(),
@@ -1619,12 +1683,19 @@ pub fn handshake_seeds() -> Vec<(String, Vec<u8>)> {
         ("hello-expired", with(expired, &key, &nonce).to_body()),
         ("hello-altered", altered.to_body()),
         ("hello-truncated", truncate(&hello.to_body(), 5)),
+        ("hello-other-server", for_other_server.to_body()),
         ("welcome", welcome.to_body()),
-        ("agent-sign", AgentSign { nonce }.to_body()),
+        (
+            "agent-sign",
+            AgentSign {
+                binding: binding.clone(),
+            }
+            .to_body(),
+        ),
         (
             "agent-sign-zero",
             AgentSign {
-                nonce: Nonce::default(),
+                binding: Binding::default(),
             }
             .to_body(),
         ),
@@ -1708,12 +1779,11 @@ mod tests {
         };
         let decoded = |name: &str| outcome(name).decoded;
         assert_eq!(decoded("challenge"), ["challenge"]);
-        assert_eq!(
-            decoded("welcome"),
-            ["welcome", "agent-sign"],
-            "both are 32 bytes"
-        );
-        assert_eq!(decoded("agent-signed"), ["agent-signed"]);
+        assert_eq!(decoded("welcome"), ["welcome"]);
+        assert_eq!(decoded("agent-sign"), ["agent-sign"]);
+        // A `Hello` and an `AgentSigned` have one shape (a credential, then two 32-byte
+        // fields): every body of one decodes as the other.
+        assert_eq!(decoded("agent-signed"), ["hello", "agent-signed"]);
         assert_eq!(decoded("credentials"), ["credentials"]);
         assert_eq!(decoded("credentials-widest"), ["credentials"]);
         for accepted in ["hello", "hello-server", "hello-widest", "agent-signed"] {
@@ -1724,9 +1794,10 @@ mod tests {
             "hello-other-key",
             "hello-expired",
             "hello-altered",
+            "hello-other-server",
         ] {
             let outcome = outcome(refused);
-            assert_eq!(outcome.decoded, ["hello"], "{refused}");
+            assert_eq!(outcome.decoded, ["hello", "agent-signed"], "{refused}");
             assert!(!outcome.accepted, "{refused} was accepted");
         }
         for nothing in ["hello-truncated", "credentials-truncated", "empty"] {

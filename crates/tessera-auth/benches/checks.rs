@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tessera_auth::handshake::{credentials_for, hello_proof, verify_credentials};
+use tessera_auth::handshake::{bind, credentials_for, hello_proof, verify_credentials};
 use tessera_auth::{CapabilityCache, ClusterKey, Grant, Rights, ServerAuth};
 use tessera_proto::{Hello, Principal};
 
@@ -55,8 +55,10 @@ fn checks(c: &mut Criterion) {
     });
     let server = ServerAuth::new(key.clone(), 2, 0);
     let challenge = server.challenge().unwrap();
+    let binding = bind(&challenge).unwrap();
     let hello = Hello {
-        proof: hello_proof(&key, &challenge.nonce, &credentials),
+        proof: hello_proof(&key, &binding, &credentials),
+        client_nonce: binding.client_nonce,
         credentials,
     };
     c.bench_function("handshake/accept", |b| {

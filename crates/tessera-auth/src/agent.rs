@@ -30,8 +30,8 @@ pub const AGENT_CONNECTIONS_MAX: usize = 256;
 pub const AGENT_REQUESTS_PER_CONNECTION_MAX: usize = 64;
 /// How long the agent waits for a request on a connection.
 pub const AGENT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// Largest request body the agent reads (an `AgentSign` is 32 bytes).
-pub const AGENT_REQUEST_BODY_BYTES_MAX: u32 = 64;
+/// Largest request body the agent reads (an `AgentSign` is 75 bytes).
+pub const AGENT_REQUEST_BODY_BYTES_MAX: u32 = 128;
 
 /// The agent's settings.
 #[derive(Debug, Clone)]
@@ -157,8 +157,8 @@ async fn serve_connection(mut stream: UnixStream, config: &AgentConfig) -> Resul
                     (uid, gid, groups.clone()),
                     config.lifetime,
                 );
-                let proof = hello_proof(&config.key, &request.nonce, &credentials);
-                let welcome = welcome_proof(&config.key, &request.nonce, &proof);
+                let proof = hello_proof(&config.key, &request.binding, &credentials);
+                let welcome = welcome_proof(&config.key, &request.binding, &proof);
                 let signed = AgentSigned {
                     credentials,
                     proof,
@@ -199,7 +199,7 @@ mod tests {
     use super::*;
     use crate::authenticator::{AgentClient, Authenticator};
     use crate::handshake::verify_credentials;
-    use tessera_proto::Nonce;
+    use tessera_proto::{Binding, Nonce};
 
     #[test]
     fn the_agent_signs_for_the_caller_the_kernel_names() {
@@ -224,13 +224,22 @@ mod tests {
             }));
         });
         let client = AgentClient::new(socket, Duration::from_secs(5));
-        let nonce = Nonce([7; 32]);
-        let answer = client.answer(&nonce).unwrap();
+        let binding = Binding {
+            role: tessera_proto::ROLE_IOD,
+            server_index: 3,
+            cluster_id: key.cluster_id(),
+            server_nonce: Nonce([7; 32]),
+            client_nonce: Nonce([8; 32]),
+        };
+        let answer = client.answer(&binding).unwrap();
         let (uid, gid, _) = crate::authenticator::process_ids();
         assert_eq!((answer.credentials.uid, answer.credentials.gid), (uid, gid));
         verify_credentials(&key, &answer.credentials).unwrap();
-        assert_eq!(answer.proof, hello_proof(&key, &nonce, &answer.credentials));
-        assert_eq!(answer.welcome, welcome_proof(&key, &nonce, &answer.proof));
+        assert_eq!(
+            answer.proof,
+            hello_proof(&key, &binding, &answer.credentials)
+        );
+        assert_eq!(answer.welcome, welcome_proof(&key, &binding, &answer.proof));
         assert_eq!(client.credentials().unwrap(), answer.credentials);
         stop.send(()).unwrap();
         server.join().unwrap();

@@ -13,7 +13,8 @@ use std::time::Duration;
 use tessera_proto::header::FLAG_ERROR;
 use tessera_proto::limits::HEADER_BYTES;
 use tessera_proto::{
-    AgentSign, AgentSigned, Credentials, Header, Mac, Nonce, Principal, RemoteError, Request, Wire,
+    AgentSign, AgentSigned, Binding, Challenge, Credentials, Header, Hello, Mac, Principal,
+    RemoteError, Request, Wire,
 };
 
 use crate::handshake::{credentials_for, hello_proof, welcome_proof};
@@ -24,7 +25,7 @@ use crate::{due_for_renewal, AuthError, ClusterKey, CREDENTIAL_LIFETIME};
 pub struct Answer {
     /// The credential.
     pub credentials: Credentials,
-    /// The proof over the server's nonce.
+    /// The proof over the binding (the server, its nonce and the client's).
     pub proof: Mac,
     /// The welcome proof a server holding the key sends back.
     pub welcome: Mac,
@@ -32,8 +33,22 @@ pub struct Answer {
 
 /// A source of credentials and handshake answers.
 pub trait Authenticator: Send + Sync + std::fmt::Debug {
-    /// Answers a server's challenge.
-    fn answer(&self, nonce: &Nonce) -> Result<Answer, AuthError>;
+    /// Answers a server's challenge: proofs bound to `binding` (the server the client means
+    /// to reach and both nonces, [`crate::handshake::bind`]).
+    fn answer(&self, binding: &Binding) -> Result<Answer, AuthError>;
+    /// The `Hello` that answers `challenge` (proofs bound to the server it names, with a
+    /// fresh client nonce) and the welcome proof a genuine server sends back. The caller
+    /// compares the challenge's role, index and cluster with the server it expects first.
+    fn hello(&self, challenge: &Challenge) -> Result<(Hello, Mac), AuthError> {
+        let binding = crate::handshake::bind(challenge)?;
+        let answer = self.answer(&binding)?;
+        let hello = Hello {
+            credentials: answer.credentials,
+            client_nonce: binding.client_nonce,
+            proof: answer.proof,
+        };
+        Ok((hello, answer.welcome))
+    }
     /// A credential for namespace requests, fresh enough to use now.
     fn credentials(&self) -> Result<Credentials, AuthError>;
 }
@@ -100,11 +115,11 @@ impl KeySigner {
 }
 
 impl Authenticator for KeySigner {
-    fn answer(&self, nonce: &Nonce) -> Result<Answer, AuthError> {
+    fn answer(&self, binding: &Binding) -> Result<Answer, AuthError> {
         let credentials = self.credentials()?;
-        let proof = hello_proof(&self.key, nonce, &credentials);
+        let proof = hello_proof(&self.key, binding, &credentials);
         Ok(Answer {
-            welcome: welcome_proof(&self.key, nonce, &proof),
+            welcome: welcome_proof(&self.key, binding, &proof),
             credentials,
             proof,
         })
@@ -158,14 +173,17 @@ impl AgentClient {
     }
 
     /// One exchange with the agent.
-    fn sign(&self, nonce: &Nonce) -> Result<AgentSigned, AuthError> {
+    fn sign(&self, binding: &Binding) -> Result<AgentSigned, AuthError> {
         let mut stream = UnixStream::connect(&self.socket)
             .map_err(|err| self.error(format!("cannot connect: {err}")))?;
         stream
             .set_read_timeout(Some(self.timeout))
             .and_then(|()| stream.set_write_timeout(Some(self.timeout)))
             .map_err(|err| self.error(err))?;
-        let body = AgentSign { nonce: *nonce }.to_body();
+        let body = AgentSign {
+            binding: binding.clone(),
+        }
+        .to_body();
         let header = Header {
             opcode: AgentSign::OPCODE as u8,
             flags: 0,
@@ -209,8 +227,8 @@ impl AgentClient {
 pub const AGENT_REPLY_BODY_BYTES_MAX: u32 = 8 << 10;
 
 impl Authenticator for AgentClient {
-    fn answer(&self, nonce: &Nonce) -> Result<Answer, AuthError> {
-        let signed = self.sign(nonce)?;
+    fn answer(&self, binding: &Binding) -> Result<Answer, AuthError> {
+        let signed = self.sign(binding)?;
         *self
             .cached
             .lock()
@@ -232,7 +250,7 @@ impl Authenticator for AgentClient {
         {
             return Ok(credentials.clone());
         }
-        Ok(self.answer(&Nonce::default())?.credentials)
+        Ok(self.answer(&Binding::default())?.credentials)
     }
 }
 
@@ -241,7 +259,7 @@ impl Authenticator for AgentClient {
 pub struct NoAuthenticator(pub String);
 
 impl Authenticator for NoAuthenticator {
-    fn answer(&self, _nonce: &Nonce) -> Result<Answer, AuthError> {
+    fn answer(&self, _binding: &Binding) -> Result<Answer, AuthError> {
         Err(AuthError::Refused(self.0.clone()))
     }
     fn credentials(&self) -> Result<Credentials, AuthError> {
@@ -253,7 +271,6 @@ impl Authenticator for NoAuthenticator {
 mod tests {
     use super::*;
     use crate::handshake::ServerAuth;
-    use tessera_proto::Hello;
 
     #[test]
     fn a_key_signer_for_a_user_signs_that_user_and_the_server_accepts_it() {
@@ -267,12 +284,8 @@ mod tests {
         assert_eq!(credentials.principal, Principal::User);
         let server = ServerAuth::new(key, 0, 1);
         let challenge = server.challenge().unwrap();
-        let answer = signer.answer(&challenge.nonce).unwrap();
-        let hello = Hello {
-            proof: answer.proof,
-            credentials: answer.credentials,
-        };
+        let (hello, expected) = signer.hello(&challenge).unwrap();
         let welcome = server.accept(&challenge, &hello).unwrap();
-        assert_eq!(welcome.proof, answer.welcome);
+        assert_eq!(welcome.proof, expected);
     }
 }

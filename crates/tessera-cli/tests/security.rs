@@ -10,13 +10,13 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use common::Cluster;
-use tessera_auth::handshake::{credentials_for, hello_proof, sign_credentials};
-use tessera_auth::{ClusterKey, Grant, KeySigner, Rights};
+use tessera_auth::handshake::sign_credentials;
+use tessera_auth::{Authenticator, ClusterKey, Grant, KeySigner, Rights};
 use tessera_client::{ClusterConfig, CreateOptions, OpenMode};
 use tessera_net::{Connection, NetError};
 use tessera_proto::{
-    Capability, Challenge, Credentials, ErrorCode, Header, Hello, Lookup, ObjectCreate,
-    ObjectRemove, Opcode, Piece, Principal, Read, RemoteError, StoragePlan, TransferMode, Wire,
+    Capability, Challenge, Credentials, ErrorCode, Header, Lookup, ObjectCreate, ObjectRemove,
+    Opcode, Piece, Read, RemoteError, StoragePlan, TransferMode, Wire,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -243,16 +243,8 @@ fn a_wrong_key_or_a_replayed_handshake_is_refused() {
     first.set_read_timeout(Some(TIMEOUT)).unwrap();
     let (_, body) = common::read_frame(&mut first);
     let challenge = Challenge::from_body(&body).unwrap();
-    let credentials = credentials_for(
-        &key,
-        Principal::User,
-        (uid(), 0, Vec::new()),
-        Duration::from_mins(1),
-    );
-    let hello = Hello {
-        proof: hello_proof(&key, &challenge.nonce, &credentials),
-        credentials,
-    };
+    let signer = KeySigner::user(key.clone(), (uid(), 0, Vec::new()));
+    let (hello, _) = signer.hello(&challenge).unwrap();
     send_frame(&mut first, Opcode::Hello, &hello.to_body());
     let (welcome, _) = common::read_frame(&mut first);
     assert!(!welcome.is_error(), "the genuine handshake is accepted");

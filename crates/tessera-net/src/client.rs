@@ -351,17 +351,14 @@ impl<S: ByteStream> Connection<S> {
         if let Some(expect) = expect {
             self.check_identity(expect.identity, expect.cluster_id)?;
         }
-        let answer = auth
-            .answer(&challenge.nonce)
-            .map_err(|err| NetError::Auth {
-                peer: self.peer.clone(),
-                detail: err.to_string(),
-            })?;
-        let welcome = self.call(&Hello {
-            credentials: answer.credentials,
-            proof: answer.proof,
+        // The proofs are bound to the server the challenge named, which is the expected one
+        // when this side knows whom it expects: a squatter cannot relay them elsewhere.
+        let (hello, expected) = auth.hello(&challenge).map_err(|err| NetError::Auth {
+            peer: self.peer.clone(),
+            detail: err.to_string(),
         })?;
-        if welcome.proof != answer.welcome {
+        let welcome = self.call(&hello)?;
+        if welcome.proof != expected {
             return Err(NetError::Auth {
                 peer: self.peer.clone(),
                 detail: "the server's welcome is not signed with this cluster's key".to_owned(),

@@ -15,9 +15,11 @@ use std::io::{self, IoSlice, Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tessera_auth::Authenticator;
+use tessera_auth::{Authenticator, ClusterKey};
 use tessera_proto::header::{FLAG_ERROR, FLAG_REPLY};
-use tessera_proto::{Challenge, Header, Hello, Nonce, Opcode, RemoteError, Request, Welcome, Wire};
+use tessera_proto::{
+    Binding, Challenge, Header, Hello, Nonce, Opcode, RemoteError, Request, Welcome, Wire,
+};
 
 use crate::client::Connection;
 use crate::error::NetError;
@@ -26,7 +28,7 @@ use crate::pool::Dial;
 use crate::stream::ByteStream;
 
 /// What the scripted server does next, as the client reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Event {
     /// Sends these bytes (over as many reads as the chunk size needs).
     Bytes(Vec<u8>),
@@ -35,6 +37,15 @@ pub enum Event {
     /// Sends nothing more: every read from here waits out the receive timeout and fails with
     /// `WouldBlock`, as a socket with `SO_RCVTIMEO` does.
     Stall,
+    /// Sends the welcome a server of `challenge` holding `key` answers the client's `Hello`
+    /// with (the first frame the client wrote): its proof covers the client's nonce, so it
+    /// is made only once the client has spoken.
+    Welcome {
+        /// The key the server signs with.
+        key: ClusterKey,
+        /// The challenge it sent.
+        challenge: Challenge,
+    },
 }
 
 /// What the client did to a [`ScriptedStream`], shared with the test.
@@ -171,6 +182,10 @@ impl Read for ScriptedStream {
                 Some(Event::Bytes(bytes)) if bytes.is_empty() => {
                     self.script.pop_front();
                 }
+                Some(Event::Welcome { key, challenge }) => {
+                    let welcome = welcome_to(&self.tap, key, challenge);
+                    self.script[0] = Event::Bytes(welcome);
+                }
                 Some(Event::Bytes(bytes)) => {
                     let n = bytes.len().min(buf.len()).min(self.read_chunk);
                     buf[..n].copy_from_slice(&bytes[..n]);
@@ -259,32 +274,53 @@ pub fn error_reply(opcode: Opcode, request_id: u64, error: &RemoteError) -> Vec<
     )
 }
 
-/// What a server of `identity` in cluster `cluster_id` sends in a handshake that `auth`
-/// passes: its challenge, then the welcome to the client's `Hello` (request 1). The first
-/// request after it is request 2.
-pub fn handshake(auth: &dyn Authenticator, identity: Identity, cluster_id: u64) -> Vec<u8> {
-    let nonce = Nonce([7; tessera_proto::limits::NONCE_BYTES]);
+/// What a server of `identity` in cluster `cluster_id` holding `key` sends in a handshake:
+/// its challenge, then the welcome to the client's `Hello` (request 1). The first request
+/// after it is request 2.
+pub fn handshake(key: &ClusterKey, identity: Identity, cluster_id: u64) -> Vec<Event> {
     let challenge = Challenge {
         role: identity.role,
         server_index: identity.index,
         cluster_id,
-        nonce,
+        nonce: Nonce([7; tessera_proto::limits::NONCE_BYTES]),
     };
-    let welcome = Welcome {
-        proof: auth
-            .answer(&nonce)
-            .expect("a test authenticator answers")
-            .welcome,
-    };
-    let mut bytes = frame(
+    let bytes = frame(
         Hello::OPCODE as u8,
         FLAG_REPLY,
         0,
         &challenge.to_body(),
         &[],
     );
-    bytes.extend(reply(Hello::OPCODE, 1, &welcome, &[]));
-    bytes
+    vec![
+        Event::Bytes(bytes),
+        Event::Welcome {
+            key: key.clone(),
+            challenge,
+        },
+    ]
+}
+
+/// The welcome frame answering the `Hello` the client wrote first on `tap`.
+fn welcome_to(tap: &Tap, key: &ClusterKey, challenge: &Challenge) -> Vec<u8> {
+    let frames = tap.frames();
+    let (header, body) = frames.first().expect("the client sent its Hello first");
+    assert_eq!(
+        header.opcode,
+        Hello::OPCODE as u8,
+        "the client's first frame is a Hello"
+    );
+    let hello = Hello::from_body(body).expect("the client's Hello decodes");
+    let binding = Binding {
+        role: challenge.role,
+        server_index: challenge.server_index,
+        cluster_id: challenge.cluster_id,
+        server_nonce: challenge.nonce,
+        client_nonce: hello.client_nonce,
+    };
+    let welcome = Welcome {
+        proof: tessera_auth::handshake::welcome_proof(key, &binding, &hello.proof),
+    };
+    reply(Hello::OPCODE, header.request_id, &welcome, &[])
 }
 
 /// Opens a connection over `stream` as [`crate::Pool`] does: handshake and identity check.

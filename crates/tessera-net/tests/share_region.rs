@@ -202,11 +202,7 @@ impl Server {
             .unwrap();
         let challenge =
             tessera_proto::Challenge::from_body(&reply(&mut stream, 0).unwrap()).unwrap();
-        let answer = self.signer.answer(&challenge.nonce).unwrap();
-        let hello = tessera_proto::Hello {
-            credentials: answer.credentials,
-            proof: answer.proof,
-        };
+        let (hello, _) = self.signer.hello(&challenge).unwrap();
         stream
             .write_all(&frame(Opcode::Hello, 1, &hello.to_body(), &[]))
             .unwrap();

@@ -950,20 +950,42 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// The client's answer to a [`Challenge`]: its credential, and a proof that a holder of
-    /// the cluster key vouches for this connection: HMAC(key, `tessera-hello-v1` | nonce |
-    /// credential tag).
+    /// What both handshake proofs are bound to: the server the client means to reach (its
+    /// role, index and cluster, as the client expects them and the server knows itself) and
+    /// the two nonces of the connection. A proof made for one server, or on one connection,
+    /// verifies nowhere else, so a squatter cannot relay a key holder's proof to another
+    /// server.
+    pub struct Binding {
+        /// `ROLE_MDS` or `ROLE_IOD`.
+        pub role: u8,
+        /// The iod's index (0 for the mds).
+        pub server_index: u16,
+        /// The server's cluster.
+        pub cluster_id: u64,
+        /// The server's challenge nonce.
+        pub server_nonce: Nonce,
+        /// The client's challenge nonce (in its `Hello`).
+        pub client_nonce: Nonce,
+    }
+}
+
+wire_struct! {
+    /// The client's answer to a [`Challenge`]: its credential, its own challenge to the
+    /// server, and a proof that a holder of the cluster key vouches for this connection to
+    /// this server: HMAC(key, `tessera-hello-v2` | [`Binding`] | credential tag).
     pub struct Hello {
         /// Who the connection speaks for.
         pub credentials: Credentials,
+        /// Random, new for each connection: the server's proof must cover it.
+        pub client_nonce: Nonce,
         /// The proof.
         pub proof: Mac,
     }
 }
 
 wire_struct! {
-    /// The server's acceptance, proving it holds the key too: HMAC(key, `tessera-welcome-v1` |
-    /// nonce | the client's proof).
+    /// The server's acceptance, proving it holds the key too: HMAC(key, `tessera-welcome-v2`
+    /// | [`Binding`] | the client's proof).
     pub struct Welcome {
         /// The server's proof.
         pub proof: Mac,
@@ -973,10 +995,11 @@ request!(Hello => Hello, Welcome);
 
 wire_struct! {
     /// To the agent of this host: sign a credential for the calling process (whom the agent
-    /// learns from the kernel) and answer a server's challenge with it.
+    /// learns from the kernel) and answer a server's challenge with it, for the server and
+    /// nonces `binding` names.
     pub struct AgentSign {
-        /// The server's nonce (zeros when only a fresh credential is wanted).
-        pub nonce: Nonce,
+        /// What the proofs are bound to (all zeros when only a fresh credential is wanted).
+        pub binding: Binding,
     }
 }
 
@@ -986,7 +1009,7 @@ wire_struct! {
     pub struct AgentSigned {
         /// The caller's credential.
         pub credentials: Credentials,
-        /// The proof for the nonce.
+        /// The proof for the binding.
         pub proof: Mac,
         /// The welcome proof to expect.
         pub welcome: Mac,

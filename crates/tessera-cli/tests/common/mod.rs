@@ -343,16 +343,12 @@ pub fn authenticate(
     stream: &mut (impl std::io::Read + std::io::Write),
     signer: &dyn tessera_auth::Authenticator,
 ) -> Result<(), tessera_proto::RemoteError> {
-    use tessera_proto::{Challenge, Header, Hello, Opcode, Welcome, Wire};
+    use tessera_proto::{Challenge, Header, Opcode, Welcome, Wire};
     let (challenge_header, body) = read_frame(stream);
     assert_eq!(challenge_header.opcode, Opcode::Hello as u8);
     let challenge = Challenge::from_body(&body).unwrap();
-    let answer = signer.answer(&challenge.nonce).unwrap();
-    let hello = Hello {
-        credentials: answer.credentials,
-        proof: answer.proof,
-    }
-    .to_body();
+    let (hello, welcome) = signer.hello(&challenge).unwrap();
+    let hello = hello.to_body();
     let header = Header {
         opcode: Opcode::Hello as u8,
         flags: 0,
@@ -366,7 +362,7 @@ pub fn authenticate(
     if reply.is_error() {
         return Err(tessera_proto::RemoteError::from_body(&body).unwrap());
     }
-    assert_eq!(Welcome::from_body(&body).unwrap().proof, answer.welcome);
+    assert_eq!(Welcome::from_body(&body).unwrap().proof, welcome);
     Ok(())
 }
 

@@ -22,8 +22,12 @@ use crate::testing::{self, error_reply, frame, reply, Event, ScriptedStream, Tap
 const TIMEOUT: Duration = Duration::from_millis(250);
 const CLUSTER: u64 = 0x5eed;
 
+fn key() -> ClusterKey {
+    ClusterKey::from_bytes([3; 32])
+}
+
 fn auth() -> KeySigner {
-    KeySigner::process(ClusterKey::from_bytes([3; 32]))
+    KeySigner::process(key())
 }
 
 fn expect_iod(index: u16) -> Expected {
@@ -39,11 +43,7 @@ fn connected(
     shape: impl FnOnce(ScriptedStream) -> ScriptedStream,
 ) -> (Connection<ScriptedStream>, Tap) {
     let auth = auth();
-    let mut script = vec![Event::Bytes(testing::handshake(
-        &auth,
-        Identity::iod(0),
-        CLUSTER,
-    ))];
+    let mut script = testing::handshake(&key(), Identity::iod(0), CLUSTER);
     script.extend(after);
     let (stream, tap) = ScriptedStream::new(script);
     let connection = testing::connect(shape(stream), "iod 0", TIMEOUT, &auth, Some(expect_iod(0)))
@@ -442,11 +442,7 @@ fn a_body_over_the_limit_is_refused_before_a_byte_is_sent() {
 fn the_handshake_refuses_a_wrong_server_before_saying_anything() {
     let auth = auth();
     // Iod 3 answers where iod 0 was expected (swapped addresses).
-    let (stream, tap) = ScriptedStream::new(vec![Event::Bytes(testing::handshake(
-        &auth,
-        Identity::iod(3),
-        CLUSTER,
-    ))]);
+    let (stream, tap) = ScriptedStream::new(testing::handshake(&key(), Identity::iod(3), CLUSTER));
     let error = testing::connect(stream, "iod 0", TIMEOUT, &auth, Some(expect_iod(0))).unwrap_err();
     assert!(
         matches!(&error, NetError::WrongServer { detail, .. } if detail == "expected iod 0, found iod 3"),
@@ -458,21 +454,14 @@ fn the_handshake_refuses_a_wrong_server_before_saying_anything() {
     );
 
     // The right role and index in another cluster.
-    let (stream, tap) = ScriptedStream::new(vec![Event::Bytes(testing::handshake(
-        &auth,
-        Identity::iod(0),
-        CLUSTER + 1,
-    ))]);
+    let (stream, tap) =
+        ScriptedStream::new(testing::handshake(&key(), Identity::iod(0), CLUSTER + 1));
     let error = testing::connect(stream, "iod 0", TIMEOUT, &auth, Some(expect_iod(0))).unwrap_err();
     assert!(error.to_string().contains("cluster"), "{error}");
     assert!(tap.log().written.is_empty());
 
     // The mds where an iod was expected.
-    let (stream, _tap) = ScriptedStream::new(vec![Event::Bytes(testing::handshake(
-        &auth,
-        Identity::MDS,
-        CLUSTER,
-    ))]);
+    let (stream, _tap) = ScriptedStream::new(testing::handshake(&key(), Identity::MDS, CLUSTER));
     assert!(matches!(
         testing::connect(stream, "iod 0", TIMEOUT, &auth, Some(expect_iod(0))),
         Err(NetError::WrongServer { .. })
@@ -483,12 +472,9 @@ fn the_handshake_refuses_a_wrong_server_before_saying_anything() {
 fn a_welcome_without_the_cluster_key_is_refused() {
     let auth = auth();
     // A server that does not hold this key signs its welcome with another.
-    let impostor = KeySigner::process(ClusterKey::from_bytes([4; 32]));
-    let (stream, _tap) = ScriptedStream::new(vec![Event::Bytes(testing::handshake(
-        &impostor,
-        Identity::iod(0),
-        CLUSTER,
-    ))]);
+    let impostor = ClusterKey::from_bytes([4; 32]);
+    let (stream, _tap) =
+        ScriptedStream::new(testing::handshake(&impostor, Identity::iod(0), CLUSTER));
     let error = testing::connect(stream, "iod 0", TIMEOUT, &auth, Some(expect_iod(0))).unwrap_err();
     assert!(
         matches!(&error, NetError::Auth { detail, .. } if detail.contains("not signed with this cluster's key")),

@@ -17,17 +17,17 @@ use crate::testing::{self, error_reply, reply, Event, ScriptedDial, ScriptedStre
 const TIMEOUT: Duration = Duration::from_millis(250);
 const CLUSTER: u64 = 0x5eed;
 
+fn key() -> ClusterKey {
+    ClusterKey::from_bytes([3; 32])
+}
+
 fn auth() -> Arc<dyn Authenticator> {
-    Arc::new(KeySigner::process(ClusterKey::from_bytes([3; 32])))
+    Arc::new(KeySigner::process(key()))
 }
 
 /// A server that is iod `index` and then sends `after`.
-fn server(auth: &dyn Authenticator, index: u16, after: Vec<Event>) -> (ScriptedStream, Tap) {
-    let mut script = vec![Event::Bytes(testing::handshake(
-        auth,
-        Identity::iod(index),
-        CLUSTER,
-    ))];
+fn server(key: &ClusterKey, index: u16, after: Vec<Event>) -> (ScriptedStream, Tap) {
+    let mut script = testing::handshake(key, Identity::iod(index), CLUSTER);
     script.extend(after);
     ScriptedStream::new(script)
 }
@@ -69,8 +69,8 @@ fn ping(pool: &Pool<ScriptedStream>) -> Result<u64, NetError> {
 #[test]
 fn a_broken_connection_is_discarded_and_the_next_call_reconnects() {
     let auth = auth();
-    let (first, _) = server(&*auth, 0, vec![pong(2, 1), reset()]);
-    let (second, second_tap) = server(&*auth, 0, vec![pong(2, 2)]);
+    let (first, _) = server(&key(), 0, vec![pong(2, 1), reset()]);
+    let (second, second_tap) = server(&key(), 0, vec![pong(2, 2)]);
     let (pool, dial) = pool(auth, vec![first, second]);
     assert_eq!(ping(&pool).unwrap(), 1);
     assert!(matches!(ping(&pool), Err(NetError::Io { .. })));
@@ -88,9 +88,9 @@ fn a_broken_connection_is_discarded_and_the_next_call_reconnects() {
 #[test]
 fn timeouts_and_protocol_errors_discard_the_connection_too() {
     let auth = auth();
-    let (stalled, _) = server(&*auth, 0, vec![Event::Stall]);
-    let (garbled, _) = server(&*auth, 0, vec![pong(7, 0)]);
-    let (good, _) = server(&*auth, 0, vec![pong(2, 3)]);
+    let (stalled, _) = server(&key(), 0, vec![Event::Stall]);
+    let (garbled, _) = server(&key(), 0, vec![pong(7, 0)]);
+    let (good, _) = server(&key(), 0, vec![pong(2, 3)]);
     let (pool, dial) = pool(auth, vec![stalled, garbled, good]);
     assert!(matches!(ping(&pool), Err(NetError::TimedOut { .. })));
     assert!(matches!(ping(&pool), Err(NetError::Protocol { .. })));
@@ -103,7 +103,7 @@ fn an_error_reply_keeps_the_connection() {
     let auth = auth();
     let refusal = RemoteError::new(ErrorCode::PermissionDenied, "no");
     let (only, _) = server(
-        &*auth,
+        &key(),
         0,
         vec![
             Event::Bytes(error_reply(Opcode::Ping, 2, &refusal)),
@@ -120,8 +120,8 @@ fn an_error_reply_keeps_the_connection() {
 fn with_retries_once_on_a_fresh_connection_when_a_kept_one_died() {
     let auth = auth();
     // The server restarted between two calls: the kept connection is reset.
-    let (first, _) = server(&*auth, 0, vec![pong(2, 1), reset()]);
-    let (second, _) = server(&*auth, 0, vec![pong(2, 2)]);
+    let (first, _) = server(&key(), 0, vec![pong(2, 1), reset()]);
+    let (second, _) = server(&key(), 0, vec![pong(2, 2)]);
     let (pool, dial) = pool(auth, vec![first, second]);
     let mut runs = 0;
     let mut call = || {
@@ -140,8 +140,8 @@ fn with_retries_once_on_a_fresh_connection_when_a_kept_one_died() {
 fn with_does_not_retry_on_a_fresh_connection() {
     let auth = auth();
     // A fresh connection reset: a real failure of this server, not a stale connection.
-    let (fresh, _) = server(&*auth, 0, vec![reset()]);
-    let (spare, spare_tap) = server(&*auth, 0, vec![pong(2, 1)]);
+    let (fresh, _) = server(&key(), 0, vec![reset()]);
+    let (spare, spare_tap) = server(&key(), 0, vec![pong(2, 1)]);
     let (pool, dial) = pool(auth, vec![fresh, spare]);
     let mut runs = 0;
     let result = pool.with(0, |connection| {
@@ -157,8 +157,8 @@ fn with_does_not_retry_on_a_fresh_connection() {
 #[test]
 fn a_kept_connection_times_out_without_a_retry() {
     let auth = auth();
-    let (kept, _) = server(&*auth, 0, vec![pong(2, 1), Event::Stall]);
-    let (spare, _) = server(&*auth, 0, vec![pong(2, 5)]);
+    let (kept, _) = server(&key(), 0, vec![pong(2, 1), Event::Stall]);
+    let (spare, _) = server(&key(), 0, vec![pong(2, 5)]);
     let (pool, dial) = pool(auth, vec![kept, spare]);
     let mut runs = 0;
     let mut call = || {
@@ -179,8 +179,8 @@ fn a_kept_connection_times_out_without_a_retry() {
 #[test]
 fn with_once_does_not_retry_on_a_kept_connection() {
     let auth = auth();
-    let (kept, _) = server(&*auth, 0, vec![pong(2, 1), reset()]);
-    let (spare, spare_tap) = server(&*auth, 0, vec![pong(2, 5)]);
+    let (kept, _) = server(&key(), 0, vec![pong(2, 1), reset()]);
+    let (spare, spare_tap) = server(&key(), 0, vec![pong(2, 5)]);
     let (pool, dial) = pool(auth, vec![kept, spare]);
     assert_eq!(ping(&pool).unwrap(), 1);
     assert!(matches!(ping(&pool), Err(NetError::Io { .. })));
@@ -194,8 +194,8 @@ fn with_once_does_not_retry_on_a_kept_connection() {
 #[test]
 fn the_identity_check_refuses_a_wrong_server_and_keeps_nothing() {
     let auth = auth();
-    let (wrong, wrong_tap) = server(&*auth, 1, vec![pong(2, 9)]);
-    let (right, _) = server(&*auth, 0, vec![pong(2, 6)]);
+    let (wrong, wrong_tap) = server(&key(), 1, vec![pong(2, 9)]);
+    let (right, _) = server(&key(), 0, vec![pong(2, 6)]);
     let (pool, dial) = pool(auth, vec![wrong, right]);
     let error = ping(&pool).unwrap_err();
     assert!(
@@ -213,8 +213,8 @@ fn the_identity_check_refuses_a_wrong_server_and_keeps_nothing() {
 #[test]
 fn an_idle_connection_the_server_closed_is_replaced_before_use() {
     let auth = auth();
-    let (first, first_tap) = server(&*auth, 0, vec![pong(2, 1), pong(3, 2)]);
-    let (second, _) = server(&*auth, 0, vec![pong(2, 3)]);
+    let (first, first_tap) = server(&key(), 0, vec![pong(2, 1), pong(3, 2)]);
+    let (second, _) = server(&key(), 0, vec![pong(2, 3)]);
     let (pool, dial) = pool(auth, vec![first, second]);
     assert_eq!(ping(&pool).unwrap(), 1);
     assert!(pool.lease(0).unwrap().reused());
@@ -228,8 +228,8 @@ fn an_idle_connection_the_server_closed_is_replaced_before_use() {
 #[test]
 fn a_server_that_timed_out_is_not_asked_again_for_a_while() {
     let auth = auth();
-    let (stalled, _) = server(&*auth, 0, vec![Event::Stall]);
-    let (spare, _) = server(&*auth, 0, vec![pong(2, 1)]);
+    let (stalled, _) = server(&key(), 0, vec![Event::Stall]);
+    let (spare, _) = server(&key(), 0, vec![pong(2, 1)]);
     let dial = ScriptedDial::new(vec![stalled, spare]);
     let peers = vec![Peer::tcp("iod 0", "unused:1", Identity::iod(0))];
     let pool = Pool::with_dial(peers, TIMEOUT, auth, Box::new(Arc::clone(&dial)))
