@@ -49,6 +49,14 @@ fn as_user(config: &ClusterConfig) -> Result<(), Failure> {
     if !switched {
         return Err(Failure::SwitchUser);
     }
+    // A process that gave up root without an exec is not dumpable (the kernel's rule, so that
+    // what it held as root does not leak): its own user could not reach its memory, so
+    // neither may the iod, which acts with the user's rights. A program the user starts (an
+    // exec) is dumpable; this child becomes like one.
+    // SAFETY: a plain prctl on this process.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1) } != 0 {
+        return Err(Failure::SwitchUser);
+    }
     let client = Client::new(config, &ClientOptions::default());
     let file = client
         .create("/shared/mine", &CreateOptions::default())

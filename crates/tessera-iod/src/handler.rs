@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use tessera_auth::Rights;
+use tessera_net::local::mover::Mover;
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_proto::access::{check_stream_ranges, server_share, server_share_within, Share};
 use tessera_proto::limits::{
@@ -184,7 +185,7 @@ impl<S: ObjectStorage> Iod<S> {
     /// The one-sided peer of a request whose bulk is a [`RemoteMemory`]: the process at the
     /// other end of a same-host Unix socket, by the kernel's word. A malformed descriptor
     /// closes the connection; one that cannot be served here is an error reply.
-    fn remote_client(
+    async fn remote_client(
         &self,
         connection: &mut ServerConnection,
         descriptor: &[u8],
@@ -193,7 +194,7 @@ impl<S: ObjectStorage> Iod<S> {
             .map_err(|err| ConnectionError::Refused(err.into()))?;
         if let (RemoteAccess::Fabric, Some(fabric)) = (memory.access, &self.fabric) {
             return Ok(fabric.link(&memory.endpoint.0).map(|link| remote::Client {
-                pid: 0,
+                mover: None,
                 memory,
                 fabric: Some(link),
                 shared: None,
@@ -215,7 +216,7 @@ impl<S: ObjectStorage> Iod<S> {
                 )));
             }
             return Ok(connection.shared_region(key).map(|region| remote::Client {
-                pid: connection.peer_pid().unwrap_or(0),
+                mover: None,
                 memory,
                 fabric: None,
                 shared: Some(region),
@@ -227,21 +228,67 @@ impl<S: ObjectStorage> Iod<S> {
                 "fabric one-sided access is not served on this connection",
             )));
         }
-        let Some(pid) = connection.peer_pid() else {
-            return Ok(Err(RemoteError::new(
-                ErrorCode::RemoteAccessRefused,
-                format!(
-                    "one-sided transfers need a same-host Unix socket whose peer is visible; {} is not",
-                    connection.peer()
-                ),
-            )));
-        };
-        Ok(Ok(remote::Client {
-            pid,
+        // The client's process memory: reached only by its connection's mover, a thread with
+        // the client's own credentials (tessera_net::local::mover).
+        Ok(connection.mover().await.map(|mover| remote::Client {
+            mover: Some(mover),
             memory,
             fabric: None,
             shared: None,
         }))
+    }
+
+    /// Runs `call`, which moves data to or from a client's process memory through `mover`,
+    /// on a blocking thread, never on an async worker: a copy may wait on the client's memory
+    /// (a FUSE mapping, userfaultfd). If the mover is retired meanwhile (a copy stalled past
+    /// its deadline, the process is gone), the answer is its reason at once, whatever the
+    /// thread still does, and the caller closes the connection.
+    async fn one_sided<T: Send + 'static>(
+        &self,
+        mover: &Arc<Mover>,
+        call: impl FnOnce(&ObjectStore<S>) -> Result<T, RemoteError> + Send + 'static,
+    ) -> Result<T, RemoteError> {
+        let store = self.store.clone();
+        let job = tokio::task::spawn_blocking(move || call(&store));
+        tokio::select! {
+            joined = job => joined.unwrap_or_else(|err| {
+                Err(RemoteError::new(
+                    ErrorCode::Internal,
+                    format!("one-sided transfer failed: {err}"),
+                ))
+            }),
+            () = mover.retired_wait() => Err(Self::retired_error(mover)),
+        }
+    }
+
+    fn retired_error(mover: &Mover) -> RemoteError {
+        RemoteError::new(
+            ErrorCode::RemoteAccessRefused,
+            format!(
+                "pid {}: {}",
+                mover.pid(),
+                mover.retired().unwrap_or_default()
+            ),
+        )
+    }
+
+    /// Sends `result`; but when the mover of the request's client was retired (its process is
+    /// gone, or a copy stalled), the connection is closed after it: its lent memory may still
+    /// be written, and it is never used one-sidedly again.
+    async fn answer_one_sided<T: tessera_proto::Wire>(
+        connection: &mut ServerConnection,
+        header: &Header,
+        mover: Option<&Arc<Mover>>,
+        result: Result<T, RemoteError>,
+    ) -> Result<(), ConnectionError> {
+        if let Some(mover) = mover.filter(|mover| mover.retired().is_some()) {
+            let error = match result {
+                Err(error) => error,
+                Ok(_) => Self::retired_error(mover),
+            };
+            return Err(ConnectionError::Refused(error));
+        }
+        Self::answer(connection, header, result).await
     }
 
     async fn probe(
@@ -251,23 +298,29 @@ impl<S: ObjectStorage> Iod<S> {
     ) -> Result<(), ConnectionError> {
         let RemoteProbe {} = request.decode()?;
         let descriptor = connection.read_bulk(&request.header).await?;
-        let client = match self.remote_client(connection, &descriptor)? {
+        let client = match self.remote_client(connection, &descriptor).await? {
             Ok(client) => client,
             Err(error) => return connection.reply_error(&request.header, &error).await,
         };
-        let mut token = [0u8; 8];
-        let result = if client.memory.segments.iter().map(|s| s.length).sum::<u64>() == 8 {
-            client.pull(&client.memory.segments, 0, &mut token)
-        } else {
+        let segments = &client.memory.segments;
+        let result = if segments.iter().map(|s| s.length).sum::<u64>() != 8 {
             Err(RemoteError::new(
                 ErrorCode::Protocol,
                 "a remote probe names exactly 8 bytes",
             ))
+        } else if let Some(mover) = &client.mover {
+            // On the mover, awaited: the async worker never waits on the client's memory.
+            mover
+                .pull_async(segments, 0, vec![0u8; 8])
+                .await
+                .map_err(|err| err.to_remote())
+        } else {
+            client.pull(segments, 0, vec![0u8; 8])
         };
-        let result = result.map(|()| RemoteProbeReply {
-            token: u64::from_le_bytes(token),
+        let result = result.map(|token| RemoteProbeReply {
+            token: u64::from_le_bytes(token.try_into().expect("8 bytes")),
         });
-        Self::answer(connection, &request.header, result).await
+        Self::answer_one_sided(connection, &request.header, client.mover.as_ref(), result).await
     }
 
     /// Serves a write or read whose data the server moves one-sidedly.
@@ -279,10 +332,11 @@ impl<S: ObjectStorage> Iod<S> {
         (handle, storage, pieces, total): (u64, StoragePlan, Vec<Piece>, u64),
         descriptor: &[u8],
     ) -> Result<(), ConnectionError> {
-        let client = match self.remote_client(connection, descriptor)? {
+        let client = match self.remote_client(connection, descriptor).await? {
             Ok(client) => client,
             Err(error) => return connection.reply_error(header, &error).await,
         };
+        let mover = client.mover.clone();
         // Pipelined requests hold two units at a time, not the whole request.
         let buffered = total.min(2 * tessera_proto::limits::PIPELINE_UNIT_BYTES);
         let _budget = self
@@ -301,12 +355,14 @@ impl<S: ObjectStorage> Iod<S> {
             };
             outcome.map(|outcome| reply_of(total, outcome))
         };
-        let result = if inline {
+        let result = if let Some(mover) = &mover {
+            self.one_sided(mover, serve).await
+        } else if inline {
             serve(&self.store)
         } else {
             self.storage(total, serve).await
         };
-        Self::answer(connection, header, result).await
+        Self::answer_one_sided(connection, header, mover.as_ref(), result).await
     }
 
     /// Checks a piece list: every piece inside the file limit, total within one bulk.
@@ -966,24 +1022,27 @@ impl<S: ObjectStorage> Iod<S> {
         let data = match write.mode {
             TransferMode::Remote => {
                 let descriptor = connection.read_bulk(header).await?;
-                let client = match self.remote_client(connection, &descriptor)? {
+                let client = match self.remote_client(connection, &descriptor).await? {
                     Ok(client) => client,
                     Err(error) => return connection.reply_error(header, &error).await,
                 };
-                let pulled = tokio::task::spawn_blocking(move || {
-                    let mut data = vec![0u8; length];
-                    client.pull_all(&mut data).map(|()| data)
-                })
-                .await
-                .unwrap_or_else(|err| {
-                    Err(RemoteError::new(
-                        ErrorCode::Internal,
-                        format!("one-sided pull failed: {err}"),
-                    ))
-                });
+                let mover = client.mover.clone();
+                let pull = move |_: &ObjectStore<S>| client.pull_all(vec![0u8; length]);
+                let pulled = match &mover {
+                    Some(mover) => self.one_sided(mover, pull).await,
+                    None => self.blocking(pull).await,
+                };
                 match pulled {
                     Ok(data) => data,
-                    Err(error) => return connection.reply_error(header, &error).await,
+                    Err(error) => {
+                        return Self::answer_one_sided::<Empty>(
+                            connection,
+                            header,
+                            mover.as_ref(),
+                            Err(error),
+                        )
+                        .await;
+                    }
                 }
             }
             TransferMode::Multiple => {
@@ -1073,7 +1132,7 @@ impl<S: ObjectStorage> Iod<S> {
         };
         let client = match (read.mode, descriptor) {
             (TransferMode::Remote, Some(descriptor)) => {
-                match self.remote_client(connection, &descriptor)? {
+                match self.remote_client(connection, &descriptor).await? {
                     Ok(client) => Some(client),
                     Err(error) => return connection.reply_error(header, &error).await,
                 }
@@ -1136,15 +1195,14 @@ impl<S: ObjectStorage> Iod<S> {
         match (client, read.mode) {
             (Some(client), _) => {
                 let data = done.data;
-                let pushed = tokio::task::spawn_blocking(move || client.push_all(&data))
+                let mover = client.mover.clone();
+                let push = move |_: &ObjectStore<S>| client.push_all(data);
+                let pushed = match &mover {
+                    Some(mover) => self.one_sided(mover, push).await,
+                    None => self.blocking(push).await,
+                };
+                Self::answer_one_sided(connection, header, mover.as_ref(), pushed.map(|()| reply))
                     .await
-                    .unwrap_or_else(|err| {
-                        Err(RemoteError::new(
-                            ErrorCode::Internal,
-                            format!("one-sided push failed: {err}"),
-                        ))
-                    });
-                Self::answer(connection, header, pushed.map(|()| reply)).await
             }
             (None, TransferMode::Multiple) => {
                 connection.reply(header, &reply, &[]).await?;
@@ -1279,7 +1337,7 @@ impl<S: ObjectStorage> Iod<S> {
             }
             TransferMode::Remote => {
                 let descriptor = connection.read_bulk(header).await?;
-                let mut remote = match self.remote_client(connection, &descriptor)? {
+                let mut remote = match self.remote_client(connection, &descriptor).await? {
                     Ok(remote) => remote,
                     Err(error) => return connection.reply_error(header, &error).await,
                 };
@@ -1309,31 +1367,33 @@ impl<S: ObjectStorage> Iod<S> {
                     None
                 };
                 let length = usize::try_from(total).expect("within the bulk limit");
-                let pull = move || {
+                let mover = remote.mover.clone();
+                let pull = move |_: &ObjectStore<S>| {
                     if let Some(mut landing) = landing {
                         return remote
                             .pull_all_into(&mut landing.slices())
                             .map(|()| Demoted::Landed(landing));
                     }
-                    let mut data = vec![0u8; length];
-                    remote.pull_all(&mut data).map(|()| Demoted::Bytes(data))
+                    remote.pull_all(vec![0u8; length]).map(Demoted::Bytes)
                 };
-                // A small pull is a memory copy: done here rather than on a storage thread.
-                let pulled = if total <= WORKER_COPY_BYTES_MAX {
-                    pull()
-                } else {
-                    tokio::task::spawn_blocking(pull)
-                        .await
-                        .unwrap_or_else(|err| {
-                            Err(RemoteError::new(
-                                ErrorCode::Internal,
-                                format!("one-sided pull failed: {err}"),
-                            ))
-                        })
+                // A small pull from shared or fabric memory is a memory copy: done here rather
+                // than on a storage thread. Process memory is only ever reached by its mover.
+                let pulled = match &mover {
+                    Some(mover) => self.one_sided(mover, pull).await,
+                    None if total <= WORKER_COPY_BYTES_MAX => pull(&self.store),
+                    None => self.blocking(pull).await,
                 };
                 match pulled {
                     Ok(demoted) => demoted,
-                    Err(error) => return connection.reply_error(header, &error).await,
+                    Err(error) => {
+                        return Self::answer_one_sided::<Empty>(
+                            connection,
+                            header,
+                            mover.as_ref(),
+                            Err(error),
+                        )
+                        .await;
+                    }
                 }
             }
             other => {

@@ -25,7 +25,8 @@ use std::sync::Arc;
 use tessera_net::local::region::SharedRegion;
 use tessera_proto::limits::{ARENA_BYTES_MAX, EAGER_BYTES_MAX};
 
-use tessera_net::local::rma::{self, RmaError};
+use tessera_net::local::mover::Mover;
+use tessera_net::local::rma::RmaError;
 use tessera_proto::limits::PIPELINE_UNIT_BYTES;
 use tessera_proto::{ErrorCode, Piece, RemoteError, RemoteMemory, RemoteSegment, StoragePlan};
 
@@ -41,11 +42,13 @@ struct Unit {
     segments: Vec<RemoteSegment>,
 }
 
-/// The client, as a one-sided peer: its pid (from the socket) and its memory.
+/// The client, as a one-sided peer: who reaches its memory, and where its data lies there.
 #[derive(Debug)]
 pub struct Client {
-    /// The client's process id, from `SO_PEERCRED`.
-    pub pid: u32,
+    /// The thread that copies to and from the client's process memory with the client's own
+    /// credentials (same host, [`RemoteAccess::Process`](tessera_proto::RemoteAccess)); `None`
+    /// for a fabric peer or memory the client shared.
+    pub mover: Option<Arc<Mover>>,
     /// Where its data lies.
     pub memory: RemoteMemory,
     /// Its fabric endpoint, when the memory is reached over a fabric (`fabric.rs`) rather
@@ -124,18 +127,33 @@ fn outside_shared(region: &SharedRegion, index: usize, segment: &RemoteSegment) 
     )
 }
 
+/// An owned buffer a one-sided copy fills or sends (the mover may keep it past a deadline).
+pub(crate) trait Owned: std::ops::DerefMut<Target = [u8]> + Send + 'static {}
+impl<B: std::ops::DerefMut<Target = [u8]> + Send + 'static> Owned for B {}
+
 impl Client {
-    /// Reads the client's `segments` into `data`.
-    pub(crate) fn pull(
+    /// The mover of a process-memory peer.
+    fn mover(&self) -> Result<&Mover, RemoteError> {
+        self.mover.as_deref().ok_or_else(|| {
+            RemoteError::new(
+                ErrorCode::RemoteAccessRefused,
+                "no one-sided access to this client's process memory",
+            )
+        })
+    }
+
+    /// Reads the client's `segments` into `data`; gives `data` back.
+    pub(crate) fn pull<B: Owned>(
         &self,
         segments: &[RemoteSegment],
         per_call: u16,
-        data: &mut [u8],
-    ) -> Result<(), RemoteError> {
+        mut data: B,
+    ) -> Result<B, RemoteError> {
         match &self.fabric {
-            Some(link) => link.pull(segments, data),
-            None => rma::pull(self.pid, segments, per_call, data)
-                .map(drop)
+            Some(link) => link.pull(segments, &mut data).map(|()| data),
+            None => self
+                .mover()?
+                .pull(segments, per_call, data)
                 .map_err(|e| rma_error(&e)),
         }
     }
@@ -146,8 +164,8 @@ impl Client {
     }
 
     /// Reads all of the client's memory, segment after segment (or its eager buffer's
-    /// range), into `data`, which must be as long.
-    pub(crate) fn pull_all(&self, data: &mut [u8]) -> Result<(), RemoteError> {
+    /// range), into `data`, which must be as long; gives `data` back.
+    pub(crate) fn pull_all<B: Owned>(&self, mut data: B) -> Result<B, RemoteError> {
         let described = self.described();
         if described != data.len() as u64 {
             return Err(RemoteError::new(
@@ -164,7 +182,7 @@ impl Client {
                 data[at..at + bytes.len()].copy_from_slice(bytes);
                 at += bytes.len();
             }
-            return Ok(());
+            return Ok(data);
         }
         self.pull(&self.memory.segments, self.memory.segments_per_call, data)
     }
@@ -215,7 +233,11 @@ impl Client {
         }
         match &self.fabric {
             Some(link) => link.pull_slices(segments, slices),
-            None => rma::pull_vectored(self.pid, segments, self.memory.segments_per_call, slices)
+            // The slices are the caller's own buffers (a landing): it holds no extent while
+            // they fill, so a stalled copy has nothing to release.
+            None => self
+                .mover()?
+                .pull_slices(segments, self.memory.segments_per_call, slices, &mut || {})
                 .map(drop)
                 .map_err(|e| rma_error(&e)),
         }
@@ -223,7 +245,7 @@ impl Client {
 
     /// Writes `data` into all of the client's memory, segment after segment (or its eager
     /// buffer's range).
-    pub(crate) fn push_all(&self, data: &[u8]) -> Result<(), RemoteError> {
+    pub(crate) fn push_all<B: Owned>(&self, data: B) -> Result<(), RemoteError> {
         let described = self.described();
         if described != data.len() as u64 {
             return Err(RemoteError::new(
@@ -235,24 +257,45 @@ impl Client {
             ));
         }
         if let Some(region) = &self.shared {
-            return scatter(region, &self.memory.segments, &[data]);
+            return scatter(region, &self.memory.segments, &[&*data]);
         }
         self.push(data, &self.memory.segments, self.memory.segments_per_call)
+            .map(drop)
     }
 
-    /// Writes `data` into the client's `segments`.
-    fn push(
+    /// Writes `data` into the client's `segments`; gives `data` back.
+    fn push<B: Owned>(
         &self,
-        data: &[u8],
+        data: B,
         segments: &[RemoteSegment],
         per_call: u16,
-    ) -> Result<(), RemoteError> {
+    ) -> Result<B, RemoteError> {
         match &self.fabric {
-            Some(link) => link.push(data, segments),
-            None => rma::push(self.pid, data, segments, per_call)
-                .map(drop)
+            Some(link) => link.push(&data, segments).map(|()| data),
+            None => self
+                .mover()?
+                .push(data, segments, per_call)
                 .map_err(|e| rma_error(&e)),
         }
+    }
+
+    /// Writes `slices`, back to back, into all of the client's process memory (straight from
+    /// the object's pages or the cache's units). Past the copy deadline `release` lets go of
+    /// the extent the caller holds while the copy still runs.
+    fn push_slices(
+        &self,
+        slices: &[std::io::IoSlice<'_>],
+        release: &mut dyn FnMut(),
+    ) -> Result<(), RemoteError> {
+        self.mover()?
+            .push_slices(
+                slices,
+                &self.memory.segments,
+                self.memory.segments_per_call,
+                release,
+            )
+            .map(drop)
+            .map_err(|err| rma_error(&err))
     }
 }
 
@@ -338,8 +381,7 @@ pub fn write<S: ObjectStorage>(
     let per_call = client.memory.segments_per_call;
     let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
     if let [unit] = units.as_slice() {
-        let mut data = UNIT_BUFFERS.take(unit.bytes);
-        client.pull(&unit.segments, per_call, &mut data)?;
+        let data = client.pull(&unit.segments, per_call, UNIT_BUFFERS.take(unit.bytes))?;
         return store.write(handle, pieces, &data, requested);
     }
     let (buffers, full, empty) = rotation();
@@ -352,7 +394,7 @@ pub fn write<S: ObjectStorage>(
                     return Ok(()); // the storage side stopped; its error is the answer
                 };
                 buffer.set_len(unit.bytes);
-                client.pull(&unit.segments, per_call, &mut buffer)?;
+                let buffer = client.pull(&unit.segments, per_call, buffer)?;
                 if full_tx.send(buffer).is_err() {
                     return Ok(());
                 }
@@ -367,7 +409,9 @@ pub fn write<S: ObjectStorage>(
         }
         let stored = store.serve_units(handle, pieces, true, requested, |storage| {
             for unit in units {
-                let Ok(buffer) = full_rx.recv() else {
+                // A unit whose pull stalls is not waited for past the copy deadline: the
+                // extent goes back at once (the puller reports the stall).
+                let Ok(buffer) = full_rx.recv_timeout(UNIT_WAIT) else {
                     return Err(stopped());
                 };
                 storage.write(&unit.pieces, &buffer)?;
@@ -408,8 +452,9 @@ pub fn read<S: ObjectStorage>(
         if requested == StoragePlan::Auto || unified {
             // From the object's pages (or the unified cache's units) straight into the
             // arena: one copy.
-            let copied =
-                store.read_mapped(handle, pieces, |slices| scatter(region, segments, slices))?;
+            let copied = store.read_mapped(handle, pieces, |slices, _| {
+                scatter(region, segments, slices)
+            })?;
             if let Some(outcome) = copied {
                 return Ok(outcome);
             }
@@ -429,7 +474,7 @@ pub fn read<S: ObjectStorage>(
         if !link.needs_local_registration()
             || (link.has_ready_registration() && store.is_ready_cached(handle, pieces))
         {
-            let pushed = store.read_mapped(handle, pieces, |slices| {
+            let pushed = store.read_mapped(handle, pieces, |slices, _| {
                 link.push_slices(slices, &client.memory.segments)
             })?;
             if let Some(outcome) = pushed {
@@ -440,10 +485,8 @@ pub fn read<S: ObjectStorage>(
     // The unified cache serves every plan from its units (it makes no storage call for them).
     if client.fabric.is_none() && (requested == StoragePlan::Auto || unified) {
         // Same host: push straight from the object's pages, one copy and no buffer.
-        let pushed = store.read_mapped(handle, pieces, |slices| {
-            rma::push_vectored(client.pid, slices, &client.memory.segments, per_call)
-                .map(drop)
-                .map_err(|err| rma_error(&err))
+        let pushed = store.read_mapped(handle, pieces, |slices, release| {
+            client.push_slices(slices, release)
         })?;
         if let Some(outcome) = pushed {
             return Ok(outcome);
@@ -453,7 +496,7 @@ pub fn read<S: ObjectStorage>(
     if let [unit] = units.as_slice() {
         let mut data = UNIT_BUFFERS.take(unit.bytes);
         let outcome = store.read(handle, pieces, &mut data, requested)?;
-        client.push(&data, &unit.segments, per_call)?;
+        client.push(data, &unit.segments, per_call)?;
         return Ok(outcome);
     }
     let (buffers, full, empty) = rotation();
@@ -463,7 +506,9 @@ pub fn read<S: ObjectStorage>(
         let reader = scope.spawn(move || {
             store.serve_units(handle, pieces, false, requested, |storage| {
                 for unit in units {
-                    let Ok(mut buffer) = empty_rx.recv() else {
+                    // A push that stalls keeps its buffer: the extent goes back at the copy
+                    // deadline.
+                    let Ok(mut buffer) = empty_rx.recv_timeout(UNIT_WAIT) else {
                         return Err(stopped());
                     };
                     buffer.set_len(unit.bytes);
@@ -486,11 +531,15 @@ pub fn read<S: ObjectStorage>(
             let Ok(buffer) = full_rx.recv() else {
                 break; // the reader stopped; its error is the answer
             };
-            if let Err(err) = client.push(&buffer, &unit.segments, per_call) {
-                pushed = Err(err);
-                break;
+            match client.push(buffer, &unit.segments, per_call) {
+                Ok(buffer) => {
+                    let _ = empty_tx.send(buffer);
+                }
+                Err(err) => {
+                    pushed = Err(err);
+                    break;
+                }
             }
-            let _ = empty_tx.send(buffer);
         }
         drop(full_rx);
         drop(empty_tx);
@@ -518,6 +567,11 @@ fn rotation() -> ([KeptBuffer; 2], Channel, Channel) {
     let buffers = [UNIT_BUFFERS.take(0), UNIT_BUFFERS.take(0)];
     (buffers, sync_channel(2), sync_channel(2))
 }
+
+/// Longest one stage of a pipelined transfer waits for the other, which holds the extent:
+/// a copy's deadline and then some (a stalled copy is reported by its own stage).
+const UNIT_WAIT: std::time::Duration =
+    std::time::Duration::from_millis(tessera_proto::limits::REMOTE_COPY_TIMEOUT_MS + 1000);
 
 fn stopped() -> RemoteError {
     RemoteError::new(

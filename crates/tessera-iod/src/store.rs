@@ -1048,11 +1048,15 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// the end of the object as zeros), so the data reaches the client in one copy. `None`
     /// when the extent is wider than [`MAPPED_SPAN_MAX`] or the object is not a file
     /// ([`StorageObject::as_file`]): the caller reads through buffers.
+    ///
+    /// `push` also gets a way to let go of the extent early: a push into a client's memory
+    /// that stalls past its deadline calls it, so no writer of the object waits on that
+    /// client, while the push still reads the (mapped) bytes until it ends.
     pub fn read_mapped(
         &self,
         handle: u64,
         pieces: &[Piece],
-        push: impl FnOnce(&[IoSlice<'_>]) -> Result<(), RemoteError>,
+        push: impl FnOnce(&[IoSlice<'_>], &mut dyn FnMut()) -> Result<(), RemoteError>,
     ) -> Result<Option<Outcome>, RemoteError> {
         match self.serve {
             ServeMode::Normal => return Ok(None),
@@ -1060,7 +1064,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
                 // Pinned bytes never change (a write copies the unit first): no extent need
                 // be held while they are pushed.
                 let cached = self.read_pinned(handle, pieces)?;
-                push(&cached.slices(handle, pieces)?)?;
+                push(&cached.slices(handle, pieces)?, &mut || {})?;
                 return Ok(Some(cached.outcome));
             }
             ServeMode::Mmap => {}
@@ -1076,7 +1080,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         let Some(file) = object.file.as_file() else {
             return Ok(None);
         };
-        let guard = object.extents.lock(start, end, false);
+        let mut guard = Some(object.extents.lock(start, end, false));
         let size = file
             .metadata()
             .map_err(|err| self.io_error(handle, "stat", &err))?
@@ -1090,11 +1094,13 @@ impl<S: ObjectStorage> ObjectStore<S> {
         } else {
             None
         };
-        // SAFETY: the mapping covers [start, mapped_end), the bytes below `size`, and the
-        // extent is held until the slices are dropped. `push` gives the bytes to the kernel
-        // (process_vm_writev).
+        // SAFETY: the mapping covers [start, mapped_end), the bytes below `size`, and is
+        // kept until the slices are dropped; the extent is held until then too, unless `push`
+        // lets it go early, after which it only hands the bytes to the kernel
+        // (process_vm_writev), which copies whatever they are then and never faults on a
+        // page a truncate took away (the copy ends short).
         let slices = unsafe { mapped_slices(mapping.as_deref(), pieces, size) };
-        push(&slices)?;
+        push(&slices, &mut || drop(guard.take()))?;
         drop(slices);
         drop(mapping);
         drop(guard);
@@ -1451,7 +1457,7 @@ mod tests {
     fn read_mapped(store: &ObjectStore, pieces: &[Piece]) -> Vec<u8> {
         let mut out = Vec::new();
         let outcome = store
-            .read_mapped(7, pieces, |slices| {
+            .read_mapped(7, pieces, |slices, _| {
                 for slice in slices {
                     out.extend_from_slice(slice);
                 }
@@ -1930,7 +1936,9 @@ mod tests {
             .unwrap();
         assert_eq!(outcome.plan, StoragePlan::PerPiece);
         assert_eq!(&buffer, b"aaaaxyzwvuts");
-        let mapped = store.read_mapped(7, &pieces, |_| unreachable!()).unwrap();
+        let mapped = store
+            .read_mapped(7, &pieces, |_, _| unreachable!())
+            .unwrap();
         assert_eq!(
             mapped, None,
             "no mapping without a file: the caller reads buffered"

@@ -40,6 +40,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, Re
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
+use crate::local::mover::{Mover, PeerProcess};
 use crate::local::region::SharedRegion;
 use crate::local::scm::{self, Received};
 
@@ -101,6 +102,8 @@ pub struct ServerConnection {
     stream: ServerStream,
     peer: String,
     peer_pid: Option<u32>,
+    /// Who moves this connection's one-sided copies (a same-host peer only).
+    mover: MoverSlot,
     /// The key, to check credentials and capabilities in requests.
     auth: Arc<ServerAuth>,
     /// Whom the connection speaks for, proved in its handshake.
@@ -252,6 +255,47 @@ impl ServerConnection {
     /// is visible in this pid namespace; `None` over TCP.
     pub fn peer_pid(&self) -> Option<u32> {
         self.peer_pid
+    }
+
+    /// The [`Mover`] of this connection's one-sided copies: started at the first call (a
+    /// thread that takes the client's credentials and pins its process), then the same one.
+    /// Refused over TCP, where the kernel refuses (the client's own rights do not reach its
+    /// memory), and once the mover is retired (the process is gone, or a copy stalled): the
+    /// caller then closes the connection.
+    pub async fn mover(&mut self) -> Result<Arc<Mover>, RemoteError> {
+        let refused = |detail: String| RemoteError::new(ErrorCode::RemoteAccessRefused, detail);
+        match std::mem::replace(&mut self.mover, MoverSlot::Absent) {
+            MoverSlot::Started(mover) => {
+                if let Some(reason) = mover.retired() {
+                    let error = refused(format!("pid {}: {reason}", mover.pid()));
+                    self.mover = MoverSlot::Refused(error.clone());
+                    return Err(error);
+                }
+                self.mover = MoverSlot::Started(Arc::clone(&mover));
+                Ok(mover)
+            }
+            MoverSlot::Unstarted(peer) => match Mover::start(peer).await {
+                Ok(mover) => {
+                    let mover = Arc::new(mover);
+                    self.mover = MoverSlot::Started(Arc::clone(&mover));
+                    Ok(mover)
+                }
+                Err(err) => {
+                    let error = err.to_remote();
+                    self.mover = MoverSlot::Refused(error.clone());
+                    Err(error)
+                }
+            },
+            MoverSlot::Refused(error) => {
+                self.mover = MoverSlot::Refused(error.clone());
+                Err(error)
+            }
+            MoverSlot::Absent => Err(refused(format!(
+                "one-sided transfers need a same-host Unix socket whose peer is visible; {} is \
+                 not",
+                self.peer
+            ))),
+        }
     }
 
     /// Whom the connection speaks for (its handshake credential, verified).
@@ -1268,22 +1312,41 @@ async fn handshake(
 /// Accepts on `listener`, or waits forever without one.
 async fn accept_local(
     listener: Option<&UnixListener>,
-) -> io::Result<(ServerStream, String, Option<u32>)> {
+) -> io::Result<(ServerStream, String, MoverSlot)> {
     let Some(listener) = listener else {
         return std::future::pending().await;
     };
     let (stream, _) = listener.accept().await?;
-    let pid = stream
-        .peer_cred()
-        .ok()
-        .and_then(|credentials| credentials.pid())
-        .and_then(|pid| u32::try_from(pid).ok())
-        .filter(|&pid| pid != 0);
-    let peer = match pid {
-        Some(pid) => format!("local pid {pid}"),
+    let process = PeerProcess::of_socket(std::os::fd::AsFd::as_fd(&stream)).ok();
+    let peer = match &process {
+        Some(process) => format!("local pid {} (uid {})", process.pid, process.uid),
         None => "local peer".to_owned(),
     };
-    Ok((ServerStream::Unix(stream), peer, pid))
+    let slot = process.map_or(MoverSlot::Absent, MoverSlot::Unstarted);
+    Ok((ServerStream::Unix(stream), peer, slot))
+}
+
+/// A connection's mover, started at its first one-sided copy.
+#[derive(Debug)]
+enum MoverSlot {
+    /// Not a same-host peer (TCP), or one the kernel does not show.
+    Absent,
+    /// The peer, waiting for its first one-sided copy.
+    Unstarted(PeerProcess),
+    /// Running.
+    Started(Arc<Mover>),
+    /// Refused or retired: every later one-sided copy is refused the same way.
+    Refused(RemoteError),
+}
+
+impl MoverSlot {
+    fn pid(&self) -> Option<u32> {
+        match self {
+            Self::Unstarted(process) => Some(process.pid),
+            Self::Started(mover) => Some(mover.pid()),
+            Self::Absent | Self::Refused(_) => None,
+        }
+    }
 }
 
 /// Serves `service` on the TCP `listener` and, when given, on the Unix socket `local` (for
@@ -1311,11 +1374,11 @@ pub async fn serve_with_local<S: Service>(
                 if let Err(err) = stream.set_nodelay(true) {
                     warnings.warn(&service.name(), || format!("{peer}: cannot set TCP_NODELAY: {err}"));
                 }
-                (ServerStream::Tcp(stream), peer.to_string(), None)
+                (ServerStream::Tcp(stream), peer.to_string(), MoverSlot::Absent)
             }),
             accepted = accept_local(local.as_ref()) => accepted,
         };
-        let (stream, peer, peer_pid) = match accepted {
+        let (stream, peer, mover) = match accepted {
             Ok(accepted) => accepted,
             Err(err) => {
                 warnings.warn(&service.name(), || format!("accept failed: {err}"));
@@ -1372,7 +1435,8 @@ pub async fn serve_with_local<S: Service>(
             let mut connection = ServerConnection {
                 stream,
                 peer: peer.clone(),
-                peer_pid,
+                peer_pid: mover.pid(),
+                mover,
                 auth,
                 credentials,
                 last_credentials: None,

@@ -219,6 +219,18 @@ pub const REMOTE_SEGMENTS_MAX: usize = 1 << 18;
 /// Most bytes of a remote-memory descriptor (the endpoint name of a fabric peer).
 pub const REMOTE_ENDPOINT_BYTES_MAX: usize = 256;
 
+/// Longest one one-sided copy between a same-host client's memory and the server may take, in
+/// milliseconds (a pipeline unit, or a read sent from the object's pages). A copy waits when
+/// the client's memory must be faulted in from a slow file, a FUSE mount (Tessera's own, whose
+/// daemon asks this very server) or userfaultfd; past this the server releases the extent it
+/// holds, answers an error and closes the connection, and the copy finishes on its own thread.
+pub const REMOTE_COPY_TIMEOUT_MS: u64 = 5_000;
+
+/// Most one-sided copies of one uid that may be stuck past `REMOTE_COPY_TIMEOUT_MS` at once
+/// (each holds one server thread and the buffer it copies). A uid at the limit gets no new
+/// one-sided connection: its data moves in messages until its copies end.
+pub const STALLED_COPIES_PER_UID_MAX: usize = 4;
+
 /// Bytes a server moves per step of a pipelined one-sided transfer: while one unit is copied
 /// between the client's memory and the server's buffer, the previous one is in storage
 /// (seed 001 Fig. 2.12).

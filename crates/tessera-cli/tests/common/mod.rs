@@ -454,3 +454,122 @@ pub fn share_region(
         Ok(())
     }
 }
+
+/// A process-memory descriptor of `length` bytes at `address` (one segment).
+pub fn process_memory(address: u64, length: u64) -> tessera_proto::RemoteMemory {
+    tessera_proto::RemoteMemory {
+        access: tessera_proto::RemoteAccess::Process,
+        endpoint: tessera_proto::RemoteEndpoint::default(),
+        segments_per_call: 0,
+        segments: vec![tessera_proto::RemoteSegment {
+            address,
+            length,
+            key: 0,
+        }],
+    }
+}
+
+/// Sends one request frame (header, body, bulk) on a raw same-host connection and reads the
+/// answer: `Ok(body)` for a reply, `Err(Some(error))` for an error reply, `Err(None)` when the
+/// server closed the connection instead.
+pub fn exchange(
+    stream: &mut std::os::unix::net::UnixStream,
+    opcode: tessera_proto::Opcode,
+    request_id: u64,
+    body: &[u8],
+    bulk: &[u8],
+) -> Result<Vec<u8>, Option<tessera_proto::RemoteError>> {
+    use std::io::Read;
+    use tessera_proto::{Header, Wire};
+    let header = Header {
+        opcode: opcode as u8,
+        flags: 0,
+        request_id,
+        body_bytes: u32::try_from(body.len()).unwrap(),
+        bulk_bytes: u32::try_from(bulk.len()).unwrap(),
+    };
+    let sent = stream
+        .write_all(&[header.encode().as_slice(), body, bulk].concat())
+        .is_ok();
+    let mut reply = [0u8; tessera_proto::limits::HEADER_BYTES];
+    if !sent || stream.read_exact(&mut reply).is_err() {
+        return Err(None);
+    }
+    let reply = Header::decode(&reply).unwrap();
+    let mut body = vec![0u8; reply.body_bytes as usize];
+    stream.read_exact(&mut body).map_err(|_| None)?;
+    let mut bulk = vec![0u8; reply.bulk_bytes as usize];
+    stream.read_exact(&mut bulk).map_err(|_| None)?;
+    if reply.is_error() {
+        return Err(Some(tessera_proto::RemoteError::from_body(&body).unwrap()));
+    }
+    Ok(body)
+}
+
+/// Asks the iod to pull 8 bytes at `address` of this process (a `RemoteProbe`): whether the
+/// connection may move data one-sidedly.
+pub fn probe(
+    stream: &mut std::os::unix::net::UnixStream,
+    address: u64,
+    request_id: u64,
+) -> Result<u64, Option<tessera_proto::RemoteError>> {
+    use tessera_proto::Wire;
+    let body = tessera_proto::RemoteProbe {}.to_body();
+    let reply = exchange(
+        stream,
+        tessera_proto::Opcode::RemoteProbe,
+        request_id,
+        &body,
+        &process_memory(address, 8).to_body(),
+    )?;
+    Ok(tessera_proto::RemoteProbeReply::from_body(&reply)
+        .unwrap()
+        .token)
+}
+
+/// A one-sided `Write` (the iod pulls `memory`) or `Read` (it pushes into `memory`) of
+/// `length` bytes at offset 0 of `handle`, on a raw same-host connection.
+pub fn one_sided(
+    stream: &mut std::os::unix::net::UnixStream,
+    write: bool,
+    (handle, capability): (u64, tessera_proto::Capability),
+    memory: &tessera_proto::RemoteMemory,
+    request_id: u64,
+) -> Result<(), Option<tessera_proto::RemoteError>> {
+    use tessera_proto::Wire;
+    let length = memory.segments.iter().map(|segment| segment.length).sum();
+    let pieces = vec![tessera_client::Piece::new(0, length)];
+    let (opcode, body) = if write {
+        let request = tessera_proto::Write {
+            handle,
+            capability,
+            mode: tessera_proto::TransferMode::Remote,
+            storage: tessera_proto::StoragePlan::Auto,
+            pieces,
+        };
+        (tessera_proto::Opcode::Write, request.to_body())
+    } else {
+        let request = tessera_proto::Read {
+            handle,
+            capability,
+            mode: tessera_proto::TransferMode::Remote,
+            storage: tessera_proto::StoragePlan::Auto,
+            pieces,
+        };
+        (tessera_proto::Opcode::Read, request.to_body())
+    };
+    exchange(stream, opcode, request_id, &body, &memory.to_body()).map(drop)
+}
+
+/// Gives up root for `uid` (its own group, no supplementary groups) in this process, and
+/// makes the process dumpable again, as a program the user starts is.
+pub fn become_user(uid: u32) -> bool {
+    // SAFETY: plain system calls on this process's own credentials; results are checked.
+    unsafe {
+        libc::setgroups(0, std::ptr::null()) == 0
+            && libc::setgid(uid) == 0
+            && libc::setuid(uid) == 0
+            && libc::geteuid() == uid
+            && libc::prctl(libc::PR_SET_DUMPABLE, 1) == 0
+    }
+}

@@ -13,6 +13,7 @@
 
 pub mod arena;
 pub mod eager;
+pub mod mover;
 pub mod policy;
 pub mod region;
 pub mod rma;

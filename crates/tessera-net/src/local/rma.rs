@@ -50,13 +50,39 @@ pub enum RmaError {
         /// Bytes the request moves.
         expected: u64,
     },
+    /// The process behind the connection is no longer the one that connected (it exited, or
+    /// executed another program), or its connection's copies were retired: no one-sided
+    /// transfer reaches it again.
+    #[error("pid {pid}: {reason}; no one-sided transfer reaches it on this connection again")]
+    Gone {
+        /// The process that connected.
+        pid: u32,
+        /// What happened.
+        reason: String,
+    },
+    /// A copy did not end within `REMOTE_COPY_TIMEOUT_MS`.
+    #[error(
+        "a one-sided copy of {bytes} bytes with pid {pid} did not end within {timeout_ms} ms \
+         (remote_copy_timeout_ms): the client's memory waits on something (a mapping of a FUSE \
+         file, userfaultfd, a slow disk); the connection is closed"
+    )]
+    Stalled {
+        /// The client process.
+        pid: u32,
+        /// Bytes the copy moves.
+        bytes: u64,
+        /// The deadline it missed.
+        timeout_ms: u64,
+    },
 }
 
 impl RmaError {
     /// The error reply for the client.
     pub fn to_remote(&self) -> RemoteError {
         let code = match self {
-            Self::Refused { .. } => ErrorCode::RemoteAccessRefused,
+            Self::Refused { .. } | Self::Gone { .. } | Self::Stalled { .. } => {
+                ErrorCode::RemoteAccessRefused
+            }
             Self::BadSegment { .. } => ErrorCode::BadAddress,
             Self::Mismatch { .. } => ErrorCode::Protocol,
         };
@@ -71,9 +97,12 @@ pub struct RmaCounts {
     pub calls: u64,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Direction {
+/// Which way a copy goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// From the other process into this one.
     Pull,
+    /// From this process into the other one.
     Push,
 }
 
@@ -187,7 +216,10 @@ impl Stream {
     }
 }
 
-fn copy(
+/// Moves the bytes of `local` to or from the segments `remote` of process `pid`, at most
+/// `segments_per_call` remote segments a call. The caller guarantees that `local` names
+/// memory of this process that is valid (and, for a pull, not otherwise used) for the call.
+pub(crate) fn copy(
     pid: u32,
     remote: &[RemoteSegment],
     segments_per_call: u16,

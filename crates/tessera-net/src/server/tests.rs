@@ -33,6 +33,7 @@ fn over(stream: ServerStream, bodies: Arc<Semaphore>) -> ServerConnection {
         stream,
         peer: "test peer".to_owned(),
         peer_pid: None,
+        mover: MoverSlot::Absent,
         auth: Arc::new(auth),
         credentials: Credentials::default(),
         last_credentials: None,
