@@ -11,7 +11,8 @@
 //! `D/run/NAME.addr` (the address it bound), `D/run/*.sock` (the iods' and the agent's Unix
 //! sockets, open to every local user), `D/log/NAME.log` (server logs). The data
 //! directories, the key, the saved commands and the logs are the owner's alone; the cluster
-//! file and the sockets are for everyone.
+//! file and the sockets are for everyone. `up` and `restart` first check that every part of
+//! `D` that exists is this user's and that nobody else may change it (`owned.rs`).
 //!
 //! A local cluster's ports are chosen by the kernel at its first `up`; each server's command
 //! is then saved with the address it got, so `down` + `up`, an `up` that finds some servers
