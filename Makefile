@@ -44,8 +44,11 @@ deps:
 	  echo "rustc $$have is older than $(RUST_MIN), the workspace's rust-version"; exit 1; \
 	fi
 
+# Two cargo runs: tessera-bench turns on tessera-iod's `bench` feature (the capability switch of
+# its in-process iods), and cargo would unify it into the `tessera` binary built in the same run.
 build: deps
-	$(CARGO) build --release --workspace --bins
+	$(CARGO) build --release --workspace --bins --exclude tessera-bench
+	$(CARGO) build --release -p tessera-bench
 
 # Start a 4-server cluster, run the main job, stop the cluster (also on failure).
 demo: build
@@ -62,8 +65,11 @@ clippy:
 
 # tessera-reg's tests punch holes in mappings and check them: another test thread's mmap
 # (a large allocation) can land in a hole, so that crate's tests run one at a time.
+# tessera-bench runs on its own, so that the iod and the `tessera` binary the other tests use
+# are built without its `bench` feature, as the product is (tessera-iod's tests/public_api.rs).
 unit:
-	$(CARGO) test --workspace --exclude tessera-reg
+	$(CARGO) test --workspace --exclude tessera-reg --exclude tessera-bench
+	$(CARGO) test -p tessera-bench
 	$(CARGO) test -p tessera-reg -- --test-threads=1
 
 # The libfabric backend, built only with its `ofi` feature (the workspace builds without

@@ -16,6 +16,9 @@ pub const KEY_BYTES: usize = 32;
 /// Mode of a key file: the owner's alone.
 pub const KEY_FILE_MODE: u32 = 0o600;
 
+/// Most bytes of a key file read: the hex key, a newline and room for stray whitespace.
+const KEY_FILE_BYTES_MAX: u64 = 256;
+
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
 /// The cluster's shared secret.
@@ -68,16 +71,50 @@ impl ClusterKey {
         Ok(key)
     }
 
-    /// Reads the key file at `path`. Refused when it is not a regular file, when group or
-    /// others may read or write it, or when it does not hold 64 hex digits.
+    /// Reads the key file at `path`, as a client does. Refused when it is not a regular file,
+    /// when group or others may read or write it, or when it does not hold 64 hex digits.
+    /// Its owner is not checked: a client that can read the key (root, or the account that
+    /// owns the cluster) trusts the account that runs the servers, as `docs/DEPLOY.md` §6 has
+    /// it. A server, the agent and `tessera up` load theirs with [`ClusterKey::load_owned`].
     pub fn load(path: &Path) -> Result<Self, AuthError> {
+        Self::read(path, false)
+    }
+
+    /// Reads the key file of a server, an agent or `tessera up`: as [`ClusterKey::load`], and
+    /// also refused unless this process's effective uid owns it. Whoever owns the key file
+    /// holds the key, and a key holder can sign credentials of any user and pass for any
+    /// server: a key another user planted (in a cluster directory under `/tmp`) would hand
+    /// them the cluster.
+    pub fn load_owned(path: &Path) -> Result<Self, AuthError> {
+        Self::read(path, true)
+    }
+
+    /// Opens `path` once and checks and reads that one file (no window between the check and
+    /// the read); `owned`: also its owner.
+    fn read(path: &Path, owned: bool) -> Result<Self, AuthError> {
+        use std::io::Read as _;
         let error = |detail: String| AuthError::Key {
             path: path.display().to_string(),
             detail,
         };
-        let meta = fs::metadata(path).map_err(|err| error(err.to_string()))?;
+        // O_NONBLOCK: opening a FIFO planted at the path must not wait for a writer.
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|err| error(err.to_string()))?;
+        let meta = file.metadata().map_err(|err| error(err.to_string()))?;
         if !meta.is_file() {
             return Err(error("not a regular file".to_owned()));
+        }
+        // SAFETY: geteuid cannot fail and touches no memory of ours.
+        let uid = unsafe { libc::geteuid() };
+        if owned && meta.uid() != uid {
+            return Err(error(format!(
+                "owned by uid {}, not by uid {uid} who runs this server: whoever owns the key \
+                 can sign any credential; use a key of your own",
+                meta.uid()
+            )));
         }
         if meta.mode() & 0o077 != 0 {
             return Err(error(format!(
@@ -85,7 +122,12 @@ impl ClusterKey {
                 meta.mode() & 0o7777
             )));
         }
-        let text = fs::read_to_string(path).map_err(|err| error(err.to_string()))?;
+        let mut text = String::new();
+        // A key is 65 bytes; read a little more than that, so a huge file is not read whole.
+        std::io::Read::by_ref(&mut file)
+            .take(KEY_FILE_BYTES_MAX)
+            .read_to_string(&mut text)
+            .map_err(|err| error(err.to_string()))?;
         Self::parse(text.trim()).map_err(error)
     }
 
@@ -178,6 +220,27 @@ mod tests {
         fs::write(&path, "abc\n").unwrap();
         let err = ClusterKey::load(&path).unwrap_err().to_string();
         assert!(err.contains("hex digits"), "{err}");
+    }
+
+    #[test]
+    fn a_key_of_ours_loads_owned_and_other_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        let key = ClusterKey::create(&path).unwrap();
+        assert_eq!(ClusterKey::load_owned(&path).unwrap(), key);
+        // Not a regular file: a directory, and a FIFO (which must not block the open).
+        let err = ClusterKey::load_owned(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        let fifo = dir.path().join("fifo");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo reads a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let err = ClusterKey::load(&fifo).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        // A huge file is refused by its content, without being read whole.
+        fs::write(&path, "a".repeat(1 << 20)).unwrap();
+        let err = ClusterKey::load(&path).unwrap_err().to_string();
+        assert!(err.contains("holds 256 characters"), "{err}");
     }
 
     #[test]

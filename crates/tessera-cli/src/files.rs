@@ -7,7 +7,8 @@
 //! when standard error is a terminal.
 //! `put` never writes its target in place: it fills a temporary file in the same directory,
 //! flushes it, and renames it over the target, so the target holds the old bytes or all the
-//! new ones.
+//! new ones. New files and directories (`create`, `mkdir`, `put`) take the mode given with
+//! `--mode` as it is, else `0666`/`0777` less the caller's umask, as `touch` and `mkdir` would.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::Serialize;
+use tessera_client::umask::{NEW_DIRECTORY_MODE, NEW_FILE_MODE};
 use tessera_client::Attr;
 use tessera_client::{
     Client, ClientError, ClusterConfig, CreateOptions, ErrorCode, FileKind, ObjectLeft, OpenMode,
@@ -71,9 +73,10 @@ pub struct LsArgs {
 pub struct MkdirArgs {
     /// Directory to create.
     path: String,
-    /// Permission bits, in octal (755 or 0755; stored as given, no umask).
-    #[arg(long, default_value = "755")]
-    mode: String,
+    /// Permission bits, in octal (755 or 0755), stored as given, as `mkdir -m` does.
+    /// Default: 777 less the umask.
+    #[arg(long)]
+    mode: Option<String>,
     #[command(flatten)]
     cluster: ClusterArg,
 }
@@ -104,8 +107,8 @@ pub struct PutArgs {
     /// (default): the stripe unit where it is smaller than 64k, else the iods' default.
     #[arg(long, value_parser = tessera_client::layouts::parse_cache_unit, default_value_t = 0)]
     cache_unit: u32,
-    /// Permission bits of the new file, in octal (644 or 0644; no umask). Default: those of
-    /// the file it replaces, else 644.
+    /// Permission bits of the new file, in octal (644 or 0644), stored as given. Default:
+    /// those of the file it replaces, else 666 less the umask.
     #[arg(long)]
     mode: Option<String>,
     /// Report success without waiting for the iods to flush the data to stable storage.
@@ -124,9 +127,10 @@ pub struct CreateArgs {
     /// `rows:ROW_BYTES:ROWS[:SERVERS]` or `blocks:ROW_BYTES:ROWS:P:Q` (see docs/LAYOUTS.md).
     #[arg(long, default_value = "stripe")]
     layout: String,
-    /// Permission bits, in octal (644 or 0644; stored as given, no umask).
-    #[arg(long, default_value = "644")]
-    mode: String,
+    /// Permission bits, in octal (644 or 0644), stored as given. Default: 666 less the
+    /// umask.
+    #[arg(long)]
+    mode: Option<String>,
     #[command(flatten)]
     cluster: ClusterArg,
 }
@@ -178,6 +182,12 @@ pub fn client(arg: &ClusterArg) -> Result<Client, String> {
 }
 
 /// Parses permission bits written in octal (`640`, `0640`), at most `0o7777`.
+/// The mode a new file or directory gets: `given` as it is (as `mkdir -m` and `install -m`
+/// take theirs), else `default` less the caller's umask (as `mkdir` and `touch` do).
+fn mode_or_umasked(given: Option<&str>, default: u32) -> Result<u32, String> {
+    given.map_or_else(|| Ok(tessera_client::umask::apply(default)), parse_mode)
+}
+
 fn parse_mode(text: &str) -> Result<u32, String> {
     let digits_ok = !text.is_empty() && text.bytes().all(|byte| (b'0'..=b'7').contains(&byte));
     match u32::from_str_radix(text, 8) {
@@ -399,7 +409,8 @@ pub fn create(args: &CreateArgs) -> Result<(), String> {
     let servers = u16::try_from(client.server_count()).unwrap_or(u16::MAX);
     let mut options = tessera_client::layouts::parse(&args.layout, servers)
         .map_err(|why| format!("create {}: {why}", args.path))?;
-    options.mode = parse_mode(&args.mode).map_err(|why| format!("create {}: {why}", args.path))?;
+    options.mode = mode_or_umasked(args.mode.as_deref(), NEW_FILE_MODE)
+        .map_err(|why| format!("create {}: {why}", args.path))?;
     options.exclusive = true;
     let file = client
         .create(&args.path, &options)
@@ -410,7 +421,8 @@ pub fn create(args: &CreateArgs) -> Result<(), String> {
 
 /// `tessera mkdir`.
 pub fn mkdir(args: &MkdirArgs) -> Result<(), String> {
-    let mode = parse_mode(&args.mode).map_err(|why| format!("mkdir {}: {why}", args.path))?;
+    let mode = mode_or_umasked(args.mode.as_deref(), NEW_DIRECTORY_MODE)
+        .map_err(|why| format!("mkdir {}: {why}", args.path))?;
     client(&args.cluster)?
         .mkdir(&args.path, mode)
         .map_err(|err| failed("mkdir", &args.path, &err))?;
@@ -622,7 +634,7 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
     };
     let mode = mode
         .or(replaced.as_ref().map(|attr| attr.mode & 0o7777))
-        .unwrap_or(0o644);
+        .unwrap_or_else(|| tessera_client::umask::apply(NEW_FILE_MODE));
     let options = CreateOptions {
         stripe_unit_bytes: args.stripe_unit,
         cache_unit_bytes: args.cache_unit,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tessera_net::Identity;
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 
 /// Arguments of `tessera mds`.
@@ -223,7 +224,8 @@ pub struct AgentArgs {
 
 /// Runs the agent of this host in the foreground.
 pub fn run_agent(args: &AgentArgs) -> Result<(), String> {
-    let key = tessera_auth::ClusterKey::load(&args.key).map_err(|err| format!("agent: {err}"))?;
+    let key =
+        tessera_auth::ClusterKey::load_owned(&args.key).map_err(|err| format!("agent: {err}"))?;
     serve_metrics(args.metrics.as_deref(), "agent")?;
     let config = tessera_auth::agent::AgentConfig {
         key,
@@ -233,8 +235,11 @@ pub fn run_agent(args: &AgentArgs) -> Result<(), String> {
         let listener = tessera_cluster::bind_local(&args.socket)
             .map_err(|err| format!("agent: socket {}: {err}", args.socket.display()))?;
         if let Some(path) = &args.address_file {
-            std::fs::write(path, args.socket.display().to_string())
-                .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+            tessera_cluster::owned::write_new(
+                path,
+                &args.socket.display().to_string(),
+                tessera_cluster::owned::SHARED_FILE_MODE,
+            )?;
         }
         tracing::info!("agent: signing credentials on {}", args.socket.display());
         tessera_auth::agent::serve(listener, config, shutdown_signal()).await;
@@ -321,19 +326,67 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|err| format!("cannot start the async runtime: {err}"))
 }
 
+/// How long a server that finds its port taken waits for what listens there to prove it
+/// holds the cluster key.
+const PORT_HOLDER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Who holds `listen`, which `server` could not bind: connects to it and runs the handshake
+/// as a key holder expecting `server` of this cluster. Either it is that very server (an
+/// earlier process of it still runs), or something that cannot prove the key: a squatter,
+/// which the mds and the clients refuse in turn, and which keeps this server from starting
+/// until the port is freed (docs/DEPLOY.md §7).
+fn port_holder(listen: &str, server: Identity, key: &tessera_auth::ClusterKey) -> String {
+    let expect = tessera_net::Expected {
+        identity: server,
+        cluster_id: Some(key.cluster_id()),
+    };
+    let signer = tessera_auth::KeySigner::server(key.clone());
+    match tessera_net::Connection::connect(
+        format!("{server} at {listen}"),
+        listen,
+        PORT_HOLDER_TIMEOUT,
+        &signer,
+        Some(expect),
+    ) {
+        Ok(_) => format!("{server} of this cluster is already running at {listen}"),
+        Err(tessera_net::NetError::Connect { source, .. }) => format!(
+            "nothing answers at {listen} now ({source}): it was taken a moment ago; try again"
+        ),
+        Err(err) => format!(
+            "{listen} is taken by something that is not {server} of this cluster (it did not \
+             prove the cluster key: {err}): another program is squatting the port"
+        ),
+    }
+}
+
+/// Binds `listen` for `server` and writes the address it got to `address_file`. A port in
+/// use is reported with who holds it ([`port_holder`]).
 async fn bind(
     listen: &str,
     address_file: Option<&Path>,
+    server: Identity,
+    key: &tessera_auth::ClusterKey,
 ) -> Result<(tokio::net::TcpListener, SocketAddr), String> {
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|err| format!("cannot listen on {listen}: {err}"))?;
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => {
+            let (address, key) = (listen.to_owned(), key.clone());
+            let holder = tokio::task::spawn_blocking(move || port_holder(&address, server, &key))
+                .await
+                .unwrap_or_else(|err| format!("cannot tell who holds it: {err}"));
+            return Err(format!(
+                "{server}: cannot listen on {listen}: {err}: {holder}"
+            ));
+        }
+        Err(err) => return Err(format!("{server}: cannot listen on {listen}: {err}")),
+    };
     let address = listener.local_addr().map_err(|err| err.to_string())?;
     if let Some(path) = address_file {
-        let temporary = path.with_extension("tmp");
-        std::fs::write(&temporary, address.to_string())
-            .and_then(|()| std::fs::rename(&temporary, path))
-            .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+        tessera_cluster::owned::write_new(
+            path,
+            &address.to_string(),
+            tessera_cluster::owned::SHARED_FILE_MODE,
+        )?;
     }
     Ok((listener, address))
 }
@@ -375,7 +428,9 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
         tessera_cluster::private_dir(data)
             .map_err(|err| format!("mds: data directory {}: {err}", data.display()))?;
     }
-    let key = tessera_auth::ClusterKey::load(&args.key).map_err(|err| format!("mds: {err}"))?;
+    tessera_cluster::owned::check_file(&args.db).map_err(|err| format!("mds: store {err}"))?;
+    let key =
+        tessera_auth::ClusterKey::load_owned(&args.key).map_err(|err| format!("mds: {err}"))?;
     serve_metrics(args.metrics.as_deref(), "mds")?;
     let server_count =
         u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
@@ -384,6 +439,7 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
         tessera_proto::ROLE_MDS,
         0,
     ));
+    let probe_key = key.clone();
     let options = tessera_mds::MdsOptions {
         capability_lifetime: Duration::from_secs(args.capability_seconds.max(1)),
     };
@@ -398,7 +454,13 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
         options,
     ));
     runtime()?.block_on(async {
-        let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
+        let (listener, address) = bind(
+            &args.listen,
+            args.address_file.as_deref(),
+            Identity::MDS,
+            &probe_key,
+        )
+        .await?;
         tracing::info!(
             "mds: listening on {address}, {server_count} iods, store {}{}",
             args.db.display(),
@@ -424,7 +486,7 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
         )
     })?;
     let key = (!args.calibrate)
-        .then(|| tessera_auth::ClusterKey::load(&args.key))
+        .then(|| tessera_auth::ClusterKey::load_owned(&args.key))
         .transpose()
         .map_err(|err| format!("iod {}: {err}", args.index))?;
     let model = tessera_iod::cost::load_or_calibrate(
@@ -510,12 +572,18 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
         );
     }
     let auth = Arc::new(tessera_auth::ServerAuth::new(
-        key,
+        key.clone(),
         tessera_proto::ROLE_IOD,
         args.index,
     ));
     runtime()?.block_on(async {
-        let (listener, address) = bind(&args.listen, args.address_file.as_deref()).await?;
+        let (listener, address) = bind(
+            &args.listen,
+            args.address_file.as_deref(),
+            Identity::iod(args.index),
+            &key,
+        )
+        .await?;
         let local = match &args.local_socket {
             Some(path) => Some(tessera_cluster::bind_local(path).map_err(|err| {
                 format!("iod {}: local socket {}: {err}", args.index, path.display())

@@ -107,6 +107,12 @@ fn run(program: &str, args: &[&str]) -> String {
 /// Runs `command` with `sh -c` as `uid` (gid = uid, supplementary `groups`); returns
 /// (success, stderr).
 fn sh_as(uid: u32, groups: &[u32], command: &str) -> (bool, String) {
+    let (success, _, stderr) = sh_as_output(uid, groups, command);
+    (success, stderr)
+}
+
+/// [`sh_as`], also returning what the command printed: (success, stdout, stderr).
+fn sh_as_output(uid: u32, groups: &[u32], command: &str) -> (bool, String, String) {
     let mut setpriv = Command::new("setpriv");
     setpriv
         .arg(format!("--reuid={uid}"))
@@ -120,6 +126,7 @@ fn sh_as(uid: u32, groups: &[u32], command: &str) -> (bool, String) {
     let output = setpriv.args(["sh", "-c", command]).output().unwrap();
     (
         output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
@@ -366,6 +373,108 @@ fn permissions_hold_for_each_caller() {
     // Alice cannot write in Bob's directory (0755 after the umask).
     let (ok, stderr) = sh_as(ALICE, &[], &format!("echo x > {root}/shared/bob/g"));
     assert!(!ok && stderr.contains("Permission denied"), "{stderr}");
+}
+
+/// Files and directories made through the mount take the caller's umask (the kernel passes
+/// it with each create and mkdir), as on a local file system.
+#[test]
+fn files_made_through_the_mount_take_the_callers_umask() {
+    let Some(mount) = Mounted::start() else {
+        return;
+    };
+    let root = mount.dir.path().display().to_string();
+    std::fs::create_dir(mount.path("shared")).unwrap();
+    std::fs::set_permissions(mount.path("shared"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let client = mount.cluster.client();
+    for (umask, directory, file) in [("077", 0o700, 0o600), ("022", 0o755, 0o644)] {
+        let (ok, stderr) = sh_as(
+            ALICE,
+            &[],
+            &format!(
+                "umask {umask} && mkdir {root}/shared/d{umask} && echo x > {root}/shared/f{umask} \
+                 && python3 -c 'import os; os.close(os.open(\"{root}/shared/o{umask}\", os.O_CREAT | os.O_WRONLY, 0o777))'"
+            ),
+        );
+        assert!(ok, "umask {umask}: {stderr}");
+        let modes: Vec<(u32, u32)> = ["d", "f", "o"]
+            .iter()
+            .map(|kind| {
+                let attr = client.stat(&format!("/shared/{kind}{umask}")).unwrap();
+                (attr.mode & 0o7777, attr.uid)
+            })
+            .collect();
+        assert_eq!(
+            modes,
+            [
+                (directory, ALICE),
+                (file, ALICE),
+                (0o777 & directory, ALICE)
+            ],
+            "umask {umask}"
+        );
+    }
+}
+
+/// What the kernel caches for one caller is not shown to another who may not see it: root
+/// stats a file in its 0700 directory (its attributes and name now cached by the kernel),
+/// then Alice, who has no search permission on that directory, tries every way to the file:
+/// `stat`, `ls -l`, `cat`, and root's open descriptor through `/proc`. Each is refused with
+/// EACCES and prints nothing of the file (size, mode, owner).
+#[test]
+fn the_kernel_cache_shows_nothing_to_a_user_without_search_permission() {
+    let Some(mount) = Mounted::start() else {
+        return;
+    };
+    let root = mount.dir.path().display().to_string();
+    std::fs::create_dir(mount.path("private")).unwrap();
+    std::fs::set_permissions(
+        mount.path("private"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    std::fs::write(mount.path("private/file"), bytes(5, 12_345)).unwrap();
+    std::fs::set_permissions(
+        mount.path("private/file"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    // Root holds the file open: its descriptor, seen through /proc, is one more way in.
+    let held = std::fs::File::open(mount.path("private/file")).unwrap();
+    let through_proc = format!("/proc/{}/fd/{}", std::process::id(), {
+        use std::os::fd::AsRawFd;
+        held.as_raw_fd()
+    });
+    let attempts = [
+        format!("stat -c '%s %a %u %g' {root}/private/file"),
+        format!("ls -ln {root}/private"),
+        format!("ls -ln {root}/private/file"),
+        format!("cat {root}/private/file"),
+        format!("stat -L -c '%s %a %u %g' {through_proc}"),
+        format!("cat {through_proc}"),
+    ];
+    // Each attempt right after root's own stat, so that root's attributes are in the cache
+    // (the kernel keeps them for the mount's 1 s attribute TTL).
+    for attempt in &attempts {
+        let attr = std::fs::metadata(mount.path("private/file")).unwrap();
+        assert_eq!(attr.len(), 12_345);
+        let (ok, stdout, stderr) = sh_as_output(ALICE, &[], attempt);
+        assert!(!ok, "{attempt}: alice succeeded: {stdout}");
+        assert!(stderr.contains("Permission denied"), "{attempt}: {stderr}");
+        assert!(
+            stdout.is_empty() && !stderr.contains("12345") && !stderr.contains("644"),
+            "{attempt}: alice learned something: {stdout} {stderr}"
+        );
+    }
+    // Her own search of the directory shows an entry no more than an absent one does.
+    let (_, _, stderr) = sh_as_output(ALICE, &[], &format!("stat {root}/private/absent"));
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    drop(held);
+    // Root still sees it all.
+    let attr = std::fs::metadata(mount.path("private/file")).unwrap();
+    assert_eq!(
+        (attr.len(), attr.permissions().mode() & 0o7777),
+        (12_345, 0o644)
+    );
 }
 
 /// Processes writing one file at once through the mount.

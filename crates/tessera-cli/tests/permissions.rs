@@ -165,3 +165,55 @@ fn chmod_chown_and_modes_through_the_cli_and_root_squash() {
     );
     assert!(ok(&cluster, &["ls", "/"]).lines().eq(["d/"]));
 }
+
+/// `mkdir`, `create` and `put` without `--mode` apply the caller's umask to 0777 (a
+/// directory) and 0666 (a file), as `mkdir` and `touch` do; with `--mode` the bits are taken
+/// as given, as `mkdir -m` takes them; a `put` over an existing file keeps its mode.
+#[test]
+fn new_entries_take_the_callers_umask_unless_a_mode_is_given() {
+    let cluster = Cluster::start(2);
+    let local = cluster.path().join("input");
+    std::fs::write(&local, b"bytes").unwrap();
+    let local = local.to_str().unwrap();
+    let file = cluster.file();
+    let file = file.to_str().unwrap();
+    let as_umask = |umask: libc::mode_t, args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--cluster", file]);
+        let output = common::tessera_with_umask(&all, umask);
+        assert!(
+            output.status.success(),
+            "umask {umask:03o}: tessera {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    let mode = |path: &str| mode_and_owner(&cluster, path).0;
+    // (umask, directory, file) modes expected.
+    for (umask, directory, created) in [(0o077, "0700", "0600"), (0o022, "0755", "0644")] {
+        let at = |name: &str| format!("/u{umask:03o}-{name}");
+        as_umask(umask, &["mkdir", &at("dir")]);
+        as_umask(umask, &["create", &at("created")]);
+        as_umask(umask, &["put", local, &at("put")]);
+        assert_eq!(
+            [mode(&at("dir")), mode(&at("created")), mode(&at("put"))],
+            [directory, created, created],
+            "umask {umask:03o}"
+        );
+        // Given bits are kept whole, past the umask.
+        as_umask(umask, &["mkdir", "--mode", "0775", &at("given-dir")]);
+        as_umask(umask, &["create", "--mode", "0664", &at("given-file")]);
+        as_umask(umask, &["put", "--mode", "0666", local, &at("given-put")]);
+        assert_eq!(
+            [
+                mode(&at("given-dir")),
+                mode(&at("given-file")),
+                mode(&at("given-put"))
+            ],
+            ["0775", "0664", "0666"],
+            "umask {umask:03o}"
+        );
+    }
+    // A put over an existing file keeps that file's mode, whatever the umask.
+    as_umask(0o077, &["put", local, "/u022-created"]);
+    assert_eq!(mode("/u022-created"), "0644");
+}

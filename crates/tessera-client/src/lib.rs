@@ -39,6 +39,7 @@ pub mod plan;
 pub mod registration;
 pub mod shared_pointer;
 mod typed;
+pub mod umask;
 
 pub use access::{Method, ViewedFile};
 pub use cache::{

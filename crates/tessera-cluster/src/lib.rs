@@ -11,7 +11,8 @@
 //! `D/run/NAME.addr` (the address it bound), `D/run/*.sock` (the iods' and the agent's Unix
 //! sockets, open to every local user), `D/log/NAME.log` (server logs). The data
 //! directories, the key, the saved commands and the logs are the owner's alone; the cluster
-//! file and the sockets are for everyone.
+//! file and the sockets are for everyone. `up` and `restart` first check that every part of
+//! `D` that exists is this user's and that nobody else may change it (`owned.rs`).
 //!
 //! A local cluster's ports are chosen by the kernel at its first `up`; each server's command
 //! is then saved with the address it got, so `down` + `up`, an `up` that finds some servers
@@ -26,10 +27,13 @@ pub mod output;
 mod hosts;
 pub mod human;
 pub mod logs;
+pub mod owned;
 pub mod progress;
 
+pub use owned::{private_dir, PRIVATE_DIRECTORY_MODE, PRIVATE_FILE_MODE};
+
 use std::fs;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -41,23 +45,25 @@ pub use tessera_iod::store::ServeMode;
 use tessera_proto::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_DEFAULT};
 
 /// Mode of the servers' and the agent's Unix sockets: any local user may connect, since every
-/// connection authenticates and every request carries a credential or a capability.
+/// connection authenticates and every request carries a credential or a capability. The
+/// sockets are the only parts of a cluster directory others may write (connecting needs it).
 pub const LOCAL_SOCKET_MODE: u32 = 0o666;
 
-/// Binds the Unix socket at `path`, replacing a stale socket file (never another kind of
-/// file), open to every local user ([`LOCAL_SOCKET_MODE`]).
+/// Binds the Unix socket at `path`, open to every local user ([`LOCAL_SOCKET_MODE`]). Its
+/// directory must be root's or this user's and, if others may write it, sticky
+/// ([`owned::check_socket_parent`]); a stale socket of this user's is replaced, while a
+/// symbolic link, another kind of file or another user's socket there is refused
+/// ([`owned::clear_socket_path`]).
 pub fn bind_local(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if meta.file_type().is_socket() {
-            std::fs::remove_file(path)?;
-        } else {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "exists and is not a socket",
-            ));
-        }
-    }
+    use std::os::unix::fs::PermissionsExt;
+    let parent = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    owned::check_socket_parent(parent)?;
+    owned::clear_socket_path(path)?;
+    // bind() makes the socket file itself and fails on any name already there (a link
+    // included), and nobody else can replace it in a directory checked above.
     let listener = tokio::net::UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(LOCAL_SOCKET_MODE))?;
     Ok(listener)
@@ -311,29 +317,18 @@ struct Starting {
     command: ServerCommand,
 }
 
-/// Mode of the servers' data directories (`mds`, `iod-N`) and of `log`: the owner's alone.
-pub const PRIVATE_DIRECTORY_MODE: u32 = 0o700;
-/// Mode of the log files.
-pub const PRIVATE_FILE_MODE: u32 = 0o600;
-
-/// Creates `path` if missing and makes it owner-only (also when an older version made it).
-pub fn private_dir(path: &Path) -> std::io::Result<()> {
-    fs::create_dir_all(path)?;
-    fs::set_permissions(path, fs::Permissions::from_mode(PRIVATE_DIRECTORY_MODE))
+/// Writes `text` to `path`, owner-only, by rename (a reader never sees half of it; a link at
+/// `path` is replaced, never followed).
+fn write_private(path: &Path, text: &str) -> Result<(), String> {
+    owned::write_new(path, text, PRIVATE_FILE_MODE)
 }
 
-/// Writes `text` to `path`, owner-only, by rename (a reader never sees half of it).
-fn write_private(path: &Path, text: &str) -> Result<(), String> {
-    let temporary = path.with_extension("tmp");
-    fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(PRIVATE_FILE_MODE)
-        .open(&temporary)
-        .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
-        .and_then(|()| fs::rename(&temporary, path))
-        .map_err(|err| format!("cannot write {}: {err}", path.display()))
+/// Writes the cluster file `dir/cluster.toml` (readable by every user) by rename.
+fn save_cluster_file(dir: &Path, config: &ClusterConfig) -> Result<(), String> {
+    let path = dir.join("cluster.toml");
+    let text =
+        toml::to_string(config).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    owned::write_new(&path, &text, owned::SHARED_FILE_MODE)
 }
 
 fn save_command(dir: &Path, name: &str, command: &ServerCommand) -> Result<(), String> {
@@ -403,16 +398,7 @@ fn spawn_server(dir: &Path, name: &str, command: ServerCommand) -> Result<Starti
         let _ = fs::remove_file(&address_file);
     }
     save_command(dir, name, &command)?;
-    let log = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(PRIVATE_FILE_MODE)
-        .open(&log_file)
-        .and_then(|log| {
-            log.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
-            Ok(log)
-        })
-        .map_err(|err| format!("cannot open {}: {err}", log_file.display()))?;
+    let log = owned::open_log(&log_file)?;
     let log_err = log.try_clone().map_err(|err| err.to_string())?;
     let mut words: Vec<String> = command.launcher.clone();
     words.extend(command.program.iter().cloned());
@@ -436,8 +422,7 @@ fn spawn_server(dir: &Path, name: &str, command: ServerCommand) -> Result<Starti
         .spawn()
         .map_err(|err| format!("cannot start {name} ({}): {err}", words[0]))?;
     let pid_file = run_dir(dir).join(format!("{name}.pid"));
-    fs::write(&pid_file, child.id().to_string())
-        .map_err(|err| format!("cannot write {}: {err}", pid_file.display()))?;
+    owned::write_new(&pid_file, &child.id().to_string(), owned::SHARED_FILE_MODE)?;
     Ok(Starting {
         name: name.to_owned(),
         child,
@@ -497,6 +482,8 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
     if let Some(seconds) = args.capability_seconds {
         mds_flags.extend(["--capability-seconds".to_owned(), seconds.to_string()]);
     }
+    // Nothing of the directory is read before it is known to be this user's alone.
+    claim(&args.dir)?;
     let kept_hosts = args.dir.join(HOSTS_FILE);
     let hosts = match (&args.hosts, kept_hosts.exists()) {
         (Some(file), _) => Some(file.clone()),
@@ -583,10 +570,14 @@ fn share_cost_model(dir: &Path, indices: &[u16]) -> Result<(), String> {
         return Ok(());
     };
     let first = dir.join(format!("iod-{first_index}"));
-    private_dir(&first).map_err(|err| format!("cannot create {}: {err}", first.display()))?;
+    private_dir(&first).map_err(|err| format!("{}: {err}", first.display()))?;
     tessera_iod::cost::load_or_calibrate(&first, false, None)
         .map_err(|err| format!("iod {first_index}: cost model: {err}"))?;
     let measured = first.join(tessera_iod::cost::COST_MODEL_FILE);
+    // Owner-only like everything else of a data directory, whatever the umask (the copies
+    // below take its mode).
+    fs::set_permissions(&measured, fs::Permissions::from_mode(PRIVATE_FILE_MODE))
+        .map_err(|err| format!("{}: {err}", measured.display()))?;
     for index in &indices[1..] {
         let data = dir.join(format!("iod-{index}"));
         let kept = data.join(tessera_iod::cost::COST_MODEL_FILE);
@@ -634,14 +625,26 @@ pub fn start(dir: &Path, servers: u16, stripe_unit: u64) -> Result<ClusterConfig
     start_local(dir, servers, stripe_unit, None, &[], &[], &[]).map(|(config, _)| config)
 }
 
-/// Creates the cluster directory's parts, forgets pid files of servers that are gone, and
-/// returns the names of the servers still running.
+/// Makes the cluster directory `dir` unless it exists, then checks it and every part of it
+/// ([`owned::check_cluster_dir`]): a directory another user made first, or anything in it
+/// another user owns or may write, is refused before it is used.
+fn claim(dir: &Path) -> Result<(), String> {
+    owned::create_dir(dir, owned::SHARED_DIRECTORY_MODE)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    owned::check_cluster_dir(dir)
+}
+
+/// Checks the cluster directory and creates its parts (`run/` readable by all, so clients
+/// reach the sockets; `log/` and `mds/` owner-only), forgets pid files of servers that are
+/// gone, and returns the names of the servers still running.
 fn prepare(dir: &Path) -> Result<std::collections::BTreeSet<String>, String> {
-    fs::create_dir_all(dir.join("run"))
-        .map_err(|err| format!("cannot create {}: {err}", dir.join("run").display()))?;
+    claim(dir)?;
+    let run = run_dir(dir);
+    owned::create_dir(&run, owned::SHARED_DIRECTORY_MODE)
+        .map_err(|err| format!("cannot create {}: {err}", run.display()))?;
     for sub in ["log", "mds"] {
-        private_dir(&dir.join(sub))
-            .map_err(|err| format!("cannot create {}: {err}", dir.join(sub).display()))?;
+        let path = dir.join(sub);
+        private_dir(&path).map_err(|err| format!("{}: {err}", path.display()))?;
     }
     let mut alive = std::collections::BTreeSet::new();
     for pid_file in pid_files(dir) {
@@ -662,8 +665,10 @@ fn prepare(dir: &Path) -> Result<std::collections::BTreeSet<String>, String> {
 /// cluster id.
 fn cluster_key(dir: &Path) -> Result<(PathBuf, u64), String> {
     let key = absolute(&dir.join(KEY_FILE));
-    let cluster_id = if key.exists() {
-        tessera_auth::ClusterKey::load(&key)
+    // A key that is there must be this user's: anyone else who owns it could sign
+    // credentials of any user, and servers of any role.
+    let cluster_id = if fs::symlink_metadata(&key).is_ok() {
+        tessera_auth::ClusterKey::load_owned(&key)
     } else {
         tessera_auth::ClusterKey::create(&key)
     }
@@ -875,10 +880,7 @@ pub fn start_local(
             cluster_id: Some(cluster_id),
             client: kept_client_entry(dir),
         };
-        let cluster_file = dir.join("cluster.toml");
-        config
-            .save(&cluster_file)
-            .map_err(|err| format!("cannot write {}: {err}", cluster_file.display()))?;
+        save_cluster_file(dir, &config)?;
         wait_until_answering(&config, &mut [], deadline)?;
         Ok::<_, String>(config)
     })();
@@ -1027,10 +1029,7 @@ fn start_hosts(
             starting.push(spawn_server(dir, &name, command)?);
             started.push(name);
         }
-        let cluster_file = dir.join("cluster.toml");
-        config
-            .save(&cluster_file)
-            .map_err(|err| format!("cannot write {}: {err}", cluster_file.display()))?;
+        save_cluster_file(dir, &config)?;
         wait_until_answering(&config, &mut starting, deadline)?;
         Ok::<_, String>(())
     })();
@@ -1074,6 +1073,7 @@ pub fn restart(args: &RestartArgs) -> Result<(), String> {
             ))
         }
     };
+    owned::check_cluster_dir(&args.dir)?;
     let command = saved_command(&args.dir, &name).ok_or_else(|| {
         format!(
             "no saved command for {name} in {} (was this cluster started by `tessera up`?)",
@@ -1093,8 +1093,12 @@ pub fn restart(args: &RestartArgs) -> Result<(), String> {
             Ok(()) => break server,
             Err(err) => {
                 let exited = matches!(server.child.try_wait(), Ok(Some(_)));
+                // A port held by something that cannot prove the key will not come free
+                // by waiting (the server's log says "squatting").
+                let tail = log_tail(&server.log_file);
                 if exited
-                    && log_tail(&server.log_file).contains("Address already in use")
+                    && tail.contains("Address already in use")
+                    && !tail.contains("squatting")
                     && Instant::now() < deadline
                 {
                     std::thread::sleep(Duration::from_millis(200));

@@ -84,7 +84,8 @@ pub struct Iod<S: ObjectStorage = FileStorage> {
     /// Server-directed collectives waiting for participants.
     collectives: Arc<Collectives>,
     /// Data requests must carry a valid capability (always, but for the bench-only
-    /// [`Iod::capability_switch`]).
+    /// `Iod::capability_switch`, compiled in with the `bench` feature alone).
+    #[cfg(feature = "bench")]
     check_capabilities: Arc<std::sync::atomic::AtomicBool>,
     /// Read leases of caching clients, revoked before a write is applied.
     leases: Arc<Leases>,
@@ -106,6 +107,7 @@ impl<S: ObjectStorage> Iod<S> {
             views: ViewTable::default(),
             fabric: None,
             collectives: Arc::default(),
+            #[cfg(feature = "bench")]
             check_capabilities: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             leases: Arc::new(Leases::new(LEASE_MS_DEFAULT).expect("the default lease is valid")),
         }
@@ -124,8 +126,9 @@ impl<S: ObjectStorage> Iod<S> {
 
     /// The switch that turns capability checks off (false) and on. Only `tessera bench
     /// listio` uses it, on iods it runs inside its own process, to measure what the checks
-    /// cost; no command line, configuration or message reaches it.
-    #[doc(hidden)]
+    /// cost; it exists only with the `bench` feature, which only `tessera-bench` turns on, so
+    /// the `tessera` binary's iod has no such switch.
+    #[cfg(feature = "bench")]
     pub fn capability_switch(&self) -> Arc<std::sync::atomic::AtomicBool> {
         self.check_capabilities.clone()
     }
@@ -834,6 +837,8 @@ impl<S: ObjectStorage> Iod<S> {
     /// on its handle for data requests, the mds's own connection for object life-cycle
     /// requests. The outer error closes the connection (a body too short to hold a handle
     /// and capability); the inner one is the refusal to answer.
+    // `self` is read only for the bench's capability switch.
+    #[cfg_attr(not(feature = "bench"), allow(clippy::unused_self))]
     fn authorize(
         &self,
         request: &Incoming,
@@ -873,6 +878,7 @@ impl<S: ObjectStorage> Iod<S> {
             // later.
             _ => return Ok(Ok(())),
         };
+        #[cfg(feature = "bench")]
         if !self
             .check_capabilities
             .load(std::sync::atomic::Ordering::Relaxed)

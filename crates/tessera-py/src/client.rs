@@ -133,10 +133,10 @@ impl Client {
             .map_err(|err| error::client_at(&err, path))
     }
 
-    /// Creates a file open for reading and writing (or opens it, unless `exclusive`).
-    /// `stripe_unit` is the stripe unit in bytes (default 64 KiB), `servers` how many I/O
-    /// servers to stripe over (0: all).
-    #[pyo3(signature = (path, mode=0o644, exclusive=false, stripe_unit=None, servers=0))]
+    /// Creates a file open for reading and writing (or opens it, unless `exclusive`), with
+    /// `mode` less the process's umask, as `os.open` does. `stripe_unit` is the stripe unit in
+    /// bytes (default 64 KiB), `servers` how many I/O servers to stripe over (0: all).
+    #[pyo3(signature = (path, mode=0o666, exclusive=false, stripe_unit=None, servers=0))]
     fn create(
         &self,
         py: Python<'_>,
@@ -147,7 +147,7 @@ impl Client {
         servers: u16,
     ) -> PyResult<File> {
         let mut options = CreateOptions {
-            mode,
+            mode: tessera_client::umask::apply(mode & 0o7777),
             exclusive,
             server_count: servers,
             ..CreateOptions::default()
@@ -192,9 +192,10 @@ impl Client {
             .map_err(|err| error::client_at(&err, source))
     }
 
-    /// Makes the directory `path`.
-    #[pyo3(signature = (path, mode=0o755))]
+    /// Makes the directory `path`, with `mode` less the process's umask, as `os.mkdir` does.
+    #[pyo3(signature = (path, mode=0o777))]
     fn mkdir(&self, py: Python<'_>, path: &str, mode: u32) -> PyResult<()> {
+        let mode = tessera_client::umask::apply(mode & 0o7777);
         py.detach(|| self.inner.mkdir(path, mode))
             .map(drop)
             .map_err(|err| error::client_at(&err, path))

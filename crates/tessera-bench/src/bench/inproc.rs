@@ -2,8 +2,9 @@
 //! runtime, reached by the worker processes over loopback and Unix sockets like any other.
 //!
 //! It exists for one comparison: what checking capabilities costs. The iods' capability
-//! checks can be switched off and on between repetitions (`Iod::capability_switch`), which no
-//! server started from the command line allows. Everything else is the real server code.
+//! checks can be switched off and on between repetitions (`Iod::capability_switch`, which
+//! exists only with tessera-iod's `bench` feature that this crate alone turns on: the
+//! `tessera` binary's iod has no such switch). Everything else is the real server code.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

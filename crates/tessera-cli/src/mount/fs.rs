@@ -778,6 +778,8 @@ impl Filesystem for TesseraFs {
         reply.error(Errno::ENOSYS);
     }
 
+    // Under `default_permissions` the kernel answers access(2) itself from the mode bits;
+    // this answers a kernel that asks anyway, the same way.
     fn access(&self, request: &Request, inode: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         match self.attributes(request, inode) {
             Ok(attr) if allowed(&Self::caller(request), &attr, mask) => reply.ok(),

@@ -154,6 +154,13 @@ fn serve(dir: &Path, callers: Callers, signals: libc::sigset_t) -> Result<(), St
         fuser::MountOption::RW,
         fuser::MountOption::NoDev,
         fuser::MountOption::NoSuid,
+        // The kernel serves `stat` and path walks from its attribute and entry caches
+        // (`fs::ATTR_TTL`) without asking the daemon: without its own permission checks, a
+        // user without search permission on a directory would see what another caller
+        // cached of the names inside. With them, the kernel checks every caller against the
+        // cached mode bits first (fetched again as that caller once stale), and every call
+        // that reaches the daemon is checked again by the mds (docs/MOUNT.md).
+        fuser::MountOption::DefaultPermissions,
     ];
     // Every user may use the mount: the mds decides what each may do.
     config.acl = fuser::SessionACL::All;

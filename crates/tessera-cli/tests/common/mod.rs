@@ -23,6 +23,22 @@ pub fn tessera(args: &[&str]) -> Output {
         .expect("tessera runs")
 }
 
+/// [`tessera`] with the child's umask set to `umask` (what modes a command chooses itself).
+pub fn tessera_with_umask(args: &[&str], umask: libc::mode_t) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(TESSERA);
+    command.args(args).env_remove("TESSERA_CLUSTER");
+    // SAFETY: the closure runs in the forked child before exec and calls umask only, which is
+    // async-signal-safe and touches no memory.
+    unsafe {
+        command.pre_exec(move || {
+            libc::umask(umask);
+            Ok(())
+        });
+    }
+    command.output().expect("tessera runs")
+}
+
 pub struct Cluster {
     pub dir: tempfile::TempDir,
 }

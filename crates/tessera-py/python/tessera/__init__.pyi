@@ -47,12 +47,13 @@ class Client:
     def create(
         self,
         path: str,
-        mode: int = 0o644,
+        mode: int = 0o666,
         exclusive: bool = False,
         stripe_unit: int | None = None,
         servers: int = 0,
     ) -> File:
-        """Creates (or, unless `exclusive`, opens) a file for reading and writing."""
+        """Creates (or, unless `exclusive`, opens) a file for reading and writing, with `mode`
+        less the process's umask (as `os.open`)."""
     def stat(self, path: str) -> Stat: ...
     def listdir(self, path: str) -> list[str]: ...
     def remove(self, path: str) -> None:
@@ -60,7 +61,8 @@ class Client:
     def rmdir(self, path: str) -> None:
         """Removes an empty directory."""
     def rename(self, source: str, target: str) -> None: ...
-    def mkdir(self, path: str, mode: int = 0o755) -> None: ...
+    def mkdir(self, path: str, mode: int = 0o777) -> None:
+        """Makes a directory, with `mode` less the process's umask (as `os.mkdir`)."""
 
 class View:
     """The block of an array as one contiguous byte space, declared on the servers."""
