@@ -986,6 +986,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         &Renew {
             credentials: who,
             handle: 42,
+            capability: signed_capability(),
             read: true,
             write: true,
         },

@@ -246,26 +246,54 @@ impl Inner {
         .sign(&self.key)
     }
 
-    /// Opens `path` (or the file `handle`, renewing) for `rights`: the mode check, then a
+    /// Opens `path` for `rights`: search on its directories and the mode check, then a
     /// capability.
-    fn open(
-        &self,
-        credentials: &Credentials,
-        target: Result<&str, u64>,
-        rights: Rights,
-    ) -> Result<Opened, RemoteError> {
-        let caller = caller_of(credentials);
-        let attr = match target {
-            Ok(path) => self
-                .namespace
-                .open(&caller, path, rights.read, rights.write)?,
-            Err(handle) => {
-                self.namespace
-                    .access_handle(&caller, handle, rights.read, rights.write)?
-            }
+    fn open(&self, open: &Open) -> Result<Opened, RemoteError> {
+        let rights = Rights {
+            read: open.read,
+            write: open.write,
         };
+        let attr = self.namespace.open(
+            &caller_of(&open.credentials),
+            &open.path,
+            rights.read,
+            rights.write,
+        )?;
         Ok(Opened {
-            capability: self.capability(credentials, attr.handle, rights),
+            capability: self.capability(&open.credentials, attr.handle, rights),
+            attr,
+        })
+    }
+
+    /// Renews a capability: the one presented must be the caller's, for this handle, with at
+    /// least the rights asked for, and signed with the cluster key (it may have expired: it
+    /// only shows that the handle was learned from an open). Checked before the handle is
+    /// looked at, so every refusal of a stranger reads the same whether the handle exists or
+    /// not. Then the open's checks again, as of now ([`Namespace::open_handle`]).
+    fn renew(&self, renew: &Renew) -> Result<Opened, RemoteError> {
+        let rights = Rights {
+            read: renew.read,
+            write: renew.write,
+        };
+        let handle = renew.handle;
+        Grant::verify(&self.key, &renew.capability)
+            .and_then(|grant| grant.allows_renewal(handle, rights, renew.credentials.uid))
+            .map_err(|err| {
+                RemoteError::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "permission denied: renewing the capability of handle {handle:#x}: {err}"
+                    ),
+                )
+            })?;
+        let attr = self.namespace.open_handle(
+            &caller_of(&renew.credentials),
+            handle,
+            rights.read,
+            rights.write,
+        )?;
+        Ok(Opened {
+            capability: self.capability(&renew.credentials, handle, rights),
             attr,
         })
     }
@@ -537,19 +565,11 @@ impl Inner {
             }
             Opcode::Open => {
                 let open: Open = request.decode().map_err(Err)?;
-                let rights = Rights {
-                    read: open.read,
-                    write: open.write,
-                };
-                body(self.open(&open.credentials, Ok(&open.path), rights))
+                body(self.open(&open))
             }
             Opcode::Renew => {
                 let renew: Renew = request.decode().map_err(Err)?;
-                let rights = Rights {
-                    read: renew.read,
-                    write: renew.write,
-                };
-                body(self.open(&renew.credentials, Err(renew.handle), rights))
+                body(self.renew(&renew))
             }
             Opcode::Chmod => {
                 let Chmod {
@@ -632,9 +652,10 @@ async fn run_blocking<T: Send + 'static>(
 }
 
 impl Mds {
-    /// Checks the request and that its handle names a file, then waits for the lock.
-    async fn lock_range(&self, lock: &LockRange) -> Result<u64, RemoteError> {
-        let request = LockRequest::new(lock)?;
+    /// Checks the request and that its handle names a file, then waits for the lock, which
+    /// uid `holder` holds.
+    async fn lock_range(&self, lock: &LockRange, holder: u32) -> Result<u64, RemoteError> {
+        let request = LockRequest::new(lock, holder)?;
         let inner = self.inner.clone();
         let handle = request.handle;
         run_blocking(move || {
@@ -696,7 +717,9 @@ impl Service for Mds {
             );
             return connection.reply_error(&header, &error).await;
         }
-        // Requests that name a file by handle carry the capability its open returned.
+        // Requests that name a file by handle carry the capability its open returned (a
+        // `Renew` may carry one that has expired: `Inner::renew` checks it, before any
+        // lookup too).
         let by_handle = match request.opcode {
             Opcode::StatHandle => {
                 let stat: StatHandle = request.decode()?;
@@ -725,7 +748,7 @@ impl Service for Mds {
         let outcome = match request.opcode {
             Opcode::LockRange => {
                 let lock: LockRange = request.decode()?;
-                self.lock_range(&lock)
+                self.lock_range(&lock, connection.credentials().uid)
                     .await
                     .map(|lock_id| LockGranted { lock_id }.to_body())
                     .map_err(Ok)
@@ -734,7 +757,11 @@ impl Service for Mds {
                 let UnlockRange {
                     handle, lock_id, ..
                 } = request.decode()?;
-                self.inner.locks.unlock(handle, lock_id);
+                // Only the uid that took the lock releases it; another's id releases nothing,
+                // answered as an unknown one.
+                self.inner
+                    .locks
+                    .unlock(handle, lock_id, connection.credentials().uid);
                 Ok(Empty {}.to_body())
             }
             _ => {

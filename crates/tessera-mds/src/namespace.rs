@@ -330,6 +330,43 @@ fn walk(
     Ok(handle)
 }
 
+/// Checks that `caller` may search every directory above `inode` (the inode of `handle`), up
+/// to the root: what [`walk`] checks on the way down to it. At most [`PATH_DEPTH_MAX`]
+/// directories are looked at; a file deeper than that (a rename can move a deep tree under
+/// another) is as unreachable by handle as it is by path.
+fn search_above(
+    inodes: &impl ReadableTable<u64, &'static [u8]>,
+    caller: &Caller,
+    handle: u64,
+    inode: &Inode,
+) -> Result<(), RemoteError> {
+    if handle == ROOT_HANDLE {
+        return Ok(());
+    }
+    let mut above = inode.parent;
+    for _ in 0..PATH_DEPTH_MAX {
+        let directory = read_inode(inodes, above)?;
+        let lacking = access::missing(caller, directory.owner(), Rights::SEARCH);
+        if lacking != Rights::NONE {
+            return Err(access::denied(
+                &format!("handle {handle:#x}"),
+                lacking,
+                &format!("directory {above:#x} above it"),
+            ));
+        }
+        if above == ROOT_HANDLE {
+            return Ok(());
+        }
+        above = directory.parent;
+    }
+    Err(RemoteError::new(
+        ErrorCode::InvalidArgument,
+        format!(
+            "handle {handle:#x} lies more than path_depth_max ({PATH_DEPTH_MAX}) directories below the root"
+        ),
+    ))
+}
+
 /// The parent directory of a path, resolved and searchable by the caller.
 struct Parent<'p> {
     handle: u64,
@@ -614,17 +651,33 @@ impl Namespace {
         inode.attr(handle, 0)
     }
 
-    /// The open check of [`Namespace::open`] by handle, for renewing a capability: the
-    /// file's bits must still grant `read` and/or `write` (no path, so no search checks).
-    pub fn access_handle(
+    /// The checks of [`Namespace::open`], by handle, for renewing a capability: as of now,
+    /// search on every directory from the root down to the file's (walking up its parents in
+    /// one read transaction) and the rights against the file's bits, for the caller after
+    /// root squash. A file has one name (there are no hard links), so this is what an open of
+    /// its current path checks. The caller must have shown a capability for the handle
+    /// first: the handler does, so a stranger learns nothing of a handle, not even whether it
+    /// exists.
+    pub fn open_handle(
         &self,
         caller: &Caller,
         handle: u64,
         read: bool,
         write: bool,
     ) -> Result<Attr, RemoteError> {
-        let inode = self.get(handle)?;
-        self.check_open(caller, &format!("handle {handle:#x}"), &inode, read, write)?;
+        let caller = self.effective(caller);
+        let inode = self.store.read(|db| {
+            let txn = db.begin_read().map_err(store_error)?;
+            let inodes = txn.open_table(INODES).map_err(store_error)?;
+            let inode = inodes
+                .get(handle)
+                .map_err(store_error)?
+                .ok_or_else(|| unknown_handle(handle))
+                .and_then(|guard| decode_inode(guard.value()))?;
+            search_above(&inodes, &caller, handle, &inode)?;
+            Ok(inode)
+        })?;
+        check_open(&caller, &format!("handle {handle:#x}"), &inode, read, write)?;
         inode.attr(handle, 0)
     }
 

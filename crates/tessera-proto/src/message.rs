@@ -1351,12 +1351,17 @@ request!(Open => Open, Opened);
 
 wire_struct! {
     /// A fresh capability for a file the caller has open (by handle: the name may have
-    /// moved); the rights are checked against the file's mode again.
+    /// moved). The request carries the capability it renews, which must be the caller's, for
+    /// this handle, with at least the rights asked for, and signed by this cluster; it may
+    /// have expired. The mds then checks, as of now, search on every directory above the file
+    /// and the rights against the file's mode, as an open by path would.
     pub struct Renew {
         /// Caller.
         pub credentials: Credentials,
         /// File handle.
         pub handle: u64,
+        /// The capability being renewed (an open, a create or an earlier renewal made it).
+        pub capability: Capability,
         /// Read access wanted.
         pub read: bool,
         /// Write access wanted.
@@ -2277,6 +2282,27 @@ mod tests {
         assert_eq!(&body[c + 6..c + 10], &u32::MAX.to_le_bytes());
         assert_eq!(&body[c + 10..c + 14], &100u32.to_le_bytes());
         assert_eq!(Opcode::from_u8(0x1D), Ok(Opcode::Chown));
+    }
+
+    #[test]
+    fn renew_layout_matches_protocol_doc() {
+        let credentials = Credentials::default();
+        let c = credentials.to_body().len();
+        let renew = Renew {
+            credentials,
+            handle: 0x0A0B,
+            capability: Capability(vec![0xCC; 62]),
+            read: true,
+            write: false,
+        };
+        let body = round_trip(&renew);
+        // credentials C | handle u64 | capability u32 len + bytes | read u8 | write u8
+        assert_eq!(body.len(), c + 14 + 62);
+        assert_eq!(&body[c..c + 8], &0x0A0Bu64.to_le_bytes());
+        assert_eq!(&body[c + 8..c + 12], &62u32.to_le_bytes());
+        assert_eq!(&body[c + 12..c + 74], &[0xCC; 62]);
+        assert_eq!(&body[c + 74..], &[1, 0]);
+        assert_eq!(Opcode::from_u8(0x1F), Ok(Opcode::Renew));
     }
 
     #[test]
