@@ -712,6 +712,9 @@ fn grant() -> Grant {
 }
 
 /// A capability signed with [`fuzz_key`] (62 bytes).
+/// The namespace id the seeds' mds speaks for.
+const FUZZ_NAMESPACE: u64 = 0x5eed_0000_0000_0001;
+
 fn signed_capability() -> Capability {
     grant().sign(&fuzz_key())
 }
@@ -901,6 +904,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             handles: vec![2, 3, 0x1f],
         },
         &HandlesLiveReply {
+            namespace: FUZZ_NAMESPACE,
             live: vec![2, 0x1f],
         },
     ));
@@ -1012,6 +1016,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         &Renew {
             credentials: who,
             handle: 42,
+            capability: signed_capability(),
             read: true,
             write: true,
         },
@@ -1049,6 +1054,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         Opcode::ObjectCreate,
         &ObjectCreate {
             handle: 42,
+            namespace: FUZZ_NAMESPACE,
             cache_unit_bytes: 16384,
         },
         &Empty {},
@@ -1056,7 +1062,10 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     seeds.extend(exchange(
         "object-remove",
         Opcode::ObjectRemove,
-        &ObjectRemove { handle: 42 },
+        &ObjectRemove {
+            handle: 42,
+            namespace: FUZZ_NAMESPACE,
+        },
         &Empty {},
     ));
     seeds.extend(exchange(
@@ -1076,6 +1085,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         Opcode::ObjectTruncate,
         &ObjectTruncate {
             handle: 42,
+            namespace: FUZZ_NAMESPACE,
             size: 100,
         },
         &Empty {},

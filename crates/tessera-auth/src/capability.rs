@@ -154,6 +154,20 @@ impl Grant {
 
     /// Whether the grant lets `uid` (`None`: a server) do `wanted` on `handle` now.
     pub fn allows(&self, handle: u64, wanted: Rights, uid: Option<u32>) -> Result<(), AuthError> {
+        self.names(handle, wanted, uid)?;
+        check_expiry("the capability", self.expires_s)
+    }
+
+    /// Whether the grant lets `uid` renew it for `wanted` on `handle`: as [`Grant::allows`],
+    /// but an expired grant is accepted. A renewal only shows that the caller learned the
+    /// handle from an open; the mds re-checks the file's permissions as of now before it
+    /// signs a new capability, so the old one's age grants nothing.
+    pub fn allows_renewal(&self, handle: u64, wanted: Rights, uid: u32) -> Result<(), AuthError> {
+        self.names(handle, wanted, Some(uid))
+    }
+
+    /// The handle, rights and uid checks of [`Grant::allows`], without the expiry.
+    fn names(&self, handle: u64, wanted: Rights, uid: Option<u32>) -> Result<(), AuthError> {
         if self.handle != handle {
             return Err(AuthError::Refused(format!(
                 "the capability is for handle {:#x}, not {handle:#x}",
@@ -173,7 +187,7 @@ impl Grant {
                 self.uid
             )));
         }
-        check_expiry("the capability", self.expires_s)
+        Ok(())
     }
 }
 
@@ -290,6 +304,18 @@ mod tests {
         let mut unknown_rights = grant(Rights::READ, now_s() + 60).sign(&key);
         unknown_rights.0[9] = 0xFD;
         assert!(check(&unknown_rights).contains("malformed"));
+        // A renewal accepts an expired capability, and nothing else it would refuse.
+        let expired = grant(Rights::READ, now_s() - 5);
+        expired.allows_renewal(7, Rights::READ, 1000).unwrap();
+        let renewal = |handle, wanted, uid| {
+            expired
+                .allows_renewal(handle, wanted, uid)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(renewal(7, Rights::READ_WRITE, 1000).contains("grants read access"));
+        assert!(renewal(8, Rights::READ, 1000).contains("handle 0x7, not 0x8"));
+        assert!(renewal(7, Rights::READ, 1001).contains("uid 1000's"));
         // A server's connection needs none.
         CapabilityCache::default()
             .check(

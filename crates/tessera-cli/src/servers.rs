@@ -536,7 +536,10 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             stats.ready_registrar
         );
     }
+    let membership = tessera_iod::membership::Membership::open(&args.data, args.index)
+        .map_err(|err| format!("iod {}: namespace record: {err}", args.index))?;
     let mut iod = tessera_iod::Iod::new(args.index, store)
+        .with_membership(Arc::new(membership))
         .with_lease_ms(args.lease_ms)
         .map_err(|err| format!("iod {}: --lease-ms: {err}", args.index))?;
     if let Some(fabric) = fabric {
@@ -557,6 +560,7 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             key: key.clone(),
             timeout: MDS_IOD_TIMEOUT,
             give_up_after: Duration::from_secs(args.sweep_wait_seconds),
+            membership: iod.membership().clone(),
         };
         let store = store.clone();
         std::thread::Builder::new()

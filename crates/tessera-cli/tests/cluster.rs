@@ -595,6 +595,8 @@ fn data_at_rest_is_owner_only() {
                 count += 1;
             }
             assert!(count >= 1, "{what}: iod {index} holds no object");
+            // The namespace the iod belongs to, recorded at the mds's first create.
+            files.push(data.join("namespace"));
             dirs.extend([data, objects]);
         }
         for path in &dirs {

@@ -175,10 +175,16 @@ fn a_raw_iod_request_needs_a_capability_for_its_handle_and_rights() {
         connection
             .call(&ObjectCreate {
                 handle,
+                namespace: 1,
                 cache_unit_bytes: 0,
             })
             .map(drop),
-        connection.call(&ObjectRemove { handle }).map(drop),
+        connection
+            .call(&ObjectRemove {
+                handle,
+                namespace: 1,
+            })
+            .map(drop),
     ] {
         let error = refused.unwrap_err();
         let remote = error.remote().expect("a refusal");

@@ -417,12 +417,19 @@ impl Client {
         Ok((page.entries, page.more))
     }
 
-    /// A fresh capability for an open file.
-    pub(crate) fn renew(&self, handle: u64, mode: OpenMode) -> Result<Opened, ClientError> {
+    /// A fresh capability for an open file, in exchange for the one it `held` (expired or
+    /// not): the mds renews only a capability of this caller for this handle.
+    pub(crate) fn renew(
+        &self,
+        handle: u64,
+        held: &tessera_proto::Capability,
+        mode: OpenMode,
+    ) -> Result<Opened, ClientError> {
         let (read, write) = mode.rights();
         self.mds_call(&Renew {
             credentials: self.credentials()?,
             handle,
+            capability: held.clone(),
             read,
             write,
         })

@@ -224,7 +224,9 @@ impl File {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if held.due() {
-            let opened = self.client.renew(self.handle, self.mode)?;
+            let opened = self
+                .client
+                .renew(self.handle, &held.capability, self.mode)?;
             *held = HeldCapability::new(opened.capability);
         }
         Ok(held.capability.clone())

@@ -31,6 +31,7 @@ use crate::buffers::REQUEST_BUFFERS;
 use crate::collective::{self, Arrival, Collectives, Complete, Done, Joined};
 use crate::files::FileStorage;
 use crate::leases::{ClientKey, Leases, Revocation};
+use crate::membership::Membership;
 use crate::remote;
 use crate::storage::ObjectStorage;
 use crate::store::{ObjectStore, Outcome};
@@ -89,6 +90,8 @@ pub struct Iod<S: ObjectStorage = FileStorage> {
     check_capabilities: Arc<std::sync::atomic::AtomicBool>,
     /// Read leases of caching clients, revoked before a write is applied.
     leases: Arc<Leases>,
+    /// The namespace whose mds may change objects here (shared with the orphan sweep).
+    membership: Arc<Membership>,
 }
 
 impl<S: ObjectStorage> Iod<S> {
@@ -110,7 +113,21 @@ impl<S: ObjectStorage> Iod<S> {
             #[cfg(feature = "bench")]
             check_capabilities: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             leases: Arc::new(Leases::new(LEASE_MS_DEFAULT).expect("the default lease is valid")),
+            membership: Arc::new(Membership::in_memory(index)),
         }
+    }
+
+    /// Obeys object requests of the namespace `membership` records (a server reads it from
+    /// its data directory; without this call the first contact is kept in memory only).
+    #[must_use]
+    pub fn with_membership(mut self, membership: Arc<Membership>) -> Self {
+        self.membership = membership;
+        self
+    }
+
+    /// The namespace this iod belongs to (shared with the orphan sweep).
+    pub fn membership(&self) -> &Arc<Membership> {
+        &self.membership
     }
 
     /// Leases last `lease_ms` milliseconds (`LEASE_MS_MIN..=LEASE_MS_MAX`).
@@ -834,11 +851,10 @@ impl<S: ObjectStorage> Iod<S> {
     }
 
     /// Whether the connection may make this request: a capability with the rights it needs
-    /// on its handle for data requests, the mds's own connection for object life-cycle
-    /// requests. The outer error closes the connection (a body too short to hold a handle
-    /// and capability); the inner one is the refusal to answer.
-    // `self` is read only for the bench's capability switch.
-    #[cfg_attr(not(feature = "bench"), allow(clippy::unused_self))]
+    /// on its handle for data requests; for object life-cycle requests, a server's
+    /// connection and the namespace this iod belongs to ([`Membership`]). The outer error
+    /// closes the connection (a body too short to hold a handle and capability, or a
+    /// malformed life-cycle request); the inner one is the refusal to answer.
     fn authorize(
         &self,
         request: &Incoming,
@@ -846,10 +862,8 @@ impl<S: ObjectStorage> Iod<S> {
     ) -> Result<Result<(), RemoteError>, ConnectionError> {
         let wanted = match request.opcode {
             Opcode::ObjectCreate | Opcode::ObjectRemove | Opcode::ObjectTruncate => {
-                return Ok(if connection.is_server() {
-                    Ok(())
-                } else {
-                    Err(RemoteError::new(
+                if !connection.is_server() {
+                    return Ok(Err(RemoteError::new(
                         ErrorCode::PermissionDenied,
                         format!(
                             "permission denied: only the metadata server may {:?}; {} speaks for uid {}",
@@ -857,8 +871,20 @@ impl<S: ObjectStorage> Iod<S> {
                             connection.peer(),
                             connection.credentials().uid
                         ),
-                    ))
-                });
+                    )));
+                }
+                // Every life-cycle request starts with its handle and the mds's namespace.
+                let mut decoder = Decoder::new(&request.body);
+                let handle = decoder
+                    .u64()
+                    .map_err(|err| ConnectionError::Refused(err.into()))?;
+                let namespace = decoder
+                    .u64()
+                    .map_err(|err| ConnectionError::Refused(err.into()))?;
+                return Ok(self.membership.check(
+                    namespace,
+                    format_args!("{:?} of handle {handle:#x}", request.opcode),
+                ));
             }
             Opcode::Write
             | Opcode::WriteType
@@ -1595,6 +1621,7 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 let ObjectCreate {
                     handle,
                     cache_unit_bytes,
+                    ..
                 } = request.decode()?;
                 let result = self
                     .blocking(move |store| {
@@ -1604,7 +1631,7 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 Self::answer(connection, &header, result).await
             }
             Opcode::ObjectRemove => {
-                let ObjectRemove { handle } = request.decode()?;
+                let ObjectRemove { handle, .. } = request.decode()?;
                 let _writing = self.leases.begin_write(handle).await;
                 self.views.release_handle(handle);
                 let result = self
@@ -1624,7 +1651,7 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 Self::answer(connection, &header, result).await
             }
             Opcode::ObjectTruncate => {
-                let ObjectTruncate { handle, size } = request.decode()?;
+                let ObjectTruncate { handle, size, .. } = request.decode()?;
                 let _writing = self.leases.begin_write(handle).await;
                 let result = if size > FILE_BYTES_MAX {
                     Err(RemoteError::over_limit(

@@ -24,6 +24,7 @@ pub mod files;
 pub mod handler;
 pub mod leases;
 pub mod mapping;
+pub mod membership;
 pub mod plan;
 pub mod remote;
 pub mod run;

@@ -542,8 +542,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
             Err(err) => return Err(self.io_error(handle, "open", &err)),
         };
         // Before any grant of the object (every request opens it first). Where the cache
-        // still holds units of another size (an orphan being emptied by `create`, whose
-        // truncate applies the unit again), those stay until dropped: the bytes are right.
+        // still holds units of another size, those stay until dropped: the bytes are right.
         if let Err(error) = self.apply_cache_unit(handle) {
             tracing::warn!("{}", error.message);
         }
@@ -570,9 +569,10 @@ impl<S: ObjectStorage> ObjectStore<S> {
     }
 
     /// Creates the empty object of `handle`, recording `cache_unit_bytes` (0: the cache's
-    /// default) as its unit in the unified cache. An existing object is emptied: the mds hands
-    /// out each handle once, so one can only be an orphan of a create the mds never committed
-    /// (it crashed in between and reissued the handle), whose bytes must not show through.
+    /// default) as its unit in the unified cache. An existing object is left as it is and the
+    /// create refused with `Exists`: a create never empties or replaces an object, whoever
+    /// asks. (An orphan of a create the mds never committed makes the mds, which may hand its
+    /// handle out again after a crash, take a new handle; the orphan sweep removes it.)
     pub fn create(&self, handle: u64, cache_unit_bytes: u32) -> Result<(), RemoteError> {
         check_cache_unit_bytes(u64::from(cache_unit_bytes)).map_err(|reason| {
             RemoteError::new(
@@ -580,7 +580,24 @@ impl<S: ObjectStorage> ObjectStore<S> {
                 format!("object {handle:#x}: {reason}"),
             )
         })?;
+        // Held across the create, so a sweep that runs meanwhile sees the object recorded
+        // before it looks at it, or never sees it.
         let mut sweep = self.sweep.lock().unwrap_or_else(PoisonError::into_inner);
+        match self.storage.create(handle) {
+            Ok(()) => {
+                self.object_count.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+                return Err(RemoteError::new(
+                    ErrorCode::Exists,
+                    format!(
+                        "object {handle:#x} exists in {} and was left as it is: a create never empties an object",
+                        self.storage.location()
+                    ),
+                ));
+            }
+            Err(err) => return Err(self.io_error(handle, "create", &err)),
+        }
         if let Some(guard) = sweep.as_mut() {
             if guard.created.len() < IOD_SWEEP_CREATES_MAX {
                 guard.created.insert(handle);
@@ -588,22 +605,10 @@ impl<S: ObjectStorage> ObjectStore<S> {
                 guard.overflowed = true;
             }
         }
-        let existed = match self.storage.create(handle) {
-            Ok(()) => {
-                self.object_count.fetch_add(1, Ordering::Relaxed);
-                false
-            }
-            Err(err) if err.kind() == ErrorKind::AlreadyExists => true,
-            Err(err) => return Err(self.io_error(handle, "create", &err)),
-        };
+        drop(sweep);
         self.storage
             .set_cache_unit(handle, cache_unit_bytes)
-            .map_err(|err| self.io_error(handle, "recording the cache unit", &err))?;
-        // Emptying an existing object drops its units and takes the unit just recorded.
-        if existed {
-            self.truncate(handle, 0)?;
-        }
-        Ok(())
+            .map_err(|err| self.io_error(handle, "recording the cache unit", &err))
     }
 
     /// Removes the object of `handle`.
@@ -1874,10 +1879,11 @@ mod tests {
         let store = ObjectStore::open(directory.path()).unwrap();
         store.create(5, 0).unwrap();
         store.create(6, 0).unwrap();
-        // The mds says neither is live; meanwhile a create reissues handle 5 (as after an mds
-        // restart): its new object must stay.
+        // The mds says neither is live; meanwhile object 5 is removed and made again (as by
+        // an mds that restarted and handed the handle out anew): the new object must stay.
         let report = store
             .sweep_orphans(|_| {
+                store.remove(5).unwrap();
                 store.create(5, 0).unwrap();
                 Ok(Vec::new())
             })
@@ -1888,6 +1894,36 @@ mod tests {
         assert!(!store.object_path(6).exists());
         // Once the sweep is over, creates are not remembered.
         assert!(store.sweep.lock().unwrap().is_none());
+    }
+
+    /// Before, a create of an existing handle emptied the object: a second mds that handed
+    /// out the same handle erased a file of this cluster.
+    #[test]
+    fn a_create_never_empties_an_existing_object() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = ObjectStore::open(directory.path()).unwrap();
+        store.create(4, 0).unwrap();
+        store
+            .write(4, &[Piece::new(0, 5)], b"kept!", StoragePlan::PerPiece)
+            .unwrap();
+        let error = store.create(4, 4096).unwrap_err();
+        assert_eq!(error.code, ErrorCode::Exists);
+        assert!(
+            error.message.contains("object 0x4 exists"),
+            "{}",
+            error.message
+        );
+        assert_eq!(store.stat(4).unwrap().0, 5);
+        let mut back = [0u8; 5];
+        store
+            .read(4, &[Piece::new(0, 5)], &mut back, StoragePlan::PerPiece)
+            .unwrap();
+        assert_eq!(&back, b"kept!");
+        assert_eq!(store.object_count(), 1);
+        // An empty one is not taken over either.
+        store.create(5, 0).unwrap();
+        assert_eq!(store.create(5, 0).unwrap_err().code, ErrorCode::Exists);
+        assert_eq!(store.object_count(), 2);
     }
 
     #[test]

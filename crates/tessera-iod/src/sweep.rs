@@ -9,6 +9,11 @@
 //! directory with `HandlesLive` questions ([`ObjectStore::sweep_orphans`] keeps what a create
 //! makes meanwhile). Everything it waits on is bounded: each call by the connection timeout,
 //! the whole wait for the mds by [`SweepOptions::give_up_after`]. It logs what it removed.
+//!
+//! Each answer names the mds's namespace, which must be the one this iod belongs to
+//! ([`Membership`], recorded at the first contact): an mds of another namespace (one started
+//! with this cluster's key on another store) would call every object here an orphan, so the
+//! sweep stops at its first answer, removing nothing, and does not ask it again.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,6 +23,7 @@ use tessera_auth::{Authenticator, ClusterKey, KeySigner};
 use tessera_net::{Identity, NetError, Peer, Pool};
 use tessera_proto::{ErrorCode, HandlesLive, RemoteError};
 
+use crate::membership::Membership;
 use crate::storage::ObjectStorage;
 use crate::store::{ObjectStore, SweepReport};
 
@@ -53,6 +59,16 @@ pub struct SweepOptions {
     pub timeout: Duration,
     /// Bound on the whole wait for the mds.
     pub give_up_after: Duration,
+    /// The namespace this iod belongs to (the iod's own, shared).
+    pub membership: Arc<Membership>,
+}
+
+/// Why one try of the sweep failed.
+enum Failure {
+    /// Worth another try (the mds not up yet, a timeout).
+    Retry(String),
+    /// An mds of another namespace answered: asking it again changes nothing.
+    Refused(String),
 }
 
 /// Sweeps `store` once the mds answers; returns the report, or why it gave up (also logged).
@@ -69,7 +85,12 @@ pub fn run<S: ObjectStorage>(
                 log_report(index, &report);
                 return Ok(report);
             }
-            Err(error) => error,
+            Err(Failure::Refused(why)) => {
+                let why = format!("iod {index}: orphan sweep refused, nothing removed: {why}");
+                tracing::warn!("{why}");
+                return Err(why);
+            }
+            Err(Failure::Retry(error)) => error,
         };
         if Instant::now() + SWEEP_RETRY_PAUSE > deadline {
             let why = format!(
@@ -89,13 +110,14 @@ fn attempt<S: ObjectStorage>(
     store: &ObjectStore<S>,
     options: &SweepOptions,
     signer: &Arc<dyn Authenticator>,
-) -> Result<SweepReport, String> {
+) -> Result<SweepReport, Failure> {
     let address = match &options.mds {
         MdsAddress::Fixed(address) => address.clone(),
         MdsAddress::File(path) => std::fs::read_to_string(path)
             .map(|text| text.trim().to_owned())
-            .map_err(|err| format!("mds address file {}: {err}", path.display()))?,
+            .map_err(|err| Failure::Retry(format!("mds address file {}: {err}", path.display())))?,
     };
+    let mut refused = false;
     let pool = Pool::new(
         vec![Peer::tcp(
             format!("mds at {address}"),
@@ -123,6 +145,14 @@ fn attempt<S: ObjectStorage>(
                     }
                     other => RemoteError::new(ErrorCode::Unavailable, other.to_string()),
                 })?;
+            // Only this iod's mds says what is an orphan here.
+            options
+                .membership
+                .check(
+                    reply.namespace,
+                    format_args!("the orphan sweep's HandlesLive answer from the mds at {address}"),
+                )
+                .inspect_err(|error| refused = error.code == ErrorCode::PermissionDenied)?;
             // The mds answers about the handles asked, nothing else.
             if let Some(stranger) = reply.live.iter().find(|handle| !handles.contains(handle)) {
                 return Err(RemoteError::new(
@@ -134,7 +164,13 @@ fn attempt<S: ObjectStorage>(
             }
             Ok(reply.live)
         })
-        .map_err(|error| error.to_string())
+        .map_err(|error| {
+            if refused {
+                Failure::Refused(error.to_string())
+            } else {
+                Failure::Retry(error.to_string())
+            }
+        })
 }
 
 fn log_report(index: u16, report: &SweepReport) {

@@ -20,6 +20,10 @@ use tessera_proto::{
     ROLE_IOD,
 };
 
+/// The namespace id the test speaks for, as an mds would (the iod records it at the first
+/// object request).
+const NAMESPACE: u64 = 0x7e57;
+
 /// Bound on every connect, send and receive of the test client.
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -182,6 +186,7 @@ fn read(
 fn create(connection: &mut Connection, handle: u64) -> Result<(), RemoteError> {
     remote(connection.call(&ObjectCreate {
         handle,
+        namespace: NAMESPACE,
         cache_unit_bytes: 0,
     }))
     .map(drop)
@@ -196,7 +201,12 @@ fn stat(connection: &mut Connection, handle: u64) -> Result<u64, RemoteError> {
 }
 
 fn truncate(connection: &mut Connection, handle: u64, size: u64) -> Result<(), RemoteError> {
-    remote(connection.call(&ObjectTruncate { handle, size })).map(drop)
+    remote(connection.call(&ObjectTruncate {
+        handle,
+        namespace: NAMESPACE,
+        size,
+    }))
+    .map(drop)
 }
 
 fn sync(connection: &mut Connection, handle: u64) -> Result<(), RemoteError> {
@@ -311,7 +321,11 @@ fn data_round_trips_through_every_plan_and_mode_in_memory() {
     let stats = remote(connection.call(&ServerStats {})).unwrap();
     assert_eq!(stats.writes.requests, writes);
     assert!(!stats.io_uring, "no batches without a file");
-    remote(connection.call(&ObjectRemove { handle: 1 })).unwrap();
+    remote(connection.call(&ObjectRemove {
+        handle: 1,
+        namespace: NAMESPACE,
+    }))
+    .unwrap();
     assert_eq!(
         stat(&mut connection, 1).unwrap_err().code,
         ErrorCode::UnknownHandle

@@ -78,6 +78,22 @@ const IOD_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// this it answers `Busy`.
 const CREATE_PLANS_MAX: usize = 8;
 
+/// Most times a create takes a new handle because an iod already holds an object of the one
+/// planned (an orphan of a create the mds never committed, before a crash: at most one per
+/// create in flight then, and those are bounded by the blocking threads, 64): past this it
+/// answers `Busy`.
+const CREATE_HANDLES_TAKEN_MAX: usize = 64;
+
+/// What one try of a create came to.
+enum Tried {
+    /// The file, made or found.
+    Done(Attr),
+    /// The existing file it was to return was removed meanwhile: plan again.
+    Removed,
+    /// An iod holds an object of the planned handle already: plan again, with a new handle.
+    HandleTaken,
+}
+
 /// The layout epoch capabilities carry: a file's layout never changes after its create, so
 /// every capability names epoch 1 (a re-layout would sign a higher one).
 const LAYOUT_EPOCH: u64 = 1;
@@ -200,10 +216,34 @@ impl Inner {
 
     /// Removes the objects of a file whose name is gone (or never committed); returns those
     /// it could not remove, each logged. Their iods' next orphan sweep removes what is left.
+    /// When a server at one of the addresses is not the iod expected there, nothing is
+    /// removed anywhere: with the iod list in the wrong order, the other "objects of this
+    /// file" would be other files' objects.
     fn remove_objects(&self, handle: u64, inode: &Inode) -> Vec<ObjectLeft> {
+        if let Err((server, error @ NetError::WrongServer { .. })) =
+            self.check_servers(&inode.servers)
+        {
+            let error = net_error(error);
+            tracing::warn!(
+                "mds: objects of handle {handle:#x} left on iods {:?}: iod {server}: {error}",
+                inode.servers
+            );
+            return inode
+                .servers
+                .iter()
+                .map(|&server| ObjectLeft {
+                    server,
+                    error: error.clone(),
+                })
+                .collect();
+        }
         let mut left = Vec::new();
         for &server in &inode.servers {
-            if let Err(error) = self.iod_call(server, &ObjectRemove { handle }) {
+            let remove = ObjectRemove {
+                handle,
+                namespace: self.namespace.namespace_id(),
+            };
+            if let Err(error) = self.iod_call(server, &remove) {
                 tracing::warn!("mds: object {handle:#x} left on iod {server}: {error}");
                 left.push(ObjectLeft { server, error });
             }
@@ -230,7 +270,10 @@ impl Inner {
             .filter(|(_, (&creating, &stored))| creating || stored)
             .map(|(&handle, _)| handle)
             .collect();
-        Ok(HandlesLiveReply { live })
+        Ok(HandlesLiveReply {
+            namespace: self.namespace.namespace_id(),
+            live,
+        })
     }
 
     /// A capability for `rights` on `handle`, for `credentials`' uid.
@@ -246,26 +289,54 @@ impl Inner {
         .sign(&self.key)
     }
 
-    /// Opens `path` (or the file `handle`, renewing) for `rights`: the mode check, then a
+    /// Opens `path` for `rights`: search on its directories and the mode check, then a
     /// capability.
-    fn open(
-        &self,
-        credentials: &Credentials,
-        target: Result<&str, u64>,
-        rights: Rights,
-    ) -> Result<Opened, RemoteError> {
-        let caller = caller_of(credentials);
-        let attr = match target {
-            Ok(path) => self
-                .namespace
-                .open(&caller, path, rights.read, rights.write)?,
-            Err(handle) => {
-                self.namespace
-                    .access_handle(&caller, handle, rights.read, rights.write)?
-            }
+    fn open(&self, open: &Open) -> Result<Opened, RemoteError> {
+        let rights = Rights {
+            read: open.read,
+            write: open.write,
         };
+        let attr = self.namespace.open(
+            &caller_of(&open.credentials),
+            &open.path,
+            rights.read,
+            rights.write,
+        )?;
         Ok(Opened {
-            capability: self.capability(credentials, attr.handle, rights),
+            capability: self.capability(&open.credentials, attr.handle, rights),
+            attr,
+        })
+    }
+
+    /// Renews a capability: the one presented must be the caller's, for this handle, with at
+    /// least the rights asked for, and signed with the cluster key (it may have expired: it
+    /// only shows that the handle was learned from an open). Checked before the handle is
+    /// looked at, so every refusal of a stranger reads the same whether the handle exists or
+    /// not. Then the open's checks again, as of now ([`Namespace::open_handle`]).
+    fn renew(&self, renew: &Renew) -> Result<Opened, RemoteError> {
+        let rights = Rights {
+            read: renew.read,
+            write: renew.write,
+        };
+        let handle = renew.handle;
+        Grant::verify(&self.key, &renew.capability)
+            .and_then(|grant| grant.allows_renewal(handle, rights, renew.credentials.uid))
+            .map_err(|err| {
+                RemoteError::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "permission denied: renewing the capability of handle {handle:#x}: {err}"
+                    ),
+                )
+            })?;
+        let attr = self.namespace.open_handle(
+            &caller_of(&renew.credentials),
+            handle,
+            rights.read,
+            rights.write,
+        )?;
+        Ok(Opened {
+            capability: self.capability(&renew.credentials, handle, rights),
             attr,
         })
     }
@@ -312,7 +383,11 @@ impl Inner {
 
     /// A create, planned again while an unlink or rename removes the existing file it was to
     /// return (up to [`CREATE_PLANS_MAX`] times): a non-exclusive create then makes the name
-    /// anew or returns the file that took it, never an error for the file that went.
+    /// anew or returns the file that took it, never an error for the file that went. Planned
+    /// again too, with a new handle, when an iod already holds an object of the planned
+    /// handle (up to [`CREATE_HANDLES_TAKEN_MAX`] times): an orphan of a create this mds never
+    /// committed, whose handle it hands out again after a crash. That object is left alone
+    /// (its iod's orphan sweep removes it), never emptied or taken over.
     fn create_objects(&self, request: &Create) -> Result<Attr, RemoteError> {
         check_cache_unit_bytes(u64::from(request.cache_unit_bytes)).map_err(|reason| {
             RemoteError::new(
@@ -321,31 +396,81 @@ impl Inner {
             )
         })?;
         let caller = caller_of(&request.credentials);
-        for _ in 0..CREATE_PLANS_MAX {
-            if let Some(attr) = self.create_once(&caller, request)? {
-                return Ok(attr);
+        let (mut removed, mut taken) = (0, 0);
+        loop {
+            match self.create_once(&caller, request)? {
+                Tried::Done(attr) => return Ok(attr),
+                Tried::Removed => removed += 1,
+                Tried::HandleTaken => taken += 1,
+            }
+            if removed >= CREATE_PLANS_MAX {
+                return Err(RemoteError::new(
+                    ErrorCode::Busy,
+                    format!(
+                        "creating {}: the file it names was removed under the create {CREATE_PLANS_MAX} times; try again",
+                        request.path
+                    ),
+                ));
+            }
+            if taken >= CREATE_HANDLES_TAKEN_MAX {
+                return Err(RemoteError::new(
+                    ErrorCode::Busy,
+                    format!(
+                        "creating {}: the iods held objects of {CREATE_HANDLES_TAKEN_MAX} handles in a row (create_handles_taken_max; orphans of unfinished creates, which the iods' orphan sweeps remove at their next start); try again",
+                        request.path
+                    ),
+                ));
             }
         }
-        Err(RemoteError::new(
-            ErrorCode::Busy,
-            format!(
-                "creating {}: the file it names was removed under the create {CREATE_PLANS_MAX} times; try again",
-                request.path
-            ),
-        ))
     }
 
-    /// One try of [`Inner::create_objects`]: `None` when the existing file it was to return
-    /// went meanwhile.
-    fn create_once(&self, caller: &Caller, request: &Create) -> Result<Option<Attr>, RemoteError> {
+    /// Connects to every iod of `servers` (or finds it connected) and checks that each is the
+    /// server the mds expects at that address: role, index and cluster (`Pool::lease`). Made
+    /// before a call changes anything on any of them, so a misconfigured iod list refuses
+    /// the call before its first change, never halfway through.
+    fn check_servers(&self, servers: &[u16]) -> Result<(), (u16, NetError)> {
+        for &server in servers {
+            let index = usize::from(server);
+            if index >= self.iods.peers().len() {
+                return Err((
+                    server,
+                    NetError::Remote {
+                        peer: format!("iod {server}"),
+                        error: RemoteError::new(
+                            ErrorCode::Internal,
+                            format!("layout names iod {server}, which the cluster lacks"),
+                        ),
+                    },
+                ));
+            }
+            self.iods
+                .lease(index)
+                .map(drop)
+                .map_err(|error| (server, error))?;
+        }
+        Ok(())
+    }
+
+    /// One try of [`Inner::create_objects`].
+    fn create_once(&self, caller: &Caller, request: &Create) -> Result<Tried, RemoteError> {
         let plan = self.namespace.plan_create(caller, request)?;
         let (handle, inode) = match plan {
             // An existing file, opened for reading and writing (checked by the plan).
             CreatePlan::Existing(handle, inode) => {
-                return self.attr_at(&request.path, handle, &inode)
+                return Ok(self
+                    .attr_at(&request.path, handle, &inode)?
+                    .map_or(Tried::Removed, Tried::Done))
             }
             CreatePlan::New(handle, inode) => (handle, inode),
         };
+        let failed = |error: RemoteError| {
+            RemoteError::new(
+                error.code,
+                format!("creating {}: {}", request.path, error.message),
+            )
+        };
+        self.check_servers(&inode.servers)
+            .map_err(|(_, error)| failed(net_error(error)))?;
         // The iods keep the unit with each object; without a hint a finely striped file
         // takes its stripe unit (ARCHITECTURE §2.7), others the iod's default (0).
         let cache_unit_bytes = match request.cache_unit_bytes {
@@ -356,28 +481,36 @@ impl Inner {
         for (made, &server) in inode.servers.iter().enumerate() {
             let object = ObjectCreate {
                 handle,
+                namespace: self.namespace.namespace_id(),
                 cache_unit_bytes,
             };
             if let Err(error) = self.iod_call(server, &object) {
-                let partial = Inode {
+                // Only the objects this create made go; one that was there stays.
+                let made_here = Inode {
                     servers: inode.servers[..made].to_vec(),
                     ..inode.clone()
                 };
-                let _ = self.remove_objects(handle, &partial);
-                return Err(RemoteError::new(
-                    error.code,
-                    format!("creating {}: {}", request.path, error.message),
-                ));
+                let _ = self.remove_objects(handle, &made_here);
+                if error.code == ErrorCode::Exists {
+                    tracing::warn!(
+                        "mds: creating {}: iod {server} already holds an object of handle {handle:#x} (an orphan of an unfinished create?), left as it is; taking a new handle",
+                        request.path
+                    );
+                    return Ok(Tried::HandleTaken);
+                }
+                return Err(failed(error));
             }
         }
         match self
             .namespace
             .commit_create(caller, &request.path, handle, &inode, request.exclusive)
         {
-            Ok((winner, winner_inode, true)) => winner_inode.attr(winner, 0).map(Some),
+            Ok((winner, winner_inode, true)) => winner_inode.attr(winner, 0).map(Tried::Done),
             Ok((winner, winner_inode, false)) => {
                 let _ = self.remove_objects(handle, &inode);
-                self.attr_at(&request.path, winner, &winner_inode)
+                Ok(self
+                    .attr_at(&request.path, winner, &winner_inode)?
+                    .map_or(Tried::Removed, Tried::Done))
             }
             Err(error) => {
                 let _ = self.remove_objects(handle, &inode);
@@ -404,14 +537,24 @@ impl Inner {
                 format!("{} is a directory", request.path),
             ));
         };
-        let truncated = layout
-            .servers()
-            .iter()
-            .enumerate()
-            .try_for_each(|(position, &server)| {
-                let size = layout.local_size(position, request.size);
-                self.iod_call(server, &ObjectTruncate { handle, size })
-                    .map(drop)
+        let namespace = self.namespace.namespace_id();
+        let truncated = self
+            .check_servers(layout.servers())
+            .map_err(|(_, error)| net_error(error))
+            .and_then(|()| {
+                layout
+                    .servers()
+                    .iter()
+                    .enumerate()
+                    .try_for_each(|(position, &server)| {
+                        let size = layout.local_size(position, request.size);
+                        let truncate = ObjectTruncate {
+                            handle,
+                            namespace,
+                            size,
+                        };
+                        self.iod_call(server, &truncate).map(drop)
+                    })
             })
             .and_then(|()| self.namespace.touch(handle));
         match truncated {
@@ -537,19 +680,11 @@ impl Inner {
             }
             Opcode::Open => {
                 let open: Open = request.decode().map_err(Err)?;
-                let rights = Rights {
-                    read: open.read,
-                    write: open.write,
-                };
-                body(self.open(&open.credentials, Ok(&open.path), rights))
+                body(self.open(&open))
             }
             Opcode::Renew => {
                 let renew: Renew = request.decode().map_err(Err)?;
-                let rights = Rights {
-                    read: renew.read,
-                    write: renew.write,
-                };
-                body(self.open(&renew.credentials, Err(renew.handle), rights))
+                body(self.renew(&renew))
             }
             Opcode::Chmod => {
                 let Chmod {
@@ -632,9 +767,10 @@ async fn run_blocking<T: Send + 'static>(
 }
 
 impl Mds {
-    /// Checks the request and that its handle names a file, then waits for the lock.
-    async fn lock_range(&self, lock: &LockRange) -> Result<u64, RemoteError> {
-        let request = LockRequest::new(lock)?;
+    /// Checks the request and that its handle names a file, then waits for the lock, which
+    /// uid `holder` holds.
+    async fn lock_range(&self, lock: &LockRange, holder: u32) -> Result<u64, RemoteError> {
+        let request = LockRequest::new(lock, holder)?;
         let inner = self.inner.clone();
         let handle = request.handle;
         run_blocking(move || {
@@ -696,7 +832,9 @@ impl Service for Mds {
             );
             return connection.reply_error(&header, &error).await;
         }
-        // Requests that name a file by handle carry the capability its open returned.
+        // Requests that name a file by handle carry the capability its open returned (a
+        // `Renew` may carry one that has expired: `Inner::renew` checks it, before any
+        // lookup too).
         let by_handle = match request.opcode {
             Opcode::StatHandle => {
                 let stat: StatHandle = request.decode()?;
@@ -725,7 +863,7 @@ impl Service for Mds {
         let outcome = match request.opcode {
             Opcode::LockRange => {
                 let lock: LockRange = request.decode()?;
-                self.lock_range(&lock)
+                self.lock_range(&lock, connection.credentials().uid)
                     .await
                     .map(|lock_id| LockGranted { lock_id }.to_body())
                     .map_err(Ok)
@@ -734,7 +872,11 @@ impl Service for Mds {
                 let UnlockRange {
                     handle, lock_id, ..
                 } = request.decode()?;
-                self.inner.locks.unlock(handle, lock_id);
+                // Only the uid that took the lock releases it; another's id releases nothing,
+                // answered as an unknown one.
+                self.inner
+                    .locks
+                    .unlock(handle, lock_id, connection.credentials().uid);
                 Ok(Empty {}.to_body())
             }
             _ => {

@@ -20,14 +20,21 @@
 //! holds no thread. It does hold one of the server's `SERVER_REQUESTS_INFLIGHT_MAX` request
 //! permits, so at most [`RANGE_LOCK_WAITERS_MAX`] requests wait at once: a full queue answers
 //! `Busy` at once, and permits are always left for the `UnlockRange` that ends a wait.
+//!
+//! Each lock and waiter belongs to the uid that asked for it (its **holder**): only that uid
+//! releases it (a lease that ends frees it whoever held it), and one uid holds or waits for at
+//! most [`RANGE_LOCKS_PER_UID_MAX`] locks and [`RANGE_LOCK_WAITERS_PER_UID_MAX`] waits, so one
+//! user can fill neither the table nor the queue for the others. The table keeps, per holder,
+//! its counts and the files it has locks on, so a holder at its limit has only its own files
+//! refreshed.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tessera_proto::limits::{
-    FILE_BYTES_MAX, RANGE_LOCKS_MAX, RANGE_LOCK_LEASE_MS_MAX, RANGE_LOCK_WAIT_MS_MAX,
-    SERVER_REQUESTS_INFLIGHT_MAX,
+    FILE_BYTES_MAX, RANGE_LOCKS_MAX, RANGE_LOCKS_PER_UID_MAX, RANGE_LOCK_LEASE_MS_MAX,
+    RANGE_LOCK_WAIT_MS_MAX, SERVER_REQUESTS_INFLIGHT_MAX,
 };
 use tessera_proto::{ErrorCode, LockRange, RemoteError};
 use tokio::sync::oneshot;
@@ -37,9 +44,18 @@ use tokio::time::Instant;
 /// the server while it waits; half of them stay free for unlocks and namespace calls.
 pub const RANGE_LOCK_WAITERS_MAX: usize = SERVER_REQUESTS_INFLIGHT_MAX / 2;
 
+/// Most `LockRange` requests one uid may have waiting at once: a share of the queue, so one
+/// user's waits cannot turn every other user's away.
+pub const RANGE_LOCK_WAITERS_PER_UID_MAX: usize = RANGE_LOCK_WAITERS_MAX / 4;
+
 const _: () = assert!(RANGE_LOCK_WAITERS_MAX >= 1);
 const _: () = assert!(RANGE_LOCK_WAITERS_MAX < SERVER_REQUESTS_INFLIGHT_MAX);
 const _: () = assert!(RANGE_LOCK_WAITERS_MAX <= RANGE_LOCKS_MAX);
+const _: () = assert!(
+    RANGE_LOCK_WAITERS_PER_UID_MAX >= 1
+        && RANGE_LOCK_WAITERS_PER_UID_MAX < RANGE_LOCK_WAITERS_MAX
+        && RANGE_LOCK_WAITERS_PER_UID_MAX <= RANGE_LOCKS_PER_UID_MAX
+);
 
 /// Bytes `[start, end)` of a file, locked shared or exclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +91,8 @@ impl std::fmt::Display for LockedRange {
 pub struct LockRequest {
     /// File handle.
     pub handle: u64,
+    /// The uid asking: the lock's holder, the only one that may release it.
+    pub holder: u32,
     /// The bytes.
     pub range: LockedRange,
     /// How long the request may wait.
@@ -84,8 +102,8 @@ pub struct LockRequest {
 }
 
 impl LockRequest {
-    /// Checks a `LockRange` body against the range rules and the limits.
-    pub fn new(request: &LockRange) -> Result<Self, RemoteError> {
+    /// Checks a `LockRange` body from uid `holder` against the range rules and the limits.
+    pub fn new(request: &LockRange, holder: u32) -> Result<Self, RemoteError> {
         let LockRange {
             handle,
             start,
@@ -132,6 +150,7 @@ impl LockRequest {
         }
         Ok(Self {
             handle,
+            holder,
             range: LockedRange {
                 start,
                 end,
@@ -146,6 +165,7 @@ impl LockRequest {
 #[derive(Debug)]
 struct Granted {
     id: u64,
+    holder: u32,
     range: LockedRange,
     expires: Instant,
 }
@@ -153,6 +173,7 @@ struct Granted {
 #[derive(Debug)]
 struct Waiter {
     id: u64,
+    holder: u32,
     range: LockedRange,
     lease: Duration,
     /// Signalled after the waiter has been moved to `granted`.
@@ -196,12 +217,17 @@ impl FileLocks {
     }
 
     /// Drops expired leases and grants every waiter, in order, that nothing blocks any more.
-    /// Returns (locks dropped, waiters granted).
-    fn refresh(&mut self, now: Instant) -> (usize, usize) {
-        let before = self.granted.len();
-        self.granted.retain(|lock| lock.expires > now);
-        let dropped = before - self.granted.len();
-        let mut granted = 0;
+    /// Returns the holders of the locks dropped and of the waiters granted.
+    fn refresh(&mut self, now: Instant) -> (Vec<u32>, Vec<u32>) {
+        let mut dropped = Vec::new();
+        self.granted.retain(|lock| {
+            let live = lock.expires > now;
+            if !live {
+                dropped.push(lock.holder);
+            }
+            live
+        });
+        let mut granted = Vec::new();
         let mut index = 0;
         while index < self.waiting.len() {
             if self.blocker(&self.waiting[index].range, index).is_some() {
@@ -214,12 +240,13 @@ impl FileLocks {
                 .expect("index is below the queue length");
             self.granted.push(Granted {
                 id: waiter.id,
+                holder: waiter.holder,
                 range: waiter.range,
                 expires: now + waiter.lease,
             });
             // A waiter that went away leaves its guard to drop the lock (see `WaitGuard`).
             let _ = waiter.wake.send(());
-            granted += 1;
+            granted.push(waiter.holder);
         }
         (dropped, granted)
     }
@@ -233,6 +260,23 @@ impl FileLocks {
     }
 }
 
+/// Up to this many locks in the table, the debug check of every call compares each holder's
+/// counts with the table entry by entry (above it, only the totals).
+#[cfg(any(test, debug_assertions))]
+const HOLDERS_CHECKED_LOCKS_MAX: usize = 256;
+
+/// What one uid holds and waits for, over all files.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Held {
+    /// Granted plus waiting (bounded by `RANGE_LOCKS_PER_UID_MAX`).
+    locks: usize,
+    /// Waiting (bounded by `RANGE_LOCK_WAITERS_PER_UID_MAX`).
+    waiting: usize,
+    /// Per file, this holder's granted plus waiting locks there (a file appears while the
+    /// count is above 0), so the holder's own files can be refreshed alone.
+    files: HashMap<u64, usize>,
+}
+
 #[derive(Debug, Default)]
 struct State {
     files: HashMap<u64, FileLocks>,
@@ -240,22 +284,89 @@ struct State {
     locks: usize,
     /// Waiting, over all files (bounded by `RANGE_LOCK_WAITERS_MAX`).
     waiting: usize,
+    /// Per uid with at least one lock or waiter: what it holds (so at most `RANGE_LOCKS_MAX`
+    /// entries).
+    holders: HashMap<u32, Held>,
     next_id: u64,
 }
 
 impl State {
+    /// Counts a new lock (`waiting`: a waiter) of `holder` on `handle`.
+    fn count_in(&mut self, holder: u32, handle: u64, waiting: bool) {
+        self.locks += 1;
+        let held = self.holders.entry(holder).or_default();
+        held.locks += 1;
+        *held.files.entry(handle).or_default() += 1;
+        if waiting {
+            self.waiting += 1;
+            held.waiting += 1;
+        }
+    }
+
+    /// Counts out a lock (`waiting`: a waiter) of `holder` on `handle` that went.
+    fn count_out(&mut self, holder: u32, handle: u64, waiting: bool) {
+        self.locks -= 1;
+        if waiting {
+            self.waiting -= 1;
+        }
+        let Some(held) = self.holders.get_mut(&holder) else {
+            debug_assert!(false, "uid {holder} holds no lock");
+            return;
+        };
+        held.locks -= 1;
+        if waiting {
+            held.waiting -= 1;
+        }
+        if let Some(count) = held.files.get_mut(&handle) {
+            *count -= 1;
+            if *count == 0 {
+                held.files.remove(&handle);
+            }
+        }
+        if held.locks == 0 {
+            self.holders.remove(&holder);
+        }
+    }
+
     /// Refreshes one file and keeps the counts in step; forgets a file with no locks.
     fn refresh(&mut self, handle: u64, now: Instant) {
         let Some(file) = self.files.get_mut(&handle) else {
             return;
         };
         let (dropped, granted) = file.refresh(now);
-        let empty = file.is_empty();
-        self.locks -= dropped;
-        self.waiting -= granted;
-        if empty {
+        if file.is_empty() {
             self.files.remove(&handle);
         }
+        for holder in dropped {
+            self.count_out(holder, handle, false);
+        }
+        for holder in granted {
+            // Still a lock of the holder's, no longer a waiter.
+            self.waiting -= 1;
+            if let Some(held) = self.holders.get_mut(&holder) {
+                held.waiting -= 1;
+            }
+        }
+    }
+
+    /// Refreshes the files `holder` has locks on: it is at a limit and its own expired
+    /// leases may be taking the room.
+    fn refresh_holder(&mut self, holder: u32, now: Instant) {
+        let handles: Vec<u64> = self
+            .holders
+            .get(&holder)
+            .map(|held| held.files.keys().copied().collect())
+            .unwrap_or_default();
+        for handle in handles {
+            self.refresh(handle, now);
+        }
+    }
+
+    /// What `holder` holds now.
+    fn held(&self, holder: u32) -> (usize, usize) {
+        self.holders
+            .get(&holder)
+            .map_or((0, 0), |held| (held.locks, held.waiting))
     }
 
     /// Refreshes every file: the table is full and expired leases may be taking the room.
@@ -271,26 +382,41 @@ impl State {
         self.next_id
     }
 
-    /// Removes the granted lock `id` of `handle`, if there, and also the waiter `id` when
-    /// `waiter_too` (a waiter leaving; a client's unlock names only granted locks). Then grants
-    /// what that frees.
-    fn remove(&mut self, handle: u64, id: u64, waiter_too: bool, now: Instant) {
+    /// Removes the granted lock `id` of `handle` held by `holder`, if there, and also the
+    /// waiter `id` when `waiter_too` (a waiter leaving; a client's unlock names only granted
+    /// locks). Then grants what that frees. Returns whether something was removed: a lock of
+    /// another holder stays.
+    fn remove(
+        &mut self,
+        handle: u64,
+        (id, holder): (u64, u32),
+        waiter_too: bool,
+        now: Instant,
+    ) -> bool {
         let Some(file) = self.files.get_mut(&handle) else {
-            return;
+            return false;
         };
-        if let Some(index) = file.granted.iter().position(|lock| lock.id == id) {
+        let mut removed = None;
+        if let Some(index) = file
+            .granted
+            .iter()
+            .position(|lock| lock.id == id && lock.holder == holder)
+        {
             file.granted.swap_remove(index);
-            self.locks -= 1;
+            removed = Some(false);
         } else if let Some(index) = file
             .waiting
             .iter()
-            .position(|waiter| waiter_too && waiter.id == id)
+            .position(|waiter| waiter_too && waiter.id == id && waiter.holder == holder)
         {
             file.waiting.remove(index);
-            self.locks -= 1;
-            self.waiting -= 1;
+            removed = Some(true);
+        }
+        if let Some(waiting) = removed {
+            self.count_out(holder, handle, waiting);
         }
         self.refresh(handle, now);
+        removed.is_some()
     }
 
     #[cfg(any(test, debug_assertions))]
@@ -303,6 +429,29 @@ impl State {
         let waiting: usize = self.files.values().map(|file| file.waiting.len()).sum();
         assert_eq!((self.locks, self.waiting), (locks, waiting));
         assert!(self.files.values().all(|file| !file.is_empty()));
+        // The holders' counts add up; entry by entry only while the table is small, since
+        // this runs on every call.
+        let held_locks: usize = self.holders.values().map(|held| held.locks).sum();
+        let held_waiting: usize = self.holders.values().map(|held| held.waiting).sum();
+        assert_eq!((held_locks, held_waiting), (self.locks, self.waiting));
+        if self.locks > HOLDERS_CHECKED_LOCKS_MAX {
+            return;
+        }
+        let mut holders: HashMap<u32, Held> = HashMap::new();
+        for (&handle, file) in &self.files {
+            let entries = file
+                .granted
+                .iter()
+                .map(|lock| (lock.holder, false))
+                .chain(file.waiting.iter().map(|waiter| (waiter.holder, true)));
+            for (holder, waiting) in entries {
+                let held = holders.entry(holder).or_default();
+                held.locks += 1;
+                held.waiting += usize::from(waiting);
+                *held.files.entry(handle).or_default() += 1;
+            }
+        }
+        assert_eq!(self.holders, holders);
     }
 }
 
@@ -349,6 +498,20 @@ impl LockTable {
     /// a conflict and no time to wait).
     fn attempt(&self, request: &LockRequest, now: Instant) -> Result<Attempt, RemoteError> {
         let mut state = self.state();
+        let holder = request.holder;
+        if state.held(holder).0 >= RANGE_LOCKS_PER_UID_MAX {
+            state.refresh_holder(holder, now);
+            let (held, _) = state.held(holder);
+            if held >= RANGE_LOCKS_PER_UID_MAX {
+                return Err(RemoteError::new(
+                    ErrorCode::LimitExceeded,
+                    format!(
+                        "range lock on handle {:#x}, {}: uid {holder} already holds or waits for {held} range locks, the most one uid may (range_locks_per_uid_max {RANGE_LOCKS_PER_UID_MAX}); release some first",
+                        request.handle, request.range
+                    ),
+                ));
+            }
+        }
         if state.locks >= RANGE_LOCKS_MAX {
             state.refresh_all(now);
             if state.locks >= RANGE_LOCKS_MAX {
@@ -361,12 +524,14 @@ impl LockTable {
         }
         state.refresh(request.handle, now);
         let waiting_total = state.waiting;
+        let (_, waiting_own) = state.held(holder);
         let id = state.new_id();
         let file = state.files.entry(request.handle).or_default();
         let attempt = match file.blocker(&request.range, file.waiting.len()) {
             None => {
                 file.granted.push(Granted {
                     id,
+                    holder,
                     range: request.range,
                     expires: now + request.lease,
                 });
@@ -379,6 +544,16 @@ impl LockTable {
                     blocker,
                     "not granted (no wait asked for)",
                 ));
+            }
+            Some(blocker) if waiting_own >= RANGE_LOCK_WAITERS_PER_UID_MAX => {
+                let error = Self::busy(
+                    request,
+                    blocker,
+                    &format!(
+                        "not queued: uid {holder} already has {waiting_own} requests waiting (range_lock_waiters_per_uid_max {RANGE_LOCK_WAITERS_PER_UID_MAX}), retry later"
+                    ),
+                );
+                return Err(error);
             }
             Some(blocker) if waiting_total >= RANGE_LOCK_WAITERS_MAX => {
                 let error = Self::busy(
@@ -394,15 +569,16 @@ impl LockTable {
                 let (wake, woken) = oneshot::channel();
                 file.waiting.push_back(Waiter {
                     id,
+                    holder,
                     range: request.range,
                     lease: request.lease,
                     wake,
                 });
-                state.waiting += 1;
                 Attempt::Queued(id, woken)
             }
         };
-        state.locks += 1;
+        let waiting = matches!(attempt, Attempt::Queued(..));
+        state.count_in(holder, request.handle, waiting);
         Ok(attempt)
     }
 
@@ -417,7 +593,7 @@ impl LockTable {
         let mut guard = WaitGuard {
             table: self,
             handle: request.handle,
-            id,
+            lock: (id, request.holder),
             armed: true,
         };
         let deadline = start + request.wait;
@@ -456,7 +632,7 @@ impl LockTable {
                     let position = file.waiting.iter().position(|waiter| waiter.id == id)?;
                     file.blocker(&request.range, position)
                 });
-                state.remove(request.handle, id, true, now);
+                state.remove(request.handle, (id, request.holder), true, now);
                 guard.armed = false;
                 let detail = format!("not granted within {} ms", request.wait.as_millis());
                 return Err(match blocker {
@@ -473,9 +649,12 @@ impl LockTable {
         }
     }
 
-    /// Releases a lock. An unknown id (never granted, released, or expired) is not an error.
-    pub fn unlock(&self, handle: u64, id: u64) {
-        self.state().remove(handle, id, false, Instant::now());
+    /// Releases the lock `id` of `handle` if uid `holder` holds it; returns whether it did.
+    /// An unknown id (never granted, released, or expired) and another uid's lock release
+    /// nothing, alike: the caller learns nothing of other users' locks.
+    pub fn unlock(&self, handle: u64, id: u64, holder: u32) -> bool {
+        self.state()
+            .remove(handle, (id, holder), false, Instant::now())
     }
 
     /// Granted plus waiting locks over all files (expired leases not yet dropped included).
@@ -495,7 +674,8 @@ impl LockTable {
 struct WaitGuard<'a> {
     table: &'a LockTable,
     handle: u64,
-    id: u64,
+    /// The lock's id and holder.
+    lock: (u64, u32),
     armed: bool,
 }
 
@@ -504,7 +684,7 @@ impl Drop for WaitGuard<'_> {
         if self.armed {
             self.table
                 .state()
-                .remove(self.handle, self.id, true, Instant::now());
+                .remove(self.handle, self.lock, true, Instant::now());
         }
     }
 }
@@ -523,9 +703,15 @@ mod tests {
         }
     }
 
+    /// The uid most tests lock as.
+    const ALICE: u32 = 1000;
+    /// Another user.
+    const BOB: u32 = 1001;
+
     fn request(handle: u64, start: u64, end: u64, exclusive: bool, wait_ms: u64) -> LockRequest {
         LockRequest {
             handle,
+            holder: ALICE,
             range: range(start, end, exclusive),
             wait: Duration::from_millis(wait_ms),
             lease: Duration::from_secs(30),
@@ -586,10 +772,10 @@ mod tests {
         let table = LockTable::new();
         let id = granted(&table, &request(7, 0, 10, true, 0));
         refused(&table, &request(7, 5, 6, false, 0));
-        table.unlock(7, id);
-        table.unlock(7, id);
-        table.unlock(7, 12_345);
-        table.unlock(8, id);
+        table.unlock(7, id, ALICE);
+        table.unlock(7, id, ALICE);
+        table.unlock(7, 12_345, ALICE);
+        table.unlock(8, id, ALICE);
         assert!(table.is_empty());
         granted(&table, &request(7, 5, 6, false, 0));
     }
@@ -637,9 +823,9 @@ mod tests {
         // ...while one of other bytes passes.
         granted(&table, &request(1, 60, 100, false, 0));
         assert!(woken.try_recv().is_err());
-        table.unlock(1, reader);
+        table.unlock(1, reader, ALICE);
         assert!(woken.try_recv().is_ok(), "the writer is granted on unlock");
-        table.unlock(1, writer);
+        table.unlock(1, writer, ALICE);
         assert_eq!(table.len(), 1);
     }
 
@@ -649,10 +835,13 @@ mod tests {
         let now = Instant::now();
         for index in 0..RANGE_LOCKS_MAX as u64 {
             let mut lock = request(index % 64, index, index + 1, true, 0);
+            // As many users as it takes, each with its whole share.
+            lock.holder = u32::try_from(index / RANGE_LOCKS_PER_UID_MAX as u64).unwrap();
             lock.lease = Duration::from_millis(if index < 10 { 1 } else { 60_000 });
             assert!(matches!(table.attempt(&lock, now), Ok(Attempt::Granted(_))));
         }
-        let extra = request(100, 0, 1, true, 0);
+        let mut extra = request(100, 0, 1, true, 0);
+        extra.holder = 99_999;
         let error = table.attempt(&extra, now).unwrap_err();
         assert_eq!(error.code, ErrorCode::LimitExceeded);
         assert!(
@@ -669,19 +858,133 @@ mod tests {
         assert_eq!(table.len(), RANGE_LOCKS_MAX - 9);
     }
 
+    /// Before, any uid's unlock released any lock it named by id (ids count from 1), so a
+    /// reader released a writer's exclusive lock and a second writer was granted it.
     #[test]
-    fn the_queue_is_bounded() {
+    fn only_the_holder_releases_a_lock_and_a_lease_end_frees_it() {
+        let table = LockTable::new();
+        let now = Instant::now();
+        let alices = granted(&table, &request(5, 0, 100, true, 0));
+        let mut bobs_write = request(5, 10, 20, true, 0);
+        bobs_write.holder = BOB;
+        assert!(!table.unlock(5, alices, BOB), "bob released alice's lock");
+        assert_eq!(table.len(), 1);
+        assert_eq!(refused(&table, &bobs_write).code, ErrorCode::Busy);
+        // Alice releases it; then bob is granted the bytes.
+        assert!(table.unlock(5, alices, ALICE));
+        assert!(!table.unlock(5, alices, ALICE), "released once");
+        let bobs = granted(&table, &bobs_write);
+        // Alice cannot release bob's in turn.
+        assert!(!table.unlock(5, bobs, ALICE));
+        assert_eq!(
+            refused(&table, &request(5, 0, 100, true, 0)).code,
+            ErrorCode::Busy
+        );
+        // A lease that ends frees a lock whoever held it.
+        let mut short = request(6, 0, 10, true, 0);
+        short.holder = BOB;
+        short.lease = Duration::from_millis(5);
+        assert!(matches!(
+            table.attempt(&short, now),
+            Ok(Attempt::Granted(_))
+        ));
+        let later = now + Duration::from_millis(5);
+        assert!(matches!(
+            table.attempt(&request(6, 0, 10, true, 0), later),
+            Ok(Attempt::Granted(_))
+        ));
+        assert_eq!(table.len(), 2);
+    }
+
+    /// Before, one uid could take all `RANGE_LOCKS_MAX` locks and nobody else could lock.
+    #[test]
+    fn one_uid_holds_at_most_its_share_of_the_table() {
+        let table = LockTable::new();
+        let now = Instant::now();
+        for index in 0..RANGE_LOCKS_PER_UID_MAX as u64 {
+            let mut lock = request(index % 8, index, index + 1, false, 0);
+            lock.lease = Duration::from_millis(if index < 3 { 1 } else { 60_000 });
+            assert!(matches!(table.attempt(&lock, now), Ok(Attempt::Granted(_))));
+        }
+        let error = table.attempt(&request(9, 0, 1, false, 0), now).unwrap_err();
+        assert_eq!(error.code, ErrorCode::LimitExceeded);
+        for part in [
+            "uid 1000",
+            "range_locks_per_uid_max 4096",
+            "handle 0x9",
+            &format!("holds or waits for {RANGE_LOCKS_PER_UID_MAX}"),
+        ] {
+            assert!(error.message.contains(part), "{part}: {}", error.message);
+        }
+        assert_eq!(table.len(), RANGE_LOCKS_PER_UID_MAX);
+        // Bob locks the same bytes and others.
+        let mut bobs = request(9, 0, 1, true, 0);
+        bobs.holder = BOB;
+        granted(&table, &bobs);
+        bobs.handle = 0;
+        bobs.range = range(1 << 40, (1 << 40) + 1, true);
+        granted(&table, &bobs);
+        // Alice's own leases that ended make room for her again (her files are refreshed).
+        let later = now + Duration::from_millis(1);
+        for _ in 0..3 {
+            assert!(matches!(
+                table.attempt(&request(10, 0, 1, false, 0), later),
+                Ok(Attempt::Granted(_))
+            ));
+        }
+        assert_eq!(
+            table
+                .attempt(&request(10, 0, 1, false, 0), later)
+                .unwrap_err()
+                .code,
+            ErrorCode::LimitExceeded
+        );
+        assert_eq!(table.len(), RANGE_LOCKS_PER_UID_MAX + 2);
+    }
+
+    #[test]
+    fn one_uid_waits_for_at_most_its_share_of_the_queue() {
         let table = LockTable::new();
         let now = Instant::now();
         granted(&table, &request(1, 0, 10, true, 0));
         let mut receivers = Vec::new();
-        for _ in 0..RANGE_LOCK_WAITERS_MAX {
+        for _ in 0..RANGE_LOCK_WAITERS_PER_UID_MAX {
             match table.attempt(&request(1, 0, 10, true, 1000), now) {
                 Ok(Attempt::Queued(_, woken)) => receivers.push(woken),
                 other => panic!("not queued: {other:?}"),
             }
         }
         let error = refused(&table, &request(1, 0, 10, true, 1000));
+        assert_eq!(error.code, ErrorCode::Busy);
+        assert!(
+            error.message.contains(
+                "uid 1000 already has 8 requests waiting (range_lock_waiters_per_uid_max 8)"
+            ),
+            "{}",
+            error.message
+        );
+        let mut bobs = request(1, 0, 10, false, 1000);
+        bobs.holder = BOB;
+        assert!(matches!(table.attempt(&bobs, now), Ok(Attempt::Queued(..))));
+    }
+
+    #[test]
+    fn the_queue_is_bounded() {
+        let table = LockTable::new();
+        let now = Instant::now();
+        granted(&table, &request(1, 0, 10, true, 0));
+        let mut receivers = Vec::new();
+        for index in 0..RANGE_LOCK_WAITERS_MAX {
+            let mut waiter = request(1, 0, 10, true, 1000);
+            waiter.holder = u32::try_from(index / RANGE_LOCK_WAITERS_PER_UID_MAX).unwrap();
+            match table.attempt(&waiter, now) {
+                Ok(Attempt::Queued(_, woken)) => receivers.push(woken),
+                other => panic!("not queued: {other:?}"),
+            }
+        }
+        let mut late = request(1, 0, 10, true, 1000);
+        late.holder = BOB;
+        let error = refused(&table, &late);
         assert_eq!(error.code, ErrorCode::Busy);
         assert!(
             error.message.contains("range_lock_waiters_max"),
@@ -701,7 +1004,7 @@ mod tests {
             wait_ms,
             lease_ms,
         };
-        let message = |lock: LockRange| LockRequest::new(&lock).unwrap_err().message;
+        let message = |lock: LockRange| LockRequest::new(&lock, ALICE).unwrap_err().message;
         assert!(message(body(5, 5, 0, 1)).contains("start 5 is not below end 5"));
         assert!(message(body(0, FILE_BYTES_MAX + 1, 0, 1)).contains("file_bytes_max"));
         assert!(
@@ -711,13 +1014,17 @@ mod tests {
             message(body(0, 1, 0, RANGE_LOCK_LEASE_MS_MAX + 1)).contains("range_lock_lease_ms_max")
         );
         assert!(message(body(0, 1, 0, 0)).contains("lease of 0 ms"));
-        let ok = LockRequest::new(&body(
-            0,
-            FILE_BYTES_MAX,
-            RANGE_LOCK_WAIT_MS_MAX,
-            RANGE_LOCK_LEASE_MS_MAX,
-        ))
+        let ok = LockRequest::new(
+            &body(
+                0,
+                FILE_BYTES_MAX,
+                RANGE_LOCK_WAIT_MS_MAX,
+                RANGE_LOCK_LEASE_MS_MAX,
+            ),
+            ALICE,
+        )
         .unwrap();
+        assert_eq!(ok.holder, ALICE);
         assert_eq!(ok.wait.as_millis(), u128::from(RANGE_LOCK_WAIT_MS_MAX));
     }
 
@@ -754,12 +1061,12 @@ mod tests {
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(table.len(), 2);
-        table.unlock(1, holder);
+        table.unlock(1, holder, ALICE);
         let second = waiting.await.unwrap().unwrap();
         assert_ne!(second, holder);
 
         // A lease that ends wakes the waiter with no unlock at all.
-        table.unlock(1, second);
+        table.unlock(1, second, ALICE);
         let mut short = request(1, 0, 10, true, 0);
         short.lease = Duration::from_millis(30);
         granted(&table, &short);
@@ -783,7 +1090,7 @@ mod tests {
         waiting.abort();
         let _ = waiting.await;
         assert_eq!(table.len(), 1);
-        table.unlock(1, holder);
+        table.unlock(1, holder, ALICE);
         assert!(table.is_empty());
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! Three tables hold everything the mds knows. `inodes` maps a handle to its attributes and
 //! layout (postcard-encoded [`Inode`]); `dirents` maps (parent handle, name) to a child handle,
-//! so a directory listing is one ordered range scan; `meta` holds the next free handle and the
-//! cluster's server count, which must not change under existing layouts. Every change is one
+//! so a directory listing is one ordered range scan; `meta` holds the next free handle, the
+//! cluster's server count, which must not change under existing layouts, and the namespace id:
+//! a random number made at the store's first open, which the mds names in every request that
+//! changes objects on the iods, so that an iod obeys the mds of one namespace only. Every change is one
 //! redb write transaction, durable when it commits. File data and sizes are not here: sizes
 //! are computed from the iods (see `docs/SEMANTICS.md`).
 //!
@@ -163,6 +165,8 @@ pub struct Namespace {
     /// The redb file, reopened after an I/O error ([`crate::store`]).
     store: Store,
     next_handle: AtomicU64,
+    /// This namespace's id, never 0 (`meta` key `namespace_id`).
+    id: u64,
     server_count: u16,
     default_stripe_unit_bytes: u64,
     /// Treat callers with uid 0 as `nobody` ([`access::NOBODY`]).
@@ -330,6 +334,43 @@ fn walk(
     Ok(handle)
 }
 
+/// Checks that `caller` may search every directory above `inode` (the inode of `handle`), up
+/// to the root: what [`walk`] checks on the way down to it. At most [`PATH_DEPTH_MAX`]
+/// directories are looked at; a file deeper than that (a rename can move a deep tree under
+/// another) is as unreachable by handle as it is by path.
+fn search_above(
+    inodes: &impl ReadableTable<u64, &'static [u8]>,
+    caller: &Caller,
+    handle: u64,
+    inode: &Inode,
+) -> Result<(), RemoteError> {
+    if handle == ROOT_HANDLE {
+        return Ok(());
+    }
+    let mut above = inode.parent;
+    for _ in 0..PATH_DEPTH_MAX {
+        let directory = read_inode(inodes, above)?;
+        let lacking = access::missing(caller, directory.owner(), Rights::SEARCH);
+        if lacking != Rights::NONE {
+            return Err(access::denied(
+                &format!("handle {handle:#x}"),
+                lacking,
+                &format!("directory {above:#x} above it"),
+            ));
+        }
+        if above == ROOT_HANDLE {
+            return Ok(());
+        }
+        above = directory.parent;
+    }
+    Err(RemoteError::new(
+        ErrorCode::InvalidArgument,
+        format!(
+            "handle {handle:#x} lies more than path_depth_max ({PATH_DEPTH_MAX}) directories below the root"
+        ),
+    ))
+}
+
 /// The parent directory of a path, resolved and searchable by the caller.
 struct Parent<'p> {
     handle: u64,
@@ -415,6 +456,23 @@ fn check_open(
     access::require(caller, inode.owner(), Rights::open(read, write), path, path)
 }
 
+/// A random namespace id, not 0 (0 means "none" on the wire).
+fn new_namespace_id() -> Result<u64, RemoteError> {
+    loop {
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes).map_err(|err| {
+            RemoteError::new(
+                ErrorCode::Internal,
+                format!("no random bytes for a namespace id: {err}"),
+            )
+        })?;
+        let id = u64::from_le_bytes(bytes);
+        if id != 0 {
+            return Ok(id);
+        }
+    }
+}
+
 /// Mode of the namespace store: every name, owner and layout of the cluster, for the mds
 /// alone.
 pub const STORE_FILE_MODE: u32 = 0o600;
@@ -458,6 +516,7 @@ impl Namespace {
         let db = Database::create(db_path).map_err(|err| at_path(store_error(err)))?;
         let txn = db.begin_write().map_err(store_error)?;
         let next_handle;
+        let namespace_id;
         {
             let mut meta = txn.open_table(META).map_err(store_error)?;
             let mut inodes = txn.open_table(INODES).map_err(store_error)?;
@@ -513,15 +572,35 @@ impl Namespace {
                 .get("next_handle")
                 .map_err(store_error)?
                 .map_or(ROOT_HANDLE + 1, |guard| guard.value());
+            let stored_id = meta
+                .get("namespace_id")
+                .map_err(store_error)?
+                .map(|guard| guard.value());
+            namespace_id = match stored_id {
+                Some(id) if id != 0 => id,
+                // A new store, or one an older version made: its id is made now, and its iods
+                // record it at their next contact.
+                _ => {
+                    let id = new_namespace_id().map_err(at_path)?;
+                    meta.insert("namespace_id", id).map_err(store_error)?;
+                    id
+                }
+            };
         }
         txn.commit().map_err(store_error)?;
         Ok(Self {
             store: Store::new(db_path, db),
             next_handle: AtomicU64::new(next_handle),
+            id: namespace_id,
             server_count,
             default_stripe_unit_bytes,
             root_squash: false,
         })
+    }
+
+    /// This namespace's id: random, made at the store's first open, never 0.
+    pub fn namespace_id(&self) -> u64 {
+        self.id
     }
 
     /// Turns root squash on or off: with it on, a caller with uid 0 is treated as uid and gid
@@ -614,17 +693,33 @@ impl Namespace {
         inode.attr(handle, 0)
     }
 
-    /// The open check of [`Namespace::open`] by handle, for renewing a capability: the
-    /// file's bits must still grant `read` and/or `write` (no path, so no search checks).
-    pub fn access_handle(
+    /// The checks of [`Namespace::open`], by handle, for renewing a capability: as of now,
+    /// search on every directory from the root down to the file's (walking up its parents in
+    /// one read transaction) and the rights against the file's bits, for the caller after
+    /// root squash. A file has one name (there are no hard links), so this is what an open of
+    /// its current path checks. The caller must have shown a capability for the handle
+    /// first: the handler does, so a stranger learns nothing of a handle, not even whether it
+    /// exists.
+    pub fn open_handle(
         &self,
         caller: &Caller,
         handle: u64,
         read: bool,
         write: bool,
     ) -> Result<Attr, RemoteError> {
-        let inode = self.get(handle)?;
-        self.check_open(caller, &format!("handle {handle:#x}"), &inode, read, write)?;
+        let caller = self.effective(caller);
+        let inode = self.store.read(|db| {
+            let txn = db.begin_read().map_err(store_error)?;
+            let inodes = txn.open_table(INODES).map_err(store_error)?;
+            let inode = inodes
+                .get(handle)
+                .map_err(store_error)?
+                .ok_or_else(|| unknown_handle(handle))
+                .and_then(|guard| decode_inode(guard.value()))?;
+            search_above(&inodes, &caller, handle, &inode)?;
+            Ok(inode)
+        })?;
+        check_open(&caller, &format!("handle {handle:#x}"), &inode, read, write)?;
         inode.attr(handle, 0)
     }
 
@@ -1316,8 +1411,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("meta.redb");
         let file;
+        let namespace_id;
         {
             let namespace = open_owned(&db, 4);
+            namespace_id = namespace.namespace_id();
+            assert_ne!(namespace_id, 0);
             namespace.mkdir(&user(), "/a", 0o755).unwrap();
             file = create(&namespace, "/a/f");
             let (_, inode) = namespace.lookup(&Caller::root(), "/a/f").unwrap();
@@ -1348,6 +1446,10 @@ mod tests {
         }
         let namespace = Namespace::open_store(&db, 4, 65536).unwrap();
         assert_eq!(namespace.lookup(&Caller::root(), "/g").unwrap().0, file);
+        // The namespace keeps its id; another store has another.
+        assert_eq!(namespace.namespace_id(), namespace_id);
+        let other = Namespace::open_store(&dir.path().join("other.redb"), 4, 65536).unwrap();
+        assert_ne!(other.namespace_id(), namespace_id);
         let listing = namespace.readdir(&Caller::root(), "/", "").unwrap();
         let names: Vec<_> = listing
             .entries

@@ -206,6 +206,10 @@ pub const OBJECT_LEFT_REASON_BYTES_MAX: usize = 512;
 /// Most byte-range locks (held and waited for) the mds keeps, over all files.
 pub const RANGE_LOCKS_MAX: usize = 65_536;
 
+/// Range locks one uid may hold or wait for at once, over all files: a share of
+/// [`RANGE_LOCKS_MAX`], so one user cannot fill the table and lock everyone else out.
+pub const RANGE_LOCKS_PER_UID_MAX: usize = RANGE_LOCKS_MAX / 16;
+
 /// Longest a `LockRange` request may wait for its lock, in milliseconds.
 pub const RANGE_LOCK_WAIT_MS_MAX: u32 = 60_000;
 
@@ -311,6 +315,9 @@ const _: () = assert!(
 );
 const _: () = assert!(SERVERS_MAX <= u16::MAX as usize + 1);
 const _: () = assert!(PIECE_BYTES_MAX < FILE_BYTES_MAX);
+// Sixteen users may each hold their whole share of range locks at once.
+const _: () =
+    assert!(RANGE_LOCKS_PER_UID_MAX >= 1 && RANGE_LOCKS_PER_UID_MAX * 16 <= RANGE_LOCKS_MAX);
 // A sieving chunk buffer is a small part of the buffer budget.
 const _: () = assert!(SIEVE_CHUNK_BYTES_MAX * 16 <= IOD_BUFFER_BYTES_MAX);
 

@@ -63,7 +63,8 @@ pub enum Opcode {
     /// mds, from a server only: which of a batch of handles name live files (an iod's orphan
     /// sweep).
     HandlesLive = 0x20,
-    /// iod: create (or empty) the local object of a handle.
+    /// iod, from the mds only: create the local object of a handle (never over an existing
+    /// one).
     ObjectCreate = 0x30,
     /// iod: remove the local object of a handle.
     ObjectRemove = 0x31,
@@ -1374,12 +1375,17 @@ request!(Open => Open, Opened);
 
 wire_struct! {
     /// A fresh capability for a file the caller has open (by handle: the name may have
-    /// moved); the rights are checked against the file's mode again.
+    /// moved). The request carries the capability it renews, which must be the caller's, for
+    /// this handle, with at least the rights asked for, and signed by this cluster; it may
+    /// have expired. The mds then checks, as of now, search on every directory above the file
+    /// and the rights against the file's mode, as an open by path would.
     pub struct Renew {
         /// Caller.
         pub credentials: Credentials,
         /// File handle.
         pub handle: u64,
+        /// The capability being renewed (an open, a create or an earlier renewal made it).
+        pub capability: Capability,
         /// Read access wanted.
         pub read: bool,
         /// Write access wanted.
@@ -1418,6 +1424,9 @@ wire_struct! {
     /// The handles of a [`HandlesLive`] request whose objects must stay: a file of the
     /// namespace, or a create in flight. Every other handle asked about is an orphan.
     pub struct HandlesLiveReply {
+        /// The answering mds's namespace id: the sweeping iod removes nothing on the word of
+        /// an mds of another namespace.
+        pub namespace: u64,
         /// Live handles, a subset of those asked about, in the order asked.
         pub live: Vec<u64>,
     }
@@ -1427,10 +1436,13 @@ wire_struct! {
 // I/O server.
 
 wire_struct! {
-    /// Creates the local object of a handle, empty; an existing object is emptied.
+    /// Creates the local object of a handle, empty. An existing object is left as it is and
+    /// the request answered `Exists`: a create never empties or replaces an object.
     pub struct ObjectCreate {
         /// File handle.
         pub handle: u64,
+        /// The namespace id of the mds asking; an iod of another namespace refuses.
+        pub namespace: u64,
         /// Unit of the iod's unified cache for the object, kept with it: a power of two from
         /// `CACHE_UNIT_BYTES_MIN` to `CACHE_UNIT_BYTES_MAX`, or 0 for the iod's default.
         pub cache_unit_bytes: u32,
@@ -1443,6 +1455,8 @@ wire_struct! {
     pub struct ObjectRemove {
         /// File handle.
         pub handle: u64,
+        /// The namespace id of the mds asking; an iod of another namespace refuses.
+        pub namespace: u64,
     }
 }
 request!(ObjectRemove => ObjectRemove, Empty);
@@ -1473,6 +1487,8 @@ wire_struct! {
     pub struct ObjectTruncate {
         /// File handle.
         pub handle: u64,
+        /// The namespace id of the mds asking; an iod of another namespace refuses.
+        pub namespace: u64,
         /// New local size in bytes.
         pub size: u64,
     }
@@ -2300,6 +2316,64 @@ mod tests {
         assert_eq!(&body[c + 6..c + 10], &u32::MAX.to_le_bytes());
         assert_eq!(&body[c + 10..c + 14], &100u32.to_le_bytes());
         assert_eq!(Opcode::from_u8(0x1D), Ok(Opcode::Chown));
+    }
+
+    #[test]
+    fn renew_layout_matches_protocol_doc() {
+        let credentials = Credentials::default();
+        let c = credentials.to_body().len();
+        let renew = Renew {
+            credentials,
+            handle: 0x0A0B,
+            capability: Capability(vec![0xCC; 62]),
+            read: true,
+            write: false,
+        };
+        let body = round_trip(&renew);
+        // credentials C | handle u64 | capability u32 len + bytes | read u8 | write u8
+        assert_eq!(body.len(), c + 14 + 62);
+        assert_eq!(&body[c..c + 8], &0x0A0Bu64.to_le_bytes());
+        assert_eq!(&body[c + 8..c + 12], &62u32.to_le_bytes());
+        assert_eq!(&body[c + 12..c + 74], &[0xCC; 62]);
+        assert_eq!(&body[c + 74..], &[1, 0]);
+        assert_eq!(Opcode::from_u8(0x1F), Ok(Opcode::Renew));
+    }
+
+    #[test]
+    fn object_life_cycle_layouts_match_protocol_doc() {
+        // handle u64 | namespace u64 | cache_unit_bytes u32
+        let body = round_trip(&ObjectCreate {
+            handle: 5,
+            namespace: 0xA1,
+            cache_unit_bytes: 4096,
+        });
+        assert_eq!(body.len(), 20);
+        assert_eq!(&body[8..16], &0xA1u64.to_le_bytes());
+        assert_eq!(&body[16..], &4096u32.to_le_bytes());
+        // handle u64 | namespace u64
+        let body = round_trip(&ObjectRemove {
+            handle: 5,
+            namespace: 0xA1,
+        });
+        assert_eq!(body.len(), 16);
+        assert_eq!(&body[8..], &0xA1u64.to_le_bytes());
+        // handle u64 | namespace u64 | size u64
+        let body = round_trip(&ObjectTruncate {
+            handle: 5,
+            namespace: 0xA1,
+            size: 7,
+        });
+        assert_eq!(body.len(), 24);
+        assert_eq!(&body[8..16], &0xA1u64.to_le_bytes());
+        assert_eq!(&body[16..], &7u64.to_le_bytes());
+        // namespace u64 | live count u32 | live u64 × l
+        let body = round_trip(&HandlesLiveReply {
+            namespace: 0xA1,
+            live: vec![2, 3],
+        });
+        assert_eq!(body.len(), 12 + 16);
+        assert_eq!(&body[..8], &0xA1u64.to_le_bytes());
+        assert_eq!(&body[8..12], &2u32.to_le_bytes());
     }
 
     #[test]

@@ -193,6 +193,13 @@ impl Cluster {
 
     /// [`Cluster::restart_iod`], with `extra` arguments for the new process (`--metrics`).
     pub fn restart_iod_with(&self, index: usize, extra: &[&str]) {
+        let mds = ClusterConfig::load(&self.file()).unwrap().mds.address;
+        self.restart_iod_swept_by(index, &mds, extra);
+    }
+
+    /// [`Cluster::restart_iod_with`], the new process's orphan sweep asking the mds at
+    /// `mds` (the cluster's own, or another).
+    pub fn restart_iod_swept_by(&self, index: usize, mds: &str, extra: &[&str]) {
         use std::os::unix::process::CommandExt;
 
         let name = format!("iod-{index}");
@@ -209,7 +216,6 @@ impl Cluster {
             std::thread::sleep(Duration::from_millis(10));
         }
         let address = self.iod_address(index);
-        let mds = ClusterConfig::load(&self.file()).unwrap().mds.address;
         let run = self.path().join("run");
         let address_file = run.join(format!("{name}.addr"));
         let log_path = self.path().join("log").join(format!("{name}.log"));
@@ -230,7 +236,7 @@ impl Cluster {
                 .arg("--key")
                 .arg(self.path().join("key"))
                 // As `tessera up` starts it: the orphan sweep runs once the mds answers.
-                .args(["--mds", &mds])
+                .args(["--mds", mds])
                 .args(extra)
                 .stdin(std::process::Stdio::null())
                 .stdout(log.try_clone().expect("iod log"))

@@ -1246,11 +1246,17 @@ mod tests {
         assert_eq!(store.cache().unwrap().unit_bytes(3), 4 * KIB);
         assert_eq!(store.cache_counters().units_landed, 16);
         assert_eq!(in_use_after_one_read(&store, 3), 4 * KIB);
-        // Emptying the object by a create takes the new unit; removing it drops the record.
-        store.create(3, 16 * KIB as u32).unwrap();
-        assert_eq!(store.storage().cache_unit(3).unwrap(), 16 * KIB as u32);
+        // A create of the existing object is refused and keeps its unit; removing it drops
+        // the record, and a new object takes the new unit.
+        assert_eq!(
+            store.create(3, 16 * KIB as u32).unwrap_err().code,
+            ErrorCode::Exists
+        );
+        assert_eq!(store.storage().cache_unit(3).unwrap(), 4 * KIB as u32);
         store.remove(3).unwrap();
         assert_eq!(store.storage().cache_unit(3).unwrap(), 0);
+        store.create(3, 16 * KIB as u32).unwrap();
+        assert_eq!(store.storage().cache_unit(3).unwrap(), 16 * KIB as u32);
     }
 
     #[test]

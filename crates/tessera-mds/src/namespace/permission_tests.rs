@@ -657,25 +657,72 @@ fn root_squash_treats_root_as_nobody() {
     assert_eq!(plain.lookup(&root(), "/nx/f").unwrap().1.uid, 1000);
 }
 
+/// A renewal by handle decides every open case of the table as the open by path does: the
+/// search bits of each directory above the file count, not only the file's own bits. (Before,
+/// eve renewed `/nx/f`, below a directory she may not search, and bob read alice's files
+/// through directories closed to him.)
 #[test]
-fn access_by_handle_checks_the_bits_alone() {
+fn a_renewal_by_handle_checks_what_an_open_by_path_checks() {
+    let fixture = Fixture::new();
+    // Handles are the same in every copy; this one finds them even under squash.
+    let (_plain_dir, plain) = fixture.copy(false);
+    let mut failures = Vec::new();
+    for squash in [false, true] {
+        let (_dir, namespace) = fixture.copy(squash);
+        let mut compared = 0;
+        let mut cases = cases();
+        cases.push(("root", root(), Op::Open("/nx/f", true, true), OK));
+        for (name, caller, op, _) in cases {
+            let Op::Open(path, read, write) = op else {
+                continue;
+            };
+            let by_path = namespace.open(&caller, path, read, write);
+            let (handle, _) = plain.lookup(&root(), path).unwrap();
+            let by_handle = namespace.open_handle(&caller, handle, read, write);
+            let codes = (
+                by_path.as_ref().err().map(|error| error.code),
+                by_handle.as_ref().err().map(|error| error.code),
+            );
+            if codes.0 != codes.1 {
+                failures.push(format!(
+                    "{name} (squash {squash}): uid {} {op:?}: by path {by_path:?}, by handle {by_handle:?}",
+                    caller.uid
+                ));
+            }
+            compared += 1;
+        }
+        assert!(compared >= 16, "only {compared} open cases compared");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_renewal_sees_chmods_and_renames_since_the_open() {
     let fixture = Fixture::new();
     let (_dir, namespace) = fixture.copy(false);
     let (below_nx, _) = namespace.lookup(&root(), "/nx/f").unwrap();
+    let (nx, _) = namespace.lookup(&root(), "/nx").unwrap();
     let (alices, _) = namespace.lookup(&root(), "/d/f").unwrap();
-    // No path, no search: the file's own bits decide (renewing an open capability).
-    assert_eq!(
-        namespace
-            .access_handle(&eve(), below_nx, true, true)
-            .unwrap()
-            .handle,
-        below_nx
-    );
-    namespace
-        .access_handle(&bob(), alices, true, false)
-        .unwrap();
+    // The file's own bits (0666) would let eve in; the directory above it does not.
     let error = namespace
-        .access_handle(&bob(), alices, true, true)
+        .open_handle(&eve(), below_nx, true, false)
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::PermissionDenied);
+    assert_eq!(
+        error.message,
+        format!(
+            "permission denied: handle {below_nx:#x} (needs search on directory {nx:#x} above it)"
+        )
+    );
+    let attr = namespace.open_handle(&bob(), alices, true, false).unwrap();
+    assert_eq!((attr.handle, attr.uid, attr.mode), (alices, 1000, 0o640));
+    let error = namespace
+        .open_handle(&bob(), alices, true, true)
         .unwrap_err();
     assert_eq!(error.code, ErrorCode::PermissionDenied);
     assert!(
@@ -683,18 +730,44 @@ fn access_by_handle_checks_the_bits_alone() {
         "{}",
         error.message
     );
-    // A chmod since the open is honoured.
+    // A chmod of the directory since the open is honoured...
+    namespace.chmod(&alice(), "/d", 0o700).unwrap();
+    let error = namespace
+        .open_handle(&bob(), alices, true, false)
+        .unwrap_err();
+    assert!(error.message.contains("needs search"), "{}", error.message);
+    namespace.chmod(&alice(), "/d", 0o755).unwrap();
+    namespace.open_handle(&bob(), alices, true, false).unwrap();
+    // ...and so is one of the file.
     namespace.chmod(&alice(), "/d/f", 0o600).unwrap();
     assert_eq!(
         namespace
-            .access_handle(&bob(), alices, true, false)
+            .open_handle(&bob(), alices, true, false)
             .unwrap_err()
             .code,
         ErrorCode::PermissionDenied
     );
+    // A rename moves the file under the directories of its new name.
+    namespace.chmod(&alice(), "/d/f", 0o644).unwrap();
+    namespace.open_handle(&eve(), alices, true, false).unwrap();
+    namespace.rename(&root(), "/d/f", "/nx/moved").unwrap();
+    for caller in [eve(), alice()] {
+        let error = namespace
+            .open_handle(&caller, alices, true, false)
+            .unwrap_err();
+        assert_eq!(
+            error.message,
+            format!("permission denied: handle {alices:#x} (needs search on directory {nx:#x} above it)")
+        );
+    }
+    namespace.open_handle(&root(), alices, true, true).unwrap();
+    // The root directory by handle has no directory above it.
+    namespace
+        .open_handle(&eve(), ROOT_HANDLE, true, false)
+        .unwrap();
     assert_eq!(
         namespace
-            .access_handle(&bob(), 0xdead, true, false)
+            .open_handle(&bob(), 0xdead, true, false)
             .unwrap_err()
             .code,
         ErrorCode::UnknownHandle
