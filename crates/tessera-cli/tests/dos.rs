@@ -19,7 +19,7 @@ const SILENT_READERS: usize = 64;
 /// What a normal call may take while the servers are under attack.
 const CALL_BOUND: Duration = Duration::from_secs(2);
 /// A server's resident memory stays under this (docs/ARCHITECTURE.md §5.2).
-const RSS_BOUND_BYTES: u64 = 512 << 20;
+const RSS_BOUND_BYTES: u64 = tessera_proto::limits::SERVER_PEER_BYTES_MAX;
 
 fn frame(opcode: Opcode, request_id: u64, body: &[u8], bulk_bytes: u32) -> Vec<u8> {
     let mut bytes = Header {

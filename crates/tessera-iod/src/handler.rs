@@ -13,8 +13,8 @@ use tessera_net::local::mover::Mover;
 use tessera_net::server::{ConnectionError, Incoming, ServerConnection, Service};
 use tessera_proto::access::{check_stream_ranges, server_share, server_share_within, Share};
 use tessera_proto::limits::{
-    DEMOTE_PIECES_MAX, FILE_BYTES_MAX, IOD_BUFFER_BYTES_MAX, LEASE_MS_DEFAULT,
-    MESSAGE_BULK_BYTES_MAX, SIEVE_CHUNK_BYTES_MAX,
+    DEMOTE_PIECES_MAX, FILE_BYTES_MAX, LEASE_MS_DEFAULT, MESSAGE_BULK_BYTES_MAX,
+    SIEVE_CHUNK_BYTES_MAX,
 };
 use tessera_proto::{
     Capability, CollectiveTag, DeclareView, Decoder, Demote, DemoteOffer, DemoteReply,
@@ -25,8 +25,8 @@ use tessera_proto::{
     RemoteProbeReply, ServerStats, ShareRegion, Statfs, StoragePlan, TransferMode, WantedFlags,
     Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD, STORE_OK,
 };
-use tokio::sync::Semaphore;
 
+use crate::budget::BufferBudget;
 use crate::buffers::REQUEST_BUFFERS;
 use crate::collective::{self, Arrival, Collectives, Complete, Done, Joined};
 use crate::files::FileStorage;
@@ -56,9 +56,6 @@ const INLINE_SHARE_SEGMENTS_MAX: u64 = 8192;
 /// all in the page cache (`ObjectStore::read_now`).
 const WORKER_COPY_BYTES_MAX: u64 = 1 << 20;
 
-/// Buffer budget is counted in units of this many bytes.
-const BUFFER_PERMIT_BYTES: u64 = 1024;
-
 fn reply_of(bytes: u64, outcome: Outcome) -> IoReply {
     IoReply {
         bytes,
@@ -76,8 +73,8 @@ type ServeCollective<S> = fn(&ObjectStore<S>, &Complete) -> Vec<Result<Done, Rem
 pub struct Iod<S: ObjectStorage = FileStorage> {
     index: u16,
     store: Arc<ObjectStore<S>>,
-    /// Bulk-buffer budget, `IOD_BUFFER_BYTES_MAX` in `BUFFER_PERMIT_BYTES` units.
-    buffers: Semaphore,
+    /// Bulk-buffer budget, and each uid's share of it.
+    buffers: BufferBudget,
     /// Declared views.
     views: ViewTable,
     /// The fabric fabric-access requests are served over (`--ofi-provider`).
@@ -97,8 +94,6 @@ pub struct Iod<S: ObjectStorage = FileStorage> {
 impl<S: ObjectStorage> Iod<S> {
     /// An iod with cluster index `index` over `store`.
     pub fn new(index: u16, store: ObjectStore<S>) -> Self {
-        let permits =
-            usize::try_from(IOD_BUFFER_BYTES_MAX / BUFFER_PERMIT_BYTES).expect("budget fits usize");
         let store = Arc::new(store);
         if let Err(err) = ObjectStore::start_write_back(&store) {
             tracing::error!("iod {index}: cannot start the cache write-back thread: {err}");
@@ -106,7 +101,7 @@ impl<S: ObjectStorage> Iod<S> {
         Self {
             index,
             store,
-            buffers: Semaphore::new(permits),
+            buffers: BufferBudget::default(),
             views: ViewTable::default(),
             fabric: None,
             collectives: Arc::default(),
@@ -360,7 +355,7 @@ impl<S: ObjectStorage> Iod<S> {
         // Pipelined requests hold two units at a time, not the whole request.
         let buffered = total.min(2 * tessera_proto::limits::PIPELINE_UNIT_BYTES);
         let _budget = self
-            .buffer_budget(buffered + Self::sieve_budget(&pieces, storage))
+            .buffer_budget(connection, buffered + Self::sieve_budget(&pieces, storage))
             .await;
         // A read the unified cache holds whole is a memory copy with no storage call: pushed
         // from this worker when not too large.
@@ -414,13 +409,15 @@ impl<S: ObjectStorage> Iod<S> {
         Ok(total)
     }
 
-    async fn buffer_budget(&self, bytes: u64) -> tokio::sync::SemaphorePermit<'_> {
-        let permits = u32::try_from(bytes.div_ceil(BUFFER_PERMIT_BYTES))
-            .expect("bulk limit fits u32 permits");
-        self.buffers
-            .acquire_many(permits)
-            .await
-            .expect("the buffer semaphore is never closed")
+    /// Takes `bytes` of the bulk-buffer budget for the connection's uid (waiting, if it
+    /// must, without a work slot).
+    async fn buffer_budget(
+        &self,
+        connection: &mut ServerConnection,
+        bytes: u64,
+    ) -> crate::budget::Taken<'_> {
+        let uid = connection.credentials().uid;
+        connection.waiting(self.buffers.take(uid, bytes)).await
     }
 
     /// The share of a collective request: its tag checked, then its type walked.
@@ -611,7 +608,7 @@ impl<S: ObjectStorage> Iod<S> {
             )));
         }
         let _budget = self
-            .buffer_budget(total + Self::sieve_budget(&pieces, storage))
+            .buffer_budget(connection, total + Self::sieve_budget(&pieces, storage))
             .await;
         if let Some(mut landing) = self.store.land(handle, &pieces) {
             // Unified cache: the bytes arrive straight in the units they will be.
@@ -750,7 +747,7 @@ impl<S: ObjectStorage> Iod<S> {
             _ => {}
         }
         let _budget = self
-            .buffer_budget(total + Self::sieve_budget(&pieces, storage))
+            .buffer_budget(connection, total + Self::sieve_budget(&pieces, storage))
             .await;
         if self.store.cache().is_some() {
             return self
@@ -1355,7 +1352,7 @@ impl<S: ObjectStorage> Iod<S> {
             ));
         }
         let client = ClientKey::new(connection.credentials().uid, client_id);
-        let _budget = self.buffer_budget(total).await;
+        let _budget = self.buffer_budget(connection, total).await;
         let mut taken = Vec::new();
         let demoted = match mode {
             TransferMode::Gather if u64::from(header.bulk_bytes) == total => {

@@ -14,6 +14,7 @@
 //! With `--serve unified` every request goes through the iod's own [`cache`] instead of the
 //! page cache (`store/unified.rs`).
 
+pub mod budget;
 pub mod buffers;
 pub mod cache;
 pub mod collective;

@@ -117,8 +117,11 @@ pub struct ServerConnection {
     shared: Vec<Arc<SharedRegion>>,
     /// The connection's place in the server's table (idle or busy; how to close it).
     slot: Arc<Slot>,
-    /// The work slot of the request being served, given back as its reply goes out.
+    /// The work slot of the request being served, given back as its reply goes out and
+    /// while the request waits on its peer or on a budget ([`ServerConnection::waiting`]).
     work: Option<OwnedSemaphorePermit>,
+    /// The server's work slots (`SERVER_REQUESTS_INFLIGHT_MAX`), to take one back.
+    inflight: Arc<Semaphore>,
     /// The current request's bulk, read before it took a work slot (small bulk only).
     prefetched: Option<Vec<u8>>,
     /// The server's budget for large request bodies (`SERVER_BODY_BYTES_MAX`, in KiB).
@@ -646,13 +649,43 @@ impl ServerConnection {
             return Ok(bulk);
         }
         let mut bulk = vec![0u8; header.bulk_bytes as usize];
+        let held = self.release_work();
         within(
             u64::from(header.bulk_bytes),
             "a request's bulk",
             self.stream.read_exact(&mut bulk),
         )
         .await?;
+        self.retake_work(held).await;
         Ok(bulk)
+    }
+
+    /// Gives the request's work slot back while it waits; returns whether it held one.
+    fn release_work(&mut self) -> bool {
+        self.work.take().is_some()
+    }
+
+    /// Takes a work slot again, if the request held one before it waited.
+    async fn retake_work(&mut self, held: bool) {
+        if held {
+            self.work = Some(
+                self.inflight
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the in-flight semaphore is never closed"),
+            );
+        }
+    }
+
+    /// Runs `wait` (a wait for a budget, or for anything that does not need the server's
+    /// work) without holding a work slot, then takes one again: a request that waits holds
+    /// none, so waiters never keep the server from serving others.
+    pub async fn waiting<T>(&mut self, wait: impl Future<Output = T>) -> T {
+        let held = self.release_work();
+        let out = wait.await;
+        self.retake_work(held).await;
+        out
     }
 
     /// Reads a small bulk before the request takes a work slot (`BULK_PREFETCH_BYTES_MAX`).
@@ -672,6 +705,7 @@ impl ServerConnection {
         header: &Header,
         data_frames: u32,
     ) -> Result<(), ConnectionError> {
+        let held = self.release_work();
         if self.prefetched.take().is_none() {
             self.discard(u64::from(header.bulk_bytes)).await?;
         }
@@ -696,6 +730,7 @@ impl ServerConnection {
             }
             self.discard(u64::from(frame.bulk_bytes)).await?;
         }
+        self.retake_work(held).await;
         Ok(())
     }
 
@@ -737,6 +772,7 @@ impl ServerConnection {
     ) -> Result<(), ConnectionError> {
         let total: u64 = pieces.iter().map(|piece| piece.length).sum();
         check_slices(slices, total)?;
+        let held = self.release_work();
         let mut left = slices;
         for piece in pieces {
             let mut bytes = [0u8; HEADER_BYTES];
@@ -767,6 +803,7 @@ impl ServerConnection {
             )
             .await?;
         }
+        self.retake_work(held).await;
         Ok(())
     }
 
@@ -788,6 +825,7 @@ impl ServerConnection {
             }
             return Ok(());
         }
+        let held = self.release_work();
         let mut left = slices;
         let stream = &mut self.stream;
         let bytes = header.bulk_bytes as usize;
@@ -796,7 +834,9 @@ impl ServerConnection {
             "a request's bulk",
             read_into_slices(stream, &mut left, bytes),
         )
-        .await
+        .await?;
+        self.retake_work(held).await;
+        Ok(())
     }
 
     /// Sends the reply to `request`, followed by `bulk` bytes in the same frame.
@@ -1444,6 +1484,7 @@ pub async fn serve_with_local<S: Service>(
                 shared: Vec::new(),
                 slot,
                 work: None,
+                inflight: inflight.clone(),
                 prefetched: None,
                 bodies,
                 body_budget: None,

@@ -111,6 +111,10 @@ pub const CONNECTIONS_MAX: usize = 1024;
 /// Bulk-buffer memory an I/O server may hold for requests in flight, over all connections.
 pub const IOD_BUFFER_BYTES_MAX: u64 = 256 << 20;
 
+/// Most of the iod's bulk-buffer budget one uid holds at once: a user whose requests stall
+/// (data that never comes, replies never read) leaves the rest to the others.
+pub const IOD_BUFFER_BYTES_PER_UID_MAX: u64 = IOD_BUFFER_BYTES_MAX / 2;
+
 /// Most local objects an I/O server keeps open at once.
 pub const IOD_OPEN_OBJECTS_MAX: usize = 512;
 
@@ -286,6 +290,20 @@ const _: () = assert!(
     REMOTE_SEGMENTS_MAX as u64 * 24 + REMOTE_ENDPOINT_BYTES_MAX as u64 + 64
         <= MESSAGE_BULK_BYTES_MAX as u64
 );
+
+// One uid's share holds two of the largest requests (bulk and a sieving chunk each).
+const _: () = assert!(
+    IOD_BUFFER_BYTES_PER_UID_MAX >= 2 * (MESSAGE_BULK_BYTES_MAX as u64 + SIEVE_CHUNK_BYTES_MAX)
+);
+const _: () = assert!(IOD_BUFFER_BYTES_PER_UID_MAX < IOD_BUFFER_BYTES_MAX);
+
+/// Most memory a server holds for its peers, attackers included: bodies being read (one of at
+/// most `BULK_PREFETCH_BYTES_MAX` per connection, larger ones within `SERVER_BODY_BYTES_MAX`),
+/// small bulk read ahead of a work slot (at most `BULK_PREFETCH_BYTES_MAX` per connection), and
+/// on an iod the bulk-buffer budget (docs/ARCHITECTURE.md §5.2): 512 MiB.
+pub const SERVER_PEER_BYTES_MAX: u64 = 2 * CONNECTIONS_MAX as u64 * BULK_PREFETCH_BYTES_MAX as u64
+    + SERVER_BODY_BYTES_MAX
+    + IOD_BUFFER_BYTES_MAX;
 
 // A request with the most pieces must fit the body limit (16 bytes a piece, plus the fixed part).
 const _: () = assert!(

@@ -41,6 +41,9 @@ fn over(stream: ServerStream, bodies: Arc<Semaphore>) -> ServerConnection {
         shared: Vec::new(),
         slot: Arc::new(Slot::default()),
         work: None,
+        inflight: Arc::new(Semaphore::new(
+            tessera_proto::limits::SERVER_REQUESTS_INFLIGHT_MAX,
+        )),
         prefetched: None,
         bodies,
         body_budget: None,
