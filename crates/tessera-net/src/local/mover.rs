@@ -267,6 +267,8 @@ impl State {
 pub struct Mover {
     pid: u32,
     uid: u32,
+    /// How long a caller waits for one copy (`REMOTE_COPY_TIMEOUT_MS`).
+    copy_timeout: Duration,
     jobs: mpsc::SyncSender<Job>,
     state: Arc<State>,
 }
@@ -277,6 +279,11 @@ impl Mover {
     /// server that cannot change its uid, a non-dumpable client), when the process is gone,
     /// and when the uid has [`STALLED_COPIES_PER_UID_MAX`] copies stuck already.
     pub async fn start(peer: PeerProcess) -> Result<Self, RmaError> {
+        Self::start_with(peer, Duration::from_millis(REMOTE_COPY_TIMEOUT_MS)).await
+    }
+
+    /// [`Mover::start`] whose callers wait `copy_timeout` for each copy.
+    async fn start_with(peer: PeerProcess, copy_timeout: Duration) -> Result<Self, RmaError> {
         let (pid, uid) = (peer.pid, peer.uid);
         let refused = |detail: String| RmaError::Refused {
             pid,
@@ -303,6 +310,7 @@ impl Mover {
             Ok(Ok(Ok(()))) => Ok(Self {
                 pid,
                 uid,
+                copy_timeout,
                 jobs,
                 state,
             }),
@@ -400,13 +408,13 @@ impl Mover {
         RmaError::Stalled {
             pid: self.pid,
             bytes,
-            timeout_ms: REMOTE_COPY_TIMEOUT_MS,
+            timeout_ms: u64::try_from(self.copy_timeout.as_millis()).unwrap_or(u64::MAX),
         }
     }
 
     /// Waits for the copy in `slot` until the deadline (blocking).
     fn wait(&self, slot: &Slot, bytes: u64) -> Result<Finished, RmaError> {
-        let deadline = Instant::now() + Duration::from_millis(REMOTE_COPY_TIMEOUT_MS);
+        let deadline = Instant::now() + self.copy_timeout;
         let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let SlotState::Done(_) = &*state {
@@ -436,7 +444,7 @@ impl Mover {
         bytes: u64,
         on_stall: &mut dyn FnMut(),
     ) -> Result<RmaCounts, RmaError> {
-        let deadline = Instant::now() + Duration::from_millis(REMOTE_COPY_TIMEOUT_MS);
+        let deadline = Instant::now() + self.copy_timeout;
         let mut stalled = false;
         let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
@@ -513,7 +521,7 @@ impl Mover {
     {
         let (local, keep, bytes) = owned(buffer);
         let slot = self.submit(Direction::Pull, remote, per_call, local, Some(keep))?;
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(REMOTE_COPY_TIMEOUT_MS);
+        let deadline = tokio::time::Instant::now() + self.copy_timeout;
         loop {
             {
                 let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -855,3 +863,6 @@ fn drop_capabilities() -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
+
+#[cfg(test)]
+mod tests;
