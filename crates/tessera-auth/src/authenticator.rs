@@ -191,15 +191,39 @@ impl AgentClient {
             body_bytes: u32::try_from(body.len()).expect("a small body"),
             bulk_bytes: 0,
         };
-        stream
-            .write_all(&[header.encode().as_slice(), &body].concat())
-            .map_err(|err| self.error(format!("cannot send: {err}")))?;
+        if let Err(err) = stream.write_all(&[header.encode().as_slice(), &body].concat()) {
+            // The agent may have refused the connection (over a limit) and closed it before
+            // the request went out: its reason is still there to read.
+            return Err(match self.read_answer(&mut stream) {
+                Ok((reply, body)) if reply.request_id == 0 => self.refusal(&reply, &body),
+                _ => self.error(format!("cannot send: {err}")),
+            });
+        }
+        let (reply, body) = self.read_answer(&mut stream)?;
+        if reply.request_id == 0 {
+            return Err(self.refusal(&reply, &body));
+        }
+        if reply.request_id != 1 {
+            return Err(self.error(format!(
+                "an answer of request id {}: not the answer to its request",
+                reply.request_id
+            )));
+        }
+        if reply.flags & FLAG_ERROR != 0 {
+            let error = RemoteError::from_body(&body).map_err(|err| self.error(err))?;
+            return Err(self.error(error.message));
+        }
+        AgentSigned::from_body(&body).map_err(|err| self.error(err))
+    }
+
+    /// One answer frame of the agent: its header and body.
+    fn read_answer(&self, stream: &mut UnixStream) -> Result<(Header, Vec<u8>), AuthError> {
         let mut bytes = [0u8; HEADER_BYTES];
         stream
             .read_exact(&mut bytes)
             .map_err(|err| self.error(format!("no answer: {err}")))?;
         let reply = Header::decode(&bytes).map_err(|err| self.error(err))?;
-        if !reply.is_reply() || reply.opcode != AgentSign::OPCODE as u8 || reply.request_id != 1 {
+        if !reply.is_reply() || reply.opcode != AgentSign::OPCODE as u8 {
             return Err(self.error(format!(
                 "an answer of opcode {:#04x}, request id {}, flags {:#x}: not the answer to its request",
                 reply.opcode, reply.request_id, reply.flags
@@ -215,11 +239,20 @@ impl AgentClient {
         stream
             .read_exact(&mut body)
             .map_err(|err| self.error(format!("short answer: {err}")))?;
-        if reply.flags & FLAG_ERROR != 0 {
-            let error = RemoteError::from_body(&body).map_err(|err| self.error(err))?;
-            return Err(self.error(error.message));
+        Ok((reply, body))
+    }
+
+    /// The error for a frame of request id 0: the agent closed the connection without
+    /// serving it (its uid holds `agent_connections_per_uid_max` connections already, or the
+    /// connection was closed to make room), and says why.
+    fn refusal(&self, reply: &Header, body: &[u8]) -> AuthError {
+        if reply.flags & FLAG_ERROR == 0 {
+            return self.error("an answer of request id 0 that is not an error");
         }
-        AgentSigned::from_body(&body).map_err(|err| self.error(err))
+        match RemoteError::from_body(body) {
+            Ok(error) => self.error(format!("refused the connection: {}", error.message)),
+            Err(err) => self.error(err),
+        }
     }
 }
 
