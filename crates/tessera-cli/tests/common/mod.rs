@@ -6,6 +6,8 @@
 #[path = "../../../../tests/not_run.rs"]
 pub mod not_run;
 
+pub mod mount;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
