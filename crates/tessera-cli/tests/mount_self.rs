@@ -69,7 +69,7 @@ fn as_user(
     let connect = || -> Result<std::os::unix::net::UnixStream, i32> {
         let mut stream = std::os::unix::net::UnixStream::connect(&socket).map_err(|_| 11)?;
         stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
+            .set_read_timeout(Some(Duration::from_mins(1)))
             .map_err(|_| 11)?;
         common::authenticate(&mut stream, &agent).map_err(|_| 12)?;
         let token = Box::new(0x5e7u64);
