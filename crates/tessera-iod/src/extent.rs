@@ -108,9 +108,28 @@ impl ExtentLocks {
         ExtentGuard { locks: self, id }
     }
 
+    /// Lets go of the extent held as `id` now, whoever holds it: its guard releases nothing
+    /// later. For a holder stuck where it cannot drop its guard (a one-sided push that waits
+    /// on the client's memory), so others do not wait on it.
+    pub fn revoke(&self, id: u64) {
+        let mut table = self.table.lock().expect("extent table lock");
+        if let Some(position) = table.held.iter().position(|held| held.id == id) {
+            table.held.swap_remove(position);
+            drop(table);
+            self.released.notify_all();
+        }
+    }
+
     /// Extents held now (for tests and diagnostics).
     pub fn held(&self) -> usize {
         self.table.lock().expect("extent table lock").held.len()
+    }
+}
+
+impl ExtentGuard<'_> {
+    /// The held extent's id (for [`ExtentLocks::revoke`]).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 }
 

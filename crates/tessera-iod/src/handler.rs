@@ -317,25 +317,29 @@ impl<S: ObjectStorage> Iod<S> {
             Ok(client) => client,
             Err(error) => return connection.reply_error(&request.header, &error).await,
         };
-        let segments = &client.memory.segments;
-        let result = if segments.iter().map(|s| s.length).sum::<u64>() != 8 {
+        let mover = client.mover.clone();
+        let result = if client.memory.segments.iter().map(|s| s.length).sum::<u64>() == 8 {
+            let probe = move |_: &ObjectStore<S>| {
+                let mut token = [0u8; 8];
+                client
+                    .pull(&client.memory.segments, 0, &mut token)
+                    .map(|()| token)
+            };
+            match &mover {
+                // Off the async worker: the client's memory may make the copy wait.
+                Some(mover) => self.one_sided(mover, probe).await,
+                None => probe(&self.store),
+            }
+        } else {
             Err(RemoteError::new(
                 ErrorCode::Protocol,
                 "a remote probe names exactly 8 bytes",
             ))
-        } else if let Some(mover) = &client.mover {
-            // On the mover, awaited: the async worker never waits on the client's memory.
-            mover
-                .pull_async(segments, 0, vec![0u8; 8])
-                .await
-                .map_err(|err| err.to_remote())
-        } else {
-            client.pull(segments, 0, vec![0u8; 8])
         };
         let result = result.map(|token| RemoteProbeReply {
-            token: u64::from_le_bytes(token.try_into().expect("8 bytes")),
+            token: u64::from_le_bytes(token),
         });
-        Self::answer_one_sided(connection, &request.header, client.mover.as_ref(), result).await
+        Self::answer_one_sided(connection, &request.header, mover.as_ref(), result).await
     }
 
     /// Serves a write or read whose data the server moves one-sidedly.
@@ -1056,7 +1060,10 @@ impl<S: ObjectStorage> Iod<S> {
                     Err(error) => return connection.reply_error(header, &error).await,
                 };
                 let mover = client.mover.clone();
-                let pull = move |_: &ObjectStore<S>| client.pull_all(vec![0u8; length]);
+                let pull = move |_: &ObjectStore<S>| {
+                    let mut data = vec![0u8; length];
+                    client.pull_all(&mut data).map(|()| data)
+                };
                 let pulled = match &mover {
                     Some(mover) => self.one_sided(mover, pull).await,
                     None => self.blocking(pull).await,
@@ -1225,7 +1232,7 @@ impl<S: ObjectStorage> Iod<S> {
             (Some(client), _) => {
                 let data = done.data;
                 let mover = client.mover.clone();
-                let push = move |_: &ObjectStore<S>| client.push_all(data);
+                let push = move |_: &ObjectStore<S>| client.push_all(&data);
                 let pushed = match &mover {
                     Some(mover) => self.one_sided(mover, push).await,
                     None => self.blocking(push).await,
@@ -1403,7 +1410,8 @@ impl<S: ObjectStorage> Iod<S> {
                             .pull_all_into(&mut landing.slices())
                             .map(|()| Demoted::Landed(landing));
                     }
-                    remote.pull_all(vec![0u8; length]).map(Demoted::Bytes)
+                    let mut data = vec![0u8; length];
+                    remote.pull_all(&mut data).map(|()| Demoted::Bytes(data))
                 };
                 // A small pull from shared or fabric memory is a memory copy: done here rather
                 // than on a storage thread. Process memory is only ever reached by its mover.

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use tessera_net::local::region::SharedRegion;
 use tessera_proto::limits::{ARENA_BYTES_MAX, EAGER_BYTES_MAX};
 
-use tessera_net::local::mover::Mover;
+use tessera_net::local::mover::{Mover, OnStall};
 use tessera_net::local::rma::RmaError;
 use tessera_proto::limits::PIPELINE_UNIT_BYTES;
 use tessera_proto::{ErrorCode, Piece, RemoteError, RemoteMemory, RemoteSegment, StoragePlan};
@@ -127,10 +127,6 @@ fn outside_shared(region: &SharedRegion, index: usize, segment: &RemoteSegment) 
     )
 }
 
-/// An owned buffer a one-sided copy fills or sends (the mover may keep it past a deadline).
-pub(crate) trait Owned: std::ops::DerefMut<Target = [u8]> + Send + 'static {}
-impl<B: std::ops::DerefMut<Target = [u8]> + Send + 'static> Owned for B {}
-
 impl Client {
     /// The mover of a process-memory peer.
     fn mover(&self) -> Result<&Mover, RemoteError> {
@@ -142,18 +138,19 @@ impl Client {
         })
     }
 
-    /// Reads the client's `segments` into `data`; gives `data` back.
-    pub(crate) fn pull<B: Owned>(
+    /// Reads the client's `segments` into `data`.
+    pub(crate) fn pull(
         &self,
         segments: &[RemoteSegment],
         per_call: u16,
-        mut data: B,
-    ) -> Result<B, RemoteError> {
+        data: &mut [u8],
+    ) -> Result<(), RemoteError> {
         match &self.fabric {
-            Some(link) => link.pull(segments, &mut data).map(|()| data),
+            Some(link) => link.pull(segments, data),
             None => self
                 .mover()?
                 .pull(segments, per_call, data)
+                .map(drop)
                 .map_err(|e| rma_error(&e)),
         }
     }
@@ -164,8 +161,8 @@ impl Client {
     }
 
     /// Reads all of the client's memory, segment after segment (or its eager buffer's
-    /// range), into `data`, which must be as long; gives `data` back.
-    pub(crate) fn pull_all<B: Owned>(&self, mut data: B) -> Result<B, RemoteError> {
+    /// range), into `data`, which must be as long.
+    pub(crate) fn pull_all(&self, data: &mut [u8]) -> Result<(), RemoteError> {
         let described = self.described();
         if described != data.len() as u64 {
             return Err(RemoteError::new(
@@ -182,7 +179,7 @@ impl Client {
                 data[at..at + bytes.len()].copy_from_slice(bytes);
                 at += bytes.len();
             }
-            return Ok(data);
+            return Ok(());
         }
         self.pull(&self.memory.segments, self.memory.segments_per_call, data)
     }
@@ -233,11 +230,9 @@ impl Client {
         }
         match &self.fabric {
             Some(link) => link.pull_slices(segments, slices),
-            // The slices are the caller's own buffers (a landing): it holds no extent while
-            // they fill, so a stalled copy has nothing to release.
             None => self
                 .mover()?
-                .pull_slices(segments, self.memory.segments_per_call, slices, &mut || {})
+                .pull_slices(segments, self.memory.segments_per_call, slices)
                 .map(drop)
                 .map_err(|e| rma_error(&e)),
         }
@@ -245,7 +240,7 @@ impl Client {
 
     /// Writes `data` into all of the client's memory, segment after segment (or its eager
     /// buffer's range).
-    pub(crate) fn push_all<B: Owned>(&self, data: B) -> Result<(), RemoteError> {
+    pub(crate) fn push_all(&self, data: &[u8]) -> Result<(), RemoteError> {
         let described = self.described();
         if described != data.len() as u64 {
             return Err(RemoteError::new(
@@ -257,35 +252,35 @@ impl Client {
             ));
         }
         if let Some(region) = &self.shared {
-            return scatter(region, &self.memory.segments, &[&*data]);
+            return scatter(region, &self.memory.segments, &[data]);
         }
         self.push(data, &self.memory.segments, self.memory.segments_per_call)
-            .map(drop)
     }
 
-    /// Writes `data` into the client's `segments`; gives `data` back.
-    fn push<B: Owned>(
+    /// Writes `data` into the client's `segments`.
+    fn push(
         &self,
-        data: B,
+        data: &[u8],
         segments: &[RemoteSegment],
         per_call: u16,
-    ) -> Result<B, RemoteError> {
+    ) -> Result<(), RemoteError> {
         match &self.fabric {
-            Some(link) => link.push(&data, segments).map(|()| data),
+            Some(link) => link.push(data, segments),
             None => self
                 .mover()?
                 .push(data, segments, per_call)
+                .map(drop)
                 .map_err(|e| rma_error(&e)),
         }
     }
 
     /// Writes `slices`, back to back, into all of the client's process memory (straight from
-    /// the object's pages or the cache's units). Past the copy deadline `release` lets go of
-    /// the extent the caller holds while the copy still runs.
+    /// the object's pages or the cache's units). Should the copy stall, `release` gives back
+    /// the extent the caller holds, at once, while the copy still runs.
     fn push_slices(
         &self,
         slices: &[std::io::IoSlice<'_>],
-        release: &mut dyn FnMut(),
+        release: Option<OnStall>,
     ) -> Result<(), RemoteError> {
         self.mover()?
             .push_slices(
@@ -381,7 +376,8 @@ pub fn write<S: ObjectStorage>(
     let per_call = client.memory.segments_per_call;
     let units = cut(pieces, &client.memory.segments, PIPELINE_UNIT_BYTES);
     if let [unit] = units.as_slice() {
-        let data = client.pull(&unit.segments, per_call, UNIT_BUFFERS.take(unit.bytes))?;
+        let mut data = UNIT_BUFFERS.take(unit.bytes);
+        client.pull(&unit.segments, per_call, &mut data)?;
         return store.write(handle, pieces, &data, requested);
     }
     let (buffers, full, empty) = rotation();
@@ -394,7 +390,7 @@ pub fn write<S: ObjectStorage>(
                     return Ok(()); // the storage side stopped; its error is the answer
                 };
                 buffer.set_len(unit.bytes);
-                let buffer = client.pull(&unit.segments, per_call, buffer)?;
+                client.pull(&unit.segments, per_call, &mut buffer)?;
                 if full_tx.send(buffer).is_err() {
                     return Ok(());
                 }
@@ -496,7 +492,7 @@ pub fn read<S: ObjectStorage>(
     if let [unit] = units.as_slice() {
         let mut data = UNIT_BUFFERS.take(unit.bytes);
         let outcome = store.read(handle, pieces, &mut data, requested)?;
-        client.push(data, &unit.segments, per_call)?;
+        client.push(&data, &unit.segments, per_call)?;
         return Ok(outcome);
     }
     let (buffers, full, empty) = rotation();
@@ -531,15 +527,11 @@ pub fn read<S: ObjectStorage>(
             let Ok(buffer) = full_rx.recv() else {
                 break; // the reader stopped; its error is the answer
             };
-            match client.push(buffer, &unit.segments, per_call) {
-                Ok(buffer) => {
-                    let _ = empty_tx.send(buffer);
-                }
-                Err(err) => {
-                    pushed = Err(err);
-                    break;
-                }
+            if let Err(err) = client.push(&buffer, &unit.segments, per_call) {
+                pushed = Err(err);
+                break;
             }
+            let _ = empty_tx.send(buffer);
         }
         drop(full_rx);
         drop(empty_tx);

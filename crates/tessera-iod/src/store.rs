@@ -329,6 +329,10 @@ pub const KEPT_MAPPINGS_BYTES_MAX: u64 = 16 << 30;
 /// The source of the zeros a mapped read returns past the end of an object.
 static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
+/// Lets go of an extent a request holds, from any thread (the request's guard then releases
+/// nothing): what a stalled one-sided push runs.
+pub type Release = Box<dyn FnOnce() + Send>;
+
 /// The objects of one I/O server, kept in `S` (by default files in a directory).
 #[derive(Debug)]
 pub struct ObjectStore<S: ObjectStorage = FileStorage> {
@@ -1054,14 +1058,14 @@ impl<S: ObjectStorage> ObjectStore<S> {
     /// when the extent is wider than [`MAPPED_SPAN_MAX`] or the object is not a file
     /// ([`StorageObject::as_file`]): the caller reads through buffers.
     ///
-    /// `push` also gets a way to let go of the extent early: a push into a client's memory
-    /// that stalls past its deadline calls it, so no writer of the object waits on that
-    /// client, while the push still reads the (mapped) bytes until it ends.
+    /// `push` also gets a way to let go of the extent early, from any thread: a push into a
+    /// client's memory that stalls past its deadline has it called, so no writer of the object
+    /// waits on that client, while the push still reads the (mapped) bytes until it ends.
     pub fn read_mapped(
         &self,
         handle: u64,
         pieces: &[Piece],
-        push: impl FnOnce(&[IoSlice<'_>], &mut dyn FnMut()) -> Result<(), RemoteError>,
+        push: impl FnOnce(&[IoSlice<'_>], Option<Release>) -> Result<(), RemoteError>,
     ) -> Result<Option<Outcome>, RemoteError> {
         match self.serve {
             ServeMode::Normal => return Ok(None),
@@ -1069,7 +1073,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
                 // Pinned bytes never change (a write copies the unit first): no extent need
                 // be held while they are pushed.
                 let cached = self.read_pinned(handle, pieces)?;
-                push(&cached.slices(handle, pieces)?, &mut || {})?;
+                push(&cached.slices(handle, pieces)?, None)?;
                 return Ok(Some(cached.outcome));
             }
             ServeMode::Mmap => {}
@@ -1085,7 +1089,7 @@ impl<S: ObjectStorage> ObjectStore<S> {
         let Some(file) = object.file.as_file() else {
             return Ok(None);
         };
-        let mut guard = Some(object.extents.lock(start, end, false));
+        let guard = object.extents.lock(start, end, false);
         let size = file
             .metadata()
             .map_err(|err| self.io_error(handle, "stat", &err))?
@@ -1105,7 +1109,10 @@ impl<S: ObjectStorage> ObjectStore<S> {
         // (process_vm_writev), which copies whatever they are then and never faults on a
         // page a truncate took away (the copy ends short).
         let slices = unsafe { mapped_slices(mapping.as_deref(), pieces, size) };
-        push(&slices, &mut || drop(guard.take()))?;
+        let held = guard.id();
+        let extent_of = Arc::clone(&object);
+        let release: Release = Box::new(move || extent_of.extents.revoke(held));
+        push(&slices, Some(release))?;
         drop(slices);
         drop(mapping);
         drop(guard);

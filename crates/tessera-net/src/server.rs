@@ -277,18 +277,29 @@ impl ServerConnection {
                 self.mover = MoverSlot::Started(Arc::clone(&mover));
                 Ok(mover)
             }
-            MoverSlot::Unstarted(peer) => match Mover::start(peer).await {
-                Ok(mover) => {
-                    let mover = Arc::new(mover);
-                    self.mover = MoverSlot::Started(Arc::clone(&mover));
-                    Ok(mover)
+            // Opening the client's memory may wait on the client (an exec under way): on a
+            // blocking thread.
+            MoverSlot::Unstarted(peer) => {
+                match tokio::task::spawn_blocking(move || Mover::start(peer))
+                    .await
+                    .unwrap_or_else(|err| {
+                        Err(crate::local::rma::RmaError::Gone {
+                            pid: 0,
+                            reason: format!("its mover did not start: {err}"),
+                        })
+                    }) {
+                    Ok(mover) => {
+                        let mover = Arc::new(mover);
+                        self.mover = MoverSlot::Started(Arc::clone(&mover));
+                        Ok(mover)
+                    }
+                    Err(err) => {
+                        let error = err.to_remote();
+                        self.mover = MoverSlot::Refused(error.clone());
+                        Err(error)
+                    }
                 }
-                Err(err) => {
-                    let error = err.to_remote();
-                    self.mover = MoverSlot::Refused(error.clone());
-                    Err(error)
-                }
-            },
+            }
             MoverSlot::Refused(error) => {
                 self.mover = MoverSlot::Refused(error.clone());
                 Err(error)

@@ -1,46 +1,47 @@
-//! The server's hands in one client's memory: a thread per same-host connection that has taken
-//! the client's own credentials, through which every one-sided copy of that connection goes
-//! (`process_vm_readv`/`process_vm_writev`, [`super::rma`]).
+//! The server's hands in one client's memory: every one-sided copy of a same-host connection
+//! (`process_vm_readv`/`process_vm_writev`, [`super::rma`]) goes through the connection's
+//! [`Mover`], which makes it with the client's own rights and only while the process that
+//! connected is still the one it was.
 //!
-//! Why a thread of its own, and what it guarantees:
 //! - **The client's rights, not the server's.** The kernel checks each `process_vm_*` call
-//!   against the caller's credentials (`PTRACE_MODE_ATTACH_REALCREDS`: the caller's real uid
-//!   and gid must be the target's real, effective and saved ones, the target must be dumpable,
-//!   or the caller must have `CAP_SYS_PTRACE`). A [`Mover`] takes the uid, gid and groups the
-//!   kernel reports for the client's socket (`SO_PEERCRED`, `SO_PEERGROUPS`) for its whole
-//!   life, with no capability left, before it touches anything. So it reaches exactly what the
-//!   client could reach with its own `process_vm_*` calls: not a setuid program, not a process
-//!   that made itself non-dumpable, not another user's process. A server run as root never
-//!   lends its rights to a copy. (A server that cannot change its uid drops its capabilities
-//!   in the mover, so the kernel refuses every client but its own user.)
+//!   against the caller's *real* uid and gid (`PTRACE_MODE_ATTACH_REALCREDS`: they must be the
+//!   target's real, effective and saved ones, and the target dumpable) unless the caller has
+//!   `CAP_SYS_PTRACE` in its effective set. The thread that copies takes, as its real uid and
+//!   gid, those the kernel reports for the client's socket (`SO_PEERCRED`), and has
+//!   `CAP_SYS_PTRACE` effective only for a root client (whose programs have it); its effective
+//!   ids and other capabilities stay the server's, so its file work is untouched. So a copy
+//!   reaches exactly what the client could reach with its own `process_vm_*` calls: not a
+//!   setuid program, not a process that made itself non-dumpable, not another user's process.
+//!   A thread keeps the last ids it took (changing them costs a few system calls; a server
+//!   serving one user changes nothing). A server that cannot change its real uid (not root)
+//!   serves one-sidedly only its own user's programs. (The copying threads' real ids count
+//!   new threads they start against that user's process limit, which root's servers pass.)
 //! - **The process that connected, and only while it lives.** The client is pinned by a pidfd
 //!   (`SO_PEERPIDFD`, taken by the kernel when the client connected) and by its
-//!   `/proc/PID/mem`, opened at start with the client's credentials: that file stays bound to
-//!   the address space the process had then and reads nothing once the process exits or
-//!   executes another program. Both are checked before and after every copy; a copy after
-//!   which either changed is an error and the mover is retired (its connection is closed), so
-//!   a recycled pid or a program the client exec'd is never reached again.
+//!   `/proc/PID/mem`, opened at start with the client's credentials (the kernel's ptrace check
+//!   again): that file stays bound to the address space the process had then and reads nothing
+//!   once the process exits or executes another program. The pidfd is checked before every
+//!   copy and both after it; a copy after which either changed is an error and the mover is
+//!   retired (its connection is closed), so a recycled pid or a program the client exec'd is
+//!   never reached again.
 //! - **A copy that waits holds nothing others need.** The client's memory may be a mapping of
 //!   a FUSE file (Tessera's own mount, whose daemon asks this very server), of a slow disk, or
-//!   userfaultfd memory: a copy can wait for a long time. It waits on this thread, never on an
-//!   async worker. A caller waits at most [`REMOTE_COPY_TIMEOUT_MS`]; then the mover is
-//!   retired and the caller answers an error. A copy of an owned buffer ([`Mover::pull`],
-//!   [`Mover::push`]) returns at once and the mover keeps the buffer until it is done; a copy
-//!   of borrowed memory ([`Mover::pull_slices`], [`Mover::push_slices`]) first lets the caller
-//!   release what others wait for (the extent it holds), then waits for the copy to end,
-//!   since the memory must outlive it. The copies of one uid stuck past their deadline at once
-//!   are capped ([`STALLED_COPIES_PER_UID_MAX`]): a uid at the cap gets no new mover, so its
-//!   data moves in messages until its copies end.
+//!   userfaultfd memory: a copy can wait for long. Copies run on blocking threads, never on
+//!   an async worker, and the connection's task watches them ([`Mover::retired_wait`]): a copy
+//!   still running after [`REMOTE_COPY_TIMEOUT_MS`] is declared stalled, the hook its caller
+//!   registered runs at once (it gives back the extent the copy's request holds), the mover is
+//!   retired and the connection closed; the copy's thread stays until the copy ends. The copies
+//!   of one uid stuck at once are capped ([`STALLED_COPIES_PER_UID_MAX`]): a uid at the cap gets
+//!   no new mover, so its data moves in messages until its copies end.
 
-use std::any::Any;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut};
-use std::ops::DerefMut;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Condvar, LazyLock, Mutex, PoisonError};
+use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tessera_proto::limits::{REMOTE_COPY_TIMEOUT_MS, STALLED_COPIES_PER_UID_MAX};
@@ -49,17 +50,11 @@ use tokio::sync::Notify;
 
 use super::rma::{self, Direction, RmaCounts, RmaError};
 
-/// Copies queued for one mover (a pipelined transfer has at most one in flight per side).
-const MOVER_QUEUE_DEPTH: usize = 2;
-
-/// Stack of a mover thread: it only loops over copies.
-const MOVER_STACK_BYTES: usize = 256 << 10;
-
-/// Longest a mover may take to start (take the client's credentials, open its memory).
-const MOVER_START_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Most supplementary groups read for a client (the kernel's `NGROUPS_MAX`).
 const PEER_GROUPS_MAX: usize = 65_536;
+
+/// How often the connection's task looks for a stalled copy.
+const STALL_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// The process at the other end of a same-host socket, by the kernel's word.
 #[derive(Debug)]
@@ -185,106 +180,60 @@ fn stall_ends(uid: u32) {
     }
 }
 
-/// What a copy's waiter and the mover share.
+/// What runs when a copy stalls: gives back what the copy's request holds.
+pub type OnStall = Box<dyn FnOnce() + Send>;
+
+/// The copy in progress on a connection, for its watcher.
 #[derive(Default)]
-struct Slot {
-    state: Mutex<SlotState>,
-    /// Tells a blocking waiter.
-    done: Condvar,
-    /// Tells an async waiter.
-    notify: Notify,
+struct Watch {
+    /// When the copy in progress began.
+    since: Option<Instant>,
+    /// Its hook.
+    on_stall: Option<OnStall>,
+    /// It was declared stalled (its uid's stall is counted until it ends).
+    stalled: bool,
 }
 
-#[derive(Default)]
-enum SlotState {
-    /// The mover has not finished.
-    #[default]
-    Pending,
-    /// Finished; the waiter takes the result.
-    Done(Finished),
-    /// The waiter gave up (and counted a stall): the mover drops the result and ends the
-    /// stall.
-    Abandoned,
-    /// The stall of an abandoned copy ended.
-    Closed,
-}
-
-/// A finished copy: its result, and what kept its memory alive.
-struct Finished {
-    result: Result<RmaCounts, RmaError>,
-    keep: Option<Box<dyn Any + Send>>,
-}
-
-/// Local memory of a copy: address and length of each piece (memory of this process that the
-/// job's `keep`, or its waiter, keeps valid until the copy ends).
-struct Local(Vec<(usize, usize)>);
-
-/// One copy for the mover.
-struct Job {
-    /// The client process and the uid its stalls count for.
-    pid: u32,
-    uid: u32,
-    direction: Direction,
-    remote: Vec<RemoteSegment>,
-    per_call: u16,
-    local: Local,
-    keep: Option<Box<dyn Any + Send>>,
-    slot: Arc<Slot>,
-}
-
-/// Why a mover no longer copies.
-#[derive(Debug, Default)]
-struct State {
-    retired: AtomicBool,
-    reason: Mutex<Option<String>>,
-    /// Tells [`Mover::retired_wait`].
-    notify: Notify,
-}
-
-impl State {
-    fn retire(&self, reason: String) {
-        let mut held = self.reason.lock().unwrap_or_else(PoisonError::into_inner);
-        if held.is_none() {
-            *held = Some(reason);
-        }
-        self.retired.store(true, Ordering::Release);
-        self.notify.notify_waiters();
-    }
-
-    fn reason(&self) -> Option<String> {
-        if !self.retired.load(Ordering::Acquire) {
-            return None;
-        }
-        self.reason
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
-/// The thread that makes one connection's one-sided copies, as the client (module docs).
-#[derive(Debug)]
+/// The client process, pinned, and the copy in progress.
 pub struct Mover {
     pid: u32,
     uid: u32,
-    /// How long a caller waits for one copy (`REMOTE_COPY_TIMEOUT_MS`).
+    gid: u32,
+    pidfd: Option<OwnedFd>,
+    /// `/proc/PID/mem`, opened with the client's credentials: bound to the address space the
+    /// process had then.
+    memory: File,
     copy_timeout: Duration,
-    jobs: mpsc::SyncSender<Job>,
-    state: Arc<State>,
+    watch: Mutex<Watch>,
+    retired: AtomicBool,
+    reason: Mutex<Option<String>>,
+    /// Tells [`Mover::retired_wait`] of a retirement.
+    notify: Notify,
+}
+
+impl std::fmt::Debug for Mover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mover")
+            .field("pid", &self.pid)
+            .field("uid", &self.uid)
+            .field("retired", &self.retired())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Mover {
-    /// Starts the mover of `peer`: a thread that takes the client's credentials and opens its
-    /// memory with them. Refused when the kernel refuses that (another user's process from a
-    /// server that cannot change its uid, a non-dumpable client), when the process is gone,
-    /// and when the uid has [`STALLED_COPIES_PER_UID_MAX`] copies stuck already.
-    pub async fn start(peer: PeerProcess) -> Result<Self, RmaError> {
-        Self::start_with(peer, Duration::from_millis(REMOTE_COPY_TIMEOUT_MS)).await
+    /// Pins `peer`: opens its memory with its own credentials on this thread (a blocking call;
+    /// not on an async worker). Refused when the kernel refuses that (another user's process
+    /// from a server that cannot take the client's ids, a non-dumpable client), when the
+    /// process is gone, and when the uid has [`STALLED_COPIES_PER_UID_MAX`] copies stuck
+    /// already.
+    pub fn start(peer: PeerProcess) -> Result<Self, RmaError> {
+        Self::start_with(peer, Duration::from_millis(REMOTE_COPY_TIMEOUT_MS))
     }
 
-    /// [`Mover::start`] whose callers wait `copy_timeout` for each copy.
-    async fn start_with(peer: PeerProcess, copy_timeout: Duration) -> Result<Self, RmaError> {
-        let (pid, uid) = (peer.pid, peer.uid);
+    /// [`Mover::start`] whose copies stall after `copy_timeout`.
+    fn start_with(peer: PeerProcess, copy_timeout: Duration) -> Result<Self, RmaError> {
+        let (pid, uid, gid) = (peer.pid, peer.uid, peer.gid);
         let refused = |detail: String| RmaError::Refused {
             pid,
             source: io::Error::new(io::ErrorKind::PermissionDenied, detail),
@@ -297,29 +246,28 @@ impl Mover {
                  {STALLED_COPIES_PER_UID_MAX}"
             )));
         }
-        let (jobs, queue) = mpsc::sync_channel(MOVER_QUEUE_DEPTH);
-        let (ready, started) = tokio::sync::oneshot::channel();
-        let state = Arc::new(State::default());
-        let thread_state = Arc::clone(&state);
-        std::thread::Builder::new()
-            .name(format!("mover-{pid}"))
-            .stack_size(MOVER_STACK_BYTES)
-            .spawn(move || run(peer, ready, &queue, &thread_state))
-            .map_err(|err| refused(format!("cannot start a mover thread: {err}")))?;
-        match tokio::time::timeout(MOVER_START_TIMEOUT, started).await {
-            Ok(Ok(Ok(()))) => Ok(Self {
-                pid,
-                uid,
-                copy_timeout,
-                jobs,
-                state,
-            }),
-            Ok(Ok(Err(err))) => Err(err),
-            Ok(Err(_)) => Err(refused("the mover thread ended at start".to_owned())),
-            Err(_) => Err(refused(format!(
-                "the mover did not start within {MOVER_START_TIMEOUT:?}"
-            ))),
-        }
+        // The kernel's ptrace check, with the client's credentials: refused for a process the
+        // client could not reach itself.
+        let memory = open_memory_as(pid, uid, gid).map_err(|err| {
+            refused(format!(
+                "the kernel refuses uid {uid} access to the memory of pid {pid}: {err}"
+            ))
+        })?;
+        let mover = Self {
+            pid,
+            uid,
+            gid,
+            pidfd: peer.pidfd,
+            memory,
+            copy_timeout,
+            watch: Mutex::default(),
+            retired: AtomicBool::new(false),
+            reason: Mutex::new(None),
+            notify: Notify::new(),
+        };
+        // Alive now, so the pid was not recycled between connect and this open.
+        mover.check()?;
+        Ok(mover)
     }
 
     /// The client's pid.
@@ -335,19 +283,67 @@ impl Mover {
     /// Why the mover copies no more (the process is gone, or a copy stalled), if so: its
     /// connection must be closed.
     pub fn retired(&self) -> Option<String> {
-        self.state.reason()
+        if !self.retired.load(Ordering::Acquire) {
+            return None;
+        }
+        self.reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
-    /// Resolves once the mover is retired.
+    fn retire(&self, reason: String) {
+        let mut held = self.reason.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.is_none() {
+            *held = Some(reason);
+        }
+        drop(held);
+        self.retired.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Resolves once the mover is retired: when its process is gone, or when a copy has run
+    /// past its deadline, which this watch declares stalled (it runs the copy's hook and
+    /// counts the stall for the uid until the copy ends). The connection's task awaits it
+    /// beside the blocking work that copies.
     pub async fn retired_wait(&self) {
         loop {
-            let notified = self.state.notify.notified();
+            let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.state.retired.load(Ordering::Acquire) {
+            if self.retired.load(Ordering::Acquire) || self.stall_if_overdue() {
                 return;
             }
-            notified.await;
+            let _ = tokio::time::timeout(STALL_CHECK_EVERY, notified).await;
+        }
+    }
+
+    /// Declares the copy in progress stalled if it is past its deadline; returns whether the
+    /// mover is retired for it.
+    fn stall_if_overdue(&self) -> bool {
+        let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+        let overdue = !watch.stalled
+            && watch
+                .since
+                .is_some_and(|since| since.elapsed() >= self.copy_timeout);
+        if !overdue {
+            return false;
+        }
+        watch.stalled = true;
+        let hook = watch.on_stall.take();
+        drop(watch);
+        stall_begins(self.uid);
+        self.retire(self.stalled_error().to_string());
+        if let Some(hook) = hook {
+            hook();
+        }
+        true
+    }
+
+    fn stalled_error(&self) -> RmaError {
+        RmaError::Stalled {
+            pid: self.pid,
+            timeout_ms: u64::try_from(self.copy_timeout.as_millis()).unwrap_or(u64::MAX),
         }
     }
 
@@ -360,380 +356,24 @@ impl Mover {
         }
     }
 
-    fn submit(
-        &self,
-        direction: Direction,
-        remote: &[RemoteSegment],
-        per_call: u16,
-        local: Local,
-        keep: Option<Box<dyn Any + Send>>,
-    ) -> Result<Arc<Slot>, RmaError> {
-        if self.state.retired.load(Ordering::Acquire) {
-            return Err(self.gone());
-        }
-        let slot = Arc::new(Slot::default());
-        let job = Job {
-            pid: self.pid,
-            uid: self.uid,
-            direction,
-            remote: remote.to_vec(),
-            per_call,
-            local,
-            keep,
-            slot: Arc::clone(&slot),
-        };
-        self.jobs.send(job).map_err(|_| self.gone())?;
-        Ok(slot)
-    }
-
-    /// Counts a stall of the copy in `slot` and retires the mover, unless it finished; then
-    /// returns its result.
-    fn give_up(&self, slot: &Slot, bytes: u64) -> Result<Finished, RmaError> {
-        let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let SlotState::Done(_) = &*state {
-            let SlotState::Done(finished) = std::mem::take(&mut *state) else {
-                unreachable!("just matched");
-            };
-            return Ok(finished);
-        }
-        *state = SlotState::Abandoned;
-        drop(state);
-        stall_begins(self.uid);
-        let stalled = self.stalled(bytes);
-        self.state.retire(stalled.to_string());
-        Err(stalled)
-    }
-
-    fn stalled(&self, bytes: u64) -> RmaError {
-        RmaError::Stalled {
-            pid: self.pid,
-            bytes,
-            timeout_ms: u64::try_from(self.copy_timeout.as_millis()).unwrap_or(u64::MAX),
-        }
-    }
-
-    /// Waits for the copy in `slot` until the deadline (blocking).
-    fn wait(&self, slot: &Slot, bytes: u64) -> Result<Finished, RmaError> {
-        let deadline = Instant::now() + self.copy_timeout;
-        let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if let SlotState::Done(_) = &*state {
-                let SlotState::Done(finished) = std::mem::take(&mut *state) else {
-                    unreachable!("just matched");
-                };
-                return Ok(finished);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                drop(state);
-                return self.give_up(slot, bytes);
-            }
-            state = slot
-                .done
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-    }
-
-    /// Waits for the copy in `slot` as long as it takes (its memory is borrowed); past the
-    /// deadline it calls `on_stall` once, retires the mover and counts a stall until the end.
-    fn wait_borrowed(
-        &self,
-        slot: &Slot,
-        bytes: u64,
-        on_stall: &mut dyn FnMut(),
-    ) -> Result<RmaCounts, RmaError> {
-        let deadline = Instant::now() + self.copy_timeout;
-        let mut stalled = false;
-        let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if let SlotState::Done(_) = &*state {
-                let SlotState::Done(finished) = std::mem::take(&mut *state) else {
-                    unreachable!("just matched");
-                };
-                drop(state);
-                if stalled {
-                    stall_ends(self.uid);
-                    return Err(self.stalled(bytes));
-                }
-                return finished.result;
-            }
-            let now = Instant::now();
-            if !stalled && now >= deadline {
-                stalled = true;
-                drop(state);
-                stall_begins(self.uid);
-                self.state.retire(self.stalled(bytes).to_string());
-                on_stall();
-                state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
-                continue;
-            }
-            state = if stalled {
-                slot.done
-                    .wait(state)
-                    .unwrap_or_else(PoisonError::into_inner)
-            } else {
-                slot.done
-                    .wait_timeout(state, deadline - now)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0
-            };
-        }
-    }
-
-    /// Pulls the client's `remote` segments into `buffer` (which they must fill), blocking
-    /// for at most [`REMOTE_COPY_TIMEOUT_MS`]; gives the buffer back. Past the deadline the
-    /// mover keeps the buffer until its copy ends.
-    pub fn pull<B>(&self, remote: &[RemoteSegment], per_call: u16, buffer: B) -> Result<B, RmaError>
-    where
-        B: DerefMut<Target = [u8]> + Send + 'static,
-    {
-        let (local, keep, bytes) = owned(buffer);
-        let slot = self.submit(Direction::Pull, remote, per_call, local, Some(keep))?;
-        let finished = self.wait(&slot, bytes)?;
-        finished.result?;
-        Ok(given_back(finished.keep))
-    }
-
-    /// Pushes `buffer` into the client's `remote` segments (which it must fill), blocking for
-    /// at most [`REMOTE_COPY_TIMEOUT_MS`]; gives the buffer back.
-    pub fn push<B>(&self, buffer: B, remote: &[RemoteSegment], per_call: u16) -> Result<B, RmaError>
-    where
-        B: DerefMut<Target = [u8]> + Send + 'static,
-    {
-        let (local, keep, bytes) = owned(buffer);
-        let slot = self.submit(Direction::Push, remote, per_call, local, Some(keep))?;
-        let finished = self.wait(&slot, bytes)?;
-        finished.result?;
-        Ok(given_back(finished.keep))
-    }
-
-    /// [`Mover::pull`] awaited on an async worker, which it never blocks.
-    pub async fn pull_async<B>(
-        &self,
-        remote: &[RemoteSegment],
-        per_call: u16,
-        buffer: B,
-    ) -> Result<B, RmaError>
-    where
-        B: DerefMut<Target = [u8]> + Send + 'static,
-    {
-        let (local, keep, bytes) = owned(buffer);
-        let slot = self.submit(Direction::Pull, remote, per_call, local, Some(keep))?;
-        let deadline = tokio::time::Instant::now() + self.copy_timeout;
-        loop {
-            {
-                let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
-                if let SlotState::Done(_) = &*state {
-                    let SlotState::Done(finished) = std::mem::take(&mut *state) else {
-                        unreachable!("just matched");
-                    };
-                    finished.result?;
-                    return Ok(given_back(finished.keep));
-                }
-            }
-            if tokio::time::timeout_at(deadline, slot.notify.notified())
-                .await
-                .is_err()
-            {
-                let finished = self.give_up(&slot, bytes)?;
-                finished.result?;
-                return Ok(given_back(finished.keep));
-            }
-        }
-    }
-
-    /// Pulls the client's `remote` segments into `local`, in order (they must hold the same
-    /// bytes). Past [`REMOTE_COPY_TIMEOUT_MS`] it calls `on_stall` (which releases what others
-    /// wait for), retires the mover, and still waits for the copy to end: `local` is borrowed.
-    pub fn pull_slices(
-        &self,
-        remote: &[RemoteSegment],
-        per_call: u16,
-        local: &mut [IoSliceMut<'_>],
-        on_stall: &mut dyn FnMut(),
-    ) -> Result<RmaCounts, RmaError> {
-        let pieces = local
-            .iter_mut()
-            .map(|slice| (slice.as_mut_ptr() as usize, slice.len()))
-            .collect();
-        let bytes = local.iter().map(|slice| slice.len() as u64).sum();
-        let slot = self.submit(Direction::Pull, remote, per_call, Local(pieces), None)?;
-        self.wait_borrowed(&slot, bytes, on_stall)
-    }
-
-    /// Pushes `local`, in order, into the client's `remote` segments (they must hold the same
-    /// bytes); past the deadline as [`Mover::pull_slices`].
-    pub fn push_slices(
-        &self,
-        local: &[IoSlice<'_>],
-        remote: &[RemoteSegment],
-        per_call: u16,
-        on_stall: &mut dyn FnMut(),
-    ) -> Result<RmaCounts, RmaError> {
-        let pieces = local
-            .iter()
-            .map(|slice| (slice.as_ptr() as usize, slice.len()))
-            .collect();
-        let bytes = local.iter().map(|slice| slice.len() as u64).sum();
-        let slot = self.submit(Direction::Push, remote, per_call, Local(pieces), None)?;
-        self.wait_borrowed(&slot, bytes, on_stall)
-    }
-}
-
-/// The local side of a copy of an owned buffer: its one piece, the buffer boxed (its bytes
-/// stay where they are while the box moves), and its length.
-fn owned<B>(buffer: B) -> (Local, Box<dyn Any + Send>, u64)
-where
-    B: DerefMut<Target = [u8]> + Send + 'static,
-{
-    let mut boxed = Box::new(buffer);
-    let bytes: &mut [u8] = &mut boxed;
-    let piece = (bytes.as_mut_ptr() as usize, bytes.len());
-    (Local(vec![piece]), boxed, piece.1 as u64)
-}
-
-/// The buffer a copy of an owned buffer kept.
-fn given_back<B: 'static>(keep: Option<Box<dyn Any + Send>>) -> B {
-    *keep
-        .expect("a copy of an owned buffer keeps it")
-        .downcast::<B>()
-        .expect("a copy keeps the buffer it was given")
-}
-
-/// The mover thread: takes the client's credentials, pins its process, then copies until
-/// its connection drops the mover or it is retired.
-fn run(
-    peer: PeerProcess,
-    ready: tokio::sync::oneshot::Sender<Result<(), RmaError>>,
-    queue: &mpsc::Receiver<Job>,
-    state: &State,
-) {
-    let pinned = match Pinned::take(peer) {
-        Ok(pinned) => pinned,
-        Err(err) => {
-            let _ = ready.send(Err(err));
-            return;
-        }
-    };
-    if ready.send(Ok(())).is_err() {
-        return; // the connection stopped waiting for the start
-    }
-    while let Ok(job) = queue.recv() {
-        let result = pinned.copy(&job);
-        if let Err(err @ RmaError::Gone { .. }) = &result {
-            state.retire(err.to_string());
-        }
-        job.finish(result);
-        if state.retired.load(Ordering::Acquire) {
-            break; // the jobs still queued end as `Gone` when they drop
-        }
-    }
-}
-
-impl Job {
-    /// Hands the result to the waiter, or ends the stall of a waiter that gave up.
-    fn finish(mut self, result: Result<RmaCounts, RmaError>) {
-        let keep = self.keep.take();
-        self.slot.finish(self.uid, Finished { result, keep });
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        if !self.slot.unfinished() {
-            return;
-        }
-        // A job dropped unfinished (its mover stopped): its waiter learns at once.
-        let gone = RmaError::Gone {
-            pid: self.pid,
-            reason: "its mover stopped before the copy".to_owned(),
-        };
-        let keep = self.keep.take();
-        self.slot.finish(
-            self.uid,
-            Finished {
-                result: Err(gone),
-                keep,
-            },
-        );
-    }
-}
-
-impl Slot {
-    /// Records `finished` for the waiter (once; later calls are ignored), or drops it and
-    /// ends the stall of `uid` when the waiter gave up.
-    fn finish(&self, uid: u32, finished: Finished) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*state {
-            SlotState::Pending => {
-                *state = SlotState::Done(finished);
-                drop(state);
-                self.done.notify_all();
-                self.notify.notify_one();
-            }
-            SlotState::Abandoned => {
-                *state = SlotState::Closed;
-                drop(state);
-                drop(finished);
-                stall_ends(uid);
-            }
-            SlotState::Done(_) | SlotState::Closed => {}
-        }
-    }
-
-    /// Whether the copy has not been finished yet.
-    fn unfinished(&self) -> bool {
-        matches!(
-            &*self.state.lock().unwrap_or_else(PoisonError::into_inner),
-            SlotState::Pending | SlotState::Abandoned
-        )
-    }
-}
-
-/// The client process, pinned: the copies' target, checked before and after each.
-struct Pinned {
-    pid: u32,
-    pidfd: Option<OwnedFd>,
-    /// `/proc/PID/mem`, opened with the client's credentials: bound to the address space the
-    /// process had then.
-    memory: File,
-}
-
-impl Pinned {
-    /// Takes the client's credentials on this thread and pins its process.
-    fn take(peer: PeerProcess) -> Result<Self, RmaError> {
-        let (pid, uid, gid) = (peer.pid, peer.uid, peer.gid);
-        let refused = |detail: String| RmaError::Refused {
-            pid,
-            source: io::Error::new(io::ErrorKind::PermissionDenied, detail),
-        };
-        assume(&peer)
-            .map_err(|err| refused(format!("cannot act as uid {uid} gid {gid}: {err}")))?;
-        // The kernel's ptrace check, with the client's credentials: refused for a process the
-        // client could not reach itself.
-        let memory = File::open(format!("/proc/{pid}/mem")).map_err(|err| {
-            refused(format!(
-                "the kernel refuses uid {uid} access to the memory of pid {pid}: {err}"
-            ))
-        })?;
-        let pinned = Self {
-            pid,
-            pidfd: peer.pidfd,
-            memory,
-        };
-        // Alive now, so the pid was not recycled between connect and this open.
-        pinned.check()?;
-        Ok(pinned)
-    }
-
     /// Whether the process is still the one that connected, with the address space it had.
     fn check(&self) -> Result<(), RmaError> {
-        let gone = |reason: &str| RmaError::Gone {
-            pid: self.pid,
-            reason: reason.to_owned(),
-        };
+        self.check_exit()?;
+        // Address 0 is never mapped: a live address space answers EIO, one that has gone
+        // (exit or exec) reads nothing.
+        let mut byte = [0u8; 1];
+        match self.memory.read_at(&mut byte, 0) {
+            Err(err) if err.raw_os_error() == Some(libc::EIO) => Ok(()),
+            Ok(1) => Ok(()),
+            Ok(_) => Err(self.gone_because("it exited or executed another program")),
+            Err(err) => {
+                Err(self.gone_because(&format!("its memory can no longer be checked: {err}")))
+            }
+        }
+    }
+
+    /// Whether the process that connected has exited (its pidfd is readable).
+    fn check_exit(&self) -> Result<(), RmaError> {
         if let Some(pidfd) = &self.pidfd {
             let mut poll = libc::pollfd {
                 fd: pidfd.as_raw_fd(),
@@ -741,127 +381,270 @@ impl Pinned {
                 revents: 0,
             };
             // SAFETY: one pollfd we own; a zero timeout never blocks.
-            let ready = unsafe { libc::poll(&raw mut poll, 1, 0) };
-            if ready > 0 {
-                return Err(gone("it exited"));
+            if unsafe { libc::poll(&raw mut poll, 1, 0) } > 0 {
+                return Err(self.gone_because("it exited"));
             }
         }
-        // Address 0 is never mapped: a live address space answers EIO, one that has gone
-        // (exit or exec) reads nothing.
-        let mut byte = [0u8; 1];
-        match self.memory.read_at(&mut byte, 0) {
-            Err(err) if err.raw_os_error() == Some(libc::EIO) => Ok(()),
-            Ok(1) => Ok(()),
-            Ok(_) => Err(gone("it exited or executed another program")),
-            Err(err) => Err(gone(&format!("its memory can no longer be checked: {err}"))),
-        }
+        Ok(())
     }
 
-    fn copy(&self, job: &Job) -> Result<RmaCounts, RmaError> {
-        self.check()?;
-        let local: Vec<libc::iovec> = job
-            .local
-            .0
-            .iter()
-            .map(|&(address, length)| libc::iovec {
-                iov_base: address as *mut libc::c_void,
-                iov_len: length,
-            })
-            .collect();
-        let result = rma::copy(self.pid, &job.remote, job.per_call, &local, job.direction);
+    fn gone_because(&self, reason: &str) -> RmaError {
+        let error = RmaError::Gone {
+            pid: self.pid,
+            reason: reason.to_owned(),
+        };
+        self.retire(error.to_string());
+        error
+    }
+
+    /// One copy, on this thread, as the client; watched for a stall.
+    fn copy(
+        &self,
+        direction: Direction,
+        remote: &[RemoteSegment],
+        per_call: u16,
+        local: &[libc::iovec],
+        on_stall: Option<OnStall>,
+    ) -> Result<RmaCounts, RmaError> {
+        if self.retired.load(Ordering::Acquire) {
+            return Err(self.gone());
+        }
+        self.check_exit()?;
+        act_as(self.uid, self.gid).map_err(|err| RmaError::Refused {
+            pid: self.pid,
+            source: io::Error::new(
+                err.kind(),
+                format!("cannot copy as uid {} gid {}: {err}", self.uid, self.gid),
+            ),
+        })?;
+        {
+            let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+            watch.since = Some(Instant::now());
+            watch.on_stall = on_stall;
+        }
+        let result = rma::copy(self.pid, remote, per_call, local, direction);
+        let stalled = {
+            let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+            watch.since = None;
+            watch.on_stall = None;
+            watch.stalled
+        };
+        if stalled {
+            stall_ends(self.uid);
+            return Err(self.stalled_error());
+        }
         // Even a copy that worked may have reached another process: then it counts for none.
         self.check()?;
         result
     }
+
+    /// Pulls the client's `remote` segments into `local` (which they must fill).
+    pub fn pull(
+        &self,
+        remote: &[RemoteSegment],
+        per_call: u16,
+        local: &mut [u8],
+    ) -> Result<RmaCounts, RmaError> {
+        self.pull_slices(remote, per_call, &mut [IoSliceMut::new(local)])
+    }
+
+    /// Pushes `local` into the client's `remote` segments (which it must fill).
+    pub fn push(
+        &self,
+        local: &[u8],
+        remote: &[RemoteSegment],
+        per_call: u16,
+    ) -> Result<RmaCounts, RmaError> {
+        self.push_slices(&[IoSlice::new(local)], remote, per_call, None)
+    }
+
+    /// Pulls the client's `remote` segments into `local`, in order (they must hold the same
+    /// bytes).
+    pub fn pull_slices(
+        &self,
+        remote: &[RemoteSegment],
+        per_call: u16,
+        local: &mut [IoSliceMut<'_>],
+    ) -> Result<RmaCounts, RmaError> {
+        let iovecs: Vec<libc::iovec> = local
+            .iter_mut()
+            .map(|slice| libc::iovec {
+                iov_base: slice.as_mut_ptr().cast(),
+                iov_len: slice.len(),
+            })
+            .collect();
+        self.copy(Direction::Pull, remote, per_call, &iovecs, None)
+    }
+
+    /// Pushes `local`, in order, into the client's `remote` segments (they must hold the same
+    /// bytes). Should the copy stall, `on_stall` runs on the connection's task at once (to give
+    /// back an extent the caller holds while the copy still reads `local`).
+    pub fn push_slices(
+        &self,
+        local: &[IoSlice<'_>],
+        remote: &[RemoteSegment],
+        per_call: u16,
+        on_stall: Option<OnStall>,
+    ) -> Result<RmaCounts, RmaError> {
+        let iovecs: Vec<libc::iovec> = local
+            .iter()
+            .map(|slice| libc::iovec {
+                // process_vm_writev only reads through the local iovecs.
+                iov_base: slice.as_ptr().cast_mut().cast(),
+                iov_len: slice.len(),
+            })
+            .collect();
+        self.copy(Direction::Push, remote, per_call, &iovecs, on_stall)
+    }
 }
 
-/// Takes the client's credentials on this thread (only), so that the kernel checks every copy
-/// with them; where the server cannot change its uid, it drops its capabilities instead.
-fn assume(peer: &PeerProcess) -> io::Result<()> {
-    // SAFETY: geteuid cannot fail and touches no memory.
-    let euid = unsafe { libc::geteuid() };
-    if peer.uid == euid && euid == 0 {
-        return Ok(()); // root serving root: the same rights
-    }
-    if peer.uid != euid {
-        match become_peer(peer) {
-            Ok(()) => return Ok(()),
-            Err(err) if err.raw_os_error() == Some(libc::EPERM) => {}
-            Err(err) => return Err(err),
-        }
-    }
-    drop_capabilities()
+thread_local! {
+    /// The real uid and gid this thread copies as now, and whether `CAP_SYS_PTRACE` is in its
+    /// effective set (`None`: not read yet).
+    static ACTING: Cell<Option<(u32, u32, bool)>> = const { Cell::new(None) };
 }
 
-/// `setgroups`, `setresgid` and `setresuid` of this thread alone: the raw system calls (the C
-/// library's wrappers change every thread of the process). From root this also clears every
-/// capability of the thread.
-fn become_peer(peer: &PeerProcess) -> io::Result<()> {
-    let check = |rc: libc::c_long| {
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    };
-    let (uid, gid) = (peer.uid, peer.gid);
-    // SAFETY: setgroups reads `groups.len()` ids from memory we own.
-    check(unsafe { libc::syscall(libc::SYS_setgroups, peer.groups.len(), peer.groups.as_ptr()) })?;
-    // SAFETY: plain system calls on this thread's credentials.
-    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
-    // SAFETY: as above.
-    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
-    let (mut real, mut effective, mut saved) = (0, 0, 0);
-    // SAFETY: getresuid writes three ids into memory we own.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_getresuid,
-            &raw mut real,
-            &raw mut effective,
-            &raw mut saved,
-        )
-    })?;
-    if (real, effective, saved) == (uid, uid, uid) {
-        Ok(())
+/// Makes `uid` and `gid` this thread's real ids, with `CAP_SYS_PTRACE` effective only for
+/// root (whose programs have it): the kernel then checks a copy as it would check the
+/// client's own. The thread's effective ids and other capabilities stay the server's. Nothing
+/// to do when the thread already copies as them.
+fn act_as(uid: u32, gid: u32) -> io::Result<()> {
+    let want = (uid, gid, uid == 0);
+    let now = if let Some(acting) = ACTING.get() {
+        acting
     } else {
-        Err(io::Error::other(format!(
-            "the thread's uids are {real}/{effective}/{saved} after setresuid({uid})"
-        )))
+        let (real_uid, real_gid) = real_ids()?;
+        (real_uid, real_gid, ptrace_effective()?)
+    };
+    if now == want {
+        return Ok(());
     }
+    ACTING.set(None);
+    if (now.0, now.1) != (uid, gid) {
+        // Only the real ids: -1 leaves the effective and saved ones as they are.
+        // SAFETY: a plain system call on this thread's credentials.
+        syscall_result(unsafe { libc::syscall(libc::SYS_setresgid, gid, -1, -1) })?;
+        // SAFETY: as above.
+        syscall_result(unsafe { libc::syscall(libc::SYS_setresuid, uid, -1, -1) })?;
+    }
+    if now.2 != want.2 {
+        set_ptrace_effective(want.2)?;
+    }
+    ACTING.set(Some(want));
+    Ok(())
 }
 
-/// Clears every capability of this thread (effective, permitted, inheritable; the ambient set
-/// follows).
-fn drop_capabilities() -> io::Result<()> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    let mut header = Header {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: capset reads one header and two data structs that we own (pid 0: this thread).
-    let rc = unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) };
+fn syscall_result(rc: libc::c_long) -> io::Result<()> {
     if rc == 0 {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// This thread's real uid and gid.
+fn real_ids() -> io::Result<(u32, u32)> {
+    let (mut uid, mut euid, mut suid) = (0u32, 0u32, 0u32);
+    let (mut gid, mut egid, mut sgid) = (0u32, 0u32, 0u32);
+    // SAFETY: getresuid/getresgid write three ids each into memory we own.
+    syscall_result(unsafe {
+        libc::syscall(
+            libc::SYS_getresuid,
+            &raw mut uid,
+            &raw mut euid,
+            &raw mut suid,
+        )
+    })?;
+    // SAFETY: as above.
+    syscall_result(unsafe {
+        libc::syscall(
+            libc::SYS_getresgid,
+            &raw mut gid,
+            &raw mut egid,
+            &raw mut sgid,
+        )
+    })?;
+    Ok((uid, gid))
+}
+
+/// Opens `/proc/PID/mem` with the client's ids as this thread's file-system ids (the kernel's
+/// ptrace check for the open uses them), which are the server's again after.
+fn open_memory_as(pid: u32, uid: u32, gid: u32) -> io::Result<File> {
+    act_as(uid, gid)?;
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    // SAFETY: getegid cannot fail.
+    let egid = unsafe { libc::getegid() };
+    let switch = (uid, gid) != (euid, egid);
+    if switch {
+        // SAFETY: thread-local file-system ids; set back below whatever the open does.
+        unsafe {
+            libc::syscall(libc::SYS_setfsgid, gid);
+            libc::syscall(libc::SYS_setfsuid, uid);
+        }
+    }
+    let opened = File::open(format!("/proc/{pid}/mem"));
+    if switch {
+        // SAFETY: as above.
+        unsafe {
+            libc::syscall(libc::SYS_setfsuid, euid);
+            libc::syscall(libc::SYS_setfsgid, egid);
+        }
+    }
+    opened
+}
+
+/// The capability `CAP_SYS_PTRACE` (linux/capability.h).
+const CAP_SYS_PTRACE: u32 = 19;
+
+/// `capget`/`capset` of this thread (linux/capability.h, version 3).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+fn capabilities() -> io::Result<[CapData; 2]> {
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget writes two data structs we own (pid 0: this thread).
+    syscall_result(unsafe { libc::syscall(libc::SYS_capget, &raw mut header, data.as_mut_ptr()) })?;
+    Ok(data)
+}
+
+/// Whether `CAP_SYS_PTRACE` is in this thread's effective set.
+fn ptrace_effective() -> io::Result<bool> {
+    Ok(capabilities()?[0].effective & (1 << CAP_SYS_PTRACE) != 0)
+}
+
+/// Puts `CAP_SYS_PTRACE` in this thread's effective set, or takes it out (it stays permitted,
+/// so a thread that served a user can serve root again).
+fn set_ptrace_effective(on: bool) -> io::Result<()> {
+    let mut data = capabilities()?;
+    if on {
+        data[0].effective |= 1 << CAP_SYS_PTRACE;
+    } else {
+        data[0].effective &= !(1 << CAP_SYS_PTRACE);
+    }
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    // SAFETY: capset reads the header and two data structs we own.
+    syscall_result(unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) })
 }
 
 #[cfg(test)]

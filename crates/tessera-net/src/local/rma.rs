@@ -62,15 +62,13 @@ pub enum RmaError {
     },
     /// A copy did not end within `REMOTE_COPY_TIMEOUT_MS`.
     #[error(
-        "a one-sided copy of {bytes} bytes with pid {pid} did not end within {timeout_ms} ms \
+        "a one-sided copy with pid {pid} did not end within {timeout_ms} ms \
          (remote_copy_timeout_ms): the client's memory waits on something (a mapping of a FUSE \
          file, userfaultfd, a slow disk); the connection is closed"
     )]
     Stalled {
         /// The client process.
         pid: u32,
-        /// Bytes the copy moves.
-        bytes: u64,
         /// The deadline it missed.
         timeout_ms: u64,
     },

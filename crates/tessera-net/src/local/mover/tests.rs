@@ -110,11 +110,13 @@ impl Child {
         if pid == 0 {
             // SAFETY: raw system calls on the child's own resources; it never returns.
             unsafe {
-                if uid != 0
+                // Dumpable as a program its user started (this test process may not be: a
+                // thread that copied changed its file-system ids).
+                if (uid != 0
                     && (libc::setgroups(0, std::ptr::null()) != 0
                         || libc::setgid(uid) != 0
-                        || libc::setuid(uid) != 0
-                        || libc::prctl(libc::PR_SET_DUMPABLE, 1) != 0)
+                        || libc::setuid(uid) != 0))
+                    || libc::prctl(libc::PR_SET_DUMPABLE, 1) != 0
                 {
                     libc::_exit(10);
                 }
@@ -204,6 +206,20 @@ fn segment(address: u64, length: u64) -> Vec<RemoteSegment> {
     }]
 }
 
+/// The peer of `child`, taken (the child keeps a stand-in).
+fn peer_of(child: &mut Child) -> PeerProcess {
+    std::mem::replace(
+        &mut child.peer,
+        PeerProcess {
+            pid: 0,
+            uid: 0,
+            gid: 0,
+            groups: Vec::new(),
+            pidfd: None,
+        },
+    )
+}
+
 #[test]
 fn a_mover_copies_as_the_client_and_never_reaches_the_program_it_executed() {
     if !root() {
@@ -212,45 +228,42 @@ fn a_mover_copies_as_the_client_and_never_reaches_the_program_it_executed() {
     let mut mark = Box::new(*b"parent!!");
     let mut child = Child::start(2001, mark.as_mut_ptr(), Then::Mark, true);
     let address = mark.as_ptr() as u64;
-    let runtime = runtime();
-    let mover = runtime
-        .block_on(Mover::start(std::mem::replace(
-            &mut child.peer,
-            PeerProcess {
-                pid: 0,
-                uid: 0,
-                gid: 0,
-                groups: Vec::new(),
-                pidfd: None,
-            },
-        )))
-        .unwrap();
+    let mover = Mover::start(peer_of(&mut child)).unwrap();
     assert_eq!(mover.uid(), 2001);
     // The child's own bytes, at the address the parent's copy has too.
-    let pulled = mover.pull(&segment(address, 8), 0, vec![0u8; 8]).unwrap();
-    assert_eq!(pulled, b"child!!!");
-    let pulled = runtime
-        .block_on(mover.pull_async(&segment(address, 8), 0, vec![0u8; 8]))
-        .unwrap();
-    assert_eq!(pulled, b"child!!!");
-    mover
-        .push(b"pushed!!".to_vec(), &segment(address, 8), 0)
-        .unwrap();
-    let pulled = mover.pull(&segment(address, 8), 0, vec![0u8; 8]).unwrap();
-    assert_eq!(pulled, b"pushed!!");
+    let mut pulled = [0u8; 8];
+    mover.pull(&segment(address, 8), 0, &mut pulled).unwrap();
+    assert_eq!(&pulled, b"child!!!");
+    mover.push(b"pushed!!", &segment(address, 8), 0).unwrap();
+    mover.pull(&segment(address, 8), 0, &mut pulled).unwrap();
+    assert_eq!(&pulled, b"pushed!!");
     assert_eq!(&*mark, b"parent!!", "the parent's memory is untouched");
+    // This thread copied with uid 2001 as its real uid and no CAP_SYS_PTRACE: its own
+    // (root's) memory is refused to it now.
+    let own = Mover::start(PeerProcess {
+        pid: std::process::id(),
+        uid: 0,
+        gid: 0,
+        groups: Vec::new(),
+        pidfd: pidfd_open(std::process::id()),
+    })
+    .unwrap();
+    own.pull(&segment(address, 8), 0, &mut pulled).unwrap();
+    assert_eq!(
+        &pulled, b"parent!!",
+        "the thread copies as root again for a root client"
+    );
     // It executes another program: no copy reaches it again.
     child.go();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_link(format!("/proc/{}/exe", child.pid)).is_ok_and(|exe| {
-        exe != std::path::Path::new("/bin/sleep") && exe != std::path::Path::new("/usr/bin/sleep")
-    }) {
+    // Its name (world-readable: this thread no longer reads its exe link).
+    while std::fs::read_to_string(format!("/proc/{}/comm", child.pid)).unwrap() != "sleep\n" {
         assert!(Instant::now() < deadline, "the child did not exec");
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(50));
     let err = mover
-        .pull(&segment(address, 8), 0, vec![0u8; 8])
+        .pull(&segment(address, 8), 0, &mut pulled)
         .unwrap_err();
     assert!(
         matches!(&err, RmaError::Gone { reason, .. } if reason.contains("executed another program")),
@@ -258,7 +271,7 @@ fn a_mover_copies_as_the_client_and_never_reaches_the_program_it_executed() {
     );
     assert!(mover.retired().is_some());
     let again = mover
-        .pull(&segment(address, 8), 0, vec![0u8; 8])
+        .pull(&segment(address, 8), 0, &mut pulled)
         .unwrap_err();
     assert!(matches!(again, RmaError::Gone { .. }), "{again}");
 }
@@ -278,7 +291,7 @@ fn the_kernel_refuses_a_mover_the_memory_its_user_cannot_reach() {
         groups: Vec::new(),
         pidfd: pidfd_open(pid),
     };
-    let err = runtime().block_on(Mover::start(forged)).unwrap_err();
+    let err = Mover::start(forged).unwrap_err();
     assert!(
         matches!(&err, RmaError::Refused { source, .. }
             if source.to_string().contains("the kernel refuses uid 2001")),
@@ -291,89 +304,52 @@ fn the_kernel_refuses_a_mover_the_memory_its_user_cannot_reach() {
 }
 
 #[test]
-fn a_copy_that_stalls_gives_up_at_its_deadline_and_lets_go_of_what_it_holds() {
+fn a_copy_that_stalls_is_declared_so_at_its_deadline_and_its_hook_runs() {
     if !root() {
         return;
     }
     let timeout = Duration::from_millis(300);
     let runtime = runtime();
     let stalled_before = stalled_copies(0);
-
-    // An owned buffer: the caller gets its answer at the deadline; the mover keeps the buffer.
     let mut child = Child::start(0, std::ptr::null_mut(), Then::StallPage, false);
     let page = child.reported();
-    let peer = std::mem::replace(
-        &mut child.peer,
-        PeerProcess {
-            pid: 0,
-            uid: 0,
-            gid: 0,
-            groups: Vec::new(),
-            pidfd: None,
-        },
-    );
-    let mover = runtime.block_on(Mover::start_with(peer, timeout)).unwrap();
-    let started = Instant::now();
-    let err = mover.pull(&segment(page, 8), 0, vec![0u8; 8]).unwrap_err();
-    assert!(started.elapsed() >= timeout);
-    assert!(matches!(err, RmaError::Stalled { bytes: 8, .. }), "{err}");
-    assert_eq!(stalled_copies(0), stalled_before + 1);
-    assert!(mover
-        .retired()
-        .is_some_and(|reason| reason.contains("did not end")));
-    // Served no more; the stall ends when the page can be faulted in (the child exits).
-    assert!(matches!(
-        mover.pull(&segment(page, 8), 0, vec![0u8; 8]),
-        Err(RmaError::Gone { .. })
-    ));
-    child.go();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while stalled_copies(0) != stalled_before {
-        assert!(Instant::now() < deadline, "the stall never ended");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    drop(child);
-
-    // Borrowed memory: the caller lets go of what others wait for at the deadline, then waits
-    // for the copy to end.
-    let mut child = Child::start(0, std::ptr::null_mut(), Then::StallPage, false);
-    let page = child.reported();
-    let peer = std::mem::replace(
-        &mut child.peer,
-        PeerProcess {
-            pid: 0,
-            uid: 0,
-            gid: 0,
-            groups: Vec::new(),
-            pidfd: None,
-        },
-    );
-    let mover = runtime.block_on(Mover::start_with(peer, timeout)).unwrap();
-    let released = std::sync::atomic::AtomicBool::new(false);
+    let mover = Mover::start_with(peer_of(&mut child), timeout).unwrap();
+    let released = std::sync::Arc::new(AtomicBool::new(false));
+    let hook = {
+        let released = std::sync::Arc::clone(&released);
+        Box::new(move || released.store(true, Ordering::SeqCst)) as OnStall
+    };
     let source = [7u8; 8];
     std::thread::scope(|scope| {
         let pushing = scope.spawn(|| {
-            mover.push_slices(&[IoSlice::new(&source)], &segment(page, 8), 0, &mut || {
-                released.store(true, Ordering::SeqCst);
-            })
+            mover.push_slices(&[IoSlice::new(&source)], &segment(page, 8), 0, Some(hook))
         });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !released.load(Ordering::SeqCst) {
-            assert!(Instant::now() < deadline, "the stall was never reported");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // The connection's watch declares it stalled at the deadline, and runs the hook.
+        let started = Instant::now();
+        runtime.block_on(mover.retired_wait());
+        assert!(started.elapsed() >= timeout / 2);
+        assert!(released.load(Ordering::SeqCst), "the hook did not run");
+        assert!(mover
+            .retired()
+            .is_some_and(|reason| reason.contains("did not end")));
+        assert_eq!(stalled_copies(0), stalled_before + 1);
         assert!(
             !pushing.is_finished(),
-            "a borrowed copy returned before its end"
+            "the copy cannot end while the page is not served"
         );
-        assert_eq!(stalled_copies(0), stalled_before + 1);
+        // Served no more.
+        let mut pulled = [0u8; 8];
+        assert!(matches!(
+            mover.pull(&segment(page, 8), 0, &mut pulled),
+            Err(RmaError::Gone { .. })
+        ));
+        // The stall ends when the page can be faulted in (the child exits).
         child.go();
         let err = pushing.join().unwrap().unwrap_err();
         assert!(matches!(err, RmaError::Stalled { .. }), "{err}");
     });
     assert_eq!(stalled_copies(0), stalled_before);
 }
-
 #[test]
 fn a_uid_at_its_cap_of_stalled_copies_gets_no_new_mover() {
     let uid = 4_000_321;
@@ -388,7 +364,7 @@ fn a_uid_at_its_cap_of_stalled_copies_gets_no_new_mover() {
         groups: Vec::new(),
         pidfd: pidfd_open(pid),
     };
-    let err = runtime().block_on(Mover::start(peer)).unwrap_err();
+    let err = Mover::start(peer).unwrap_err();
     assert!(
         err.to_string().contains("stalled_copies_per_uid_max"),
         "{err}"
