@@ -1,16 +1,20 @@
 //! Shared-memory regions between a same-host client and its servers: the eager buffer of a
 //! connection ([`super::eager`]) and shared arenas ([`super::arena`]).
 //!
-//! The client makes each region with `memfd_create(MFD_ALLOW_SEALING)`, sizes it, and seals
-//! it with `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL` ([`sealed_memfd`]) so that its size is
-//! fixed for good. It hands the descriptor itself to the server, once per connection, in a
-//! `ShareRegion` frame with `SCM_RIGHTS` ([`super::scm`]), under a key unique in the process
-//! for its life ([`next_key`]). The server maps a region only if the descriptor it was given
-//! is a memfd sealed against shrinking (so the client can never cut the file under the
-//! server's mapping, which would raise `SIGBUS` in the server), open read-write (it is mapped
-//! with exactly the rights it came with), and of the declared size within the limit of its
-//! kind ([`SharedRegion::from_descriptor`]). The server never opens a client's file by path
-//! (`/proc/PID/fd/N` would use the server's rights, not the client's).
+//! The client makes each region with `memfd_create(MFD_ALLOW_SEALING)`, sizes it, allocates
+//! every page of it (`fallocate`, so the pages are charged to the client's memory cgroup),
+//! and seals it with `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL` ([`sealed_memfd`]) so that its
+//! size is fixed for good. It hands the descriptor itself to the server, once per connection,
+//! in a `ShareRegion` frame with `SCM_RIGHTS` ([`super::scm`]), under a key unique in the
+//! process for its life ([`next_key`]). The server maps a region only if the descriptor it
+//! was given is a memfd sealed against shrinking (so the client can never cut the file under
+//! the server's mapping, which would raise `SIGBUS` in the server), open read-write (it is
+//! mapped with exactly the rights it came with), of the declared size within the limit of its
+//! kind, and allocated whole ([`SharedRegion::from_descriptor`]): a page the server faulted
+//! into a hole would be allocated for, and charged to, the server. The server maps it without
+//! touching it (no `MAP_POPULATE`); its page tables grow only where data moves. It never
+//! opens a client's file by path (`/proc/PID/fd/N` would use the server's rights, not the
+//! client's).
 
 use std::fs::File;
 use std::io;
@@ -35,22 +39,9 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
+    /// A shared read-write mapping of the first `len` bytes of `fd`. Nothing is faulted in:
+    /// a page enters the page tables when it is first touched.
     pub(crate) fn new(fd: i32, len: usize) -> io::Result<Self> {
-        Self::map(fd, len, false)
-    }
-
-    /// A mapping whose page tables are made now (`MAP_POPULATE`), so no copy into or out of
-    /// it takes a page fault later.
-    pub(crate) fn populated(fd: i32, len: usize) -> io::Result<Self> {
-        Self::map(fd, len, true)
-    }
-
-    fn map(fd: i32, len: usize, populate: bool) -> io::Result<Self> {
-        let flags = if populate {
-            libc::MAP_SHARED | libc::MAP_POPULATE
-        } else {
-            libc::MAP_SHARED
-        };
         // SAFETY: a new shared mapping of an open file chosen by the kernel; it aliases no
         // Rust object and is unmapped only by Drop.
         let base = unsafe {
@@ -58,7 +49,7 @@ impl Mapping {
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                flags,
+                libc::MAP_SHARED,
                 fd,
                 0,
             )
@@ -82,17 +73,24 @@ impl Drop for Mapping {
     }
 }
 
-/// The largest shared region a server maps populated (`MAP_POPULATE`): its page tables made
-/// at once instead of at each page's first touch. A larger one (an application's arena of
-/// gigabytes, mostly never touched) is faulted in as it is used.
-pub const SHARED_POPULATE_BYTES_MAX: u64 = 64 << 20;
-
 /// The seals a client puts on every region before sharing it: its size can never change,
 /// and no seal can be added or removed (so no later `F_SEAL_WRITE` can break a mapping).
 pub const REGION_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
 
-/// A new memfd of `bytes` bytes named `name`, close-on-exec, sealed with [`REGION_SEALS`].
+/// A new memfd of `bytes` bytes named `name`, close-on-exec, every page allocated, sealed
+/// with [`REGION_SEALS`].
+///
+/// The pages are allocated here (`fallocate`), by this process, so they are charged to its
+/// memory cgroup; a server refuses a region with holes ([`SharedRegion::from_descriptor`]),
+/// since a page it faulted in would be charged to the server. `fallocate` leaves them to be
+/// zeroed at first touch, which costs no more than the first touch of an unallocated page.
 pub(crate) fn sealed_memfd(name: &std::ffi::CStr, bytes: u64) -> io::Result<OwnedFd> {
+    let length = libc::off_t::try_from(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{bytes} bytes do not fit a file"),
+        )
+    })?;
     // SAFETY: a NUL-terminated name and valid flags; the result is checked.
     let raw =
         unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
@@ -102,6 +100,14 @@ pub(crate) fn sealed_memfd(name: &std::ffi::CStr, bytes: u64) -> io::Result<Owne
     // SAFETY: `raw` is a descriptor just returned to us and owned by nothing else.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     File::from(fd.try_clone()?).set_len(bytes)?;
+    // SAFETY: fallocate on a descriptor this function owns, within the size just set.
+    if unsafe { libc::fallocate(fd.as_raw_fd(), 0, 0, length) } < 0 {
+        let err = io::Error::last_os_error();
+        return Err(io::Error::new(
+            err.kind(),
+            format!("allocating {bytes} bytes of shared memory: {err}"),
+        ));
+    }
     // SAFETY: fcntl on a descriptor this function owns, with an int argument.
     if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, REGION_SEALS) } < 0 {
         return Err(io::Error::last_os_error());
@@ -149,10 +155,11 @@ pub struct SharedRegion {
 impl SharedRegion {
     /// Maps the region the client shared as `key`, declared `bytes` bytes long, from the
     /// descriptor that came with its `ShareRegion` frame. Refused, with the reason, unless
-    /// the descriptor is open read-write, is a memfd sealed with `F_SEAL_SHRINK`, and holds
+    /// the descriptor is open read-write, is a memfd sealed with `F_SEAL_SHRINK`, holds
     /// exactly `bytes` bytes, 1 to [`EAGER_BYTES_MAX`] for an eager buffer or
-    /// [`ARENA_BYTES_MAX`] for an arena. The caller may close the descriptor once mapped
-    /// (the mapping keeps the memory).
+    /// [`ARENA_BYTES_MAX`] for an arena, and has every page allocated. The mapping is made
+    /// without touching a page. The caller may close the descriptor once mapped (the mapping
+    /// keeps the memory).
     pub fn from_descriptor(key: u64, bytes: u64, descriptor: &OwnedFd) -> Result<Self, String> {
         let (what, limit, limit_name) = kind_of(key);
         if bytes == 0 || bytes > limit {
@@ -212,16 +219,25 @@ impl SharedRegion {
                 "the memfd holds {size} bytes, not the {bytes} declared"
             ));
         }
-        let len = usize::try_from(size).map_err(|_| format!("{size} bytes do not fit"))?;
-        // A server maps a region once per connection and copies into it per request: a
-        // small one gets its page tables at once, rather than a fault per page at first touch
-        // in each mapping (a client cache's blocks are touched by every iod's mapping).
-        let mapping = if size <= SHARED_POPULATE_BYTES_MAX {
-            Mapping::populated(fd, len)
-        } else {
-            Mapping::new(fd, len)
+        // A hole is a page the client never allocated: the first touch of it through this
+        // server's mapping (a fault, or `MAP_POPULATE`) would allocate it and charge it to
+        // the server. `st_blocks` counts every allocated page, fallocated-but-untouched and
+        // swapped-out ones included (`SEEK_HOLE` reports fallocated pages as holes).
+        let allocated = u64::try_from(stat.st_blocks)
+            .unwrap_or(0)
+            .saturating_mul(512);
+        if allocated < size {
+            return Err(format!(
+                "the memfd has holes: {allocated} of its {size} bytes are allocated; a client \
+                 allocates a region whole (fallocate) before sharing it, so that its pages are \
+                 charged to the client and never allocated by the server"
+            ));
         }
-        .map_err(|err| format!("mmap: {err}"))?;
+        let len = usize::try_from(size).map_err(|_| format!("{size} bytes do not fit"))?;
+        // No `MAP_POPULATE`: the page tables of a page are made where a request first moves
+        // data through it (about 0.8 µs a 4 KiB page at its first touch per mapping, measured
+        // in docs/ARCHITECTURE.md §2.5), never for pages no request reaches.
+        let mapping = Mapping::new(fd, len).map_err(|err| format!("mmap: {err}"))?;
         Ok(Self { key, mapping })
     }
 
@@ -349,5 +365,80 @@ mod tests {
                 .len() as u64,
             EAGER_BYTES_MAX * 2
         );
+    }
+
+    /// A sealed memfd of `bytes` bytes with no page allocated (as a client that skipped
+    /// `fallocate` would share).
+    fn sparse_memfd(bytes: u64) -> OwnedFd {
+        // SAFETY: a NUL-terminated name and valid flags; the result is checked.
+        let raw = unsafe {
+            libc::memfd_create(
+                c"sparse".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
+        assert!(raw >= 0);
+        // SAFETY: a descriptor just made and owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        File::from(fd.try_clone().unwrap()).set_len(bytes).unwrap();
+        // SAFETY: fcntl on a descriptor owned here.
+        let sealed = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, REGION_SEALS) };
+        assert_eq!(sealed, 0);
+        fd
+    }
+
+    /// Bytes of `fd`'s file that are allocated.
+    fn allocated(fd: &OwnedFd) -> u64 {
+        File::from(fd.try_clone().unwrap())
+            .metadata()
+            .map(|metadata| std::os::unix::fs::MetadataExt::blocks(&metadata) * 512)
+            .unwrap()
+    }
+
+    /// This process's resident bytes of the mapping that starts at `base` (`/proc/self/smaps`).
+    fn resident(base: *mut u8) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let start = format!("{:x}-", base as usize);
+        let entry = smaps
+            .split_inclusive('\n')
+            .skip_while(|line| !line.starts_with(&start))
+            .skip(1)
+            .find_map(|line| line.strip_prefix("Rss:"))
+            .expect("the mapping is listed");
+        entry
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    }
+
+    #[test]
+    fn a_region_with_holes_is_refused_and_a_whole_one_is_mapped_untouched() {
+        let key = next_key(true);
+        // The sparse memfds of the report: refused, and not a page allocated by the check.
+        let sparse = sparse_memfd(64 << 20);
+        let reason = refusal(key, 64 << 20, &sparse);
+        assert!(reason.contains("holes"), "{reason}");
+        assert!(reason.contains("0 of its 67108864 bytes"), "{reason}");
+        assert_eq!(allocated(&sparse), 0);
+        // One page short of whole is still refused.
+        let nearly = sparse_memfd(1 << 20);
+        // SAFETY: fallocate on a descriptor owned here, inside its size.
+        let filled = unsafe { libc::fallocate(nearly.as_raw_fd(), 0, 4096, (1 << 20) - 4096) };
+        assert_eq!(filled, 0);
+        assert!(refusal(key, 1 << 20, &nearly).contains("1044480 of its 1048576"));
+        // A client's region is allocated whole when made, by the client; the server maps it
+        // without touching it: no page of it is resident in the server's mapping.
+        let whole = sealed_memfd(c"whole", 16 << 20).unwrap();
+        assert_eq!(allocated(&whole), 16 << 20);
+        let region = SharedRegion::from_descriptor(key, 16 << 20, &whole).unwrap();
+        assert_eq!(resident(region.mapping.base), 0);
+        // Data moving through one page brings in that page alone.
+        // SAFETY: the only view of these bytes in this test.
+        unsafe { region.bytes_mut(8 << 20, 4096) }.unwrap().fill(7);
+        assert_eq!(resident(region.mapping.base), 4096);
+        assert_eq!(allocated(&whole), 16 << 20);
     }
 }
