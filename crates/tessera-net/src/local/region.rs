@@ -15,13 +15,23 @@
 //! touching it (no `MAP_POPULATE`); its page tables grow only where data moves. It never
 //! opens a client's file by path (`/proc/PID/fd/N` would use the server's rights, not the
 //! client's).
+//!
+//! Each connection keeps its regions in a [`RegionTable`] (at most
+//! `SHARED_REGIONS_PER_CONNECTION_MAX`, least recently used unmapped first), and every mapping
+//! is charged to the uid the kernel reports for the connection's peer in the server's
+//! [`SharedBytes`], from its share until it is unmapped (evicted, replaced, or its connection
+//! closed): one uid may have at most `SHARED_BYTES_PER_UID_MAX` bytes mapped by one server.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use tessera_proto::limits::{ARENA_BYTES_MAX, EAGER_BYTES_MAX};
+use tessera_proto::limits::{
+    ARENA_BYTES_MAX, EAGER_BYTES_MAX, SHARED_BYTES_PER_UID_MAX, SHARED_REGIONS_PER_CONNECTION_MAX,
+};
 use tessera_proto::SHARED_KEY_ARENA;
 
 /// A shared read-write mapping of a whole file, unmapped on drop.
@@ -150,6 +160,9 @@ fn kind_of(key: u64) -> (&'static str, u64, &'static str) {
 pub struct SharedRegion {
     key: u64,
     mapping: Mapping,
+    /// Its bytes on its uid's account in the server's [`SharedBytes`], given back when the
+    /// region is unmapped (dropped). `None` for a region mapped outside a [`RegionTable`].
+    charge: Option<Charge>,
 }
 
 impl SharedRegion {
@@ -238,12 +251,21 @@ impl SharedRegion {
         // data through it (about 0.8 µs a 4 KiB page at its first touch per mapping, measured
         // in docs/ARCHITECTURE.md §2.5), never for pages no request reaches.
         let mapping = Mapping::new(fd, len).map_err(|err| format!("mmap: {err}"))?;
-        Ok(Self { key, mapping })
+        Ok(Self {
+            key,
+            mapping,
+            charge: None,
+        })
     }
 
     /// The key it was shared under.
     pub fn key(&self) -> u64 {
         self.key
+    }
+
+    /// Bytes on its uid's account for it (0 outside a [`RegionTable`]).
+    fn charged_bytes(&self) -> u64 {
+        self.charge.as_ref().map_or(0, |charge| charge.bytes)
     }
 
     /// Bytes it holds.
@@ -293,6 +315,160 @@ impl SharedRegion {
             return None;
         }
         Some((usize::try_from(offset).ok()?, usize::try_from(len).ok()?))
+    }
+}
+
+/// One server's account of the shared regions it maps, per uid: at most a limit
+/// ([`SHARED_BYTES_PER_UID_MAX`]) of bytes mapped at once for one uid over all its
+/// connections. Bounded: a uid is kept only while it has bytes mapped.
+#[derive(Debug)]
+pub struct SharedBytes {
+    limit: u64,
+    held: Mutex<HashMap<u32, u64>>,
+}
+
+impl Default for SharedBytes {
+    fn default() -> Self {
+        Self::with_limit(SHARED_BYTES_PER_UID_MAX)
+    }
+}
+
+impl SharedBytes {
+    /// An account whose uids may each hold at most `limit` bytes (tests use a small one).
+    pub fn with_limit(limit: u64) -> Self {
+        Self {
+            limit,
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Bytes `uid` has mapped now.
+    pub fn held(&self, uid: u32) -> u64 {
+        self.lock().get(&uid).copied().unwrap_or(0)
+    }
+
+    /// Puts `bytes` on `uid`'s account, where `freeing` bytes of its mappings are about to be
+    /// unmapped to make room (they count as gone); refused, naming the uid, the bytes and the
+    /// limit, where that would pass the limit. The bytes go back when the charge drops.
+    fn charge(self: &Arc<Self>, uid: u32, bytes: u64, freeing: u64) -> Result<Charge, String> {
+        let mut held = self.lock();
+        let before = held.get(&uid).copied().unwrap_or(0);
+        let after = before.saturating_sub(freeing).saturating_add(bytes);
+        if after > self.limit {
+            return Err(format!(
+                "uid {uid} has {before} bytes of shared regions mapped by this server; {bytes} \
+                 more would make {after}, over shared_bytes_per_uid_max ({} bytes)",
+                self.limit
+            ));
+        }
+        *held.entry(uid).or_insert(0) += bytes;
+        Ok(Charge {
+            account: Arc::clone(self),
+            uid,
+            bytes,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u64>> {
+        // Every change is one arithmetic step under the lock: a poisoned map is consistent.
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Bytes of one mapping on its uid's account; given back on drop.
+#[derive(Debug)]
+struct Charge {
+    account: Arc<SharedBytes>,
+    uid: u32,
+    bytes: u64,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        let mut held = self.account.lock();
+        let left = held.get(&self.uid).copied().unwrap_or(0);
+        debug_assert!(
+            left >= self.bytes,
+            "uid {} gives back more than it holds",
+            self.uid
+        );
+        match left.saturating_sub(self.bytes) {
+            0 => held.remove(&self.uid),
+            rest => held.insert(self.uid, rest),
+        };
+    }
+}
+
+/// The shared regions one connection's peer handed over, least recently used first (at most
+/// [`SHARED_REGIONS_PER_CONNECTION_MAX`]), each charged to the peer's uid. Dropping the table
+/// (the connection closes) unmaps them and gives their bytes back, once no request holds them.
+#[derive(Debug)]
+pub struct RegionTable {
+    regions: Vec<Arc<SharedRegion>>,
+    account: Arc<SharedBytes>,
+    /// The peer's uid as the kernel reported it for the socket (`SO_PEERCRED`); `None` where
+    /// it did not (no region is mapped then).
+    uid: Option<u32>,
+}
+
+impl RegionTable {
+    /// An empty table for a connection whose peer is `uid`, charging `account`.
+    pub fn new(account: Arc<SharedBytes>, uid: Option<u32>) -> Self {
+        Self {
+            regions: Vec::new(),
+            account,
+            uid,
+        }
+    }
+
+    /// The region shared as `key`, which becomes the most recently used.
+    pub fn get(&mut self, key: u64) -> Option<Arc<SharedRegion>> {
+        let at = self.regions.iter().position(|region| region.key() == key)?;
+        let region = self.regions.remove(at);
+        self.regions.push(Arc::clone(&region));
+        Some(region)
+    }
+
+    /// Regions mapped now.
+    pub fn len(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Whether none is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
+    }
+
+    /// Maps the region `descriptor` holds as `key`, declared `bytes` long
+    /// ([`SharedRegion::from_descriptor`] checks it), charged to the peer's uid; it replaces a
+    /// region shared as `key` before, and the least recently used is unmapped past the limit.
+    /// A refusal changes nothing: no region is unmapped for a share that is refused.
+    pub fn share(&mut self, key: u64, bytes: u64, descriptor: &OwnedFd) -> Result<(), String> {
+        let Some(uid) = self.uid else {
+            return Err(
+                "the kernel reported no uid for this socket's peer (SO_PEERCRED), and shared \
+                 regions are charged to a uid"
+                    .to_owned(),
+            );
+        };
+        let mut region = SharedRegion::from_descriptor(key, bytes, descriptor)?;
+        let replaced = self.regions.iter().find(|region| region.key() == key);
+        let kept = self.regions.len() - usize::from(replaced.is_some());
+        let evicted = (kept >= SHARED_REGIONS_PER_CONNECTION_MAX)
+            .then(|| self.regions.iter().find(|region| region.key() != key))
+            .flatten();
+        let freeing = [replaced, evicted]
+            .into_iter()
+            .flatten()
+            .map(|region| region.charged_bytes())
+            .sum();
+        region.charge = Some(self.account.charge(uid, bytes, freeing)?);
+        self.regions.retain(|old| old.key() != key);
+        if self.regions.len() >= SHARED_REGIONS_PER_CONNECTION_MAX {
+            self.regions.remove(0);
+        }
+        self.regions.push(Arc::new(region));
+        Ok(())
     }
 }
 
@@ -440,5 +616,92 @@ mod tests {
         unsafe { region.bytes_mut(8 << 20, 4096) }.unwrap().fill(7);
         assert_eq!(resident(region.mapping.base), 4096);
         assert_eq!(allocated(&whole), 16 << 20);
+    }
+
+    /// A table for uid `uid` over `account` holding regions of `bytes` bytes each under the
+    /// arena keys returned, in sharing order.
+    fn fill(table: &mut RegionTable, count: usize, bytes: u64) -> Vec<u64> {
+        (0..count)
+            .map(|_| {
+                let key = next_key(true);
+                let fd = sealed_memfd(c"charged", bytes).unwrap();
+                table.share(key, bytes, &fd).unwrap();
+                key
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_uids_mappings_are_charged_until_unmapped_and_capped() {
+        const PAGE: u64 = 4096;
+        let account = Arc::new(SharedBytes::with_limit(12 * PAGE));
+        let mut first = RegionTable::new(Arc::clone(&account), Some(2001));
+        let keys = fill(&mut first, SHARED_REGIONS_PER_CONNECTION_MAX, PAGE);
+        assert_eq!(account.held(2001), 8 * PAGE);
+        // Past the connection's limit the least recently used is evicted: its charge goes
+        // back as the new one is taken.
+        first.get(keys[0]).unwrap();
+        let ninth = fill(&mut first, 1, PAGE)[0];
+        assert_eq!(first.len(), SHARED_REGIONS_PER_CONNECTION_MAX);
+        assert!(first.get(keys[1]).is_none(), "the least recently used went");
+        assert_eq!(account.held(2001), 8 * PAGE);
+        // Replacing a key gives back the old mapping's bytes and takes the new one's.
+        let bigger = sealed_memfd(c"bigger", 3 * PAGE).unwrap();
+        first.share(ninth, 3 * PAGE, &bigger).unwrap();
+        assert_eq!(first.get(ninth).unwrap().len() as u64, 3 * PAGE);
+        assert_eq!(account.held(2001), 10 * PAGE);
+        // A second connection of the same uid draws on the same account.
+        let mut second = RegionTable::new(Arc::clone(&account), Some(2001));
+        let second_keys = fill(&mut second, 2, PAGE);
+        assert_eq!(account.held(2001), 12 * PAGE);
+        // Past the uid's limit: refused, naming the uid, the bytes and the limit, and
+        // nothing is unmapped for it.
+        let refused = next_key(true);
+        let fd = sealed_memfd(c"refused", PAGE).unwrap();
+        let reason = second.share(refused, PAGE, &fd).unwrap_err();
+        for part in [
+            "uid 2001 has 49152 bytes",
+            "4096 more would make 53248",
+            "shared_bytes_per_uid_max (49152 bytes)",
+        ] {
+            assert!(reason.contains(part), "{part}: {reason}");
+        }
+        assert!(second.get(refused).is_none());
+        assert_eq!(second.len(), 2);
+        assert_eq!(account.held(2001), 12 * PAGE);
+        // A full connection may still swap its least recently used for one of the same size:
+        // the eviction makes the room.
+        let swapped = fill(&mut first, 1, PAGE)[0];
+        assert!(first.get(swapped).is_some());
+        assert_eq!(account.held(2001), 12 * PAGE);
+        // Another uid has its own account.
+        let mut other = RegionTable::new(Arc::clone(&account), Some(2002));
+        fill(&mut other, 3, PAGE);
+        assert_eq!(account.held(2002), 3 * PAGE);
+        // A region a request still holds stays charged after its eviction, until it is
+        // unmapped when the request lets go.
+        let in_flight = second.get(second_keys[0]).unwrap();
+        second.share(second_keys[0], PAGE, &fd).unwrap();
+        assert_eq!(account.held(2001), 13 * PAGE);
+        drop(in_flight);
+        assert_eq!(account.held(2001), 12 * PAGE);
+        // A connection's close gives back all it held.
+        drop(first);
+        assert_eq!(account.held(2001), 2 * PAGE);
+        drop(second);
+        assert_eq!(account.held(2001), 0);
+        assert!(
+            account.lock().get(&2001).is_none(),
+            "an empty account is forgotten"
+        );
+        assert_eq!(account.held(2002), 3 * PAGE);
+        // A peer whose uid the kernel did not report shares nothing.
+        let mut unknown = RegionTable::new(Arc::clone(&account), None);
+        let fd = sealed_memfd(c"unknown", PAGE).unwrap();
+        assert!(unknown
+            .share(next_key(true), PAGE, &fd)
+            .unwrap_err()
+            .contains("SO_PEERCRED"));
+        assert!(unknown.is_empty());
     }
 }
