@@ -41,7 +41,7 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::local::mover::{Mover, PeerProcess};
-use crate::local::region::SharedRegion;
+use crate::local::region::{RegionTable, SharedBytes, SharedRegion};
 use crate::local::scm::{self, Received};
 
 /// Why a connection is being closed.
@@ -113,8 +113,10 @@ pub struct ServerConnection {
     /// Capabilities that verified on this connection.
     capabilities: CapabilityCache,
     /// Shared regions the peer handed over on this connection (`ShareRegion`), least
-    /// recently used first (at most `SHARED_REGIONS_PER_CONNECTION_MAX`).
-    shared: Vec<Arc<SharedRegion>>,
+    /// recently used first (at most `SHARED_REGIONS_PER_CONNECTION_MAX`), charged to the
+    /// peer's uid in the server's account until they are unmapped (evicted, replaced, or
+    /// dropped with the connection).
+    shared: RegionTable,
     /// The connection's place in the server's table (idle or busy; how to close it).
     slot: Arc<Slot>,
     /// The work slot of the request being served, given back as its reply goes out and
@@ -391,7 +393,7 @@ impl ServerConnection {
     /// `key`; it becomes the most recently used. A key never shared here, or unmapped since,
     /// is `UnknownRegion` (the client shares it again and retries).
     pub fn shared_region(&mut self, key: u64) -> Result<Arc<SharedRegion>, RemoteError> {
-        let Some(at) = self.shared.iter().position(|region| region.key() == key) else {
+        let Some(region) = self.shared.get(key) else {
             metrics::counter!(REGION_LOOKUPS, "result" => "miss").increment(1);
             return Err(RemoteError::new(
                 ErrorCode::UnknownRegion,
@@ -404,15 +406,15 @@ impl ServerConnection {
             ));
         };
         metrics::counter!(REGION_LOOKUPS, "result" => "hit").increment(1);
-        let region = self.shared.remove(at);
-        self.shared.push(region.clone());
         Ok(region)
     }
 
     /// Serves a `ShareRegion`: maps the region `descriptor` holds as `key`, declared `bytes`
-    /// long ([`SharedRegion::from_descriptor`] checks it), replacing any region shared as
-    /// `key` before and unmapping the least recently used past the limit. A refusal
-    /// (`RemoteAccessRefused`) names the key and the reason.
+    /// long ([`SharedRegion::from_descriptor`] checks it), charged to the peer's uid (at most
+    /// `SHARED_BYTES_PER_UID_MAX` mapped by this server at once), replacing any region shared
+    /// as `key` before and unmapping the least recently used past the limit
+    /// ([`RegionTable::share`]). A refusal (`RemoteAccessRefused`) names the key and the
+    /// reason, and unmaps nothing.
     pub fn share_region(
         &mut self,
         key: u64,
@@ -432,12 +434,9 @@ impl ServerConnection {
                 self.peer
             )));
         };
-        let region = SharedRegion::from_descriptor(key, bytes, &descriptor).map_err(refused)?;
-        self.shared.retain(|old| old.key() != key);
-        if self.shared.len() >= SHARED_REGIONS_PER_CONNECTION_MAX {
-            self.shared.remove(0);
-        }
-        self.shared.push(Arc::new(region));
+        self.shared
+            .share(key, bytes, &descriptor)
+            .map_err(refused)?;
         metrics::counter!(REGIONS_SHARED).increment(1);
         Ok(())
     }
@@ -1398,6 +1397,16 @@ impl MoverSlot {
             Self::Absent | Self::Refused(_) => None,
         }
     }
+
+    /// The peer's uid as the kernel reported it at accept (`SO_PEERCRED`); `None` once the
+    /// slot holds no peer (TCP, or a peer the kernel does not show).
+    fn uid(&self) -> Option<u32> {
+        match self {
+            Self::Unstarted(process) => Some(process.uid),
+            Self::Started(mover) => Some(mover.uid()),
+            Self::Absent | Self::Refused(_) => None,
+        }
+    }
 }
 
 /// Serves `service` on the TCP `listener` and, when given, on the Unix socket `local` (for
@@ -1417,6 +1426,7 @@ pub async fn serve_with_local<S: Service>(
             .expect("the body budget fits usize"),
     ));
     let warnings = Arc::new(WarningLimiter::new());
+    let shared_bytes = Arc::new(SharedBytes::default());
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -1463,6 +1473,7 @@ pub async fn serve_with_local<S: Service>(
         let inflight = inflight.clone();
         let auth = auth.clone();
         let warnings = warnings.clone();
+        let shared = RegionTable::new(shared_bytes.clone(), mover.uid());
         tokio::spawn(async move {
             let mut stream = stream;
             let handshake = tokio::select! {
@@ -1492,7 +1503,7 @@ pub async fn serve_with_local<S: Service>(
                 credentials,
                 last_credentials: None,
                 capabilities: CapabilityCache::default(),
-                shared: Vec::new(),
+                shared,
                 slot,
                 work: None,
                 inflight: inflight.clone(),

@@ -1,6 +1,6 @@
 //! Shared regions reach a server as descriptors passed with `SCM_RIGHTS`, against a real
 //! server loop (`serve_with_local`) on a real Unix socket: only a sealed, read-write memfd
-//! of the declared size is mapped, every other descriptor is refused with its reason and the
+//! of the declared size with every page allocated is mapped, every other descriptor is refused with its reason and the
 //! server goes on serving that connection and others; a descriptor on any other frame, or
 //! two on one, closes that connection only; a client `Connection` shares its eager buffer
 //! and arenas and stays correct when the server unmaps a region it still counts as shared.
@@ -316,7 +316,23 @@ fn roundtrip(stream: &mut UnixStream, request_id: u64, key: u64) -> Result<(), R
     reply(stream, request_id).map(drop)
 }
 
+/// A memfd of `bytes` bytes, every page allocated (as a client allocates its regions),
+/// with `seals`.
 fn memfd(name: &str, bytes: u64, seals: i32) -> OwnedFd {
+    let fd = sparse_memfd(name, bytes, 0);
+    // SAFETY: fallocate on a descriptor owned here, inside its size.
+    let allocated = unsafe { libc::fallocate(fd.as_raw_fd(), 0, 0, bytes.try_into().unwrap()) };
+    assert_eq!(allocated, 0);
+    if seals != 0 {
+        // SAFETY: fcntl on a descriptor owned here.
+        let added = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) };
+        assert_eq!(added, 0);
+    }
+    fd
+}
+
+/// A memfd of `bytes` bytes with no page allocated, with `seals`.
+fn sparse_memfd(name: &str, bytes: u64, seals: i32) -> OwnedFd {
     let name = CString::new(name).unwrap();
     // SAFETY: a NUL-terminated name and valid flags; the result is checked.
     let raw =
@@ -357,12 +373,14 @@ fn only_sealed_read_write_memfds_of_the_declared_size_are_mapped() {
     let readonly = reopen(&good, libc::O_RDONLY);
     let path_only = reopen(&good, libc::O_PATH);
     let unsealed = memfd("unsealed", 4096, 0);
-    let cases: [(&str, std::os::fd::BorrowedFd<'_>, u64, &str); 6] = [
+    let sparse = sparse_memfd("sparse", 4096, SEALS);
+    let cases: [(&str, std::os::fd::BorrowedFd<'_>, u64, &str); 7] = [
         ("a plain file", plain.as_fd(), 4096, "not a memfd"),
         ("a tmpfs file by path", shm.as_fd(), 4096, "F_SEAL_SHRINK"),
         ("a read-only memfd", readonly.as_fd(), 4096, "read-only"),
         ("an O_PATH descriptor", path_only.as_fd(), 4096, "O_PATH"),
         ("an unsealed memfd", unsealed.as_fd(), 4096, "F_SEAL_SHRINK"),
+        ("a memfd with holes", sparse.as_fd(), 4096, "holes"),
         (
             "a region smaller than declared",
             good.as_fd(),

@@ -277,13 +277,21 @@ const _: () = assert!((COLLECTIVE_PARTICIPANTS_MAX as usize) * 2 <= SERVER_REQUE
 /// move with one copy through it (seed 001 §2.5.3: Fast RDMA below 64 KiB).
 pub const EAGER_BYTES_MAX: u64 = 64 << 10;
 
-/// Largest shared arena (`local::arena`) a server maps for a same-host client: address space
-/// of the server, not memory (pages are the client's).
-pub const ARENA_BYTES_MAX: u64 = 64 << 30;
+/// Largest shared arena (`local::arena`) a client makes and a server maps: address space of
+/// the server, not its memory (the client allocates every page before it shares the arena, so
+/// they are charged to the client).
+pub const ARENA_BYTES_MAX: u64 = 8 << 30;
 
 /// Shared regions (the eager buffer and arenas) one connection keeps mapped; the least
 /// recently used is unmapped past it.
 pub const SHARED_REGIONS_PER_CONNECTION_MAX: usize = 8;
+
+/// Bytes of shared regions one uid (as the kernel reports the peer of a same-host socket) may
+/// have mapped by one server at once, over all its connections: each mapping counts from its
+/// `ShareRegion` until it is unmapped (least recently used, replaced, or its connection
+/// closed). Past it a share is refused and the client moves that data another way. It bounds
+/// the server's address space, and its page tables, taken by one user's regions.
+pub const SHARED_BYTES_PER_UID_MAX: u64 = 16 << 30;
 
 // A descriptor with the most segments (24 bytes each) fits one frame's bulk.
 const _: () = assert!(
@@ -338,6 +346,9 @@ const _: () =
     assert!(RANGE_LOCKS_PER_UID_MAX >= 1 && RANGE_LOCKS_PER_UID_MAX * 16 <= RANGE_LOCKS_MAX);
 // A sieving chunk buffer is a small part of the buffer budget.
 const _: () = assert!(SIEVE_CHUNK_BYTES_MAX * 16 <= IOD_BUFFER_BYTES_MAX);
+// A uid may share a largest arena next to an eager buffer on every connection a server takes.
+const _: () =
+    assert!(ARENA_BYTES_MAX + CONNECTIONS_MAX as u64 * EAGER_BYTES_MAX <= SHARED_BYTES_PER_UID_MAX);
 
 #[cfg(test)]
 mod tests {

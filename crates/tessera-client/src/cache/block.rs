@@ -9,7 +9,6 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tessera_net::local::arena::Arena;
-use tessera_net::local::region::SHARED_POPULATE_BYTES_MAX;
 
 /// Slots kept beyond the cache's budget in blocks: blocks on their way out (an eager demote
 /// in flight, a read copying out of a block just evicted) still hold theirs.
@@ -54,14 +53,9 @@ impl Slab {
                 return None;
             }
         };
-        let bytes = arena.as_mut_slice();
-        if bytes.len() as u64 <= SHARED_POPULATE_BYTES_MAX {
-            // Every page touched now, so an iod's mapping of the arena (populated: it is
-            // small enough) finds them all in this process and allocates none. A larger
-            // arena stays lazy: its pages come as blocks fill them.
-            bytes.fill(0);
-        }
-        let base = bytes.as_mut_ptr();
+        // Every page of the arena is allocated by `Arena::new`, in this process (an iod
+        // refuses a region with holes): an iod's mapping of it allocates none.
+        let base = arena.as_mut_slice().as_mut_ptr();
         Some(Arc::new(Self {
             arena,
             base,

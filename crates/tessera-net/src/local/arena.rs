@@ -40,7 +40,8 @@ pub struct Arena {
 }
 
 impl Arena {
-    /// A zeroed arena of `bytes` bytes (1 to [`ARENA_BYTES_MAX`]).
+    /// A zeroed arena of `bytes` bytes (1 to [`ARENA_BYTES_MAX`]), every page allocated now
+    /// and charged to this process (a server maps only a region allocated whole).
     pub fn new(bytes: usize) -> io::Result<Self> {
         if bytes == 0 || bytes as u64 > ARENA_BYTES_MAX {
             return Err(io::Error::new(

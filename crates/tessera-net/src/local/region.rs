@@ -1,23 +1,37 @@
 //! Shared-memory regions between a same-host client and its servers: the eager buffer of a
 //! connection ([`super::eager`]) and shared arenas ([`super::arena`]).
 //!
-//! The client makes each region with `memfd_create(MFD_ALLOW_SEALING)`, sizes it, and seals
-//! it with `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL` ([`sealed_memfd`]) so that its size is
-//! fixed for good. It hands the descriptor itself to the server, once per connection, in a
-//! `ShareRegion` frame with `SCM_RIGHTS` ([`super::scm`]), under a key unique in the process
-//! for its life ([`next_key`]). The server maps a region only if the descriptor it was given
-//! is a memfd sealed against shrinking (so the client can never cut the file under the
-//! server's mapping, which would raise `SIGBUS` in the server), open read-write (it is mapped
-//! with exactly the rights it came with), and of the declared size within the limit of its
-//! kind ([`SharedRegion::from_descriptor`]). The server never opens a client's file by path
-//! (`/proc/PID/fd/N` would use the server's rights, not the client's).
+//! The client makes each region with `memfd_create(MFD_ALLOW_SEALING)`, sizes it, allocates
+//! every page of it (`fallocate`, so the pages are charged to the client's memory cgroup),
+//! and seals it with `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL` ([`sealed_memfd`]) so that its
+//! size is fixed for good. It hands the descriptor itself to the server, once per connection,
+//! in a `ShareRegion` frame with `SCM_RIGHTS` ([`super::scm`]), under a key unique in the
+//! process for its life ([`next_key`]). The server maps a region only if the descriptor it
+//! was given is a memfd sealed against shrinking (so the client can never cut the file under
+//! the server's mapping, which would raise `SIGBUS` in the server), open read-write (it is
+//! mapped with exactly the rights it came with), of the declared size within the limit of its
+//! kind, and allocated whole ([`SharedRegion::from_descriptor`]): a page the server faulted
+//! into a hole would be allocated for, and charged to, the server. The server maps it without
+//! touching it (no `MAP_POPULATE`); its page tables grow only where data moves. It never
+//! opens a client's file by path (`/proc/PID/fd/N` would use the server's rights, not the
+//! client's).
+//!
+//! Each connection keeps its regions in a [`RegionTable`] (at most
+//! `SHARED_REGIONS_PER_CONNECTION_MAX`, least recently used unmapped first), and every mapping
+//! is charged to the uid the kernel reports for the connection's peer in the server's
+//! [`SharedBytes`], from its share until it is unmapped (evicted, replaced, or its connection
+//! closed): one uid may have at most `SHARED_BYTES_PER_UID_MAX` bytes mapped by one server.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use tessera_proto::limits::{ARENA_BYTES_MAX, EAGER_BYTES_MAX};
+use tessera_proto::limits::{
+    ARENA_BYTES_MAX, EAGER_BYTES_MAX, SHARED_BYTES_PER_UID_MAX, SHARED_REGIONS_PER_CONNECTION_MAX,
+};
 use tessera_proto::SHARED_KEY_ARENA;
 
 /// A shared read-write mapping of a whole file, unmapped on drop.
@@ -35,22 +49,9 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
+    /// A shared read-write mapping of the first `len` bytes of `fd`. Nothing is faulted in:
+    /// a page enters the page tables when it is first touched.
     pub(crate) fn new(fd: i32, len: usize) -> io::Result<Self> {
-        Self::map(fd, len, false)
-    }
-
-    /// A mapping whose page tables are made now (`MAP_POPULATE`), so no copy into or out of
-    /// it takes a page fault later.
-    pub(crate) fn populated(fd: i32, len: usize) -> io::Result<Self> {
-        Self::map(fd, len, true)
-    }
-
-    fn map(fd: i32, len: usize, populate: bool) -> io::Result<Self> {
-        let flags = if populate {
-            libc::MAP_SHARED | libc::MAP_POPULATE
-        } else {
-            libc::MAP_SHARED
-        };
         // SAFETY: a new shared mapping of an open file chosen by the kernel; it aliases no
         // Rust object and is unmapped only by Drop.
         let base = unsafe {
@@ -58,7 +59,7 @@ impl Mapping {
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                flags,
+                libc::MAP_SHARED,
                 fd,
                 0,
             )
@@ -82,17 +83,24 @@ impl Drop for Mapping {
     }
 }
 
-/// The largest shared region a server maps populated (`MAP_POPULATE`): its page tables made
-/// at once instead of at each page's first touch. A larger one (an application's arena of
-/// gigabytes, mostly never touched) is faulted in as it is used.
-pub const SHARED_POPULATE_BYTES_MAX: u64 = 64 << 20;
-
 /// The seals a client puts on every region before sharing it: its size can never change,
 /// and no seal can be added or removed (so no later `F_SEAL_WRITE` can break a mapping).
 pub const REGION_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
 
-/// A new memfd of `bytes` bytes named `name`, close-on-exec, sealed with [`REGION_SEALS`].
+/// A new memfd of `bytes` bytes named `name`, close-on-exec, every page allocated, sealed
+/// with [`REGION_SEALS`].
+///
+/// The pages are allocated here (`fallocate`), by this process, so they are charged to its
+/// memory cgroup; a server refuses a region with holes ([`SharedRegion::from_descriptor`]),
+/// since a page it faulted in would be charged to the server. `fallocate` leaves them to be
+/// zeroed at first touch, which costs no more than the first touch of an unallocated page.
 pub(crate) fn sealed_memfd(name: &std::ffi::CStr, bytes: u64) -> io::Result<OwnedFd> {
+    let length = libc::off_t::try_from(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{bytes} bytes do not fit a file"),
+        )
+    })?;
     // SAFETY: a NUL-terminated name and valid flags; the result is checked.
     let raw =
         unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
@@ -102,6 +110,14 @@ pub(crate) fn sealed_memfd(name: &std::ffi::CStr, bytes: u64) -> io::Result<Owne
     // SAFETY: `raw` is a descriptor just returned to us and owned by nothing else.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     File::from(fd.try_clone()?).set_len(bytes)?;
+    // SAFETY: fallocate on a descriptor this function owns, within the size just set.
+    if unsafe { libc::fallocate(fd.as_raw_fd(), 0, 0, length) } < 0 {
+        let err = io::Error::last_os_error();
+        return Err(io::Error::new(
+            err.kind(),
+            format!("allocating {bytes} bytes of shared memory: {err}"),
+        ));
+    }
     // SAFETY: fcntl on a descriptor this function owns, with an int argument.
     if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, REGION_SEALS) } < 0 {
         return Err(io::Error::last_os_error());
@@ -144,15 +160,19 @@ fn kind_of(key: u64) -> (&'static str, u64, &'static str) {
 pub struct SharedRegion {
     key: u64,
     mapping: Mapping,
+    /// Its bytes on its uid's account in the server's [`SharedBytes`], given back when the
+    /// region is unmapped (dropped). `None` for a region mapped outside a [`RegionTable`].
+    charge: Option<Charge>,
 }
 
 impl SharedRegion {
     /// Maps the region the client shared as `key`, declared `bytes` bytes long, from the
     /// descriptor that came with its `ShareRegion` frame. Refused, with the reason, unless
-    /// the descriptor is open read-write, is a memfd sealed with `F_SEAL_SHRINK`, and holds
+    /// the descriptor is open read-write, is a memfd sealed with `F_SEAL_SHRINK`, holds
     /// exactly `bytes` bytes, 1 to [`EAGER_BYTES_MAX`] for an eager buffer or
-    /// [`ARENA_BYTES_MAX`] for an arena. The caller may close the descriptor once mapped
-    /// (the mapping keeps the memory).
+    /// [`ARENA_BYTES_MAX`] for an arena, and has every page allocated. The mapping is made
+    /// without touching a page. The caller may close the descriptor once mapped (the mapping
+    /// keeps the memory).
     pub fn from_descriptor(key: u64, bytes: u64, descriptor: &OwnedFd) -> Result<Self, String> {
         let (what, limit, limit_name) = kind_of(key);
         if bytes == 0 || bytes > limit {
@@ -212,22 +232,40 @@ impl SharedRegion {
                 "the memfd holds {size} bytes, not the {bytes} declared"
             ));
         }
-        let len = usize::try_from(size).map_err(|_| format!("{size} bytes do not fit"))?;
-        // A server maps a region once per connection and copies into it per request: a
-        // small one gets its page tables at once, rather than a fault per page at first touch
-        // in each mapping (a client cache's blocks are touched by every iod's mapping).
-        let mapping = if size <= SHARED_POPULATE_BYTES_MAX {
-            Mapping::populated(fd, len)
-        } else {
-            Mapping::new(fd, len)
+        // A hole is a page the client never allocated: the first touch of it through this
+        // server's mapping (a fault, or `MAP_POPULATE`) would allocate it and charge it to
+        // the server. `st_blocks` counts every allocated page, fallocated-but-untouched and
+        // swapped-out ones included (`SEEK_HOLE` reports fallocated pages as holes).
+        let allocated = u64::try_from(stat.st_blocks)
+            .unwrap_or(0)
+            .saturating_mul(512);
+        if allocated < size {
+            return Err(format!(
+                "the memfd has holes: {allocated} of its {size} bytes are allocated; a client \
+                 allocates a region whole (fallocate) before sharing it, so that its pages are \
+                 charged to the client and never allocated by the server"
+            ));
         }
-        .map_err(|err| format!("mmap: {err}"))?;
-        Ok(Self { key, mapping })
+        let len = usize::try_from(size).map_err(|_| format!("{size} bytes do not fit"))?;
+        // No `MAP_POPULATE`: the page tables of a page are made where a request first moves
+        // data through it (about 0.8 µs a 4 KiB page at its first touch per mapping, measured
+        // in docs/ARCHITECTURE.md §2.5), never for pages no request reaches.
+        let mapping = Mapping::new(fd, len).map_err(|err| format!("mmap: {err}"))?;
+        Ok(Self {
+            key,
+            mapping,
+            charge: None,
+        })
     }
 
     /// The key it was shared under.
     pub fn key(&self) -> u64 {
         self.key
+    }
+
+    /// Bytes on its uid's account for it (0 outside a [`RegionTable`]).
+    fn charged_bytes(&self) -> u64 {
+        self.charge.as_ref().map_or(0, |charge| charge.bytes)
     }
 
     /// Bytes it holds.
@@ -277,6 +315,160 @@ impl SharedRegion {
             return None;
         }
         Some((usize::try_from(offset).ok()?, usize::try_from(len).ok()?))
+    }
+}
+
+/// One server's account of the shared regions it maps, per uid: at most a limit
+/// ([`SHARED_BYTES_PER_UID_MAX`]) of bytes mapped at once for one uid over all its
+/// connections. Bounded: a uid is kept only while it has bytes mapped.
+#[derive(Debug)]
+pub struct SharedBytes {
+    limit: u64,
+    held: Mutex<HashMap<u32, u64>>,
+}
+
+impl Default for SharedBytes {
+    fn default() -> Self {
+        Self::with_limit(SHARED_BYTES_PER_UID_MAX)
+    }
+}
+
+impl SharedBytes {
+    /// An account whose uids may each hold at most `limit` bytes (tests use a small one).
+    pub fn with_limit(limit: u64) -> Self {
+        Self {
+            limit,
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Bytes `uid` has mapped now.
+    pub fn held(&self, uid: u32) -> u64 {
+        self.lock().get(&uid).copied().unwrap_or(0)
+    }
+
+    /// Puts `bytes` on `uid`'s account, where `freeing` bytes of its mappings are about to be
+    /// unmapped to make room (they count as gone); refused, naming the uid, the bytes and the
+    /// limit, where that would pass the limit. The bytes go back when the charge drops.
+    fn charge(self: &Arc<Self>, uid: u32, bytes: u64, freeing: u64) -> Result<Charge, String> {
+        let mut held = self.lock();
+        let before = held.get(&uid).copied().unwrap_or(0);
+        let after = before.saturating_sub(freeing).saturating_add(bytes);
+        if after > self.limit {
+            return Err(format!(
+                "uid {uid} has {before} bytes of shared regions mapped by this server; {bytes} \
+                 more would make {after}, over shared_bytes_per_uid_max ({} bytes)",
+                self.limit
+            ));
+        }
+        *held.entry(uid).or_insert(0) += bytes;
+        Ok(Charge {
+            account: Arc::clone(self),
+            uid,
+            bytes,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u64>> {
+        // Every change is one arithmetic step under the lock: a poisoned map is consistent.
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Bytes of one mapping on its uid's account; given back on drop.
+#[derive(Debug)]
+struct Charge {
+    account: Arc<SharedBytes>,
+    uid: u32,
+    bytes: u64,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        let mut held = self.account.lock();
+        let left = held.get(&self.uid).copied().unwrap_or(0);
+        debug_assert!(
+            left >= self.bytes,
+            "uid {} gives back more than it holds",
+            self.uid
+        );
+        match left.saturating_sub(self.bytes) {
+            0 => held.remove(&self.uid),
+            rest => held.insert(self.uid, rest),
+        };
+    }
+}
+
+/// The shared regions one connection's peer handed over, least recently used first (at most
+/// [`SHARED_REGIONS_PER_CONNECTION_MAX`]), each charged to the peer's uid. Dropping the table
+/// (the connection closes) unmaps them and gives their bytes back, once no request holds them.
+#[derive(Debug)]
+pub struct RegionTable {
+    regions: Vec<Arc<SharedRegion>>,
+    account: Arc<SharedBytes>,
+    /// The peer's uid as the kernel reported it for the socket (`SO_PEERCRED`); `None` where
+    /// it did not (no region is mapped then).
+    uid: Option<u32>,
+}
+
+impl RegionTable {
+    /// An empty table for a connection whose peer is `uid`, charging `account`.
+    pub fn new(account: Arc<SharedBytes>, uid: Option<u32>) -> Self {
+        Self {
+            regions: Vec::new(),
+            account,
+            uid,
+        }
+    }
+
+    /// The region shared as `key`, which becomes the most recently used.
+    pub fn get(&mut self, key: u64) -> Option<Arc<SharedRegion>> {
+        let at = self.regions.iter().position(|region| region.key() == key)?;
+        let region = self.regions.remove(at);
+        self.regions.push(Arc::clone(&region));
+        Some(region)
+    }
+
+    /// Regions mapped now.
+    pub fn len(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Whether none is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
+    }
+
+    /// Maps the region `descriptor` holds as `key`, declared `bytes` long
+    /// ([`SharedRegion::from_descriptor`] checks it), charged to the peer's uid; it replaces a
+    /// region shared as `key` before, and the least recently used is unmapped past the limit.
+    /// A refusal changes nothing: no region is unmapped for a share that is refused.
+    pub fn share(&mut self, key: u64, bytes: u64, descriptor: &OwnedFd) -> Result<(), String> {
+        let Some(uid) = self.uid else {
+            return Err(
+                "the kernel reported no uid for this socket's peer (SO_PEERCRED), and shared \
+                 regions are charged to a uid"
+                    .to_owned(),
+            );
+        };
+        let mut region = SharedRegion::from_descriptor(key, bytes, descriptor)?;
+        let replaced = self.regions.iter().find(|region| region.key() == key);
+        let kept = self.regions.len() - usize::from(replaced.is_some());
+        let evicted = (kept >= SHARED_REGIONS_PER_CONNECTION_MAX)
+            .then(|| self.regions.iter().find(|region| region.key() != key))
+            .flatten();
+        let freeing = [replaced, evicted]
+            .into_iter()
+            .flatten()
+            .map(|region| region.charged_bytes())
+            .sum();
+        region.charge = Some(self.account.charge(uid, bytes, freeing)?);
+        self.regions.retain(|old| old.key() != key);
+        if self.regions.len() >= SHARED_REGIONS_PER_CONNECTION_MAX {
+            self.regions.remove(0);
+        }
+        self.regions.push(Arc::new(region));
+        Ok(())
     }
 }
 
@@ -349,5 +541,167 @@ mod tests {
                 .len() as u64,
             EAGER_BYTES_MAX * 2
         );
+    }
+
+    /// A sealed memfd of `bytes` bytes with no page allocated (as a client that skipped
+    /// `fallocate` would share).
+    fn sparse_memfd(bytes: u64) -> OwnedFd {
+        // SAFETY: a NUL-terminated name and valid flags; the result is checked.
+        let raw = unsafe {
+            libc::memfd_create(
+                c"sparse".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
+        assert!(raw >= 0);
+        // SAFETY: a descriptor just made and owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        File::from(fd.try_clone().unwrap()).set_len(bytes).unwrap();
+        // SAFETY: fcntl on a descriptor owned here.
+        let sealed = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, REGION_SEALS) };
+        assert_eq!(sealed, 0);
+        fd
+    }
+
+    /// Bytes of `fd`'s file that are allocated.
+    fn allocated(fd: &OwnedFd) -> u64 {
+        File::from(fd.try_clone().unwrap())
+            .metadata()
+            .map(|metadata| std::os::unix::fs::MetadataExt::blocks(&metadata) * 512)
+            .unwrap()
+    }
+
+    /// This process's resident bytes of the mapping that starts at `base` (`/proc/self/smaps`).
+    fn resident(base: *mut u8) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let start = format!("{:x}-", base as usize);
+        let entry = smaps
+            .split_inclusive('\n')
+            .skip_while(|line| !line.starts_with(&start))
+            .skip(1)
+            .find_map(|line| line.strip_prefix("Rss:"))
+            .expect("the mapping is listed");
+        entry
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    }
+
+    #[test]
+    fn a_region_with_holes_is_refused_and_a_whole_one_is_mapped_untouched() {
+        let key = next_key(true);
+        // The sparse memfds of the report: refused, and not a page allocated by the check.
+        let sparse = sparse_memfd(64 << 20);
+        let reason = refusal(key, 64 << 20, &sparse);
+        assert!(reason.contains("holes"), "{reason}");
+        assert!(reason.contains("0 of its 67108864 bytes"), "{reason}");
+        assert_eq!(allocated(&sparse), 0);
+        // One page short of whole is still refused.
+        let nearly = sparse_memfd(1 << 20);
+        // SAFETY: fallocate on a descriptor owned here, inside its size.
+        let filled = unsafe { libc::fallocate(nearly.as_raw_fd(), 0, 4096, (1 << 20) - 4096) };
+        assert_eq!(filled, 0);
+        assert!(refusal(key, 1 << 20, &nearly).contains("1044480 of its 1048576"));
+        // A client's region is allocated whole when made, by the client; the server maps it
+        // without touching it: no page of it is resident in the server's mapping.
+        let whole = sealed_memfd(c"whole", 16 << 20).unwrap();
+        assert_eq!(allocated(&whole), 16 << 20);
+        let region = SharedRegion::from_descriptor(key, 16 << 20, &whole).unwrap();
+        assert_eq!(resident(region.mapping.base), 0);
+        // Data moving through one page brings in that page alone.
+        // SAFETY: the only view of these bytes in this test.
+        unsafe { region.bytes_mut(8 << 20, 4096) }.unwrap().fill(7);
+        assert_eq!(resident(region.mapping.base), 4096);
+        assert_eq!(allocated(&whole), 16 << 20);
+    }
+
+    /// A table for uid `uid` over `account` holding regions of `bytes` bytes each under the
+    /// arena keys returned, in sharing order.
+    fn fill(table: &mut RegionTable, count: usize, bytes: u64) -> Vec<u64> {
+        (0..count)
+            .map(|_| {
+                let key = next_key(true);
+                let fd = sealed_memfd(c"charged", bytes).unwrap();
+                table.share(key, bytes, &fd).unwrap();
+                key
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_uids_mappings_are_charged_until_unmapped_and_capped() {
+        const PAGE: u64 = 4096;
+        let account = Arc::new(SharedBytes::with_limit(12 * PAGE));
+        let mut first = RegionTable::new(Arc::clone(&account), Some(2001));
+        let keys = fill(&mut first, SHARED_REGIONS_PER_CONNECTION_MAX, PAGE);
+        assert_eq!(account.held(2001), 8 * PAGE);
+        // Past the connection's limit the least recently used is evicted: its charge goes
+        // back as the new one is taken.
+        first.get(keys[0]).unwrap();
+        let ninth = fill(&mut first, 1, PAGE)[0];
+        assert_eq!(first.len(), SHARED_REGIONS_PER_CONNECTION_MAX);
+        assert!(first.get(keys[1]).is_none(), "the least recently used went");
+        assert_eq!(account.held(2001), 8 * PAGE);
+        // Replacing a key gives back the old mapping's bytes and takes the new one's.
+        let bigger = sealed_memfd(c"bigger", 3 * PAGE).unwrap();
+        first.share(ninth, 3 * PAGE, &bigger).unwrap();
+        assert_eq!(first.get(ninth).unwrap().len() as u64, 3 * PAGE);
+        assert_eq!(account.held(2001), 10 * PAGE);
+        // A second connection of the same uid draws on the same account.
+        let mut second = RegionTable::new(Arc::clone(&account), Some(2001));
+        let second_keys = fill(&mut second, 2, PAGE);
+        assert_eq!(account.held(2001), 12 * PAGE);
+        // Past the uid's limit: refused, naming the uid, the bytes and the limit, and
+        // nothing is unmapped for it.
+        let refused = next_key(true);
+        let fd = sealed_memfd(c"refused", PAGE).unwrap();
+        let reason = second.share(refused, PAGE, &fd).unwrap_err();
+        for part in [
+            "uid 2001 has 49152 bytes",
+            "4096 more would make 53248",
+            "shared_bytes_per_uid_max (49152 bytes)",
+        ] {
+            assert!(reason.contains(part), "{part}: {reason}");
+        }
+        assert!(second.get(refused).is_none());
+        assert_eq!(second.len(), 2);
+        assert_eq!(account.held(2001), 12 * PAGE);
+        // A full connection may still swap its least recently used for one of the same size:
+        // the eviction makes the room.
+        let swapped = fill(&mut first, 1, PAGE)[0];
+        assert!(first.get(swapped).is_some());
+        assert_eq!(account.held(2001), 12 * PAGE);
+        // Another uid has its own account.
+        let mut other = RegionTable::new(Arc::clone(&account), Some(2002));
+        fill(&mut other, 3, PAGE);
+        assert_eq!(account.held(2002), 3 * PAGE);
+        // A region a request still holds stays charged after its eviction, until it is
+        // unmapped when the request lets go.
+        let in_flight = second.get(second_keys[0]).unwrap();
+        second.share(second_keys[0], PAGE, &fd).unwrap();
+        assert_eq!(account.held(2001), 13 * PAGE);
+        drop(in_flight);
+        assert_eq!(account.held(2001), 12 * PAGE);
+        // A connection's close gives back all it held.
+        drop(first);
+        assert_eq!(account.held(2001), 2 * PAGE);
+        drop(second);
+        assert_eq!(account.held(2001), 0);
+        assert!(
+            account.lock().get(&2001).is_none(),
+            "an empty account is forgotten"
+        );
+        assert_eq!(account.held(2002), 3 * PAGE);
+        // A peer whose uid the kernel did not report shares nothing.
+        let mut unknown = RegionTable::new(Arc::clone(&account), None);
+        let fd = sealed_memfd(c"unknown", PAGE).unwrap();
+        assert!(unknown
+            .share(next_key(true), PAGE, &fd)
+            .unwrap_err()
+            .contains("SO_PEERCRED"));
+        assert!(unknown.is_empty());
     }
 }

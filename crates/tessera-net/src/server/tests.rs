@@ -38,7 +38,7 @@ fn over(stream: ServerStream, bodies: Arc<Semaphore>) -> ServerConnection {
         credentials: Credentials::default(),
         last_credentials: None,
         capabilities: CapabilityCache::default(),
-        shared: Vec::new(),
+        shared: RegionTable::new(Arc::default(), None),
         slot: Arc::new(Slot::default()),
         work: None,
         inflight: Arc::new(Semaphore::new(
