@@ -66,8 +66,10 @@ clippy:
 # tessera-reg's tests punch holes in mappings and check them: another test thread's mmap
 # (a large allocation) can land in a hole, so that crate's tests run one at a time.
 # tessera-bench runs on its own, so that the iod and the `tessera` binary the other tests use
-# are built without its `bench` feature, as the product is (tessera-iod's tests/public_api.rs).
+# are built without its `bench` feature, as the product is (tessera-iod's tests/public_api.rs);
+# its binary is built first, as `tessera demo` and `tessera bench` in tessera-cli's tests run it.
 unit:
+	$(CARGO) build -p tessera-bench
 	$(CARGO) test --workspace --exclude tessera-reg --exclude tessera-bench
 	$(CARGO) test -p tessera-bench
 	$(CARGO) test -p tessera-reg -- --test-threads=1

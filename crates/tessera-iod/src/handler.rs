@@ -81,10 +81,11 @@ pub struct Iod<S: ObjectStorage = FileStorage> {
     fabric: Option<Arc<crate::fabric::FabricServer>>,
     /// Server-directed collectives waiting for participants.
     collectives: Arc<Collectives>,
-    /// Data requests must carry a valid capability (always, but for the bench-only
-    /// `Iod::capability_switch`, compiled in with the `bench` feature alone).
+    /// Data requests are checked: a valid capability, and one-sided copies through the
+    /// connection's mover (always, but for the bench-only `Iod::checks_switch`, compiled in
+    /// with the `bench` feature alone).
     #[cfg(feature = "bench")]
-    check_capabilities: Arc<std::sync::atomic::AtomicBool>,
+    checks: Arc<std::sync::atomic::AtomicBool>,
     /// Read leases of caching clients, revoked before a write is applied.
     leases: Arc<Leases>,
     /// The namespace whose mds may change objects here (shared with the orphan sweep).
@@ -106,7 +107,7 @@ impl<S: ObjectStorage> Iod<S> {
             fabric: None,
             collectives: Arc::default(),
             #[cfg(feature = "bench")]
-            check_capabilities: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            checks: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             leases: Arc::new(Leases::new(LEASE_MS_DEFAULT).expect("the default lease is valid")),
             membership: Arc::new(Membership::in_memory(index)),
         }
@@ -136,13 +137,24 @@ impl<S: ObjectStorage> Iod<S> {
         &self.leases
     }
 
-    /// The switch that turns capability checks off (false) and on. Only `tessera bench
-    /// listio` uses it, on iods it runs inside its own process, to measure what the checks
-    /// cost; it exists only with the `bench` feature, which only `tessera-bench` turns on, so
-    /// the `tessera` binary's iod has no such switch.
+    /// The switch that turns the checks of data requests off (false) and on: capabilities,
+    /// and the one-sided path's (copies then run straight on the serving thread, as the
+    /// server, with no pin checks and no watch, and small ones on the async worker). Only
+    /// `tessera bench listio` uses it, on iods it runs inside its own process, to measure what
+    /// the checks cost; it exists only with the `bench` feature, which only `tessera-bench`
+    /// turns on, so the `tessera` binary's iod has no such switch.
     #[cfg(feature = "bench")]
-    pub fn capability_switch(&self) -> Arc<std::sync::atomic::AtomicBool> {
-        self.check_capabilities.clone()
+    pub fn checks_switch(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.checks.clone()
+    }
+
+    /// Whether data requests are checked (always, outside bench builds).
+    #[cfg_attr(not(feature = "bench"), allow(clippy::unused_self))]
+    fn checking(&self) -> bool {
+        #[cfg(feature = "bench")]
+        return self.checks.load(std::sync::atomic::Ordering::Relaxed);
+        #[cfg(not(feature = "bench"))]
+        true
     }
 
     /// Serves one-sided requests with fabric access over `fabric`.
@@ -210,6 +222,7 @@ impl<S: ObjectStorage> Iod<S> {
         if let (RemoteAccess::Fabric, Some(fabric)) = (memory.access, &self.fabric) {
             return Ok(fabric.link(&memory.endpoint.0).map(|link| remote::Client {
                 mover: None,
+                unchecked: false,
                 memory,
                 fabric: Some(link),
                 shared: None,
@@ -232,6 +245,7 @@ impl<S: ObjectStorage> Iod<S> {
             }
             return Ok(connection.shared_region(key).map(|region| remote::Client {
                 mover: None,
+                unchecked: false,
                 memory,
                 fabric: None,
                 shared: Some(region),
@@ -246,6 +260,7 @@ impl<S: ObjectStorage> Iod<S> {
         // The client's process memory: reached only by its connection's mover, a thread with
         // the client's own credentials (tessera_net::local::mover).
         Ok(connection.mover().await.map(|mover| remote::Client {
+            unchecked: !self.checking(),
             mover: Some(mover),
             memory,
             fabric: None,
@@ -374,7 +389,7 @@ impl<S: ObjectStorage> Iod<S> {
             };
             outcome.map(|outcome| reply_of(total, outcome))
         };
-        let result = if let Some(mover) = &mover {
+        let result = if let (Some(mover), true) = (&mover, self.checking()) {
             self.one_sided(mover, serve).await
         } else if inline {
             serve(&self.store)
@@ -905,11 +920,7 @@ impl<S: ObjectStorage> Iod<S> {
             // later.
             _ => return Ok(Ok(())),
         };
-        #[cfg(feature = "bench")]
-        if !self
-            .check_capabilities
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        if !self.checking() {
             return Ok(Ok(()));
         }
         // Every request on a file starts with its handle and capability.

@@ -49,6 +49,11 @@ pub struct Client {
     /// credentials (same host, [`RemoteAccess::Process`](tessera_proto::RemoteAccess)); `None`
     /// for a fabric peer or memory the client shared.
     pub mover: Option<Arc<Mover>>,
+    /// Bench builds only (the unchecked side of `bench listio`'s checks figure): copies to and
+    /// from process memory straight with `rma`, as the server, without the mover's checks.
+    /// Always false otherwise.
+    #[cfg_attr(not(feature = "bench"), allow(dead_code))]
+    pub unchecked: bool,
     /// Where its data lies.
     pub memory: RemoteMemory,
     /// Its fabric endpoint, when the memory is reached over a fabric (`fabric.rs`) rather
@@ -147,6 +152,12 @@ impl Client {
     ) -> Result<(), RemoteError> {
         match &self.fabric {
             Some(link) => link.pull(segments, data),
+            #[cfg(feature = "bench")]
+            None if self.unchecked => {
+                tessera_net::local::rma::pull(self.mover()?.pid(), segments, per_call, data)
+                    .map(drop)
+                    .map_err(|e| rma_error(&e))
+            }
             None => self
                 .mover()?
                 .pull(segments, per_call, data)
@@ -230,6 +241,15 @@ impl Client {
         }
         match &self.fabric {
             Some(link) => link.pull_slices(segments, slices),
+            #[cfg(feature = "bench")]
+            None if self.unchecked => tessera_net::local::rma::pull_vectored(
+                self.mover()?.pid(),
+                segments,
+                self.memory.segments_per_call,
+                slices,
+            )
+            .map(drop)
+            .map_err(|e| rma_error(&e)),
             None => self
                 .mover()?
                 .pull_slices(segments, self.memory.segments_per_call, slices)
@@ -266,6 +286,12 @@ impl Client {
     ) -> Result<(), RemoteError> {
         match &self.fabric {
             Some(link) => link.push(data, segments),
+            #[cfg(feature = "bench")]
+            None if self.unchecked => {
+                tessera_net::local::rma::push(self.mover()?.pid(), data, segments, per_call)
+                    .map(drop)
+                    .map_err(|e| rma_error(&e))
+            }
             None => self
                 .mover()?
                 .push(data, segments, per_call)
@@ -282,6 +308,18 @@ impl Client {
         slices: &[std::io::IoSlice<'_>],
         release: Option<OnStall>,
     ) -> Result<(), RemoteError> {
+        #[cfg(feature = "bench")]
+        if self.unchecked {
+            let segments = &self.memory.segments;
+            return tessera_net::local::rma::push_vectored(
+                self.mover()?.pid(),
+                slices,
+                segments,
+                self.memory.segments_per_call,
+            )
+            .map(drop)
+            .map_err(|e| rma_error(&e));
+        }
         self.mover()?
             .push_slices(
                 slices,

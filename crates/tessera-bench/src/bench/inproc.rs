@@ -1,8 +1,9 @@
 //! A cluster whose servers run inside the bench process: one mds and N iods on one tokio
 //! runtime, reached by the worker processes over loopback and Unix sockets like any other.
 //!
-//! It exists for one comparison: what checking capabilities costs. The iods' capability
-//! checks can be switched off and on between repetitions (`Iod::capability_switch`, which
+//! It exists for one comparison: what checking data requests costs (capabilities, and the
+//! one-sided path's credentials, pins and stall watch). The iods' checks can be switched off
+//! and on between repetitions (`Iod::checks_switch`, which
 //! exists only with tessera-iod's `bench` feature that this crate alone turns on: the
 //! `tessera` binary's iod has no such switch). Everything else is the real server code.
 
@@ -64,7 +65,7 @@ impl InProcessCluster {
             let store = tessera_iod::ObjectStore::open_with(&data, measured)
                 .map_err(|err| format!("iod {index}: {err}"))?;
             let iod = Arc::new(tessera_iod::Iod::new(index, store));
-            switches.push(iod.capability_switch());
+            switches.push(iod.checks_switch());
             let socket = root.join(format!("iod-{index}.sock"));
             let (listener, local, address) = runtime
                 .block_on(async {
@@ -152,8 +153,8 @@ impl InProcessCluster {
         })
     }
 
-    /// Turns the iods' capability checks on or off.
-    pub fn check_capabilities(&self, on: bool) {
+    /// Turns the iods' checks of data requests on or off (`Iod::checks_switch`).
+    pub fn check(&self, on: bool) {
         for switch in &self.switches {
             switch.store(on, Ordering::Relaxed);
         }

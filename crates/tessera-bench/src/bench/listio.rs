@@ -95,15 +95,12 @@ impl Step<'_> {
     }
 }
 
-/// Piece sizes of the capability comparison (128 B is the acceptance figure: the smallest
+/// Piece sizes of the checks comparison (128 B is the acceptance figure: the smallest
 /// pieces make the most requests per byte).
-const CAPABILITY_PIECE_SIZES: [usize; 2] = [128, 2048];
+const CHECKS_PIECE_SIZES: [usize; 2] = [128, 2048];
 
-/// The methods of the capability comparison.
-const CAPABILITY_METHODS: [&str; 2] = [
-    "gather, capabilities checked",
-    "gather, capabilities unchecked",
-];
+/// The methods of the checks comparison.
+const CHECKS_METHODS: [&str; 2] = ["gather, checked", "gather, unchecked"];
 
 /// Which servers a row ran against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -111,7 +108,7 @@ const CAPABILITY_METHODS: [&str; 2] = [
 pub enum Servers {
     /// The bench's cluster of server processes.
     Cluster,
-    /// Servers run inside the bench process (the capability comparison).
+    /// Servers run inside the bench process (the checks comparison).
     InProcess,
 }
 
@@ -163,10 +160,10 @@ fn iterations(common: &CommonArgs, piece_bytes: usize) -> u32 {
     u32::try_from((budget / call_bytes).clamp(4, 256)).expect("at most 256")
 }
 
-/// The same gather list calls on servers with capability checks on and off
+/// The same gather list calls on servers with the checks of data requests on and off
 /// ([`InProcessCluster`]), the two interleaved within each repetition: the rows
-/// `gather, capabilities checked` and `gather, capabilities unchecked`.
-fn capability_rows(
+/// `gather, checked` and `gather, unchecked`.
+fn checks_rows(
     common: &CommonArgs,
     workers: &mut Workers,
     generation: &mut u64,
@@ -175,20 +172,20 @@ fn capability_rows(
     let cluster = InProcessCluster::start(SERVERS)?;
     let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
     let client = Client::new(&config, &ClientOptions::default());
-    let path = "/listio-capabilities";
+    let path = "/listio-checks";
     client
         .create(path, &CreateOptions::default())
         .map_err(|err| format!("create {path}: {err}"))?;
-    let repetitions = capability_repetitions(common);
+    let repetitions = checks_repetitions(common);
     let mut rows = Vec::new();
     let mut verified = true;
-    for piece_bytes in CAPABILITY_PIECE_SIZES {
+    for piece_bytes in CHECKS_PIECE_SIZES {
         let iterations = iterations(common, piece_bytes);
-        let mut measured = Measured::new(CAPABILITY_METHODS.len());
+        let mut measured = Measured::new(CHECKS_METHODS.len());
         for repetition in 0..repetitions {
             for turn in 0..2 {
                 let checked = (turn + repetition) % 2 == 0;
-                cluster.check_capabilities(checked);
+                cluster.check(checked);
                 *generation += 1;
                 for direction in Direction::BOTH {
                     let step = Step {
@@ -205,12 +202,12 @@ fn capability_rows(
                     measured.add(direction, usize::from(!checked), seconds, counts);
                 }
             }
-            progress.step(&format!("capabilities, {piece_bytes} B pieces"));
+            progress.step(&format!("checks, {piece_bytes} B pieces"));
         }
-        cluster.check_capabilities(true);
+        cluster.check(true);
         rows.extend(measured.rows(
             piece_bytes,
-            &CAPABILITY_METHODS,
+            &CHECKS_METHODS,
             (iterations, repetitions),
             Servers::InProcess,
         )?);
@@ -298,7 +295,7 @@ fn repetitions(common: &CommonArgs) -> usize {
     }
 }
 
-fn capability_repetitions(common: &CommonArgs) -> usize {
+fn checks_repetitions(common: &CommonArgs) -> usize {
     if common.quick {
         9
     } else {
@@ -316,8 +313,8 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let repetitions = repetitions(common);
     let progress = Progress::new(
         "listio",
-        (PIECE_SIZES.len() * repetitions
-            + CAPABILITY_PIECE_SIZES.len() * capability_repetitions(common)) as u64,
+        (PIECE_SIZES.len() * repetitions + CHECKS_PIECE_SIZES.len() * checks_repetitions(common))
+            as u64,
     );
     let mut workers = Workers::spawn(PROCESSES)?;
     let mut rows = Vec::new();
@@ -356,11 +353,11 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         )?);
     }
     let _ = client.unlink(&path);
-    let (capability_rows, capabilities_verified) =
-        capability_rows(common, &mut workers, &mut generation, &progress)?;
+    let (checks_rows, checks_verified) =
+        checks_rows(common, &mut workers, &mut generation, &progress)?;
     drop(progress);
-    rows.extend(capability_rows);
-    verified &= capabilities_verified;
+    rows.extend(checks_rows);
+    verified &= checks_verified;
     let report = Report {
         bench: "listio",
         quick: common.quick,
@@ -372,8 +369,8 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             "pieces_per_client": PIECES,
             "piece_bytes": PIECE_SIZES,
             "stripe_unit_bytes": tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
-            "capability_rows": "gather on 4 iods run inside the bench process, capability checks on and off (a switch no server option reaches), interleaved per repetition",
-            "capability_repetitions": capability_repetitions(common),
+            "checks_rows": "gather on 4 iods run inside the bench process, the checks of data requests (capabilities; the one-sided path's credentials, pins and stall watch) on and off (a switch no server option reaches), interleaved per repetition",
+            "checks_repetitions": checks_repetitions(common),
         }),
         verified,
         rows,
@@ -422,10 +419,10 @@ fn text(report: &Report<ListioRow>) -> Result<String, String> {
         "gather unchecked",
         "checked/unchecked",
     ]);
-    for piece_bytes in CAPABILITY_PIECE_SIZES {
+    for piece_bytes in CHECKS_PIECE_SIZES {
         for direction in Direction::BOTH {
-            let checked = rate(direction, piece_bytes, CAPABILITY_METHODS[0])?;
-            let unchecked = rate(direction, piece_bytes, CAPABILITY_METHODS[1])?;
+            let checked = rate(direction, piece_bytes, CHECKS_METHODS[0])?;
+            let unchecked = rate(direction, piece_bytes, CHECKS_METHODS[1])?;
             capabilities.add_row([
                 direction.to_string(),
                 piece_bytes.to_string(),
@@ -437,7 +434,7 @@ fn text(report: &Report<ListioRow>) -> Result<String, String> {
     }
     Ok(format!(
         "listio: {PROCESSES} client processes x {SERVERS} I/O servers, {PIECES} pieces per process, local backend (MiB/s of all processes, median of {} repetitions; hybrid, eager and tcp: rows in the CSV and --json)\n{main}\n\
-         capability checks, in-process servers (MiB/s):\n{capabilities}\n\
+         checks of data requests (capabilities, one-sided credentials and pins), in-process servers (MiB/s):\n{capabilities}\n\
          paper (InfiniBand, 000 Fig. 4 / 001 Fig. 3.4): pack wins while a request is small (< 64 KiB), gather wins above it, by up to 1.5x; multiple message is the baseline both beat\n\
          verified: {}\n",
         report.meta.repetitions, report.verified
