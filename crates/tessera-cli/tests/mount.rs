@@ -532,14 +532,7 @@ fn a_stopped_daemon_leaves_no_dead_mount() {
     let pid = daemon_pid(mount.dir.path()).expect("the mount daemon runs");
     // SAFETY: signalling the mount daemon this test started; no memory is involved.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| !line.is_empty()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the mount daemon (pid {pid}) ignored SIGTERM"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_gone(pid, "the mount daemon, sent SIGTERM,");
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(
         !mountinfo.contains(mount.dir.path().to_str().unwrap()),

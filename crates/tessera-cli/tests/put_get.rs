@@ -243,15 +243,6 @@ fn with_closed_stdout(cluster: &Cluster, args: &[&str]) -> (Option<i32>, String)
     )
 }
 
-/// Waits until `pid` is gone or a zombie.
-fn wait_gone(pid: i32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| !line.is_empty()) {
-        assert!(Instant::now() < deadline, "pid {pid} did not exit");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn down_leaves_a_reused_pid_alone() {
     // The directory's name holds "tessera", as the old check looked for.
@@ -270,7 +261,7 @@ fn down_leaves_a_reused_pid_alone() {
         let pid = cluster.pid(server);
         // SAFETY: stopping a server of this test's cluster; no memory is involved.
         unsafe { libc::kill(pid, libc::SIGTERM) };
-        wait_gone(pid);
+        common::wait_gone(pid, "the server");
     }
     let mut sleep = Command::new("sleep").arg("60").spawn().unwrap();
     let mut tail = Command::new("tail")

@@ -22,6 +22,9 @@
 //! `process_vm_writev`) against the raw rate of `process_vm_writev` moving the same pieces in
 //! this run, each timed copy starting after a 32 MiB write that leaves no data of either warm.
 //!
+//! A third measures what the iod's checks of data requests cost the gather rows (`checks.rs`):
+//! `gather, checked` and `gather, unchecked` against one iod inside this process.
+//!
 //! The report has one [`SubarrayRow`] per (part, n, method); a figure is the median over the
 //! repetitions of each repetition's median call, with its range.
 
@@ -39,6 +42,8 @@ use super::CommonArgs;
 use crate::report::{
     self, Figure, Line, Measure, Meta, Outcome, Panel, Progress, Report, Scale, Spread,
 };
+
+mod checks;
 
 const SERVERS: u16 = 1;
 const ELEMENT_BYTES: usize = 4;
@@ -157,6 +162,8 @@ pub enum Part {
     Subarray,
     /// 64 KiB pieces read over `local` vs raw `process_vm_writev`.
     Transport,
+    /// The subarray's gather with the iod's checks of data requests on and off.
+    Checks,
 }
 
 /// Where the client's array lives.
@@ -217,6 +224,9 @@ pub struct SubarrayRow {
     /// better of pack and gather for the same memory, all three timed in the same repetition
     /// (the machine's drift between repetitions taken out).
     pub paired_vs_best: Option<f64>,
+    /// `gather, checked`: the median over the repetitions of its speed over `gather,
+    /// unchecked`, the two alternating call by call within each repetition.
+    pub paired_vs_unchecked: Option<f64>,
 }
 
 /// What the transfer policy decided for the one-sided requests within `spans`, each a pair of
@@ -271,6 +281,8 @@ fn case(part: Part, n: Option<usize>) -> String {
         (Part::Subarray, Some(n)) => format!("n={n}"),
         (Part::Subarray, None) => "n=?".to_owned(),
         (Part::Transport, _) => "64 KiB pieces".to_owned(),
+        (Part::Checks, Some(n)) => format!("checks, n={n}"),
+        (Part::Checks, None) => "checks, n=?".to_owned(),
     }
 }
 
@@ -357,7 +369,10 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     // 11 quick repetitions: with 7, two blocks of the same mechanism (hybrid choosing pack,
     // and pack) still differed by up to 15 % in a run.
     let repetitions = if common.quick { 11 } else { 15 };
-    let progress = Progress::new("subarray", (sizes.len() * repetitions + 1) as u64);
+    let progress = Progress::new("subarray", (sizes.len() * (repetitions + 1) + 1) as u64);
+    // A block of 64 MiB (quick) is 16-64 calls, tens of milliseconds: a block of 16 MiB
+    // (4 calls at n=2048) was moved by one preemption.
+    let call_budget = if common.quick { 64 << 20 } else { 128 << 20 };
     let mut rows_out = Vec::new();
     let mut verified = true;
     for &n in sizes {
@@ -370,9 +385,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             .iter()
             .flat_map(|&(offset, length)| array[offset..offset + length].iter().copied())
             .collect();
-        // A block of 64 MiB (quick) is 16-64 calls, tens of milliseconds: a block of 16 MiB
-        // (4 calls at n=2048) was moved by one preemption.
-        let iterations = (if common.quick { 64 << 20 } else { 128 << 20 } / bytes).clamp(2, 256);
+        let iterations = (call_budget / bytes).clamp(2, 256);
         // Per method, per repetition, the seconds of every timed call.
         let mut samples: Vec<Vec<Vec<f64>>> = vec![Vec::new(); subjects.len()];
         let mut last = vec![None; subjects.len()];
@@ -548,14 +561,22 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
                 predicted_worst_us,
                 measured_us,
                 paired_vs_best,
+                paired_vs_unchecked: None,
             });
         }
     }
     let raw = raw_case(&client, &mut file, common.quick, &mut verified)?;
     progress.step("transport");
-    drop(progress);
     rows_out.extend(raw);
     let _ = client.unlink(&path);
+    rows_out.extend(checks::measure(
+        sizes,
+        repetitions,
+        call_budget,
+        &mut verified,
+        |n| progress.step(&format!("checks, n={n}")),
+    )?);
+    drop(progress);
     let report = Report {
         bench: "subarray",
         quick: common.quick,
@@ -568,6 +589,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
             "registrar": registrar_name,
             "sizes": sizes,
             "repetitions": repetitions,
+            "checks": "gather, checked and gather, unchecked: the same gather calls against one iod run inside the bench process, its checks of data requests (capabilities; the one-sided path's credentials, pins and stall watch) on and off (a switch no server option reaches), alternating call by call",
             "timing": "each repetition runs every method in turn (in an order shuffled anew per repetition from a fixed seed; pack, gather and hybrid of the same memory alternate call by call), a block of calls each after one untimed warm-up call; a repetition's figure is its median call, so a call that another tenant of the machine interrupted does not move it; the report gives the median over the repetitions and their range",
         }),
         verified,
@@ -658,6 +680,7 @@ fn raw_case(
             predicted_worst_us: 0.0,
             measured_us: 0.0,
             paired_vs_best: None,
+            paired_vs_unchecked: None,
         })
     };
     Ok(vec![
@@ -756,9 +779,31 @@ fn text(report: &Report<SubarrayRow>, sizes: &[usize]) -> Result<String, String>
             report::cell(row.measure.mib_s_max, 0),
         ]);
     }
+    let mut checks = report::table([
+        "n",
+        "gather, checked",
+        "gather, unchecked",
+        "ratio",
+        "paired",
+    ]);
+    for &n in sizes {
+        let case = case(Part::Checks, Some(n));
+        let checked = report.row(&case, checks::METHODS[0])?;
+        let unchecked = report.row(&case, checks::METHODS[1])?;
+        checks.add_row([
+            n.to_string(),
+            report::cell(checked.measure.mib_s, 0),
+            report::cell(unchecked.measure.mib_s, 0),
+            report::ratio(checked.measure.mib_s, unchecked.measure.mib_s),
+            checked
+                .paired_vs_unchecked
+                .map_or_else(|| "-".to_owned(), |paired| format!("{paired:.3}x")),
+        ]);
+    }
     Ok(format!(
         "subarray (seed 000 Fig. 3): one (n/2 x n/2)-int subarray client -> server, MiB/s (median of {} repetitions)\n{table}\n\
          transfer policy, per request (model: typical and worst-case transfer; measured: send to reply)\n{decisions}\n{transport}\n\
+         checks of data requests (capabilities, one-sided credentials and pins), gather against an iod in the bench process, MiB/s:\n{checks}\n\
          paper: gather/pack grows with size; hybrid follows the better of the two\n\
          arena rows: the array in a shared arena (the local backend's registered memory), which the server reaches with plain copies\n\
          verified: {}\n",

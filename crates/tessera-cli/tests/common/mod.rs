@@ -167,14 +167,7 @@ impl Cluster {
         let pid = self.pid(&name);
         // SAFETY: signalling a server process of this test's cluster; no memory is involved.
         unsafe { libc::kill(pid, libc::SIGKILL) };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| !line.is_empty()) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{name} (pid {pid}) survived SIGKILL"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_gone(pid, &name);
     }
 
     /// The file of the object of `handle` on iod `index`.
@@ -210,7 +203,15 @@ impl Cluster {
         unsafe { libc::kill(pid, libc::SIGTERM) };
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         // Gone, or a zombie (empty command line) waiting for its parent to reap it.
-        while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| !line.is_empty()) {
+        // Gone or a zombie: the kernel closes a dying process's files (its listening sockets)
+        // after it drops its memory (when `cmdline` turns empty) and before it is a zombie.
+        let running = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+            })
+        };
+        while running() {
             assert!(
                 std::time::Instant::now() < deadline,
                 "{name} (pid {pid}) ignored SIGTERM"
@@ -595,5 +596,25 @@ pub fn become_user(uid: u32) -> bool {
             && libc::setuid(uid) == 0
             && libc::geteuid() == uid
             && libc::prctl(libc::PR_SET_DUMPABLE, 1) == 0
+    }
+}
+
+/// Waits (at most 10 s) until process `pid` (`name` in the failure) is gone or a zombie: the
+/// kernel closes a dying process's files (its listening sockets) after it drops its memory
+/// (when `/proc/PID/cmdline` turns empty) and before it becomes a zombie.
+pub fn wait_gone(pid: i32, name: &str) {
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while running() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} (pid {pid}) did not exit within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
