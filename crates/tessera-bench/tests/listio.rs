@@ -23,7 +23,7 @@ fn listio_verifies_and_reports_typed_rows() {
     assert!(!meta["commit"].as_str().unwrap().is_empty(), "{meta}");
     let rows = report["rows"].as_array().unwrap();
     // write and read x 7 piece sizes x 8 methods (5 over local, 3 over tcp), then write and
-    // read x 2 piece sizes x gather with capability checks on and off.
+    // read x 2 piece sizes x gather with the checks of data requests on and off.
     assert_eq!(rows.len(), 2 * 7 * 8 + 2 * 2 * 2);
     let row = |direction: &str, piece_bytes: u64, method: &str| {
         rows.iter()
@@ -51,7 +51,7 @@ fn listio_verifies_and_reports_typed_rows() {
         );
     }
     for checked in ["checked", "unchecked"] {
-        let row = row("write", 128, &format!("gather, capabilities {checked}"));
+        let row = row("write", 128, &format!("gather, {checked}"));
         assert_eq!(row["servers"], "in-process", "{row}");
         assert_eq!(row["requests"], 4, "{row}");
     }
@@ -77,7 +77,7 @@ fn listio_verifies_and_reports_typed_rows() {
     assert!(
         records
             .iter()
-            .any(|record| &record[2] == "gather, capabilities checked"),
+            .any(|record| &record[2] == "gather, checked"),
         "a method with a comma is one field"
     );
     let svg = std::fs::read_to_string(out.join("listio.svg")).unwrap();
