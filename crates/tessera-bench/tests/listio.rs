@@ -75,9 +75,7 @@ fn listio_verifies_and_reports_typed_rows() {
     let records: Vec<csv::StringRecord> = csv.records().map(Result::unwrap).collect();
     assert_eq!(records.len(), rows.len());
     assert!(
-        records
-            .iter()
-            .any(|record| &record[2] == "gather, checked"),
+        records.iter().any(|record| &record[2] == "gather, checked"),
         "a method with a comma is one field"
     );
     let svg = std::fs::read_to_string(out.join("listio.svg")).unwrap();
