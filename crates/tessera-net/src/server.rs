@@ -262,8 +262,9 @@ impl ServerConnection {
         self.peer_pid
     }
 
-    /// The [`Mover`] of this connection's one-sided copies: started at the first call (a
-    /// thread that takes the client's credentials and pins its process), then the same one.
+    /// The [`Mover`] of this connection's one-sided copies: started at the first call (it
+    /// opens the client's memory with the client's credentials and pins its process), then the
+    /// same one.
     /// Refused over TCP, where the kernel refuses (the client's own rights do not reach its
     /// memory), and once the mover is retired (the process is gone, or a copy stalled): the
     /// caller then closes the connection.

@@ -6,16 +6,19 @@
 //! - **The client's rights, not the server's.** The kernel checks each `process_vm_*` call
 //!   against the caller's *real* uid and gid (`PTRACE_MODE_ATTACH_REALCREDS`: they must be the
 //!   target's real, effective and saved ones, and the target dumpable) unless the caller has
-//!   `CAP_SYS_PTRACE` in its effective set. The thread that copies takes, as its real uid and
-//!   gid, those the kernel reports for the client's socket (`SO_PEERCRED`), and has
-//!   `CAP_SYS_PTRACE` effective only for a root client (whose programs have it); its effective
-//!   ids and other capabilities stay the server's, so its file work is untouched. So a copy
-//!   reaches exactly what the client could reach with its own `process_vm_*` calls: not a
-//!   setuid program, not a process that made itself non-dumpable, not another user's process.
-//!   A thread keeps the last ids it took (changing them costs a few system calls; a server
-//!   serving one user changes nothing). A server that cannot change its real uid (not root)
-//!   serves one-sidedly only its own user's programs. (The copying threads' real ids count
-//!   new threads they start against that user's process limit, which root's servers pass.)
+//!   `CAP_SYS_PTRACE` in its effective set. A copy for a client of another user than the
+//!   server's runs in a **task of its own** ([`in_task_as`]): `clone(CLONE_VM | CLONE_VFORK)`,
+//!   the way `posix_spawn` starts a program, so it shares the server's memory and runs while
+//!   the calling thread waits, but it is not one of the server's threads; it takes the uid and
+//!   gid the kernel reports for the client's socket (`SO_PEERCRED`) as all its ids, which drops
+//!   every capability, makes the copy and ends. So a copy reaches exactly what the client could
+//!   reach with its own `process_vm_*` calls: not a setuid program, not a process that made
+//!   itself non-dumpable, not another user's process. (Never a *thread* of the server with the
+//!   client's ids: the kernel lets a user signal any task whose real uid is its own, and a
+//!   `SIGKILL` to one thread ends the whole server. The task is the client's to kill, which
+//!   fails that copy alone.) A root client's copies, and those of a server's own user, run on
+//!   the calling thread: its rights are then the client's. A server that is not root serves
+//!   one-sidedly only its own user's programs.
 //! - **The process that connected, and only while it lives.** The client is pinned by a pidfd
 //!   (`SO_PEERPIDFD`, taken by the kernel when the client connected) and by its
 //!   `/proc/PID/mem`, opened at start with the client's credentials (the kernel's ptrace check
@@ -34,7 +37,6 @@
 //!   of one uid stuck at once are capped ([`STALLED_COPIES_PER_UID_MAX`]): a uid at the cap gets
 //!   no new mover, so its data moves in messages until its copies end.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut};
@@ -199,6 +201,9 @@ pub struct Mover {
     pid: u32,
     uid: u32,
     gid: u32,
+    /// Copies run on the calling thread, whose rights are the client's (a root client of a
+    /// root server, or the server's own user); otherwise in a task of their own.
+    on_caller: bool,
     pidfd: Option<OwnedFd>,
     /// `/proc/PID/mem`, opened with the client's credentials: bound to the address space the
     /// process had then.
@@ -253,10 +258,12 @@ impl Mover {
                 "the kernel refuses uid {uid} access to the memory of pid {pid}: {err}"
             ))
         })?;
+        let on_caller = copies_on_caller(uid, gid);
         let mover = Self {
             pid,
             uid,
             gid,
+            on_caller,
             pidfd: peer.pidfd,
             memory,
             copy_timeout,
@@ -410,19 +417,25 @@ impl Mover {
             return Err(self.gone());
         }
         self.check_exit()?;
-        act_as(self.uid, self.gid).map_err(|err| RmaError::Refused {
-            pid: self.pid,
-            source: io::Error::new(
-                err.kind(),
-                format!("cannot copy as uid {} gid {}: {err}", self.uid, self.gid),
-            ),
-        })?;
         {
             let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
             watch.since = Some(Instant::now());
             watch.on_stall = on_stall;
         }
-        let result = rma::copy(self.pid, remote, per_call, local, direction);
+        let copy = || rma::copy(self.pid, remote, per_call, local, direction);
+        let result = if self.on_caller {
+            copy()
+        } else {
+            in_task_as(self.uid, self.gid, copy).unwrap_or_else(|err| {
+                Err(RmaError::Refused {
+                    pid: self.pid,
+                    source: io::Error::new(
+                        err.kind(),
+                        format!("cannot copy as uid {} gid {}: {err}", self.uid, self.gid),
+                    ),
+                })
+            })
+        };
         let stalled = {
             let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
             watch.since = None;
@@ -498,42 +511,6 @@ impl Mover {
     }
 }
 
-thread_local! {
-    /// The real uid and gid this thread copies as now, and whether `CAP_SYS_PTRACE` is in its
-    /// effective set (`None`: not read yet).
-    static ACTING: Cell<Option<(u32, u32, bool)>> = const { Cell::new(None) };
-}
-
-/// Makes `uid` and `gid` this thread's real ids, with `CAP_SYS_PTRACE` effective only for
-/// root (whose programs have it): the kernel then checks a copy as it would check the
-/// client's own. The thread's effective ids and other capabilities stay the server's. Nothing
-/// to do when the thread already copies as them.
-fn act_as(uid: u32, gid: u32) -> io::Result<()> {
-    let want = (uid, gid, uid == 0);
-    let now = if let Some(acting) = ACTING.get() {
-        acting
-    } else {
-        let (real_uid, real_gid) = real_ids()?;
-        (real_uid, real_gid, ptrace_effective()?)
-    };
-    if now == want {
-        return Ok(());
-    }
-    ACTING.set(None);
-    if (now.0, now.1) != (uid, gid) {
-        // Only the real ids: -1 leaves the effective and saved ones as they are.
-        // SAFETY: a plain system call on this thread's credentials.
-        syscall_result(unsafe { libc::syscall(libc::SYS_setresgid, gid, -1, -1) })?;
-        // SAFETY: as above.
-        syscall_result(unsafe { libc::syscall(libc::SYS_setresuid, uid, -1, -1) })?;
-    }
-    if now.2 != want.2 {
-        set_ptrace_effective(want.2)?;
-    }
-    ACTING.set(Some(want));
-    Ok(())
-}
-
 fn syscall_result(rc: libc::c_long) -> io::Result<()> {
     if rc == 0 {
         Ok(())
@@ -542,35 +519,152 @@ fn syscall_result(rc: libc::c_long) -> io::Result<()> {
     }
 }
 
-/// This thread's real uid and gid.
-fn real_ids() -> io::Result<(u32, u32)> {
-    let (mut uid, mut euid, mut suid) = (0u32, 0u32, 0u32);
-    let (mut gid, mut egid, mut sgid) = (0u32, 0u32, 0u32);
-    // SAFETY: getresuid/getresgid write three ids each into memory we own.
-    syscall_result(unsafe {
-        libc::syscall(
-            libc::SYS_getresuid,
-            &raw mut uid,
-            &raw mut euid,
-            &raw mut suid,
-        )
-    })?;
+/// This process's real uid and gid.
+fn real_ids() -> (u32, u32) {
+    // SAFETY: getuid and getgid cannot fail.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+/// Whether a copy for a client of `uid` and `gid` may run on the calling thread: its rights
+/// are the client's when both are root (the server keeps `CAP_SYS_PTRACE`, as root's programs
+/// have it) or when the client is the server's own user.
+fn copies_on_caller(uid: u32, gid: u32) -> bool {
+    // SAFETY: geteuid cannot fail.
+    let root_server = unsafe { libc::geteuid() } == 0;
+    (uid == 0 && root_server) || real_ids() == (uid, gid)
+}
+
+/// Bytes of the stack of a copying task: it runs [`rma::copy`] (a few hundred bytes of frames
+/// and heap vectors), with room to spare.
+const TASK_STACK_BYTES: usize = 256 << 10;
+
+/// What a copying task leaves for the thread that started it.
+struct TaskJob<F, T> {
+    uid: u32,
+    gid: u32,
+    work: Option<F>,
+    out: Option<T>,
+    /// The step that failed and its errno, when the task could not take the ids.
+    failed: Option<(&'static str, i32)>,
+}
+
+/// The body of a copying task: takes the ids, runs the work, ends (returning ends the task,
+/// not the process: glibc's `clone` calls `exit`, which ends one task).
+extern "C" fn task_main<F: FnOnce() -> T, T>(job: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `in_task_as` passes its `TaskJob<F, T>`, which it does not touch until this task
+    // has ended (CLONE_VFORK suspends it until then).
+    let job = unsafe { &mut *job.cast::<TaskJob<F, T>>() };
+    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    // No supplementary groups, then the gid, then the uid, each as real, effective and saved
+    // id: the last drops every capability.
+    // SAFETY: plain system calls on this task's own credentials.
+    if unsafe { libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) } != 0 {
+        job.failed = Some(("setgroups", errno()));
+        return 1;
+    }
     // SAFETY: as above.
-    syscall_result(unsafe {
-        libc::syscall(
-            libc::SYS_getresgid,
-            &raw mut gid,
-            &raw mut egid,
-            &raw mut sgid,
+    if unsafe { libc::syscall(libc::SYS_setresgid, job.gid, job.gid, job.gid) } != 0 {
+        job.failed = Some(("setresgid", errno()));
+        return 1;
+    }
+    // SAFETY: as above.
+    if unsafe { libc::syscall(libc::SYS_setresuid, job.uid, job.uid, job.uid) } != 0 {
+        job.failed = Some(("setresuid", errno()));
+        return 1;
+    }
+    if let Some(work) = job.work.take() {
+        // A panic must not unwind out of the task's first frame.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+            Ok(out) => job.out = Some(out),
+            Err(_) => job.failed = Some(("the copy panicked", 0)),
+        }
+    }
+    0
+}
+
+/// Runs `work` in a task of its own with `uid` and `gid` as all its ids and no capability: a
+/// task that shares this process's memory (`CLONE_VM`) while the calling thread waits for it
+/// to end (`CLONE_VFORK`), but is not a thread of this process, so the client's user may
+/// signal it (ending this copy) but not the server. `work` must not block on anything this
+/// thread holds; it may wait on the client's memory (the caller's watch declares a stall).
+fn in_task_as<F: FnOnce() -> T, T>(uid: u32, gid: u32, work: F) -> io::Result<T> {
+    let mut job = TaskJob {
+        uid,
+        gid,
+        work: Some(work),
+        out: None,
+        failed: None,
+    };
+    let mut stack = vec![0u8; TASK_STACK_BYTES];
+    // The top of the stack, aligned as the ABI wants (the stack grows down).
+    let top = (stack.as_mut_ptr() as usize + TASK_STACK_BYTES) & !15;
+    let job_pointer: *mut TaskJob<F, T> = &raw mut job;
+    // SAFETY: the task runs `task_main` on `stack`, which outlives it: CLONE_VFORK returns
+    // here only once the task has ended (or was killed). No exit signal: reaped below with
+    // __WCLONE.
+    let task = unsafe {
+        libc::clone(
+            task_main::<F, T>,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK,
+            job_pointer.cast(),
         )
-    })?;
-    Ok((uid, gid))
+    };
+    if task < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for the task started above; `status` is ours.
+        let reaped = unsafe { libc::waitpid(task, &raw mut status, libc::__WCLONE) };
+        if reaped == task {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(io::Error::other(format!(
+                "the copying task {task} could not be reaped: {err}"
+            )));
+        }
+    }
+    drop(stack);
+    if libc::WIFSIGNALED(status) {
+        return Err(io::Error::other(format!(
+            "the copying task was killed by signal {}",
+            libc::WTERMSIG(status)
+        )));
+    }
+    match (job.out, job.failed) {
+        (Some(out), _) => Ok(out),
+        (None, Some((step, 0))) => Err(io::Error::other(step)),
+        (None, Some((step, errno))) => {
+            let err = io::Error::from_raw_os_error(errno);
+            Err(io::Error::new(err.kind(), format!("{step}: {err}")))
+        }
+        (None, None) => Err(io::Error::other("the copying task ended without a result")),
+    }
 }
 
 /// Opens `/proc/PID/mem` with the client's ids as this thread's file-system ids (the kernel's
-/// ptrace check for the open uses them), which are the server's again after.
+/// ptrace check for the open uses them) and, unless the client is root, without
+/// `CAP_SYS_PTRACE` in its effective set; both are the server's again after. (File-system ids
+/// are not the ones the kernel checks a signal against: this thread is never the client's to
+/// signal.)
 fn open_memory_as(pid: u32, uid: u32, gid: u32) -> io::Result<File> {
-    act_as(uid, gid)?;
+    let ptrace = ptrace_effective()?;
+    let drop_ptrace = ptrace && uid != 0;
+    if drop_ptrace {
+        set_ptrace_effective(false)?;
+    }
+    let opened = open_memory_with_fs_ids(pid, uid, gid);
+    if drop_ptrace {
+        set_ptrace_effective(true)?;
+    }
+    opened
+}
+
+/// Opens `/proc/PID/mem` with `uid` and `gid` as this thread's file-system ids.
+fn open_memory_with_fs_ids(pid: u32, uid: u32, gid: u32) -> io::Result<File> {
     // SAFETY: geteuid cannot fail.
     let euid = unsafe { libc::geteuid() };
     // SAFETY: getegid cannot fail.
@@ -630,8 +724,8 @@ fn ptrace_effective() -> io::Result<bool> {
     Ok(capabilities()?[0].effective & (1 << CAP_SYS_PTRACE) != 0)
 }
 
-/// Puts `CAP_SYS_PTRACE` in this thread's effective set, or takes it out (it stays permitted,
-/// so a thread that served a user can serve root again).
+/// Puts `CAP_SYS_PTRACE` in this thread's effective set, or takes it out (it stays
+/// permitted, so it can be put back).
 fn set_ptrace_effective(on: bool) -> io::Result<()> {
     let mut data = capabilities()?;
     if on {

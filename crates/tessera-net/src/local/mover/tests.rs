@@ -238,8 +238,12 @@ fn a_mover_copies_as_the_client_and_never_reaches_the_program_it_executed() {
     mover.pull(&segment(address, 8), 0, &mut pulled).unwrap();
     assert_eq!(&pulled, b"pushed!!");
     assert_eq!(&*mark, b"parent!!", "the parent's memory is untouched");
-    // This thread copied with uid 2001 as its real uid and no CAP_SYS_PTRACE: its own
-    // (root's) memory is refused to it now.
+    // The copies ran in a task of their own as uid 2001: this thread is still root's (a
+    // signal of uid 2001 cannot reach it) and copies for a root client as root.
+    let (mut real, mut effective, mut saved) = (u32::MAX, u32::MAX, u32::MAX);
+    // SAFETY: getresuid writes three ids into memory we own.
+    unsafe { libc::getresuid(&raw mut real, &raw mut effective, &raw mut saved) };
+    assert_eq!((real, effective, saved), (0, 0, 0));
     let own = Mover::start(PeerProcess {
         pid: std::process::id(),
         uid: 0,
