@@ -422,11 +422,11 @@ impl Mover {
             watch.since = Some(Instant::now());
             watch.on_stall = on_stall;
         }
-        let copy = || rma::copy(self.pid, remote, per_call, local, direction);
-        let result = if self.on_caller {
-            copy()
-        } else {
-            in_task_as(self.uid, self.gid, copy).unwrap_or_else(|err| {
+        let result = match rma::plan(self.pid, remote, per_call, local, direction) {
+            Err(err) => Err(err),
+            Ok(mut plan) if self.on_caller => plan.run(),
+            // The task allocates nothing: its user may kill it at any instruction.
+            Ok(mut plan) => in_task_as(self.uid, self.gid, || plan.run()).unwrap_or_else(|err| {
                 Err(RmaError::Refused {
                     pid: self.pid,
                     source: io::Error::new(
@@ -434,7 +434,7 @@ impl Mover {
                         format!("cannot copy as uid {} gid {}: {err}", self.uid, self.gid),
                     ),
                 })
-            })
+            }),
         };
         let stalled = {
             let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
@@ -534,9 +534,14 @@ fn copies_on_caller(uid: u32, gid: u32) -> bool {
     (uid == 0 && root_server) || real_ids() == (uid, gid)
 }
 
-/// Bytes of the stack of a copying task: it runs [`rma::copy`] (a few hundred bytes of frames
-/// and heap vectors), with room to spare.
+/// Bytes of the stack of a copying task: it runs a planned copy (a few hundred bytes of
+/// frames), with room to spare.
 const TASK_STACK_BYTES: usize = 256 << 10;
+
+thread_local! {
+    /// The stack this thread's copying tasks run on, kept between copies.
+    static TASK_STACK: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
+}
 
 /// What a copying task leaves for the thread that started it.
 struct TaskJob<F, T> {
@@ -585,8 +590,10 @@ extern "C" fn task_main<F: FnOnce() -> T, T>(job: *mut libc::c_void) -> libc::c_
 /// Runs `work` in a task of its own with `uid` and `gid` as all its ids and no capability: a
 /// task that shares this process's memory (`CLONE_VM`) while the calling thread waits for it
 /// to end (`CLONE_VFORK`), but is not a thread of this process, so the client's user may
-/// signal it (ending this copy) but not the server. `work` must not block on anything this
-/// thread holds; it may wait on the client's memory (the caller's watch declares a stall).
+/// signal it (ending this copy) but not the server. `work` must allocate nothing and take no
+/// lock (the task may be killed at any instruction, and must never die holding a lock others
+/// wait on, the allocator's included) and must not block on anything this thread holds; it may
+/// wait on the client's memory (the caller's watch declares a stall).
 fn in_task_as<F: FnOnce() -> T, T>(uid: u32, gid: u32, work: F) -> io::Result<T> {
     let mut job = TaskJob {
         uid,
@@ -595,7 +602,10 @@ fn in_task_as<F: FnOnce() -> T, T>(uid: u32, gid: u32, work: F) -> io::Result<T>
         out: None,
         failed: None,
     };
-    let mut stack = vec![0u8; TASK_STACK_BYTES];
+    // The calling thread's stack for its tasks, kept (one task at a time per thread).
+    let mut stack = TASK_STACK
+        .take()
+        .unwrap_or_else(|| vec![0u8; TASK_STACK_BYTES].into_boxed_slice());
     // The top of the stack, aligned as the ABI wants (the stack grows down).
     let top = (stack.as_mut_ptr() as usize + TASK_STACK_BYTES) & !15;
     let job_pointer: *mut TaskJob<F, T> = &raw mut job;
@@ -627,7 +637,7 @@ fn in_task_as<F: FnOnce() -> T, T>(uid: u32, gid: u32, work: F) -> io::Result<T>
             )));
         }
     }
-    drop(stack);
+    TASK_STACK.set(Some(stack));
     if libc::WIFSIGNALED(status) {
         return Err(io::Error::other(format!(
             "the copying task was killed by signal {}",

@@ -188,14 +188,21 @@ impl Stream {
         Self { iovs, starts }
     }
 
-    /// The iovecs holding stream bytes `[from, from + len)`, at most `max` of them, and the
-    /// bytes they cover (less than `len` when `max` cut the window short).
-    fn window(&self, from: usize, len: usize, max: usize) -> (Vec<libc::iovec>, usize) {
+    /// Puts into `out` (emptied first) the iovecs holding stream bytes `[from, from + len)`,
+    /// at most `max` of them; returns the bytes they cover (less than `len` when `max` cut the
+    /// window short). Allocates nothing when `out` has room for `max`.
+    fn window_into(
+        &self,
+        from: usize,
+        len: usize,
+        max: usize,
+        out: &mut Vec<libc::iovec>,
+    ) -> usize {
+        out.clear();
         let mut index = match self.starts.binary_search(&from) {
             Ok(index) => index,
             Err(index) => index.saturating_sub(1),
         };
-        let mut out = Vec::new();
         let mut covered = 0usize;
         while covered < len && index < self.iovs.len() && out.len() < max {
             let iov = self.iovs[index];
@@ -210,7 +217,7 @@ impl Stream {
             }
             index += 1;
         }
-        (out, covered)
+        covered
     }
 }
 
@@ -224,6 +231,32 @@ pub(crate) fn copy(
     local: &[libc::iovec],
     direction: Direction,
 ) -> Result<RmaCounts, RmaError> {
+    plan(pid, remote, segments_per_call, local, direction)?.run()
+}
+
+/// A copy checked and laid out, with room for every window it will take: [`Plan::run`]
+/// allocates nothing, so it may run in a task that can be killed at any instruction (the
+/// mover's task of another user's ids) without ever leaving a lock of the allocator held.
+pub(crate) struct Plan<'a> {
+    pid: u32,
+    pid_t: libc::pid_t,
+    remote: &'a [RemoteSegment],
+    per_call: usize,
+    direction: Direction,
+    remote_stream: Stream,
+    local_stream: Stream,
+    remote_window: Vec<libc::iovec>,
+    local_window: Vec<libc::iovec>,
+}
+
+/// Checks and lays out a [`copy`] (see there) without moving a byte.
+pub(crate) fn plan<'a>(
+    pid: u32,
+    remote: &'a [RemoteSegment],
+    segments_per_call: u16,
+    local: &[libc::iovec],
+    direction: Direction,
+) -> Result<Plan<'a>, RmaError> {
     let described: u64 = remote.iter().map(|segment| segment.length).sum();
     let local_len: usize = local.iter().map(|iov| iov.iov_len).sum();
     if described != local_len as u64 {
@@ -258,69 +291,95 @@ pub(crate) fn copy(
             iov_len: length,
         });
     }
-    let remote_stream = Stream::new(remote_iovs);
-    let local_stream = Stream::new(local.to_vec());
-    let mut counts = RmaCounts::default();
-    let mut position = 0usize;
-    // Each call moves (at most) one chunk of `per_call` remote segments; a chunk whose local
-    // side needs more than IOV_PIECES_MAX slices, or that the kernel moved only in part, takes
-    // more calls, each going on from where the last stopped: a short move then starts at the
-    // segment that cannot be reached, which the error names.
-    let segments = remote_stream.iovs.len();
-    for first in (0..segments).step_by(per_call) {
-        let last = (first + per_call).min(segments) - 1;
-        let chunk_start = remote_stream.starts[first];
-        let chunk_end = remote_stream.starts[last] + remote_stream.iovs[last].iov_len;
-        debug_assert_eq!(position, chunk_start);
-        while position < chunk_end {
-            let (local_now, covered) =
-                local_stream.window(position, chunk_end - position, IOV_PIECES_MAX);
-            let (remote_now, _) = remote_stream.window(position, covered, per_call);
-            let remote_count = remote_now.len() as libc::c_ulong;
-            let local_count = local_now.len() as libc::c_ulong;
-            let moved = match direction {
-                // SAFETY: the local iovecs cover bytes of the caller's slices, lent mutably
-                // (pull) for this call; the remote iovecs name memory of another process,
-                // which the kernel checks, so no memory of this process outside the local
-                // iovecs is touched.
-                Direction::Pull => unsafe {
-                    libc::process_vm_readv(
-                        pid_t,
-                        local_now.as_ptr(),
-                        local_count,
-                        remote_now.as_ptr(),
-                        remote_count,
-                        0,
-                    )
-                },
-                // SAFETY: as above; process_vm_writev only reads the local iovecs.
-                Direction::Push => unsafe {
-                    libc::process_vm_writev(
-                        pid_t,
-                        local_now.as_ptr(),
-                        local_count,
-                        remote_now.as_ptr(),
-                        remote_count,
-                        0,
-                    )
-                },
-            };
-            counts.calls += 1;
-            match usize::try_from(moved) {
-                Ok(0) => return Err(bad_segment(remote, 0, position)),
-                Ok(moved) => position += moved,
-                Err(_) => {
-                    let err = io::Error::last_os_error();
-                    match err.raw_os_error() {
-                        Some(libc::EINTR) => {}
-                        Some(libc::EFAULT) => return Err(bad_segment(remote, 0, position)),
-                        _ => return Err(RmaError::Refused { pid, source: err }),
+    Ok(Plan {
+        pid,
+        pid_t,
+        remote,
+        per_call,
+        direction,
+        remote_stream: Stream::new(remote_iovs),
+        local_stream: Stream::new(local.to_vec()),
+        remote_window: Vec::with_capacity(per_call),
+        local_window: Vec::with_capacity(IOV_PIECES_MAX),
+    })
+}
+
+impl Plan<'_> {
+    /// Moves the bytes; allocates nothing.
+    pub(crate) fn run(&mut self) -> Result<RmaCounts, RmaError> {
+        let (pid, pid_t, remote, per_call) = (self.pid, self.pid_t, self.remote, self.per_call);
+        let mut counts = RmaCounts::default();
+        let mut position = 0usize;
+        // Each call moves (at most) one chunk of `per_call` remote segments; a chunk whose
+        // local side needs more than IOV_PIECES_MAX slices, or that the kernel moved only in
+        // part, takes more calls, each going on from where the last stopped: a short move then
+        // starts at the segment that cannot be reached, which the error names.
+        let segments = self.remote_stream.iovs.len();
+        for first in (0..segments).step_by(per_call) {
+            let last = (first + per_call).min(segments) - 1;
+            let chunk_start = self.remote_stream.starts[first];
+            let chunk_end = self.remote_stream.starts[last] + self.remote_stream.iovs[last].iov_len;
+            debug_assert_eq!(position, chunk_start);
+            while position < chunk_end {
+                let covered = self.local_stream.window_into(
+                    position,
+                    chunk_end - position,
+                    IOV_PIECES_MAX,
+                    &mut self.local_window,
+                );
+                self.remote_stream.window_into(
+                    position,
+                    covered,
+                    per_call,
+                    &mut self.remote_window,
+                );
+                let (local_now, remote_now) = (&self.local_window, &self.remote_window);
+                let remote_count = remote_now.len() as libc::c_ulong;
+                let local_count = local_now.len() as libc::c_ulong;
+                let moved = match self.direction {
+                    // SAFETY: the local iovecs cover bytes of the caller's slices, lent mutably
+                    // (pull) for this call; the remote iovecs name memory of another process,
+                    // which the kernel checks, so no memory of this process outside the local
+                    // iovecs is touched.
+                    Direction::Pull => unsafe {
+                        libc::process_vm_readv(
+                            pid_t,
+                            local_now.as_ptr(),
+                            local_count,
+                            remote_now.as_ptr(),
+                            remote_count,
+                            0,
+                        )
+                    },
+                    // SAFETY: as above; process_vm_writev only reads the local iovecs.
+                    Direction::Push => unsafe {
+                        libc::process_vm_writev(
+                            pid_t,
+                            local_now.as_ptr(),
+                            local_count,
+                            remote_now.as_ptr(),
+                            remote_count,
+                            0,
+                        )
+                    },
+                };
+                counts.calls += 1;
+                match usize::try_from(moved) {
+                    Ok(0) => return Err(bad_segment(remote, 0, position)),
+                    Ok(moved) => position += moved,
+                    Err(_) => {
+                        let err = io::Error::last_os_error();
+                        match err.raw_os_error() {
+                            Some(libc::EINTR) => {}
+                            Some(libc::EFAULT) => return Err(bad_segment(remote, 0, position)),
+                            _ => return Err(RmaError::Refused { pid, source: err }),
+                        }
                     }
                 }
             }
         }
+        Ok(counts)
     }
-    Ok(counts)
 }
 
 /// The segment holding byte `done` of the chunk starting at segment `first`.
