@@ -110,6 +110,28 @@ impl Child {
         if pid == 0 {
             // SAFETY: raw system calls on the child's own resources; it never returns.
             unsafe {
+                // The stalling page is registered while the child is still root (an
+                // unprivileged userfaultfd does not serve the kernel's faults, those of a copy).
+                let stall = matches!(then, Then::StallPage).then(|| {
+                    let uffd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) as i32;
+                    let mut api = [UFFD_API, 0, 0];
+                    let page = libc::mmap(
+                        std::ptr::null_mut(),
+                        4096,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    );
+                    let mut register = [page as u64, 4096, UFFDIO_REGISTER_MODE_MISSING, 0];
+                    if uffd < 0
+                        || libc::ioctl(uffd, UFFDIO_API, api.as_mut_ptr()) != 0
+                        || libc::ioctl(uffd, UFFDIO_REGISTER, register.as_mut_ptr()) != 0
+                    {
+                        libc::_exit(12);
+                    }
+                    page as u64
+                });
                 // Dumpable as a program its user started (this test process may not be: a
                 // thread that copied changed its file-system ids).
                 if (uid != 0
@@ -130,24 +152,7 @@ impl Child {
                         std::ptr::copy_nonoverlapping(b"child!!!".as_ptr(), mark, 8);
                     }
                     Then::StallPage => {
-                        let uffd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) as i32;
-                        let mut api = [UFFD_API, 0, 0];
-                        let page = libc::mmap(
-                            std::ptr::null_mut(),
-                            4096,
-                            libc::PROT_READ | libc::PROT_WRITE,
-                            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                            -1,
-                            0,
-                        );
-                        let mut register = [page as u64, 4096, UFFDIO_REGISTER_MODE_MISSING, 0];
-                        if uffd < 0
-                            || libc::ioctl(uffd, UFFDIO_API, api.as_mut_ptr()) != 0
-                            || libc::ioctl(uffd, UFFDIO_REGISTER, register.as_mut_ptr()) != 0
-                        {
-                            libc::_exit(12);
-                        }
-                        let address = (page as u64).to_le_bytes();
+                        let address = stall.unwrap_or(0).to_le_bytes();
                         libc::write(report_write.as_raw_fd(), address.as_ptr().cast(), 8);
                     }
                 }
@@ -354,6 +359,82 @@ fn a_copy_that_stalls_is_declared_so_at_its_deadline_and_its_hook_runs() {
     });
     assert_eq!(stalled_copies(0), stalled_before);
 }
+/// The pid of a process of `uid` whose parent is this process, other than `except`.
+fn child_task_of(uid: u32, except: libc::pid_t) -> Option<libc::pid_t> {
+    let me = std::process::id().to_string();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        if pid == except {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|rest| rest.split_whitespace().next().map(str::to_owned))
+        };
+        if field("PPid:").as_deref() == Some(me.as_str()) && field("Uid:") == Some(uid.to_string())
+        {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_copy_for_another_user_runs_in_a_task_that_user_may_kill_and_only_that_copy_fails() {
+    if !root() {
+        return;
+    }
+    // A uid no other test here uses: the task found below is this test's.
+    let uid = 2002;
+    let mut child = Child::start(uid, std::ptr::null_mut(), Then::StallPage, false);
+    let page = child.reported();
+    let mover = Mover::start(peer_of(&mut child)).unwrap();
+    let source = [7u8; 8];
+    std::thread::scope(|scope| {
+        let pushing =
+            scope.spawn(|| mover.push_slices(&[IoSlice::new(&source)], &segment(page, 8), 0, None));
+        // The copy waits on the page in a task of uid 2002, a child of this process but not
+        // one of its threads.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let task = loop {
+            if let Some(task) = child_task_of(uid, child.pid) {
+                break task;
+            }
+            assert!(Instant::now() < deadline, "no task of uid {uid} copies");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let own_tasks = std::fs::read_dir("/proc/self/task").unwrap().count();
+        assert!(
+            std::fs::metadata(format!("/proc/self/task/{task}")).is_err(),
+            "the copying task {task} is a thread of the server ({own_tasks} threads)"
+        );
+        // Its user may kill it (a user's signal reaches a task of its own uid): that copy
+        // alone fails, and this process goes on.
+        // SAFETY: as uid 2002 could: a signal to the task found above.
+        assert_eq!(unsafe { libc::kill(task, libc::SIGKILL) }, 0);
+        let err = pushing.join().unwrap().unwrap_err();
+        assert!(
+            matches!(&err, RmaError::Refused { source, .. }
+                if source.to_string().contains("killed by signal 9")),
+            "{err}"
+        );
+    });
+    // The client is still there and was not stalled: its mover is not retired.
+    assert_eq!(mover.retired(), None);
+    child.go();
+}
+
 #[test]
 fn a_uid_at_its_cap_of_stalled_copies_gets_no_new_mover() {
     let uid = 4_000_321;
