@@ -278,6 +278,12 @@ impl<S: ObjectStorage> Iod<S> {
         mover: &Arc<Mover>,
         call: impl FnOnce(&ObjectStore<S>) -> Result<T, RemoteError> + Send + 'static,
     ) -> Result<T, RemoteError> {
+        // On a connection's own thread the copy runs in line: a wait on the client's memory
+        // holds up that connection alone, and the watchdog declares a stall (the mover's
+        // `watch`).
+        if tessera_net::server::serving_on_own_thread() {
+            return call(&self.store);
+        }
         let store = self.store.clone();
         let job = tokio::task::spawn_blocking(move || call(&store));
         tokio::select! {
@@ -389,7 +395,7 @@ impl<S: ObjectStorage> Iod<S> {
             };
             outcome.map(|outcome| reply_of(total, outcome))
         };
-        let result = if let (Some(mover), true) = (&mover, self.checking()) {
+        let result = if let Some(mover) = &mover {
             self.one_sided(mover, serve).await
         } else if inline {
             serve(&self.store)

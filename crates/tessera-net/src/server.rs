@@ -293,6 +293,7 @@ impl ServerConnection {
                     }) {
                     Ok(mover) => {
                         let mover = Arc::new(mover);
+                        crate::local::mover::watch(&mover);
                         self.mover = MoverSlot::Started(Arc::clone(&mover));
                         Ok(mover)
                     }
@@ -1428,6 +1429,8 @@ pub async fn serve_with_local<S: Service>(
     ));
     let warnings = Arc::new(WarningLimiter::new());
     let shared_bytes = Arc::new(SharedBytes::default());
+    // Dropped when this function returns: the connections on threads of their own end then.
+    let (stop, _) = tokio::sync::watch::channel(());
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -1473,10 +1476,16 @@ pub async fn serve_with_local<S: Service>(
         let service = service.clone();
         let inflight = inflight.clone();
         let auth = auth.clone();
+        let refusals = warnings.clone();
         let warnings = warnings.clone();
+        let service_name = service.name();
         let shared = RegionTable::new(shared_bytes.clone(), mover.uid());
-        tokio::spawn(async move {
-            let mut stream = stream;
+        let own_thread = matches!(stream, ServerStream::Unix(_)) && mover.pid().is_some();
+        let unserved = {
+            let slots = slots.clone();
+            move || slots.release(id)
+        };
+        let serve_connection = move |mut stream: ServerStream| async move {
             let handshake = tokio::select! {
                 () = slot.close.notified() => {
                     slots.release(id);
@@ -1521,8 +1530,85 @@ pub async fn serve_with_local<S: Service>(
                 });
             }
             slots.release(id);
-        });
+        };
+        match stream {
+            // A same-host client that may lend its memory: served on a thread of its own,
+            // where a one-sided copy runs in line (it may wait on the client's memory, which
+            // then holds up this connection alone).
+            ServerStream::Unix(unix) if own_thread => {
+                let subscribed = stop.subscribe();
+                if let Err(err) =
+                    on_own_thread(unix, serve_connection, subscribed, unserved.clone())
+                {
+                    unserved();
+                    refusals.warn(&service_name, || {
+                        format!("refusing a local connection: no thread for it: {err}")
+                    });
+                }
+            }
+            stream => {
+                tokio::spawn(serve_connection(stream));
+            }
+        }
     }
+}
+
+thread_local! {
+    /// This thread serves one connection, on a runtime of its own ([`on_own_thread`]).
+    static OWN_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread serves one connection alone: a blocking call made in line there
+/// holds up that connection and nothing else.
+pub fn serving_on_own_thread() -> bool {
+    OWN_THREAD.get()
+}
+
+/// Serves a same-host connection on a thread of its own, with a runtime of its own, until
+/// `serve` ends or `stop` is dropped. A connection the thread cannot serve (no runtime) is
+/// dropped and `unserved` runs; an error (no thread) leaves that to the caller.
+fn on_own_thread<F, Fut>(
+    unix: UnixStream,
+    serve: F,
+    mut stop: tokio::sync::watch::Receiver<()>,
+    unserved: impl FnOnce() + Send + 'static,
+) -> io::Result<()>
+where
+    F: FnOnce(ServerStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()>,
+{
+    let socket = unix.into_std()?;
+    std::thread::Builder::new()
+        .name("tessera-local".to_owned())
+        .spawn(move || {
+            OWN_THREAD.set(true);
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    tracing::warn!("a local connection's thread has no runtime: {err}");
+                    unserved();
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let stream = match UnixStream::from_std(socket) {
+                    Ok(stream) => stream,
+                    Err(err) => {
+                        tracing::warn!("a local connection's socket: {err}");
+                        unserved();
+                        return;
+                    }
+                };
+                tokio::select! {
+                    () = serve(ServerStream::Unix(stream)) => {}
+                    _ = stop.changed() => {}
+                }
+            });
+        })
+        .map(drop)
 }
 
 /// The `kind` label of a request's metrics: its opcode's name.

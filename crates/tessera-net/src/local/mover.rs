@@ -55,7 +55,7 @@ use super::rma::{self, Direction, RmaCounts, RmaError};
 /// Most supplementary groups read for a client (the kernel's `NGROUPS_MAX`).
 const PEER_GROUPS_MAX: usize = 65_536;
 
-/// How often the connection's task looks for a stalled copy.
+/// How often the connection's task, and the watchdog, look for a stalled copy.
 const STALL_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// The process at the other end of a same-host socket, by the kernel's word.
@@ -178,6 +178,61 @@ fn stall_ends(uid: u32) {
         *count -= 1;
         if *count == 0 {
             table.remove(&uid);
+        }
+    }
+}
+
+/// The movers the watchdog looks at, and whether its thread runs.
+#[derive(Default)]
+struct Watched {
+    movers: Vec<std::sync::Weak<Mover>>,
+    running: bool,
+}
+
+static WATCHED: LazyLock<Mutex<Watched>> = LazyLock::new(Mutex::default);
+
+fn watched() -> std::sync::MutexGuard<'static, Watched> {
+    WATCHED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Has the watchdog look at `mover` every [`STALL_CHECK_EVERY`] while it lives, as the
+/// connection's task does beside a copy on a blocking thread: a copy that runs in line on a
+/// connection's own thread has no task beside it, and its stall must still be declared (and
+/// its hook run) at the deadline. One watchdog thread per process, running while any mover
+/// lives; at most one entry per mover (one per connection).
+pub fn watch(mover: &std::sync::Arc<Mover>) {
+    let mut watched = watched();
+    watched.movers.push(std::sync::Arc::downgrade(mover));
+    if !watched.running {
+        let started = std::thread::Builder::new()
+            .name("tessera-watchdog".to_owned())
+            .spawn(watchdog);
+        match started {
+            Ok(_) => watched.running = true,
+            Err(err) => tracing::warn!("no watchdog for one-sided copies: {err}"),
+        }
+    }
+}
+
+/// The watchdog thread: declares overdue copies stalled until no mover is left.
+fn watchdog() {
+    loop {
+        std::thread::sleep(STALL_CHECK_EVERY);
+        let movers: Vec<std::sync::Arc<Mover>> = {
+            let mut watched = watched();
+            watched.movers.retain(|mover| mover.strong_count() > 0);
+            if watched.movers.is_empty() {
+                watched.running = false;
+                return;
+            }
+            watched
+                .movers
+                .iter()
+                .filter_map(std::sync::Weak::upgrade)
+                .collect()
+        };
+        for mover in movers {
+            mover.stall_if_overdue();
         }
     }
 }
