@@ -29,9 +29,11 @@
 //!   never reached again.
 //! - **A copy that waits holds nothing others need.** The client's memory may be a mapping of
 //!   a FUSE file (Tessera's own mount, whose daemon asks this very server), of a slow disk, or
-//!   userfaultfd memory: a copy can wait for long. Copies run on blocking threads, never on
-//!   an async worker, and the connection's task watches them ([`Mover::retired_wait`]): a copy
-//!   still running after [`REMOTE_COPY_TIMEOUT_MS`] is declared stalled, the hook its caller
+//!   userfaultfd memory: a copy can wait for long. Copies run on the connection's own thread
+//!   (the server gives each same-host connection that may lend memory one) or on a blocking
+//!   thread, never on an async worker, and a watchdog ([`watch`]; for a blocking thread also
+//!   the connection's task, [`Mover::retired_wait`]) looks at them: a copy still running after
+//!   [`REMOTE_COPY_TIMEOUT_MS`] is declared stalled, the hook its caller
 //!   registered runs at once (it gives back the extent the copy's request holds), the mover is
 //!   retired and the connection closed; the copy's thread stays until the copy ends. The copies
 //!   of one uid stuck at once are capped ([`STALLED_COPIES_PER_UID_MAX`]): a uid at the cap gets
