@@ -140,6 +140,9 @@ pub struct ListioRow {
     pub iterations: u32,
     /// Repetitions measured.
     pub repetitions: usize,
+    /// `gather, checked`: the median over the repetitions of its speed over `gather,
+    /// unchecked` in the same repetition (the two run in turn within each).
+    pub paired_vs_unchecked: Option<f64>,
 }
 
 impl report::Row for ListioRow {
@@ -205,12 +208,19 @@ fn checks_rows(
             progress.step(&format!("checks, {piece_bytes} B pieces"));
         }
         cluster.check(true);
-        rows.extend(measured.rows(
+        let mut measured_rows = measured.rows(
             piece_bytes,
             &CHECKS_METHODS,
             (iterations, repetitions),
             Servers::InProcess,
-        )?);
+        )?;
+        for row in &mut measured_rows {
+            if row.method == CHECKS_METHODS[0] {
+                let seconds = |method| &measured.seconds[measured.slot(row.direction, method)];
+                row.paired_vs_unchecked = Some(report::paired_ratio(seconds(1), seconds(0)));
+            }
+        }
+        rows.extend(measured_rows);
     }
     let _ = client.unlink(path);
     Ok((rows, verified))
@@ -280,6 +290,7 @@ impl Measured {
                     storage_calls,
                     iterations,
                     repetitions,
+                    paired_vs_unchecked: None,
                 });
             }
         }
@@ -418,17 +429,23 @@ fn text(report: &Report<ListioRow>) -> Result<String, String> {
         "gather checked",
         "gather unchecked",
         "checked/unchecked",
+        "paired",
     ]);
     for piece_bytes in CHECKS_PIECE_SIZES {
         for direction in Direction::BOTH {
             let checked = rate(direction, piece_bytes, CHECKS_METHODS[0])?;
             let unchecked = rate(direction, piece_bytes, CHECKS_METHODS[1])?;
+            let paired = report
+                .row(&case(direction, piece_bytes), CHECKS_METHODS[0])?
+                .paired_vs_unchecked
+                .map_or_else(|| "-".to_owned(), |paired| format!("{paired:.3}x"));
             capabilities.add_row([
                 direction.to_string(),
                 piece_bytes.to_string(),
                 report::cell(checked, 1),
                 report::cell(unchecked, 1),
                 report::ratio(checked, unchecked),
+                paired,
             ]);
         }
     }
