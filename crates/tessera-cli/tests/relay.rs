@@ -85,7 +85,21 @@ fn a_proof_relayed_from_a_squatted_port_is_refused_by_every_other_server() {
     before.write_at(0, b"written before the squatter").unwrap();
 
     cluster.kill_iod(1);
-    let squatter = TcpListener::bind(cluster.iod_address(1)).unwrap();
+    // The port is free once the iod is gone; another process of the host may hold it for a
+    // moment (an outgoing connection's ephemeral port), so a few tries.
+    let squatter = {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match TcpListener::bind(cluster.iod_address(1)) {
+                Ok(squatter) => break squatter,
+                Err(err) if std::time::Instant::now() < deadline => {
+                    let _ = err;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(err) => panic!("cannot bind iod 1's port: {err}"),
+            }
+        }
+    };
     for victim in [config.iods[2].address.clone(), config.mds.address.clone()] {
         // A create striped over every iod makes the mds dial iod 1 (the squatter).
         let file_client = client.clone();

@@ -187,6 +187,10 @@ impl<S: ObjectStorage> Iod<S> {
         &self,
         call: impl FnOnce(&ObjectStore<S>) -> Result<T, RemoteError> + Send + 'static,
     ) -> Result<T, RemoteError> {
+        // A connection's own thread may block: no hand-off.
+        if tessera_net::server::serving_on_own_thread() {
+            return call(&self.store);
+        }
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || call(&store))
             .await

@@ -283,14 +283,19 @@ impl ServerConnection {
             // Opening the client's memory may wait on the client (an exec under way): on a
             // blocking thread.
             MoverSlot::Unstarted(peer) => {
-                match tokio::task::spawn_blocking(move || Mover::start(peer))
-                    .await
-                    .unwrap_or_else(|err| {
-                        Err(crate::local::rma::RmaError::Gone {
-                            pid: 0,
-                            reason: format!("its mover did not start: {err}"),
+                let started = if serving_on_own_thread() {
+                    Mover::start(peer)
+                } else {
+                    tokio::task::spawn_blocking(move || Mover::start(peer))
+                        .await
+                        .unwrap_or_else(|err| {
+                            Err(crate::local::rma::RmaError::Gone {
+                                pid: 0,
+                                reason: format!("its mover did not start: {err}"),
+                            })
                         })
-                    }) {
+                };
+                match started {
                     Ok(mover) => {
                         let mover = Arc::new(mover);
                         crate::local::mover::watch(&mover);
@@ -1553,6 +1558,9 @@ pub async fn serve_with_local<S: Service>(
     }
 }
 
+/// Blocking threads of the runtime of a connection served on a thread of its own.
+const CONNECTION_BLOCKING_THREADS_MAX: usize = 1;
+
 thread_local! {
     /// This thread serves one connection, on a runtime of its own ([`on_own_thread`]).
     static OWN_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -1582,8 +1590,11 @@ where
         .name("tessera-local".to_owned())
         .spawn(move || {
             OWN_THREAD.set(true);
+            // Storage calls and copies run in line here; what still goes to a blocking
+            // thread (share walks, the last participant of a collective) has one.
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
+                .max_blocking_threads(CONNECTION_BLOCKING_THREADS_MAX)
                 .build()
             {
                 Ok(runtime) => runtime,

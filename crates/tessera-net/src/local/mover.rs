@@ -668,12 +668,14 @@ fn in_task_as<F: FnOnce() -> T, T>(uid: u32, gid: u32, work: F) -> io::Result<T>
     let job_pointer: *mut TaskJob<F, T> = &raw mut job;
     // SAFETY: the task runs `task_main` on `stack`, which outlives it: CLONE_VFORK returns
     // here only once the task has ended (or was killed). No exit signal: reaped below with
-    // __WCLONE.
+    // __WCLONE. It shares the descriptor table and file-system context (CLONE_FILES,
+    // CLONE_FS) rather than copying them, which costs a copy of every descriptor the server
+    // holds and would keep its sockets open in the task.
     let task = unsafe {
         libc::clone(
             task_main::<F, T>,
             top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::CLONE_FS,
             job_pointer.cast(),
         )
     };
