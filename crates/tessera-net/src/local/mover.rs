@@ -666,6 +666,18 @@ fn in_task_as<F: FnOnce() -> T, T>(uid: u32, gid: u32, work: F) -> io::Result<T>
     // The top of the stack, aligned as the ABI wants (the stack grows down).
     let top = (stack.as_mut_ptr() as usize + TASK_STACK_BYTES) & !15;
     let job_pointer: *mut TaskJob<F, T> = &raw mut job;
+    // The task starts with every signal blocked (it inherits this thread's mask, set back
+    // below): a signal its user sends it must never run one of the server's handlers there
+    // (the server's SIGTERM handler would stop the server). SIGKILL and SIGSTOP stay: they
+    // end or stop the task alone.
+    // SAFETY: zeroed sigsets are valid values, filled and read by the calls below.
+    let (mut all, mut before): (libc::sigset_t, libc::sigset_t) =
+        unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    // SAFETY: sigfillset and pthread_sigmask write the sets we own, on this thread.
+    unsafe {
+        libc::sigfillset(&raw mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const all, &raw mut before);
+    }
     // SAFETY: the task runs `task_main` on `stack`, which outlives it: CLONE_VFORK returns
     // here only once the task has ended (or was killed). No exit signal: reaped below with
     // __WCLONE. It shares the descriptor table and file-system context (CLONE_FILES,
@@ -679,9 +691,14 @@ fn in_task_as<F: FnOnce() -> T, T>(uid: u32, gid: u32, work: F) -> io::Result<T>
             job_pointer.cast(),
         )
     };
-    if task < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let started = if task < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    };
+    // SAFETY: restores this thread's mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &raw const before, std::ptr::null_mut()) };
+    started?;
     let mut status = 0;
     loop {
         // SAFETY: waits for the task started above; `status` is ours.

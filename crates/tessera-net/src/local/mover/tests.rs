@@ -419,6 +419,22 @@ fn a_copy_for_another_user_runs_in_a_task_that_user_may_kill_and_only_that_copy_
             std::fs::metadata(format!("/proc/self/task/{task}")).is_err(),
             "the copying task {task} is a thread of the server ({own_tasks} threads)"
         );
+        // A signal with a handler in the server (SIGTERM stops a server) stays blocked in
+        // the task: it runs no handler there and does not end it.
+        // SAFETY: as uid 2002 could: a signal to the task found above.
+        assert_eq!(unsafe { libc::kill(task, libc::SIGTERM) }, 0);
+        std::thread::sleep(Duration::from_millis(100));
+        let state = std::fs::read_to_string(format!("/proc/{task}/stat")).unwrap();
+        assert!(
+            !state
+                .rsplit_once(')')
+                .unwrap()
+                .1
+                .trim_start()
+                .starts_with(['Z', 'X']),
+            "SIGTERM ended the copying task: {state}"
+        );
+        assert!(!pushing.is_finished(), "SIGTERM ended the copy");
         // Its user may kill it (a user's signal reaches a task of its own uid): that copy
         // alone fails, and this process goes on.
         // SAFETY: as uid 2002 could: a signal to the task found above.
