@@ -7,18 +7,18 @@
 //!   against the caller's *real* uid and gid (`PTRACE_MODE_ATTACH_REALCREDS`: they must be the
 //!   target's real, effective and saved ones, and the target dumpable) unless the caller has
 //!   `CAP_SYS_PTRACE` in its effective set. A copy for a client of another user than the
-//!   server's runs in a **task of its own** ([`in_task_as`]): `clone(CLONE_VM | CLONE_VFORK)`,
-//!   the way `posix_spawn` starts a program, so it shares the server's memory and runs while
-//!   the calling thread waits, but it is not one of the server's threads; it takes the uid and
-//!   gid the kernel reports for the client's socket (`SO_PEERCRED`) as all its ids, which drops
-//!   every capability, makes the copy and ends. So a copy reaches exactly what the client could
-//!   reach with its own `process_vm_*` calls: not a setuid program, not a process that made
-//!   itself non-dumpable, not another user's process. (Never a *thread* of the server with the
+//!   server's runs in a **task** the mover keeps for it (`helper.rs`): made with `clone(CLONE_VM
+//!   | CLONE_FILES | CLONE_FS)`, so it shares the server's memory, but not one of the server's
+//!   threads; it takes the uid and gid the kernel reports for the client's socket
+//!   (`SO_PEERCRED`) as all its ids, which drops every capability, and is woken for each copy
+//!   while the serving thread waits. So a copy reaches exactly what the client could reach
+//!   with its own `process_vm_*` calls: not a setuid program, not a process that made itself
+//!   non-dumpable, not another user's process. (Never a *thread* of the server with the
 //!   client's ids: the kernel lets a user signal any task whose real uid is its own, and a
 //!   `SIGKILL` to one thread ends the whole server. The task is the client's to kill, which
-//!   fails that copy alone.) A root client's copies, and those of a server's own user, run on
-//!   the calling thread: its rights are then the client's. A server that is not root serves
-//!   one-sidedly only its own user's programs.
+//!   fails the copy under way alone; the next copy starts a new one.) A root client's copies,
+//!   and those of a server's own user, run on the calling thread: its rights are then the
+//!   client's. A server that is not root serves one-sidedly only its own user's programs.
 //! - **The process that connected, and only while it lives.** The client is pinned by a pidfd
 //!   (`SO_PEERPIDFD`, taken by the kernel when the client connected) and by its
 //!   `/proc/PID/mem`, opened at start with the client's credentials (the kernel's ptrace check
@@ -259,8 +259,15 @@ pub struct Mover {
     uid: u32,
     gid: u32,
     /// Copies run on the calling thread, whose rights are the client's (a root client of a
-    /// root server, or the server's own user); otherwise in a task of their own.
+    /// root server, or the server's own user); otherwise in a task with the client's ids.
     on_caller: bool,
+    /// That task, kept between copies (`helper.rs`; started at the first copy, again if its
+    /// user ended it).
+    #[cfg(target_arch = "x86_64")]
+    helper: Mutex<Option<helper::Helper>>,
+    /// Its pid while it lives (0 otherwise): the watchdog ends it when its copy stalls.
+    #[cfg(target_arch = "x86_64")]
+    helper_task: std::sync::atomic::AtomicI32,
     pidfd: Option<OwnedFd>,
     /// `/proc/PID/mem`, opened with the client's credentials: bound to the address space the
     /// process had then.
@@ -321,6 +328,10 @@ impl Mover {
             uid,
             gid,
             on_caller,
+            #[cfg(target_arch = "x86_64")]
+            helper: Mutex::new(None),
+            #[cfg(target_arch = "x86_64")]
+            helper_task: std::sync::atomic::AtomicI32::new(0),
             pidfd: peer.pidfd,
             memory,
             copy_timeout,
@@ -401,6 +412,7 @@ impl Mover {
         if let Some(hook) = hook {
             hook();
         }
+        self.end_stalled_task();
         true
     }
 
@@ -483,7 +495,7 @@ impl Mover {
             Err(err) => Err(err),
             Ok(mut plan) if self.on_caller => plan.run(),
             // The task allocates nothing: its user may kill it at any instruction.
-            Ok(mut plan) => in_task_as(self.uid, self.gid, || plan.run()).unwrap_or_else(|err| {
+            Ok(mut plan) => self.in_task(&mut plan).unwrap_or_else(|err| {
                 Err(RmaError::Refused {
                     pid: self.pid,
                     source: io::Error::new(
@@ -506,6 +518,48 @@ impl Mover {
         // Even a copy that worked may have reached another process: then it counts for none.
         self.check()?;
         result
+    }
+
+    /// Makes the copy `plan` in the task with the client's ids: the mover's kept task.
+    #[cfg(target_arch = "x86_64")]
+    fn in_task(&self, plan: &mut rma::Plan<'_>) -> io::Result<Result<RmaCounts, RmaError>> {
+        let mut slot = self.helper.lock().unwrap_or_else(PoisonError::into_inner);
+        if !slot.as_ref().is_some_and(helper::Helper::alive) {
+            // Ended by its user (or never started): reaped, and a new one.
+            self.helper_task.store(0, Ordering::Release);
+            *slot = None;
+            let started = helper::Helper::start(self.uid, self.gid)?;
+            self.helper_task.store(started.task(), Ordering::Release);
+            *slot = Some(started);
+        }
+        let Some(task) = slot.as_mut() else {
+            return Err(io::Error::other("no copying task"));
+        };
+        task.run(plan)
+    }
+
+    /// Where the kept task is not built (its raw system calls are x86-64's), a client of
+    /// another user has no one-sided path: its data moves in messages.
+    #[cfg(not(target_arch = "x86_64"))]
+    fn in_task(&self, _plan: &mut rma::Plan<'_>) -> io::Result<Result<RmaCounts, RmaError>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "copies for a client of another user run in a task built for x86-64 only",
+        ))
+    }
+
+    /// Ends the kept task of a stalled copy (the copy then fails at once, and its thread is
+    /// free); nothing for a copy on the calling thread.
+    fn end_stalled_task(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let task = self.helper_task.load(Ordering::Acquire);
+            if task > 0 {
+                // SAFETY: a signal to this mover's task, a child of this process not reaped
+                // while its copy runs (so its pid is still its own).
+                unsafe { libc::kill(task, libc::SIGKILL) };
+            }
+        }
     }
 
     /// Pulls the client's `remote` segments into `local` (which they must fill).
@@ -589,146 +643,6 @@ fn copies_on_caller(uid: u32, gid: u32) -> bool {
     // SAFETY: geteuid cannot fail.
     let root_server = unsafe { libc::geteuid() } == 0;
     (uid == 0 && root_server) || real_ids() == (uid, gid)
-}
-
-/// Bytes of the stack of a copying task: it runs a planned copy (a few hundred bytes of
-/// frames), with room to spare.
-const TASK_STACK_BYTES: usize = 256 << 10;
-
-thread_local! {
-    /// The stack this thread's copying tasks run on, kept between copies.
-    static TASK_STACK: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
-}
-
-/// What a copying task leaves for the thread that started it.
-struct TaskJob<F, T> {
-    uid: u32,
-    gid: u32,
-    work: Option<F>,
-    out: Option<T>,
-    /// The step that failed and its errno, when the task could not take the ids.
-    failed: Option<(&'static str, i32)>,
-}
-
-/// The body of a copying task: takes the ids, runs the work, ends (returning ends the task,
-/// not the process: glibc's `clone` calls `exit`, which ends one task).
-extern "C" fn task_main<F: FnOnce() -> T, T>(job: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `in_task_as` passes its `TaskJob<F, T>`, which it does not touch until this task
-    // has ended (CLONE_VFORK suspends it until then).
-    let job = unsafe { &mut *job.cast::<TaskJob<F, T>>() };
-    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(0);
-    // No supplementary groups, then the gid, then the uid, each as real, effective and saved
-    // id: the last drops every capability.
-    // SAFETY: plain system calls on this task's own credentials.
-    if unsafe { libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) } != 0 {
-        job.failed = Some(("setgroups", errno()));
-        return 1;
-    }
-    // SAFETY: as above.
-    if unsafe { libc::syscall(libc::SYS_setresgid, job.gid, job.gid, job.gid) } != 0 {
-        job.failed = Some(("setresgid", errno()));
-        return 1;
-    }
-    // SAFETY: as above.
-    if unsafe { libc::syscall(libc::SYS_setresuid, job.uid, job.uid, job.uid) } != 0 {
-        job.failed = Some(("setresuid", errno()));
-        return 1;
-    }
-    if let Some(work) = job.work.take() {
-        // A panic must not unwind out of the task's first frame.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
-            Ok(out) => job.out = Some(out),
-            Err(_) => job.failed = Some(("the copy panicked", 0)),
-        }
-    }
-    0
-}
-
-/// Runs `work` in a task of its own with `uid` and `gid` as all its ids and no capability: a
-/// task that shares this process's memory (`CLONE_VM`) while the calling thread waits for it
-/// to end (`CLONE_VFORK`), but is not a thread of this process, so the client's user may
-/// signal it (ending this copy) but not the server. `work` must allocate nothing and take no
-/// lock (the task may be killed at any instruction, and must never die holding a lock others
-/// wait on, the allocator's included) and must not block on anything this thread holds; it may
-/// wait on the client's memory (the caller's watch declares a stall).
-fn in_task_as<F: FnOnce() -> T, T>(uid: u32, gid: u32, work: F) -> io::Result<T> {
-    let mut job = TaskJob {
-        uid,
-        gid,
-        work: Some(work),
-        out: None,
-        failed: None,
-    };
-    // The calling thread's stack for its tasks, kept (one task at a time per thread).
-    let mut stack = TASK_STACK
-        .take()
-        .unwrap_or_else(|| vec![0u8; TASK_STACK_BYTES].into_boxed_slice());
-    // The top of the stack, aligned as the ABI wants (the stack grows down).
-    let top = (stack.as_mut_ptr() as usize + TASK_STACK_BYTES) & !15;
-    let job_pointer: *mut TaskJob<F, T> = &raw mut job;
-    // The task starts with every signal blocked (it inherits this thread's mask, set back
-    // below): a signal its user sends it must never run one of the server's handlers there
-    // (the server's SIGTERM handler would stop the server). SIGKILL and SIGSTOP stay: they
-    // end or stop the task alone.
-    // SAFETY: zeroed sigsets are valid values, filled and read by the calls below.
-    let (mut all, mut before): (libc::sigset_t, libc::sigset_t) =
-        unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
-    // SAFETY: sigfillset and pthread_sigmask write the sets we own, on this thread.
-    unsafe {
-        libc::sigfillset(&raw mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const all, &raw mut before);
-    }
-    // SAFETY: the task runs `task_main` on `stack`, which outlives it: CLONE_VFORK returns
-    // here only once the task has ended (or was killed). No exit signal: reaped below with
-    // __WCLONE. It shares the descriptor table and file-system context (CLONE_FILES,
-    // CLONE_FS) rather than copying them, which costs a copy of every descriptor the server
-    // holds and would keep its sockets open in the task.
-    let task = unsafe {
-        libc::clone(
-            task_main::<F, T>,
-            top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::CLONE_FS,
-            job_pointer.cast(),
-        )
-    };
-    let started = if task < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    };
-    // SAFETY: restores this thread's mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &raw const before, std::ptr::null_mut()) };
-    started?;
-    let mut status = 0;
-    loop {
-        // SAFETY: waits for the task started above; `status` is ours.
-        let reaped = unsafe { libc::waitpid(task, &raw mut status, libc::__WCLONE) };
-        if reaped == task {
-            break;
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(io::Error::other(format!(
-                "the copying task {task} could not be reaped: {err}"
-            )));
-        }
-    }
-    TASK_STACK.set(Some(stack));
-    if libc::WIFSIGNALED(status) {
-        return Err(io::Error::other(format!(
-            "the copying task was killed by signal {}",
-            libc::WTERMSIG(status)
-        )));
-    }
-    match (job.out, job.failed) {
-        (Some(out), _) => Ok(out),
-        (None, Some((step, 0))) => Err(io::Error::other(step)),
-        (None, Some((step, errno))) => {
-            let err = io::Error::from_raw_os_error(errno);
-            Err(io::Error::new(err.kind(), format!("{step}: {err}")))
-        }
-        (None, None) => Err(io::Error::other("the copying task ended without a result")),
-    }
 }
 
 /// Opens `/proc/PID/mem` with the client's ids as this thread's file-system ids (the kernel's
@@ -827,5 +741,7 @@ fn set_ptrace_effective(on: bool) -> io::Result<()> {
     syscall_result(unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) })
 }
 
+#[cfg(target_arch = "x86_64")]
+mod helper;
 #[cfg(test)]
 mod tests;

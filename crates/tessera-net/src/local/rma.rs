@@ -307,6 +307,52 @@ pub(crate) fn plan<'a>(
 impl Plan<'_> {
     /// Moves the bytes; allocates nothing.
     pub(crate) fn run(&mut self) -> Result<RmaCounts, RmaError> {
+        self.run_with(|direction, pid, local, remote| {
+            let (local_count, remote_count) =
+                (local.len() as libc::c_ulong, remote.len() as libc::c_ulong);
+            let moved = match direction {
+                // SAFETY: the local iovecs cover bytes of the caller's slices, lent mutably
+                // (pull) for this call; the remote iovecs name memory of another process,
+                // which the kernel checks, so no memory of this process outside the local
+                // iovecs is touched.
+                Direction::Pull => unsafe {
+                    libc::process_vm_readv(
+                        pid,
+                        local.as_ptr(),
+                        local_count,
+                        remote.as_ptr(),
+                        remote_count,
+                        0,
+                    )
+                },
+                // SAFETY: as above; process_vm_writev only reads the local iovecs.
+                Direction::Push => unsafe {
+                    libc::process_vm_writev(
+                        pid,
+                        local.as_ptr(),
+                        local_count,
+                        remote.as_ptr(),
+                        remote_count,
+                        0,
+                    )
+                },
+            };
+            usize::try_from(moved).map_err(|_| {
+                io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO)
+            })
+        })
+    }
+
+    /// [`Plan::run`] with `call` making each `process_vm_readv`/`writev` (direction, pid,
+    /// local iovecs, remote iovecs): the bytes moved, or the errno. Allocates nothing, and
+    /// touches no thread-local state of its own: with a `call` that does not either, it runs
+    /// in a task that has no thread-local storage of its own (`mover/helper.rs`).
+    pub(crate) fn run_with(
+        &mut self,
+        call: impl Fn(Direction, libc::pid_t, &[libc::iovec], &[libc::iovec]) -> Result<usize, i32>,
+    ) -> Result<RmaCounts, RmaError> {
         let (pid, pid_t, remote, per_call) = (self.pid, self.pid_t, self.remote, self.per_call);
         let mut counts = RmaCounts::default();
         let mut position = 0usize;
@@ -317,9 +363,7 @@ impl Plan<'_> {
         let segments = self.remote_stream.iovs.len();
         for first in (0..segments).step_by(per_call) {
             let last = (first + per_call).min(segments) - 1;
-            let chunk_start = self.remote_stream.starts[first];
             let chunk_end = self.remote_stream.starts[last] + self.remote_stream.iovs[last].iov_len;
-            debug_assert_eq!(position, chunk_start);
             while position < chunk_end {
                 let covered = self.local_stream.window_into(
                     position,
@@ -333,47 +377,23 @@ impl Plan<'_> {
                     per_call,
                     &mut self.remote_window,
                 );
-                let (local_now, remote_now) = (&self.local_window, &self.remote_window);
-                let remote_count = remote_now.len() as libc::c_ulong;
-                let local_count = local_now.len() as libc::c_ulong;
-                let moved = match self.direction {
-                    // SAFETY: the local iovecs cover bytes of the caller's slices, lent mutably
-                    // (pull) for this call; the remote iovecs name memory of another process,
-                    // which the kernel checks, so no memory of this process outside the local
-                    // iovecs is touched.
-                    Direction::Pull => unsafe {
-                        libc::process_vm_readv(
-                            pid_t,
-                            local_now.as_ptr(),
-                            local_count,
-                            remote_now.as_ptr(),
-                            remote_count,
-                            0,
-                        )
-                    },
-                    // SAFETY: as above; process_vm_writev only reads the local iovecs.
-                    Direction::Push => unsafe {
-                        libc::process_vm_writev(
-                            pid_t,
-                            local_now.as_ptr(),
-                            local_count,
-                            remote_now.as_ptr(),
-                            remote_count,
-                            0,
-                        )
-                    },
-                };
+                let moved = call(
+                    self.direction,
+                    pid_t,
+                    &self.local_window,
+                    &self.remote_window,
+                );
                 counts.calls += 1;
-                match usize::try_from(moved) {
-                    Ok(0) => return Err(bad_segment(remote, 0, position)),
+                match moved {
+                    // Nothing moved, or an address the process has not mapped.
+                    Ok(0) | Err(libc::EFAULT) => return Err(bad_segment(remote, 0, position)),
                     Ok(moved) => position += moved,
-                    Err(_) => {
-                        let err = io::Error::last_os_error();
-                        match err.raw_os_error() {
-                            Some(libc::EINTR) => {}
-                            Some(libc::EFAULT) => return Err(bad_segment(remote, 0, position)),
-                            _ => return Err(RmaError::Refused { pid, source: err }),
-                        }
+                    Err(libc::EINTR) => {}
+                    Err(errno) => {
+                        return Err(RmaError::Refused {
+                            pid,
+                            source: io::Error::from_raw_os_error(errno),
+                        })
                     }
                 }
             }
