@@ -452,6 +452,40 @@ fn a_copy_for_another_user_runs_in_a_task_that_user_may_kill_and_only_that_copy_
 }
 
 #[test]
+fn a_stalled_copy_in_another_users_task_is_ended_at_its_deadline() {
+    if !root() {
+        return;
+    }
+    let timeout = Duration::from_millis(300);
+    let runtime = runtime();
+    // A uid no other test here uses.
+    let uid = 2003;
+    let mut child = Child::start(uid, std::ptr::null_mut(), Then::StallPage, false);
+    let page = child.reported();
+    let mover = Mover::start_with(peer_of(&mut child), timeout).unwrap();
+    let source = [7u8; 8];
+    std::thread::scope(|scope| {
+        let pushing =
+            scope.spawn(|| mover.push_slices(&[IoSlice::new(&source)], &segment(page, 8), 0, None));
+        runtime.block_on(mover.retired_wait());
+        // The watch ended the copying task: the copy fails now, not when the page is served,
+        // and its thread is free again.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !pushing.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "the stalled copy still holds its thread"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let err = pushing.join().unwrap().unwrap_err();
+        assert!(matches!(err, RmaError::Stalled { .. }), "{err}");
+    });
+    assert_eq!(stalled_copies(uid), 0, "the stall ended with its copy");
+    child.go();
+}
+
+#[test]
 fn a_uid_at_its_cap_of_stalled_copies_gets_no_new_mover() {
     let uid = 4_000_321;
     for _ in 0..STALLED_COPIES_PER_UID_MAX {
