@@ -5,7 +5,8 @@
 //! makes one-sided writes and reads through a real iod run as root and, after each, sends
 //! `SIGKILL` to every thread of the iod. Before, the iod's copying threads kept the client's
 //! real uid and the first sweep killed the iod; now every signal is refused, the iod serves
-//! on and the data is the client's. This file holds one test, so no other test thread runs
+//! on and the data is the client's. The iod's copying task for that user, a process of the
+//! user's that shares the iod's memory, is not the user's to read. This file holds one test, so no other test thread runs
 //! when it forks.
 
 mod common;
@@ -49,6 +50,39 @@ fn kill_every_thread(pid: i32) -> usize {
         }
     }
     delivered
+}
+
+/// An address that is mapped in every process forked from this one (the iod's memory is
+/// another program's, but the kernel refuses before it looks at any address).
+fn tasks_probe() -> u8 {
+    0
+}
+
+/// The processes of `uid` whose parent is `parent`: the iod's copying tasks for that user.
+fn copying_tasks(parent: i32, uid: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let parent = parent.to_string();
+    let uid = uid.to_string();
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+                return false;
+            };
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix(name))
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .map(str::to_owned)
+            };
+            field("PPid:").as_deref() == Some(parent.as_str())
+                && field("Uid:").as_deref() == Some(uid.as_str())
+        })
+        .collect()
 }
 
 #[test]
@@ -114,6 +148,36 @@ fn a_user_cannot_signal_the_iod_that_copies_its_memory() {
             }
             delivered += kill_every_thread(iod);
         }
+        // The copying task is this user's process, and shares the iod's memory: it must
+        // still not be this user's to read (the iod is not dumpable). With the default
+        // `fs.suid_dumpable` (0) the kernel's reset at the task's change of ids already does
+        // it; with 1 only the task's own `PR_SET_DUMPABLE` does (checked by hand: without it,
+        // this user opened the task's `/proc/PID/mem`).
+        let tasks = copying_tasks(iod, USER);
+        if tasks.is_empty() {
+            exit(22);
+        }
+        for task in tasks {
+            if std::fs::File::open(format!("/proc/{task}/mem")).is_ok() {
+                exit(23);
+            }
+            let mut byte = [0u8; 1];
+            let local = libc::iovec {
+                iov_base: byte.as_mut_ptr().cast(),
+                iov_len: 1,
+            };
+            // Any address of the iod's: the stack of this process's own copy is as good.
+            let remote = libc::iovec {
+                iov_base: std::ptr::from_ref(&tasks_probe()).cast_mut().cast(),
+                iov_len: 1,
+            };
+            // SAFETY: reads at most one byte into `byte`, if the kernel allows it at all.
+            if unsafe { libc::process_vm_readv(task, &raw const local, 1, &raw const remote, 1, 0) }
+                >= 0
+            {
+                exit(24);
+            }
+        }
         exit(if delivered == 0 { 0 } else { 21 });
     }
     let mut status = 0;
@@ -127,7 +191,8 @@ fn a_user_cannot_signal_the_iod_that_copies_its_memory() {
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "the client failed with status {} (10-12: setup; 20: a request failed; 21: a signal \
-         reached a thread of the iod)",
+         reached a thread of the iod; 22: no copying task; 23, 24: the user read the copying \
+         task's memory, the iod's)",
         libc::WEXITSTATUS(status)
     );
     // The iod serves on, and holds the last write of the user (rounds alternate write, read).

@@ -80,6 +80,13 @@ impl Helper {
         let top = (stack.as_mut_ptr() as usize + STACK_BYTES) & !15;
         let shared_pointer: *mut Shared = &raw mut *shared;
         let state_pointer = shared.state.as_ptr();
+        // Its user may ptrace a dumpable process of its own, and the task shares this
+        // process's memory: this process is not dumpable (the task says so again once it has
+        // taken its ids, which resets it).
+        // SAFETY: a flag of this process's memory; no pointer involved.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
         let task = with_signals_blocked(|| {
             // SAFETY: the task runs `task_main` on `stack` with `shared`, both owned by the
             // `Helper`, which frees them only after the task has ended (`Drop`). No exit
@@ -230,10 +237,16 @@ extern "C" fn task_main(shared: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `Helper::start` passes its `Shared`, which outlives this task.
     let shared = unsafe { &*shared.cast::<Shared>() };
     let (uid, gid) = (shared.uid as usize, shared.gid as usize);
+    // The last step: the memory this task shares is the server's, and this task is now the
+    // client's user's, who may ptrace a dumpable process of its own. Changing ids made the
+    // memory as dumpable as `fs.suid_dumpable` says (0 by default, 1 on a host set up for
+    // debugging): not dumpable at all, whatever the host says.
+    let not_dumpable = [libc::PR_SET_DUMPABLE as usize, 0, 0];
     for (step, number, arguments) in [
         ("setgroups", libc::SYS_setgroups, [0, 0, 0]),
         ("setresgid", libc::SYS_setresgid, [gid, gid, gid]),
         ("setresuid", libc::SYS_setresuid, [uid, uid, uid]),
+        ("prctl(PR_SET_DUMPABLE, 0)", libc::SYS_prctl, not_dumpable),
     ] {
         // SAFETY: a system call on this task's own credentials.
         let rc = unsafe { raw::syscall3(number, arguments) };
