@@ -342,6 +342,16 @@ impl Mover {
         };
         // Alive now, so the pid was not recycled between connect and this open.
         mover.check()?;
+        // The copying task starts now, from the thread that starts the mover (a connection's
+        // own thread, which lives as long as the connection: the task ends with the thread
+        // that made it).
+        #[cfg(target_arch = "x86_64")]
+        if !on_caller {
+            let mut slot = mover.helper.lock().unwrap_or_else(PoisonError::into_inner);
+            mover.kept_task(&mut slot).map_err(|err| {
+                refused(format!("cannot start a copying task as uid {uid}: {err}"))
+            })?;
+        }
         Ok(mover)
     }
 
@@ -524,18 +534,44 @@ impl Mover {
     #[cfg(target_arch = "x86_64")]
     fn in_task(&self, plan: &mut rma::Plan<'_>) -> io::Result<Result<RmaCounts, RmaError>> {
         let mut slot = self.helper.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let task = self.kept_task(&mut slot)?;
+            match task.run(plan) {
+                // The task ended under the copy, not at a stall: its user's signal, or the
+                // thread that made it ended (it ends with that thread). Once more with a new
+                // task (the copy is the same bytes again); a user that kills that one too gets
+                // the error.
+                Err(_) if tries == 1 && !task.alive() && !self.stalled_now() => {}
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// The kept task, started again if it ended (reaped first) or never started.
+    #[cfg(target_arch = "x86_64")]
+    fn kept_task<'a>(
+        &self,
+        slot: &'a mut Option<helper::Helper>,
+    ) -> io::Result<&'a mut helper::Helper> {
         if !slot.as_ref().is_some_and(helper::Helper::alive) {
-            // Ended by its user (or never started): reaped, and a new one.
             self.helper_task.store(0, Ordering::Release);
             *slot = None;
             let started = helper::Helper::start(self.uid, self.gid)?;
             self.helper_task.store(started.task(), Ordering::Release);
             *slot = Some(started);
         }
-        let Some(task) = slot.as_mut() else {
-            return Err(io::Error::other("no copying task"));
-        };
-        task.run(plan)
+        slot.as_mut()
+            .ok_or_else(|| io::Error::other("no copying task"))
+    }
+
+    /// Whether the copy under way was declared stalled.
+    fn stalled_now(&self) -> bool {
+        self.watch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stalled
     }
 
     /// Where the kept task is not built (its raw system calls are x86-64's), a client of

@@ -242,7 +242,11 @@ extern "C" fn task_main(shared: *mut libc::c_void) -> libc::c_int {
     // memory as dumpable as `fs.suid_dumpable` says (0 by default, 1 on a host set up for
     // debugging): not dumpable at all, whatever the host says.
     let not_dumpable = [libc::PR_SET_DUMPABLE as usize, 0, 0];
+    // Should the thread that made it end (and so the server), the task ends too: it must
+    // not outlive the server holding its memory.
+    let end_with_parent = [libc::PR_SET_PDEATHSIG as usize, libc::SIGKILL as usize, 0];
     for (step, number, arguments) in [
+        ("prctl(PR_SET_PDEATHSIG)", libc::SYS_prctl, end_with_parent),
         ("setgroups", libc::SYS_setgroups, [0, 0, 0]),
         ("setresgid", libc::SYS_setresgid, [gid, gid, gid]),
         ("setresuid", libc::SYS_setresuid, [uid, uid, uid]),
