@@ -243,14 +243,15 @@ extern "C" fn task_main(shared: *mut libc::c_void) -> libc::c_int {
     // debugging): not dumpable at all, whatever the host says.
     let not_dumpable = [libc::PR_SET_DUMPABLE as usize, 0, 0];
     // Should the thread that made it end (and so the server), the task ends too: it must
-    // not outlive the server holding its memory.
+    // not outlive the server holding its memory. Set after the ids, since changing them
+    // clears it.
     let end_with_parent = [libc::PR_SET_PDEATHSIG as usize, libc::SIGKILL as usize, 0];
     for (step, number, arguments) in [
-        ("prctl(PR_SET_PDEATHSIG)", libc::SYS_prctl, end_with_parent),
         ("setgroups", libc::SYS_setgroups, [0, 0, 0]),
         ("setresgid", libc::SYS_setresgid, [gid, gid, gid]),
         ("setresuid", libc::SYS_setresuid, [uid, uid, uid]),
         ("prctl(PR_SET_DUMPABLE, 0)", libc::SYS_prctl, not_dumpable),
+        ("prctl(PR_SET_PDEATHSIG)", libc::SYS_prctl, end_with_parent),
     ] {
         // SAFETY: a system call on this task's own credentials.
         let rc = unsafe { raw::syscall3(number, arguments) };

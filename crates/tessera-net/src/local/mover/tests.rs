@@ -496,6 +496,35 @@ fn a_stalled_copy_in_another_users_task_is_ended_at_its_deadline() {
 }
 
 #[test]
+fn a_copying_task_ends_with_the_thread_that_made_it_and_the_next_copy_makes_another() {
+    if !root() {
+        return;
+    }
+    // A uid no other test here uses.
+    let uid = 2004;
+    let mut mark = Box::new(*b"parent!!");
+    let mut child = Child::start(uid, mark.as_mut_ptr(), Then::Mark, false);
+    let address = mark.as_ptr() as u64;
+    let peer = peer_of(&mut child);
+    // The mover, and so its task, is made on a thread that then ends.
+    let mover = std::thread::spawn(move || Mover::start(peer).unwrap())
+        .join()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child_task_of(uid, &[child.pid]).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the task outlived the thread that made it"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut pulled = [0u8; 8];
+    mover.pull(&segment(address, 8), 0, &mut pulled).unwrap();
+    assert_eq!(&pulled, b"child!!!");
+    assert!(child_task_of(uid, &[child.pid]).is_some(), "no new task");
+}
+
+#[test]
 fn a_uid_at_its_cap_of_stalled_copies_gets_no_new_mover() {
     let uid = 4_000_321;
     for _ in 0..STALLED_COPIES_PER_UID_MAX {
