@@ -35,7 +35,8 @@
 //!   the connection's task, [`Mover::retired_wait`]) looks at them: a copy still running after
 //!   [`REMOTE_COPY_TIMEOUT_MS`] is declared stalled, the hook its caller
 //!   registered runs at once (it gives back the extent the copy's request holds), the mover is
-//!   retired and the connection closed; the copy's thread stays until the copy ends. The copies
+//!   retired and the connection closed; a copy in a client's task ends there (the task is
+//!   killed), one on the calling thread (a root client's) holds that thread until it ends. The copies
 //!   of one uid stuck at once are capped ([`STALLED_COPIES_PER_UID_MAX`]): a uid at the cap gets
 //!   no new mover, so its data moves in messages until its copies end.
 
