@@ -100,16 +100,10 @@ fn a_connection_never_reaches_the_process_that_took_its_clients_pid() {
     let client = unsafe { libc::fork() };
     assert!(client >= 0, "{}", std::io::Error::last_os_error());
     if client == 0 {
-        if !common::become_user(USER) {
-            exit(10);
-        }
-        let Ok(mut stream) = UnixStream::connect(&socket) else {
-            exit(11);
+        let mut stream = match common::connect_as_user(USER, &socket, &agent) {
+            Ok(stream) => stream,
+            Err(status) => exit(status),
         };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
-        if common::authenticate(&mut stream, &agent).is_err() {
-            exit(12);
-        }
         if common::probe(&mut stream, std::ptr::from_ref(&*token) as u64, 2) != Ok(0x5e7) {
             exit(13);
         }

@@ -129,16 +129,10 @@ fn a_connection_never_reaches_a_setuid_program_its_process_executed() {
     let attacker = unsafe { libc::fork() };
     assert!(attacker >= 0, "{}", std::io::Error::last_os_error());
     if attacker == 0 {
-        if !common::become_user(USER) {
-            exit(10);
-        }
-        let Ok(mut stream) = std::os::unix::net::UnixStream::connect(&socket) else {
-            exit(11);
+        let mut stream = match common::connect_as_user(USER, &socket, &agent) {
+            Ok(stream) => stream,
+            Err(status) => exit(status),
         };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
-        if common::authenticate(&mut stream, &agent).is_err() {
-            exit(12);
-        }
         // The one-sided path is open to its own memory.
         match common::probe(&mut stream, std::ptr::from_ref(&*token) as u64, 2) {
             Ok(0x5e7) => {}

@@ -12,7 +12,6 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use common::Cluster;
@@ -119,16 +118,10 @@ fn a_user_cannot_signal_the_iod_that_copies_its_memory() {
     let client = unsafe { libc::fork() };
     assert!(client >= 0, "{}", std::io::Error::last_os_error());
     if client == 0 {
-        if !common::become_user(USER) {
-            exit(10);
-        }
-        let Ok(mut stream) = UnixStream::connect(&socket) else {
-            exit(11);
+        let mut stream = match common::connect_as_user(USER, &socket, &agent) {
+            Ok(stream) => stream,
+            Err(status) => exit(status),
         };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
-        if common::authenticate(&mut stream, &agent).is_err() {
-            exit(12);
-        }
         let mut delivered = 0;
         for round in 0..ROUNDS {
             let mut data = [b'a' + (round % 26) as u8; 4096];

@@ -599,6 +599,23 @@ pub fn become_user(uid: u32) -> bool {
     }
 }
 
+/// In a forked child: gives up root for `uid` ([`become_user`]), connects to the iod's
+/// same-host `socket` and authenticates through `agent`, with a 20 s read timeout. On failure,
+/// the exit status the child should leave with: 10 (the user), 11 (connect), 12 (handshake).
+pub fn connect_as_user(
+    uid: u32,
+    socket: &Path,
+    agent: &tessera_auth::AgentClient,
+) -> Result<std::os::unix::net::UnixStream, i32> {
+    if !become_user(uid) {
+        return Err(10);
+    }
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(|_| 11)?;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+    authenticate(&mut stream, agent).map_err(|_| 12)?;
+    Ok(stream)
+}
+
 /// Waits (at most 10 s) until process `pid` (`name` in the failure) is gone or a zombie: the
 /// kernel closes a dying process's files (its listening sockets) after it drops its memory
 /// (when `/proc/PID/cmdline` turns empty) and before it becomes a zombie.
