@@ -269,6 +269,36 @@ fn decisions_over(spans: &[(DecisionStats, DecisionStats)]) -> (String, u64, u64
     )
 }
 
+impl SubarrayRow {
+    /// A row of `method` in heap memory with no registration and no policy figures (the
+    /// transport and checks cases), one file piece per call; the caller sets the rest.
+    fn plain(part: Part, n: Option<usize>, method: &str, measure: Measure, bytes: u64) -> Self {
+        Self {
+            part,
+            n,
+            method: method.to_owned(),
+            memory: Memory::Heap,
+            measure,
+            requests: 0,
+            pieces: 1,
+            memory_pieces: 0,
+            piece_bytes: 0,
+            bytes,
+            one_sided: false,
+            registrations: 0,
+            registration_us: 0.0,
+            chosen: String::new(),
+            within_margin: 0,
+            learned: 0,
+            predicted_us: 0.0,
+            predicted_worst_us: 0.0,
+            measured_us: 0.0,
+            paired_vs_best: None,
+            paired_vs_unchecked: None,
+        }
+    }
+}
+
 impl report::Row for SubarrayRow {
     fn key(&self) -> (String, &str) {
         (case(self.part, self.n), &self.method)
@@ -659,28 +689,13 @@ fn raw_case(
         let seconds = Spread::of(samples).map_err(|err| {
             format!("bench subarray: case \"64 KiB pieces\", method \"{method}\": {err}")
         })?;
+        let measure = Measure::of_seconds(seconds, bytes as u64);
         Ok(SubarrayRow {
-            part: Part::Transport,
-            n: None,
-            method: method.to_owned(),
-            memory: Memory::Heap,
-            measure: Measure::of_seconds(seconds, bytes as u64),
             requests,
-            pieces: 1,
             memory_pieces: count as u64,
             piece_bytes: PIECE,
-            bytes: bytes as u64,
             one_sided: requests > 0,
-            registrations: 0,
-            registration_us: 0.0,
-            chosen: String::new(),
-            within_margin: 0,
-            learned: 0,
-            predicted_us: 0.0,
-            predicted_worst_us: 0.0,
-            measured_us: 0.0,
-            paired_vs_best: None,
-            paired_vs_unchecked: None,
+            ..SubarrayRow::plain(Part::Transport, None, method, measure, bytes as u64)
         })
     };
     Ok(vec![

@@ -12,7 +12,7 @@ use tessera_client::{
     Client, ClientOptions, ClusterConfig, CreateOptions, Mechanism, Piece, TransferPolicy,
 };
 
-use super::{pattern, rows, Memory, Part, SubarrayRow, ELEMENT_BYTES, SERVERS};
+use super::{pattern, rows, Part, SubarrayRow, ELEMENT_BYTES, SERVERS};
 use crate::bench::inproc::InProcessCluster;
 use crate::report::{self, Measure, Spread};
 
@@ -103,30 +103,16 @@ pub(super) fn measure(
             let seconds =
                 Spread::of(&medians[method]).map_err(|err| format!("{case}, {name}: {err}"))?;
             let (requests, one_sided) = counts[method];
+            let measure = Measure::of_seconds(seconds, bytes as u64);
             out.push(SubarrayRow {
-                part: Part::Checks,
-                n: Some(n),
-                method: (*name).to_owned(),
-                memory: Memory::Heap,
-                measure: Measure::of_seconds(seconds, bytes as u64),
                 requests: requests / iterations as u64,
-                pieces: 1,
                 memory_pieces: pieces.len() as u64,
                 piece_bytes: n / 2 * ELEMENT_BYTES,
-                bytes: bytes as u64,
                 one_sided: one_sided > 0,
-                registrations: 0,
-                registration_us: 0.0,
-                chosen: String::new(),
-                within_margin: 0,
-                learned: 0,
-                predicted_us: 0.0,
-                predicted_worst_us: 0.0,
-                measured_us: 0.0,
-                paired_vs_best: None,
                 // Checked speed over unchecked, within each repetition.
                 paired_vs_unchecked: (method == 0)
                     .then(|| report::paired_ratio(&medians[1], &medians[0])),
+                ..SubarrayRow::plain(Part::Checks, Some(n), name, measure, bytes as u64)
             });
         }
         step(n);
