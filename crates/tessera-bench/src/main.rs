@@ -4,7 +4,7 @@
 //! `tessera-bench demo` is the main job of `make demo` (also `tessera demo`). Without
 //! `--cluster` (or `$TESSERA_CLUSTER`) an experiment starts a private cluster of `tessera`
 //! servers, found beside this binary, and stops it afterwards. The hidden `worker`,
-//! `ecio-worker` and `mpiio-worker` commands are the client processes the experiments start.
+//! `ecio-worker`, `mpiio-worker` and `meta-worker` commands are the client processes the experiments start.
 
 use std::process::ExitCode;
 
@@ -45,6 +45,9 @@ enum Command {
     /// Internal: one native client process of `mpiio`.
     #[command(hide = true)]
     MpiioWorker(bench::mpiio::WorkerArgs),
+    /// Internal: one client process of `meta`.
+    #[command(hide = true)]
+    MetaWorker(bench::meta::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Worker(args) => workers::run(&args),
         Command::EcioWorker(args) => bench::ecio::run_worker(&args),
         Command::MpiioWorker(args) => bench::mpiio::run_worker(&args),
+        Command::MetaWorker(args) => bench::meta::run_worker(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

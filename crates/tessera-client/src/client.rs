@@ -7,9 +7,9 @@ use std::time::Duration;
 use tessera_auth::{AgentClient, Authenticator, ClusterKey, KeySigner, NoAuthenticator};
 use tessera_net::{Identity, Peer, Pool};
 use tessera_proto::{
-    Attr, Chmod, Chown, Credentials, DirEntry, Lookup, Mkdir, ObjectLeft, Opened, Ping, PingReply,
-    Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply, Stat, StatHandle,
-    Statfs, StatfsReply, Truncate, Unlink, CHOWN_UNCHANGED,
+    Attr, Chmod, Chown, Credentials, DirEntry, Lookup, MdsStats, MdsStatsReply, Mkdir, ObjectLeft,
+    Opened, Ping, PingReply, Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
+    Stat, StatHandle, Statfs, StatfsReply, Truncate, Unlink, CHOWN_UNCHANGED,
 };
 
 use crate::config::ClusterConfig;
@@ -254,6 +254,18 @@ impl Client {
             replies.push((peer.name.clone(), elapsed, reply));
         }
         replies
+    }
+
+    /// A null request to the mds and its reply: the metadata path's round-trip floor.
+    pub fn ping_mds(&self) -> Result<PingReply, ClientError> {
+        self.mds_call(&Ping {})
+    }
+
+    /// The mds's group commit counters and inode count (`tessera bench meta`).
+    pub fn mds_stats(&self) -> Result<MdsStatsReply, ClientError> {
+        self.mds_call(&MdsStats {
+            credentials: self.credentials()?,
+        })
     }
 
     /// The storage counters and cost model of iod `index` (its Active Data Sieving decisions).

@@ -338,7 +338,7 @@ fn save_command(dir: &Path, name: &str, command: &ServerCommand) -> Result<(), S
 
 /// The path of the running tessera binary: what every server runs (on remote hosts too,
 /// which therefore install tessera at the same path).
-fn tessera_program() -> Result<String, String> {
+pub fn tessera_program() -> Result<String, String> {
     let exe =
         std::env::current_exe().map_err(|err| format!("cannot find the tessera binary: {err}"))?;
     if exe.file_name().is_some_and(|name| name == "tessera") {

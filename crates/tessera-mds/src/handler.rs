@@ -24,8 +24,8 @@ use tessera_net::{Identity, NetError, Peer, Pool};
 use tessera_proto::limits::{cache_unit_for_stripe, check_cache_unit_bytes, FILE_BYTES_MAX};
 use tessera_proto::{
     Attr, Capability, Chmod, Chown, Create, Credentials, Decoder, Empty, ErrorCode, HandlesLive,
-    HandlesLiveReply, Layout, LockGranted, LockRange, Lookup, Mkdir, ObjectCreate, ObjectLeft,
-    ObjectRemove, ObjectStat, ObjectTruncate, Opcode, Open, Opened, PingReply, Readdir,
+    HandlesLiveReply, Layout, LockGranted, LockRange, Lookup, MdsStatsReply, Mkdir, ObjectCreate,
+    ObjectLeft, ObjectRemove, ObjectStat, ObjectTruncate, Opcode, Open, Opened, PingReply, Readdir,
     RemoteError, Rename, Renew, Request, Rmdir, Stat, StatHandle, Truncate, Unlink, UnlinkReply,
     UnlockRange, Wire, CHOWN_UNCHANGED, ROLE_MDS,
 };
@@ -519,6 +519,28 @@ impl Inner {
         }
     }
 
+    /// Who this server is and how its store is. Answered even while the store is closed
+    /// after an I/O error (`objects` is then 0): `store_state` says what is wrong.
+    fn ping(&self) -> PingReply {
+        PingReply {
+            role: ROLE_MDS,
+            server_index: 0,
+            pid: std::process::id(),
+            objects: self.namespace.inode_count().unwrap_or(0),
+            store_state: self.namespace.store_health().wire(),
+        }
+    }
+
+    /// The group commit counters and the inode count.
+    fn stats(&self) -> Result<MdsStatsReply, RemoteError> {
+        let commits = self.namespace.commit_stats();
+        Ok(MdsStatsReply {
+            changes: commits.changes,
+            commits: commits.commits,
+            inodes: self.namespace.inode_count()?,
+        })
+    }
+
     fn truncate(&self, request: &Truncate) -> Result<Attr, RemoteError> {
         if request.size > FILE_BYTES_MAX {
             return Err(RemoteError::over_limit(
@@ -573,18 +595,6 @@ impl Inner {
             result.map(|reply| reply.to_body()).map_err(Ok)
         }
         match request.opcode {
-            Opcode::Ping => {
-                // A ping answers even while the store is closed after an I/O error (`objects`
-                // is then 0): `store_state` says what is wrong.
-                let objects = self.namespace.inode_count().unwrap_or(0);
-                body(Ok(PingReply {
-                    role: ROLE_MDS,
-                    server_index: 0,
-                    pid: std::process::id(),
-                    objects,
-                    store_state: self.namespace.store_health().wire(),
-                }))
-            }
             Opcode::Lookup => {
                 let Lookup { credentials, path } = request.decode().map_err(Err)?;
                 body(
@@ -861,6 +871,10 @@ impl Service for Mds {
             }
         }
         let outcome = match request.opcode {
+            // Answered on the connection's task: no thread hop for a request whose only work
+            // is one read of the store, so a ping is the round trip's floor.
+            Opcode::Ping => Ok(self.inner.ping().to_body()),
+            Opcode::MdsStats => self.inner.stats().map(|stats| stats.to_body()).map_err(Ok),
             Opcode::LockRange => {
                 let lock: LockRange = request.decode()?;
                 self.lock_range(&lock, connection.credentials().uid)

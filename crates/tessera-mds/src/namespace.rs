@@ -6,7 +6,7 @@
 //! cluster's server count, which must not change under existing layouts, and the namespace id:
 //! a random number made at the store's first open, which the mds names in every request that
 //! changes objects on the iods, so that an iod obeys the mds of one namespace only. Every change is one
-//! redb write transaction, durable when it commits. File data and sizes are not here: sizes
+//! redb write transaction, committed in groups and answered once durable ([`Store::change`]). File data and sizes are not here: sizes
 //! are computed from the iods (see `docs/SEMANTICS.md`).
 //!
 //! Every call that names a path takes the [`Caller`] and checks POSIX permissions
@@ -28,7 +28,7 @@ use tessera_proto::{
 };
 
 use crate::access::{self, Caller, Owner, Rights};
-use crate::store::{store_error, Store, StoreHealth};
+use crate::store::{store_error, CommitStats, Store, StoreHealth};
 
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 const DIRENTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("dirents");
@@ -630,6 +630,11 @@ impl Namespace {
         self.store.health()
     }
 
+    /// Changes made durable and the group commits that did it, since the mds started.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.store.commit_stats()
+    }
+
     /// Inodes stored (files and directories, the root included).
     pub fn inode_count(&self) -> Result<u64, RemoteError> {
         self.store.read(|db| {
@@ -885,8 +890,7 @@ impl Namespace {
         exclusive: bool,
     ) -> Result<(u64, Inode, bool), RemoteError> {
         let caller = self.effective(caller);
-        self.store.write(|db| {
-            let txn = db.begin_write().map_err(store_error)?;
+        self.store.change(|txn| {
             let outcome;
             {
                 let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
@@ -949,7 +953,6 @@ impl Namespace {
                     outcome = (handle, inode, true);
                 }
             }
-            txn.commit().map_err(store_error)?;
             Ok(outcome)
         })
     }
@@ -963,8 +966,7 @@ impl Namespace {
     ) -> Result<(u64, Inode), RemoteError> {
         let caller = self.effective(caller);
         check_mode(mode)?;
-        self.store.write(|db| {
-            let txn = db.begin_write().map_err(store_error)?;
+        self.store.change(|txn| {
             let created;
             {
                 let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
@@ -1006,7 +1008,6 @@ impl Namespace {
                     .map_err(store_error)?;
                 created = (handle, inode);
             }
-            txn.commit().map_err(store_error)?;
             Ok(created)
         })
     }
@@ -1021,8 +1022,7 @@ impl Namespace {
         want_directory: bool,
     ) -> Result<(u64, Inode), RemoteError> {
         let caller = self.effective(caller);
-        self.store.write(|db| {
-            let txn = db.begin_write().map_err(store_error)?;
+        self.store.change(|txn| {
             let removed;
             {
                 let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
@@ -1063,7 +1063,6 @@ impl Namespace {
                     .map_err(store_error)?;
                 removed = (handle, inode);
             }
-            txn.commit().map_err(store_error)?;
             Ok(removed)
         })
     }
@@ -1079,8 +1078,7 @@ impl Namespace {
         target: &str,
     ) -> Result<Option<(u64, Inode)>, RemoteError> {
         let caller = self.effective(caller);
-        self.store.write(|db| {
-            let txn = db.begin_write().map_err(store_error)?;
+        self.store.change(|txn| {
             let replaced;
             {
                 let mut dirents = txn.open_table(DIRENTS).map_err(store_error)?;
@@ -1182,7 +1180,6 @@ impl Namespace {
                 }
                 replaced = victim.filter(|(_, other)| !other.is_directory());
             }
-            txn.commit().map_err(store_error)?;
             Ok(replaced)
         })
     }
@@ -1244,8 +1241,7 @@ impl Namespace {
     /// Records a change of the data of `handle` (truncate) in its times. A handle that is no
     /// longer in the namespace (the file was removed meanwhile) is `UnknownHandle`.
     pub fn touch(&self, handle: u64) -> Result<Inode, RemoteError> {
-        self.store.write(|db| {
-            let txn = db.begin_write().map_err(store_error)?;
+        self.store.change(|txn| {
             let inode;
             {
                 let mut inodes = txn.open_table(INODES).map_err(store_error)?;
@@ -1261,7 +1257,6 @@ impl Namespace {
                     .map_err(store_error)?;
                 inode = current;
             }
-            txn.commit().map_err(store_error)?;
             Ok(inode)
         })
     }
@@ -1306,8 +1301,7 @@ impl Namespace {
     ) -> Result<(u64, Inode), RemoteError> {
         let caller = self.effective(caller);
         let names = components(path)?;
-        self.store.write(|db| {
-            let txn = db.begin_write().map_err(store_error)?;
+        self.store.change(|txn| {
             let changed;
             {
                 let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
@@ -1321,7 +1315,6 @@ impl Namespace {
                     .map_err(store_error)?;
                 changed = (handle, inode);
             }
-            txn.commit().map_err(store_error)?;
             Ok(changed)
         })
     }

@@ -18,13 +18,26 @@
 //! `NoSpace` naming the store's path; reads go on whenever a handle is open. The condition
 //! clears at the first change that commits, so the first namespace change after space is
 //! freed both succeeds and turns `Ping`'s `store_state` back to `STORE_OK`.
+//!
+//! Changes go through [`Store::change`], which commits them in groups ([`group`]): each
+//! change's transaction commits at once without an `fsync`, and the call returns once a
+//! durable commit covers it. A failed durable commit fails every change it was to cover, and
+//! the reopen above drops them with the handle, so a change is either acknowledged and
+//! durable or refused.
+
+mod group;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use redb::Database;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
 use tessera_proto::{ErrorCode, RemoteError, STORE_FAILED, STORE_NO_SPACE, STORE_OK};
+
+pub use group::STORE_DURABLE_WAIT_MS;
+use group::{Covered, GroupCommit};
 
 /// Longest a reopen waits for calls still holding the failed handle to finish.
 pub const STORE_DRAIN_MS: u64 = 2_000;
@@ -37,6 +50,26 @@ pub const STORE_REOPEN_ATTEMPTS: u32 = 3;
 pub const STORE_REOPEN_BACKOFF_MS: u64 = 20;
 /// How often a reopen looks whether the calls holding the failed handle are done.
 const DRAIN_POLL: Duration = Duration::from_millis(2);
+
+/// The store's own table: `durable_commits` counts the durable commits of group commit (each
+/// writes it, so each has something to persist).
+const STORE_TABLE: TableDefinition<&str, u64> = TableDefinition::new("store");
+
+/// An open handle of the store and the group commits made on it.
+#[derive(Debug)]
+struct Handle {
+    database: Database,
+    group: GroupCommit,
+}
+
+/// Counts of group commit since the mds started, for `MdsStats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Changes acknowledged durable.
+    pub changes: u64,
+    /// Durable commits (one `fsync` each) that made them so.
+    pub commits: u64,
+}
 
 /// What went wrong with the store, for `Ping` and for calls that find it closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,8 +113,11 @@ struct Condition {
 pub struct Store {
     path: PathBuf,
     /// The open handle; `None` while a reopen failed.
-    current: RwLock<Option<Arc<Database>>>,
+    current: RwLock<Option<Arc<Handle>>>,
     condition: Mutex<Condition>,
+    /// Changes made durable, and the durable commits that did it.
+    changes: AtomicU64,
+    commits: AtomicU64,
 }
 
 /// True when `err` says the disk (or the user's quota on it) is full.
@@ -107,12 +143,22 @@ impl Store {
         StoreHealth::Ok.export();
         Self {
             path: path.to_path_buf(),
-            current: RwLock::new(Some(Arc::new(database))),
+            current: RwLock::new(Some(Arc::new(Handle::new(database)))),
             condition: Mutex::new(Condition {
                 health: StoreHealth::Ok,
                 last_error: None,
                 last_attempt: None,
             }),
+            changes: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+        }
+    }
+
+    /// Changes made durable and the durable commits that did it, since the mds started.
+    pub fn commit_stats(&self) -> CommitStats {
+        CommitStats {
+            changes: self.changes.load(Ordering::Relaxed),
+            commits: self.commits.load(Ordering::Relaxed),
         }
     }
 
@@ -121,26 +167,43 @@ impl Store {
         self.condition().health
     }
 
-    /// Runs a call that only reads.
+    /// Runs a call that only reads. It never waits for a change's durable commit: it sees
+    /// every change committed before it began, durable or not yet.
     pub fn read<T>(
         &self,
         call: impl FnOnce(&Database) -> Result<T, RemoteError>,
     ) -> Result<T, RemoteError> {
-        self.run(false, call)
+        self.run(false, |handle| call(&handle.database))
     }
 
-    /// Runs a call that changes the store; its success clears a recorded condition.
-    pub fn write<T>(
+    /// Runs `call` in a write transaction and commits it, returning once the change is
+    /// durable (group commit, [`group`]); an error from `call` changes nothing. Its success
+    /// clears a recorded condition.
+    pub fn change<T>(
         &self,
-        call: impl FnOnce(&Database) -> Result<T, RemoteError>,
+        call: impl FnOnce(&WriteTransaction) -> Result<T, RemoteError>,
     ) -> Result<T, RemoteError> {
-        self.run(true, call)
+        self.run(true, |handle| {
+            let under_way = handle.group.begin();
+            let mut txn = handle.database.begin_write().map_err(store_error)?;
+            txn.set_durability(Durability::None).map_err(|err| {
+                RemoteError::new(ErrorCode::Internal, format!("metadata store: {err}"))
+            })?;
+            let value = call(&txn)?;
+            txn.commit().map_err(store_error)?;
+            let ticket = under_way.committed();
+            if handle.group.wait_durable(ticket, || handle.flush())? == Covered::Led {
+                self.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            self.changes.fetch_add(1, Ordering::Relaxed);
+            Ok(value)
+        })
     }
 
     fn run<T>(
         &self,
         changes: bool,
-        call: impl FnOnce(&Database) -> Result<T, RemoteError>,
+        call: impl FnOnce(&Handle) -> Result<T, RemoteError>,
     ) -> Result<T, RemoteError> {
         let database = self.handle()?;
         match call(&database) {
@@ -204,7 +267,7 @@ impl Store {
 
     /// The open handle; if the store is closed, one attempt to open it (at most every
     /// [`STORE_REOPEN_INTERVAL_MS`]), else the recorded error.
-    fn handle(&self) -> Result<Arc<Database>, RemoteError> {
+    fn handle(&self) -> Result<Arc<Handle>, RemoteError> {
         if let Some(database) = self
             .current
             .read()
@@ -236,7 +299,7 @@ impl Store {
 
     /// Drops `failed` (once no other call holds it) and opens the file again, unless another
     /// call already did. Calls that arrive meanwhile wait on the lock, then get the new handle.
-    fn reopen(&self, failed: Arc<Database>) {
+    fn reopen(&self, failed: Arc<Handle>) {
         let mut slot = self.current.write().unwrap_or_else(PoisonError::into_inner);
         let Some(current) = slot.take_if(|current| Arc::ptr_eq(current, &failed)) else {
             return; // Another call reopened it already, or it is closed.
@@ -262,7 +325,7 @@ impl Store {
     }
 
     /// Opens the file into the empty `slot`, [`STORE_REOPEN_ATTEMPTS`] times at most.
-    fn open_into(&self, slot: &mut Option<Arc<Database>>) -> Option<Arc<Database>> {
+    fn open_into(&self, slot: &mut Option<Arc<Handle>>) -> Option<Arc<Handle>> {
         debug_assert!(slot.is_none());
         let mut last = None;
         for attempt in 0..STORE_REOPEN_ATTEMPTS {
@@ -271,7 +334,7 @@ impl Store {
             }
             match Database::open(&self.path) {
                 Ok(database) => {
-                    let database = Arc::new(database);
+                    let database = Arc::new(Handle::new(database));
                     *slot = Some(Arc::clone(&database));
                     self.condition().last_attempt = None;
                     tracing::info!(path = %self.path.display(), "metadata store reopened");
@@ -294,5 +357,30 @@ impl Store {
             condition.last_error = Some(error);
         }
         None
+    }
+}
+
+impl Handle {
+    fn new(database: Database) -> Self {
+        Self {
+            database,
+            group: GroupCommit::default(),
+        }
+    }
+
+    /// One durable commit: persists every change committed on this handle before it began.
+    fn flush(&self) -> Result<(), RemoteError> {
+        let txn = self.database.begin_write().map_err(store_error)?;
+        {
+            let mut table = txn.open_table(STORE_TABLE).map_err(store_error)?;
+            let done = table
+                .get("durable_commits")
+                .map_err(store_error)?
+                .map_or(0, |guard| guard.value());
+            table
+                .insert("durable_commits", done.wrapping_add(1))
+                .map_err(store_error)?;
+        }
+        txn.commit().map_err(store_error)
     }
 }

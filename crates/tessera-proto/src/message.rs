@@ -63,6 +63,8 @@ pub enum Opcode {
     /// mds, from a server only: which of a batch of handles name live files (an iod's orphan
     /// sweep).
     HandlesLive = 0x20,
+    /// mds: its group commit counters (changes made durable, durable commits) and inodes.
+    MdsStats = 0x21,
     /// iod, from the mds only: create the local object of a handle (never over an existing
     /// one).
     ObjectCreate = 0x30,
@@ -141,6 +143,7 @@ impl Opcode {
             0x1C => Self::Chmod,
             0x1D => Self::Chown,
             0x20 => Self::HandlesLive,
+            0x21 => Self::MdsStats,
             0x30 => Self::ObjectCreate,
             0x31 => Self::ObjectRemove,
             0x32 => Self::ObjectStat,
@@ -171,7 +174,7 @@ impl Opcode {
     }
 
     /// Every opcode, in byte order.
-    pub const ALL: [Self; 45] = [
+    pub const ALL: [Self; 46] = [
         Self::Ping,
         Self::Hello,
         Self::AgentSign,
@@ -192,6 +195,7 @@ impl Opcode {
         Self::Open,
         Self::Renew,
         Self::HandlesLive,
+        Self::MdsStats,
         Self::ObjectCreate,
         Self::ObjectRemove,
         Self::ObjectStat,
@@ -242,6 +246,7 @@ impl Opcode {
             Self::Chmod => "chmod",
             Self::Chown => "chown",
             Self::HandlesLive => "handles_live",
+            Self::MdsStats => "mds_stats",
             Self::ObjectCreate => "object_create",
             Self::ObjectRemove => "object_remove",
             Self::ObjectStat => "object_stat",
@@ -1429,6 +1434,29 @@ wire_struct! {
         pub namespace: u64,
         /// Live handles, a subset of those asked about, in the order asked.
         pub live: Vec<u64>,
+    }
+}
+
+wire_struct! {
+    /// Asks the mds for its counters (`tessera bench meta`). Read-only and server-wide: any
+    /// authenticated caller may ask; the credential is checked like every namespace request's.
+    pub struct MdsStats {
+        /// The caller's credential.
+        pub credentials: Credentials,
+    }
+}
+request!(MdsStats => MdsStats, MdsStatsReply);
+
+wire_struct! {
+    /// The mds's counters since it started.
+    pub struct MdsStatsReply {
+        /// Namespace changes acknowledged, each durable when answered.
+        pub changes: u64,
+        /// Durable commits (one `fsync` each) that made them durable: `changes / commits` is
+        /// how many changes one group commit carried.
+        pub commits: u64,
+        /// Inodes in the namespace (files and directories, the root included).
+        pub inodes: u64,
     }
 }
 

@@ -20,6 +20,7 @@ pub mod ecio;
 mod fmrd;
 mod inproc;
 mod listio;
+pub mod meta;
 pub mod mpiio;
 mod ogr;
 mod subarray;
@@ -73,6 +74,11 @@ pub enum Experiment {
     /// `local` and tcp, a re-read of 0.8x-1.3x the cache budget, and 1-4 clients reading
     /// 2N MiB each from 4 iods (001 Figs. 5.3-5.5).
     Unifier(unifier::UnifierArgs),
+    /// mdtest-style metadata phases (create, stat, open-close, readdir, rename, unlink,
+    /// mkdir, rmdir, tree create/remove), 1 and 4 processes, own and shared directories:
+    /// native client vs `tessera mount` vs a local directory vs tmpfs vs a null request to
+    /// the mds, with the mds's changes per durable commit.
+    Meta(meta::MetaArgs),
     /// 4 clients x 4 iods (unified cache), each client looping over more than its client
     /// cache: nocache vs inclusive client cache vs eager DEMOTE vs DEMOTE buffering, with
     /// hit rates per level and demote traffic (001 ch. 6, live).
@@ -292,6 +298,7 @@ impl Drop for BenchCluster {
 pub fn run(experiment: &Experiment) -> Result<(), String> {
     let outcome = match experiment {
         Experiment::Listio(common) => listio::run(common)?,
+        Experiment::Meta(args) => meta::run(args)?,
         Experiment::Subarray(common) => subarray::run(common)?,
         Experiment::Views(args) => views::run(args)?,
         Experiment::Blockcol(common) => blockcol::run(common)?,

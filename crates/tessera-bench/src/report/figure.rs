@@ -74,10 +74,6 @@ pub enum Scale {
     /// Powers of two evenly spaced (sizes 128 B .. 8 KiB); values must be positive.
     Log2,
     /// Powers of ten evenly spaced; values must be positive.
-    #[allow(
-        dead_code,
-        reason = "for the benches whose papers drew decades; none yet"
-    )]
     Log10,
 }
 

@@ -1,0 +1,551 @@
+//! The client processes of `tessera bench meta`: each runs one phase of mdtest on one target
+//! per step, timing every operation, and checks afterwards (untimed) that the phase did what
+//! it says: every name made is listed, every name removed is gone.
+//!
+//! A parent drives them in lock step over JSON lines on their standard input and output, as
+//! [`crate::workers`] does for the data benches: a [`Step`] (the worker opens what it needs
+//! and answers `ready`), then `go` (all start at once) and the worker's [`Outcome`].
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, OpenMode};
+
+/// Subdirectories of a tree (`tree-create`), each holding its share of the items.
+pub const TREE_FANOUT: usize = 10;
+
+/// Arguments of the hidden `tessera-bench meta-worker` command.
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// Rank of this process among the workers.
+    #[arg(long)]
+    rank: usize,
+}
+
+/// Where a step's operations go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Target {
+    /// The native client of the cluster in this file.
+    Native(PathBuf),
+    /// System calls under this directory: a local directory, tmpfs, or `tessera mount`.
+    Posix(PathBuf),
+}
+
+/// One phase of mdtest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Create and close `items` empty files.
+    Create,
+    /// Stat each file.
+    Stat,
+    /// Open each file for reading and close it.
+    OpenClose,
+    /// List the directory (ops: entries listed).
+    Readdir,
+    /// Rename each file to a new name in the same directory.
+    Rename,
+    /// Remove each renamed file.
+    Unlink,
+    /// Make `items` directories.
+    Mkdir,
+    /// Remove them.
+    Rmdir,
+    /// Make a tree: a directory, [`TREE_FANOUT`] subdirectories, `items` files among them.
+    TreeCreate,
+    /// Remove the tree, files first.
+    TreeRemove,
+    /// A null request and reply to the mds (the floor; native only).
+    Ping,
+}
+
+impl Phase {
+    /// The phases of one pass, in the order they depend on each other.
+    pub const PASS: [Self; 10] = [
+        Self::Create,
+        Self::Stat,
+        Self::OpenClose,
+        Self::Readdir,
+        Self::Rename,
+        Self::Unlink,
+        Self::Mkdir,
+        Self::Rmdir,
+        Self::TreeCreate,
+        Self::TreeRemove,
+    ];
+
+    /// The name reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Create => "create",
+            Self::Stat => "stat",
+            Self::OpenClose => "open-close",
+            Self::Readdir => "readdir",
+            Self::Rename => "rename",
+            Self::Unlink => "unlink",
+            Self::Mkdir => "mkdir",
+            Self::Rmdir => "rmdir",
+            Self::TreeCreate => "tree-create",
+            Self::TreeRemove => "tree-remove",
+            Self::Ping => "ping",
+        }
+    }
+
+    /// Whether the phase changes the namespace (the mds's commits are counted for it).
+    pub fn changes(self) -> bool {
+        !matches!(
+            self,
+            Self::Stat | Self::OpenClose | Self::Readdir | Self::Ping
+        )
+    }
+}
+
+/// What one worker does in one step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Step {
+    /// Where.
+    pub target: Target,
+    /// What.
+    pub phase: Phase,
+    /// The directory the worker works in, absolute in the target's namespace (made by the
+    /// parent; shared by all workers or one per worker).
+    pub dir: String,
+    /// Files or directories this worker makes (pings, for `ping`).
+    pub items: usize,
+}
+
+/// What one worker measured in one step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Seconds from `go` to the last operation.
+    pub seconds: f64,
+    /// Operations timed.
+    pub ops: u64,
+    /// Each operation's latency, microseconds.
+    pub latencies_us: Vec<f32>,
+    /// The untimed check after the phase found what the phase was to leave.
+    pub verified: bool,
+    /// What the check found wrong (empty when verified).
+    pub problem: String,
+}
+
+/// The operations of a target.
+enum Ops {
+    Native(Client),
+    Posix(PathBuf),
+}
+
+type OpResult<T> = Result<T, String>;
+
+impl Ops {
+    fn open(target: &Target) -> OpResult<Self> {
+        Ok(match target {
+            Target::Native(cluster) => {
+                let config = ClusterConfig::load(cluster).map_err(|err| err.to_string())?;
+                Self::Native(Client::new(&config, &ClientOptions::default()))
+            }
+            Target::Posix(root) => Self::Posix(root.clone()),
+        })
+    }
+
+    fn local(root: &Path, path: &str) -> PathBuf {
+        root.join(path.trim_start_matches('/'))
+    }
+
+    fn create(&self, path: &str) -> OpResult<()> {
+        match self {
+            Self::Native(client) => {
+                let options = CreateOptions {
+                    exclusive: true,
+                    ..CreateOptions::default()
+                };
+                client
+                    .create(path, &options)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+            Self::Posix(root) => std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(Self::local(root, path))
+                .map(drop)
+                .map_err(|err| format!("{path}: {err}")),
+        }
+    }
+
+    /// Whether `path` is a file, and its size.
+    fn stat(&self, path: &str) -> OpResult<(bool, u64)> {
+        match self {
+            Self::Native(client) => client
+                .stat(path)
+                .map(|attr| (attr.kind == tessera_client::FileKind::File, attr.size))
+                .map_err(|e| e.to_string()),
+            Self::Posix(root) => std::fs::metadata(Self::local(root, path))
+                .map(|meta| (meta.is_file(), meta.len()))
+                .map_err(|err| format!("{path}: {err}")),
+        }
+    }
+
+    fn open_close(&self, path: &str) -> OpResult<()> {
+        match self {
+            Self::Native(client) => client
+                .open(path, OpenMode::ReadOnly)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Self::Posix(root) => std::fs::File::open(Self::local(root, path))
+                .map(drop)
+                .map_err(|err| format!("{path}: {err}")),
+        }
+    }
+
+    fn list(&self, dir: &str) -> OpResult<Vec<String>> {
+        match self {
+            Self::Native(client) => client
+                .readdir(dir)
+                .map(|entries| entries.into_iter().map(|entry| entry.name).collect())
+                .map_err(|e| e.to_string()),
+            Self::Posix(root) => std::fs::read_dir(Self::local(root, dir))
+                .and_then(|entries| {
+                    entries
+                        .map(|entry| entry.map(|entry| entry.file_name().to_string_lossy().into()))
+                        .collect()
+                })
+                .map_err(|err| format!("{dir}: {err}")),
+        }
+    }
+
+    fn rename(&self, from: &str, to: &str) -> OpResult<()> {
+        match self {
+            Self::Native(client) => client.rename(from, to).map_err(|e| e.to_string()),
+            Self::Posix(root) => std::fs::rename(Self::local(root, from), Self::local(root, to))
+                .map_err(|err| format!("{from} -> {to}: {err}")),
+        }
+    }
+
+    fn unlink(&self, path: &str) -> OpResult<()> {
+        match self {
+            Self::Native(client) => client.unlink(path).map_err(|e| e.to_string()),
+            Self::Posix(root) => std::fs::remove_file(Self::local(root, path))
+                .map_err(|err| format!("{path}: {err}")),
+        }
+    }
+
+    fn mkdir(&self, path: &str) -> OpResult<()> {
+        match self {
+            Self::Native(client) => client
+                .mkdir(path, 0o755)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Self::Posix(root) => {
+                std::fs::create_dir(Self::local(root, path)).map_err(|err| format!("{path}: {err}"))
+            }
+        }
+    }
+
+    fn rmdir(&self, path: &str) -> OpResult<()> {
+        match self {
+            Self::Native(client) => client.rmdir(path).map_err(|e| e.to_string()),
+            Self::Posix(root) => {
+                std::fs::remove_dir(Self::local(root, path)).map_err(|err| format!("{path}: {err}"))
+            }
+        }
+    }
+
+    fn ping(&self) -> OpResult<()> {
+        match self {
+            Self::Native(client) => client.ping_mds().map(drop).map_err(|e| e.to_string()),
+            Self::Posix(_) => Err("ping: a local directory has no server".to_owned()),
+        }
+    }
+}
+
+/// The names a worker of `rank` uses in its directory `dir`.
+struct Names<'a> {
+    dir: &'a str,
+    rank: usize,
+}
+
+impl Names<'_> {
+    fn file(&self, item: usize) -> String {
+        format!("{}/f.{}.{item}", self.dir, self.rank)
+    }
+    fn renamed(&self, item: usize) -> String {
+        format!("{}/g.{}.{item}", self.dir, self.rank)
+    }
+    fn directory(&self, item: usize) -> String {
+        format!("{}/d.{}.{item}", self.dir, self.rank)
+    }
+    fn tree(&self) -> String {
+        format!("{}/t.{}", self.dir, self.rank)
+    }
+    fn branch(&self, branch: usize) -> String {
+        format!("{}/s{branch}", self.tree())
+    }
+    fn leaf(&self, item: usize) -> String {
+        format!("{}/f{item}", self.branch(item % TREE_FANOUT))
+    }
+    /// How many of `names` this worker made with `prefix` (`f`, `g` or `d`).
+    fn count(&self, names: &[String], prefix: &str) -> usize {
+        let mine = format!("{prefix}.{}.", self.rank);
+        names.iter().filter(|name| name.starts_with(&mine)).count()
+    }
+}
+
+/// Times `op` over `items`, pushing each latency.
+fn timed(
+    items: usize,
+    latencies: &mut Vec<f32>,
+    mut op: impl FnMut(usize) -> OpResult<()>,
+) -> OpResult<()> {
+    for item in 0..items {
+        let started = Instant::now();
+        op(item)?;
+        latencies.push(started.elapsed().as_secs_f32() * 1e6);
+    }
+    Ok(())
+}
+
+/// Runs `step` on `ops`: the timed phase, then its check.
+fn run_step(ops: &Ops, step: &Step, rank: usize) -> OpResult<Outcome> {
+    let names = Names {
+        dir: &step.dir,
+        rank,
+    };
+    let items = step.items;
+    let mut latencies = Vec::with_capacity(items + TREE_FANOUT + 1);
+    let started = Instant::now();
+    match step.phase {
+        Phase::Create => timed(items, &mut latencies, |i| ops.create(&names.file(i)))?,
+        Phase::Stat => timed(items, &mut latencies, |i| {
+            match ops.stat(&names.file(i))? {
+                (true, 0) => Ok(()),
+                found => Err(format!(
+                    "{}: stat says (file, size) {found:?}",
+                    names.file(i)
+                )),
+            }
+        })?,
+        Phase::OpenClose => timed(items, &mut latencies, |i| ops.open_close(&names.file(i)))?,
+        Phase::Readdir => {
+            let listed = ops.list(&step.dir)?;
+            // One listing, counted as an operation per entry (mdtest's readdir rate).
+            let per_entry = started.elapsed().as_secs_f32() * 1e6 / listed.len().max(1) as f32;
+            latencies.extend(std::iter::repeat_n(per_entry, listed.len()));
+            if names.count(&listed, "f") != items {
+                return Ok(failed(
+                    started,
+                    &latencies,
+                    format!(
+                        "{}: listed {} of this worker's {items} files",
+                        step.dir,
+                        names.count(&listed, "f")
+                    ),
+                ));
+            }
+        }
+        Phase::Rename => timed(items, &mut latencies, |i| {
+            ops.rename(&names.file(i), &names.renamed(i))
+        })?,
+        Phase::Unlink => timed(items, &mut latencies, |i| ops.unlink(&names.renamed(i)))?,
+        Phase::Mkdir => timed(items, &mut latencies, |i| ops.mkdir(&names.directory(i)))?,
+        Phase::Rmdir => timed(items, &mut latencies, |i| ops.rmdir(&names.directory(i)))?,
+        Phase::TreeCreate => {
+            timed(1, &mut latencies, |_| ops.mkdir(&names.tree()))?;
+            timed(TREE_FANOUT, &mut latencies, |b| ops.mkdir(&names.branch(b)))?;
+            timed(items, &mut latencies, |i| ops.create(&names.leaf(i)))?;
+        }
+        Phase::TreeRemove => {
+            timed(items, &mut latencies, |i| ops.unlink(&names.leaf(i)))?;
+            timed(TREE_FANOUT, &mut latencies, |b| ops.rmdir(&names.branch(b)))?;
+            timed(1, &mut latencies, |_| ops.rmdir(&names.tree()))?;
+        }
+        Phase::Ping => timed(items, &mut latencies, |_| ops.ping())?,
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let problem = check(ops, step, &names)?;
+    Ok(Outcome {
+        seconds,
+        ops: latencies.len() as u64,
+        verified: problem.is_empty(),
+        latencies_us: latencies,
+        problem,
+    })
+}
+
+fn failed(started: Instant, latencies: &[f32], problem: String) -> Outcome {
+    Outcome {
+        seconds: started.elapsed().as_secs_f64(),
+        ops: latencies.len() as u64,
+        latencies_us: latencies.to_vec(),
+        verified: false,
+        problem,
+    }
+}
+
+/// The untimed check of a phase: what it leaves in the directory ("" when right).
+fn check(ops: &Ops, step: &Step, names: &Names<'_>) -> OpResult<String> {
+    let expect = |prefix: &str, want: usize, listed: &[String]| {
+        let found = names.count(listed, prefix);
+        if found == want {
+            String::new()
+        } else {
+            format!(
+                "after {}: {} holds {found} of this worker's {prefix}.* names, not {want}",
+                step.phase.name(),
+                step.dir
+            )
+        }
+    };
+    let items = step.items;
+    Ok(match step.phase {
+        Phase::Create | Phase::Stat | Phase::OpenClose | Phase::Readdir => {
+            expect("f", items, &ops.list(step.dir.as_str())?)
+        }
+        Phase::Rename => {
+            let listed = ops.list(&step.dir)?;
+            format!("{}{}", expect("f", 0, &listed), expect("g", items, &listed))
+        }
+        Phase::Unlink => expect("g", 0, &ops.list(&step.dir)?),
+        Phase::Mkdir => expect("d", items, &ops.list(&step.dir)?),
+        Phase::Rmdir => expect("d", 0, &ops.list(&step.dir)?),
+        Phase::TreeCreate => {
+            let leaves: usize = (0..TREE_FANOUT)
+                .map(|branch| ops.list(&names.branch(branch)).map(|listed| listed.len()))
+                .sum::<OpResult<usize>>()?;
+            if leaves == items {
+                String::new()
+            } else {
+                format!(
+                    "after tree-create: {} holds {leaves} files, not {items}",
+                    names.tree()
+                )
+            }
+        }
+        Phase::TreeRemove => expect("t", 0, &ops.list(&step.dir)?),
+        Phase::Ping => String::new(),
+    })
+}
+
+/// The worker's loop: a step, `ready`, `go`, its outcome; until standard input closes.
+pub fn run(args: &WorkerArgs) -> Result<(), String> {
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let mut opened: Option<(Target, Ops)> = None;
+    let mut out = std::io::stdout().lock();
+    let mut say = |value: &serde_json::Value| -> Result<(), String> {
+        writeln!(out, "{value}")
+            .and_then(|()| out.flush())
+            .map_err(|err| format!("meta worker {}: {err}", args.rank))
+    };
+    while let Some(line) = lines.next() {
+        let line = line.map_err(|err| err.to_string())?;
+        let step: Step =
+            serde_json::from_str(&line).map_err(|err| format!("meta worker step: {err}"))?;
+        if opened
+            .as_ref()
+            .is_none_or(|(target, _)| *target != step.target)
+        {
+            opened = Some((step.target.clone(), Ops::open(&step.target)?));
+        }
+        let ops = &opened.as_ref().expect("opened above").1;
+        say(&serde_json::json!({ "ready": true }))?;
+        match lines.next() {
+            Some(Ok(go)) if go.trim() == "\"go\"" => {}
+            other => {
+                return Err(format!(
+                    "meta worker {}: expected go, got {other:?}",
+                    args.rank
+                ))
+            }
+        }
+        let outcome = run_step(ops, &step, args.rank).unwrap_or_else(|problem| Outcome {
+            seconds: 0.0,
+            ops: 0,
+            latencies_us: Vec::new(),
+            verified: false,
+            problem,
+        });
+        say(&serde_json::to_value(&outcome).map_err(|err| err.to_string())?)?;
+    }
+    Ok(())
+}
+
+/// The worker processes of a run.
+pub struct MetaWorkers {
+    children: Vec<(Child, ChildStdin, BufReader<ChildStdout>)>,
+}
+
+impl MetaWorkers {
+    /// Starts `count` workers.
+    pub fn spawn(count: usize) -> Result<Self, String> {
+        let mut children = Vec::with_capacity(count);
+        for rank in 0..count {
+            let mut child = super::super::worker_command()?
+                .args(["meta-worker", "--rank", &rank.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|err| format!("cannot start meta worker {rank}: {err}"))?;
+            let stdin = child.stdin.take().expect("piped");
+            let stdout = BufReader::new(child.stdout.take().expect("piped"));
+            children.push((child, stdin, stdout));
+        }
+        Ok(Self { children })
+    }
+
+    /// One step: `steps[rank]` to each worker, all started together; their outcomes.
+    pub fn step(&mut self, steps: &[Step]) -> Result<Vec<Outcome>, String> {
+        let send = |rank: usize, stdin: &mut ChildStdin, text: &str| {
+            writeln!(stdin, "{text}")
+                .and_then(|()| stdin.flush())
+                .map_err(|err| format!("meta worker {rank} is gone: {err}"))
+        };
+        for (rank, ((_, stdin, _), step)) in self.children.iter_mut().zip(steps).enumerate() {
+            let text = serde_json::to_string(step).map_err(|err| err.to_string())?;
+            send(rank, stdin, &text)?;
+        }
+        for (rank, (_, _, stdout)) in self.children.iter_mut().enumerate() {
+            let ready: serde_json::Value = read_line(rank, stdout)?;
+            if ready["ready"] != true {
+                return Err(format!("meta worker {rank}: {ready}"));
+            }
+        }
+        for (rank, (_, stdin, _)) in self.children.iter_mut().enumerate() {
+            send(rank, stdin, "\"go\"")?;
+        }
+        self.children
+            .iter_mut()
+            .enumerate()
+            .map(|(rank, (_, _, stdout))| read_line(rank, stdout))
+            .collect()
+    }
+}
+
+fn read_line<T: serde::de::DeserializeOwned>(
+    rank: usize,
+    stdout: &mut BufReader<ChildStdout>,
+) -> Result<T, String> {
+    let mut line = String::new();
+    let read = stdout
+        .read_line(&mut line)
+        .map_err(|err| format!("meta worker {rank}: {err}"))?;
+    if read == 0 {
+        return Err(format!("meta worker {rank} ended (see its error above)"));
+    }
+    serde_json::from_str(&line).map_err(|err| format!("meta worker {rank}: {err}: {line}"))
+}
+
+impl Drop for MetaWorkers {
+    fn drop(&mut self) {
+        for (mut child, stdin, _) in self.children.drain(..) {
+            drop(stdin);
+            let _ = child.wait();
+        }
+    }
+}
