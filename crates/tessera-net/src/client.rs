@@ -632,6 +632,12 @@ impl<S: ByteStream> Connection<S> {
         Ok(reply)
     }
 
+    /// Waits for the reply to the request [`Connection::send_request`] sent: with it, a caller
+    /// asks several servers at once and then reads their replies ([`crate::Pool::call_each`]).
+    pub fn recv_reply_to<R: Request>(&mut self) -> Result<R::Reply, NetError> {
+        self.recv_reply::<R::Reply>(None).map(|(reply, _)| reply)
+    }
+
     /// Sends a request that carries no bulk data (every request but `Write`).
     pub fn send_request<R: Request>(&mut self, request: &R) -> Result<TransferCounts, NetError> {
         let body = request.to_body();

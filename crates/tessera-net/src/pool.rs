@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use tessera_auth::Authenticator;
 
+use tessera_proto::Request;
+
 use crate::client::{Connection, Registration};
 use crate::error::NetError;
 use crate::fabric::Fabric;
@@ -345,6 +347,56 @@ impl<S: ByteStream> Pool<S> {
             lease.discard_after(error);
         }
         result
+    }
+
+    /// Asks each server of `calls` its request at once: every request is sent before any
+    /// reply is read, so the servers work side by side and the whole costs about one round
+    /// trip, not one per server. `calls` name distinct servers in increasing order (the order
+    /// every caller takes their connections in, so two callers never wait on each other's).
+    /// The replies come back in the order of `calls`. For idempotent requests only: as with
+    /// [`Pool::with`], a kept connection found dead is replaced and its request asked again.
+    pub fn call_each<R: Request>(&self, calls: &[(usize, &R)]) -> Vec<Result<R::Reply, NetError>> {
+        debug_assert!(calls.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        let mut leases: Vec<Result<Lease<'_, S>, NetError>> =
+            calls.iter().map(|&(index, _)| self.lease(index)).collect();
+        let sent: Vec<Result<(), NetError>> = leases
+            .iter_mut()
+            .zip(calls)
+            .map(|(lease, &(_, request))| match lease {
+                Ok(lease) => lease.connection().send_request(request).map(drop),
+                Err(_) => Ok(()),
+            })
+            .collect();
+        // Per call: the reply, the error, or `None` for a kept connection found dead.
+        let mut replies: Vec<Option<Result<R::Reply, NetError>>> = Vec::with_capacity(calls.len());
+        for ((lease, sent), &(index, _)) in leases.into_iter().zip(sent).zip(calls) {
+            replies.push(match lease {
+                Ok(mut lease) => {
+                    let result = sent.and_then(|()| lease.connection().recv_reply_to::<R>());
+                    self.note(index, &result);
+                    match result {
+                        Err(NetError::Io { .. }) if lease.reused => {
+                            lease.discard();
+                            None
+                        }
+                        Err(error) => {
+                            lease.discard_after(&error);
+                            Some(Err(error))
+                        }
+                        ok => Some(ok),
+                    }
+                }
+                Err(error) => Some(Err(error)),
+            });
+        }
+        replies
+            .into_iter()
+            .zip(calls)
+            .map(|(result, &(index, request))| {
+                result
+                    .unwrap_or_else(|| self.with_once(index, |connection| connection.call(request)))
+            })
+            .collect()
     }
 
     /// Runs `exchange` on the connection to server `index`, dropping the connection if the
