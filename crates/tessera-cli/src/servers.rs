@@ -39,6 +39,15 @@ pub struct MdsArgs {
     /// before they expire.
     #[arg(long, default_value_t = tessera_auth::CAPABILITY_LIFETIME.as_secs())]
     capability_seconds: u64,
+    /// Handles whose objects the mds keeps made ahead on every iod, so that an ordinary
+    /// create costs one commit (at most 256; 0: each create makes its objects).
+    #[arg(
+        long,
+        default_value_t = tessera_mds::handler::PRECREATE_DEFAULT,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+            .range(0..=tessera_mds::precreate::PRECREATE_MAX as u64),
+    )]
+    precreate: usize,
     /// Treat callers with uid 0 as uid and gid 65534 (nobody), as NFS's root squash does:
     /// root on a client host gets no more rights than any other user.
     #[arg(long)]
@@ -442,6 +451,7 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
     let probe_key = key.clone();
     let options = tessera_mds::MdsOptions {
         capability_lifetime: Duration::from_secs(args.capability_seconds.max(1)),
+        precreate: args.precreate,
     };
     let namespace = tessera_mds::Namespace::open_store(&args.db, server_count, args.stripe_unit)
         .map_err(|err| format!("mds: {}", err.message))?

@@ -109,6 +109,10 @@ pub struct UpArgs {
     /// clients renew theirs before they expire.
     #[arg(long)]
     capability_seconds: Option<u64>,
+    /// Handles whose objects the mds keeps made ahead on every iod (`tessera mds
+    /// --precreate`; default the mds's, 0 turns it off).
+    #[arg(long, value_name = "N")]
+    precreate: Option<usize>,
     /// Have the servers of a local cluster serve Prometheus metrics on loopback: the mds on
     /// port P, iod i on P+1+i (`http://127.0.0.1:PORT/metrics`).
     #[arg(long, value_name = "P")]
@@ -481,6 +485,9 @@ pub fn up(args: &UpArgs) -> Result<(), String> {
     }
     if let Some(seconds) = args.capability_seconds {
         mds_flags.extend(["--capability-seconds".to_owned(), seconds.to_string()]);
+    }
+    if let Some(handles) = args.precreate {
+        mds_flags.extend(["--precreate".to_owned(), handles.to_string()]);
     }
     // Nothing of the directory is read before it is known to be this user's alone.
     claim(&args.dir)?;

@@ -33,6 +33,7 @@ use tessera_proto::{
 use crate::access::Caller;
 use crate::locks::{LockRequest, LockTable};
 use crate::namespace::{CreatePlan, Inode, Namespace};
+use crate::precreate::{Precreated, PRECREATE_RETRY, PRECREATE_TICK};
 
 /// The metadata server.
 #[derive(Debug)]
@@ -46,9 +47,12 @@ struct Inner {
     iods: Pool,
     locks: LockTable,
     /// Handles of creates in flight: objects made (or being made) on the iods, name not yet
-    /// committed. An iod's orphan sweep must keep them ([`Inner::handles_live`]). At most one
-    /// entry per request in flight, so bounded by the blocking threads serving requests.
+    /// committed, and every handle of the pool of objects made ahead. An iod's orphan sweep
+    /// must keep them ([`Inner::handles_live`]). At most one entry per request in flight
+    /// (bounded by the blocking threads serving requests) plus `PRECREATE_MAX`.
     creating: Mutex<HashSet<u64>>,
+    /// Handles whose objects exist on every iod, for the next ordinary creates.
+    precreated: Arc<Precreated>,
     /// Signs capabilities.
     key: ClusterKey,
     options: MdsOptions,
@@ -59,15 +63,22 @@ struct Inner {
 pub struct MdsOptions {
     /// How long the capabilities it signs are accepted (`tessera mds --capability-seconds`).
     pub capability_lifetime: Duration,
+    /// Handles whose objects it keeps made ahead on every iod (`tessera mds --precreate`;
+    /// 0: none, each create makes its objects).
+    pub precreate: usize,
 }
 
 impl Default for MdsOptions {
     fn default() -> Self {
         Self {
             capability_lifetime: tessera_auth::CAPABILITY_LIFETIME,
+            precreate: PRECREATE_DEFAULT,
         }
     }
 }
+
+/// Handles an mds keeps made ahead unless told otherwise.
+pub const PRECREATE_DEFAULT: usize = 128;
 
 /// After an iod fails to answer, how long the mds answers `Unavailable` for it without
 /// asking it again: requests that need a stopped iod then cost one timeout, not one each.
@@ -123,17 +134,53 @@ impl Mds {
             .collect();
         let signer = Arc::new(KeySigner::server(key.clone()));
         let cluster_id = Some(key.cluster_id());
-        Self {
-            inner: Arc::new(Inner {
-                namespace,
-                iods: Pool::new(peers, timeout, signer)
-                    .with_cluster_id(cluster_id)
-                    .with_retry_after(IOD_RETRY_AFTER),
-                locks: LockTable::new(),
-                creating: Mutex::new(HashSet::new()),
-                key,
-                options,
-            }),
+        let precreated = Arc::new(Precreated::new(options.precreate));
+        let inner = Arc::new(Inner {
+            namespace,
+            iods: Pool::new(peers, timeout, signer)
+                .with_cluster_id(cluster_id)
+                .with_retry_after(IOD_RETRY_AFTER),
+            locks: LockTable::new(),
+            creating: Mutex::new(HashSet::new()),
+            precreated: precreated.clone(),
+            key,
+            options,
+        });
+        if inner.options.precreate > 0 {
+            let weak = Arc::downgrade(&inner);
+            let started = std::thread::Builder::new()
+                .name("mds-precreate".to_owned())
+                .spawn(move || keep_precreated(&precreated, &weak));
+            if let Err(err) = started {
+                tracing::warn!("mds: objects are not made ahead of creates: {err}");
+            }
+        }
+        Self { inner }
+    }
+}
+
+/// The `mds-precreate` thread: refills the pool whenever it runs low, until the mds is gone
+/// (at most a [`PRECREATE_TICK`] after).
+fn keep_precreated(pool: &Precreated, mds: &std::sync::Weak<Inner>) {
+    let mut failing = false;
+    loop {
+        let wanted = pool.wanted(PRECREATE_TICK);
+        let Some(inner) = mds.upgrade() else {
+            return;
+        };
+        if wanted == 0 {
+            continue;
+        }
+        match inner.precreate(wanted) {
+            Ok(_) => failing = false,
+            Err(error) => {
+                if !failing {
+                    tracing::warn!("mds: objects not made ahead, creates make their own: {error}");
+                }
+                failing = true;
+                drop(inner);
+                std::thread::sleep(PRECREATE_RETRY);
+            }
         }
     }
 }
@@ -262,16 +309,17 @@ impl Inner {
     /// removed anywhere: with the iod list in the wrong order, the other "objects of this
     /// file" would be other files' objects.
     fn remove_objects(&self, handle: u64, inode: &Inode) -> Vec<ObjectLeft> {
-        if let Err((server, error @ NetError::WrongServer { .. })) =
-            self.check_servers(&inode.servers)
-        {
+        self.remove_objects_on(handle, &inode.servers)
+    }
+
+    /// [`Inner::remove_objects`] of the objects of `handle` on `servers`.
+    fn remove_objects_on(&self, handle: u64, servers: &[u16]) -> Vec<ObjectLeft> {
+        if let Err((server, error @ NetError::WrongServer { .. })) = self.check_servers(servers) {
             let error = net_error(error);
             tracing::warn!(
-                "mds: objects of handle {handle:#x} left on iods {:?}: iod {server}: {error}",
-                inode.servers
+                "mds: objects of handle {handle:#x} left on iods {servers:?}: iod {server}: {error}"
             );
-            return inode
-                .servers
+            return servers
                 .iter()
                 .map(|&server| ObjectLeft {
                     server,
@@ -280,9 +328,9 @@ impl Inner {
                 .collect();
         }
         let namespace = self.namespace.namespace_id();
-        let replies = self.iod_call_each(&inode.servers, |_| ObjectRemove { handle, namespace });
+        let replies = self.iod_call_each(servers, |_| ObjectRemove { handle, namespace });
         let mut left = Vec::new();
-        for (&server, reply) in inode.servers.iter().zip(replies) {
+        for (&server, reply) in servers.iter().zip(replies) {
             if let Err(error) = reply {
                 tracing::warn!("mds: object {handle:#x} left on iod {server}: {error}");
                 left.push(ObjectLeft { server, error });
@@ -379,6 +427,52 @@ impl Inner {
             capability: self.capability(&renew.credentials, handle, rights),
             attr,
         })
+    }
+
+    /// Makes the objects of `count` new handles on every iod and pools them; returns how
+    /// many it pooled. The handles are reserved durably first
+    /// ([`Namespace::reserve_handles`]), and each is in `creating` from before its objects
+    /// exist, so no sweep takes them for orphans.
+    fn precreate(&self, count: usize) -> Result<usize, RemoteError> {
+        let servers: Vec<u16> = (0..self.namespace.server_count()).collect();
+        self.check_servers(&servers)
+            .map_err(|(_, error)| net_error(error))?;
+        let handles = self.namespace.reserve_handles(count as u64)?;
+        let namespace = self.namespace.namespace_id();
+        let cache_unit_bytes = self.namespace.default_cache_unit();
+        let mut pooled = 0;
+        for handle in handles {
+            self.creating
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(handle);
+            let replies = self.iod_call_each(&servers, |_| ObjectCreate {
+                handle,
+                namespace,
+                cache_unit_bytes,
+            });
+            if replies.iter().all(Result::is_ok) {
+                self.precreated.add(handle);
+                pooled += 1;
+                continue;
+            }
+            let (made, refused) = split_replies(&servers, replies);
+            let _ = self.remove_objects_on(handle, &made);
+            self.creating
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&handle);
+            if let Some((server, error)) = refused
+                .into_iter()
+                .find(|(_, error)| error.code != ErrorCode::Exists)
+            {
+                return Err(RemoteError::new(
+                    error.code,
+                    format!("making objects ahead: iod {server}: {}", error.message),
+                ));
+            }
+        }
+        Ok(pooled)
     }
 
     fn create(&self, request: &Create) -> Result<Opened, RemoteError> {
@@ -493,13 +587,28 @@ impl Inner {
 
     /// One try of [`Inner::create_objects`].
     fn create_once(&self, caller: &Caller, request: &Create) -> Result<Tried, RemoteError> {
-        let plan = self.namespace.plan_create(caller, request)?;
+        let default_unit = self.namespace.default_cache_unit();
+        let pooled = self
+            .namespace
+            .precreatable(request, default_unit)
+            .then(|| self.precreated.take())
+            .flatten();
+        let give_back = || {
+            if let Some(handle) = pooled {
+                self.precreated.give_back(handle);
+            }
+        };
+        let plan = self
+            .namespace
+            .plan_create_with(caller, request, pooled)
+            .inspect_err(|_| give_back())?;
         let (handle, inode) = match plan {
             // An existing file, opened for reading and writing (checked by the plan).
             CreatePlan::Existing(handle, inode) => {
+                give_back();
                 return Ok(self
                     .attr_at(&request.path, handle, &inode)?
-                    .map_or(Tried::Removed, Tried::Done))
+                    .map_or(Tried::Removed, Tried::Done));
             }
             CreatePlan::New(handle, inode) => (handle, inode),
         };
@@ -510,6 +619,7 @@ impl Inner {
             )
         };
         self.check_servers(&inode.servers)
+            .inspect_err(|_| give_back())
             .map_err(|(_, error)| failed(net_error(error)))?;
         // The iods keep the unit with each object; without a hint a finely striped file
         // takes its stripe unit (ARCHITECTURE §2.7), others the iod's default (0).
@@ -519,28 +629,22 @@ impl Inner {
         };
         let _in_flight = Creating::enter(&self.creating, handle);
         let namespace = self.namespace.namespace_id();
-        let replies = self.iod_call_each(&inode.servers, |_| ObjectCreate {
-            handle,
-            namespace,
-            cache_unit_bytes,
-        });
+        // A pooled handle's objects exist on every iod already.
+        let replies = if pooled.is_some() {
+            Vec::new()
+        } else {
+            self.iod_call_each(&inode.servers, |_| ObjectCreate {
+                handle,
+                namespace,
+                cache_unit_bytes,
+            })
+        };
         if replies.iter().any(Result::is_err) {
             // Only the objects this create made go; one that was there stays.
-            let (made, refused): (Vec<_>, Vec<_>) = inode
-                .servers
-                .iter()
-                .zip(replies)
-                .partition(|(_, reply)| reply.is_ok());
-            let made_here = Inode {
-                servers: made.into_iter().map(|(&server, _)| server).collect(),
-                ..inode.clone()
-            };
-            let _ = self.remove_objects(handle, &made_here);
-            let errors = refused
-                .into_iter()
-                .filter_map(|(&server, reply)| reply.err().map(|e| (server, e)));
+            let (made, refused) = split_replies(&inode.servers, replies);
+            let _ = self.remove_objects_on(handle, &made);
             let mut first = None;
-            for (server, error) in errors {
+            for (server, error) in refused {
                 if error.code == ErrorCode::Exists {
                     tracing::warn!(
                         "mds: creating {}: iod {server} already holds an object of handle {handle:#x} (an orphan of an unfinished create?), left as it is; taking a new handle",
@@ -787,6 +891,23 @@ impl Inner {
             ))),
         }
     }
+}
+
+/// The servers whose reply was a success, and the others with their errors, in the order of
+/// `servers`.
+fn split_replies<T>(
+    servers: &[u16],
+    replies: Vec<Result<T, RemoteError>>,
+) -> (Vec<u16>, Vec<(u16, RemoteError)>) {
+    let mut made = Vec::new();
+    let mut refused = Vec::new();
+    for (&server, reply) in servers.iter().zip(replies) {
+        match reply {
+            Ok(_) => made.push(server),
+            Err(error) => refused.push((server, error)),
+        }
+    }
+    (made, refused)
 }
 
 /// Marks a handle as being created for as long as it lives ([`Inner::creating`]).

@@ -8,12 +8,15 @@
 //! locks clients take for read-modify-write ([`locks`]), in memory only: a restart drops them.
 //! Every namespace call is checked against POSIX permission bits for the calling user
 //! ([`access`]), with root squash as an option. The redb file is reopened after an I/O error
-//! such as a full disk ([`store`]), so the mds serves again once the cause is gone.
+//! such as a full disk ([`store`]), so the mds serves again once the cause is gone, and changes
+//! are committed in groups, one `fsync` for many. Objects of ordinary files are made ahead of
+//! their creates ([`precreate`]).
 
 pub mod access;
 pub mod handler;
 pub mod locks;
 pub mod namespace;
+pub mod precreate;
 pub mod store;
 
 pub use access::Caller;

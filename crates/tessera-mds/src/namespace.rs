@@ -21,7 +21,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
-use tessera_proto::limits::{NAME_BYTES_MAX, PATH_DEPTH_MAX, READDIR_ENTRIES_MAX, SERVERS_MAX};
+use tessera_proto::limits::{
+    cache_unit_for_stripe, NAME_BYTES_MAX, PATH_DEPTH_MAX, READDIR_ENTRIES_MAX, SERVERS_MAX,
+};
 use tessera_proto::{
     Attr, Create, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, ReaddirReply, RemoteError,
     StripeLayout,
@@ -765,6 +767,18 @@ impl Namespace {
         caller: &Caller,
         request: &Create,
     ) -> Result<CreatePlan, RemoteError> {
+        self.plan_create_with(caller, request, None)
+    }
+
+    /// [`Namespace::plan_create`], a new file taking `handle` when given (one whose objects
+    /// were made ahead on every iod: [`Namespace::precreatable`] says when that fits) instead
+    /// of the next free one.
+    pub fn plan_create_with(
+        &self,
+        caller: &Caller,
+        request: &Create,
+        handle: Option<u64>,
+    ) -> Result<CreatePlan, RemoteError> {
         let caller = self.effective(caller);
         let Create {
             credentials: _,
@@ -836,7 +850,8 @@ impl Namespace {
                     ),
                 ));
             }
-            let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
+            let handle =
+                handle.unwrap_or_else(|| self.next_handle.fetch_add(1, Ordering::Relaxed));
             // Spread files over the servers: each starts its stripes on a different one.
             let first =
                 u16::try_from(handle % u64::from(self.server_count)).expect("below server count");
@@ -875,6 +890,52 @@ impl Namespace {
             };
             Ok(CreatePlan::New(handle, inode))
         })
+    }
+
+    /// Whether a create of `request` may take a handle whose objects were made ahead on every
+    /// iod with `cache_unit_bytes`: a striped file over all the servers whose objects want
+    /// that cache unit.
+    pub fn precreatable(&self, request: &Create, cache_unit_bytes: u32) -> bool {
+        let stripe_unit_bytes = match request.stripe_unit_bytes {
+            0 => self.default_stripe_unit_bytes,
+            given => given,
+        };
+        request.pattern.is_empty()
+            && (request.server_count == 0 || request.server_count == self.server_count)
+            && match request.cache_unit_bytes {
+                0 => cache_unit_for_stripe(stripe_unit_bytes) == cache_unit_bytes,
+                hinted => hinted == cache_unit_bytes,
+            }
+    }
+
+    /// The cache unit a create of a striped file with the default stripe unit and no hint
+    /// gives its objects: the one objects made ahead carry.
+    pub fn default_cache_unit(&self) -> u32 {
+        cache_unit_for_stripe(self.default_stripe_unit_bytes)
+    }
+
+    /// The number of servers of the cluster.
+    pub fn server_count(&self) -> u16 {
+        self.server_count
+    }
+
+    /// Takes `count` handles for objects made ahead of their creates, and records the next
+    /// free handle past them durably first: after a crash of the mds they are never handed out
+    /// again, so their objects are orphans for the iods' sweep, never a later file's.
+    pub fn reserve_handles(&self, count: u64) -> Result<std::ops::Range<u64>, RemoteError> {
+        let start = self.next_handle.fetch_add(count, Ordering::Relaxed);
+        let end = start + count;
+        self.store.change(|txn| {
+            let mut meta = txn.open_table(META).map_err(store_error)?;
+            let stored = meta
+                .get("next_handle")
+                .map_err(store_error)?
+                .map_or(0, |guard| guard.value());
+            meta.insert("next_handle", stored.max(end))
+                .map_err(store_error)?;
+            Ok(())
+        })?;
+        Ok(start..end)
     }
 
     /// Makes a planned file visible. If another create of the same name won the race, returns

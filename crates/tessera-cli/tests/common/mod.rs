@@ -53,14 +53,33 @@ impl Cluster {
         cluster
     }
 
+    /// A cluster started with `extra` arguments to `tessera up` (`--precreate 0` for a test
+    /// that counts objects or foresees handles).
+    pub fn start_with(servers: u16, extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let cluster = Self { dir };
+        cluster.up_with(servers, extra);
+        cluster
+    }
+
     pub fn up(&self, servers: u16) {
-        let output = tessera(&[
+        self.up_with(servers, &[]);
+    }
+
+    pub fn up_with(&self, servers: u16, extra: &[&str]) {
+        let mut args = vec![
             "up",
             "--servers",
             &servers.to_string(),
             "--dir",
             self.path().to_str().unwrap(),
-        ]);
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+        args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = tessera(&args);
         assert!(
             output.status.success(),
             "tessera up failed: {}",
