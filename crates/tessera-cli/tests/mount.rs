@@ -188,6 +188,14 @@ fn coreutils_work_byte_for_byte() {
     // df sees the iods' space.
     let df = run("df", &["-P", mount.dir.path().to_str().unwrap()]);
     assert!(df.contains("tessera"), "{df}");
+    // df -i reads the namespace's inodes: used as many as the mds holds, far from full.
+    let inodes = mount.cluster.client().mds_stats().unwrap().inodes;
+    let df = run("df", &["-P", "-i", mount.dir.path().to_str().unwrap()]);
+    let fields: Vec<&str> = df.lines().nth(1).unwrap().split_whitespace().collect();
+    // Filesystem Inodes IUsed IFree IUse% Mounted-on
+    assert_eq!(fields[2].parse::<u64>().unwrap(), inodes, "{df}");
+    assert!(fields[3].parse::<u64>().unwrap() > 0, "{df}");
+    assert_ne!(fields[4], "100%", "{df}");
 }
 
 #[test]

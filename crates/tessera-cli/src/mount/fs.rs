@@ -732,12 +732,17 @@ impl Filesystem for TesseraFs {
         let block = STATFS_BLOCK_BYTES;
         let name_max = u32::try_from(NAME_BYTES_MAX).unwrap_or(u32::MAX);
         let block_u32 = u32::try_from(block).expect("a small block");
+        // Tessera has no fixed table of inodes: the used ones are the mds's files and
+        // directories, and as many more fit as there are free blocks (each file holds at
+        // least one), so `df -i` reads the namespace's use, not 100 %.
+        let used = client.mds_stats().map_or(objects, |stats| stats.inodes);
+        let free_inodes = available / block;
         reply.statfs(
             total / block,
             free / block,
             available / block,
-            objects,
-            0,
+            used.saturating_add(free_inodes),
+            free_inodes,
             block_u32,
             name_max,
             block_u32,
