@@ -30,7 +30,7 @@ use tessera_proto::limits::{
 use tessera_proto::{
     AgentSign, AgentSigned, Attr, Binding, CacheCounters, Capability, Challenge, Chmod, Chown,
     CollectiveTag, Create, Credentials, Datatype, DeclareView, Demote, DemoteOffer, DemoteReply,
-    DemoteWanted, DirEntry, Empty, ErrorCode, FileKind, FileType, HandlesLive, HandlesLiveReply,
+    DemoteWanted, DirEntry, Empty, ErrorCode, FileKind, FileType, HandlesLive, HandlesLiveReply, MdsStats, MdsStatsReply, SetTimes,
     Header, Hello, IoReply, Layout, LeaseAcquire, LeaseAcquireReply, LeaseListen, LeaseRevoke,
     LockGranted, LockRange, Lookup, Mac, Mkdir, Nonce, ObjectCreate, ObjectLeft, ObjectRemove,
     ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout,
@@ -160,6 +160,8 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::Chmod => operation::<Chmod>(body, reply),
         Opcode::Chown => operation::<Chown>(body, reply),
         Opcode::HandlesLive => operation::<HandlesLive>(body, reply),
+        Opcode::MdsStats => operation::<MdsStats>(body, reply),
+        Opcode::SetTimes => operation::<SetTimes>(body, reply),
         Opcode::Open => operation::<Open>(body, reply),
         Opcode::Renew => operation::<Renew>(body, reply),
         Opcode::ObjectCreate => operation::<ObjectCreate>(body, reply),
@@ -907,6 +909,29 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             namespace: FUZZ_NAMESPACE,
             live: vec![2, 0x1f],
         },
+    ));
+    seeds.extend(exchange(
+        "mds-stats",
+        Opcode::MdsStats,
+        &MdsStats {
+            credentials: who.clone(),
+        },
+        &MdsStatsReply {
+            changes: 1000,
+            commits: 260,
+            inodes: 42,
+        },
+    ));
+    seeds.extend(exchange(
+        "set-times",
+        Opcode::SetTimes,
+        &SetTimes {
+            credentials: who.clone(),
+            path: path.clone(),
+            atime_ns: tessera_proto::TIME_OMIT,
+            mtime_ns: 981_173_106_000_000_000,
+        },
+        &attr(),
     ));
     seeds.extend(exchange(
         "rename",

@@ -550,3 +550,92 @@ fn a_stopped_daemon_leaves_no_dead_mount() {
     assert_eq!(std::fs::read_dir(mount.dir.path()).unwrap().count(), 0);
     assert_eq!(mount.direct("/kept"), b"still in Tessera");
 }
+
+/// `touch -d`, `cp -p` and `tar x` set times through the mount (utimensat); the mds keeps
+/// them, `stat` shows them until the data next changes, and a user may set "now" on a file
+/// they may write but not a time of their choosing on one they do not own.
+#[test]
+fn times_set_by_touch_cp_and_tar_are_kept() {
+    use std::os::unix::fs::MetadataExt;
+
+    let Some(mount) = Mounted::start() else {
+        return;
+    };
+    let stamped = mount.path("stamped");
+    std::fs::write(&stamped, b"some bytes").unwrap();
+    run(
+        "touch",
+        &["-d", "2001-02-03 04:05:06 UTC", stamped.to_str().unwrap()],
+    );
+    let meta = std::fs::metadata(&stamped).unwrap();
+    assert_eq!(meta.mtime(), 981_173_106, "mtime of touch -d");
+    assert_eq!(meta.atime(), 981_173_106, "atime of touch -d");
+    // A direct client sees the same.
+    let attr = mount.cluster.client().stat("/stamped").unwrap();
+    assert_eq!(attr.mtime_ns, 981_173_106_000_000_000);
+
+    // cp -p carries the times to a new file, tar x to a tree.
+    let local = tempfile::tempdir().unwrap();
+    let source = local.path().join("old");
+    std::fs::write(&source, b"old bytes").unwrap();
+    run(
+        "touch",
+        &["-d", "1999-12-31 23:59:59 UTC", source.to_str().unwrap()],
+    );
+    let copied = mount.path("copied");
+    run(
+        "cp",
+        &["-p", source.to_str().unwrap(), copied.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::metadata(&copied).unwrap().mtime(), 946_684_799);
+    let archive = local.path().join("tree.tar");
+    run(
+        "tar",
+        &[
+            "-cf",
+            archive.to_str().unwrap(),
+            "-C",
+            local.path().to_str().unwrap(),
+            "old",
+        ],
+    );
+    let unpacked = mount.path("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    run(
+        "tar",
+        &[
+            "-xf",
+            archive.to_str().unwrap(),
+            "-C",
+            unpacked.to_str().unwrap(),
+        ],
+    );
+    let entry = unpacked.join("old");
+    assert_eq!(std::fs::read(&entry).unwrap(), b"old bytes");
+    assert_eq!(
+        std::fs::metadata(&entry).unwrap().mtime(),
+        946_684_799,
+        "tar x kept the mtime"
+    );
+
+    // A later write moves the mtime on.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&stamped)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, b" more"))
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // past the kernel's ATTR_TTL
+    assert!(std::fs::metadata(&stamped).unwrap().mtime() > 1_700_000_000);
+
+    // Another user: "now" on a file they may write, never a time of their choosing, and
+    // nothing on a file they may not write.
+    std::fs::set_permissions(&stamped, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let path = stamped.to_str().unwrap();
+    let (ok, stderr) = sh_as(ALICE, &[], &format!("touch {path}"));
+    assert!(ok, "touch (now) by a user who may write: {stderr}");
+    let (ok, stderr) = sh_as(ALICE, &[], &format!("touch -d '2001-01-01 UTC' {path}"));
+    assert!(!ok && stderr.contains("not permitted"), "{stderr}");
+    std::fs::set_permissions(&stamped, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (ok, stderr) = sh_as(ALICE, &[], &format!("touch {path}"));
+    assert!(!ok && stderr.contains("denied"), "{stderr}");
+}

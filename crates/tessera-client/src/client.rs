@@ -9,7 +9,7 @@ use tessera_net::{Identity, Peer, Pool};
 use tessera_proto::{
     Attr, Chmod, Chown, Credentials, DirEntry, Lookup, MdsStats, MdsStatsReply, Mkdir, ObjectLeft,
     Opened, Ping, PingReply, Readdir, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply,
-    Stat, StatHandle, Statfs, StatfsReply, Truncate, Unlink, CHOWN_UNCHANGED,
+    SetTimes, Stat, StatHandle, Statfs, StatfsReply, Truncate, Unlink, CHOWN_UNCHANGED,
 };
 
 use crate::config::ClusterConfig;
@@ -256,6 +256,23 @@ impl Client {
         replies
     }
 
+    /// Sets the access and modification times of `path`, as `utimensat(2)`: a time given
+    /// needs the owner (or root); both [`SetTime::Now`] need write permission on the file. A
+    /// file's mtime then shows the time set until its data next changes.
+    pub fn set_times(
+        &self,
+        path: &str,
+        atime: SetTime,
+        mtime: SetTime,
+    ) -> Result<Attr, ClientError> {
+        self.mds_call(&SetTimes {
+            credentials: self.credentials()?,
+            path: path.to_owned(),
+            atime_ns: atime.wire(),
+            mtime_ns: mtime.wire(),
+        })
+    }
+
     /// A null request to the mds and its reply: the metadata path's round-trip floor.
     pub fn ping_mds(&self) -> Result<PingReply, ClientError> {
         self.mds_call(&Ping {})
@@ -454,5 +471,26 @@ impl Client {
             credentials: self.credentials()?,
             path: path.to_owned(),
         })
+    }
+}
+
+/// One time of [`Client::set_times`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetTime {
+    /// Leave it as it is (`UTIME_OMIT`).
+    Omit,
+    /// The mds's clock's now (`UTIME_NOW`).
+    Now,
+    /// This many ns since the epoch (below `TIME_NOW`).
+    At(u64),
+}
+
+impl SetTime {
+    fn wire(self) -> u64 {
+        match self {
+            Self::Omit => tessera_proto::TIME_OMIT,
+            Self::Now => tessera_proto::TIME_NOW,
+            Self::At(ns) => ns.min(tessera_proto::TIME_NOW - 1),
+        }
     }
 }

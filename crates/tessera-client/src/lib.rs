@@ -46,7 +46,7 @@ pub use cache::{
     ClientCacheStats, BLOCK_BYTES as CLIENT_CACHE_BLOCK_BYTES,
     DEMOTE_BUFFER_BLOCKS as CLIENT_DEMOTE_BUFFER_BLOCKS,
 };
-pub use client::Client;
+pub use client::{Client, SetTime};
 pub use collective::{
     CollectiveBuffering, CollectiveMethod, CollectiveOptions, Communicator, SocketCommunicator,
     ThreadCommunicator,

@@ -204,6 +204,33 @@ pub fn require_sticky(
     ))
 }
 
+/// Who may set the times of `path` (`utimensat(2)`): both to now (or neither changed) needs
+/// the owner, root, or write permission on the file; any other value, the owner or root.
+pub fn set_times(
+    caller: &Caller,
+    owner: Owner,
+    (atime_ns, mtime_ns): (u64, u64),
+    path: &str,
+) -> Result<(), RemoteError> {
+    use tessera_proto::{TIME_NOW, TIME_OMIT};
+    if caller.is_root() || caller.uid == owner.uid {
+        return Ok(());
+    }
+    let only_now = [atime_ns, mtime_ns]
+        .iter()
+        .all(|&time| time == TIME_NOW || time == TIME_OMIT);
+    if only_now {
+        return require(caller, owner, Rights::WRITE, path, path);
+    }
+    Err(RemoteError::new(
+        ErrorCode::PermissionDenied,
+        format!(
+            "permission denied: {path} (only its owner, uid {}, or root may set its times to a given value)",
+            owner.uid
+        ),
+    ))
+}
+
 /// The mode a chmod by `caller` of an inode with attributes `owner` stores, or why it is
 /// refused: only the owner or root may chmod; a non-root caller outside the file's group loses
 /// the setgid bit (as Linux does).

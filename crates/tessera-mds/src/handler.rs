@@ -26,8 +26,8 @@ use tessera_proto::{
     Attr, Capability, Chmod, Chown, Create, Credentials, Decoder, Empty, ErrorCode, HandlesLive,
     HandlesLiveReply, Layout, LockGranted, LockRange, Lookup, MdsStatsReply, Mkdir, ObjectCreate,
     ObjectLeft, ObjectRemove, ObjectStat, ObjectTruncate, Opcode, Open, Opened, PingReply, Readdir,
-    RemoteError, Rename, Renew, Request, Rmdir, Stat, StatHandle, Truncate, Unlink, UnlinkReply,
-    UnlockRange, Wire, CHOWN_UNCHANGED, ROLE_MDS,
+    RemoteError, Rename, Renew, Request, Rmdir, SetTimes, Stat, StatHandle, Truncate, Unlink,
+    UnlinkReply, UnlockRange, Wire, CHOWN_UNCHANGED, ROLE_MDS,
 };
 
 use crate::access::Caller;
@@ -299,7 +299,7 @@ impl Inner {
         };
         let (size, data_mtime_ns) = self.file_size(handle, &layout)?;
         let mut attr = inode.attr(handle, size)?;
-        attr.mtime_ns = attr.mtime_ns.max(data_mtime_ns);
+        attr.mtime_ns = inode.mtime_with_data(data_mtime_ns);
         Ok(attr)
     }
 
@@ -879,6 +879,22 @@ impl Inner {
                             chown_id(gid),
                         )
                         .and_then(|(handle, inode)| inode.attr(handle, 0)),
+                )
+            }
+            Opcode::SetTimes => {
+                let SetTimes {
+                    credentials,
+                    path,
+                    atime_ns,
+                    mtime_ns,
+                } = request.decode().map_err(Err)?;
+                body(
+                    self.namespace
+                        .set_times(&caller_of(&credentials), &path, atime_ns, mtime_ns)
+                        .and_then(|(handle, inode)| {
+                            self.attr_at(&path, handle, &inode)?
+                                .ok_or_else(|| Self::removed_during(&path, "given its times"))
+                        }),
                 )
             }
             Opcode::HandlesLive => {

@@ -26,7 +26,7 @@ use tessera_proto::limits::{
 };
 use tessera_proto::{
     Attr, Create, DirEntry, ErrorCode, FileKind, Layout, PatternLayout, ReaddirReply, RemoteError,
-    StripeLayout,
+    StripeLayout, TIME_NOW, TIME_OMIT,
 };
 
 use crate::access::{self, Caller, Owner, Rights};
@@ -68,9 +68,61 @@ pub struct Inode {
     pub servers: Vec<u16>,
     /// Encoded datatypes of a pattern layout, one per server (empty for stripes).
     pub pattern: Vec<Vec<u8>>,
+    /// When its times were last set by `SetTimes` (ns; 0: never): a file's mtime is the data's
+    /// only when the data changed after that ([`Inode::mtime_with_data`]).
+    pub times_set_ns: u64,
+}
+
+/// An [`Inode`] as stores made before `SetTimes` hold it (no `times_set_ns`): read, never
+/// written, so those stores need no migration.
+#[derive(Deserialize)]
+struct InodeBeforeSetTimes {
+    kind: u8,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    atime_ns: u64,
+    mtime_ns: u64,
+    ctime_ns: u64,
+    nlink: u32,
+    parent: u64,
+    stripe_unit_bytes: u64,
+    servers: Vec<u16>,
+    pattern: Vec<Vec<u8>>,
+}
+
+impl From<InodeBeforeSetTimes> for Inode {
+    fn from(old: InodeBeforeSetTimes) -> Self {
+        Self {
+            kind: old.kind,
+            mode: old.mode,
+            uid: old.uid,
+            gid: old.gid,
+            atime_ns: old.atime_ns,
+            mtime_ns: old.mtime_ns,
+            ctime_ns: old.ctime_ns,
+            nlink: old.nlink,
+            parent: old.parent,
+            stripe_unit_bytes: old.stripe_unit_bytes,
+            servers: old.servers,
+            pattern: old.pattern,
+            times_set_ns: 0,
+        }
+    }
 }
 
 impl Inode {
+    /// The file's mtime given its data's latest (`data_mtime_ns`, from the iods): the data's
+    /// when it changed since the times were last set, else the stored one, so a time set by
+    /// `touch -d` or `tar x` shows until the next write.
+    pub fn mtime_with_data(&self, data_mtime_ns: u64) -> u64 {
+        if data_mtime_ns > self.times_set_ns {
+            self.mtime_ns.max(data_mtime_ns)
+        } else {
+            self.mtime_ns
+        }
+    }
+
     /// A new, empty directory in `parent`, owned by `owner`, with times set to now.
     fn directory(mode: u32, owner: &Caller, parent: u64) -> Self {
         let now = now_ns();
@@ -87,6 +139,7 @@ impl Inode {
             stripe_unit_bytes: 0,
             servers: Vec::new(),
             pattern: Vec::new(),
+            times_set_ns: 0,
         }
     }
 
@@ -274,7 +327,9 @@ fn check_mode(mode: u32) -> Result<(), RemoteError> {
 }
 
 fn decode_inode(bytes: &[u8]) -> Result<Inode, RemoteError> {
-    postcard::from_bytes(bytes).map_err(record_error)
+    postcard::from_bytes(bytes)
+        .or_else(|_| postcard::from_bytes::<InodeBeforeSetTimes>(bytes).map(Inode::from))
+        .map_err(record_error)
 }
 
 fn encode_inode(inode: &Inode) -> Result<Vec<u8>, RemoteError> {
@@ -887,6 +942,7 @@ impl Namespace {
                 stripe_unit_bytes,
                 servers,
                 pattern,
+                times_set_ns: 0,
             };
             Ok(CreatePlan::New(handle, inode))
         })
@@ -1349,6 +1405,35 @@ impl Namespace {
         self.set_attributes(caller, path, |caller, inode| {
             (inode.mode, inode.uid, inode.gid) =
                 access::chown(caller, inode.owner(), uid, gid, path)?;
+            Ok(())
+        })
+    }
+
+    /// Sets the access and modification times of `path` (`SetTimes`: each ns since the epoch,
+    /// `TIME_NOW` or `TIME_OMIT`; see [`access::set_times`] for who may). Returns the changed
+    /// inode.
+    pub fn set_times(
+        &self,
+        caller: &Caller,
+        path: &str,
+        atime_ns: u64,
+        mtime_ns: u64,
+    ) -> Result<(u64, Inode), RemoteError> {
+        self.set_attributes(caller, path, |caller, inode| {
+            let now = now_ns();
+            access::set_times(caller, inode.owner(), (atime_ns, mtime_ns), path)?;
+            let resolve = |time: u64| match time {
+                TIME_OMIT => None,
+                TIME_NOW => Some(now),
+                at => Some(at),
+            };
+            if let Some(atime) = resolve(atime_ns) {
+                inode.atime_ns = atime;
+            }
+            if let Some(mtime) = resolve(mtime_ns) {
+                inode.mtime_ns = mtime;
+                inode.times_set_ns = now;
+            }
             Ok(())
         })
     }

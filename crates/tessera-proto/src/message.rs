@@ -65,6 +65,8 @@ pub enum Opcode {
     HandlesLive = 0x20,
     /// mds: its group commit counters (changes made durable, durable commits) and inodes.
     MdsStats = 0x21,
+    /// mds: set the access and modification times of a path (`utimensat`).
+    SetTimes = 0x22,
     /// iod, from the mds only: create the local object of a handle (never over an existing
     /// one).
     ObjectCreate = 0x30,
@@ -144,6 +146,7 @@ impl Opcode {
             0x1D => Self::Chown,
             0x20 => Self::HandlesLive,
             0x21 => Self::MdsStats,
+            0x22 => Self::SetTimes,
             0x30 => Self::ObjectCreate,
             0x31 => Self::ObjectRemove,
             0x32 => Self::ObjectStat,
@@ -174,7 +177,7 @@ impl Opcode {
     }
 
     /// Every opcode, in byte order.
-    pub const ALL: [Self; 46] = [
+    pub const ALL: [Self; 47] = [
         Self::Ping,
         Self::Hello,
         Self::AgentSign,
@@ -196,6 +199,7 @@ impl Opcode {
         Self::Renew,
         Self::HandlesLive,
         Self::MdsStats,
+        Self::SetTimes,
         Self::ObjectCreate,
         Self::ObjectRemove,
         Self::ObjectStat,
@@ -247,6 +251,7 @@ impl Opcode {
             Self::Chown => "chown",
             Self::HandlesLive => "handles_live",
             Self::MdsStats => "mds_stats",
+            Self::SetTimes => "set_times",
             Self::ObjectCreate => "object_create",
             Self::ObjectRemove => "object_remove",
             Self::ObjectStat => "object_stat",
@@ -1285,6 +1290,28 @@ wire_struct! {
     }
 }
 request!(Chmod => Chmod, Attr);
+
+/// A time of [`SetTimes`] that leaves the time as it is (`UTIME_OMIT`).
+pub const TIME_OMIT: u64 = u64::MAX;
+/// A time of [`SetTimes`] that the mds sets to its clock's now (`UTIME_NOW`).
+pub const TIME_NOW: u64 = u64::MAX - 1;
+
+wire_struct! {
+    /// Sets the access and modification times of a path, as `utimensat(2)`: each is ns since
+    /// the epoch, [`TIME_NOW`] or [`TIME_OMIT`]. Setting a time to a value needs the owner (or
+    /// root); setting both to now needs write permission on the file, or the owner, or root.
+    pub struct SetTimes {
+        /// Caller.
+        pub credentials: Credentials,
+        /// Absolute path.
+        pub path: String,
+        /// New access time.
+        pub atime_ns: u64,
+        /// New modification time.
+        pub mtime_ns: u64,
+    }
+}
+request!(SetTimes => SetTimes, Attr);
 
 /// The `uid` or `gid` of a [`Chown`] that leaves the id as it is (chown(2)'s -1).
 pub const CHOWN_UNCHANGED: u32 = u32::MAX;

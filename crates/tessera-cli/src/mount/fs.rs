@@ -23,7 +23,7 @@ use fuser::{
     ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use tessera_client::{
-    Attr, Client, ClientError, CreateOptions, DirEntry, File, FileKind, OpenMode,
+    Attr, Client, ClientError, CreateOptions, DirEntry, File, FileKind, OpenMode, SetTime,
 };
 use tessera_proto::limits::NAME_BYTES_MAX;
 
@@ -196,6 +196,7 @@ impl TesseraFs {
         mode: Option<u32>,
         owner: (Option<u32>, Option<u32>),
         size: Option<u64>,
+        times: (Option<TimeOrNow>, Option<TimeOrNow>),
     ) -> Result<Attr, Errno> {
         let path = self.path(inode)?;
         let client = self.client(request);
@@ -213,6 +214,26 @@ impl TesseraFs {
             client
                 .truncate(&path, size)
                 .map_err(|err| failed("truncate", &path, &err, Call::Access))?;
+        }
+        if times.0.is_some() || times.1.is_some() {
+            let wanted = |time: Option<TimeOrNow>| match time {
+                None => SetTime::Omit,
+                Some(TimeOrNow::Now) => SetTime::Now,
+                Some(TimeOrNow::SpecificTime(at)) => {
+                    SetTime::At(at.duration_since(UNIX_EPOCH).map_or(0, |since| {
+                        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+                    }))
+                }
+            };
+            let (atime, mtime) = (wanted(times.0), wanted(times.1));
+            // A time given needs the owner (EPERM); "now" needs write permission (EACCES).
+            let given = [atime, mtime]
+                .iter()
+                .any(|time| matches!(time, SetTime::At(_)));
+            client.set_times(&path, atime, mtime).map_err(|err| {
+                let call = if given { Call::Owner } else { Call::Access };
+                failed("utimensat", &path, &err, call)
+            })?;
         }
         self.attributes(request, inode)
     }
@@ -417,8 +438,8 @@ impl Filesystem for TesseraFs {
         uid: Option<u32>,
         gid: Option<u32>,
         size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
@@ -427,9 +448,7 @@ impl Filesystem for TesseraFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // Times are Tessera's own (the mds and iods set them as data and names change): a
-        // request to set them is accepted and leaves them as they are (docs/MOUNT.md).
-        match self.setattr_as(request, inode, mode, (uid, gid), size) {
+        match self.setattr_as(request, inode, mode, (uid, gid), size, (atime, mtime)) {
             Ok(attr) => reply.attr(&ATTR_TTL, &file_attr(&attr)),
             Err(errno) => reply.error(errno),
         }

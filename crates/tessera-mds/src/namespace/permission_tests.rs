@@ -48,6 +48,8 @@ enum Op {
     Open(&'static str, bool, bool),
     Chmod(&'static str, u32),
     Chown(&'static str, Option<u32>, Option<u32>),
+    /// `SetTimes` with (atime, mtime): ns, `TIME_NOW` or `TIME_OMIT`.
+    SetTimes(&'static str, u64, u64),
 }
 
 fn create(
@@ -85,6 +87,9 @@ fn run(namespace: &Namespace, caller: &Caller, op: Op) -> Result<(), RemoteError
         Op::Open(path, read, write) => namespace.open(caller, path, read, write).map(drop),
         Op::Chmod(path, mode) => namespace.chmod(caller, path, mode).map(drop),
         Op::Chown(path, uid, gid) => namespace.chown(caller, path, uid, gid).map(drop),
+        Op::SetTimes(path, atime, mtime) => {
+            namespace.set_times(caller, path, atime, mtime).map(drop)
+        }
     }
 }
 
@@ -518,7 +523,121 @@ fn cases() -> Vec<(&'static str, Caller, Op, Option<ErrorCode>)> {
             Chown("/d/f", None, Some(12345)),
             OK,
         ),
+        // utimensat(2): a time given needs the owner or root; "now" needs write permission.
+        (
+            "set times: the owner, to a given time",
+            alice(),
+            SetTimes("/d/f", 1_000_000_000, 2_000_000_000),
+            OK,
+        ),
+        (
+            "set times: a group member with write permission, to now",
+            bob(),
+            SetTimes("/tmp/a", TIME_NOW, TIME_NOW),
+            OK,
+        ),
+        (
+            "set times: with write permission but not the owner, to a given time",
+            bob(),
+            SetTimes("/tmp/a", TIME_OMIT, 5),
+            DENIED,
+        ),
+        (
+            "set times: a group member without write permission, to now",
+            bob(),
+            SetTimes("/d/f", TIME_NOW, TIME_NOW),
+            DENIED,
+        ),
+        (
+            "set times: a stranger, to now, on a file they may not write",
+            eve(),
+            SetTimes("/d/f", TIME_NOW, TIME_OMIT),
+            DENIED,
+        ),
+        (
+            "set times: search is needed on the way",
+            eve(),
+            SetTimes("/nx/f", TIME_NOW, TIME_NOW),
+            DENIED,
+        ),
+        (
+            "set times: root, to a given time",
+            root(),
+            SetTimes("/d/f", 7, 8),
+            OK,
+        ),
     ]
+}
+
+#[test]
+fn set_times_stores_the_times_given_and_the_data_s_mtime_shows_after_a_later_write() {
+    let fixture = Fixture::new();
+    let (_dir, namespace) = fixture.copy(false);
+    let (handle, inode) = namespace
+        .set_times(&alice(), "/d/f", 1_000_000_000, 2_000_000_000)
+        .unwrap();
+    assert_eq!(
+        (inode.atime_ns, inode.mtime_ns),
+        (1_000_000_000, 2_000_000_000)
+    );
+    assert!(inode.times_set_ns > 2_000_000_000);
+    assert!(inode.ctime_ns >= inode.times_set_ns);
+    let stored = namespace.get(handle).unwrap();
+    assert_eq!(stored, inode);
+    // Data written before the times were set does not hide them; data written after does.
+    assert_eq!(
+        stored.mtime_with_data(stored.times_set_ns - 1),
+        2_000_000_000
+    );
+    assert_eq!(
+        stored.mtime_with_data(stored.times_set_ns + 5),
+        stored.times_set_ns + 5
+    );
+    // Omitted times stay; "now" is the mds's clock.
+    let (_, again) = namespace
+        .set_times(&alice(), "/d/f", TIME_OMIT, TIME_NOW)
+        .unwrap();
+    assert_eq!(again.atime_ns, 1_000_000_000);
+    assert!(again.mtime_ns >= inode.times_set_ns);
+}
+
+#[test]
+fn an_inode_stored_before_set_times_existed_still_reads() {
+    #[derive(serde::Serialize)]
+    struct Before {
+        kind: u8,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        atime_ns: u64,
+        mtime_ns: u64,
+        ctime_ns: u64,
+        nlink: u32,
+        parent: u64,
+        stripe_unit_bytes: u64,
+        servers: Vec<u16>,
+        pattern: Vec<Vec<u8>>,
+    }
+    let bytes = postcard::to_allocvec(&Before {
+        kind: KIND_FILE,
+        mode: 0o640,
+        uid: 5,
+        gid: 6,
+        atime_ns: 1,
+        mtime_ns: 2,
+        ctime_ns: 3,
+        nlink: 1,
+        parent: ROOT_HANDLE,
+        stripe_unit_bytes: 65536,
+        servers: vec![1, 0],
+        pattern: Vec::new(),
+    })
+    .unwrap();
+    let inode = decode_inode(&bytes).unwrap();
+    assert_eq!((inode.uid, inode.mtime_ns, inode.times_set_ns), (5, 2, 0));
+    assert_eq!(inode.servers, vec![1, 0]);
+    // And what is written now reads back whole.
+    assert_eq!(decode_inode(&encode_inode(&inode).unwrap()).unwrap(), inode);
 }
 
 #[test]
