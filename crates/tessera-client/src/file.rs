@@ -149,6 +149,8 @@ pub struct File {
     /// The capability every request to the file's iods carries, shared with the clones and
     /// renewed before it expires.
     held: std::sync::Arc<std::sync::Mutex<HeldCapability>>,
+    /// The attributes the create or open returned.
+    opened: std::sync::Arc<Attr>,
 }
 
 /// A capability and when it was received (to renew it at a quarter of its life left).
@@ -184,6 +186,7 @@ impl File {
         mode: OpenMode,
     ) -> Result<Self, ClientError> {
         let Opened { attr, capability } = opened;
+        let kept = std::sync::Arc::new(attr.clone());
         let (FileKind::File, Some(layout)) = (attr.kind, attr.layout) else {
             return Err(ClientError::Server {
                 code: ErrorCode::IsDirectory,
@@ -213,7 +216,16 @@ impl File {
             storage: StoragePlan::Auto,
             views: std::sync::Arc::default(),
             held: std::sync::Arc::new(std::sync::Mutex::new(HeldCapability::new(capability))),
+            opened: kept,
         })
+    }
+
+    /// The attributes the mds returned with this file's create or open, as of then: for a
+    /// create, the new file's (size 0) or the existing one's with its size computed (a
+    /// non-exclusive create of a name that was there); for an open, size 0 (SEMANTICS.md §6).
+    /// No request is made: [`File::stat`] asks for the attributes as of now.
+    pub fn attr_at_open(&self) -> &Attr {
+        &self.opened
     }
 
     /// The capability this file's requests carry, renewed from the mds first when less than

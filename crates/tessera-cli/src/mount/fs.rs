@@ -559,9 +559,9 @@ impl Filesystem for TesseraFs {
                 .client(request)
                 .create(&path, &options)
                 .map_err(|err| failed("create", &path, &err, Call::Access))?;
-            let attr = file
-                .stat()
-                .map_err(|err| failed("create", &path, &err, Call::Access))?;
+            // The create's reply holds the attributes (size computed for a name that was
+            // there): no second round trip to the mds and its iods.
+            let attr = file.attr_at_open().clone();
             self.remember(&attr, parent, name)?;
             let fh = self.insert(Open::File(Arc::new(file)))?;
             Ok((attr, fh))
