@@ -10,7 +10,7 @@ mod not_run;
 
 const BENCH: &str = env!("CARGO_BIN_EXE_tessera-bench");
 const FILES: u64 = 6;
-const PHASES: [&str; 10] = [
+const PHASES: [&str; 11] = [
     "create",
     "stat",
     "open-close",
@@ -21,6 +21,7 @@ const PHASES: [&str; 10] = [
     "rmdir",
     "tree-create",
     "tree-remove",
+    "tar-x",
 ];
 
 #[test]
@@ -61,9 +62,9 @@ fn meta_checks_every_phase_and_reports_typed_rows() {
             })
             .unwrap_or_else(|| panic!("no row {phase} {processes} {dirs} {method}"))
     };
-    // 10 phases x 2 process counts x 2 directory layouts x the methods, and a floor row per
+    // 11 phases x 2 process counts x 2 directory layouts x the methods, and a floor row per
     // process count.
-    assert_eq!(rows.len(), 10 * 2 * 2 * methods.len() + 2);
+    assert_eq!(rows.len(), 11 * 2 * 2 * methods.len() + 2);
     for processes in [1u64, 4] {
         let floor = row("ping", processes, "unique", "floor");
         assert_eq!(floor["ops"], processes * FILES, "{floor}");
@@ -76,8 +77,10 @@ fn meta_checks_every_phase_and_reports_typed_rows() {
                     let expected = match phase {
                         // Each process lists its directory: its own files, or everyone's.
                         "readdir" => processes * listed * FILES,
-                        // The tree's directory, its 10 branches and the files.
-                        "tree-create" | "tree-remove" => processes * (1 + 10 + FILES),
+                        // The tree's directory, its 10 branches and the files (tar-x: the
+                        // entries of the archive, unpacked and checked byte for byte, times
+                        // included).
+                        "tree-create" | "tree-remove" | "tar-x" => processes * (1 + 10 + FILES),
                         _ => processes * FILES,
                     };
                     assert_eq!(ops, expected, "{row}");

@@ -75,7 +75,8 @@ pub enum Experiment {
     /// 2N MiB each from 4 iods (001 Figs. 5.3-5.5).
     Unifier(unifier::UnifierArgs),
     /// mdtest-style metadata phases (create, stat, open-close, readdir, rename, unlink,
-    /// mkdir, rmdir, tree create/remove), 1 and 4 processes, own and shared directories:
+    /// mkdir, rmdir, tree create/remove, tar x of a small tree), 1 and 4 processes, own and
+    /// shared directories:
     /// native client vs `tessera mount` vs a local directory vs tmpfs vs a null request to
     /// the mds, with the mds's changes per durable commit.
     Meta(meta::MetaArgs),

@@ -3,7 +3,8 @@
 //!
 //! 1 and 4 client processes, each in a directory of its own (`unique`) and all in one
 //! (`shared`), run the phases of [`Phase::PASS`] — create (and close), stat, open-close,
-//! readdir, rename, unlink, mkdir, rmdir, tree create and tree remove — on each method in
+//! readdir, rename, unlink, mkdir, rmdir, tree create, tree remove, and `tar-x` (unpacking an
+//! archive of a small tree, [`tar`]) — on each method in
 //! turn within every repetition (a shuffled order per repetition, [`report::turn_order`]):
 //! - `native`: the Tessera client library;
 //! - `mount`: the same system calls through `tessera mount` (FUSE; root and /dev/fuse);
@@ -18,6 +19,7 @@
 //! per commit over the phase (`MdsStats`). Every phase is checked after it ran, untimed:
 //! every name made is listed, every file is empty, every name removed is gone.
 
+mod tar;
 mod worker;
 
 use std::fmt::Write as _;
@@ -319,6 +321,8 @@ pub fn run(args: &MetaArgs) -> Result<report::Outcome, String> {
         .map_or_else(std::env::temp_dir, Path::to_path_buf);
     let local = LocalDir::make(local_parent.join(format!("tessera-bench-meta-local-{pid}")))?;
     let tmpfs = LocalDir::make(PathBuf::from(format!("/dev/shm/tessera-bench-meta-{pid}")))?;
+    let tar_dir = LocalDir::make(local_parent.join(format!("tessera-bench-meta-tar-{pid}")))?;
+    let tar_source = tar::make_source(&tar_dir.0, files)?;
     let mount = Mount::start(&cluster.file);
     if let Err(why) = &mount {
         eprintln!("bench meta: the mount rows are not measured: {why}");
@@ -373,7 +377,7 @@ pub fn run(args: &MetaArgs) -> Result<report::Outcome, String> {
                         &client,
                         place,
                         &base,
-                        (processes, dirs, files),
+                        (processes, dirs, files, &tar_source),
                         &mut workers,
                         |phase, outcome, mds| {
                             let row = samples
@@ -391,6 +395,7 @@ pub fn run(args: &MetaArgs) -> Result<report::Outcome, String> {
                             phase: Phase::Ping,
                             dir: String::new(),
                             items: files,
+                            tar: None,
                         };
                         processes
                     ];
@@ -457,7 +462,7 @@ fn run_pass(
     client: &Client,
     place: &Place,
     base: &str,
-    (processes, dirs, files): (usize, Dirs, usize),
+    (processes, dirs, files, tar_source): (usize, Dirs, usize, &tar::TarSource),
     workers: &mut MetaWorkers,
     mut record: impl FnMut(Phase, &[Outcome], Option<(u64, u64, f64)>),
 ) -> Result<bool, String> {
@@ -476,6 +481,7 @@ fn run_pass(
                 phase,
                 dir: dir.clone(),
                 items: files,
+                tar: (phase == Phase::TarX).then(|| tar_source.clone()),
             })
             .collect();
         let counted = place.method.tessera() && phase.changes();

@@ -15,6 +15,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, OpenMode};
 
+use super::tar::{self, TarSource};
+
 /// Subdirectories of a tree (`tree-create`), each holding its share of the items.
 pub const TREE_FANOUT: usize = 10;
 
@@ -59,13 +61,15 @@ pub enum Phase {
     TreeCreate,
     /// Remove the tree, files first.
     TreeRemove,
+    /// Unpack an archive of a small tree as `tar x` does (ops: entries made).
+    TarX,
     /// A null request and reply to the mds (the floor; native only).
     Ping,
 }
 
 impl Phase {
     /// The phases of one pass, in the order they depend on each other.
-    pub const PASS: [Self; 10] = [
+    pub const PASS: [Self; 11] = [
         Self::Create,
         Self::Stat,
         Self::OpenClose,
@@ -76,6 +80,7 @@ impl Phase {
         Self::Rmdir,
         Self::TreeCreate,
         Self::TreeRemove,
+        Self::TarX,
     ];
 
     /// The name reports use.
@@ -91,6 +96,7 @@ impl Phase {
             Self::Rmdir => "rmdir",
             Self::TreeCreate => "tree-create",
             Self::TreeRemove => "tree-remove",
+            Self::TarX => "tar-x",
             Self::Ping => "ping",
         }
     }
@@ -116,6 +122,9 @@ pub struct Step {
     pub dir: String,
     /// Files or directories this worker makes (pings, for `ping`).
     pub items: usize,
+    /// The archive of `tar-x`.
+    #[serde(default)]
+    pub tar: Option<TarSource>,
 }
 
 /// What one worker measured in one step.
@@ -134,12 +143,12 @@ pub struct Outcome {
 }
 
 /// The operations of a target.
-enum Ops {
+pub(super) enum Ops {
     Native(Client),
     Posix(PathBuf),
 }
 
-type OpResult<T> = Result<T, String>;
+pub(super) type OpResult<T> = Result<T, String>;
 
 impl Ops {
     fn open(target: &Target) -> OpResult<Self> {
@@ -152,11 +161,11 @@ impl Ops {
         })
     }
 
-    fn local(root: &Path, path: &str) -> PathBuf {
+    pub(super) fn local(root: &Path, path: &str) -> PathBuf {
         root.join(path.trim_start_matches('/'))
     }
 
-    fn create(&self, path: &str) -> OpResult<()> {
+    pub(super) fn create(&self, path: &str) -> OpResult<()> {
         match self {
             Self::Native(client) => {
                 let options = CreateOptions {
@@ -227,7 +236,7 @@ impl Ops {
         }
     }
 
-    fn unlink(&self, path: &str) -> OpResult<()> {
+    pub(super) fn unlink(&self, path: &str) -> OpResult<()> {
         match self {
             Self::Native(client) => client.unlink(path).map_err(|e| e.to_string()),
             Self::Posix(root) => std::fs::remove_file(Self::local(root, path))
@@ -235,7 +244,7 @@ impl Ops {
         }
     }
 
-    fn mkdir(&self, path: &str) -> OpResult<()> {
+    pub(super) fn mkdir(&self, path: &str) -> OpResult<()> {
         match self {
             Self::Native(client) => client
                 .mkdir(path, 0o755)
@@ -247,11 +256,34 @@ impl Ops {
         }
     }
 
-    fn rmdir(&self, path: &str) -> OpResult<()> {
+    pub(super) fn rmdir(&self, path: &str) -> OpResult<()> {
         match self {
             Self::Native(client) => client.rmdir(path).map_err(|e| e.to_string()),
             Self::Posix(root) => {
                 std::fs::remove_dir(Self::local(root, path)).map_err(|err| format!("{path}: {err}"))
+            }
+        }
+    }
+
+    /// The whole of file `path` and its mtime (ns).
+    pub(super) fn read_with_mtime(&self, path: &str) -> OpResult<(Vec<u8>, u64)> {
+        match self {
+            Self::Native(client) => {
+                let failed = |err: tessera_client::ClientError| format!("{path}: {err}");
+                let file = client.open(path, OpenMode::ReadOnly).map_err(failed)?;
+                let attr = file.stat().map_err(failed)?;
+                let mut bytes = vec![0u8; usize::try_from(attr.size).map_err(|e| e.to_string())?];
+                file.read_at(0, &mut bytes).map_err(failed)?;
+                Ok((bytes, attr.mtime_ns))
+            }
+            Self::Posix(root) => {
+                use std::os::unix::fs::MetadataExt;
+                let local = Self::local(root, path);
+                let failed = |err: std::io::Error| format!("{path}: {err}");
+                let meta = std::fs::metadata(&local).map_err(failed)?;
+                let mtime_ns = u64::try_from(meta.mtime()).unwrap_or(0) * 1_000_000_000
+                    + u64::try_from(meta.mtime_nsec()).unwrap_or(0);
+                Ok((std::fs::read(&local).map_err(failed)?, mtime_ns))
             }
         }
     }
@@ -282,6 +314,9 @@ impl Names<'_> {
     }
     fn tree(&self) -> String {
         format!("{}/t.{}", self.dir, self.rank)
+    }
+    fn unpacked(&self) -> String {
+        format!("{}/x.{}", self.dir, self.rank)
     }
     fn branch(&self, branch: usize) -> String {
         format!("{}/s{branch}", self.tree())
@@ -365,6 +400,14 @@ fn run_step(ops: &Ops, step: &Step, rank: usize) -> OpResult<Outcome> {
             timed(1, &mut latencies, |_| ops.rmdir(&names.tree()))?;
         }
         Phase::Ping => timed(items, &mut latencies, |_| ops.ping())?,
+        Phase::TarX => {
+            let source = step.tar.as_ref().ok_or("tar-x without an archive")?;
+            tar::extract(ops, source, &names.unpacked())?;
+            // One unpacking, counted as an operation per entry made.
+            let entries = source.entries();
+            let per_entry = started.elapsed().as_secs_f32() * 1e6 / entries as f32;
+            latencies.extend(std::iter::repeat_n(per_entry, entries));
+        }
     }
     let seconds = started.elapsed().as_secs_f64();
     let problem = check(ops, step, &names)?;
@@ -428,6 +471,10 @@ fn check(ops: &Ops, step: &Step, names: &Names<'_>) -> OpResult<String> {
         }
         Phase::TreeRemove => expect("t", 0, &ops.list(&step.dir)?),
         Phase::Ping => String::new(),
+        Phase::TarX => {
+            let source = step.tar.as_ref().ok_or("tar-x without an archive")?;
+            tar::check_and_remove(ops, source, &names.unpacked())?
+        }
     })
 }
 
