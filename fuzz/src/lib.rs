@@ -30,17 +30,17 @@ use tessera_proto::limits::{
 use tessera_proto::{
     AgentSign, AgentSigned, Attr, Binding, CacheCounters, Capability, Challenge, Chmod, Chown,
     CollectiveTag, Create, Credentials, Datatype, DeclareView, Demote, DemoteOffer, DemoteReply,
-    DemoteWanted, DirEntry, Empty, ErrorCode, FileKind, FileType, HandlesLive, HandlesLiveReply, MdsStats, MdsStatsReply, SetTimes,
+    DemoteWanted, DirEntry, Empty, ErrorCode, FileKind, FileType, HandlesLive, HandlesLiveReply,
     Header, Hello, IoReply, Layout, LeaseAcquire, LeaseAcquireReply, LeaseListen, LeaseRevoke,
-    LockGranted, LockRange, Lookup, Mac, Mkdir, Nonce, ObjectCreate, ObjectLeft, ObjectRemove,
-    ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout,
-    Piece, Ping, PingReply, Principal, Read, ReadCollective, ReadType, ReadView, Readdir,
-    ReaddirReply, ReleaseView, RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory,
-    RemoteProbe, RemoteProbeReply, RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats,
-    ServerStatsReply, ShareRegion, Stat, StatHandle, Statfs, StatfsReply, StorageCounters,
-    StoragePlan, StripeLayout, TransferMode, Truncate, Unlink, UnlinkReply, UnlockRange,
-    WantedFlags, Welcome, Wire, WireError, Write, WriteCollective, WriteType, WriteView,
-    CHOWN_UNCHANGED, ROLE_IOD, ROLE_MDS,
+    LockGranted, LockRange, Lookup, Mac, MdsStats, MdsStatsReply, Mkdir, Nonce, ObjectCreate,
+    ObjectCreateMany, ObjectCreateManyReply, ObjectLeft, ObjectRemove, ObjectStat, ObjectStatReply,
+    ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout, Piece, Ping, PingReply,
+    Principal, Read, ReadCollective, ReadType, ReadView, Readdir, ReaddirReply, ReleaseView,
+    RemoteAccess, RemoteEndpoint, RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply,
+    RemoteSegment, Rename, Renew, Request, Rmdir, ServerStats, ServerStatsReply, SetTimes,
+    ShareRegion, Stat, StatHandle, Statfs, StatfsReply, StorageCounters, StoragePlan, StripeLayout,
+    TransferMode, Truncate, Unlink, UnlinkReply, UnlockRange, WantedFlags, Welcome, Wire,
+    WireError, Write, WriteCollective, WriteType, WriteView, CHOWN_UNCHANGED, ROLE_IOD, ROLE_MDS,
 };
 
 /// Decodes `body` as a `T`; on success checks the round trip (value and bytes) and returns the
@@ -165,6 +165,7 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::Open => operation::<Open>(body, reply),
         Opcode::Renew => operation::<Renew>(body, reply),
         Opcode::ObjectCreate => operation::<ObjectCreate>(body, reply),
+        Opcode::ObjectCreateMany => operation::<ObjectCreateMany>(body, reply),
         Opcode::ObjectRemove => operation::<ObjectRemove>(body, reply),
         Opcode::ObjectStat => operation::<ObjectStat>(body, reply),
         Opcode::ObjectTruncate => operation::<ObjectTruncate>(body, reply),
@@ -908,6 +909,18 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
         &HandlesLiveReply {
             namespace: FUZZ_NAMESPACE,
             live: vec![2, 0x1f],
+        },
+    ));
+    seeds.extend(exchange(
+        "object-create-many",
+        Opcode::ObjectCreateMany,
+        &ObjectCreateMany {
+            namespace: FUZZ_NAMESPACE,
+            cache_unit_bytes: 65536,
+            handles: vec![0x100, 0x101, 0x102],
+        },
+        &ObjectCreateManyReply {
+            created: vec![0x100, 0x102],
         },
     ));
     seeds.extend(exchange(

@@ -35,6 +35,12 @@ impl Drop for Mds {
 /// Starts `tessera mds` on the store `db` with the cluster's key and the iods at `iods`, in
 /// that order, and waits until it listens.
 fn start_mds(cluster: &Cluster, db: &Path, iods: &[String]) -> Mds {
+    // Handles one by one, as the tests below foresee them: no objects made ahead.
+    start_mds_with(cluster, db, iods, &["--precreate", "0"])
+}
+
+/// [`start_mds`] with `extra` arguments.
+fn start_mds_with(cluster: &Cluster, db: &Path, iods: &[String], extra: &[&str]) -> Mds {
     let address_file = db.with_extension("addr");
     let mut command = Command::new(common::TESSERA);
     command
@@ -44,8 +50,9 @@ fn start_mds(cluster: &Cluster, db: &Path, iods: &[String]) -> Mds {
         .arg(cluster.path().join("key"))
         .args(["--listen", "127.0.0.1:0", "--address-file"])
         .arg(&address_file)
+        .args(extra)
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(std::fs::File::create(db.with_extension("log")).unwrap());
     for iod in iods {
         command.args(["--iod", iod]);
     }
@@ -148,7 +155,8 @@ fn sweeps_done(cluster: &Cluster, count: usize) -> String {
 /// whose orphan sweep asks it removes nothing; `/victim1` reads back whole.
 #[test]
 fn a_second_mds_with_the_key_and_a_fresh_store_is_refused_and_changes_nothing() {
-    let cluster = Cluster::start(2);
+    // Handles one by one, so the second mds's first handle is /victim1's.
+    let cluster = Cluster::start_with(2, &["--precreate", "0"]);
     let (handle, data) = victim(&cluster);
     let scratch = tempfile::tempdir().unwrap();
     let iods = iod_addresses(&cluster);
@@ -207,6 +215,46 @@ fn a_second_mds_with_the_key_and_a_fresh_store_is_refused_and_changes_nothing() 
         .unwrap();
     file.write_at(0, b"still served").unwrap();
     assert_ne!(file.handle(), handle);
+    assert_intact(&cluster, handle, &data);
+}
+
+/// A second mds with the key and a fresh store makes no objects ahead on iods of another
+/// namespace: each iod refuses its `ObjectCreateMany`, and no object appears.
+#[test]
+fn a_second_mds_makes_no_objects_ahead_on_the_iods_of_another_namespace() {
+    let cluster = Cluster::start_with(2, &["--precreate", "0"]);
+    let (handle, data) = victim(&cluster);
+    let objects = |index: usize| {
+        std::fs::read_dir(cluster.path().join(format!("iod-{index}")).join("objects"))
+            .unwrap()
+            .count()
+    };
+    let before = [objects(0), objects(1)];
+    let scratch = tempfile::tempdir().unwrap();
+    let rogue = start_mds_with(
+        &cluster,
+        &scratch.path().join("rogue.redb"),
+        &iod_addresses(&cluster),
+        &["--precreate", "64"],
+    );
+    // The rogue tried, and says why it made nothing.
+    let log = scratch.path().join("rogue.log");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let line = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|line| line.contains("objects not made ahead")) {
+            break line.to_owned();
+        }
+        assert!(Instant::now() < deadline, "the second mds never tried:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        line.contains("refusing ObjectCreateMany from an mds of namespace")
+            && line.contains("this iod belongs to namespace"),
+        "{line}"
+    );
+    drop(rogue);
+    assert_eq!([objects(0), objects(1)], before, "objects were made");
     assert_intact(&cluster, handle, &data);
 }
 

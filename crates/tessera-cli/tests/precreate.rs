@@ -152,11 +152,11 @@ fn creates_take_objects_made_ahead_and_sweeps_keep_them_while_their_mds_runs() {
 
 #[test]
 fn precreate_out_of_range_is_refused_naming_the_limit() {
-    let output = tessera(&["mds", "--precreate", "257", "--db", "/nonexistent/db"]);
+    let output = tessera(&["mds", "--precreate", "4097", "--db", "/nonexistent/db"]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--precreate") && stderr.contains("256"),
+        stderr.contains("--precreate") && stderr.contains("4096"),
         "{stderr}"
     );
 }

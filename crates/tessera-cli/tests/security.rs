@@ -15,8 +15,8 @@ use tessera_auth::{Authenticator, ClusterKey, Grant, KeySigner, Rights};
 use tessera_client::{ClusterConfig, CreateOptions, OpenMode};
 use tessera_net::{Connection, NetError};
 use tessera_proto::{
-    Capability, Challenge, Credentials, ErrorCode, Header, Lookup, ObjectCreate, ObjectRemove,
-    Opcode, Piece, Read, RemoteError, StoragePlan, TransferMode, Wire,
+    Capability, Challenge, Credentials, ErrorCode, Header, Lookup, ObjectCreate, ObjectCreateMany,
+    ObjectRemove, Opcode, Piece, Read, RemoteError, StoragePlan, TransferMode, Wire,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -183,6 +183,14 @@ fn a_raw_iod_request_needs_a_capability_for_its_handle_and_rights() {
             .call(&ObjectRemove {
                 handle,
                 namespace: 1,
+            })
+            .map(drop),
+        // Nor make objects ahead: a user could squat handles the mds will hand out.
+        connection
+            .call(&ObjectCreateMany {
+                namespace: 1,
+                cache_unit_bytes: 0,
+                handles: vec![handle + 1, handle + 2],
             })
             .map(drop),
     ] {

@@ -19,11 +19,12 @@ use tessera_proto::limits::{
 use tessera_proto::{
     Capability, CollectiveTag, DeclareView, Decoder, Demote, DemoteOffer, DemoteReply,
     DemoteWanted, Empty, ErrorCode, FileType, Header, IoReply, Layout, LeaseAcquire,
-    LeaseAcquireReply, LeaseListen, LeaseRevoke, ObjectCreate, ObjectRemove, ObjectStat,
-    ObjectStatReply, ObjectSync, ObjectTruncate, Opcode, Piece, PingReply, Read, ReadCollective,
-    ReadType, ReadView, ReleaseView, RemoteAccess, RemoteError, RemoteMemory, RemoteProbe,
-    RemoteProbeReply, ServerStats, ShareRegion, Statfs, StoragePlan, TransferMode, WantedFlags,
-    Wire, Write, WriteCollective, WriteType, WriteView, ROLE_IOD, STORE_OK,
+    LeaseAcquireReply, LeaseListen, LeaseRevoke, ObjectCreate, ObjectCreateMany,
+    ObjectCreateManyReply, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate,
+    Opcode, Piece, PingReply, Read, ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess,
+    RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, ShareRegion, Statfs,
+    StoragePlan, TransferMode, WantedFlags, Wire, Write, WriteCollective, WriteType, WriteView,
+    ROLE_IOD, STORE_OK,
 };
 
 use crate::budget::BufferBudget;
@@ -887,7 +888,10 @@ impl<S: ObjectStorage> Iod<S> {
         connection: &mut ServerConnection,
     ) -> Result<Result<(), RemoteError>, ConnectionError> {
         let wanted = match request.opcode {
-            Opcode::ObjectCreate | Opcode::ObjectRemove | Opcode::ObjectTruncate => {
+            Opcode::ObjectCreate
+            | Opcode::ObjectRemove
+            | Opcode::ObjectTruncate
+            | Opcode::ObjectCreateMany => {
                 if !connection.is_server() {
                     return Ok(Err(RemoteError::new(
                         ErrorCode::PermissionDenied,
@@ -899,14 +903,18 @@ impl<S: ObjectStorage> Iod<S> {
                         ),
                     )));
                 }
-                // Every life-cycle request starts with its handle and the mds's namespace.
+                // Every life-cycle request starts with its handle and the mds's namespace; a
+                // create of many starts with the namespace.
                 let mut decoder = Decoder::new(&request.body);
-                let handle = decoder
-                    .u64()
-                    .map_err(|err| ConnectionError::Refused(err.into()))?;
-                let namespace = decoder
-                    .u64()
-                    .map_err(|err| ConnectionError::Refused(err.into()))?;
+                let refused = |err: tessera_proto::WireError| ConnectionError::Refused(err.into());
+                if request.opcode == Opcode::ObjectCreateMany {
+                    let namespace = decoder.u64().map_err(refused)?;
+                    return Ok(self
+                        .membership
+                        .check(namespace, format_args!("{:?}", request.opcode)));
+                }
+                let handle = decoder.u64().map_err(refused)?;
+                let namespace = decoder.u64().map_err(refused)?;
                 return Ok(self.membership.check(
                     namespace,
                     format_args!("{:?} of handle {handle:#x}", request.opcode),
@@ -1652,6 +1660,27 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 let result = self
                     .blocking(move |store| {
                         store.create(handle, cache_unit_bytes).map(|()| Empty {})
+                    })
+                    .await;
+                Self::answer(connection, &header, result).await
+            }
+            Opcode::ObjectCreateMany => {
+                let ObjectCreateMany {
+                    handles,
+                    cache_unit_bytes,
+                    ..
+                } = request.decode()?;
+                let result = self
+                    .blocking(move |store| {
+                        let mut created = Vec::with_capacity(handles.len());
+                        for handle in handles {
+                            match store.create(handle, cache_unit_bytes) {
+                                Ok(()) => created.push(handle),
+                                Err(error) if error.code == ErrorCode::Exists => {}
+                                Err(error) => return Err(error),
+                            }
+                        }
+                        Ok(ObjectCreateManyReply { created })
                     })
                     .await;
                 Self::answer(connection, &header, result).await

@@ -14,7 +14,7 @@
 //! Every namespace request names its caller; [`caller_of`] is the one place that turns the
 //! request's credentials into the [`Caller`] the permission checks trust.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,9 +25,9 @@ use tessera_proto::limits::{cache_unit_for_stripe, check_cache_unit_bytes, FILE_
 use tessera_proto::{
     Attr, Capability, Chmod, Chown, Create, Credentials, Decoder, Empty, ErrorCode, HandlesLive,
     HandlesLiveReply, Layout, LockGranted, LockRange, Lookup, MdsStatsReply, Mkdir, ObjectCreate,
-    ObjectLeft, ObjectRemove, ObjectStat, ObjectTruncate, Opcode, Open, Opened, PingReply, Readdir,
-    RemoteError, Rename, Renew, Request, Rmdir, SetTimes, Stat, StatHandle, Truncate, Unlink,
-    UnlinkReply, UnlockRange, Wire, CHOWN_UNCHANGED, ROLE_MDS,
+    ObjectCreateMany, ObjectLeft, ObjectRemove, ObjectStat, ObjectTruncate, Opcode, Open, Opened,
+    PingReply, Readdir, RemoteError, Rename, Renew, Request, Rmdir, SetTimes, Stat, StatHandle,
+    Truncate, Unlink, UnlinkReply, UnlockRange, Wire, CHOWN_UNCHANGED, ROLE_MDS,
 };
 
 use crate::access::Caller;
@@ -78,7 +78,7 @@ impl Default for MdsOptions {
 }
 
 /// Handles an mds keeps made ahead unless told otherwise.
-pub const PRECREATE_DEFAULT: usize = 128;
+pub const PRECREATE_DEFAULT: usize = 1024;
 
 /// After an iod fails to answer, how long the mds answers `Unavailable` for it without
 /// asking it again: requests that need a stopped iod then cost one timeout, not one each.
@@ -432,47 +432,69 @@ impl Inner {
     /// Makes the objects of `count` new handles on every iod and pools them; returns how
     /// many it pooled. The handles are reserved durably first
     /// ([`Namespace::reserve_handles`]), and each is in `creating` from before its objects
-    /// exist, so no sweep takes them for orphans.
+    /// exist, so no sweep takes them for orphans. One `ObjectCreateMany` per iod, all at once,
+    /// makes them; a handle whose object some iod did not make (it was there: an orphan of an
+    /// older mds) is not pooled, and the objects made of it elsewhere are removed.
     fn precreate(&self, count: usize) -> Result<usize, RemoteError> {
         let servers: Vec<u16> = (0..self.namespace.server_count()).collect();
         self.check_servers(&servers)
             .map_err(|(_, error)| net_error(error))?;
-        let handles = self.namespace.reserve_handles(count as u64)?;
-        let namespace = self.namespace.namespace_id();
-        let cache_unit_bytes = self.namespace.default_cache_unit();
-        let mut pooled = 0;
-        for handle in handles {
-            self.creating
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(handle);
-            let replies = self.iod_call_each(&servers, |_| ObjectCreate {
-                handle,
-                namespace,
-                cache_unit_bytes,
-            });
-            if replies.iter().all(Result::is_ok) {
-                self.precreated.add(handle);
-                pooled += 1;
-                continue;
+        let handles: Vec<u64> = self.namespace.reserve_handles(count as u64)?.collect();
+        let set_creating = |entering: bool, handles: &[u64]| {
+            let mut creating = self.creating.lock().unwrap_or_else(PoisonError::into_inner);
+            for handle in handles {
+                if entering {
+                    creating.insert(*handle);
+                } else {
+                    creating.remove(handle);
+                }
             }
-            let (made, refused) = split_replies(&servers, replies);
-            let _ = self.remove_objects_on(handle, &made);
-            self.creating
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&handle);
-            if let Some((server, error)) = refused
-                .into_iter()
-                .find(|(_, error)| error.code != ErrorCode::Exists)
-            {
-                return Err(RemoteError::new(
-                    error.code,
-                    format!("making objects ahead: iod {server}: {}", error.message),
-                ));
+        };
+        set_creating(true, &handles);
+        let request = ObjectCreateMany {
+            namespace: self.namespace.namespace_id(),
+            cache_unit_bytes: self.namespace.default_cache_unit(),
+            handles: handles.clone(),
+        };
+        let replies = self.iod_call_each(&servers, |_| request.clone());
+        let mut made_on: HashMap<u64, Vec<u16>> = HashMap::with_capacity(handles.len());
+        let mut failure = None;
+        for (&server, reply) in servers.iter().zip(replies) {
+            match reply {
+                Ok(reply) => {
+                    for handle in reply.created {
+                        made_on.entry(handle).or_default().push(server);
+                    }
+                }
+                Err(error) => {
+                    failure.get_or_insert(RemoteError::new(
+                        error.code,
+                        format!("making objects ahead: iod {server}: {}", error.message),
+                    ));
+                }
             }
         }
-        Ok(pooled)
+        let mut pooled = 0;
+        let mut left = Vec::new();
+        for handle in handles {
+            match made_on.remove(&handle) {
+                Some(made) if made.len() == servers.len() => {
+                    self.precreated.add(handle);
+                    pooled += 1;
+                }
+                made => {
+                    if let Some(made) = made {
+                        let _ = self.remove_objects_on(handle, &made);
+                    }
+                    left.push(handle);
+                }
+            }
+        }
+        set_creating(false, &left);
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(pooled),
+        }
     }
 
     fn create(&self, request: &Create) -> Result<Opened, RemoteError> {

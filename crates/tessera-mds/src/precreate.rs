@@ -15,16 +15,18 @@ use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-/// Most handles the pool holds (`tessera mds --precreate`'s ceiling).
-pub const PRECREATE_MAX: usize = 256;
+/// Most handles the pool holds (`tessera mds --precreate`'s ceiling): one refill asks each
+/// iod for at most this many objects in one `ObjectCreateMany`.
+pub const PRECREATE_MAX: usize = 4096;
 /// The pool is refilled when it holds fewer than this (or than half its capacity).
-pub const PRECREATE_LOW: usize = 64;
+pub const PRECREATE_LOW: usize = 512;
 /// How long the refill thread waits between two looks at the pool when nothing wakes it.
 pub const PRECREATE_TICK: Duration = Duration::from_millis(200);
 /// How long it waits after a refill failed (an iod down) before it tries again.
 pub const PRECREATE_RETRY: Duration = Duration::from_secs(1);
 
 const _: () = assert!(PRECREATE_LOW <= PRECREATE_MAX);
+const _: () = assert!(PRECREATE_MAX <= tessera_proto::limits::HANDLES_LIVE_MAX);
 
 /// Handles whose objects exist on every iod, not yet given to a file.
 #[derive(Debug)]
@@ -136,5 +138,6 @@ mod tests {
         assert_eq!(pool.wanted(Duration::ZERO), 0);
         assert_eq!(pool.take(), None);
         assert_eq!(Precreated::new(PRECREATE_MAX * 2).capacity, PRECREATE_MAX);
+        assert_eq!(Precreated::new(2048).threshold(), PRECREATE_LOW);
     }
 }

@@ -119,6 +119,8 @@ pub enum Opcode {
     DemoteOffer = 0x47,
     /// iod: clean blocks a caching client evicted, for the iod's unified cache (DEMOTE).
     Demote = 0x48,
+    /// iod: create the local objects of many handles (the mds's objects made ahead).
+    ObjectCreateMany = 0x49,
 }
 
 impl Opcode {
@@ -172,12 +174,13 @@ impl Opcode {
             0x46 => Self::LeaseRevoke,
             0x47 => Self::DemoteOffer,
             0x48 => Self::Demote,
+            0x49 => Self::ObjectCreateMany,
             opcode => return Err(WireError::UnknownOpcode { opcode }),
         })
     }
 
     /// Every opcode, in byte order.
-    pub const ALL: [Self; 47] = [
+    pub const ALL: [Self; 48] = [
         Self::Ping,
         Self::Hello,
         Self::AgentSign,
@@ -225,6 +228,7 @@ impl Opcode {
         Self::LeaseRevoke,
         Self::DemoteOffer,
         Self::Demote,
+        Self::ObjectCreateMany,
     ];
 
     /// A short, stable snake_case name: the `kind` label of the servers' request metrics.
@@ -277,6 +281,7 @@ impl Opcode {
             Self::LeaseRevoke => "lease_revoke",
             Self::DemoteOffer => "demote_offer",
             Self::Demote => "demote",
+            Self::ObjectCreateMany => "object_create_many",
         }
     }
 }
@@ -1504,6 +1509,31 @@ wire_struct! {
     }
 }
 request!(ObjectCreate => ObjectCreate, Empty);
+
+wire_struct! {
+    /// Creates the local objects of many handles at once, empty, each as [`ObjectCreate`]
+    /// would: the mds's objects made ahead of creates. An existing object is left as it is and
+    /// its handle left out of the reply; a storage error ends the request (the objects made
+    /// before it stay, orphans for the next sweep).
+    pub struct ObjectCreateMany {
+        /// The namespace id of the mds asking; an iod of another namespace refuses.
+        pub namespace: u64,
+        /// Unit of the iod's unified cache for every object, as in [`ObjectCreate`].
+        pub cache_unit_bytes: u32,
+        /// The handles, at most `handles_live_max`.
+        pub handles: Vec<u64>,
+    }
+}
+request!(ObjectCreateMany => ObjectCreateMany, ObjectCreateManyReply);
+
+wire_struct! {
+    /// The handles of an [`ObjectCreateMany`] whose objects this request made, in the order
+    /// asked.
+    pub struct ObjectCreateManyReply {
+        /// Handles whose objects were made (not those that were there).
+        pub created: Vec<u64>,
+    }
+}
 
 wire_struct! {
     /// Removes the local object of a handle.
