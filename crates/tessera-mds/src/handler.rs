@@ -33,7 +33,7 @@ use tessera_proto::{
 use crate::access::Caller;
 use crate::locks::{LockRequest, LockTable};
 use crate::namespace::{CreatePlan, Inode, Namespace};
-use crate::precreate::{Precreated, PRECREATE_RETRY, PRECREATE_TICK};
+use crate::precreate::{Precreated, PRECREATE_CHUNK, PRECREATE_RETRY, PRECREATE_TICK};
 
 /// The metadata server.
 #[derive(Debug)]
@@ -53,6 +53,9 @@ struct Inner {
     creating: Mutex<HashSet<u64>>,
     /// Handles whose objects exist on every iod, for the next ordinary creates.
     precreated: Arc<Precreated>,
+    /// Connections of the `mds-precreate` thread to the iods, its own: a refill never holds a
+    /// connection a request waits for.
+    background_iods: Pool,
     /// Signs capabilities.
     key: ClusterKey,
     options: MdsOptions,
@@ -120,7 +123,7 @@ impl Mds {
         key: ClusterKey,
         options: MdsOptions,
     ) -> Self {
-        let peers = iod_addresses
+        let peers: Vec<Peer> = iod_addresses
             .iter()
             .enumerate()
             .map(|(index, address)| {
@@ -135,11 +138,15 @@ impl Mds {
         let signer = Arc::new(KeySigner::server(key.clone()));
         let cluster_id = Some(key.cluster_id());
         let precreated = Arc::new(Precreated::new(options.precreate));
+        let pool = |peers: Vec<Peer>| {
+            Pool::new(peers, timeout, signer.clone())
+                .with_cluster_id(cluster_id)
+                .with_retry_after(IOD_RETRY_AFTER)
+        };
         let inner = Arc::new(Inner {
             namespace,
-            iods: Pool::new(peers, timeout, signer)
-                .with_cluster_id(cluster_id)
-                .with_retry_after(IOD_RETRY_AFTER),
+            iods: pool(peers.clone()),
+            background_iods: pool(peers),
             locks: LockTable::new(),
             creating: Mutex::new(HashSet::new()),
             precreated: precreated.clone(),
@@ -209,18 +216,86 @@ fn net_error(error: NetError) -> RemoteError {
     }
 }
 
-impl Inner {
-    fn iod_call<R: Request>(&self, server: u16, request: &R) -> Result<R::Reply, RemoteError> {
+/// [`Inner::check_servers`] over `pool`.
+fn check_servers_on(pool: &Pool, servers: &[u16]) -> Result<(), (u16, NetError)> {
+    for &server in servers {
         let index = usize::from(server);
-        if index >= self.iods.peers().len() {
-            return Err(RemoteError::new(
-                ErrorCode::Internal,
-                format!("layout names iod {server}, which the cluster lacks"),
+        if index >= pool.peers().len() {
+            return Err((
+                server,
+                NetError::Remote {
+                    peer: format!("iod {server}"),
+                    error: RemoteError::new(
+                        ErrorCode::Internal,
+                        format!("layout names iod {server}, which the cluster lacks"),
+                    ),
+                },
             ));
         }
-        self.iods
-            .with(index, |connection| connection.call(request))
-            .map_err(net_error)
+        pool.lease(index)
+            .map(drop)
+            .map_err(|error| (server, error))?;
+    }
+    Ok(())
+}
+
+/// One request to iod `server` over `pool`.
+fn iod_call_on<R: Request>(pool: &Pool, server: u16, request: &R) -> Result<R::Reply, RemoteError> {
+    let index = usize::from(server);
+    if index >= pool.peers().len() {
+        return Err(RemoteError::new(
+            ErrorCode::Internal,
+            format!("layout names iod {server}, which the cluster lacks"),
+        ));
+    }
+    pool.with(index, |connection| connection.call(request))
+        .map_err(net_error)
+}
+
+/// [`Inner::iod_call_each`] over `pool`.
+fn iod_call_each_on<R: Request>(
+    pool: &Pool,
+    servers: &[u16],
+    request_for: impl Fn(u16) -> R,
+) -> Vec<Result<R::Reply, RemoteError>> {
+    let mut order: Vec<usize> = (0..servers.len()).collect();
+    order.sort_by_key(|&position| servers[position]);
+    let distinct = order
+        .windows(2)
+        .all(|pair| servers[pair[0]] != servers[pair[1]]);
+    let known = servers
+        .iter()
+        .all(|&server| usize::from(server) < pool.peers().len());
+    if !distinct || !known {
+        // Not a layout the mds makes: one at a time, each error named by `iod_call`.
+        return servers
+            .iter()
+            .map(|&server| iod_call_on(pool, server, &request_for(server)))
+            .collect();
+    }
+    let requests: Vec<R> = order
+        .iter()
+        .map(|&position| request_for(servers[position]))
+        .collect();
+    let calls: Vec<(usize, &R)> = order
+        .iter()
+        .zip(&requests)
+        .map(|(&position, request)| (usize::from(servers[position]), request))
+        .collect();
+    let mut replies: Vec<Option<Result<R::Reply, RemoteError>>> =
+        servers.iter().map(|_| None).collect();
+    for (&position, reply) in order.iter().zip(pool.call_each(&calls)) {
+        replies[position] = Some(reply.map_err(net_error));
+    }
+    replies
+        .into_iter()
+        .map(|reply| reply.expect("every server of the call answered or failed"))
+        .collect()
+}
+
+impl Inner {
+    fn iod_call<R: Request>(&self, server: u16, request: &R) -> Result<R::Reply, RemoteError> {
+        iod_call_on(&self.iods, server, request)
     }
 
     /// Asks each iod of `servers` its request (`request_for(server)`) at once
@@ -231,39 +306,7 @@ impl Inner {
         servers: &[u16],
         request_for: impl Fn(u16) -> R,
     ) -> Vec<Result<R::Reply, RemoteError>> {
-        let mut order: Vec<usize> = (0..servers.len()).collect();
-        order.sort_by_key(|&position| servers[position]);
-        let distinct = order
-            .windows(2)
-            .all(|pair| servers[pair[0]] != servers[pair[1]]);
-        let known = servers
-            .iter()
-            .all(|&server| usize::from(server) < self.iods.peers().len());
-        if !distinct || !known {
-            // Not a layout the mds makes: one at a time, each error named by `iod_call`.
-            return servers
-                .iter()
-                .map(|&server| self.iod_call(server, &request_for(server)))
-                .collect();
-        }
-        let requests: Vec<R> = order
-            .iter()
-            .map(|&position| request_for(servers[position]))
-            .collect();
-        let calls: Vec<(usize, &R)> = order
-            .iter()
-            .zip(&requests)
-            .map(|(&position, request)| (usize::from(servers[position]), request))
-            .collect();
-        let mut replies: Vec<Option<Result<R::Reply, RemoteError>>> =
-            servers.iter().map(|_| None).collect();
-        for (&position, reply) in order.iter().zip(self.iods.call_each(&calls)) {
-            replies[position] = Some(reply.map_err(net_error));
-        }
-        replies
-            .into_iter()
-            .map(|reply| reply.expect("every server of the call answered or failed"))
-            .collect()
+        iod_call_each_on(&self.iods, servers, request_for)
     }
 
     /// Size and latest data mtime of a file, from its objects (asked of all its iods at
@@ -437,9 +480,18 @@ impl Inner {
     /// older mds) is not pooled, and the objects made of it elsewhere are removed.
     fn precreate(&self, count: usize) -> Result<usize, RemoteError> {
         let servers: Vec<u16> = (0..self.namespace.server_count()).collect();
-        self.check_servers(&servers)
-            .map_err(|(_, error)| net_error(error))?;
+        check_servers_on(&self.background_iods, &servers).map_err(|(_, error)| net_error(error))?;
         let handles: Vec<u64> = self.namespace.reserve_handles(count as u64)?.collect();
+        let mut pooled = 0;
+        // In chunks, so that the first objects are there for creates while the rest are made.
+        for chunk in handles.chunks(PRECREATE_CHUNK) {
+            pooled += self.precreate_chunk(&servers, chunk)?;
+        }
+        Ok(pooled)
+    }
+
+    /// One `ObjectCreateMany` of `handles` (reserved) to every iod of `servers` at once.
+    fn precreate_chunk(&self, servers: &[u16], handles: &[u64]) -> Result<usize, RemoteError> {
         let set_creating = |entering: bool, handles: &[u64]| {
             let mut creating = self.creating.lock().unwrap_or_else(PoisonError::into_inner);
             for handle in handles {
@@ -450,13 +502,13 @@ impl Inner {
                 }
             }
         };
-        set_creating(true, &handles);
+        set_creating(true, handles);
         let request = ObjectCreateMany {
             namespace: self.namespace.namespace_id(),
             cache_unit_bytes: self.namespace.default_cache_unit(),
-            handles: handles.clone(),
+            handles: handles.to_vec(),
         };
-        let replies = self.iod_call_each(&servers, |_| request.clone());
+        let replies = iod_call_each_on(&self.background_iods, servers, |_| request.clone());
         let mut made_on: HashMap<u64, Vec<u16>> = HashMap::with_capacity(handles.len());
         let mut failure = None;
         for (&server, reply) in servers.iter().zip(replies) {
@@ -476,7 +528,7 @@ impl Inner {
         }
         let mut pooled = 0;
         let mut left = Vec::new();
-        for handle in handles {
+        for &handle in handles {
             match made_on.remove(&handle) {
                 Some(made) if made.len() == servers.len() => {
                     self.precreated.add(handle);
@@ -585,26 +637,7 @@ impl Inner {
     /// before a call changes anything on any of them, so a misconfigured iod list refuses
     /// the call before its first change, never halfway through.
     fn check_servers(&self, servers: &[u16]) -> Result<(), (u16, NetError)> {
-        for &server in servers {
-            let index = usize::from(server);
-            if index >= self.iods.peers().len() {
-                return Err((
-                    server,
-                    NetError::Remote {
-                        peer: format!("iod {server}"),
-                        error: RemoteError::new(
-                            ErrorCode::Internal,
-                            format!("layout names iod {server}, which the cluster lacks"),
-                        ),
-                    },
-                ));
-            }
-            self.iods
-                .lease(index)
-                .map(drop)
-                .map_err(|error| (server, error))?;
-        }
-        Ok(())
+        check_servers_on(&self.iods, servers)
     }
 
     /// One try of [`Inner::create_objects`].

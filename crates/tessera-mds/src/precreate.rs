@@ -18,6 +18,9 @@ use std::time::Duration;
 /// Most handles the pool holds (`tessera mds --precreate`'s ceiling): one refill asks each
 /// iod for at most this many objects in one `ObjectCreateMany`.
 pub const PRECREATE_MAX: usize = 4096;
+/// Handles one `ObjectCreateMany` asks each iod for: a refill goes in chunks this size, so
+/// the first objects are there for creates while the rest are made.
+pub const PRECREATE_CHUNK: usize = 128;
 /// The pool is refilled when it holds fewer than this (or than half its capacity).
 pub const PRECREATE_LOW: usize = 512;
 /// How long the refill thread waits between two looks at the pool when nothing wakes it.
