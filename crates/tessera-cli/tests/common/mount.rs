@@ -18,6 +18,11 @@ pub struct Mounted {
 
 impl Mounted {
     pub fn start() -> Option<Self> {
+        Self::start_with(&[])
+    }
+
+    /// [`Mounted::start`] with `extra` arguments to `tessera up`.
+    pub fn start_with(extra: &[&str]) -> Option<Self> {
         // SAFETY: geteuid cannot fail and touches no memory of ours.
         let euid = unsafe { libc::geteuid() };
         if euid != 0 || !Path::new("/dev/fuse").exists() {
@@ -27,7 +32,7 @@ impl Mounted {
             ));
             return None;
         }
-        let cluster = Cluster::start(2);
+        let cluster = Cluster::start_with(2, extra);
         std::fs::set_permissions(cluster.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
