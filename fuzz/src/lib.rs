@@ -933,6 +933,7 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             changes: 1000,
             commits: 260,
             inodes: 42,
+            precreated: 1024,
         },
     ));
     seeds.extend(exchange(

@@ -748,6 +748,7 @@ impl Inner {
             changes: commits.changes,
             commits: commits.commits,
             inodes: self.namespace.inode_count()?,
+            precreated: self.precreated.len() as u64,
         })
     }
 

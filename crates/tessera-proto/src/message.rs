@@ -1489,6 +1489,8 @@ wire_struct! {
         pub commits: u64,
         /// Inodes in the namespace (files and directories, the root included).
         pub inodes: u64,
+        /// Handles whose objects the mds holds made ahead on every iod, for the next creates.
+        pub precreated: u64,
     }
 }
 
