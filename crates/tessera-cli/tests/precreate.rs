@@ -81,7 +81,7 @@ fn creates_take_objects_made_ahead_and_sweeps_keep_them_while_their_mds_runs() {
     let cluster = Cluster::start(2);
     // The mds's pool is full (1024, the default: no refill runs while the test restarts an
     // iod below, which would cut one short and leave its orphans).
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     while cluster.client().mds_stats().unwrap().precreated < 1024 {
         assert!(Instant::now() < deadline, "the mds made no objects ahead");
         std::thread::sleep(Duration::from_millis(20));
