@@ -1119,6 +1119,11 @@ impl Service for Mds {
             // is one read of the store, so a ping is the round trip's floor.
             Opcode::Ping => Ok(self.inner.ping().to_body()),
             Opcode::MdsStats => self.inner.stats().map(|stats| stats.to_body()).map_err(Ok),
+            // Reads of the namespace alone (a redb read transaction, a capability signed):
+            // microseconds of work, less than the hop to a blocking thread would cost. A
+            // read never waits for a commit (§2.3.2); only a failing store's reopen could
+            // hold this task, for at most `STORE_DRAIN_MS`.
+            Opcode::Lookup | Opcode::Open | Opcode::Readdir => self.inner.serve(&request),
             Opcode::LockRange => {
                 let lock: LockRange = request.decode()?;
                 self.lock_range(&lock, connection.credentials().uid)
