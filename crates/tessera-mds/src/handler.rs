@@ -44,7 +44,9 @@ pub struct Mds {
 #[derive(Debug)]
 struct Inner {
     namespace: Namespace,
-    iods: Pool,
+    /// Connections to the iods for the request threads: [`MDS_IOD_CONNECTIONS`] pools, each
+    /// with at most one connection per iod ([`Inner::iods`]).
+    iods: Vec<Pool>,
     locks: LockTable,
     /// Handles of creates in flight: objects made (or being made) on the iods, name not yet
     /// committed, and every handle of the pool of objects made ahead. An iod's orphan sweep
@@ -82,6 +84,11 @@ impl Default for MdsOptions {
 
 /// Handles an mds keeps made ahead unless told otherwise.
 pub const PRECREATE_DEFAULT: usize = 1024;
+
+/// Connections the mds's request threads keep to each iod (a refill of objects made ahead
+/// has one more of its own): concurrent stats, creates and unlinks of different clients
+/// reach an iod side by side. Each learns of a silent iod on its own ([`IOD_RETRY_AFTER`]).
+pub const MDS_IOD_CONNECTIONS: usize = 4;
 
 /// After an iod fails to answer, how long the mds answers `Unavailable` for it without
 /// asking it again: requests that need a stopped iod then cost one timeout, not one each.
@@ -145,7 +152,9 @@ impl Mds {
         };
         let inner = Arc::new(Inner {
             namespace,
-            iods: pool(peers.clone()),
+            iods: (0..MDS_IOD_CONNECTIONS)
+                .map(|_| pool(peers.clone()))
+                .collect(),
             background_iods: pool(peers),
             locks: LockTable::new(),
             creating: Mutex::new(HashSet::new()),
@@ -294,8 +303,19 @@ fn iod_call_each_on<R: Request>(
 }
 
 impl Inner {
+    /// The connections to the iods this request thread uses: each thread keeps to one of the
+    /// [`MDS_IOD_CONNECTIONS`] pools, so requests on different threads reach one iod over
+    /// different connections rather than queueing for one.
+    fn iods(&self) -> &Pool {
+        thread_local! {
+            static SLOT: usize = NEXT_SLOT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        static NEXT_SLOT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        &self.iods[SLOT.with(|slot| *slot) % self.iods.len()]
+    }
+
     fn iod_call<R: Request>(&self, server: u16, request: &R) -> Result<R::Reply, RemoteError> {
-        iod_call_on(&self.iods, server, request)
+        iod_call_on(self.iods(), server, request)
     }
 
     /// Asks each iod of `servers` its request (`request_for(server)`) at once
@@ -306,7 +326,7 @@ impl Inner {
         servers: &[u16],
         request_for: impl Fn(u16) -> R,
     ) -> Vec<Result<R::Reply, RemoteError>> {
-        iod_call_each_on(&self.iods, servers, request_for)
+        iod_call_each_on(self.iods(), servers, request_for)
     }
 
     /// Size and latest data mtime of a file, from its objects (asked of all its iods at
@@ -637,7 +657,7 @@ impl Inner {
     /// before a call changes anything on any of them, so a misconfigured iod list refuses
     /// the call before its first change, never halfway through.
     fn check_servers(&self, servers: &[u16]) -> Result<(), (u16, NetError)> {
-        check_servers_on(&self.iods, servers)
+        check_servers_on(self.iods(), servers)
     }
 
     /// One try of [`Inner::create_objects`].
