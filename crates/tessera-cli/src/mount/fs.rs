@@ -230,10 +230,17 @@ impl TesseraFs {
             let given = [atime, mtime]
                 .iter()
                 .any(|time| matches!(time, SetTime::At(_)));
-            client.set_times(&path, atime, mtime).map_err(|err| {
+            let attr = client.set_times(&path, atime, mtime).map_err(|err| {
                 let call = if given { Call::Owner } else { Call::Access };
                 failed("utimensat", &path, &err, call)
             })?;
+            // The reply holds the attributes after the change, the size computed, and the
+            // times are the last change made: no second round trip (tar x sets times after
+            // every file).
+            if attr.handle != inode.0 {
+                return Err(Errno::ESTALE);
+            }
+            return Ok(attr);
         }
         self.attributes(request, inode)
     }
