@@ -14,7 +14,7 @@
 //! Every namespace request names its caller; [`caller_of`] is the one place that turns the
 //! request's credentials into the [`Caller`] the permission checks trust.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,15 +25,20 @@ use tessera_proto::limits::{cache_unit_for_stripe, check_cache_unit_bytes, FILE_
 use tessera_proto::{
     Attr, Capability, Chmod, Chown, Create, Credentials, Decoder, Empty, ErrorCode, HandlesLive,
     HandlesLiveReply, Layout, LockGranted, LockRange, Lookup, MdsStatsReply, Mkdir, ObjectCreate,
-    ObjectCreateMany, ObjectLeft, ObjectRemove, ObjectStat, ObjectTruncate, Opcode, Open, Opened,
-    PingReply, Readdir, RemoteError, Rename, Renew, Request, Rmdir, SetTimes, Stat, StatHandle,
-    Truncate, Unlink, UnlinkReply, UnlockRange, Wire, CHOWN_UNCHANGED, ROLE_MDS,
+    ObjectLeft, ObjectRemove, ObjectStat, ObjectTruncate, Opcode, Open, Opened, PingReply, Readdir,
+    RemoteError, Rename, Renew, Request, Rmdir, SetTimes, Stat, StatHandle, Truncate, Unlink,
+    UnlinkReply, UnlockRange, Wire, CHOWN_UNCHANGED, ROLE_MDS,
 };
 
+mod iods;
+mod refill;
+
+use self::iods::{check_servers_on, iod_call_each_on, iod_call_on, split_replies};
+use self::refill::keep_precreated;
 use crate::access::Caller;
 use crate::locks::{LockRequest, LockTable};
 use crate::namespace::{CreatePlan, Inode, Namespace};
-use crate::precreate::{Precreated, PRECREATE_CHUNK, PRECREATE_RETRY, PRECREATE_TICK};
+use crate::precreate::Precreated;
 
 /// The metadata server.
 #[derive(Debug)]
@@ -87,7 +92,7 @@ pub const PRECREATE_DEFAULT: usize = 1024;
 
 /// Connections the mds's request threads keep to each iod (a refill of objects made ahead
 /// has one more of its own): concurrent stats, creates and unlinks of different clients
-/// reach an iod side by side. Each learns of a silent iod on its own ([`IOD_RETRY_AFTER`]).
+/// reach an iod side by side. Each learns of a silent iod on its own (`IOD_RETRY_AFTER`).
 pub const MDS_IOD_CONNECTIONS: usize = 4;
 
 /// After an iod fails to answer, how long the mds answers `Unavailable` for it without
@@ -175,32 +180,6 @@ impl Mds {
     }
 }
 
-/// The `mds-precreate` thread: refills the pool whenever it runs low, until the mds is gone
-/// (at most a [`PRECREATE_TICK`] after).
-fn keep_precreated(pool: &Precreated, mds: &std::sync::Weak<Inner>) {
-    let mut failing = false;
-    loop {
-        let wanted = pool.wanted(PRECREATE_TICK);
-        let Some(inner) = mds.upgrade() else {
-            return;
-        };
-        if wanted == 0 {
-            continue;
-        }
-        match inner.precreate(wanted) {
-            Ok(_) => failing = false,
-            Err(error) => {
-                if !failing {
-                    tracing::warn!("mds: objects not made ahead, creates make their own: {error}");
-                }
-                failing = true;
-                drop(inner);
-                std::thread::sleep(PRECREATE_RETRY);
-            }
-        }
-    }
-}
-
 /// The caller a request speaks for: its credential, whose tag, expiry and uid `Mds::handle`
 /// checked against the connection before the request got here.
 pub fn caller_of(credentials: &Credentials) -> Caller {
@@ -223,83 +202,6 @@ fn net_error(error: NetError) -> RemoteError {
         }
         other => RemoteError::new(ErrorCode::Unavailable, other.to_string()),
     }
-}
-
-/// [`Inner::check_servers`] over `pool`.
-fn check_servers_on(pool: &Pool, servers: &[u16]) -> Result<(), (u16, NetError)> {
-    for &server in servers {
-        let index = usize::from(server);
-        if index >= pool.peers().len() {
-            return Err((
-                server,
-                NetError::Remote {
-                    peer: format!("iod {server}"),
-                    error: RemoteError::new(
-                        ErrorCode::Internal,
-                        format!("layout names iod {server}, which the cluster lacks"),
-                    ),
-                },
-            ));
-        }
-        pool.lease(index)
-            .map(drop)
-            .map_err(|error| (server, error))?;
-    }
-    Ok(())
-}
-
-/// One request to iod `server` over `pool`.
-fn iod_call_on<R: Request>(pool: &Pool, server: u16, request: &R) -> Result<R::Reply, RemoteError> {
-    let index = usize::from(server);
-    if index >= pool.peers().len() {
-        return Err(RemoteError::new(
-            ErrorCode::Internal,
-            format!("layout names iod {server}, which the cluster lacks"),
-        ));
-    }
-    pool.with(index, |connection| connection.call(request))
-        .map_err(net_error)
-}
-
-/// [`Inner::iod_call_each`] over `pool`.
-fn iod_call_each_on<R: Request>(
-    pool: &Pool,
-    servers: &[u16],
-    request_for: impl Fn(u16) -> R,
-) -> Vec<Result<R::Reply, RemoteError>> {
-    let mut order: Vec<usize> = (0..servers.len()).collect();
-    order.sort_by_key(|&position| servers[position]);
-    let distinct = order
-        .windows(2)
-        .all(|pair| servers[pair[0]] != servers[pair[1]]);
-    let known = servers
-        .iter()
-        .all(|&server| usize::from(server) < pool.peers().len());
-    if !distinct || !known {
-        // Not a layout the mds makes: one at a time, each error named by `iod_call`.
-        return servers
-            .iter()
-            .map(|&server| iod_call_on(pool, server, &request_for(server)))
-            .collect();
-    }
-    let requests: Vec<R> = order
-        .iter()
-        .map(|&position| request_for(servers[position]))
-        .collect();
-    let calls: Vec<(usize, &R)> = order
-        .iter()
-        .zip(&requests)
-        .map(|(&position, request)| (usize::from(servers[position]), request))
-        .collect();
-    let mut replies: Vec<Option<Result<R::Reply, RemoteError>>> =
-        servers.iter().map(|_| None).collect();
-    for (&position, reply) in order.iter().zip(pool.call_each(&calls)) {
-        replies[position] = Some(reply.map_err(net_error));
-    }
-    replies
-        .into_iter()
-        .map(|reply| reply.expect("every server of the call answered or failed"))
-        .collect()
 }
 
 impl Inner {
@@ -490,83 +392,6 @@ impl Inner {
             capability: self.capability(&renew.credentials, handle, rights),
             attr,
         })
-    }
-
-    /// Makes the objects of `count` new handles on every iod and pools them; returns how
-    /// many it pooled. The handles are reserved durably first
-    /// ([`Namespace::reserve_handles`]), and each is in `creating` from before its objects
-    /// exist, so no sweep takes them for orphans. One `ObjectCreateMany` per iod, all at once,
-    /// makes them; a handle whose object some iod did not make (it was there: an orphan of an
-    /// older mds) is not pooled, and the objects made of it elsewhere are removed.
-    fn precreate(&self, count: usize) -> Result<usize, RemoteError> {
-        let servers: Vec<u16> = (0..self.namespace.server_count()).collect();
-        check_servers_on(&self.background_iods, &servers).map_err(|(_, error)| net_error(error))?;
-        let handles: Vec<u64> = self.namespace.reserve_handles(count as u64)?.collect();
-        let mut pooled = 0;
-        // In chunks, so that the first objects are there for creates while the rest are made.
-        for chunk in handles.chunks(PRECREATE_CHUNK) {
-            pooled += self.precreate_chunk(&servers, chunk)?;
-        }
-        Ok(pooled)
-    }
-
-    /// One `ObjectCreateMany` of `handles` (reserved) to every iod of `servers` at once.
-    fn precreate_chunk(&self, servers: &[u16], handles: &[u64]) -> Result<usize, RemoteError> {
-        let set_creating = |entering: bool, handles: &[u64]| {
-            let mut creating = self.creating.lock().unwrap_or_else(PoisonError::into_inner);
-            for handle in handles {
-                if entering {
-                    creating.insert(*handle);
-                } else {
-                    creating.remove(handle);
-                }
-            }
-        };
-        set_creating(true, handles);
-        let request = ObjectCreateMany {
-            namespace: self.namespace.namespace_id(),
-            cache_unit_bytes: self.namespace.default_cache_unit(),
-            handles: handles.to_vec(),
-        };
-        let replies = iod_call_each_on(&self.background_iods, servers, |_| request.clone());
-        let mut made_on: HashMap<u64, Vec<u16>> = HashMap::with_capacity(handles.len());
-        let mut failure = None;
-        for (&server, reply) in servers.iter().zip(replies) {
-            match reply {
-                Ok(reply) => {
-                    for handle in reply.created {
-                        made_on.entry(handle).or_default().push(server);
-                    }
-                }
-                Err(error) => {
-                    failure.get_or_insert(RemoteError::new(
-                        error.code,
-                        format!("making objects ahead: iod {server}: {}", error.message),
-                    ));
-                }
-            }
-        }
-        let mut pooled = 0;
-        let mut left = Vec::new();
-        for &handle in handles {
-            match made_on.remove(&handle) {
-                Some(made) if made.len() == servers.len() => {
-                    self.precreated.add(handle);
-                    pooled += 1;
-                }
-                made => {
-                    if let Some(made) = made {
-                        let _ = self.remove_objects_on(handle, &made);
-                    }
-                    left.push(handle);
-                }
-            }
-        }
-        set_creating(false, &left);
-        match failure {
-            Some(error) => Err(error),
-            None => Ok(pooled),
-        }
     }
 
     fn create(&self, request: &Create) -> Result<Opened, RemoteError> {
@@ -983,23 +808,6 @@ impl Inner {
             ))),
         }
     }
-}
-
-/// The servers whose reply was a success, and the others with their errors, in the order of
-/// `servers`.
-fn split_replies<T>(
-    servers: &[u16],
-    replies: Vec<Result<T, RemoteError>>,
-) -> (Vec<u16>, Vec<(u16, RemoteError)>) {
-    let mut made = Vec::new();
-    let mut refused = Vec::new();
-    for (&server, reply) in servers.iter().zip(replies) {
-        match reply {
-            Ok(_) => made.push(server),
-            Err(error) => refused.push((server, error)),
-        }
-    }
-    (made, refused)
 }
 
 /// Marks a handle as being created for as long as it lives ([`Inner::creating`]).

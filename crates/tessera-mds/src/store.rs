@@ -3,7 +3,7 @@
 //!
 //! redb latches the first I/O error of a [`Database`]: every later transaction on that handle
 //! fails with `PreviousIo` ("close and re-open the database"), even once the cause is gone.
-//! So every namespace call runs through [`Store::read`] or [`Store::write`], which take the
+//! So every namespace call runs through [`Store::read`] or [`Store::change`], which take the
 //! current handle (an `Arc`, cloned under a read lock, so a call in flight keeps the handle it
 //! started with), run the call, and look at its error. An error from the storage (code `Io`
 //! or `NoSpace`) records the store's condition for `Ping` and reopens the file: under the
@@ -19,7 +19,7 @@
 //! clears at the first change that commits, so the first namespace change after space is
 //! freed both succeeds and turns `Ping`'s `store_state` back to `STORE_OK`.
 //!
-//! Changes go through [`Store::change`], which commits them in groups ([`group`]): each
+//! Changes go through [`Store::change`], which commits them in groups (`group.rs`): each
 //! change's transaction commits at once without an `fsync`, and the call returns once a
 //! durable commit covers it. A failed durable commit fails every change it was to cover, and
 //! the reopen above drops them with the handle, so a change is either acknowledged and
@@ -177,7 +177,7 @@ impl Store {
     }
 
     /// Runs `call` in a write transaction and commits it, returning once the change is
-    /// durable (group commit, [`group`]); an error from `call` changes nothing. Its success
+    /// durable (group commit, `group.rs`); an error from `call` changes nothing. Its success
     /// clears a recorded condition.
     pub fn change<T>(
         &self,
