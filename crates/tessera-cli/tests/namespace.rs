@@ -129,27 +129,6 @@ fn logged(cluster: &Cluster, log: &str, words: &str) -> String {
     }
 }
 
-/// Waits until iod 0 has logged `count` finished orphan sweeps; returns the last one's line.
-fn sweeps_done(cluster: &Cluster, count: usize) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let log = cluster.log("iod-0");
-        let done: Vec<&str> = log
-            .lines()
-            .filter(|line| line.contains("orphan sweep done"))
-            .collect();
-        if done.len() >= count {
-            return done[count - 1].to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "iod 0 logged {} finished sweeps, not {count}:\n{log}",
-            done.len()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A second mds with the cluster's key and a fresh store, pointed at the same iods (in the
 /// same order, then swapped), is refused at its first create, naming both namespaces; an iod
 /// whose orphan sweep asks it removes nothing; `/victim1` reads back whole.
@@ -346,7 +325,7 @@ fn an_orphan_of_an_unfinished_create_is_skipped_never_emptied() {
     // Handles come one by one, as this test foresees them: no objects made ahead.
     let cluster = Cluster::start_with(2, &["--precreate", "0"]);
     // The sweep of iod 0's first start must be over before an orphan appears.
-    sweeps_done(&cluster, 1);
+    cluster.sweeps_done(0, 1);
     let (handle, data) = victim(&cluster);
     // The next handle's layout is [1, 0]: its orphan sits on iod 0, the second server.
     let orphan = handle + 1;
@@ -377,7 +356,7 @@ fn an_orphan_of_an_unfinished_create_is_skipped_never_emptied() {
 
     // The orphan goes at iod 0's next start; the files stay.
     cluster.restart_iod(0);
-    let line = sweeps_done(&cluster, 2);
+    let line = cluster.sweeps_done(0, 2);
     assert!(
         line.contains(&format!("1 orphans removed [{orphan:#x}]")),
         "{line}"

@@ -39,28 +39,6 @@ fn pooled(cluster: &Cluster, count: usize) -> [HashSet<u64>; 2] {
     }
 }
 
-/// Waits until iod `index` has logged `count` finished orphan sweeps; returns the last one.
-fn sweep(cluster: &Cluster, index: usize, count: usize) -> String {
-    let name = format!("iod-{index}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let log = cluster.log(&name);
-        let done: Vec<&str> = log
-            .lines()
-            .filter(|line| line.contains("orphan sweep done"))
-            .collect();
-        if done.len() >= count {
-            return done[count - 1].to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} logged {} sweeps:\n{log}",
-            done.len()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn write_and_check(cluster: &Cluster, path: &str, seed: u64) {
     let data = bytes(seed, 200_000);
     let client = cluster.client();
@@ -117,7 +95,7 @@ fn creates_take_objects_made_ahead_and_sweeps_keep_them_while_their_mds_runs() {
     // An iod restarted while the mds runs keeps the pool.
     let held = objects(&cluster, 0);
     cluster.restart_iod(0);
-    let line = sweep(&cluster, 0, 2);
+    let line = cluster.sweeps_done(0, 2);
     assert!(line.contains(" 0 orphans removed"), "{line}");
     assert!(objects(&cluster, 0).is_superset(&held));
     for (index, path) in files.iter().enumerate() {
@@ -146,7 +124,7 @@ fn creates_take_objects_made_ahead_and_sweeps_keep_them_while_their_mds_runs() {
         "a handle of the dead mds's pool was handed out again"
     );
     cluster.restart_iod(1);
-    let line = sweep(&cluster, 1, 2);
+    let line = cluster.sweeps_done(1, 2);
     assert!(
         !line.contains(" 0 orphans removed"),
         "the old pool stayed: {line}"

@@ -74,8 +74,9 @@ pub struct Inode {
 }
 
 /// An [`Inode`] as stores made before `SetTimes` hold it (no `times_set_ns`): read, never
-/// written, so those stores need no migration.
+/// written, so those stores need no migration (the tests write one).
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 struct InodeBeforeSetTimes {
     kind: u8,
     mode: u32,

@@ -140,6 +140,29 @@ impl Cluster {
             .expect("pid")
     }
 
+    /// Waits until iod `index` has logged `count` finished orphan sweeps; returns the last.
+    #[allow(dead_code, reason = "for the tests of the orphan sweep")]
+    pub fn sweeps_done(&self, index: usize, count: usize) -> String {
+        let name = format!("iod-{index}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let log = self.log(&name);
+            let done: Vec<&str> = log
+                .lines()
+                .filter(|line| line.contains("orphan sweep done"))
+                .collect();
+            if done.len() >= count {
+                return done[count - 1].to_owned();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} logged {} finished sweeps, not {count}:\n{log}",
+                done.len()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn log(&self, server: &str) -> String {
         std::fs::read_to_string(self.path().join("log").join(format!("{server}.log")))
             .unwrap_or_default()

@@ -603,22 +603,7 @@ fn set_times_stores_the_times_given_and_the_data_s_mtime_shows_after_a_later_wri
 
 #[test]
 fn an_inode_stored_before_set_times_existed_still_reads() {
-    #[derive(serde::Serialize)]
-    struct Before {
-        kind: u8,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-        atime_ns: u64,
-        mtime_ns: u64,
-        ctime_ns: u64,
-        nlink: u32,
-        parent: u64,
-        stripe_unit_bytes: u64,
-        servers: Vec<u16>,
-        pattern: Vec<Vec<u8>>,
-    }
-    let bytes = postcard::to_allocvec(&Before {
+    let bytes = postcard::to_allocvec(&InodeBeforeSetTimes {
         kind: KIND_FILE,
         mode: 0o640,
         uid: 5,
