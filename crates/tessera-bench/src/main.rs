@@ -4,7 +4,7 @@
 //! `tessera-bench demo` is the main job of `make demo` (also `tessera demo`). Without
 //! `--cluster` (or `$TESSERA_CLUSTER`) an experiment starts a private cluster of `tessera`
 //! servers, found beside this binary, and stops it afterwards. The hidden `worker`,
-//! `ecio-worker`, `mpiio-worker` and `meta-worker` commands are the client processes the experiments start.
+//! `ecio-worker`, `mpiio-worker`, `meta-worker` and `small-worker` commands are the client processes the experiments start.
 
 use std::process::ExitCode;
 
@@ -18,6 +18,7 @@ extern crate tessera_cluster;
 mod args;
 mod bench;
 mod demo;
+mod lockstep;
 mod report;
 mod workers;
 
@@ -48,6 +49,9 @@ enum Command {
     /// Internal: one client process of `meta`.
     #[command(hide = true)]
     MetaWorker(bench::meta::WorkerArgs),
+    /// Internal: one client process of `small`.
+    #[command(hide = true)]
+    SmallWorker(bench::small::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
         Command::EcioWorker(args) => bench::ecio::run_worker(&args),
         Command::MpiioWorker(args) => bench::mpiio::run_worker(&args),
         Command::MetaWorker(args) => bench::meta::run_worker(&args),
+        Command::SmallWorker(args) => bench::small::run_worker(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -278,6 +278,11 @@ impl Client {
         self.mds_call(&Ping {})
     }
 
+    /// A null request to iod `index` and its reply: the data path's round-trip floor.
+    pub fn ping_iod(&self, index: usize) -> Result<PingReply, ClientError> {
+        self.call_iod(index, &Ping {})
+    }
+
     /// The mds's group commit counters and inode count (`tessera bench meta`).
     pub fn mds_stats(&self) -> Result<MdsStatsReply, ClientError> {
         self.mds_call(&MdsStats {

@@ -23,6 +23,7 @@ mod listio;
 pub mod meta;
 pub mod mpiio;
 mod ogr;
+pub mod small;
 mod subarray;
 mod tile;
 mod unifier;
@@ -80,6 +81,11 @@ pub enum Experiment {
     /// native client vs `tessera mount` vs a local directory vs tmpfs vs a null request to
     /// the mds, with the mds's changes per durable commit.
     Meta(meta::MetaArgs),
+    /// Small calls: read_at/write_at of 512 B-64 KiB over `local` and tcp, 1 and 4
+    /// processes, sequential and shuffled, client cache off and on, and many small writes of
+    /// 40 B-2 KiB then close: Tessera vs a local file vs a null request to the iod vs a bare
+    /// socket round trip.
+    Small(small::SmallArgs),
     /// 4 clients x 4 iods (unified cache), each client looping over more than its client
     /// cache: nocache vs inclusive client cache vs eager DEMOTE vs DEMOTE buffering, with
     /// hit rates per level and demote traffic (001 ch. 6, live).
@@ -222,7 +228,7 @@ pub(super) fn release_clients<'a>(
 }
 
 /// A command running this binary, for a group's worker processes ([`spawn_worker`]).
-pub(super) fn worker_command() -> Result<Command, String> {
+pub(crate) fn worker_command() -> Result<Command, String> {
     let exe = std::env::current_exe().map_err(|err| format!("cannot find tessera-bench: {err}"))?;
     Ok(Command::new(exe))
 }
@@ -300,6 +306,7 @@ pub fn run(experiment: &Experiment) -> Result<(), String> {
     let outcome = match experiment {
         Experiment::Listio(common) => listio::run(common)?,
         Experiment::Meta(args) => meta::run(args)?,
+        Experiment::Small(args) => small::run(args)?,
         Experiment::Subarray(common) => subarray::run(common)?,
         Experiment::Views(args) => views::run(args)?,
         Experiment::Blockcol(common) => blockcol::run(common)?,

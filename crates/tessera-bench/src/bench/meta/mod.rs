@@ -30,7 +30,7 @@ use serde_json::json;
 use tessera_client::{Client, ErrorCode};
 
 pub use worker::{run as run_worker, WorkerArgs};
-use worker::{MetaWorkers, Outcome, Phase, Step, Target, TREE_FANOUT};
+use worker::{Outcome, Phase, Step, Target, TREE_FANOUT};
 
 use super::CommonArgs;
 use crate::report::{self, Figure, Line, Meta, Panel, Point, Progress, Report, Scale, Spread};
@@ -367,7 +367,7 @@ pub fn run(args: &MetaArgs) -> Result<report::Outcome, String> {
         std::collections::BTreeMap::new();
     let mut verified = true;
     for &processes in &PROCESS_COUNTS {
-        let mut workers = MetaWorkers::spawn(processes)?;
+        let mut workers = worker::spawn(processes)?;
         for (dirs_index, &dirs) in Dirs::BOTH.iter().enumerate() {
             for repetition in 0..repetitions {
                 for turn in report::turn_order(repetition, places.len()) {
@@ -399,7 +399,7 @@ pub fn run(args: &MetaArgs) -> Result<report::Outcome, String> {
                         };
                         processes
                     ];
-                    let outcomes = workers.step(&steps)?;
+                    let outcomes = workers.step::<_, Outcome>(&steps)?;
                     verified &= report_problems(Method::Floor, Phase::Ping, &outcomes);
                     let row = samples
                         .entry((processes, dirs_index, usize::MAX, Phase::Ping.name()))
@@ -463,7 +463,7 @@ fn run_pass(
     place: &Place,
     base: &str,
     (processes, dirs, files, tar_source): (usize, Dirs, usize, &tar::TarSource),
-    workers: &mut MetaWorkers,
+    workers: &mut crate::lockstep::Lockstep,
     mut record: impl FnMut(Phase, &[Outcome], Option<(u64, u64, f64)>),
 ) -> Result<bool, String> {
     let maker = Maker::of(&place.target, client);
@@ -486,7 +486,7 @@ fn run_pass(
             .collect();
         let counted = place.method.tessera() && phase.changes();
         let before: MdsCounts = counted.then(|| mds_counts(client)).transpose()?;
-        let outcomes = workers.step(&steps)?;
+        let outcomes = workers.step::<_, Outcome>(&steps)?;
         let after: MdsCounts = counted.then(|| mds_counts(client)).transpose()?;
         verified &= report_problems(place.method, phase, &outcomes);
         let seconds = outcomes.iter().map(|o| o.seconds).fold(0.0, f64::max);
@@ -538,21 +538,6 @@ fn add(row: &mut Samples, outcomes: &[Outcome], mds: Option<(u64, u64, f64)>) {
     }
 }
 
-/// The `fraction` percentile of `sorted`.
-fn percentile(sorted: &[f32], fraction: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    // Nearest rank: the smallest sample with at least `fraction` of them at or below it.
-    let below = sorted.len() as f64 * fraction;
-    let index = sorted
-        .iter()
-        .enumerate()
-        .position(|(rank, _)| (rank + 1) as f64 >= below)
-        .unwrap_or(sorted.len() - 1);
-    f64::from(sorted[index])
-}
-
 fn rows(
     samples: &std::collections::BTreeMap<(usize, usize, usize, &'static str), Samples>,
     places: &[Place],
@@ -577,8 +562,8 @@ fn rows(
             ops_s: ops_s.median,
             ops_s_min: ops_s.min,
             ops_s_max: ops_s.max,
-            p50_us: percentile(&sorted, 0.5),
-            p99_us: percentile(&sorted, 0.99),
+            p50_us: crate::lockstep::percentile(&sorted, 0.5),
+            p99_us: crate::lockstep::percentile(&sorted, 0.99),
             ops: row.ops,
             vs_local_disk: None,
             vs_tmpfs: None,

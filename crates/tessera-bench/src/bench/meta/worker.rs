@@ -6,10 +6,8 @@
 //! [`crate::workers`] does for the data benches: a [`Step`] (the worker opens what it needs
 //! and answers `ready`), then `go` (all start at once) and the worker's [`Outcome`].
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -478,121 +476,49 @@ fn check(ops: &Ops, step: &Step, names: &Names<'_>) -> OpResult<String> {
     })
 }
 
-/// The worker's loop: a step, `ready`, `go`, its outcome; until standard input closes.
-pub fn run(args: &WorkerArgs) -> Result<(), String> {
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock().lines();
-    let mut opened: Option<(Target, Ops)> = None;
-    let mut out = std::io::stdout().lock();
-    let mut say = |value: &serde_json::Value| -> Result<(), String> {
-        writeln!(out, "{value}")
-            .and_then(|()| out.flush())
-            .map_err(|err| format!("meta worker {}: {err}", args.rank))
-    };
-    while let Some(line) = lines.next() {
-        let line = line.map_err(|err| err.to_string())?;
-        let step: Step =
-            serde_json::from_str(&line).map_err(|err| format!("meta worker step: {err}"))?;
-        if opened
+/// A worker process: the target opened last, reused while steps name it.
+struct MetaWorker {
+    rank: usize,
+    opened: Option<(Target, Ops)>,
+}
+
+impl crate::lockstep::Worker for MetaWorker {
+    type Step = Step;
+    type Outcome = Outcome;
+
+    fn prepare(&mut self, step: &Step) -> Result<(), String> {
+        if self
+            .opened
             .as_ref()
             .is_none_or(|(target, _)| *target != step.target)
         {
-            opened = Some((step.target.clone(), Ops::open(&step.target)?));
+            self.opened = Some((step.target.clone(), Ops::open(&step.target)?));
         }
-        let ops = &opened.as_ref().expect("opened above").1;
-        say(&serde_json::json!({ "ready": true }))?;
-        match lines.next() {
-            Some(Ok(go)) if go.trim() == "\"go\"" => {}
-            other => {
-                return Err(format!(
-                    "meta worker {}: expected go, got {other:?}",
-                    args.rank
-                ))
-            }
-        }
-        let outcome = run_step(ops, &step, args.rank).unwrap_or_else(|problem| Outcome {
+        Ok(())
+    }
+
+    fn run(&mut self, step: &Step) -> Outcome {
+        let ops = &self.opened.as_ref().expect("prepared").1;
+        run_step(ops, step, self.rank).unwrap_or_else(|problem| Outcome {
             seconds: 0.0,
             ops: 0,
             latencies_us: Vec::new(),
             verified: false,
             problem,
-        });
-        say(&serde_json::to_value(&outcome).map_err(|err| err.to_string())?)?;
+        })
     }
-    Ok(())
+}
+
+/// The hidden `meta-worker` command: serves steps until its standard input closes.
+pub fn run(args: &WorkerArgs) -> Result<(), String> {
+    let mut worker = MetaWorker {
+        rank: args.rank,
+        opened: None,
+    };
+    crate::lockstep::serve("meta", args.rank, &mut worker)
 }
 
 /// The worker processes of a run.
-pub struct MetaWorkers {
-    children: Vec<(Child, ChildStdin, BufReader<ChildStdout>)>,
-}
-
-impl MetaWorkers {
-    /// Starts `count` workers.
-    pub fn spawn(count: usize) -> Result<Self, String> {
-        let mut children = Vec::with_capacity(count);
-        for rank in 0..count {
-            let mut child = super::super::worker_command()?
-                .args(["meta-worker", "--rank", &rank.to_string()])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map_err(|err| format!("cannot start meta worker {rank}: {err}"))?;
-            let stdin = child.stdin.take().expect("piped");
-            let stdout = BufReader::new(child.stdout.take().expect("piped"));
-            children.push((child, stdin, stdout));
-        }
-        Ok(Self { children })
-    }
-
-    /// One step: `steps[rank]` to each worker, all started together; their outcomes.
-    pub fn step(&mut self, steps: &[Step]) -> Result<Vec<Outcome>, String> {
-        let send = |rank: usize, stdin: &mut ChildStdin, text: &str| {
-            writeln!(stdin, "{text}")
-                .and_then(|()| stdin.flush())
-                .map_err(|err| format!("meta worker {rank} is gone: {err}"))
-        };
-        for (rank, ((_, stdin, _), step)) in self.children.iter_mut().zip(steps).enumerate() {
-            let text = serde_json::to_string(step).map_err(|err| err.to_string())?;
-            send(rank, stdin, &text)?;
-        }
-        for (rank, (_, _, stdout)) in self.children.iter_mut().enumerate() {
-            let ready: serde_json::Value = read_line(rank, stdout)?;
-            if ready["ready"] != true {
-                return Err(format!("meta worker {rank}: {ready}"));
-            }
-        }
-        for (rank, (_, stdin, _)) in self.children.iter_mut().enumerate() {
-            send(rank, stdin, "\"go\"")?;
-        }
-        self.children
-            .iter_mut()
-            .enumerate()
-            .map(|(rank, (_, _, stdout))| read_line(rank, stdout))
-            .collect()
-    }
-}
-
-fn read_line<T: serde::de::DeserializeOwned>(
-    rank: usize,
-    stdout: &mut BufReader<ChildStdout>,
-) -> Result<T, String> {
-    let mut line = String::new();
-    let read = stdout
-        .read_line(&mut line)
-        .map_err(|err| format!("meta worker {rank}: {err}"))?;
-    if read == 0 {
-        return Err(format!("meta worker {rank} ended (see its error above)"));
-    }
-    serde_json::from_str(&line).map_err(|err| format!("meta worker {rank}: {err}: {line}"))
-}
-
-impl Drop for MetaWorkers {
-    fn drop(&mut self) {
-        for (mut child, stdin, _) in self.children.drain(..) {
-            drop(stdin);
-            let _ = child.wait();
-        }
-    }
+pub fn spawn(count: usize) -> Result<crate::lockstep::Lockstep, String> {
+    crate::lockstep::Lockstep::spawn("meta", "meta-worker", count)
 }
