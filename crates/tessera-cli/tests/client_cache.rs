@@ -34,6 +34,7 @@ fn client_with(cluster: &Cluster, local: bool, cache_bytes: u64, demote: DemoteM
             local,
             cache_bytes: Some(cache_bytes),
             demote: Some(demote),
+            ..ClientOptions::default()
         },
     )
 }

@@ -95,7 +95,8 @@ impl Client {
             options.timeout,
             auth.clone(),
         )
-        .with_cluster_id(config.cluster_id);
+        .with_cluster_id(config.cluster_id)
+        .with_reply_spin(options.reply_spin);
         let iods = Pool::new(
             config
                 .iods
@@ -110,7 +111,8 @@ impl Client {
             options.timeout,
             auth,
         )
-        .with_cluster_id(config.cluster_id);
+        .with_cluster_id(config.cluster_id)
+        .with_reply_spin(options.reply_spin);
         #[cfg(feature = "ofi")]
         if let Some(fabric) = crate::fabric::open(config, options) {
             iods.set_fabric(Some(fabric));

@@ -60,6 +60,7 @@ pub use methods::{
 };
 pub use options::{
     ClientOptions, CreateOptions, DemoteMode, OpenMode, CLIENT_CACHE_ENV, CLIENT_DEMOTE_ENV,
+    REPLY_SPIN_DEFAULT, REPLY_SPIN_ENV,
 };
 pub use registration::RegistryRegistration;
 pub use shared_pointer::SharedPointer;

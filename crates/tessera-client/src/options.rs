@@ -30,7 +30,20 @@ pub struct ClientOptions {
     /// `off`, `eager` or `buffered`; docs/ARCHITECTURE.md §2.8). `None`: the cluster file's
     /// `[client] demote`, else off.
     pub demote: Option<DemoteMode>,
+    /// How long to wait for each reply on the CPU before blocking (default
+    /// [`REPLY_SPIN_DEFAULT`], or `$TESSERA_REPLY_SPIN_US` microseconds; zero blocks at once;
+    /// at most `tessera_net::REPLY_SPIN_MAX`). A small request's round trip is shorter than
+    /// the wake-up of an idle CPU (docs/ARCHITECTURE.md §2.11); the wait yields its CPU to any
+    /// other thread ready on it.
+    pub reply_spin: Duration,
 }
+
+/// The default [`ClientOptions::reply_spin`]: longer than a small request's round trip on
+/// loopback, short beside any transfer that takes longer.
+pub const REPLY_SPIN_DEFAULT: Duration = Duration::from_micros(50);
+
+/// The environment variable that sets [`ClientOptions::reply_spin`], in microseconds.
+pub const REPLY_SPIN_ENV: &str = "TESSERA_REPLY_SPIN_US";
 
 /// What a client cache does with a block it evicts (DEMOTE, to the iod's unified cache).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -88,11 +101,21 @@ impl Default for ClientOptions {
                 .inspect_err(|err| tracing::warn!("${CLIENT_DEMOTE_ENV}={value:?} ignored: {err}"))
                 .ok()
         });
+        let reply_spin = std::env::var(REPLY_SPIN_ENV)
+            .ok()
+            .map_or(REPLY_SPIN_DEFAULT, |value| match value.parse::<u64>() {
+                Ok(us) => Duration::from_micros(us).min(tessera_net::REPLY_SPIN_MAX),
+                Err(err) => {
+                    tracing::warn!("${REPLY_SPIN_ENV}={value:?} ignored: {err}");
+                    REPLY_SPIN_DEFAULT
+                }
+            });
         Self {
             timeout: Duration::from_millis(timeout_ms),
             local,
             cache_bytes,
             demote,
+            reply_spin,
         }
     }
 }

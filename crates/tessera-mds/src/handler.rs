@@ -99,6 +99,11 @@ pub const MDS_IOD_CONNECTIONS: usize = 4;
 /// asking it again: requests that need a stopped iod then cost one timeout, not one each.
 const IOD_RETRY_AFTER: Duration = Duration::from_secs(5);
 
+/// How long a blocking thread of the mds waits on the CPU for an iod's reply before it
+/// blocks (`Pool::with_reply_spin`): a stat's sizes come back from the iods sooner than an
+/// idle CPU wakes.
+const IOD_REPLY_SPIN: Duration = Duration::from_micros(50);
+
 /// Most times a create plans again because the existing file it was to return was removed
 /// between the plan and the reply (an unlink or a rename onto the name won the race): past
 /// this it answers `Busy`.
@@ -154,6 +159,7 @@ impl Mds {
             Pool::new(peers, timeout, signer.clone())
                 .with_cluster_id(cluster_id)
                 .with_retry_after(IOD_RETRY_AFTER)
+                .with_reply_spin(IOD_REPLY_SPIN)
         };
         let inner = Arc::new(Inner {
             namespace,

@@ -39,6 +39,10 @@ use crate::local::policy::Transfer;
 use crate::peer::{Expected, Identity};
 use crate::stream::{ByteStream, Stream};
 
+/// The longest a connection waits for a reply on the CPU before it blocks
+/// ([`Connection::set_reply_spin`]).
+pub const REPLY_SPIN_MAX: Duration = Duration::from_millis(1);
+
 /// Memory registration for one-sided transfers: the client registers the segments a server
 /// will reach before it sends the request and releases them after the reply (what an RDMA
 /// fabric needs; on the `local` backend it measures the registration policies). The returned
@@ -131,6 +135,8 @@ pub struct Connection<S: ByteStream = Stream> {
     opened_by: u32,
     /// Who the server said it is in its challenge, and its cluster id.
     identity: Option<(Identity, u64)>,
+    /// How long to wait for a reply on the CPU before blocking (zero: block at once).
+    reply_spin: Duration,
 }
 
 /// Memory lent to the server for the outstanding request. Fields drop in order: the
@@ -290,6 +296,7 @@ impl<S: ByteStream> Connection<S> {
             sharing_refused: false,
             opened_by: std::process::id(),
             identity: None,
+            reply_spin: Duration::ZERO,
         }
     }
 
@@ -510,6 +517,14 @@ impl<S: ByteStream> Connection<S> {
     /// Whether one-sided transfers on this connection go over a fabric (it passed the probe).
     pub fn fabric(&self) -> Option<&Arc<dyn crate::fabric::Fabric>> {
         self.fabric.as_ref()
+    }
+
+    /// Waits up to `spin` on the CPU for each reply before blocking for it (at most
+    /// [`REPLY_SPIN_MAX`]; zero: block at once). A thread that blocks leaves its CPU idle, and
+    /// waking an idle CPU (in a virtual machine above all) can cost more than a small
+    /// request's whole round trip.
+    pub fn set_reply_spin(&mut self, spin: Duration) {
+        self.reply_spin = spin.min(REPLY_SPIN_MAX);
     }
 
     /// Registers the memory of later one-sided transfers through `registration`.
@@ -1274,6 +1289,9 @@ impl<S: ByteStream> Connection<S> {
     }
 
     fn read_header(&mut self) -> Result<Header, NetError> {
+        if !self.reply_spin.is_zero() {
+            self.stream.spin_until_readable(self.reply_spin);
+        }
         let mut bytes = [0u8; HEADER_BYTES];
         self.stream
             .read_exact(&mut bytes)

@@ -20,7 +20,9 @@ pub mod stream;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use client::{Connection, PieceData, PieceDataMut, Registration, TransferCounts};
+pub use client::{
+    Connection, PieceData, PieceDataMut, Registration, TransferCounts, REPLY_SPIN_MAX,
+};
 pub use error::NetError;
 pub use peer::{Expected, Identity, Peer};
 pub use pool::{Dial, Lease, Pool, SocketDial};

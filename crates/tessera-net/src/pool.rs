@@ -83,6 +83,9 @@ pub struct Pool<S: ByteStream = Stream> {
     /// The cluster every server must belong to, when known (the cluster file's
     /// `cluster_id`, or the key's).
     cluster_id: Option<u64>,
+    /// How long each connection waits for a reply on the CPU before blocking
+    /// ([`Connection::set_reply_spin`]).
+    reply_spin: Duration,
     /// After a server fails to answer, how long it is not asked again (`None`: always
     /// asked). The mds sets it for its iods, so requests queued behind one that found an iod
     /// silent do not each wait a timeout in turn.
@@ -152,6 +155,7 @@ impl<S: ByteStream> Pool<S> {
             fabric: Mutex::new(None),
             auth,
             cluster_id: None,
+            reply_spin: Duration::ZERO,
             retry_after: None,
             silent_until: (0..peer_count).map(|_| Mutex::new(None)).collect(),
         }
@@ -217,6 +221,14 @@ impl<S: ByteStream> Pool<S> {
             identity: self.peers[index].expect,
             cluster_id: self.cluster_id,
         }
+    }
+
+    /// Has every connection wait up to `spin` on the CPU for each reply before blocking
+    /// ([`Connection::set_reply_spin`]).
+    #[must_use]
+    pub fn with_reply_spin(mut self, spin: Duration) -> Self {
+        self.reply_spin = spin;
+        self
     }
 
     /// Refuses servers of any other cluster than `cluster_id`.
@@ -325,6 +337,7 @@ impl<S: ByteStream> Pool<S> {
             .clone();
         let connection = slot.as_mut().expect("connected above");
         connection.set_registration(registration);
+        connection.set_reply_spin(self.reply_spin);
         // Probes the fabric on a connection's first lease with it; a broken connection goes.
         if let Err(err) = connection.set_fabric(fabric) {
             *slot = None;

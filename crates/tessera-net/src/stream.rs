@@ -40,6 +40,11 @@ pub trait ByteStream: Read + Write + Send + fmt::Debug {
     fn descriptor_socket(&self) -> Option<BorrowedFd<'_>> {
         None
     }
+
+    /// Waits up to `budget` on the CPU for bytes to arrive: whether they did.
+    fn spin_until_readable(&self, _budget: Duration) -> bool {
+        false
+    }
 }
 
 /// Whether the socket `fd` is closed by its peer or has unasked bytes: a one-byte peek
@@ -138,6 +143,37 @@ impl ByteStream for Stream {
             Self::Unix(stream) => stream.descriptor_socket(),
         }
     }
+    fn spin_until_readable(&self, budget: Duration) -> bool {
+        let fd = match self {
+            Self::Tcp(stream) => stream.as_raw_fd(),
+            Self::Unix(stream) => stream.as_raw_fd(),
+        };
+        let started = std::time::Instant::now();
+        loop {
+            let mut byte = 0u8;
+            // SAFETY: a one-byte peek into a local byte, on a descriptor this stream owns.
+            let got = unsafe {
+                libc::recv(
+                    fd,
+                    (&raw mut byte).cast(),
+                    1,
+                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                )
+            };
+            // Bytes, the end of the stream, or an error other than "nothing yet": the
+            // blocking read that follows sees it at once.
+            if got != -1 || io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock {
+                return true;
+            }
+            if started.elapsed() >= budget {
+                return false;
+            }
+            // Another thread ready on this CPU (the server itself, on a busy host) runs
+            // first; with none, this CPU stays awake for the reply.
+            // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
+            unsafe { libc::sched_yield() };
+        }
+    }
 }
 
 impl Read for Stream {
@@ -170,5 +206,33 @@ impl Write for Stream {
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spin_sees_bytes_that_came_and_gives_up_after_its_budget_when_none_do() {
+        let (client, mut server) = UnixStream::pair().unwrap();
+        let stream = Stream::Unix(client);
+        let started = std::time::Instant::now();
+        assert!(!stream.spin_until_readable(Duration::from_millis(20)));
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(20), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        server.write_all(b"x").unwrap();
+        assert!(stream.spin_until_readable(Duration::from_secs(5)));
+        // It only peeked: the byte is still there to read.
+        let mut stream = stream;
+        let mut byte = [0u8; 1];
+        stream.read_exact(&mut byte).unwrap();
+        assert_eq!(&byte, b"x");
+        // The end of the stream ends the spin at once too.
+        drop(server);
+        let started = std::time::Instant::now();
+        assert!(stream.spin_until_readable(Duration::from_secs(5)));
+        assert!(started.elapsed() < Duration::from_secs(1));
     }
 }
