@@ -31,7 +31,8 @@ use tessera_proto::{
     AgentSign, AgentSigned, Attr, Binding, CacheCounters, Capability, Challenge, Chmod, Chown,
     CollectiveTag, Create, Credentials, Datatype, DeclareView, Demote, DemoteOffer, DemoteReply,
     DemoteWanted, DirEntry, Empty, ErrorCode, FileKind, FileType, HandlesLive, HandlesLiveReply,
-    Header, Hello, IoReply, Layout, LeaseAcquire, LeaseAcquireReply, LeaseListen, LeaseRevoke,
+    Header, Hello, IoReply, Layout, LeaseAcquire, LeaseAcquireReply, LeaseClient, LeaseListen,
+    LeaseRevoke,
     LockGranted, LockRange, Lookup, Mac, MdsStats, MdsStatsReply, Mkdir, Nonce, ObjectCreate,
     ObjectCreateMany, ObjectCreateManyReply, ObjectLeft, ObjectRemove, ObjectStat, ObjectStatReply,
     ObjectSync, ObjectTruncate, Opcode, Open, Opened, PatternLayout, Piece, Ping, PingReply,
@@ -187,6 +188,7 @@ pub fn fuzz_frame(data: &[u8]) -> bool {
         Opcode::ShareRegion => operation::<ShareRegion>(body, reply),
         Opcode::Statfs => operation::<Statfs>(body, reply),
         Opcode::LeaseListen => operation::<LeaseListen>(body, reply),
+        Opcode::LeaseClient => operation::<LeaseClient>(body, reply),
         Opcode::LeaseAcquire => operation::<LeaseAcquire>(body, reply),
         Opcode::LeaseRevoke => operation::<LeaseRevoke>(body, reply),
         Opcode::DemoteOffer => operation::<DemoteOffer>(body, reply),
@@ -286,6 +288,7 @@ body_kinds! {
     "demote-wanted" => DemoteWanted,
     "demote" => Demote,
     "demote-reply" => DemoteReply,
+    "lease-client" => LeaseClient,
 }
 
 /// The `bodies` target: the first byte picks a body type, the rest is the body. Returns
@@ -1382,11 +1385,45 @@ pub fn frame_seeds() -> Vec<(String, Vec<u8>)> {
             capability: Capability::default(),
             client_id: 0x5eed_c11e,
             demotes: true,
+            write: false,
+            start: 0,
+            end: 0,
+            group: 0,
         },
         &LeaseAcquireReply {
             lease_ms: 10_000,
             lease_id: 3,
+            start: 0,
+            end: 0,
         },
+    ));
+    seeds.extend(exchange(
+        "lease-acquire-write",
+        Opcode::LeaseAcquire,
+        &LeaseAcquire {
+            handle: 7,
+            capability: Capability::default(),
+            client_id: 0x5eed_c11e,
+            demotes: false,
+            write: true,
+            start: 4096,
+            end: 8192,
+            group: 0x9b0b,
+        },
+        &LeaseAcquireReply {
+            lease_ms: 10_000,
+            lease_id: 4,
+            start: 0,
+            end: u64::MAX,
+        },
+    ));
+    seeds.extend(exchange(
+        "lease-client",
+        Opcode::LeaseClient,
+        &LeaseClient {
+            client_id: 0x5eed_c11e,
+        },
+        &Empty {},
     ));
     seeds.extend(exchange(
         "lease-revoke",
@@ -1601,6 +1638,7 @@ pub fn body_seeds() -> Vec<(String, Vec<u8>)> {
         ("demote-wanted", body_of("demote-offer-reply")),
         ("demote", body_of("demote-request")),
         ("demote-reply", body_of("demote-reply")),
+        ("lease-client", body_of("lease-client-request")),
         ("layout-math", math),
     ];
     assert_eq!(bodies.len(), BODY_KINDS.len(), "one seed per body kind");

@@ -15,8 +15,9 @@ use tessera_auth::{Authenticator, ClusterKey, Grant, KeySigner, Rights};
 use tessera_client::{ClusterConfig, CreateOptions, OpenMode};
 use tessera_net::{Connection, NetError};
 use tessera_proto::{
-    Capability, Challenge, Credentials, ErrorCode, Header, Lookup, ObjectCreate, ObjectCreateMany,
-    ObjectRemove, Opcode, Piece, Read, RemoteError, StoragePlan, TransferMode, Wire,
+    Capability, Challenge, Credentials, ErrorCode, Header, LeaseAcquire, Lookup, ObjectCreate,
+    ObjectCreateMany, ObjectRemove, Opcode, Piece, Read, RemoteError, StoragePlan, TransferMode,
+    Wire,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -202,6 +203,31 @@ fn a_raw_iod_request_needs_a_capability_for_its_handle_and_rights() {
             "{remote:?}"
         );
     }
+    // A write lease lets a client hold back writes others will read: it needs the write
+    // right, not only the read right of a read lease (asked on the other file, whose lease
+    // then holds up no later read here).
+    let mut channel = iod(&cluster, 0);
+    channel.listen_for_leases(0x5eed).unwrap();
+    let lease = |capability| LeaseAcquire {
+        handle: other.handle(),
+        capability,
+        client_id: 0x5eed,
+        demotes: false,
+        write: true,
+        start: 0,
+        end: 16,
+        group: 0,
+    };
+    let other_read_only = cluster.capability(other.handle(), Rights::READ, uid(), in_a_minute());
+    let refused = connection.call(&lease(other_read_only)).unwrap_err();
+    let remote = refused.remote().expect("a refusal");
+    assert_eq!(remote.code, ErrorCode::PermissionDenied, "{remote:?}");
+    assert!(remote.message.contains("needs write"), "{remote:?}");
+    let read_write = cluster.capability(other.handle(), Rights::READ_WRITE, uid(), in_a_minute());
+    let granted = connection.call(&lease(read_write)).unwrap();
+    assert!(granted.lease_ms > 0, "{granted:?}");
+    assert_eq!((granted.start, granted.end), (0, u64::MAX), "{granted:?}");
+    drop(channel);
     // The valid capability is served on the same connection, and nothing was changed.
     assert_eq!(
         raw_read(&mut connection, handle, read_only, 16).unwrap(),

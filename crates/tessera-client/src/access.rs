@@ -171,6 +171,16 @@ impl ViewedFile {
     /// covers its chunks, and a lock of the same client would wait for itself).
     pub fn set_atomic(&mut self, atomic: bool) {
         self.atomic = atomic;
+        // An atomic write is applied whole, under its lock, before it returns.
+        if atomic {
+            if let Err(err) = self.file.flush_buffered() {
+                tracing::warn!(
+                    "{}: buffered writes before atomic mode: {err}",
+                    self.file.path()
+                );
+            }
+        }
+        self.file.buffer_writes = !atomic;
     }
 
     /// The method an access made now would use ([`Method::Auto`] resolved).

@@ -33,8 +33,14 @@ use crate::error::ClientError;
 use crate::options::DemoteMode;
 
 mod block;
+mod writeback;
 
 use block::{Block, Slab};
+use writeback::WriteBack;
+pub use writeback::{
+    WriteBackStats, BUFFERED_WRITE_BYTES_MAX, WRITE_BACK_AGE_MAX, WRITE_BACK_BYTES_MAX,
+    WRITE_BACK_FILES_MAX,
+};
 
 /// Blocks of the DEMOTE buffer (two halves: a batch is half of it; 4 MiB of 64 KiB blocks),
 /// taken out of the cache's budget, and at most a third of it.
@@ -131,6 +137,8 @@ pub(crate) struct BlockCache {
     stop: Arc<AtomicBool>,
     /// Test-only: revocations go unanswered while set (at most [`HOLD_MAX`] each).
     hold: Arc<AtomicBool>,
+    /// Small writes buffered under write leases (`ClientOptions::write_back`).
+    write_back: Option<Arc<WriteBack>>,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -143,6 +151,11 @@ impl std::fmt::Debug for BlockCache {
 
 impl Drop for BlockCache {
     fn drop(&mut self) {
+        // Buffered bytes go out while the callback channels still answer the revocations
+        // the writes cause.
+        if let Some(write_back) = &self.write_back {
+            write_back.flush_all();
+        }
         self.stop.store(true, Ordering::Relaxed);
         let callbacks = std::mem::take(
             &mut *self
@@ -156,6 +169,12 @@ impl Drop for BlockCache {
             }
         }
     }
+}
+
+/// How long after asking this client trusts a lease of `lease`: less a margin for clock drift
+/// and the reply's travel.
+fn trusted_for(lease: Duration) -> Duration {
+    lease.saturating_sub((lease * LEASE_MARGIN_TENTHS / 10).min(LEASE_MARGIN_MAX))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -194,7 +213,14 @@ impl BlockCache {
     /// A cache of `budget_bytes`, in whole blocks: at least one, at most [`BLOCKS_MAX`].
     /// With buffered DEMOTE the buffer comes out of the budget: [`DEMOTE_BUFFER_BLOCKS`], or
     /// a third of the budget if that is less (at least 2 blocks).
-    pub(crate) fn new(budget_bytes: u64, demote: DemoteMode) -> Self {
+    ///
+    /// With a `flusher` (a client of its own, without a cache), small writes are buffered
+    /// under write leases too ([`writeback`]), at most half the budget of them.
+    pub(crate) fn new(
+        budget_bytes: u64,
+        demote: DemoteMode,
+        flusher: Option<crate::client::Client>,
+    ) -> Self {
         let budget = (budget_bytes / BLOCK_BYTES).clamp(1, BLOCKS_MAX);
         let buffer = if demote == DemoteMode::Buffered {
             (DEMOTE_BUFFER_BLOCKS as u64).min(budget / 3).max(2) / 2 * 2
@@ -210,6 +236,7 @@ impl BlockCache {
             .expect("a capacity of at least one block");
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
         hasher.write_u32(std::process::id());
+        let client_id = hasher.finish();
         let state = State {
             blocks: HashMap::new(),
             order,
@@ -226,7 +253,7 @@ impl BlockCache {
                 block_bytes,
             ),
             demoter: Demoter {
-                client_id: hasher.finish(),
+                client_id,
                 state: Arc::new(Mutex::new(state)),
                 completed: Arc::new(Condvar::new()),
             },
@@ -234,6 +261,53 @@ impl BlockCache {
             callbacks: Mutex::default(),
             stop: Arc::new(AtomicBool::new(false)),
             hold: Arc::new(AtomicBool::new(false)),
+            write_back: flusher
+                .map(|flusher| Arc::new(WriteBack::new(budget_bytes / 2, flusher, client_id))),
+        }
+    }
+
+    pub(crate) fn write_back_stats(&self) -> Option<WriteBackStats> {
+        self.write_back.as_deref().map(WriteBack::stats)
+    }
+
+    /// Keeps a small write of `file` in the write-back buffer if it can (`Some`: done);
+    /// `None`: the caller sends it now (what the file buffered went first).
+    pub(crate) fn buffer_write(
+        &self,
+        inner: &Arc<Inner>,
+        file: &crate::file::File,
+        memory: &[IoSlice<'_>],
+        pieces: &[Piece],
+    ) -> Result<Option<crate::file::IoReport>, ClientError> {
+        let Some(write_back) = &self.write_back else {
+            return Ok(None);
+        };
+        write_back.buffer(file, memory, pieces, |index, start, end| {
+            self.ensure_callback(inner, index)?;
+            let granted =
+                writeback::acquire(inner, file, self.demoter.client_id, (index, start, end))?;
+            if granted.is_some() {
+                // Blocks cached under a read lease would not show this client's buffered
+                // bytes: the file is read from the iods (after a flush) while it writes.
+                forget_file(&mut lock(&self.demoter.state), file.handle);
+            }
+            Ok(granted)
+        })
+    }
+
+    /// Forgets this client's write leases on file `handle` (its write group changed).
+    pub(crate) fn forget_write_leases(&self, handle: u64) {
+        if let Some(write_back) = &self.write_back {
+            write_back.forget_leases(handle);
+        }
+    }
+
+    /// Writes what file `handle` buffered (before any other data call on it, its sync and
+    /// close).
+    pub(crate) fn flush_writes(&self, handle: u64) -> Result<(), ClientError> {
+        match &self.write_back {
+            Some(write_back) => write_back.flush(handle),
+            None => Ok(()),
         }
     }
 
@@ -267,6 +341,7 @@ impl BlockCache {
             Arc::clone(&self.hold),
             Arc::clone(&alive),
         );
+        let write_back = self.write_back.clone();
         let thread = std::thread::Builder::new()
             .name(format!("tessera-lease-{index}"))
             .spawn(move || {
@@ -276,12 +351,19 @@ impl BlockCache {
                         std::thread::sleep(Duration::from_millis(10));
                     }
                     drop_file(&state, handle);
+                    // What the file buffered is written before the answer.
+                    if let Some(write_back) = &write_back {
+                        write_back.revoked(handle, index);
+                    }
                 });
                 if let Err(err) = served {
                     tracing::warn!("client cache: callback channel to iod {index} ended: {err}");
                 }
                 // The channel is gone, and its leases with it (the iod ends them too).
                 thread_alive.store(false, Ordering::Relaxed);
+                if let Some(write_back) = &write_back {
+                    write_back.channel_lost(index);
+                }
                 let mut state = lock(&state);
                 for file in state.files.values_mut() {
                     if file.leases.remove(&index).is_some() {
@@ -353,6 +435,10 @@ impl BlockCache {
                 capability: capability.clone(),
                 client_id: self.demoter.client_id,
                 demotes,
+                write: false,
+                start: 0,
+                end: 0,
+                group: 0,
             };
             let reply = match inner
                 .iods
@@ -373,16 +459,13 @@ impl BlockCache {
                 return None;
             }
             let lease = Duration::from_millis(u64::from(reply.lease_ms));
-            let margin = (lease * LEASE_MARGIN_TENTHS / 10).min(LEASE_MARGIN_MAX);
             let mut state = lock(&self.demoter.state);
             let file = state.files.entry(handle).or_default();
             if file.epoch != epoch {
                 return None;
             }
-            file.leases.insert(
-                index,
-                (asked + lease.saturating_sub(margin), reply.lease_id),
-            );
+            file.leases
+                .insert(index, (asked + trusted_for(lease), reply.lease_id));
         }
         Some(epoch)
     }

@@ -86,6 +86,7 @@ impl Client {
         options: &ClientOptions,
         auth: Arc<dyn Authenticator>,
     ) -> Self {
+        let flusher_auth = auth.clone();
         let mds = Pool::new(
             vec![Peer::tcp(
                 format!("mds at {}", config.mds.address),
@@ -126,7 +127,25 @@ impl Client {
             .demote
             .or_else(|| config.client.demote().ok().flatten())
             .unwrap_or_default();
-        let cache = (cache_bytes > 0).then(|| crate::cache::BlockCache::new(cache_bytes, demote));
+        let write_back = options
+            .write_back
+            .or(config.client.write_back)
+            .unwrap_or(false);
+        if write_back && cache_bytes == 0 {
+            tracing::warn!("client write-back is off: it needs a client cache (cache_bytes)");
+        }
+        let cache = (cache_bytes > 0).then(|| {
+            // Buffered writes go out over a client of their own, without a cache.
+            let flusher = write_back.then(|| {
+                let plain = ClientOptions {
+                    cache_bytes: Some(0),
+                    write_back: Some(false),
+                    ..options.clone()
+                };
+                Self::with_authenticator(config, &plain, flusher_auth)
+            });
+            crate::cache::BlockCache::new(cache_bytes, demote, flusher)
+        });
         Self {
             inner: Arc::new(Inner {
                 mds,
@@ -152,6 +171,14 @@ impl Client {
             .cache
             .as_ref()
             .map(crate::cache::BlockCache::stats)
+    }
+
+    /// What the client cache's write-back did (`None` without one: `ClientOptions::write_back`).
+    pub fn write_back_stats(&self) -> Option<crate::cache::WriteBackStats> {
+        self.inner
+            .cache
+            .as_ref()
+            .and_then(crate::cache::BlockCache::write_back_stats)
     }
 
     /// Test-only: while `hold` is set, this client does not answer lease revocations, as a

@@ -73,7 +73,8 @@ pub struct AuthEntry {
 }
 
 /// What the cluster's clients do by default (`[client]`); a client's own
-/// [`crate::ClientOptions`] (and `$TESSERA_CLIENT_CACHE`, `$TESSERA_CLIENT_DEMOTE`) win.
+/// [`crate::ClientOptions`] (and `$TESSERA_CLIENT_CACHE`, `$TESSERA_CLIENT_DEMOTE`,
+/// `$TESSERA_CLIENT_WRITE_BACK`) win.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ClientEntry {
     /// The client cache's budget (`64m`, `1g`; `0` for none), docs/SEMANTICS.md §3.2.
@@ -82,12 +83,16 @@ pub struct ClientEntry {
     /// What the cache does with the blocks it evicts: `off`, `eager` or `buffered`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demote: Option<String>,
+    /// Whether the cache buffers small writes under write leases (docs/SEMANTICS.md §3.3);
+    /// needs `cache`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_back: Option<bool>,
 }
 
 impl ClientEntry {
     /// Whether nothing is set (the section is then left out of a written file).
     pub fn is_empty(&self) -> bool {
-        self.cache.is_none() && self.demote.is_none()
+        self.cache.is_none() && self.demote.is_none() && self.write_back.is_none()
     }
 
     /// The cache budget, if set.
@@ -244,6 +249,7 @@ mod tests {
             client: ClientEntry {
                 cache: Some("64m".into()),
                 demote: Some("buffered".into()),
+                write_back: Some(true),
             },
         };
         let text = toml::to_string(&config).unwrap();

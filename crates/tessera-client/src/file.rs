@@ -151,6 +151,35 @@ pub struct File {
     held: std::sync::Arc<std::sync::Mutex<HeldCapability>>,
     /// The attributes the create or open returned.
     opened: std::sync::Arc<Attr>,
+    /// Small writes may wait in the client cache's write-back (off in MPI's atomic mode).
+    pub(crate) buffer_writes: bool,
+    /// The write group whose members' write leases do not conflict (0: none).
+    pub(crate) write_group: u64,
+    /// Writes what the file buffered when the last clone goes (`None` for the write-back's
+    /// own copy, which must not keep the file open). Held for its drop only.
+    #[allow(dead_code)]
+    closer: Option<std::sync::Arc<Closer>>,
+}
+
+/// Writes what a file buffered in the write-back when its last clone is dropped (an error
+/// is logged; [`File::close`] and [`File::sync`] return theirs).
+#[derive(Debug)]
+struct Closer {
+    client: Client,
+    handle: u64,
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        if let Some(cache) = &self.client.inner.cache {
+            if let Err(err) = cache.flush_writes(self.handle) {
+                tracing::warn!(
+                    "file handle {:#x}: its buffered writes failed at close: {err}",
+                    self.handle
+                );
+            }
+        }
+    }
 }
 
 /// A capability and when it was received (to renew it at a quarter of its life left).
@@ -207,7 +236,6 @@ impl File {
             });
         }
         Ok(Self {
-            client,
             path: path.to_owned(),
             handle: attr.handle,
             layout,
@@ -217,7 +245,48 @@ impl File {
             views: std::sync::Arc::default(),
             held: std::sync::Arc::new(std::sync::Mutex::new(HeldCapability::new(capability))),
             opened: kept,
+            buffer_writes: true,
+            write_group: 0,
+            closer: Some(std::sync::Arc::new(Closer {
+                client: client.clone(),
+                handle: attr.handle,
+            })),
+            client,
         })
+    }
+
+    /// This file reached through `client` instead (the write-back's own connections),
+    /// without closing anything when it goes.
+    pub(crate) fn through(&self, client: Client) -> Self {
+        Self {
+            client,
+            closer: None,
+            buffer_writes: false,
+            ..self.clone()
+        }
+    }
+
+    /// Joins write group `group` (0: none) for this file: with the client cache's
+    /// write-back on, the members' write leases on the file do not conflict with each other,
+    /// only with everyone else's, so processes that write interleaved pieces of one file all
+    /// buffer at once. The members then order their own overlapping writes, as MPI-IO
+    /// programs do (sync, barrier, sync); docs/SEMANTICS.md §3.3. What the file buffered
+    /// goes first.
+    pub fn set_write_group(&mut self, group: u64) -> Result<(), ClientError> {
+        self.flush_buffered()?;
+        if let Some(cache) = &self.client.inner.cache {
+            cache.forget_write_leases(self.handle);
+        }
+        self.write_group = group;
+        Ok(())
+    }
+
+    /// Writes what this client's write-back buffered of the file (nothing without one).
+    pub(crate) fn flush_buffered(&self) -> Result<(), ClientError> {
+        match &self.client.inner.cache {
+            Some(cache) => cache.flush_writes(self.handle),
+            None => Ok(()),
+        }
     }
 
     /// The attributes the mds returned with this file's create or open, as of then: for a
@@ -355,6 +424,7 @@ impl File {
 
     /// Flushes the file's data on every server to stable storage.
     pub fn sync(&self) -> Result<(), ClientError> {
+        self.flush_buffered()?;
         let capability = self.capability()?;
         for &server in self.layout.servers() {
             self.client
@@ -505,6 +575,8 @@ impl File {
             usize,
         ) -> Result<(tessera_proto::IoReply, TransferCounts), NetError>,
     ) -> Result<IoReport, ClientError> {
+        // This client's calls on the file apply in order: what it buffered goes first.
+        self.flush_buffered()?;
         let pool = &self.client.inner.iods;
         let capability = self.capability()?;
         let mut report = IoReport {
@@ -605,6 +677,11 @@ impl File {
     ) -> Result<IoReport, ClientError> {
         let lengths: Vec<u64> = memory.iter().map(|slice| slice.len() as u64).collect();
         self.check("write", &lengths, file)?;
+        if let (true, Some(cache)) = (self.buffer_writes, &self.client.inner.cache) {
+            if let Some(report) = cache.buffer_write(&self.client.inner, self, memory, file)? {
+                return Ok(report);
+            }
+        }
         let capability = self.capability()?;
         let plan = Plan::new(&self.layout, file);
         let carved = plan.carve(memory.iter().map(|slice| &**slice));

@@ -43,8 +43,9 @@ pub mod umask;
 
 pub use access::{Method, ViewedFile};
 pub use cache::{
-    ClientCacheStats, BLOCK_BYTES as CLIENT_CACHE_BLOCK_BYTES,
-    DEMOTE_BUFFER_BLOCKS as CLIENT_DEMOTE_BUFFER_BLOCKS,
+    ClientCacheStats, WriteBackStats, BLOCK_BYTES as CLIENT_CACHE_BLOCK_BYTES,
+    BUFFERED_WRITE_BYTES_MAX, DEMOTE_BUFFER_BLOCKS as CLIENT_DEMOTE_BUFFER_BLOCKS,
+    WRITE_BACK_AGE_MAX, WRITE_BACK_BYTES_MAX, WRITE_BACK_FILES_MAX,
 };
 pub use client::{Client, SetTime};
 pub use collective::{
@@ -60,7 +61,7 @@ pub use methods::{
 };
 pub use options::{
     ClientOptions, CreateOptions, DemoteMode, OpenMode, CLIENT_CACHE_ENV, CLIENT_DEMOTE_ENV,
-    REPLY_SPIN_DEFAULT, REPLY_SPIN_ENV,
+    CLIENT_WRITE_BACK_ENV, REPLY_SPIN_DEFAULT, REPLY_SPIN_ENV,
 };
 pub use registration::RegistryRegistration;
 pub use shared_pointer::SharedPointer;

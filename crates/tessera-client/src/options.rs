@@ -30,6 +30,11 @@ pub struct ClientOptions {
     /// `off`, `eager` or `buffered`; docs/ARCHITECTURE.md §2.8). `None`: the cluster file's
     /// `[client] demote`, else off.
     pub demote: Option<DemoteMode>,
+    /// Whether the client cache buffers small writes under write leases and sends them as
+    /// one list write per iod (docs/SEMANTICS.md §3.3). `None` (the default unless
+    /// `$TESSERA_CLIENT_WRITE_BACK` is `on` or `off`): the cluster file's `[client]
+    /// write_back`, else off. Needs a client cache ([`ClientOptions::cache_bytes`]).
+    pub write_back: Option<bool>,
     /// How long to wait for each reply on the CPU before blocking (default
     /// [`REPLY_SPIN_DEFAULT`], or `$TESSERA_REPLY_SPIN_US` microseconds; zero blocks at once;
     /// at most `tessera_net::REPLY_SPIN_MAX`). A small request's round trip is shorter than
@@ -41,6 +46,9 @@ pub struct ClientOptions {
 /// The default [`ClientOptions::reply_spin`]: longer than a small request's round trip on
 /// loopback, short beside any transfer that takes longer.
 pub const REPLY_SPIN_DEFAULT: Duration = Duration::from_micros(50);
+
+/// The environment variable that sets [`ClientOptions::write_back`]: `on` or `off`.
+pub const CLIENT_WRITE_BACK_ENV: &str = "TESSERA_CLIENT_WRITE_BACK";
 
 /// The environment variable that sets [`ClientOptions::reply_spin`], in microseconds.
 pub const REPLY_SPIN_ENV: &str = "TESSERA_REPLY_SPIN_US";
@@ -101,6 +109,19 @@ impl Default for ClientOptions {
                 .inspect_err(|err| tracing::warn!("${CLIENT_DEMOTE_ENV}={value:?} ignored: {err}"))
                 .ok()
         });
+        let write_back =
+            std::env::var(CLIENT_WRITE_BACK_ENV)
+                .ok()
+                .and_then(|value| match value.as_str() {
+                    "on" | "1" | "true" => Some(true),
+                    "off" | "0" | "false" => Some(false),
+                    _ => {
+                        tracing::warn!(
+                            "${CLIENT_WRITE_BACK_ENV}={value:?} ignored: give on or off"
+                        );
+                        None
+                    }
+                });
         let reply_spin = std::env::var(REPLY_SPIN_ENV)
             .ok()
             .map_or(REPLY_SPIN_DEFAULT, |value| match value.parse::<u64>() {
@@ -115,6 +136,7 @@ impl Default for ClientOptions {
             local,
             cache_bytes,
             demote,
+            write_back,
             reply_spin,
         }
     }

@@ -447,8 +447,10 @@ impl File {
         Ok(view)
     }
 
-    /// Releases every view declared through this file (or its clones) on the servers.
+    /// Writes what this client buffered of the file, and releases every view declared
+    /// through this file (or its clones) on the servers.
     pub fn close(self) -> Result<(), ClientError> {
+        self.flush_buffered()?;
         let views: Vec<u64> = std::mem::take(
             &mut *self
                 .views

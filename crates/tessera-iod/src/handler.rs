@@ -19,7 +19,7 @@ use tessera_proto::limits::{
 use tessera_proto::{
     Capability, CollectiveTag, DeclareView, Decoder, Demote, DemoteOffer, DemoteReply,
     DemoteWanted, Empty, ErrorCode, FileType, Header, IoReply, Layout, LeaseAcquire,
-    LeaseAcquireReply, LeaseListen, LeaseRevoke, ObjectCreate, ObjectCreateMany,
+    LeaseAcquireReply, LeaseClient, LeaseListen, LeaseRevoke, ObjectCreate, ObjectCreateMany,
     ObjectCreateManyReply, ObjectRemove, ObjectStat, ObjectStatReply, ObjectSync, ObjectTruncate,
     Opcode, Piece, PingReply, Read, ReadCollective, ReadType, ReadView, ReleaseView, RemoteAccess,
     RemoteError, RemoteMemory, RemoteProbe, RemoteProbeReply, ServerStats, ShareRegion, Statfs,
@@ -31,7 +31,7 @@ use crate::budget::BufferBudget;
 use crate::buffers::REQUEST_BUFFERS;
 use crate::collective::{self, Arrival, Collectives, Complete, Done, Joined};
 use crate::files::FileStorage;
-use crate::leases::{ClientKey, Leases, Revocation};
+use crate::leases::{ClientKey, Leases, Revocation, WHOLE};
 use crate::membership::Membership;
 use crate::remote;
 use crate::storage::ObjectStorage;
@@ -147,6 +147,28 @@ impl<S: ObjectStorage> Iod<S> {
     #[cfg(feature = "bench")]
     pub fn checks_switch(&self) -> Arc<std::sync::atomic::AtomicBool> {
         self.checks.clone()
+    }
+
+    /// The caching client whose requests come on `connection` (it said so with `LeaseClient`
+    /// or asked for a lease on it), under the uid the connection authenticated as.
+    fn lease_client(connection: &ServerConnection) -> Option<ClientKey> {
+        connection
+            .client_id()
+            .map(|id| ClientKey::new(connection.credentials().uid, id))
+    }
+
+    /// A write lease buffers writes: it needs the right to write, beyond the read right every
+    /// `LeaseAcquire` was checked for.
+    fn check_write_right(
+        &self,
+        connection: &mut ServerConnection,
+        handle: u64,
+        capability: &Capability,
+    ) -> Result<(), RemoteError> {
+        if !self.checking() {
+            return Ok(());
+        }
+        connection.check_capability(capability, handle, Rights::WRITE)
     }
 
     /// Whether data requests are checked (always, outside bench builds).
@@ -615,7 +637,11 @@ impl<S: ObjectStorage> Iod<S> {
         };
         // Leases on the object are revoked before the data is applied; new ones wait until it
         // is (the guard goes before the answer, so a reader told of the write can lease).
-        let writing = self.leases.begin_write(handle).await;
+        let writer = Self::lease_client(connection);
+        let writing = self
+            .leases
+            .begin_write(handle, extent(&pieces), writer)
+            .await;
         if mode == TransferMode::Remote {
             let descriptor = connection.read_bulk(header).await?;
             let request = (handle, storage, pieces, total);
@@ -751,6 +777,8 @@ impl<S: ObjectStorage> Iod<S> {
             Err(Ok(error)) => return connection.reply_error(header, &error).await,
             Err(Err(error)) => return Err(error),
         };
+        // Bytes another client buffers under a write lease are written before they are read.
+        self.leases.begin_read(handle, extent(&pieces)).await;
         // Blocks a leased, demoting caching client reads go to the least recent end once sent.
         let uid = connection.credentials().uid;
         let _sent = connection
@@ -1137,7 +1165,7 @@ impl<S: ObjectStorage> Iod<S> {
             bytes: total,
         };
         // Held until this participant's answer, so past the collective's one write.
-        let _writing = self.leases.begin_write(write.handle).await;
+        let _writing = self.leases.begin_write(write.handle, WHOLE, None).await;
         let result = self
             .take_part(
                 &tag,
@@ -1185,6 +1213,7 @@ impl<S: ObjectStorage> Iod<S> {
             None
         };
         let read: ReadCollective = request.decode()?;
+        self.leases.begin_read(read.handle, WHOLE).await;
         let tag = read.collective.clone();
         let share =
             Self::collective_share(&tag, read.file, read.start, read.end, read.ranges).await;
@@ -1631,21 +1660,46 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 Self::answer(connection, &header, result).await
             }
             Opcode::Demote => self.demote(&request, connection).await,
+            Opcode::LeaseClient => {
+                let LeaseClient { client_id } = request.decode()?;
+                connection.set_client_id(client_id);
+                Self::answer(connection, &header, Ok(Empty {})).await
+            }
             Opcode::LeaseAcquire => {
                 let LeaseAcquire {
                     handle,
+                    capability,
                     client_id,
                     demotes,
-                    ..
+                    write,
+                    start,
+                    end,
+                    group,
                 } = request.decode()?;
-                let result = self
-                    .leases
-                    .acquire(
-                        handle,
-                        ClientKey::new(connection.credentials().uid, client_id),
-                        demotes,
-                    )
-                    .map(|(lease_ms, lease_id)| LeaseAcquireReply { lease_ms, lease_id });
+                let client = ClientKey::new(connection.credentials().uid, client_id);
+                let result = if !write {
+                    self.leases
+                        .acquire(handle, client, demotes)
+                        .map(|(lease_ms, lease_id)| LeaseAcquireReply {
+                            lease_ms,
+                            lease_id,
+                            start: 0,
+                            end: 0,
+                        })
+                } else if let Err(refused) = self.check_write_right(connection, handle, &capability)
+                {
+                    Err(refused)
+                } else {
+                    self.leases
+                        .acquire_write(handle, client, ((start, end), group))
+                        .await
+                        .map(|grant| LeaseAcquireReply {
+                            lease_ms: grant.lease_ms,
+                            lease_id: grant.id,
+                            start: grant.range.0,
+                            end: grant.range.1,
+                        })
+                };
                 if result.is_ok() {
                     connection.set_client_id(client_id);
                 }
@@ -1687,7 +1741,7 @@ impl<S: ObjectStorage> Service for Iod<S> {
             }
             Opcode::ObjectRemove => {
                 let ObjectRemove { handle, .. } = request.decode()?;
-                let _writing = self.leases.begin_write(handle).await;
+                let _writing = self.leases.begin_write(handle, WHOLE, None).await;
                 self.views.release_handle(handle);
                 let result = self
                     .blocking(move |store| store.remove(handle).map(|()| Empty {}))
@@ -1696,8 +1750,11 @@ impl<S: ObjectStorage> Service for Iod<S> {
             }
             Opcode::ObjectStat => {
                 let ObjectStat { handle, .. } = request.decode()?;
+                // Bytes a client buffers under a write lease count: it writes them first.
+                self.leases.begin_read(handle, WHOLE).await;
+                // A stat of an object moves no data: served in line (`storage` of 0 bytes).
                 let result = self
-                    .blocking(move |store| {
+                    .storage(0, move |store| {
                         store
                             .stat(handle)
                             .map(|(size, mtime_ns)| ObjectStatReply { size, mtime_ns })
@@ -1707,7 +1764,7 @@ impl<S: ObjectStorage> Service for Iod<S> {
             }
             Opcode::ObjectTruncate => {
                 let ObjectTruncate { handle, size, .. } = request.decode()?;
-                let _writing = self.leases.begin_write(handle).await;
+                let _writing = self.leases.begin_write(handle, WHOLE, None).await;
                 let result = if size > FILE_BYTES_MAX {
                     Err(RemoteError::over_limit(
                         "file_bytes_max",
@@ -1736,4 +1793,16 @@ impl<S: ObjectStorage> Service for Iod<S> {
             }
         }
     }
+}
+
+/// The bytes `pieces` touch, from the first to the end of the last: what a write or read
+/// conflicts with in the lease table.
+fn extent(pieces: &[Piece]) -> (u64, u64) {
+    let start = pieces.iter().map(|piece| piece.offset).min().unwrap_or(0);
+    let end = pieces
+        .iter()
+        .map(|piece| piece.offset.saturating_add(piece.length))
+        .max()
+        .unwrap_or(0);
+    (start, end)
 }

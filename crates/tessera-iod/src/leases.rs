@@ -14,9 +14,18 @@
 //! ([`ClientKey`]): another user who learns or guesses the id names a different client, so
 //! it can neither take over a callback channel nor demote bytes under someone else's lease.
 //!
+//! A client that buffers writes (the client cache's write-back, docs/SEMANTICS.md §3.3) holds
+//! a *write* lease on a range of the object's bytes instead: no other client holds any lease
+//! that conflicts with it — a read lease on the object, or a write lease on an overlapping
+//! range — and before any read of bytes in its range, any write or truncate of them, or a stat
+//! of the object is served, the iod revokes it the same way; the holder writes what it
+//! buffered before it answers. A write lease is granted on the largest gap around the asked
+//! range that no other client's write lease covers; when granting it had to revoke another
+//! client's write lease, the gap starts at the asked range (so two writers of neighbouring
+//! ranges settle on one boundary instead of taking the whole object from each other in turn).
+//!
 //! Like NFSv4 delegations and Lustre's LDLM locks, a lease is recalled by the server over a
-//! channel of its own and bounded by time; unlike them, there is one kind (read), it covers
-//! the whole object, and a revoked client simply asks again at its next read.
+//! channel of its own and bounded by time; a revoked client simply asks again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -71,6 +80,39 @@ struct Held {
     demotes: bool,
     /// Names the lease (kept by renewals; a new grant gets a new one).
     id: u64,
+    /// A write lease's byte range of the object, `[start, end)`; `None` for a read lease.
+    write: Option<(u64, u64)>,
+    /// A write lease's group (0: none): leases of one group do not conflict.
+    group: u64,
+}
+
+impl Held {
+    /// Whether this lease keeps a write lease of `group` on bytes `range` from being held
+    /// by another client at the same time.
+    fn conflicts_with_write(&self, range: (u64, u64), group: u64) -> bool {
+        match self.write {
+            None => true,
+            Some(held) => overlaps(held, range) && (group == 0 || self.group != group),
+        }
+    }
+}
+
+/// Every byte of an object: the range of a truncate, remove, stat or collective.
+pub const WHOLE: (u64, u64) = (0, u64::MAX);
+
+fn overlaps((a, b): (u64, u64), (c, d): (u64, u64)) -> bool {
+    a < d && c < b
+}
+
+/// A write lease granted: its length in milliseconds (0: none now), its id, and its range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteGrant {
+    /// How long it lasts, in milliseconds.
+    pub lease_ms: u32,
+    /// Its id (kept by a renewal of the same range).
+    pub id: u64,
+    /// The bytes it covers, `[start, end)`.
+    pub range: (u64, u64),
 }
 
 #[derive(Debug, Default)]
@@ -211,16 +253,18 @@ impl Leases {
     ) -> Result<(u32, u64), RemoteError> {
         let mut state = self.lock();
         if !state.listeners.contains_key(&client) {
-            return Err(RemoteError::new(
-                ErrorCode::Protocol,
-                format!(
-                    "client {:#x} (uid {}) asked for a lease on object {handle:#x} without a \
-                     callback channel on this iod (LeaseListen first)",
-                    client.id, client.uid
-                ),
-            ));
+            return Err(Self::no_listener(handle, client));
         }
         if state.writing.contains_key(&handle) {
+            return Ok((0, 0));
+        }
+        // Another client's write lease (or this client's own): read uncached; the read
+        // itself revokes the others' (`begin_read`).
+        if state
+            .leases
+            .get(&handle)
+            .is_some_and(|holders| holders.values().any(|held| held.write.is_some()))
+        {
             return Ok((0, 0));
         }
         let renewing = state
@@ -243,48 +287,200 @@ impl Leases {
             expiry: Instant::now() + self.lease,
             demotes,
             id,
+            write: None,
+            group: 0,
         };
         state.leases.entry(handle).or_default().insert(client, held);
         Ok((self.lease_ms(), id))
     }
 
-    /// Revokes every lease on `handle` and waits until each holder answered or its lease
-    /// ran out; returns a guard that keeps new leases off the object until the caller has
-    /// applied its change.
-    pub async fn begin_write(self: &Arc<Self>, handle: u64) -> Writing {
-        // Made with the count it undoes, so a write dropped while it waits (its connection
-        // gone) gives the object back to new leases.
-        let writing = Writing {
-            leases: Arc::clone(self),
-            handle,
+    /// Grants (or renews) `client` a write lease on bytes `asked` of `handle`, first revoking
+    /// every other client's lease that conflicts (waiting as [`Leases::begin_write`] does);
+    /// `lease_ms` 0 while a write of the object is under way. It replaces any lease `client`
+    /// held on the object (the client wrote what it buffered before it asked).
+    pub async fn acquire_write(
+        self: &Arc<Self>,
+        handle: u64,
+        client: ClientKey,
+        (asked, group): ((u64, u64), u64),
+    ) -> Result<WriteGrant, RemoteError> {
+        let none = WriteGrant {
+            lease_ms: 0,
+            id: 0,
+            range: (0, 0),
         };
-        let pending: Vec<(oneshot::Receiver<()>, Instant)> = {
+        if asked.0 >= asked.1 {
+            return Err(RemoteError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "a write lease on bytes {}..{} of object {handle:#x} covers none",
+                    asked.0, asked.1
+                ),
+            ));
+        }
+        let (writing, pending, took_write) = {
             let mut state = self.lock();
-            *state.writing.entry(handle).or_default() += 1;
-            let holders = state.leases.remove(&handle).unwrap_or_default();
-            state.held -= holders.len();
-            let mut pending = Vec::with_capacity(holders.len());
-            for (client, Held { expiry, .. }) in holders {
-                let Some(listener) = state.listeners.get(&client) else {
-                    continue;
-                };
-                let (answered, answer) = oneshot::channel();
-                // A full queue or a closed channel: the client cannot be told; its lease
-                // still runs out at `expiry`.
-                let sent = listener
-                    .revocations
-                    .try_send(Revocation { handle, answered })
-                    .is_ok();
-                state.revocations += 1;
-                if sent {
-                    pending.push((answer, expiry));
-                } else {
-                    let (_, never) = oneshot::channel();
-                    pending.push((never, expiry));
-                }
+            if !state.listeners.contains_key(&client) {
+                return Err(Self::no_listener(handle, client));
             }
-            pending
+            if state.writing.contains_key(&handle) {
+                return Ok(none);
+            }
+            let known = state
+                .leases
+                .get(&handle)
+                .is_some_and(|holders| holders.contains_key(&client));
+            if !known && state.held >= LEASES_MAX {
+                return Err(RemoteError::new(
+                    ErrorCode::LimitExceeded,
+                    format!("this iod holds {LEASES_MAX} leases already (LEASES_MAX)"),
+                ));
+            }
+            let took_write = state.leases.get(&handle).is_some_and(|holders| {
+                holders.iter().any(|(key, held)| {
+                    *key != client
+                        && held.write.is_some()
+                        && held.conflicts_with_write(asked, group)
+                })
+            });
+            let pending = Self::revoke(&mut state, handle, |key, held| {
+                key != client && held.conflicts_with_write(asked, group)
+            });
+            // No other grant on the object while the revoked answer.
+            *state.writing.entry(handle).or_default() += 1;
+            let writing = Writing {
+                leases: Arc::clone(self),
+                handle,
+            };
+            (writing, pending, took_write)
         };
+        self.wait_answers(pending).await;
+        let mut state = self.lock();
+        let others: Vec<(u64, u64)> = state
+            .leases
+            .get(&handle)
+            .map(|holders| {
+                holders
+                    .iter()
+                    .filter(|(key, held)| **key != client && (group == 0 || held.group != group))
+                    .filter_map(|(_, held)| held.write)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if others.iter().any(|&range| overlaps(range, asked)) {
+            // Another client took the range while this one waited: ask again later.
+            drop(state);
+            drop(writing);
+            return Ok(none);
+        }
+        let start = if took_write {
+            asked.0
+        } else {
+            others
+                .iter()
+                .map(|&(_, end)| end)
+                .filter(|&end| end <= asked.0)
+                .max()
+                .unwrap_or(0)
+        };
+        let end = others
+            .iter()
+            .map(|&(start, _)| start)
+            .filter(|&start| start >= asked.1)
+            .min()
+            .unwrap_or(u64::MAX);
+        let previous = state
+            .leases
+            .get(&handle)
+            .and_then(|holders| holders.get(&client))
+            .copied();
+        let id = match previous {
+            Some(held) if held.write == Some((start, end)) => held.id,
+            Some(_) => {
+                state.last_lease_id += 1;
+                state.last_lease_id
+            }
+            None => {
+                state.held += 1;
+                state.last_lease_id += 1;
+                state.last_lease_id
+            }
+        };
+        let held = Held {
+            expiry: Instant::now() + self.lease,
+            demotes: false,
+            id,
+            write: Some((start, end)),
+            group,
+        };
+        state.leases.entry(handle).or_default().insert(client, held);
+        drop(state);
+        drop(writing);
+        Ok(WriteGrant {
+            lease_ms: self.lease_ms(),
+            id,
+            range: (start, end),
+        })
+    }
+
+    fn no_listener(handle: u64, client: ClientKey) -> RemoteError {
+        RemoteError::new(
+            ErrorCode::Protocol,
+            format!(
+                "client {:#x} (uid {}) asked for a lease on object {handle:#x} without a \
+                 callback channel on this iod (LeaseListen first)",
+                client.id, client.uid
+            ),
+        )
+    }
+
+    /// Takes the leases on `handle` that `revoked` picks out of the table and sends each
+    /// holder its revocation: what to wait for, with each lease's expiry.
+    fn revoke(
+        state: &mut State,
+        handle: u64,
+        revoked: impl Fn(ClientKey, &Held) -> bool,
+    ) -> Vec<(oneshot::Receiver<()>, Instant)> {
+        let Some(holders) = state.leases.get_mut(&handle) else {
+            return Vec::new();
+        };
+        let taken: Vec<(ClientKey, Held)> = holders
+            .iter()
+            .filter(|(key, held)| revoked(**key, held))
+            .map(|(key, held)| (*key, *held))
+            .collect();
+        for (key, _) in &taken {
+            holders.remove(key);
+        }
+        if holders.is_empty() {
+            state.leases.remove(&handle);
+        }
+        state.held -= taken.len();
+        let mut pending = Vec::with_capacity(taken.len());
+        for (client, Held { expiry, .. }) in taken {
+            let Some(listener) = state.listeners.get(&client) else {
+                continue;
+            };
+            let (answered, answer) = oneshot::channel();
+            // A full queue or a closed channel: the client cannot be told; its lease still
+            // runs out at `expiry`.
+            let sent = listener
+                .revocations
+                .try_send(Revocation { handle, answered })
+                .is_ok();
+            state.revocations += 1;
+            if sent {
+                pending.push((answer, expiry));
+            } else {
+                let (_, never) = oneshot::channel();
+                pending.push((never, expiry));
+            }
+        }
+        pending
+    }
+
+    /// Waits until each revoked holder answered or its lease ran out.
+    async fn wait_answers(&self, pending: Vec<(oneshot::Receiver<()>, Instant)>) {
         for (answer, expiry) in pending {
             let left = expiry.saturating_duration_since(Instant::now());
             let answered = matches!(tokio::time::timeout(left, answer).await, Ok(Ok(())));
@@ -294,6 +490,64 @@ impl Leases {
                 self.lock().revocations_unanswered += 1;
             }
         }
+    }
+
+    /// Before a read of bytes `range` of `handle` (or a stat, [`WHOLE`]) is served: revokes
+    /// the write leases on them and waits until their holders wrote what they buffered (or
+    /// the leases ran out). Costs a lookup when there are none.
+    pub async fn begin_read(&self, handle: u64, range: (u64, u64)) {
+        let pending = {
+            let mut state = self.lock();
+            let any = state.leases.get(&handle).is_some_and(|holders| {
+                holders
+                    .values()
+                    .any(|held| held.write.is_some_and(|held| overlaps(held, range)))
+            });
+            if !any {
+                return;
+            }
+            Self::revoke(&mut state, handle, |_, held| {
+                held.write.is_some_and(|held| overlaps(held, range))
+            })
+        };
+        self.wait_answers(pending).await;
+    }
+
+    /// Revokes every read lease on `handle` and every write lease on bytes of `range` (a
+    /// truncate or remove: [`WHOLE`]), and waits until each holder answered or its lease ran
+    /// out; returns a guard that keeps new leases off the object until the caller has
+    /// applied its change.
+    ///
+    /// A write of caching client `writer` (its connection said so, `LeaseClient`) keeps the
+    /// writer's own write lease, and those of its write group under the same uid: the writer
+    /// is sending what it buffered, and the group orders its own writes.
+    pub async fn begin_write(
+        self: &Arc<Self>,
+        handle: u64,
+        range: (u64, u64),
+        writer: Option<ClientKey>,
+    ) -> Writing {
+        // Made with the count it undoes, so a write dropped while it waits (its connection
+        // gone) gives the object back to new leases.
+        let writing = Writing {
+            leases: Arc::clone(self),
+            handle,
+        };
+        let pending = {
+            let mut state = self.lock();
+            *state.writing.entry(handle).or_default() += 1;
+            let group = writer
+                .and_then(|writer| state.leases.get(&handle)?.get(&writer))
+                .filter(|held| held.write.is_some())
+                .map_or(0, |held| held.group);
+            Self::revoke(&mut state, handle, |key, held| {
+                let kept = writer.is_some_and(|writer| {
+                    key == writer || (group != 0 && held.group == group && key.uid == writer.uid)
+                }) && held.write.is_some();
+                !kept && held.write.is_none_or(|held| overlaps(held, range))
+            })
+        };
+        self.wait_answers(pending).await;
         writing
     }
 
@@ -311,7 +565,9 @@ impl Leases {
             .leases
             .get(&handle)
             .and_then(|holders| holders.get(&client))
-            .is_some_and(|held| held.id == lease_id && held.expiry > Instant::now());
+            .is_some_and(|held| {
+                held.id == lease_id && held.write.is_none() && held.expiry > Instant::now()
+            });
         held.then(apply)
     }
 
@@ -372,7 +628,7 @@ mod tests {
         assert_eq!(leases.stats().held, 1);
         let writer = {
             let leases = Arc::clone(&leases);
-            tokio::spawn(async move { leases.begin_write(7).await })
+            tokio::spawn(async move { leases.begin_write(7, WHOLE, None).await })
         };
         let revocation = channel.recv().await.unwrap();
         assert_eq!(revocation.handle, 7);
@@ -398,9 +654,10 @@ mod tests {
         let (_, mut channel) = leases.listen(client(1)).unwrap();
         leases.acquire(7, client(1), false).unwrap();
         let started = Instant::now();
-        let writing = tokio::time::timeout(Duration::from_secs(5), leases.begin_write(7))
-            .await
-            .expect("bounded by the lease");
+        let writing =
+            tokio::time::timeout(Duration::from_secs(5), leases.begin_write(7, WHOLE, None))
+                .await
+                .expect("bounded by the lease");
         let waited = started.elapsed();
         assert!(waited >= Duration::from_millis(250), "{waited:?}");
         let revocation = channel.recv().await.unwrap();
@@ -425,7 +682,7 @@ mod tests {
         assert_eq!(leases.stats().held, 0);
         // Nobody to ask: the write goes on at once.
         let started = Instant::now();
-        drop(leases.begin_write(7).await);
+        drop(leases.begin_write(7, WHOLE, None).await);
         assert!(started.elapsed() < Duration::from_secs(1));
     }
 
@@ -434,7 +691,10 @@ mod tests {
         let leases = table(60_000);
         let (_, _channel) = leases.listen(client(1)).unwrap();
         leases.acquire(7, client(1), false).unwrap();
-        let waiting = tokio::time::timeout(Duration::from_millis(100), leases.begin_write(7));
+        let waiting = tokio::time::timeout(
+            Duration::from_millis(100),
+            leases.begin_write(7, WHOLE, None),
+        );
         assert!(waiting.await.is_err(), "the holder never answers");
         assert_eq!(leases.acquire(7, client(1), false).unwrap().0, 60_000);
     }
@@ -468,8 +728,11 @@ mod tests {
         assert_eq!(leases.with_lease(7, (client(1), first), || 1), Some(1));
         // Revoked (nobody answers: the client's channel is alive but never read, so the
         // write waits out the lease; a short lease table shows it without the wait).
-        drop(leases.begin_write(8).await);
-        let writing = tokio::time::timeout(Duration::from_millis(50), leases.begin_write(7));
+        drop(leases.begin_write(8, WHOLE, None).await);
+        let writing = tokio::time::timeout(
+            Duration::from_millis(50),
+            leases.begin_write(7, WHOLE, None),
+        );
         assert!(
             writing.await.is_err(),
             "the holder never answers within 50 ms"

@@ -7,7 +7,7 @@
 //! compile-time assertions at the bottom of the file.
 
 /// Version of the frame header and message encodings; a peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 13;
+pub const PROTOCOL_VERSION: u8 = 14;
 
 /// Bytes in the fixed frame header that starts every message.
 pub const HEADER_BYTES: usize = 24;

@@ -121,6 +121,9 @@ pub enum Opcode {
     Demote = 0x48,
     /// iod: create the local objects of many handles (the mds's objects made ahead).
     ObjectCreateMany = 0x49,
+    /// iod: the requests on this connection are those of caching client `client_id` (the
+    /// writes its write-back flushes).
+    LeaseClient = 0x4A,
 }
 
 impl Opcode {
@@ -175,12 +178,13 @@ impl Opcode {
             0x47 => Self::DemoteOffer,
             0x48 => Self::Demote,
             0x49 => Self::ObjectCreateMany,
+            0x4A => Self::LeaseClient,
             opcode => return Err(WireError::UnknownOpcode { opcode }),
         })
     }
 
     /// Every opcode, in byte order.
-    pub const ALL: [Self; 48] = [
+    pub const ALL: [Self; 49] = [
         Self::Ping,
         Self::Hello,
         Self::AgentSign,
@@ -229,6 +233,7 @@ impl Opcode {
         Self::DemoteOffer,
         Self::Demote,
         Self::ObjectCreateMany,
+        Self::LeaseClient,
     ];
 
     /// A short, stable snake_case name: the `kind` label of the servers' request metrics.
@@ -282,6 +287,7 @@ impl Opcode {
             Self::DemoteOffer => "demote_offer",
             Self::Demote => "demote",
             Self::ObjectCreateMany => "object_create_many",
+            Self::LeaseClient => "lease_client",
         }
     }
 }
@@ -2053,10 +2059,27 @@ wire_struct! {
 request!(LeaseListen => LeaseListen, Empty);
 
 wire_struct! {
+    /// Says that the requests on this connection are those of caching client `client_id`
+    /// (as in its `LeaseListen`, under the uid the connection authenticated as): the client
+    /// sends what its write-back buffered over connections of their own, and a write of a
+    /// client then revokes neither its own write lease nor those of its write group.
+    pub struct LeaseClient {
+        /// The client process's random id.
+        pub client_id: u64,
+    }
+}
+request!(LeaseClient => LeaseClient, Empty);
+
+wire_struct! {
     /// Asks for a read lease on the local object of a file: while the client holds it, no
     /// write, truncate or remove of the object is applied before the iod has revoked it
     /// ([`LeaseRevoke`] on the client's callback channel, answered, or the lease's time run
     /// out). Needs read access, and a callback channel of `client_id` on this iod.
+    ///
+    /// With `write`, asks for a write lease on the object's bytes `[start, end)` instead: the
+    /// client may buffer writes to them until it is revoked, which happens before any other
+    /// client's read, write or stat of them is served (the client writes what it buffered,
+    /// then answers). Needs write access as well.
     pub struct LeaseAcquire {
         /// File handle.
         pub handle: u64,
@@ -2067,6 +2090,16 @@ wire_struct! {
         /// Whether the client demotes the blocks it evicts (the iod then puts what it sends
         /// the client at the least recent end of its cache).
         pub demotes: bool,
+        /// A write lease (on `start..end`) rather than a read lease.
+        pub write: bool,
+        /// First byte of the object a write lease is asked for.
+        pub start: u64,
+        /// End of the bytes a write lease is asked for (exclusive).
+        pub end: u64,
+        /// A write group (non-zero): write leases of one group do not conflict with each
+        /// other — the processes of one MPI job, whose own rules (sync, barrier, sync) order
+        /// their overlapping writes — only with everyone else's. 0: none.
+        pub group: u64,
     }
 }
 
@@ -2080,6 +2113,11 @@ wire_struct! {
         /// Names this lease: the same while it is renewed, a new one after it ended (revoked,
         /// run out). `DemoteOffer` and `Demote` name the lease their blocks were cached under.
         pub lease_id: u64,
+        /// A write lease's bytes of the object, `[start, end)`: the asked range, grown to the
+        /// largest gap no other client's write lease covers (0 and 0 for a read lease).
+        pub start: u64,
+        /// End of a write lease's bytes (exclusive; `u64::MAX`: to any length).
+        pub end: u64,
     }
 }
 request!(LeaseAcquire => LeaseAcquire, LeaseAcquireReply);

@@ -329,6 +329,7 @@ impl Run<'_> {
                         path: self.path(method, &file(rank)),
                         work,
                         generation: generation[which],
+                        group: 0,
                     })
                     .collect();
                 // Repetition 0 only fills the files and warms up.
@@ -359,6 +360,7 @@ impl Run<'_> {
                         path: self.path(method, &format!("p{rank}-{}", 4 << 10)),
                         work: Work::Ping { count },
                         generation: 0,
+                        group: 0,
                     })
                     .collect();
                 let key = Key {
@@ -401,6 +403,8 @@ impl Run<'_> {
                             processes,
                         },
                         generation,
+                        // The processes write one file, as one job: one write group.
+                        group: (u64::from(std::process::id()) << 32) | generation,
                     })
                     .collect();
                 let key = (repetition > 0).then_some(Key {
@@ -413,6 +417,19 @@ impl Run<'_> {
                     method: method.name(),
                 });
                 self.step(workers, &steps, key)?;
+                let checks: Vec<Step> = steps
+                    .into_iter()
+                    .map(|step| Step {
+                        work: Work::CheckMany {
+                            piece,
+                            pieces,
+                            processes,
+                        },
+                        group: 0,
+                        ..step
+                    })
+                    .collect();
+                self.step(workers, &checks, None)?;
             }
         }
         Ok(())
