@@ -72,6 +72,19 @@ int tessera_mpiio_cache_stats(TesseraCacheStats *out) {
     return tessera_client_cache_stats(client, out);
 }
 
+/* The write-back counters of this process's connection (all zeros without write-back, or
+ * before the first open): what the tessera_write_back hint did. */
+int tessera_mpiio_write_back_stats(TesseraWriteBackStats *out) {
+    pthread_mutex_lock(&tsr_lock);
+    TesseraClient *client = tsr_cluster;
+    pthread_mutex_unlock(&tsr_lock);
+    if (client == NULL) {
+        memset(out, 0, sizeof *out);
+        return TESSERA_OK;
+    }
+    return tessera_client_write_back_stats(client, out);
+}
+
 /* The message of the last error the shim raised in this process. */
 const char *tessera_mpiio_last_error(void) { return tsr_message; }
 
@@ -81,6 +94,24 @@ TesseraClient *tsr_client(int *mpi_error) { return tsr_client_with(MPI_INFO_NULL
  * tessera_client_demote of the open that made it; none otherwise). */
 static uint64_t tsr_cache_bytes;
 static int tsr_cache_demote;
+static int tsr_cache_write_back;
+
+/* The cache of a connection made for hint tessera_write_back alone. */
+#define TSR_WRITE_BACK_CACHE_BYTES_DEFAULT (64ull << 20)
+
+/* Hint tessera_write_back of `info`: 1 for enable (or true), 0 for disable (or false) or
+ * unset; another value is ignored, and said so. */
+static int tsr_write_back_hint(MPI_Info info) {
+    char text[TSR_HINT_BYTES_MAX];
+    if (info == MPI_INFO_NULL || !tsr_hint(info, "tessera_write_back", text, sizeof text))
+        return 0;
+    if (strcmp(text, "enable") == 0 || strcmp(text, "true") == 0)
+        return 1;
+    if (strcmp(text, "disable") != 0 && strcmp(text, "false") != 0)
+        tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_write_back=%s ignored: give enable "
+                  "or disable", text);
+    return 0;
+}
 
 /* The client cache hints of `info`: 1 if tessera_client_cache is set (to bytes, decimal),
  * with the demote mode of tessera_client_demote (off, eager or buffered; off when unset). A
@@ -114,29 +145,41 @@ TesseraClient *tsr_client_with(MPI_Info info, int *mpi_error) {
     uint64_t cache_bytes = 0;
     int demote = TESSERA_DEMOTE_OFF;
     int cached = tsr_cache_hints(info, &cache_bytes, &demote);
+    int write_back = tsr_write_back_hint(info);
+    if (write_back && (!cached || cache_bytes == 0)) {
+        /* Buffered writes live in the client cache: one of a default size. */
+        cached = 1;
+        cache_bytes = TSR_WRITE_BACK_CACHE_BYTES_DEFAULT;
+    }
     int connect_failed = 0, mismatch = 0;
     pthread_mutex_lock(&tsr_lock);
     if (tsr_cluster == NULL) {
         TesseraClient *client = NULL;
-        int code = cached ? tessera_connect_with_cache(NULL, cache_bytes, demote, &client)
-                          : tessera_connect(NULL, &client);
+        int code = write_back ? tessera_connect_with_write_back(NULL, cache_bytes, demote, &client)
+                   : cached   ? tessera_connect_with_cache(NULL, cache_bytes, demote, &client)
+                              : tessera_connect(NULL, &client);
         if (code == TESSERA_OK) {
             tsr_cluster = client;
             tsr_cache_bytes = cached ? cache_bytes : 0;
             tsr_cache_demote = cached ? demote : TESSERA_DEMOTE_OFF;
+            tsr_cache_write_back = write_back;
         } else {
             connect_failed = 1;
         }
-    } else if (cached && (cache_bytes != tsr_cache_bytes || demote != tsr_cache_demote)) {
+    } else if (cached && (cache_bytes != tsr_cache_bytes || demote != tsr_cache_demote ||
+                          write_back != tsr_cache_write_back)) {
         mismatch = 1;
     }
     TesseraClient *client = tsr_cluster;
     pthread_mutex_unlock(&tsr_lock);
     /* One connection per process: its cache is chosen by the open that makes it. */
     if (mismatch)
-        tsr_error(MPI_ERR_INFO_VALUE, "tessera: hint tessera_client_cache=%llu ignored: this "
-                  "process's connection was made by an earlier open with a cache of %llu bytes",
-                  (unsigned long long)cache_bytes, (unsigned long long)tsr_cache_bytes);
+        tsr_error(MPI_ERR_INFO_VALUE, "tessera: hints tessera_client_cache=%llu, "
+                  "tessera_write_back=%s ignored: this process's connection was made by an "
+                  "earlier open with a cache of %llu bytes, write-back %s",
+                  (unsigned long long)cache_bytes, write_back ? "enable" : "disable",
+                  (unsigned long long)tsr_cache_bytes,
+                  tsr_cache_write_back ? "enabled" : "disabled");
     /* tsr_error takes the lock itself. */
     if (connect_failed)
         *mpi_error = tsr_error(MPI_ERR_IO, "tessera: cannot reach the cluster: %s",

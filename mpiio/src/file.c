@@ -45,6 +45,9 @@ struct tsr_open_outcome {
     int rights; /* the TESSERA_MODE_* process 0 opened with: the others open with the same */
     uint64_t id;
     uint64_t size;
+    /* The write group of this open's processes (non-zero): with the client cache's
+     * write-back, their write leases on the file do not conflict (MPI orders their writes). */
+    uint64_t write_group;
     char message[TSR_MESSAGE_BYTES_MAX];
 };
 
@@ -358,6 +361,7 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
                       ((uint64_t)getpid() << 40) ^ (uint64_t)rand();
         snprintf(f->shared_name, sizeof f->shared_name, "%016llx-%016llx",
                  (unsigned long long)outcome.id, (unsigned long long)id);
+        outcome.write_group = id | 1;
     }
     PMPI_Bcast(&outcome, sizeof outcome, MPI_BYTE, 0, f->comm);
     PMPI_Bcast(f->shared_name, sizeof f->shared_name, MPI_CHAR, 0, f->comm);
@@ -387,6 +391,11 @@ static int tsr_open(MPI_Comm comm, const char *filename, const char *path, int a
             f->server_count = stat.server_count;
         }
         tsr_apply_hints(f, info);
+        /* Without write-back this changes nothing; a failure only keeps this process's
+         * writes out of the group (they then revoke the others' leases). */
+        if (tessera_file_set_write_group(f->file, outcome.write_group) != TESSERA_OK &&
+            getenv("TESSERA_MPIIO_VERBOSE"))
+            fprintf(stderr, "tessera: open %s: no write group: %s\n", path, tessera_last_error());
         if (TSR_NEXT(File_open, MPI_COMM_SELF, "/dev/null", MPI_MODE_RDWR, MPI_INFO_NULL,
                      &f->handle) != MPI_SUCCESS)
             rc = tsr_error(MPI_ERR_IO, "tessera: open %s: cannot open /dev/null for the handle",
@@ -1002,8 +1011,16 @@ int PMPI_File_sync(MPI_File fh) {
     struct tsr_file *f = tsr_lookup(fh);
     if (f == NULL)
         return TSR_NEXT(File_sync, fh);
-    /* Every write acknowledged before the barrier is on the servers; one sync covers all. */
-    PMPI_Barrier(f->comm);
+    /* What each process buffered (the client cache's write-back) reaches the servers before
+     * the barrier: then every write acknowledged before it is on the servers, for the other
+     * processes to read (sync-barrier-sync), and one sync covers all. */
+    int flushed = tessera_file_flush(f->file);
+    int flush_failed = flushed != TESSERA_OK, any_failed = 0;
+    PMPI_Allreduce(&flush_failed, &any_failed, 1, MPI_INT, MPI_MAX, f->comm);
+    if (any_failed)
+        return tsr_raise(f, flush_failed ? tsr_tessera_error(flushed, "sync (flush)", f->path)
+                                         : tsr_error(MPI_ERR_IO, "tessera: sync %s: a flush "
+                                                     "failed on another process", f->path));
     int code = f->rank == 0 ? tessera_file_sync(f->file) : TESSERA_OK;
     return tsr_on_root(f, code, "sync");
 }

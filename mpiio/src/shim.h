@@ -155,6 +155,7 @@ struct tsr_file {
 int tsr_wait(int started, MPI_Request *request);
 const char *tessera_mpiio_last_error(void);
 int tessera_mpiio_cache_stats(TesseraCacheStats *out);
+int tessera_mpiio_write_back_stats(TesseraWriteBackStats *out);
 TesseraClient *tsr_client(int *mpi_error);
 /* tsr_client, the connection made (if this call makes it) with the client cache that the
  * hints tessera_client_cache and tessera_client_demote of `info` ask for. */

@@ -301,7 +301,7 @@ for mpi in $MPIS; do
         continue
         ;;
     esac
-    for program in access collective pointers errors misc atomic posix views client_cache nocluster; do
+    for program in access collective pointers errors misc atomic posix views client_cache write_back nocluster; do
         if ! mpicc.$mpi -O1 -Wall -o "$bin/$program" "$TESTS_DIR/$program.c" >"$WORK/cc-$mpi-$program.log" 2>&1; then
             failed=$((failed + 1))
             failures="$failures $mpi/$program"

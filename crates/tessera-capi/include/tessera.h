@@ -278,6 +278,32 @@ typedef struct TesseraCacheStats {
 } TesseraCacheStats;
 
 /**
+ * What a client's write-back did since the client was made (all zeros without one).
+ */
+typedef struct TesseraWriteBackStats {
+  /**
+   * Writes kept in the buffer.
+   */
+  uint64_t buffered;
+  /**
+   * Writes sent to the servers at once.
+   */
+  uint64_t through;
+  /**
+   * Flushes that wrote buffered bytes.
+   */
+  uint64_t flushes;
+  /**
+   * Write leases granted.
+   */
+  uint64_t leases;
+  /**
+   * Revocations of write leases answered.
+   */
+  uint64_t revocations;
+} TesseraWriteBackStats;
+
+/**
  * How tessera_create() makes a file. Fill it with tessera_create_options_init().
  */
 typedef struct TesseraCreateOptions {
@@ -574,6 +600,21 @@ int tessera_connect_with_cache(const char *cluster,
                                struct TesseraClient **out);
 
 /**
+ * As tessera_connect_with_cache(), and the cache also buffers small writes under write
+ * leases, sent as one list write per server at `tessera_file_flush`, `tessera_file_sync`,
+ * `tessera_close`, a revocation, a full buffer or half a second (docs/SEMANTICS.md §3.3). A
+ * `cache_bytes` of 0 fails with `TESSERA_ERR_INVALID_ARGUMENT`: buffered writes live in the
+ * cache.
+ *
+ * Safety:
+ * As tessera_connect().
+ */
+int tessera_connect_with_write_back(const char *cluster,
+                                    uint64_t cache_bytes,
+                                    int demote,
+                                    struct TesseraClient **out);
+
+/**
  * Fills `out` with the client cache's counters.
  *
  * Safety:
@@ -581,6 +622,15 @@ int tessera_connect_with_cache(const char *cluster,
  * for one write.
  */
 int tessera_client_cache_stats(const struct TesseraClient *client, struct TesseraCacheStats *out);
+
+/**
+ * Copies the counters of `client`'s write-back into `out`.
+ *
+ * Safety:
+ * `client` is a live client; `out` is valid for one write.
+ */
+int tessera_client_write_back_stats(const struct TesseraClient *client,
+                                    struct TesseraWriteBackStats *out);
 
 /**
  * Frees a client. Files opened through it stay usable. Null is ignored.
@@ -994,6 +1044,27 @@ int tessera_file_stat(const struct TesseraFile *file, struct TesseraStat *out);
  * `file` is a live handle.
  */
 int tessera_file_set_size(const struct TesseraFile *file, uint64_t size);
+
+/**
+ * Writes what this process's client cache buffered of the file to its servers (nothing
+ * without write-back, `tessera_connect_with_write_back`): other clients read it from then
+ * on. Not to stable storage: that is `tessera_file_sync`.
+ *
+ * Safety:
+ * `file` is a live handle.
+ */
+int tessera_file_flush(const struct TesseraFile *file);
+
+/**
+ * Makes this process a member of write group `group` for the file (0: none): with
+ * write-back, the members' write leases do not conflict, so processes writing interleaved
+ * pieces of one file all buffer at once; they order their own overlapping writes (MPI-IO's
+ * sync, barrier, sync). What the file buffered is written first.
+ *
+ * Safety:
+ * `file` is a live handle.
+ */
+int tessera_file_set_write_group(const struct TesseraFile *file, uint64_t group);
 
 /**
  * Flushes the file's data on every server to stable storage.

@@ -116,6 +116,46 @@ pub unsafe extern "C" fn tessera_connect_with_cache(
     demote: c_int,
     out: *mut *mut TesseraClient,
 ) -> c_int {
+    // SAFETY: the caller's guarantees, passed on.
+    unsafe { connect_cached(cluster, (cache_bytes, demote, false), out) }
+}
+
+/// As [`tessera_connect_with_cache`], and the cache also buffers small writes under write
+/// leases, sent as one list write per server at `tessera_file_flush`, `tessera_file_sync`,
+/// `tessera_close`, a revocation, a full buffer or half a second (docs/SEMANTICS.md §3.3). A
+/// `cache_bytes` of 0 fails with `TESSERA_ERR_INVALID_ARGUMENT`: buffered writes live in the
+/// cache.
+///
+/// # Safety
+/// As [`tessera_connect`].
+#[no_mangle]
+pub unsafe extern "C" fn tessera_connect_with_write_back(
+    cluster: *const c_char,
+    cache_bytes: u64,
+    demote: c_int,
+    out: *mut *mut TesseraClient,
+) -> c_int {
+    if cache_bytes == 0 {
+        return guard(|| {
+            Err(Failure {
+                code: TESSERA_ERR_INVALID_ARGUMENT,
+                message: "write-back needs a client cache: cache_bytes 0".to_owned(),
+            })
+        });
+    }
+    // SAFETY: the caller's guarantees, passed on.
+    unsafe { connect_cached(cluster, (cache_bytes, demote, true), out) }
+}
+
+/// The body of the cached connects.
+///
+/// # Safety
+/// As [`tessera_connect`].
+unsafe fn connect_cached(
+    cluster: *const c_char,
+    (cache_bytes, demote, write_back): (u64, c_int, bool),
+    out: *mut *mut TesseraClient,
+) -> c_int {
     guard(|| {
         let demote = match demote {
             TESSERA_DEMOTE_OFF => DemoteMode::Off,
@@ -140,6 +180,7 @@ pub unsafe extern "C" fn tessera_connect_with_cache(
         let options = ClientOptions {
             cache_bytes: Some(cache_bytes),
             demote: Some(demote),
+            write_back: Some(write_back),
             ..ClientOptions::default()
         };
         let client = Client::new(&config, &options);
@@ -194,6 +235,47 @@ pub unsafe extern "C" fn tessera_client_cache_stats(
             demotes_sent: stats.demotes_sent,
             demotes_refused: stats.demotes_refused,
             buffer_hits: stats.buffer_hits,
+        };
+        // SAFETY: the caller guarantees `out` is valid for one write.
+        unsafe { put(out, counters, "out") }
+    })
+}
+
+/// What a client's write-back did since the client was made (all zeros without one).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TesseraWriteBackStats {
+    /// Writes kept in the buffer.
+    pub buffered: u64,
+    /// Writes sent to the servers at once.
+    pub through: u64,
+    /// Flushes that wrote buffered bytes.
+    pub flushes: u64,
+    /// Write leases granted.
+    pub leases: u64,
+    /// Revocations of write leases answered.
+    pub revocations: u64,
+}
+
+/// Copies the counters of `client`'s write-back into `out`.
+///
+/// # Safety
+/// `client` is a live client; `out` is valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_client_write_back_stats(
+    client: *const TesseraClient,
+    out: *mut TesseraWriteBackStats,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantee.
+        let client = unsafe { handle(client, "client")? };
+        let stats = client.client.write_back_stats().unwrap_or_default();
+        let counters = TesseraWriteBackStats {
+            buffered: stats.buffered,
+            through: stats.through,
+            flushes: stats.flushes,
+            leases: stats.leases,
+            revocations: stats.revocations,
         };
         // SAFETY: the caller guarantees `out` is valid for one write.
         unsafe { put(out, counters, "out") }

@@ -197,6 +197,37 @@ pub unsafe extern "C" fn tessera_file_set_size(file: *const TesseraFile, size: u
     })
 }
 
+/// Writes what this process's client cache buffered of the file to its servers (nothing
+/// without write-back, `tessera_connect_with_write_back`): other clients read it from then
+/// on. Not to stable storage: that is `tessera_file_sync`.
+///
+/// # Safety
+/// `file` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_file_flush(file: *const TesseraFile) -> c_int {
+    // SAFETY: the caller's guarantee.
+    guard(|| Ok(unsafe { file_ref(file)? }.lock().viewed.file().flush()?))
+}
+
+/// Makes this process a member of write group `group` for the file (0: none): with
+/// write-back, the members' write leases do not conflict, so processes writing interleaved
+/// pieces of one file all buffer at once; they order their own overlapping writes (MPI-IO's
+/// sync, barrier, sync). What the file buffered is written first.
+///
+/// # Safety
+/// `file` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_file_set_write_group(
+    file: *const TesseraFile,
+    group: u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantee.
+        let file = unsafe { file_ref(file)? };
+        Ok(file.lock().viewed.file_mut().set_write_group(group)?)
+    })
+}
+
 /// Flushes the file's data on every server to stable storage.
 ///
 /// # Safety

@@ -281,6 +281,13 @@ impl File {
         Ok(())
     }
 
+    /// Writes what this client's write-back buffered of the file to its iods, where other
+    /// clients read it (nothing without write-back). Not to stable storage: that is
+    /// [`File::sync`], which flushes first.
+    pub fn flush(&self) -> Result<(), ClientError> {
+        self.flush_buffered()
+    }
+
     /// Writes what this client's write-back buffered of the file (nothing without one).
     pub(crate) fn flush_buffered(&self) -> Result<(), ClientError> {
         match &self.client.inner.cache {

@@ -38,7 +38,7 @@ pub struct ClientOptions {
     /// How long to wait for each reply on the CPU before blocking (default
     /// [`REPLY_SPIN_DEFAULT`], or `$TESSERA_REPLY_SPIN_US` microseconds; zero blocks at once;
     /// at most `tessera_net::REPLY_SPIN_MAX`). A small request's round trip is shorter than
-    /// the wake-up of an idle CPU (docs/ARCHITECTURE.md §2.11); the wait yields its CPU to any
+    /// the wake-up of an idle CPU (docs/ARCHITECTURE.md §2.9); the wait yields its CPU to any
     /// other thread ready on it.
     pub reply_spin: Duration,
 }
