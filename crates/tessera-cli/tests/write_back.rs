@@ -299,7 +299,10 @@ fn a_killed_write_back_client_leaves_every_byte_it_synced() {
         "the child said {said:?}"
     );
     // SAFETY: kill sends a signal to the child we started; no memory is touched.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
+    assert_eq!(
+        unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGKILL) },
+        0
+    );
     child.wait().unwrap();
     let file = client.open("/killed", OpenMode::ReadOnly).unwrap();
     let asked = Instant::now();
