@@ -298,11 +298,10 @@ fn a_killed_write_back_client_leaves_every_byte_it_synced() {
             && said.iter().any(|line| line.contains("buffered ")),
         "the child said {said:?}"
     );
+    let pid = i32::try_from(child.id()).unwrap();
     // SAFETY: kill sends a signal to the child we started; no memory is touched.
-    assert_eq!(
-        unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGKILL) },
-        0
-    );
+    let killed = unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert_eq!(killed, 0);
     child.wait().unwrap();
     let file = client.open("/killed", OpenMode::ReadOnly).unwrap();
     let asked = Instant::now();
