@@ -1752,9 +1752,11 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 let ObjectStat { handle, .. } = request.decode()?;
                 // Bytes a client buffers under a write lease count: it writes them first.
                 self.leases.begin_read(handle, WHOLE).await;
-                // A stat of an object moves no data: served in line (`storage` of 0 bytes).
+                // Without a unified cache a stat is one `fstat`: served in line; with one it
+                // waits for writes under way and writes the object back first.
+                let bytes = if self.store.stat_may_wait() { u64::MAX } else { 0 };
                 let result = self
-                    .storage(0, move |store| {
+                    .storage(bytes, move |store| {
                         store
                             .stat(handle)
                             .map(|(size, mtime_ns)| ObjectStatReply { size, mtime_ns })

@@ -703,6 +703,12 @@ impl<S: ObjectStorage> ObjectStore<S> {
         }
     }
 
+    /// Whether a stat of an object may wait (for writes under way and a write-back to disk):
+    /// with a unified cache.
+    pub fn stat_may_wait(&self) -> bool {
+        self.cache.is_some()
+    }
+
     /// Size and mtime (ns since the epoch) of the object of `handle`.
     pub fn stat(&self, handle: u64) -> Result<(u64, u64), RemoteError> {
         let object = self.object(handle)?;
