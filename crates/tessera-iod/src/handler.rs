@@ -1754,7 +1754,11 @@ impl<S: ObjectStorage> Service for Iod<S> {
                 self.leases.begin_read(handle, WHOLE).await;
                 // Without a unified cache a stat is one `fstat`: served in line; with one it
                 // waits for writes under way and writes the object back first.
-                let bytes = if self.store.stat_may_wait() { u64::MAX } else { 0 };
+                let bytes = if self.store.stat_may_wait() {
+                    u64::MAX
+                } else {
+                    0
+                };
                 let result = self
                     .storage(bytes, move |store| {
                         store

@@ -138,7 +138,7 @@ impl Mpi {
 
     /// The launch command up to the program: `processes` processes, the shim preloaded, the
     /// cluster file in the environment.
-    fn launch(self, processes: u32, shim: &Path, cluster: &Path) -> Command {
+    pub(super) fn launch(self, processes: u32, shim: &Path, cluster: &Path) -> Command {
         let mut command = Command::new(self.launcher());
         let count = processes.to_string();
         match self {

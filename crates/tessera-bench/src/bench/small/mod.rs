@@ -11,6 +11,10 @@
 //!   processes as one write call per piece of 40 B, 320 B and 2 KiB, from open to close —
 //!   the pattern of a parallel benchmark writing a 3-D array with many small independent
 //!   writes. The same methods.
+//! - **many-small-mpi**: the same pattern from an MPI program (`mpiio/bench/many_small.c`,
+//!   4 processes) under each MPI `make mpiio` built for: the MPI's own MPI-IO on a local file,
+//!   the Tessera MPI-IO library, and the library with `tessera_write_back=enable`, open to
+//!   close (`--no-mpi` leaves it out).
 //! - **floor**: a null request and reply (`Ping`) to each process's iod over each transport;
 //!   **socket**: a bare round trip of each size over loopback TCP and over a Unix socket
 //!   pair, in this process (the payload one way, 8 bytes back).
@@ -19,6 +23,7 @@
 //! and its ratios: ops/s to `local-file`'s, p50 to the floor's and to the bare socket's.
 //! Every byte written or read is checked afterwards, untimed.
 
+mod mpi;
 mod socket;
 mod worker;
 
@@ -48,6 +53,9 @@ pub struct SmallArgs {
     /// Repetitions of every case (default 5, 3 with --quick).
     #[arg(long)]
     pub repetitions: Option<usize>,
+    /// Leave out the many-small rows through MPI-IO (which need `make mpiio`).
+    #[arg(long)]
+    pub no_mpi: bool,
 }
 
 /// Client processes of the cases.
@@ -435,6 +443,58 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Many-small through MPI-IO, under each MPI `make mpiio` built for: the MPI's own
+    /// MPI-IO on a local file against the Tessera library with and without write-back, the
+    /// ways in a shuffled order per repetition. Returns why an MPI was left out, if one was.
+    fn many_small_mpi(&mut self) -> Result<Vec<String>, String> {
+        let (mpis, missing) = mpi::available();
+        let pieces = pieces(self.args);
+        for &which in &mpis {
+            for repetition in 0..self.repetitions {
+                for turn in report::turn_order(repetition, mpi::Way::ALL.len()) {
+                    let way = mpi::Way::ALL[turn];
+                    // Two repeats in one run: the first warms the MPI and the files up.
+                    let lines = mpi::run(
+                        which,
+                        way,
+                        (&self.cluster, &self.local),
+                        (pieces, 2, &PIECES),
+                    )?;
+                    for line in lines.iter().filter(|line| line.repeat == 1) {
+                        if !line.verified {
+                            eprintln!(
+                                "bench small: {} {} pieces of {} B read back wrong",
+                                which.name(),
+                                way.method(),
+                                line.piece
+                            );
+                            self.verified = false;
+                        }
+                        let key = Key {
+                            part: "many-small-mpi",
+                            op: "write",
+                            order: "-",
+                            size: line.piece,
+                            processes: mpi::PROCESSES as usize,
+                            transport: which.name(),
+                            method: way.method(),
+                        };
+                        let outcome = Outcome {
+                            seconds: line.seconds,
+                            ops: (pieces * mpi::PROCESSES as usize) as u64,
+                            bytes: (pieces * line.piece * mpi::PROCESSES as usize) as u64,
+                            latencies_us: Vec::new(),
+                            verified: line.verified,
+                            problem: String::new(),
+                        };
+                        self.samples.entry(key).or_default().add(&[outcome]);
+                    }
+                }
+            }
+        }
+        Ok(missing)
+    }
+
     /// The bare socket round trips, in this process.
     fn sockets(&mut self) -> Result<(), String> {
         for &size in &SIZES {
@@ -491,7 +551,7 @@ pub fn run(args: &SmallArgs) -> Result<report::Outcome, String> {
     };
     let progress = Progress::new(
         "small",
-        (PROCESS_COUNTS.len() * (SIZES.len() + PIECES.len() + 1) + 1) as u64,
+        (PROCESS_COUNTS.len() * (SIZES.len() + PIECES.len() + 1) + 2) as u64,
     );
     for &processes in &PROCESS_COUNTS {
         let mut workers = worker::spawn(processes)?;
@@ -508,6 +568,17 @@ pub fn run(args: &SmallArgs) -> Result<report::Outcome, String> {
     }
     run.sockets()?;
     progress.step("bare sockets");
+    let mpi_note = if args.no_mpi {
+        "not measured (--no-mpi)".to_owned()
+    } else {
+        let missing = run.many_small_mpi()?;
+        progress.step("many-small through MPI-IO");
+        if missing.is_empty() {
+            "measured".to_owned()
+        } else {
+            missing.join("; ")
+        }
+    };
     drop(progress);
     let rows = rows(&run.samples, repetitions)?;
     let report = Report {
@@ -523,6 +594,8 @@ pub fn run(args: &SmallArgs) -> Result<report::Outcome, String> {
             "many_small_pieces_per_process": pieces(args),
             "client_cache_bytes": CACHE_BYTES,
             "local_file_dir": local.0.display().to_string(),
+            "many_small_mpi": mpi_note,
+            "many_small_mpi_processes": mpi::PROCESSES,
         }),
         verified: run.verified,
         rows,
@@ -587,7 +660,16 @@ fn rows(
                         && other.transport == transport
                 })
             };
-            let local = find(row.part, row.op, row.order, row.size, row.processes, "-");
+            let local = if row.part == "many-small-mpi" {
+                rows.iter().find(|other| {
+                    other.part == row.part
+                        && other.size == row.size
+                        && other.transport == row.transport
+                        && other.method == mpi::Way::Local.method()
+                })
+            } else {
+                find(row.part, row.op, row.order, row.size, row.processes, "-")
+            };
             let floor = find("floor", "ping", "-", 0, row.processes, row.transport);
             let socket = find("socket", "round-trip", "-", row.size, 1, row.transport)
                 .filter(|_| row.processes == 1);
@@ -599,6 +681,9 @@ fn rows(
         })
         .collect();
     for (row, (local, floor, socket)) in rows.iter_mut().zip(ratios) {
+        if row.part == "many-small-mpi" {
+            row.vs_local_file = local.filter(|_| row.method != mpi::Way::Local.method());
+        }
         if row.part == "calls" || row.part == "many-small" {
             row.vs_local_file = local.filter(|_| row.method != Method::LocalFile.name());
             row.p50_vs_floor = floor.filter(|ratio| ratio.is_finite());
@@ -709,6 +794,56 @@ fn text(report: &Report<SmallRow>) -> Result<String, String> {
         out,
         "many-small: each process writes its pieces one call each, open to close (median ms)\n{table}"
     );
+    let mut table = report::table([
+        "MPI",
+        "pieces",
+        "MPI's MPI-IO, local file ms",
+        "Tessera MPI-IO ms",
+        "Tessera write-back ms",
+        "write-back/local",
+    ]);
+    let mut any = false;
+    for mpi in ["mpich", "openmpi"] {
+        for &piece in &PIECES {
+            let key = case(
+                "many-small-mpi",
+                "write",
+                "-",
+                piece,
+                mpi::PROCESSES as usize,
+                mpi,
+            );
+            let time = |way: mpi::Way| {
+                report
+                    .row(&key, way.method())
+                    .ok()
+                    .map(|row| row.ops as f64 / row.ops_s * 1e3)
+            };
+            let (Some(local), Some(through), Some(cached)) = (
+                time(mpi::Way::Local),
+                time(mpi::Way::Tessera),
+                time(mpi::Way::WriteBack),
+            ) else {
+                continue;
+            };
+            any = true;
+            table.add_row([
+                mpi.to_owned(),
+                format!("{piece} B"),
+                report::cell(local, 2),
+                report::cell(through, 2),
+                report::cell(cached, 2),
+                report::ratio(cached, local),
+            ]);
+        }
+    }
+    if any {
+        let _ = writeln!(
+            out,
+            "many-small through MPI-IO: {} processes, open to close, the slowest (median ms)\n{table}",
+            mpi::PROCESSES
+        );
+    }
     let _ = writeln!(out, "verified: {}", report.verified);
     Ok(out)
 }
