@@ -59,8 +59,10 @@ type HeldLease = ((u64, u64), Instant);
 struct Dirty {
     /// The file, reached through the flusher's own client.
     file: File,
-    /// Buffered bytes by file offset: no two overlap or adjoin.
+    /// Buffered bytes by file offset: no two overlap or adjoin, none is empty.
     extents: BTreeMap<u64, Vec<u8>>,
+    /// Bytes written into `extents` since the last flush (overwritten ones counted again:
+    /// the budget errs on the early side).
     bytes: u64,
     /// When the oldest buffered byte was buffered.
     since: Option<Instant>,
@@ -274,7 +276,7 @@ impl WriteBack {
                 if missing.is_empty() {
                     let data = flatten(memory, total);
                     let mut at = 0usize;
-                    for piece in pieces {
+                    for piece in pieces.iter().filter(|piece| piece.length > 0) {
                         let length = usize::try_from(piece.length).expect("at most 64 KiB");
                         insert(&mut dirty.extents, piece.offset, &data[at..at + length]);
                         at += length;
