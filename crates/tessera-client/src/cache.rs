@@ -282,11 +282,12 @@ impl BlockCache {
         let Some(write_back) = &self.write_back else {
             return Ok(None);
         };
-        write_back.buffer(file, memory, pieces, |index, start, end| {
-            self.ensure_callback(inner, index)?;
-            let granted =
-                writeback::acquire(inner, file, self.demoter.client_id, (index, start, end))?;
-            if granted.is_some() {
+        write_back.buffer(file, memory, pieces, |asks| {
+            for &(index, _) in asks {
+                self.ensure_callback(inner, index)?;
+            }
+            let granted = writeback::acquire(inner, file, self.demoter.client_id, asks)?;
+            if granted.iter().any(Option::is_some) {
                 // Blocks cached under a read lease would not show this client's buffered
                 // bytes: the file is read from the iods (after a flush) while it writes.
                 forget_file(&mut lock(&self.demoter.state), file.handle);

@@ -240,15 +240,15 @@ impl WriteBack {
 
     /// Keeps a write of `memory` to the file pieces `pieces` of `file` in the buffer if it
     /// can (`Some`: done); `None`: the caller writes it to the iods now (the file's buffered
-    /// bytes were written first). `lease(index, start, end)` asks iod `index` for a write
-    /// lease on object bytes `[start, end)` and says until when it is trusted and what it
-    /// covers (`None`: none to be had now).
+    /// bytes were written first). `leases(asks)` asks each iod `index` of `asks` for a write
+    /// lease on object bytes `[start, end)`, all at once, and says for each what it covers
+    /// and until when it is trusted (`None`: none to be had now).
     pub(crate) fn buffer(
         &self,
         file: &File,
         memory: &[IoSlice<'_>],
         pieces: &[Piece],
-        mut lease: impl FnMut(usize, u64, u64) -> Result<Option<HeldLease>, ClientError>,
+        leases: impl Fn(&[(usize, (u64, u64))]) -> Result<Vec<Option<HeldLease>>, ClientError>,
     ) -> Result<Option<IoReport>, ClientError> {
         let total: u64 = pieces.iter().map(|piece| piece.length).sum();
         if total == 0 || total > BUFFERED_WRITE_BYTES_MAX || total > self.budget / 2 {
@@ -301,17 +301,20 @@ impl WriteBack {
             // A new lease replaces the one held on that object: what was buffered under the
             // old one goes first.
             self.flush(file.handle)?;
-            for (index, (start, end)) in missing {
-                match lease(index, start, end)? {
-                    Some(granted) => {
-                        let mut state = lock(&self.shared.state);
+            let granted = leases(&missing)?;
+            {
+                let mut state = lock(&self.shared.state);
+                for (&(index, _), granted) in missing.iter().zip(&granted) {
+                    if let Some(granted) = granted {
                         state.stats.leases += 1;
                         if let Some(dirty) = state.files.get_mut(&file.handle) {
-                            dirty.leases.insert(index, granted);
+                            dirty.leases.insert(index, *granted);
                         }
                     }
-                    None => return self.through(file),
                 }
+            }
+            if granted.iter().any(Option::is_none) {
+                return self.through(file);
             }
         }
         self.through(file)
@@ -554,38 +557,51 @@ fn write_extents(file: &File, extents: &BTreeMap<u64, Vec<u8>>) -> Result<(), Cl
     Ok(())
 }
 
-/// Asks iod `index` for a write lease on object bytes `[start, end)` of `file` for client
-/// `client_id`: what it covers and until when this client trusts it, or `None` (none now).
+/// Asks each iod `index` of `asks` for a write lease on object bytes `[start, end)` of
+/// `file` for client `client_id`, all at once ([`tessera_net::Pool::call_each`]): for each,
+/// what it covers and until when this client trusts it, or `None` (none now).
 pub(crate) fn acquire(
     inner: &Arc<Inner>,
     file: &File,
     client_id: u64,
-    (index, start, end): (usize, u64, u64),
-) -> Result<Option<HeldLease>, ClientError> {
-    let request = LeaseAcquire {
-        handle: file.handle,
-        capability: file.capability()?,
-        client_id,
-        demotes: false,
-        write: true,
-        start,
-        end,
-        group: file.write_group,
-    };
+    asks: &[(usize, (u64, u64))],
+) -> Result<Vec<Option<HeldLease>>, ClientError> {
+    let capability = file.capability()?;
+    let mut requests: Vec<(usize, LeaseAcquire)> = asks
+        .iter()
+        .map(|&(index, (start, end))| {
+            let request = LeaseAcquire {
+                handle: file.handle,
+                capability: capability.clone(),
+                client_id,
+                demotes: false,
+                write: true,
+                start,
+                end,
+                group: file.write_group,
+            };
+            (index, request)
+        })
+        .collect();
+    // The pool takes connections in increasing server order.
+    requests.sort_by_key(|(index, _)| *index);
+    let calls: Vec<(usize, &LeaseAcquire)> = requests
+        .iter()
+        .map(|(index, request)| (*index, request))
+        .collect();
     let asked = Instant::now();
-    let reply = inner
-        .iods
-        .with(index, |connection| connection.call(&request))?;
-    if reply.lease_ms == 0 {
-        return Ok(None);
+    let replies = inner.iods.call_each(&calls);
+    let mut granted: HashMap<usize, Option<HeldLease>> = HashMap::with_capacity(asks.len());
+    for ((index, _), reply) in requests.iter().zip(replies) {
+        let reply = reply?;
+        let lease = Duration::from_millis(u64::from(reply.lease_ms));
+        let trusted = super::trusted_for(lease);
+        // None now; or too short to buffer under (bytes would go out at once anyway).
+        let held = (reply.lease_ms > 0 && trusted > WRITE_BACK_AGE_MAX * 2)
+            .then_some(((reply.start, reply.end), asked + trusted));
+        granted.insert(*index, held);
     }
-    let lease = Duration::from_millis(u64::from(reply.lease_ms));
-    let trusted = super::trusted_for(lease);
-    if trusted <= WRITE_BACK_AGE_MAX * 2 {
-        // Too short to buffer under: bytes would have to go out at once anyway.
-        return Ok(None);
-    }
-    Ok(Some(((reply.start, reply.end), asked + trusted)))
+    Ok(asks.iter().map(|(index, _)| granted[index]).collect())
 }
 
 #[cfg(test)]
