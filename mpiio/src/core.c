@@ -61,10 +61,16 @@ int tsr_missing_symbol(const char *name) {
 
 /* The client cache counters of this process's connection (all zeros without a cache, or
  * before the first open): what the tessera_client_cache hint did. */
-int tessera_mpiio_cache_stats(TesseraCacheStats *out) {
+/* The process's connection to the cluster, or NULL before the first open. */
+static TesseraClient *tsr_connected(void) {
     pthread_mutex_lock(&tsr_lock);
     TesseraClient *client = tsr_cluster;
     pthread_mutex_unlock(&tsr_lock);
+    return client;
+}
+
+int tessera_mpiio_cache_stats(TesseraCacheStats *out) {
+    TesseraClient *client = tsr_connected();
     if (client == NULL) {
         memset(out, 0, sizeof *out);
         return TESSERA_OK;
@@ -75,9 +81,7 @@ int tessera_mpiio_cache_stats(TesseraCacheStats *out) {
 /* The write-back counters of this process's connection (all zeros without write-back, or
  * before the first open): what the tessera_write_back hint did. */
 int tessera_mpiio_write_back_stats(TesseraWriteBackStats *out) {
-    pthread_mutex_lock(&tsr_lock);
-    TesseraClient *client = tsr_cluster;
-    pthread_mutex_unlock(&tsr_lock);
+    TesseraClient *client = tsr_connected();
     if (client == NULL) {
         memset(out, 0, sizeof *out);
         return TESSERA_OK;

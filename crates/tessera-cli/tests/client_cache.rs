@@ -11,7 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{bytes, metrics_address, sample, scrape, Cluster};
+use common::{bytes, metrics_address, model_read, model_write, sample, scrape, Cluster};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tessera_client::{
@@ -49,19 +49,6 @@ fn create(client: &Client, path: &str) -> File {
             },
         )
         .unwrap()
-}
-
-fn model_write(model: &mut Vec<u8>, offset: usize, data: &[u8]) {
-    if model.len() < offset + data.len() {
-        model.resize(offset + data.len(), 0);
-    }
-    model[offset..offset + data.len()].copy_from_slice(data);
-}
-
-fn model_read(model: &[u8], offset: usize, length: usize) -> Vec<u8> {
-    (offset..offset + length)
-        .map(|at| model.get(at).copied().unwrap_or(0))
-        .collect()
 }
 
 fn read(file: &File, offset: usize, length: usize) -> Vec<u8> {

@@ -18,7 +18,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bytes, Cluster};
+use common::{bytes, model_read, model_write, Cluster};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, File, OpenMode};
@@ -49,19 +49,6 @@ fn striped(client: &Client, path: &str) -> File {
             },
         )
         .unwrap()
-}
-
-fn model_write(model: &mut Vec<u8>, offset: usize, data: &[u8]) {
-    if model.len() < offset + data.len() {
-        model.resize(offset + data.len(), 0);
-    }
-    model[offset..offset + data.len()].copy_from_slice(data);
-}
-
-fn model_read(model: &[u8], offset: usize, length: usize) -> Vec<u8> {
-    (offset..offset + length)
-        .map(|at| model.get(at).copied().unwrap_or(0))
-        .collect()
 }
 
 fn read(file: &File, offset: usize, length: usize) -> Vec<u8> {

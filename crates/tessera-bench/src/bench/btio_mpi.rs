@@ -236,7 +236,7 @@ fn run_once(
     steps: u32,
 ) -> Result<Outcome, String> {
     let path = format!("tessera:/bench/btio-mpi-{}-{method}", std::process::id());
-    let mut child = args
+    let child = args
         .mpi
         .launch(PROCESSES, shim, cluster)
         .arg(program)
@@ -251,27 +251,11 @@ fn run_once(
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|err| format!("cannot start {}: {err}", args.mpi.launcher()))?;
-    let stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.take(OUTPUT_BYTES_MAX).read_to_string(&mut text);
-        text
-    });
-    let deadline = Instant::now() + Duration::from_secs(RUN_SECONDS_MAX);
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(|err| err.to_string())? {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "{method}: the program ran longer than {RUN_SECONDS_MAX} s (RUN_SECONDS_MAX) and was killed"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let text = reader.join().unwrap_or_default();
+    let (status, text) = finish(
+        child,
+        Duration::from_secs(RUN_SECONDS_MAX),
+        &format!("{method}: the program (RUN_SECONDS_MAX)"),
+    )?;
     let line = text
         .lines()
         .rev()
@@ -292,6 +276,37 @@ fn run_once(
         ));
     }
     Ok(outcome)
+}
+
+/// Waits for `child`, whose standard output is piped, for at most `limit` (then kills it,
+/// the error naming `what`): its exit status and the first `OUTPUT_BYTES_MAX` of its output.
+pub(super) fn finish(
+    mut child: std::process::Child,
+    limit: Duration,
+    what: &str,
+) -> Result<(std::process::ExitStatus, String), String> {
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.take(OUTPUT_BYTES_MAX).read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|err| err.to_string())? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "{what} ran longer than {} s and was killed",
+                limit.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok((status, reader.join().unwrap_or_default()))
 }
 
 /// One method of btio-mpi: medians over the repetitions with their ranges.

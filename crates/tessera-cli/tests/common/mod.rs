@@ -392,6 +392,21 @@ pub fn sample(body: &str, name: &str, labels: &[&str]) -> f64 {
 }
 
 /// Deterministic pseudo-random bytes.
+/// Applies a write of `data` at `offset` to `model`, a file's bytes (grown with zeros).
+pub fn model_write(model: &mut Vec<u8>, offset: usize, data: &[u8]) {
+    if model.len() < offset + data.len() {
+        model.resize(offset + data.len(), 0);
+    }
+    model[offset..offset + data.len()].copy_from_slice(data);
+}
+
+/// What a read of `length` bytes at `offset` returns from `model` (zeros past its end).
+pub fn model_read(model: &[u8], offset: usize, length: usize) -> Vec<u8> {
+    (offset..offset + length)
+        .map(|at| model.get(at).copied().unwrap_or(0))
+        .collect()
+}
+
 pub fn bytes(seed: u64, length: usize) -> Vec<u8> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..length)

@@ -2,14 +2,13 @@
 //! the Tessera MPI-IO library on a `tessera:` name, with the hint `tessera_write_back=enable`
 //! and without, against the MPI's own MPI-IO on a local file, under each MPI installed.
 
-use std::io::Read as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::super::btio_mpi::{on_path, Mpi, SHIM};
+use super::super::btio_mpi::{finish, on_path, Mpi, SHIM};
 
 /// The program `make mpiio` builds beside the library.
 const PROGRAM: &str = "many-small";
@@ -17,8 +16,6 @@ const PROGRAM: &str = "many-small";
 pub const PROCESSES: u32 = 4;
 /// The longest one run may take.
 const RUN_MAX: Duration = Duration::from_mins(5);
-/// The most output read from a run.
-const OUTPUT_BYTES_MAX: u64 = 1 << 20;
 
 /// How a run reaches its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,33 +112,10 @@ pub fn run(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    let mut child = command
+    let child = command
         .spawn()
         .map_err(|err| format!("cannot start {}: {err}", mpi.launcher()))?;
-    let stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.take(OUTPUT_BYTES_MAX).read_to_string(&mut text);
-        text
-    });
-    let deadline = Instant::now() + RUN_MAX;
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(|err| err.to_string())? {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "{} {}: ran longer than {} s and was killed",
-                mpi.name(),
-                way.method(),
-                RUN_MAX.as_secs()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let text = reader.join().unwrap_or_default();
+    let (status, text) = finish(child, RUN_MAX, &format!("{} {}", mpi.name(), way.method()))?;
     let lines: Vec<Line> = text
         .lines()
         .filter(|line| line.starts_with('{'))
