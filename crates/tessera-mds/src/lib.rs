@@ -18,6 +18,8 @@ pub mod locks;
 pub mod namespace;
 pub mod precreate;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use access::Caller;
 pub use handler::{Mds, MdsOptions};

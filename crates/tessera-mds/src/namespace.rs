@@ -595,8 +595,7 @@ impl Namespace {
                     return Err(RemoteError::new(
                         ErrorCode::InvalidArgument,
                         format!(
-                            "{} holds namespace format {}, this build reads format {FORMAT}: move it aside and start a new cluster",
-                            backend,
+                            "{backend} holds namespace format {}, this build reads format {FORMAT}: move it aside and start a new cluster",
                             found.unwrap_or(1)
                         ),
                     ));
@@ -606,7 +605,7 @@ impl Namespace {
                 Some(stored) if stored != u64::from(server_count) => {
                     return Err(RemoteError::new(
                         ErrorCode::InvalidArgument,
-                        format!("{} was made for {stored} I/O servers, not {server_count}: start the cluster with --servers {stored}", backend),
+                        format!("{backend} was made for {stored} I/O servers, not {server_count}: start the cluster with --servers {stored}"),
                     ));
                 }
                 Some(_) => {}
@@ -1504,6 +1503,9 @@ impl Namespace {
 
 #[cfg(test)]
 mod permission_tests;
+
+#[cfg(test)]
+mod store_fault_tests;
 
 #[cfg(test)]
 mod tests {

@@ -331,6 +331,17 @@ impl Store {
         self.open_into(&mut slot);
     }
 
+    /// Changes under way on the open handle (0 while the store is closed): a test lines
+    /// changes up behind a durable commit with it.
+    #[cfg(test)]
+    pub(crate) fn changes_under_way(&self) -> u64 {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or(0, |handle| handle.group.under_way())
+    }
+
     /// Opens the backend's storage into the empty `slot`, [`STORE_REOPEN_ATTEMPTS`] times at
     /// most.
     fn open_into(&self, slot: &mut Option<Arc<Handle>>) -> Option<Arc<Handle>> {

@@ -192,6 +192,12 @@ impl GroupCommit {
         }
     }
 
+    /// Changes under way now (begun, not yet committed or given up).
+    #[cfg(test)]
+    pub fn under_way(&self) -> u64 {
+        self.state().under_way
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
