@@ -27,7 +27,9 @@
 //! change's transaction commits at once without an `fsync`, and the call returns once a
 //! durable commit covers it. A failed durable commit fails every change it was to cover, and
 //! the reopen above drops them with the handle, so a change is either acknowledged and
-//! durable or refused.
+//! durable or refused. (When the fsync itself fails, redb has written the whole commit before
+//! it: the reopened store may still hold the refused changes, each whole;
+//! `namespace/store_fault_tests.rs` pins this, SEMANTICS.md §7.1 says it.)
 
 mod backend;
 mod group;
