@@ -9,7 +9,9 @@
 //! Every namespace call is checked against POSIX permission bits for the calling user
 //! ([`access`]), with root squash as an option. The redb file is reopened after an I/O error
 //! such as a full disk ([`store`]), so the mds serves again once the cause is gone, and changes
-//! are committed in groups, one `fsync` for many. Objects of ordinary files are made ahead of
+//! are committed in groups, one `fsync` for many. The store reaches its bytes through a
+//! [`store::StoreBackend`]: the file in a server; in memory, or with injected faults, in tests
+//! (`testing`, feature `testing`). Objects of ordinary files are made ahead of
 //! their creates ([`precreate`]).
 
 pub mod access;
@@ -18,6 +20,8 @@ pub mod locks;
 pub mod namespace;
 pub mod precreate;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use access::Caller;
 pub use handler::{Mds, MdsOptions};

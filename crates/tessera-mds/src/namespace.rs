@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 use tessera_proto::limits::{
     cache_unit_for_stripe, NAME_BYTES_MAX, PATH_DEPTH_MAX, READDIR_ENTRIES_MAX, SERVERS_MAX,
@@ -30,7 +30,11 @@ use tessera_proto::{
 };
 
 use crate::access::{self, Caller, Owner, Rights};
-use crate::store::{store_error, CommitStats, Store, StoreHealth};
+/// Mode of the namespace store's file (kept here, where it was, for callers of this path).
+pub use crate::store::STORE_FILE_MODE;
+use crate::store::{
+    open_database, store_error, CommitStats, FileStore, Store, StoreBackend, StoreHealth,
+};
 
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 const DIRENTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("dirents");
@@ -531,28 +535,27 @@ fn new_namespace_id() -> Result<u64, RemoteError> {
     }
 }
 
-/// Mode of the namespace store: every name, owner and layout of the cluster, for the mds
-/// alone.
-pub const STORE_FILE_MODE: u32 = 0o600;
-
-/// Creates the store file owner-only if it is missing (an empty file is a new redb
-/// database), and makes an existing one owner-only, before redb opens it.
-fn private_store(db_path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(STORE_FILE_MODE)
-        .open(db_path)?;
-    std::fs::set_permissions(db_path, std::fs::Permissions::from_mode(STORE_FILE_MODE))
-}
-
 impl Namespace {
-    /// Opens (or creates) the namespace in `db_path` for a cluster of `server_count` iods.
-    /// A new namespace's root directory is mode 0755, owned by the user running the mds.
+    /// Opens (or creates) the namespace in the redb file `db_path` (owner-only,
+    /// [`STORE_FILE_MODE`]) for a cluster of `server_count` iods. A new namespace's root
+    /// directory is mode 0755, owned by the user running the mds.
     pub fn open_store(
         db_path: &Path,
+        server_count: u16,
+        default_stripe_unit_bytes: u64,
+    ) -> Result<Self, RemoteError> {
+        Self::open_on(
+            Box::new(FileStore::new(db_path)),
+            server_count,
+            default_stripe_unit_bytes,
+        )
+    }
+
+    /// Opens (or creates) the namespace on `backend` (its bytes, reopened there after a
+    /// storage error), as [`Namespace::open_store`] does on a file: servers use that, tests
+    /// the backends of `crate::testing`.
+    pub fn open_on(
+        backend: Box<dyn StoreBackend>,
         server_count: u16,
         default_stripe_unit_bytes: u64,
     ) -> Result<Self, RemoteError> {
@@ -565,13 +568,9 @@ impl Namespace {
         StripeLayout::new(default_stripe_unit_bytes, vec![0])
             .map_err(|why| RemoteError::new(ErrorCode::InvalidArgument, why))?;
         let at_path = |error: RemoteError| {
-            RemoteError::new(
-                error.code,
-                format!("{}: {}", db_path.display(), error.message),
-            )
+            RemoteError::new(error.code, format!("{backend}: {}", error.message))
         };
-        private_store(db_path).map_err(|err| at_path(store_error(err)))?;
-        let db = Database::create(db_path).map_err(|err| at_path(store_error(err)))?;
+        let db = open_database(&*backend, true).map_err(|err| at_path(store_error(err)))?;
         let txn = db.begin_write().map_err(store_error)?;
         let next_handle;
         let namespace_id;
@@ -596,8 +595,7 @@ impl Namespace {
                     return Err(RemoteError::new(
                         ErrorCode::InvalidArgument,
                         format!(
-                            "{} holds namespace format {}, this build reads format {FORMAT}: move it aside and start a new cluster",
-                            db_path.display(),
+                            "{backend} holds namespace format {}, this build reads format {FORMAT}: move it aside and start a new cluster",
                             found.unwrap_or(1)
                         ),
                     ));
@@ -607,7 +605,7 @@ impl Namespace {
                 Some(stored) if stored != u64::from(server_count) => {
                     return Err(RemoteError::new(
                         ErrorCode::InvalidArgument,
-                        format!("{} was made for {stored} I/O servers, not {server_count}: start the cluster with --servers {stored}", db_path.display()),
+                        format!("{backend} was made for {stored} I/O servers, not {server_count}: start the cluster with --servers {stored}"),
                     ));
                 }
                 Some(_) => {}
@@ -647,7 +645,7 @@ impl Namespace {
         }
         txn.commit().map_err(store_error)?;
         Ok(Self {
-            store: Store::new(db_path, db),
+            store: Store::new(backend, db),
             next_handle: AtomicU64::new(next_handle),
             id: namespace_id,
             server_count,
@@ -1505,6 +1503,9 @@ impl Namespace {
 
 #[cfg(test)]
 mod permission_tests;
+
+#[cfg(test)]
+mod store_fault_tests;
 
 #[cfg(test)]
 mod tests {

@@ -1,4 +1,4 @@
-//! The mds's handle on its redb file, and how it survives a failed write (a full disk above
+//! The mds's handle on its redb store, and how it survives a failed write (a full disk above
 //! all).
 //!
 //! redb latches the first I/O error of a [`Database`]: every later transaction on that handle
@@ -8,9 +8,13 @@
 //! started with), run the call, and look at its error. An error from the storage (code `Io`
 //! or `NoSpace`) records the store's condition for `Ping` and reopens the file: under the
 //! write lock, wait (at most [`STORE_DRAIN_MS`]) until the calls still holding the failed
-//! handle are done, drop it (redb then keeps its "needs recovery" mark on disk), and
-//! `Database::open` the file again, which recovers to the last committed transaction. So
-//! nothing committed is lost, and a transaction that failed was never acknowledged.
+//! handle are done, drop it (redb then keeps its "needs recovery" mark on disk), and open the
+//! same storage again, which recovers to the last committed transaction. So nothing committed
+//! is lost, and a transaction that failed was never acknowledged.
+//!
+//! The storage is the store's [`StoreBackend`] (`backend.rs`): the redb file ([`FileStore`])
+//! in a server, memory or a fault-injecting wrapper in tests (`crate::testing`), so this
+//! reopen runs in unit tests without a full disk.
 //!
 //! A reopen can fail too (redb's recovery writes, and the disk may still be full): the slot
 //! is then empty, calls answer the recorded condition at once, and the next call at least
@@ -23,11 +27,13 @@
 //! change's transaction commits at once without an `fsync`, and the call returns once a
 //! durable commit covers it. A failed durable commit fails every change it was to cover, and
 //! the reopen above drops them with the handle, so a change is either acknowledged and
-//! durable or refused.
+//! durable or refused. (When the fsync itself fails, redb has written the whole commit before
+//! it: the reopened store may still hold the refused changes, each whole;
+//! `namespace/store_fault_tests.rs` pins this, SEMANTICS.md §7.1 says it.)
 
+mod backend;
 mod group;
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -36,6 +42,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
 use tessera_proto::{ErrorCode, RemoteError, STORE_FAILED, STORE_NO_SPACE, STORE_OK};
 
+pub(crate) use backend::open_database;
+pub use backend::{FileStore, StoreBackend, STORE_FILE_MODE};
 pub use group::STORE_DURABLE_WAIT_MS;
 use group::{Covered, GroupCommit};
 
@@ -108,10 +116,11 @@ struct Condition {
     last_attempt: Option<Instant>,
 }
 
-/// The redb file of the namespace, reopened after an I/O error.
+/// The redb store of the namespace, reopened after an I/O error.
 #[derive(Debug)]
 pub struct Store {
-    path: PathBuf,
+    /// Where the store's bytes are: what every handle, the reopened ones too, is opened on.
+    backend: Box<dyn StoreBackend>,
     /// The open handle; `None` while a reopen failed.
     current: RwLock<Option<Arc<Handle>>>,
     condition: Mutex<Condition>,
@@ -138,11 +147,11 @@ pub fn store_error(err: impl Into<redb::Error>) -> RemoteError {
 }
 
 impl Store {
-    /// Wraps the handle `database` opened on `path`.
-    pub fn new(path: &Path, database: Database) -> Self {
+    /// Wraps the handle `database` opened on `backend`.
+    pub fn new(backend: Box<dyn StoreBackend>, database: Database) -> Self {
         StoreHealth::Ok.export();
         Self {
-            path: path.to_path_buf(),
+            backend,
             current: RwLock::new(Some(Arc::new(Handle::new(database)))),
             condition: Mutex::new(Condition {
                 health: StoreHealth::Ok,
@@ -211,7 +220,7 @@ impl Store {
                 if changes {
                     let mut condition = self.condition();
                     if condition.health != StoreHealth::Ok {
-                        tracing::info!(path = %self.path.display(), "metadata store writes again");
+                        tracing::info!(path = %self.backend, "metadata store writes again");
                         condition.health = StoreHealth::Ok;
                         condition.last_error = None;
                         StoreHealth::Ok.export();
@@ -236,7 +245,7 @@ impl Store {
                 ErrorCode::NoSpace,
                 format!(
                     "no space left on the metadata server's disk ({}): free space there; the mds writes again without a restart",
-                    self.path.display()
+                    self.backend
                 ),
             )
         } else {
@@ -252,7 +261,7 @@ impl Store {
         };
         let mut condition = self.condition();
         if condition.health != health {
-            tracing::warn!(path = %self.path.display(), "metadata store degraded: {error}");
+            tracing::warn!(path = %self.backend, "metadata store degraded: {error}");
         }
         condition.health = health;
         condition.last_error = Some(error.clone());
@@ -292,12 +301,12 @@ impl Store {
         Err(self.condition().last_error.clone().unwrap_or_else(|| {
             RemoteError::new(
                 ErrorCode::Io,
-                format!("metadata store {} is closed", self.path.display()),
+                format!("metadata store {} is closed", self.backend),
             )
         }))
     }
 
-    /// Drops `failed` (once no other call holds it) and opens the file again, unless another
+    /// Drops `failed` (once no other call holds it) and opens the store again, unless another
     /// call already did. Calls that arrive meanwhile wait on the lock, then get the new handle.
     fn reopen(&self, failed: Arc<Handle>) {
         let mut slot = self.current.write().unwrap_or_else(PoisonError::into_inner);
@@ -310,7 +319,7 @@ impl Store {
             if Instant::now() >= deadline {
                 // The next failing call tries again; redb's lock on the file is still held.
                 tracing::warn!(
-                    path = %self.path.display(),
+                    path = %self.backend,
                     "metadata store not reopened: calls still hold it after {STORE_DRAIN_MS} ms"
                 );
                 *slot = Some(current);
@@ -318,13 +327,25 @@ impl Store {
             }
             std::thread::sleep(DRAIN_POLL);
         }
-        // The last handle: dropping it closes the file (redb leaves its "needs recovery" mark
+        // The last handle: dropping it closes the storage (redb leaves its "needs recovery" mark
         // on disk after an I/O error), so the open below recovers to the last commit.
         drop(current);
         self.open_into(&mut slot);
     }
 
-    /// Opens the file into the empty `slot`, [`STORE_REOPEN_ATTEMPTS`] times at most.
+    /// Changes under way on the open handle (0 while the store is closed): a test lines
+    /// changes up behind a durable commit with it.
+    #[cfg(test)]
+    pub(crate) fn changes_under_way(&self) -> u64 {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or(0, |handle| handle.group.under_way())
+    }
+
+    /// Opens the backend's storage into the empty `slot`, [`STORE_REOPEN_ATTEMPTS`] times at
+    /// most.
     fn open_into(&self, slot: &mut Option<Arc<Handle>>) -> Option<Arc<Handle>> {
         debug_assert!(slot.is_none());
         let mut last = None;
@@ -332,12 +353,12 @@ impl Store {
             if attempt > 0 {
                 std::thread::sleep(Duration::from_millis(STORE_REOPEN_BACKOFF_MS));
             }
-            match Database::open(&self.path) {
+            match open_database(&*self.backend, false) {
                 Ok(database) => {
                     let database = Arc::new(Handle::new(database));
                     *slot = Some(Arc::clone(&database));
                     self.condition().last_attempt = None;
-                    tracing::info!(path = %self.path.display(), "metadata store reopened");
+                    tracing::info!(path = %self.backend, "metadata store reopened");
                     return Some(database);
                 }
                 Err(err) => last = Some(err),
@@ -347,7 +368,7 @@ impl Store {
         condition.last_attempt = Some(Instant::now());
         if let Some(err) = last {
             let error = self.explain(store_error(err));
-            tracing::warn!(path = %self.path.display(), "metadata store cannot be reopened: {error}");
+            tracing::warn!(path = %self.backend, "metadata store cannot be reopened: {error}");
             condition.health = if error.code == ErrorCode::NoSpace {
                 StoreHealth::NoSpace
             } else {

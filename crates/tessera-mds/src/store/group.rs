@@ -11,8 +11,9 @@
 //!
 //! One [`GroupCommit`] belongs to one open handle of the store. When a durable commit fails,
 //! redb latches the error on that handle and the changes it was to persist are lost with the
-//! handle (the store reopens to the last durable commit), so every change still waiting on it
-//! gets the error: none of them was acknowledged.
+//! handle (the store reopens to the last durable commit; after a failed fsync, redb may have
+//! written them whole before it), so every change still waiting on it gets the error: none of
+//! them was acknowledged.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
@@ -190,6 +191,12 @@ impl GroupCommit {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
+    }
+
+    /// Changes under way now (begun, not yet committed or given up).
+    #[cfg(test)]
+    pub fn under_way(&self) -> u64 {
+        self.state().under_way
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
