@@ -22,7 +22,7 @@ APT_PACKAGES += mpich libmpich-dev openmpi-bin libopenmpi-dev libhdf5-mpich-dev 
 # the maturin build environment.
 APT_PACKAGES += python3-dev python3-numpy python3-pytest python3-mpi4py python3-venv
 
-.PHONY: all deps build demo test check fmt clippy unit ofi fuzz-smoke fuzz bench clean mpiio mpi-test \
+.PHONY: all deps build demo test check fmt clippy tidy unit ofi fuzz-smoke fuzz bench clean mpiio mpi-test \
 	capi-header capi-header-check install uninstall install-check python python-test
 
 all: build
@@ -62,6 +62,16 @@ fmt:
 
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# The workspace's shape (docs/ARCHITECTURE.md §6): crate order against §1's table, no module
+# or C-file circle, no #[path] out of a crate, function and file budgets with the allow-list
+# tools/tidy/allow.toml. Its own tests first: each rule is shown to catch a breach.
+TIDY_MANIFEST := tools/tidy/Cargo.toml
+tidy:
+	$(CARGO) fmt --manifest-path $(TIDY_MANIFEST) -- --check
+	$(CARGO) clippy --manifest-path $(TIDY_MANIFEST) --release --all-targets -- -D warnings
+	$(CARGO) test --manifest-path $(TIDY_MANIFEST) --release
+	$(CARGO) run --manifest-path $(TIDY_MANIFEST) --release --quiet -- .
 
 # tessera-reg's tests punch holes in mappings and check them: another test thread's mmap
 # (a large allocation) can land in a hole, so that crate's tests run one at a time.
@@ -192,7 +202,7 @@ fuzz:
 
 # What CI runs: formatting, lints, every test tier, and a deterministic fuzz smoke run of every
 # decoder.
-test: deps fmt clippy unit ofi capi-header-check mpi-test install-check fuzz-smoke python-test
+test: deps fmt clippy tidy unit ofi capi-header-check mpi-test install-check fuzz-smoke python-test
 
 check: test
 
