@@ -15,6 +15,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::Semaphore;
 use tokio::time::{Duration, Instant};
 
+use tessera_auth::HANDSHAKE_TIMEOUT;
+use tessera_proto::limits::CONNECTIONS_MAX;
+
+use super::accept::{handshake, run_connection, Admission, Slots};
+use super::frame::frame_deadline;
 use super::*;
 
 /// Bytes the pipe holds before a writer waits (a small socket buffer).
