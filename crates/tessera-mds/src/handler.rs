@@ -650,15 +650,17 @@ impl Inner {
         }
     }
 
-    fn serve(&self, request: &Incoming) -> Result<Vec<u8>, Result<RemoteError, ConnectionError>> {
-        fn body<T: Wire>(
-            result: Result<T, RemoteError>,
-        ) -> Result<Vec<u8>, Result<RemoteError, ConnectionError>> {
-            result.map(|reply| reply.to_body()).map_err(Ok)
-        }
+    /// Serves a namespace request on this thread (redb and the iod connections block).
+    fn serve(&self, request: &Incoming) -> Result<Vec<u8>, Refusal> {
+        self.serve_query(request)
+    }
+
+    /// The requests that read the namespace (an open may also create, and a renew signs);
+    /// the others go to [`serve_change`](Self::serve_change).
+    fn serve_query(&self, request: &Incoming) -> Result<Vec<u8>, Refusal> {
         match request.opcode {
             Opcode::Lookup => {
-                let Lookup { credentials, path } = request.decode().map_err(Err)?;
+                let Lookup { credentials, path } = request.decode()?;
                 body(
                     self.namespace
                         .lookup(&caller_of(&credentials), &path)
@@ -666,7 +668,7 @@ impl Inner {
                 )
             }
             Opcode::Stat => {
-                let Stat { credentials, path } = request.decode().map_err(Err)?;
+                let Stat { credentials, path } = request.decode()?;
                 body(
                     self.namespace
                         .lookup(&caller_of(&credentials), &path)
@@ -677,15 +679,45 @@ impl Inner {
                 )
             }
             Opcode::StatHandle => {
-                let StatHandle { handle, .. } = request.decode().map_err(Err)?;
+                let StatHandle { handle, .. } = request.decode()?;
                 body(
                     self.namespace
                         .get(handle)
                         .and_then(|inode| self.attr(handle, &inode)),
                 )
             }
+            Opcode::Readdir => {
+                let Readdir {
+                    credentials,
+                    path,
+                    after,
+                } = request.decode()?;
+                body(
+                    self.namespace
+                        .readdir(&caller_of(&credentials), &path, &after),
+                )
+            }
+            Opcode::Open => {
+                let open: Open = request.decode()?;
+                body(self.open(&open))
+            }
+            Opcode::Renew => {
+                let renew: Renew = request.decode()?;
+                body(self.renew(&renew))
+            }
+            Opcode::HandlesLive => {
+                let HandlesLive { handles, .. } = request.decode()?;
+                body(self.handles_live(&handles))
+            }
+            _ => self.serve_change(request),
+        }
+    }
+
+    /// The requests that change the namespace.
+    fn serve_change(&self, request: &Incoming) -> Result<Vec<u8>, Refusal> {
+        match request.opcode {
             Opcode::Create => {
-                let create: Create = request.decode().map_err(Err)?;
+                let create: Create = request.decode()?;
                 body(self.create(&create))
             }
             Opcode::Mkdir => {
@@ -693,7 +725,7 @@ impl Inner {
                     credentials,
                     path,
                     mode,
-                } = request.decode().map_err(Err)?;
+                } = request.decode()?;
                 body(
                     self.namespace
                         .mkdir(&caller_of(&credentials), &path, mode)
@@ -701,7 +733,7 @@ impl Inner {
                 )
             }
             Opcode::Rmdir => {
-                let Rmdir { credentials, path } = request.decode().map_err(Err)?;
+                let Rmdir { credentials, path } = request.decode()?;
                 body(
                     self.namespace
                         .remove(&caller_of(&credentials), &path, true)
@@ -709,7 +741,7 @@ impl Inner {
                 )
             }
             Opcode::Unlink => {
-                let Unlink { credentials, path } = request.decode().map_err(Err)?;
+                let Unlink { credentials, path } = request.decode()?;
                 body(
                     self.namespace
                         .remove(&caller_of(&credentials), &path, false)
@@ -723,7 +755,7 @@ impl Inner {
                     credentials,
                     source,
                     target,
-                } = request.decode().map_err(Err)?;
+                } = request.decode()?;
                 body(
                     self.namespace
                         .rename(&caller_of(&credentials), &source, &target)
@@ -735,35 +767,16 @@ impl Inner {
                         }),
                 )
             }
-            Opcode::Readdir => {
-                let Readdir {
-                    credentials,
-                    path,
-                    after,
-                } = request.decode().map_err(Err)?;
-                body(
-                    self.namespace
-                        .readdir(&caller_of(&credentials), &path, &after),
-                )
-            }
             Opcode::Truncate => {
-                let truncate: Truncate = request.decode().map_err(Err)?;
+                let truncate: Truncate = request.decode()?;
                 body(self.truncate(&truncate))
-            }
-            Opcode::Open => {
-                let open: Open = request.decode().map_err(Err)?;
-                body(self.open(&open))
-            }
-            Opcode::Renew => {
-                let renew: Renew = request.decode().map_err(Err)?;
-                body(self.renew(&renew))
             }
             Opcode::Chmod => {
                 let Chmod {
                     credentials,
                     path,
                     mode,
-                } = request.decode().map_err(Err)?;
+                } = request.decode()?;
                 body(
                     self.namespace
                         .chmod(&caller_of(&credentials), &path, mode)
@@ -776,7 +789,7 @@ impl Inner {
                     path,
                     uid,
                     gid,
-                } = request.decode().map_err(Err)?;
+                } = request.decode()?;
                 body(
                     self.namespace
                         .chown(
@@ -794,7 +807,7 @@ impl Inner {
                     path,
                     atime_ns,
                     mtime_ns,
-                } = request.decode().map_err(Err)?;
+                } = request.decode()?;
                 body(
                     self.namespace
                         .set_times(&caller_of(&credentials), &path, atime_ns, mtime_ns)
@@ -804,11 +817,7 @@ impl Inner {
                         }),
                 )
             }
-            Opcode::HandlesLive => {
-                let HandlesLive { handles, .. } = request.decode().map_err(Err)?;
-                body(self.handles_live(&handles))
-            }
-            other => Err(Ok(RemoteError::new(
+            other => Err(Refusal::Answer(RemoteError::new(
                 ErrorCode::Protocol,
                 format!("the metadata server does not serve {other:?}"),
             ))),
@@ -840,14 +849,33 @@ impl Drop for Creating<'_> {
     }
 }
 
+/// Why a request is not served: answered with an error (the connection stays open), or the
+/// connection closes (a body that does not decode).
+#[derive(Debug)]
+enum Refusal {
+    Answer(RemoteError),
+    Close(ConnectionError),
+}
+
+impl From<ConnectionError> for Refusal {
+    fn from(error: ConnectionError) -> Self {
+        Refusal::Close(error)
+    }
+}
+
+/// A reply's body, or the refusal to answer.
+fn body<T: Wire>(result: Result<T, RemoteError>) -> Result<Vec<u8>, Refusal> {
+    result.map(|reply| reply.to_body()).map_err(Refusal::Answer)
+}
+
 /// Runs `work` on a blocking thread (redb and the iod connections block).
 async fn run_blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, Result<RemoteError, ConnectionError>> + Send + 'static,
-) -> Result<T, Result<RemoteError, ConnectionError>> {
+    work: impl FnOnce() -> Result<T, Refusal> + Send + 'static,
+) -> Result<T, Refusal> {
     tokio::task::spawn_blocking(work)
         .await
         .unwrap_or_else(|err| {
-            Err(Ok(RemoteError::new(
+            Err(Refusal::Answer(RemoteError::new(
                 ErrorCode::Internal,
                 format!("request task failed: {err}"),
             )))
@@ -862,9 +890,9 @@ impl Mds {
         let inner = self.inner.clone();
         let handle = request.handle;
         run_blocking(move || {
-            let inode = inner.namespace.get(handle).map_err(Ok)?;
+            let inode = inner.namespace.get(handle).map_err(Refusal::Answer)?;
             if inode.is_directory() {
-                return Err(Ok(RemoteError::new(
+                return Err(Refusal::Answer(RemoteError::new(
                     ErrorCode::IsDirectory,
                     format!("range lock on handle {handle:#x}: a directory has no bytes to lock"),
                 )));
@@ -872,8 +900,9 @@ impl Mds {
             Ok(())
         })
         .await
-        .map_err(|error| {
-            error.unwrap_or_else(|fatal| RemoteError::new(ErrorCode::Internal, fatal.to_string()))
+        .map_err(|refusal| match refusal {
+            Refusal::Answer(error) => error,
+            Refusal::Close(fatal) => RemoteError::new(ErrorCode::Internal, fatal.to_string()),
         })?;
         self.inner.locks.lock(&request).await
     }
@@ -952,7 +981,7 @@ impl Service for Mds {
             // Answered on the connection's task: no thread hop for a request whose only work
             // is one read of the store, so a ping is the round trip's floor.
             Opcode::Ping => Ok(self.inner.ping().to_body()),
-            Opcode::MdsStats => self.inner.stats().map(|stats| stats.to_body()).map_err(Ok),
+            Opcode::MdsStats => body(self.inner.stats()),
             // Reads of the namespace alone (a redb read transaction, a capability signed):
             // microseconds of work, less than the hop to a blocking thread would cost. A
             // read never waits for a commit (§2.3.2); only a failing store's reopen could
@@ -963,7 +992,7 @@ impl Service for Mds {
                 self.lock_range(&lock, connection.credentials().uid)
                     .await
                     .map(|lock_id| LockGranted { lock_id }.to_body())
-                    .map_err(Ok)
+                    .map_err(Refusal::Answer)
             }
             Opcode::UnlockRange => {
                 let UnlockRange {
@@ -983,8 +1012,8 @@ impl Service for Mds {
         };
         match outcome {
             Ok(body) => connection.reply_raw(&header, &body).await,
-            Err(Ok(error)) => connection.reply_error(&header, &error).await,
-            Err(Err(fatal)) => Err(fatal),
+            Err(Refusal::Answer(error)) => connection.reply_error(&header, &error).await,
+            Err(Refusal::Close(fatal)) => Err(fatal),
         }
     }
 }

@@ -584,36 +584,7 @@ impl Cache {
             let mut waited = false;
             loop {
                 let taken = if let Some(&id) = state.index.get(&key) {
-                    let unit = state.unit(id);
-                    let compatible = match mode {
-                        Mode::Read | Mode::ReadCached => !unit.writer && unit.filled,
-                        Mode::Write => !unit.granted(),
-                    };
-                    if compatible {
-                        if unit.evictable() {
-                            state.policy.remove(id);
-                        }
-                        let unit = state.unit_mut(id);
-                        match mode {
-                            Mode::Read | Mode::ReadCached => unit.readers += 1,
-                            Mode::Write => {
-                                unit.writer = true;
-                                // A reply still being sent from the unit's bytes (`Pinned`)
-                                // keeps them: the write goes to a copy (or to the landed
-                                // buffer that will replace them).
-                                if donor.is_none() && Arc::strong_count(&unit.buffer) > 1 {
-                                    unit.buffer = Arc::new(unit.buffer.duplicate());
-                                }
-                            }
-                        }
-                        let (buffer, filled) = (Arc::clone(&unit.buffer), unit.filled);
-                        if mode != Mode::ReadCached {
-                            state.hits += 1;
-                        }
-                        Some((id, buffer, filled, mode == Mode::Write))
-                    } else {
-                        None
-                    }
+                    state.take_cached(id, mode, donor.is_some())
                 } else if mode == Mode::ReadCached {
                     // Unlocked first: dropping `grant` then releases what it took so far.
                     drop(state);

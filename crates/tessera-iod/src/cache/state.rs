@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use super::buffer::UnitBuffer;
 use super::ready::ReadyArena;
-use super::{CacheError, Demoted, End, Replacement, UnitId, UnitKey, OBJECTS_MAX, SPARE_UNITS_MAX};
+use super::{
+    CacheError, Demoted, End, Mode, Replacement, UnitId, UnitKey, OBJECTS_MAX, SPARE_UNITS_MAX,
+};
 
 pub(super) struct Unit {
     pub(super) key: UnitKey,
@@ -52,6 +54,46 @@ pub(super) struct State {
 }
 
 impl State {
+    /// Takes the cached unit `id` for a grant of `mode` when nothing holding it conflicts: a
+    /// read shares a filled unit no writer holds; a write holds a unit nobody holds. `None`:
+    /// the grant must wait. Gives the unit's id, buffer, whether it is filled, and whether
+    /// it is held alone.
+    pub(super) fn take_cached(
+        &mut self,
+        id: UnitId,
+        mode: Mode,
+        landing_donor: bool,
+    ) -> Option<(UnitId, Arc<UnitBuffer>, bool, bool)> {
+        let unit = self.unit(id);
+        let compatible = match mode {
+            Mode::Read | Mode::ReadCached => !unit.writer && unit.filled,
+            Mode::Write => !unit.granted(),
+        };
+        if !compatible {
+            return None;
+        }
+        if unit.evictable() {
+            self.policy.remove(id);
+        }
+        let unit = self.unit_mut(id);
+        match mode {
+            Mode::Read | Mode::ReadCached => unit.readers += 1,
+            Mode::Write => {
+                unit.writer = true;
+                // A reply still being sent from the unit's bytes (`Pinned`) keeps them: the
+                // write goes to a copy (or to the landed buffer that will replace them).
+                if !landing_donor && Arc::strong_count(&unit.buffer) > 1 {
+                    unit.buffer = Arc::new(unit.buffer.duplicate());
+                }
+            }
+        }
+        let (buffer, filled) = (Arc::clone(&unit.buffer), unit.filled);
+        if mode != Mode::ReadCached {
+            self.hits += 1;
+        }
+        Some((id, buffer, filled, mode == Mode::Write))
+    }
+
     /// Keeps the buffer of a unit that left the cache for a later landing, if nothing else
     /// holds it, it is heap memory, and fewer than [`SPARE_UNITS_MAX`] are kept.
     pub(super) fn keep_spare(&mut self, buffer: Arc<UnitBuffer>) {
