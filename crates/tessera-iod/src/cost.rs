@@ -525,34 +525,8 @@ fn calibrate_on(file: &File) -> io::Result<CostModel> {
         Err(_) => (1e-6, 1e-6, 1e-6),
     };
 
-    let mut read_bandwidth = Vec::new();
-    let mut write_bandwidth = Vec::new();
-    for &size in &CALIBRATION_SIZES {
-        let calls: Vec<u64> = (0..(CALIBRATION_FILE_BYTES / size).clamp(4, 256))
-            .map(|i| ((i * size) % CALIBRATION_FILE_BYTES) as u64)
-            .collect();
-        let read = median_of(3, || {
-            per_call(&calls, |offset, _| {
-                file.read_exact_at(&mut buffer[..size], offset)
-            })
-        })?;
-        let write = median_of(3, || {
-            per_call(&calls, |offset, _| {
-                file.write_all_at(&pattern[..size], offset)
-            })
-        })?;
-        // Bandwidth net of the per-call overhead, never below a tenth of the gross figure.
-        let net = |seconds: f64, op: f64| (seconds - op).max(seconds / 10.0);
-        let mib_s = |seconds: f64| size as f64 / seconds / f64::from(1u32 << 20);
-        read_bandwidth.push(BandwidthPoint {
-            bytes: size as u64,
-            mib_s: mib_s(net(read, read_op)),
-        });
-        write_bandwidth.push(BandwidthPoint {
-            bytes: size as u64,
-            mib_s: mib_s(net(write, write_op)),
-        });
-    }
+    let (read_bandwidth, write_bandwidth) =
+        calibrate_bandwidths(file, &mut buffer, &pattern, (read_op, write_op))?;
 
     let (cold_read_bandwidth, cold_stream_bandwidth) = calibrate_cold(file, read_op)?;
 
@@ -597,6 +571,45 @@ fn calibrate_on(file: &File) -> io::Result<CostModel> {
         io::Error::other(format!("calibration gave an unusable model: {detail}"))
     })?;
     Ok(model)
+}
+
+/// Read and write bandwidth of warm calls of each of `CALIBRATION_SIZES`, net of the per-call
+/// costs `(read_op, write_op)` (never below a tenth of the gross figure).
+fn calibrate_bandwidths(
+    file: &File,
+    buffer: &mut [u8],
+    pattern: &[u8],
+    (read_op, write_op): (f64, f64),
+) -> io::Result<(Vec<BandwidthPoint>, Vec<BandwidthPoint>)> {
+    let mut read_bandwidth = Vec::new();
+    let mut write_bandwidth = Vec::new();
+    for &size in &CALIBRATION_SIZES {
+        let calls: Vec<u64> = (0..(CALIBRATION_FILE_BYTES / size).clamp(4, 256))
+            .map(|i| ((i * size) % CALIBRATION_FILE_BYTES) as u64)
+            .collect();
+        let read = median_of(3, || {
+            per_call(&calls, |offset, _| {
+                file.read_exact_at(&mut buffer[..size], offset)
+            })
+        })?;
+        let write = median_of(3, || {
+            per_call(&calls, |offset, _| {
+                file.write_all_at(&pattern[..size], offset)
+            })
+        })?;
+        // Bandwidth net of the per-call overhead, never below a tenth of the gross figure.
+        let net = |seconds: f64, op: f64| (seconds - op).max(seconds / 10.0);
+        let mib_s = |seconds: f64| size as f64 / seconds / f64::from(1u32 << 20);
+        read_bandwidth.push(BandwidthPoint {
+            bytes: size as u64,
+            mib_s: mib_s(net(read, read_op)),
+        });
+        write_bandwidth.push(BandwidthPoint {
+            bytes: size as u64,
+            mib_s: mib_s(net(write, write_op)),
+        });
+    }
+    Ok((read_bandwidth, write_bandwidth))
 }
 
 /// Drops the page cache of `file` (whose data must be on the device already).

@@ -373,22 +373,7 @@ impl Leases {
             drop(writing);
             return Ok(none);
         }
-        let start = if took_write {
-            asked.0
-        } else {
-            others
-                .iter()
-                .map(|&(_, end)| end)
-                .filter(|&end| end <= asked.0)
-                .max()
-                .unwrap_or(0)
-        };
-        let end = others
-            .iter()
-            .map(|&(start, _)| start)
-            .filter(|&start| start >= asked.1)
-            .min()
-            .unwrap_or(u64::MAX);
+        let (start, end) = expanded_range(asked, took_write, &others);
         let previous = state
             .leases
             .get(&handle)
@@ -590,6 +575,29 @@ impl Leases {
             revocations_unanswered: state.revocations_unanswered,
         }
     }
+}
+
+/// The range a write lease on `asked` is granted: grown to the nearest write lease of another
+/// client on each side (`others`), or the whole object's ends; its start stays put when it
+/// took a range from another writer (`took_write`), so the two do not flip-flop.
+fn expanded_range(asked: (u64, u64), took_write: bool, others: &[(u64, u64)]) -> (u64, u64) {
+    let start = if took_write {
+        asked.0
+    } else {
+        others
+            .iter()
+            .map(|&(_, end)| end)
+            .filter(|&end| end <= asked.0)
+            .max()
+            .unwrap_or(0)
+    };
+    let end = others
+        .iter()
+        .map(|&(start, _)| start)
+        .filter(|&start| start >= asked.1)
+        .min()
+        .unwrap_or(u64::MAX);
+    (start, end)
 }
 
 #[cfg(test)]

@@ -280,6 +280,36 @@ fn admit(
     }
 }
 
+/// The next connection on the TCP `listener` or the Unix socket `local`; `None` after a failed
+/// accept (logged, rate-limited, and followed by a short pause).
+async fn accept_next<S: Service>(
+    listener: &TcpListener,
+    local: Option<&UnixListener>,
+    service: &S,
+    warnings: &WarningLimiter,
+) -> Option<(ServerStream, String, MoverSlot)> {
+    let accepted = tokio::select! {
+        accepted = listener.accept() => accepted.map(|(stream, peer)| {
+            if let Err(err) = stream.set_nodelay(true) {
+                warnings.warn(&service.name(), || format!("{peer}: cannot set TCP_NODELAY: {err}"));
+            }
+            (ServerStream::Tcp(stream), peer.to_string(), MoverSlot::Absent)
+        }),
+        accepted = accept_local(local) => accepted,
+    };
+    match accepted {
+        Ok(accepted) => Some(accepted),
+        Err(err) => {
+            warnings.warn(&service.name(), || format!("accept failed: {err}"));
+            tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
+            None
+        }
+    }
+}
+
+/// The pause after a failed accept (out of descriptors, say) before the next one.
+const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
 /// Serves `service` on the TCP `listener` and, when given, on the Unix socket `local` (for
 /// clients on this host: the `local` backend) until `shutdown` completes. Both share the
 /// connection and in-flight limits.
@@ -304,21 +334,10 @@ pub async fn serve_with_local<S: Service>(
     loop {
         let accepted = tokio::select! {
             () = &mut shutdown => return,
-            accepted = listener.accept() => accepted.map(|(stream, peer)| {
-                if let Err(err) = stream.set_nodelay(true) {
-                    warnings.warn(&service.name(), || format!("{peer}: cannot set TCP_NODELAY: {err}"));
-                }
-                (ServerStream::Tcp(stream), peer.to_string(), MoverSlot::Absent)
-            }),
-            accepted = accept_local(local.as_ref()) => accepted,
+            accepted = accept_next(&listener, local.as_ref(), &*service, &warnings) => accepted,
         };
-        let (stream, peer, mover) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                warnings.warn(&service.name(), || format!("accept failed: {err}"));
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
+        let Some((stream, peer, mover)) = accepted else {
+            continue;
         };
         let Some((id, slot)) = admit(&slots, &service.name(), &peer, &warnings) else {
             drop(stream);
