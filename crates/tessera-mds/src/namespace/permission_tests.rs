@@ -3,8 +3,9 @@
 //! the stored owner and mode, setgid clearing, root squash, and a create whose parent changed
 //! between plan and commit. Each refusal must leave the whole namespace unchanged.
 
+use super::inode::InodeBeforeSetTimes;
 use super::*;
-use crate::access::NOBODY;
+use crate::access::{Owner, NOBODY};
 
 fn root() -> Caller {
     Caller::root()
