@@ -217,42 +217,7 @@ impl File {
         exclusive: bool,
         options: &LockOptions,
     ) -> Result<RangeLock, ClientError> {
-        let what = || format!("range lock on {}", self.path);
-        if start >= end {
-            return Err(ClientError::InvalidArgument(format!(
-                "{}: bytes [{start}, {end}) are empty; a lock covers at least one byte",
-                what()
-            )));
-        }
-        let checks = [
-            ("file_bytes_max", end, FILE_BYTES_MAX),
-            (
-                "range_lock_wait_ms_max",
-                u64::from(millis(options.wait)),
-                u64::from(RANGE_LOCK_WAIT_MS_MAX),
-            ),
-            (
-                "range_lock_lease_ms_max",
-                u64::from(millis(options.lease)),
-                u64::from(RANGE_LOCK_LEASE_MS_MAX),
-            ),
-        ];
-        for (limit, value, max) in checks {
-            if value > max {
-                return Err(ClientError::LimitExceeded {
-                    what: what(),
-                    limit,
-                    value,
-                    max,
-                });
-            }
-        }
-        if options.lease < Duration::from_millis(1) {
-            return Err(ClientError::InvalidArgument(format!(
-                "{}: a lease under 1 ms would end at once",
-                what()
-            )));
-        }
+        check_lock_range(&self.path, (start, end), options)?;
         let capability = self.capability()?;
         let mut request = LockRange {
             handle: self.handle,
@@ -736,6 +701,51 @@ impl Iterator for Chunks<'_> {
         self.cursor = end;
         Some(Chunk { start, end, holes })
     }
+}
+
+/// Checks a range lock's bytes `[start, end)` of `path` and its options against their limits.
+fn check_lock_range(
+    path: &str,
+    (start, end): (u64, u64),
+    options: &LockOptions,
+) -> Result<(), ClientError> {
+    let what = || format!("range lock on {path}");
+    if start >= end {
+        return Err(ClientError::InvalidArgument(format!(
+            "{}: bytes [{start}, {end}) are empty; a lock covers at least one byte",
+            what()
+        )));
+    }
+    let checks = [
+        ("file_bytes_max", end, FILE_BYTES_MAX),
+        (
+            "range_lock_wait_ms_max",
+            u64::from(millis(options.wait)),
+            u64::from(RANGE_LOCK_WAIT_MS_MAX),
+        ),
+        (
+            "range_lock_lease_ms_max",
+            u64::from(millis(options.lease)),
+            u64::from(RANGE_LOCK_LEASE_MS_MAX),
+        ),
+    ];
+    for (limit, value, max) in checks {
+        if value > max {
+            return Err(ClientError::LimitExceeded {
+                what: what(),
+                limit,
+                value,
+                max,
+            });
+        }
+    }
+    if options.lease < Duration::from_millis(1) {
+        return Err(ClientError::InvalidArgument(format!(
+            "{}: a lease under 1 ms would end at once",
+            what()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -89,22 +89,7 @@ impl SocketCommunicator {
         };
         for (lower, peer) in peers.iter_mut().enumerate().take(rank) {
             let path = socket_path(directory, lower);
-            let mut stream = loop {
-                match UnixStream::connect(&path) {
-                    Ok(stream) => break stream,
-                    Err(err) if Instant::now() >= deadline => {
-                        return Err(failed(
-                            rank,
-                            format_args!(
-                                "rank {lower} did not appear at {} within {} ms: {err}",
-                                path.display(),
-                                wait.as_millis()
-                            ),
-                        ))
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            };
+            let mut stream = connect_until(&path, (rank, lower), deadline, wait)?;
             stream
                 .write_all(&handshake(rank))
                 .map_err(|err| failed(rank, format_args!("handshake with rank {lower}: {err}")))?;
@@ -121,28 +106,7 @@ impl SocketCommunicator {
                         .set_nonblocking(false)
                         .and_then(|()| stream.set_read_timeout(Some(wait)))
                         .map_err(|err| failed(rank, err))?;
-                    let mut bytes = [0u8; 12];
-                    stream
-                        .read_exact(&mut bytes)
-                        .map_err(|err| failed(rank, format_args!("handshake: {err}")))?;
-                    let field = |at: usize| {
-                        u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
-                    };
-                    let (magic, higher, their_size) =
-                        (field(0), field(4) as usize, field(8) as usize);
-                    if magic != HANDSHAKE_MAGIC
-                        || their_size != size
-                        || higher <= rank
-                        || higher >= size
-                        || peers[higher].is_some()
-                    {
-                        return Err(failed(
-                            rank,
-                            format_args!(
-                                "a bad handshake: magic {magic:#x}, rank {higher}, size {their_size} (this group: size {size})"
-                            ),
-                        ));
-                    }
+                    let higher = read_handshake(&mut stream, rank, size, &peers)?;
                     peers[higher] = Some(stream);
                     missing -= 1;
                 }
@@ -156,7 +120,7 @@ impl SocketCommunicator {
                             ),
                         ));
                     }
-                    std::thread::sleep(Duration::from_millis(2));
+                    std::thread::sleep(ACCEPT_POLL_INTERVAL);
                 }
                 Err(err) => return Err(failed(rank, err)),
             }
@@ -310,6 +274,67 @@ impl Communicator for SocketCommunicator {
     fn barrier(&self) -> Result<(), ClientError> {
         self.allgather(&[]).map(drop)
     }
+}
+
+/// How often a rank looks for its higher ranks' connections while it waits for them.
+const ACCEPT_POLL_INTERVAL: Duration = Duration::from_millis(2);
+/// How long a rank waits before it tries a lower rank's socket again.
+const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(5);
+
+/// Connects rank `rank` to rank `lower`'s socket at `path`, trying again until `deadline`
+/// (the lower rank may not listen yet).
+fn connect_until(
+    path: &Path,
+    (rank, lower): (usize, usize),
+    deadline: Instant,
+    wait: Duration,
+) -> Result<UnixStream, ClientError> {
+    loop {
+        match UnixStream::connect(path) {
+            Ok(stream) => return Ok(stream),
+            Err(err) if Instant::now() >= deadline => {
+                return Err(failed(
+                    rank,
+                    format_args!(
+                        "rank {lower} did not appear at {} within {} ms: {err}",
+                        path.display(),
+                        wait.as_millis()
+                    ),
+                ))
+            }
+            Err(_) => std::thread::sleep(CONNECT_RETRY_PAUSE),
+        }
+    }
+}
+
+/// Reads a higher rank's handshake on `stream`: the magic, its rank (above `rank`, below
+/// `size`, not connected yet among `peers`) and the group's size. Gives its rank.
+fn read_handshake(
+    stream: &mut UnixStream,
+    rank: usize,
+    size: usize,
+    peers: &[Option<UnixStream>],
+) -> Result<usize, ClientError> {
+    let mut bytes = [0u8; 12];
+    stream
+        .read_exact(&mut bytes)
+        .map_err(|err| failed(rank, format_args!("handshake: {err}")))?;
+    let field = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let (magic, higher, their_size) = (field(0), field(4) as usize, field(8) as usize);
+    if magic != HANDSHAKE_MAGIC
+        || their_size != size
+        || higher <= rank
+        || higher >= size
+        || peers[higher].is_some()
+    {
+        return Err(failed(
+            rank,
+            format_args!(
+                "a bad handshake: magic {magic:#x}, rank {higher}, size {their_size} (this group: size {size})"
+            ),
+        ));
+    }
+    Ok(higher)
 }
 
 #[cfg(test)]
