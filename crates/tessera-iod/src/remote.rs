@@ -65,7 +65,9 @@ pub struct Client {
 }
 
 /// The client's bytes each segment names in its shared region (the eager buffer or an
-/// arena), in order; a segment outside the region is refused, naming it.
+/// arena), in order; a segment outside the region is refused, naming it. The bytes are only
+/// ever copied (to storage, into a buffer or a cache unit), never checked and then relied on,
+/// so a client that writes them while the request is served spoils only its own data.
 fn shared_bytes<'a>(
     region: &'a SharedRegion,
     segments: &[RemoteSegment],
@@ -74,8 +76,9 @@ fn shared_bytes<'a>(
         .iter()
         .enumerate()
         .map(|(index, segment)| {
-            region
-                .bytes(segment.address, segment.length)
+            // SAFETY: every caller copies the bytes and nothing else (see above); no
+            // `bytes_mut` view of the region is alive while a request reads from it.
+            unsafe { region.bytes(segment.address, segment.length) }
                 .ok_or_else(|| outside_shared(region, index, segment))
         })
         .collect()

@@ -125,8 +125,10 @@ mod tests {
         let descriptor = buffer.descriptor().try_clone_to_owned().unwrap();
         let region =
             SharedRegion::from_descriptor(buffer.key(), EAGER_BYTES_MAX, &descriptor).unwrap();
-        assert_eq!(region.bytes(0, 11).unwrap(), data);
-        assert!(region.bytes(EAGER_BYTES_MAX - 1, 2).is_none());
+        // SAFETY: the test is the only one touching the region.
+        assert_eq!(unsafe { region.bytes(0, 11) }.unwrap(), data);
+        // SAFETY: a range check only.
+        assert!(unsafe { region.bytes(EAGER_BYTES_MAX - 1, 2) }.is_none());
         // SAFETY: the only view of these bytes in this test.
         unsafe { region.bytes_mut(0, 5) }
             .unwrap()

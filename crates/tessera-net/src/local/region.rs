@@ -280,11 +280,18 @@ impl SharedRegion {
 
     /// Bytes `[offset, offset + len)` of the region, if inside it.
     ///
-    /// The bytes are shared with the client, which lends them to the request being served
-    /// and does not touch them until the reply; they go only to the kernel (`pwrite`).
-    pub fn bytes(&self, offset: u64, len: u64) -> Option<&[u8]> {
+    /// # Safety
+    ///
+    /// The bytes are mapped by the client too, which lends them to the request being served
+    /// and should not touch them until the reply; but nothing stops a client that breaks that
+    /// promise, so while the slice is alive its bytes may change under it. The caller must
+    /// only copy the bytes somewhere (to the kernel with `pwrite`, into a buffer), never
+    /// check them and then rely on what it checked; and it must not hold the slice while a
+    /// [`bytes_mut`](Self::bytes_mut) view of the same bytes is alive in this process.
+    pub unsafe fn bytes(&self, offset: u64, len: u64) -> Option<&[u8]> {
         let (offset, len) = self.range(offset, len)?;
-        // SAFETY: inside the mapping, which lives as long as `self`.
+        // SAFETY: inside the mapping, which lives as long as `self`; what the client may do
+        // to the bytes meanwhile is this function's contract.
         Some(unsafe { std::slice::from_raw_parts(self.mapping.base.add(offset), len) })
     }
 
@@ -506,7 +513,8 @@ mod tests {
         // SAFETY: bytes 10..14 of the client's mapping of the same memfd.
         let seen = unsafe { std::slice::from_raw_parts(client.base.add(10), 4) };
         assert_eq!(seen, b"SEEN");
-        assert!(region.bytes(4090, 7).is_none());
+        // SAFETY: a range check only; no byte is read.
+        assert!(unsafe { region.bytes(4090, 7) }.is_none());
 
         let plain = tempfile::tempfile().unwrap();
         plain.set_len(4096).unwrap();
