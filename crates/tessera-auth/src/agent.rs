@@ -36,6 +36,9 @@ mod table;
 
 use table::{Connections, OverShare};
 
+/// The pause after a failed accept (out of descriptors, say) before the next one.
+const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
 /// Most connections the agent serves at once, all users together (see [`table`] for how a
 /// full table makes room: it never keeps a uid within its share out).
 pub const AGENT_CONNECTIONS_MAX: usize = 256;
@@ -98,7 +101,7 @@ pub async fn serve(
             Ok((stream, _)) => stream,
             Err(err) => {
                 warnings.warn(|| format!("accept failed: {err}"));
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
                 continue;
             }
         };

@@ -48,6 +48,11 @@ pub const SIEVE_WRITE_BUFFER_BYTES_DEFAULT: u64 = 512 << 10;
 /// Longest pause between two tries when the mds refused to queue a lock request (its queue
 /// of waiters was full).
 const LOCK_RETRY_PAUSE_MAX: Duration = Duration::from_millis(100);
+/// The first pause after such a refusal, doubled after each (and the shortest slice of the
+/// wait a retry asks the mds for).
+const LOCK_RETRY_PAUSE_MIN: Duration = Duration::from_millis(1);
+/// The shortest lease a range lock may ask for: a shorter one would end at once.
+const LOCK_LEASE_MIN: Duration = Duration::from_millis(1);
 
 const _: () = assert!(LOCK_WAIT_DEFAULT.as_millis() <= RANGE_LOCK_WAIT_MS_MAX as u128);
 const _: () = assert!(LOCK_LEASE_DEFAULT.as_millis() <= RANGE_LOCK_LEASE_MS_MAX as u128);
@@ -267,8 +272,8 @@ impl File {
             &**mds.authenticator(),
             Some(mds.expected(0)),
         )?;
-        let slice_max = (mds.timeout() / 2).max(Duration::from_millis(1));
-        let mut pause = Duration::from_millis(1);
+        let slice_max = (mds.timeout() / 2).max(LOCK_RETRY_PAUSE_MIN);
+        let mut pause = LOCK_RETRY_PAUSE_MIN;
         loop {
             let now = Instant::now();
             if now >= deadline {
@@ -739,7 +744,7 @@ fn check_lock_range(
             });
         }
     }
-    if options.lease < Duration::from_millis(1) {
+    if options.lease < LOCK_LEASE_MIN {
         return Err(ClientError::InvalidArgument(format!(
             "{}: a lease under 1 ms would end at once",
             what()
