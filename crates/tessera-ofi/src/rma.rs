@@ -23,6 +23,7 @@ use crate::call::check;
 use crate::endpoint::{Endpoint, EndpointState, Peer, Slot};
 use crate::error::{CompletionFailure, OfiError};
 use crate::mem::{Descriptor, LocalIov, MemoryRegion, RemoteIov};
+use crate::progress::CompletionError;
 use crate::TRANSFER_PIECES_MAX;
 
 /// What a transfer did.
@@ -325,19 +326,7 @@ impl Endpoint {
                 slot.busy = false;
                 completed += 1;
                 if let (Some(error), None) = (completion.error, failure.as_ref()) {
-                    failure = Some(OfiError::Completion(Box::new(CompletionFailure {
-                        provider: provider.to_owned(),
-                        operation: direction.name(),
-                        peer: peer.label.to_string(),
-                        local_first: slot.local_first,
-                        local_last: slot.local_last,
-                        remote_first: slot.remote_first,
-                        remote_last: slot.remote_last,
-                        bytes: slot.bytes,
-                        message: error.message,
-                        code: error.code,
-                        provider_code: error.provider_code,
-                    })));
+                    failure = Some(completion_failure((provider, direction, peer), slot, error));
                 }
             });
             pending -= completed;
@@ -538,6 +527,28 @@ fn backoff(idle_polls: u32) {
     } else {
         std::thread::sleep(std::time::Duration::from_micros(20));
     }
+}
+
+/// The error of a completion that failed: which operation of the transfer (its slot's pieces
+/// on both sides), with the provider's words for it.
+fn completion_failure(
+    (provider, direction, peer): (&str, Direction, &Peer),
+    slot: &Slot,
+    error: CompletionError,
+) -> OfiError {
+    OfiError::Completion(Box::new(CompletionFailure {
+        provider: provider.to_owned(),
+        operation: direction.name(),
+        peer: peer.label.to_string(),
+        local_first: slot.local_first,
+        local_last: slot.local_last,
+        remote_first: slot.remote_first,
+        remote_last: slot.remote_last,
+        bytes: slot.bytes,
+        message: error.message,
+        code: error.code,
+        provider_code: error.provider_code,
+    }))
 }
 
 #[cfg(test)]
