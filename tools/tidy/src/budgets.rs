@@ -30,6 +30,14 @@ pub struct OverBudget {
 
 /// Every production file and function of `tree` over its budget.
 pub fn measure(root: &std::path::Path, tree: &CrateTree) -> Vec<OverBudget> {
+    sizes(root, tree)
+        .into_iter()
+        .filter(|size| size.lines > size.budget)
+        .collect()
+}
+
+/// Every production file and function of `tree` with its length, over budget or not.
+pub fn sizes(root: &std::path::Path, tree: &CrateTree) -> Vec<OverBudget> {
     let mut over = Vec::new();
     for file in tree.files() {
         let path = relative(root, &file.path);
@@ -48,14 +56,12 @@ pub fn measure(root: &std::path::Path, tree: &CrateTree) -> Vec<OverBudget> {
         };
         functions.visit_file(&file.syntax);
         for (function, lines) in functions.found {
-            if lines > FUNCTION_LINES_MAX {
-                over.push(OverBudget {
-                    file: path.clone(),
-                    function: Some(function),
-                    lines,
-                    budget: FUNCTION_LINES_MAX,
-                });
-            }
+            over.push(OverBudget {
+                file: path.clone(),
+                function: Some(function),
+                lines,
+                budget: FUNCTION_LINES_MAX,
+            });
         }
     }
     over

@@ -69,6 +69,29 @@ pub fn relative(root: &Path, path: &Path) -> PathBuf {
     path.strip_prefix(root).unwrap_or(path).to_path_buf()
 }
 
+/// The `count` longest production files and functions of the workspace at `root`, longest
+/// first (`tessera-tidy --largest N`: the figures a change to the shape reports).
+pub fn largest(
+    root: &Path,
+    count: usize,
+) -> Result<(Vec<budgets::OverBudget>, Vec<budgets::OverBudget>), TidyError> {
+    let workspace = crates::Workspace::load(root)?;
+    let mut all = Vec::new();
+    for krate in &workspace.crates {
+        all.extend(budgets::sizes(
+            root,
+            &modules::CrateTree::load(root, &krate.dir)?,
+        ));
+    }
+    all.sort_by_key(|size| std::cmp::Reverse(size.lines));
+    let (files, functions): (Vec<_>, Vec<_>) =
+        all.into_iter().partition(|size| size.function.is_none());
+    Ok((
+        files.into_iter().take(count).collect(),
+        functions.into_iter().take(count).collect(),
+    ))
+}
+
 /// Runs every check over the workspace at `root`.
 pub fn check(root: &Path) -> Result<Vec<Violation>, TidyError> {
     let workspace = crates::Workspace::load(root)?;
