@@ -573,6 +573,10 @@ impl Inner {
                     .attr_at(&request.path, winner, &winner_inode)?
                     .map_or(Tried::Removed, Tried::Done))
             }
+            // A store failure may have committed the name after all (an error of the fsync
+            // itself: redb wrote the commit first; a commit past its wait may still land):
+            // its objects stay, orphans the iods sweep at their next start if it did not.
+            Err(error) if commit_outcome_unknown(&error) => Err(error),
             Err(error) => {
                 let _ = self.remove_objects(handle, &inode);
                 Err(error)
@@ -825,6 +829,16 @@ impl Inner {
     }
 }
 
+/// Whether a refused change may still have been committed: the store failed (`Io`,
+/// `NoSpace`: the reopened store may hold the change whole, SEMANTICS §7.1) or the commit was
+/// not durable within its wait (`Unavailable`). Any other refusal came before the commit.
+fn commit_outcome_unknown(error: &RemoteError) -> bool {
+    matches!(
+        error.code,
+        ErrorCode::Io | ErrorCode::NoSpace | ErrorCode::Unavailable
+    )
+}
+
 /// Marks a handle as being created for as long as it lives ([`Inner::creating`]).
 struct Creating<'a> {
     set: &'a Mutex<HashSet<u64>>,
@@ -1014,6 +1028,32 @@ impl Service for Mds {
             Ok(body) => connection.reply_raw(&header, &body).await,
             Err(Refusal::Answer(error)) => connection.reply_error(&header, &error).await,
             Err(Refusal::Close(fatal)) => Err(fatal),
+        }
+    }
+}
+
+#[cfg(test)]
+mod commit_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_store_failure_leaves_a_refused_create_s_objects() {
+        for code in [ErrorCode::Io, ErrorCode::NoSpace, ErrorCode::Unavailable] {
+            assert!(
+                commit_outcome_unknown(&RemoteError::new(code, "x")),
+                "{code:?}"
+            );
+        }
+        for code in [
+            ErrorCode::Exists,
+            ErrorCode::PermissionDenied,
+            ErrorCode::NotFound,
+            ErrorCode::InvalidArgument,
+        ] {
+            assert!(
+                !commit_outcome_unknown(&RemoteError::new(code, "x")),
+                "{code:?}"
+            );
         }
     }
 }
