@@ -34,7 +34,7 @@
 mod backend;
 mod group;
 
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -231,7 +231,12 @@ impl Store {
             Err(error) if matches!(error.code, ErrorCode::Io | ErrorCode::NoSpace) => {
                 let error = self.explain(error);
                 self.record(&error);
-                self.reopen(database);
+                // Only a weak reference is kept while waiting for the lock: the failed calls
+                // of one group commit all get here, and each strong one would hold up the
+                // first one's reopen until it gave up (`STORE_DRAIN_MS`).
+                let failed = Arc::downgrade(&database);
+                drop(database);
+                self.reopen(&failed);
                 Err(error)
             }
             Err(error) => Err(error),
@@ -306,14 +311,15 @@ impl Store {
         }))
     }
 
-    /// Drops `failed` (once no other call holds it) and opens the store again, unless another
+    /// Drops the `failed` handle (once no other call holds it) and opens the store again, unless another
     /// call already did. Calls that arrive meanwhile wait on the lock, then get the new handle.
-    fn reopen(&self, failed: Arc<Handle>) {
+    fn reopen(&self, failed: &Weak<Handle>) {
         let mut slot = self.current.write().unwrap_or_else(PoisonError::into_inner);
-        let Some(current) = slot.take_if(|current| Arc::ptr_eq(current, &failed)) else {
+        let Some(current) =
+            slot.take_if(|current| std::ptr::eq(Arc::as_ptr(current), failed.as_ptr()))
+        else {
             return; // Another call reopened it already, or it is closed.
         };
-        drop(failed);
         let deadline = Instant::now() + Duration::from_millis(STORE_DRAIN_MS);
         while Arc::strong_count(&current) > 1 {
             if Instant::now() >= deadline {
