@@ -539,9 +539,7 @@ pub fn rm(args: &PathArgs) -> Result<(), FilesError> {
         .lookup(&args.path)
         .map_err(refused("rm", &args.path))?;
     if attr.kind == FileKind::Directory {
-        return client
-            .rmdir(&args.path)
-            .map_err(refused("rm", &args.path));
+        return client.rmdir(&args.path).map_err(refused("rm", &args.path));
     }
     let left = client
         .unlink_reporting(&args.path)
@@ -788,11 +786,10 @@ pub fn put(args: &PutArgs) -> Result<(), FilesError> {
     }
     bar.finish_and_clear();
     if !args.no_sync {
-        file.sync()
-            .map_err(|source| FilesError::Sync {
-                path: temporary.path.clone(),
-                source,
-            })?;
+        file.sync().map_err(|source| FilesError::Sync {
+            path: temporary.path.clone(),
+            source,
+        })?;
     }
     client
         .rename(&temporary.path, &args.path)
@@ -847,10 +844,7 @@ pub fn get(args: &GetArgs) -> Result<(), FilesError> {
     let file = client
         .open(&args.path, OpenMode::ReadOnly)
         .map_err(refused("get", &args.path))?;
-    let size = file
-        .stat()
-        .map_err(refused("get", &args.path))?
-        .size;
+    let size = file.stat().map_err(refused("get", &args.path))?.size;
     let to_stdout = is_standard_stream(&args.local);
     let target = if to_stdout {
         "stdout".to_owned()
@@ -918,8 +912,7 @@ pub fn sync(args: &PathArgs) -> Result<(), FilesError> {
     let file = client
         .open(&args.path, OpenMode::ReadOnly)
         .map_err(refused("sync", &args.path))?;
-    file.sync()
-        .map_err(refused("sync", &args.path))?;
+    file.sync().map_err(refused("sync", &args.path))?;
     println!(
         "sync {}: flushed on {} servers",
         args.path,
@@ -973,7 +966,10 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("\"alice\""));
-        assert!(parse_owner(":").unwrap_err().to_string().contains("neither"));
+        assert!(parse_owner(":")
+            .unwrap_err()
+            .to_string()
+            .contains("neither"));
         assert!(parse_owner("4294967295").is_err());
         assert!(parse_owner("1:2:3").is_err());
     }

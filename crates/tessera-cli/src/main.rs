@@ -108,6 +108,8 @@ enum Failure {
     Status(#[from] status::StatusError),
     #[error(transparent)]
     Forward(#[from] forward::ForwardError),
+    #[error(transparent)]
+    Servers(#[from] servers::ServerError),
     #[error("{0}")]
     Other(String),
 }
@@ -129,10 +131,10 @@ fn main() -> ExitCode {
         Command::Down(args) => cluster::down(&args).map_err(reported),
         Command::Restart(args) => cluster::restart(&args).map_err(reported),
         Command::Status(args) => status::status(&args).map_err(Failure::from),
-        Command::Mds(args) => servers::run_mds(&args).map_err(reported),
-        Command::Iod(args) => servers::run_iod(&args).map_err(reported),
-        Command::Agent(args) => servers::run_agent(&args).map_err(reported),
-        Command::Keygen(args) => servers::keygen(&args).map_err(reported),
+        Command::Mds(args) => servers::run_mds(&args).map_err(Failure::from),
+        Command::Iod(args) => servers::run_iod(&args).map_err(Failure::from),
+        Command::Agent(args) => servers::run_agent(&args).map_err(Failure::from),
+        Command::Keygen(args) => servers::keygen(&args).map_err(Failure::from),
         Command::Ls(args) => files::ls(&args).map_err(Failure::from),
         Command::Stat(args) => files::stat(&args).map_err(Failure::from),
         Command::Create(args) => files::create(&args).map_err(Failure::from),
