@@ -110,6 +110,8 @@ enum Failure {
     Forward(#[from] forward::ForwardError),
     #[error(transparent)]
     Servers(#[from] servers::ServerError),
+    #[error(transparent)]
+    Mount(#[from] mount::MountError),
     #[error("{0}")]
     Other(String),
 }
@@ -149,8 +151,8 @@ fn main() -> ExitCode {
         Command::Chown(args) => files::chown(&args).map_err(Failure::from),
         Command::Demo(args) => forward::run("demo", &args).map_err(Failure::from),
         Command::Bench(args) => forward::run("", &args).map_err(Failure::from),
-        Command::Mount(args) => mount::mount(&args).map_err(reported),
-        Command::Umount(args) => mount::umount(&args).map_err(reported),
+        Command::Mount(args) => mount::mount(&args).map_err(Failure::from),
+        Command::Umount(args) => mount::umount(&args).map_err(Failure::from),
         Command::Sim(command) => tessera_sim::cli::run(&command)
             .map(|out| print!("{out}"))
             .map_err(reported),
