@@ -371,10 +371,10 @@ struct AttrJson {
 }
 
 impl AttrJson {
-    fn new(path: String, attr: &Attr, size: Result<u64, String>) -> Self {
+    fn new(path: String, attr: &Attr, size: Result<u64, ClientError>) -> Self {
         let (size_bytes, size_error) = match size {
             Ok(bytes) => (Some(bytes), None),
-            Err(why) => (None, Some(why)),
+            Err(why) => (None, Some(why.to_string())),
         };
         Self {
             path,
@@ -448,7 +448,7 @@ pub fn ls(args: &LsArgs) -> Result<(), FilesError> {
                 // The name resolves but its size does not: list it, size unknown.
                 Ok(attr) => {
                     eprintln!("tessera: warning: ls {full}: size unknown: {stat_error}");
-                    (attr, Err(stat_error.to_string()))
+                    (attr, Err(stat_error))
                 }
                 Err(err) if err.code() == Some(ErrorCode::NotFound) => continue,
                 Err(err) => return Err(refused("ls", &full)(err)),

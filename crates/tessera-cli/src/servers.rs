@@ -187,10 +187,21 @@ pub struct IodArgs {
     lease_ms: u32,
 }
 
+/// Why a byte count option was refused.
+#[derive(Debug, Error)]
+enum SizeError {
+    /// Not a byte count (the reason as `parse_bytes` gives it).
+    #[error("{0}")]
+    Unreadable(String),
+    /// More than this machine can address.
+    #[error("{0} bytes do not fit in memory here")]
+    TooLarge(u64),
+}
+
 /// A byte count with an optional k/m/g suffix that fits this machine's address space.
-fn parse_size(text: &str) -> Result<usize, String> {
-    let bytes = tessera_client::layouts::parse_bytes(text)?;
-    usize::try_from(bytes).map_err(|_| format!("{bytes} bytes do not fit in memory here"))
+fn parse_size(text: &str) -> Result<usize, SizeError> {
+    let bytes = tessera_client::layouts::parse_bytes(text).map_err(SizeError::Unreadable)?;
+    usize::try_from(bytes).map_err(|_| SizeError::TooLarge(bytes))
 }
 
 /// The iod's fabric, if `--ofi-provider` names one, with the unified cache's Ready region
