@@ -147,6 +147,9 @@ mod tests {
             detail: "d".to_owned(),
         };
         assert_eq!(config.errno(), libc::EINVAL);
-        assert_eq!(ClientError::InvalidArgument("x".to_owned()).errno(), libc::EINVAL);
+        assert_eq!(
+            ClientError::InvalidArgument("x".to_owned()).errno(),
+            libc::EINVAL
+        );
     }
 }
