@@ -26,8 +26,9 @@ static pthread_mutex_t tsr_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tsr_file *tsr_files[TSR_OPEN_FILES_MAX];
 static TesseraClient *tsr_cluster;
 
-/* The latest message, for stderr and for tessera_mpiio_last_error(). */
-static char tsr_message[TSR_MESSAGE_BYTES_MAX];
+/* The latest message of this thread, for stderr and for tessera_mpiio_last_error(): one per
+ * thread, so that another thread's error neither replaces nor tears it while it is read. */
+static _Thread_local char tsr_message[TSR_MESSAGE_BYTES_MAX];
 
 /* One dynamic code per error class (index: class), and whether strings set on them stick. */
 #define TSR_CLASSES_MAX 128
@@ -89,7 +90,8 @@ int tessera_mpiio_write_back_stats(TesseraWriteBackStats *out) {
     return tessera_client_write_back_stats(client, out);
 }
 
-/* The message of the last error the shim raised in this process. */
+/* The message of the last error the shim raised on the calling thread ("" if none). The text
+ * is the thread's own: it stays as it is until that thread's next error. */
 const char *tessera_mpiio_last_error(void) { return tsr_message; }
 
 TesseraClient *tsr_client(int *mpi_error) { return tsr_client_with(MPI_INFO_NULL, mpi_error); }
@@ -395,11 +397,12 @@ static int tsr_probe_dynamic_codes(void) {
 int tsr_error(int error_class, const char *format, ...) {
     va_list args;
     va_start(args, format);
-    pthread_mutex_lock(&tsr_lock);
     vsnprintf(tsr_message, sizeof tsr_message, format, args);
     va_end(args);
     if (getenv("TESSERA_MPIIO_VERBOSE"))
         fprintf(stderr, "%s\n", tsr_message);
+    /* The lock keeps the class codes; the message is this thread's alone. */
+    pthread_mutex_lock(&tsr_lock);
     int code = error_class;
     int initialized = 0;
     PMPI_Initialized(&initialized);

@@ -134,34 +134,6 @@ __attribute__((constructor)) static void tsr_posix_init(void) {
     tsr_real_fstat64();
 }
 
-static int tsr_errno_of(int tessera_code) {
-    switch (tessera_code) {
-    case TESSERA_ERR_NOT_FOUND:
-    case TESSERA_ERR_UNKNOWN_HANDLE:
-        return ENOENT;
-    case TESSERA_ERR_EXISTS:
-        return EEXIST;
-    case TESSERA_ERR_IS_DIRECTORY:
-        return EISDIR;
-    case TESSERA_ERR_NOT_DIRECTORY:
-        return ENOTDIR;
-    case TESSERA_ERR_NOT_EMPTY:
-        return ENOTEMPTY;
-    case TESSERA_ERR_PERMISSION_DENIED:
-        return EACCES;
-    case TESSERA_ERR_INVALID_ARGUMENT:
-        return EINVAL;
-    case TESSERA_ERR_LIMIT_EXCEEDED:
-        return EFBIG;
-    case TESSERA_ERR_BUSY:
-        return EBUSY;
-    case TESSERA_ERR_NO_SPACE:
-        return ENOSPC;
-    default:
-        return EIO;
-    }
-}
-
 /* Fails the call with `error`, saying why on stderr under $TESSERA_MPIIO_VERBOSE. */
 __attribute__((format(printf, 2, 3))) static int tsr_posix_fail(int error, const char *format,
                                                                 ...) {
@@ -176,9 +148,10 @@ __attribute__((format(printf, 2, 3))) static int tsr_posix_fail(int error, const
     return -1;
 }
 
-/* Fails with the errno of `tessera_code`, naming the call, the name and Tessera's reason. */
+/* Fails with the errno of `tessera_code` (the C API's, from the one table of error codes and
+ * errno), naming the call, the name and Tessera's reason. */
 static int tsr_posix_tessera_fail(int tessera_code, const char *call, const char *path) {
-    int error = tsr_errno_of(tessera_code);
+    int error = tessera_errno(tessera_code);
     return tsr_posix_fail(error, "tessera: %s %s: %s (%s)", call, path, strerror(error),
                           tessera_last_error());
 }

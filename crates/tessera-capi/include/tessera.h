@@ -1015,6 +1015,22 @@ int tessera_readdir(struct TesseraDir *dir, const struct TesseraDirEntry **entry
 void tessera_closedir(struct TesseraDir *dir);
 
 /**
+ * The errno of a return code: the one table's (docs/PROTOCOL.md §4.9) for a code that is an
+ * error code's number, `EINVAL` for `TESSERA_ERR_CONFIG` (a bad cluster file), `EIO` for
+ * `TESSERA_ERR_PANIC`, 0 for `TESSERA_OK`, and `EINVAL` for a number that is no return code.
+ * The MPI-IO library's POSIX calls set errno with it.
+ */
+int tessera_errno(int code);
+
+/**
+ * The errno of the last failed call on this thread (0 if none failed yet): as
+ * `tessera_errno` of its return code, but telling apart what one code covers (a server that
+ * timed out, `ETIMEDOUT`, or refused the connection, `ECONNREFUSED`, where the code is
+ * `TESSERA_ERR_UNAVAILABLE`).
+ */
+int tessera_last_errno(void);
+
+/**
  * The message of the last failed call on this thread ("" if none failed yet). The pointer
  * stays valid until the next failing call on the same thread.
  */

@@ -52,9 +52,11 @@ pub struct TesseraCreateOptions {
 /// directory stands for the `cluster.toml` in it.
 fn cluster_file(cluster: &str) -> Result<PathBuf, Failure> {
     let named = if cluster.is_empty() {
-        std::env::var(CLUSTER_ENV).map_err(|_| Failure {
-            code: TESSERA_ERR_CONFIG,
-            message: format!("no cluster file given and ${CLUSTER_ENV} is not set"),
+        std::env::var(CLUSTER_ENV).map_err(|_| {
+            Failure::new(
+                TESSERA_ERR_CONFIG,
+                format!("no cluster file given and ${CLUSTER_ENV} is not set"),
+            )
         })?
     } else {
         cluster.to_owned()
@@ -137,10 +139,10 @@ pub unsafe extern "C" fn tessera_connect_with_write_back(
 ) -> c_int {
     if cache_bytes == 0 {
         return guard(|| {
-            Err(Failure {
-                code: TESSERA_ERR_INVALID_ARGUMENT,
-                message: "write-back needs a client cache: cache_bytes 0".to_owned(),
-            })
+            Err(Failure::new(
+                TESSERA_ERR_INVALID_ARGUMENT,
+                "write-back needs a client cache: cache_bytes 0",
+            ))
         });
     }
     // SAFETY: the caller's guarantees, passed on.
@@ -162,12 +164,12 @@ unsafe fn connect_cached(
             TESSERA_DEMOTE_EAGER => DemoteMode::Eager,
             TESSERA_DEMOTE_BUFFERED => DemoteMode::Buffered,
             other => {
-                return Err(Failure {
-                    code: TESSERA_ERR_INVALID_ARGUMENT,
-                    message: format!(
+                return Err(Failure::new(
+                    TESSERA_ERR_INVALID_ARGUMENT,
+                    format!(
                         "demote {other}: give TESSERA_DEMOTE_OFF, _EAGER or _BUFFERED (0, 1, 2)"
                     ),
-                })
+                ))
             }
         };
         let cluster = if cluster.is_null() {

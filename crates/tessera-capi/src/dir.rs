@@ -36,14 +36,14 @@ impl TesseraDirEntry {
     fn new(entry: &DirEntry) -> Result<Self, Failure> {
         let bytes = entry.name.as_bytes();
         if bytes.is_empty() || bytes.len() >= TESSERA_DIR_NAME_BYTES || bytes.contains(&0) {
-            return Err(Failure {
-                code: crate::error::TESSERA_ERR_PROTOCOL,
-                message: format!(
+            return Err(Failure::new(
+                crate::error::TESSERA_ERR_PROTOCOL,
+                format!(
                     "the mds listed a name of {} bytes that is empty, holds a NUL byte or is \
                      over NAME_BYTES_MAX ({NAME_BYTES_MAX})",
                     bytes.len()
                 ),
-            });
+            ));
         }
         let mut name = [0; TESSERA_DIR_NAME_BYTES];
         for (slot, &byte) in name.iter_mut().zip(bytes) {
@@ -75,15 +75,15 @@ impl TesseraDir {
     fn fetch(&mut self, after: &str) -> Result<(), Failure> {
         let (page, more) = self.client.readdir_page(&self.path, after)?;
         if page.len() > READDIR_ENTRIES_MAX as usize {
-            return Err(Failure {
-                code: crate::error::TESSERA_ERR_PROTOCOL,
-                message: format!(
+            return Err(Failure::new(
+                crate::error::TESSERA_ERR_PROTOCOL,
+                format!(
                     "readdir {}: the mds sent {} entries in one page, over READDIR_ENTRIES_MAX \
                      ({READDIR_ENTRIES_MAX})",
                     self.path,
                     page.len()
                 ),
-            });
+            ));
         }
         self.page = page;
         self.next = 0;

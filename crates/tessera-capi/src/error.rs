@@ -1,11 +1,13 @@
-//! Return codes, the thread-local error message, and the guard every entry point runs in.
+//! Return codes, the thread-local error message and errno, and the guard every entry point
+//! runs in.
 //!
 //! A failure inside the client library arrives as a `ClientError` or a `DatatypeError`; it
 //! leaves through [`guard`] as one return code (the client's `ErrorCode` number, or one of
-//! the codes below for what has no server code) and a message kept per thread until the
-//! next failure on that thread.
+//! the codes below for what has no server code), and a message and an errno kept per thread
+//! until the next failure on that thread. The errno is the client's (`ClientError::errno`,
+//! over the one table of `ErrorCode::errno`); [`tessera_errno`] gives a return code's.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -75,28 +77,33 @@ pub const TESSERA_ERROR_MESSAGE_BYTES_MAX: usize = 4096;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_ERRNO: Cell<c_int> = const { Cell::new(0) };
 }
 
-/// A failed call: its return code and message.
+/// A failed call: its return code, errno and message.
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) code: c_int,
+    pub(crate) errno: c_int,
     pub(crate) message: String,
 }
 
 impl Failure {
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+    /// A failure with the errno of its return code.
+    pub(crate) fn new(code: c_int, message: impl Into<String>) -> Self {
         Self {
-            code: TESSERA_ERR_INVALID_ARGUMENT,
+            code,
+            errno: tessera_errno(code),
             message: message.into(),
         }
     }
 
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::new(TESSERA_ERR_INVALID_ARGUMENT, message)
+    }
+
     pub(crate) fn limit(message: impl Into<String>) -> Self {
-        Self {
-            code: TESSERA_ERR_LIMIT_EXCEEDED,
-            message: message.into(),
-        }
+        Self::new(TESSERA_ERR_LIMIT_EXCEEDED, message)
     }
 }
 
@@ -106,6 +113,7 @@ impl From<ClientError> for Failure {
             code: error
                 .code()
                 .map_or(TESSERA_ERR_CONFIG, |code| c_int::from(code as u16)),
+            errno: error.errno(),
             message: error.to_string(),
         }
     }
@@ -117,11 +125,34 @@ impl From<DatatypeError> for Failure {
             DatatypeError::LimitExceeded { .. } => TESSERA_ERR_LIMIT_EXCEEDED,
             _ => TESSERA_ERR_INVALID_ARGUMENT,
         };
-        Self {
-            code,
-            message: error.to_string(),
-        }
+        Self::new(code, error.to_string())
     }
+}
+
+/// The errno of a return code: the one table's (docs/PROTOCOL.md §4.9) for a code that is an
+/// error code's number, `EINVAL` for `TESSERA_ERR_CONFIG` (a bad cluster file), `EIO` for
+/// `TESSERA_ERR_PANIC`, 0 for `TESSERA_OK`, and `EINVAL` for a number that is no return code.
+/// The MPI-IO library's POSIX calls set errno with it.
+#[no_mangle]
+pub extern "C" fn tessera_errno(code: c_int) -> c_int {
+    match code {
+        TESSERA_OK => 0,
+        TESSERA_ERR_CONFIG => ErrorCode::InvalidArgument.errno(),
+        TESSERA_ERR_PANIC => ErrorCode::Internal.errno(),
+        other => u16::try_from(other)
+            .ok()
+            .and_then(|value| ErrorCode::from_u16(value).ok())
+            .map_or(ErrorCode::InvalidArgument.errno(), ErrorCode::errno),
+    }
+}
+
+/// The errno of the last failed call on this thread (0 if none failed yet): as
+/// `tessera_errno` of its return code, but telling apart what one code covers (a server that
+/// timed out, `ETIMEDOUT`, or refused the connection, `ECONNREFUSED`, where the code is
+/// `TESSERA_ERR_UNAVAILABLE`).
+#[no_mangle]
+pub extern "C" fn tessera_last_errno() -> c_int {
+    LAST_ERRNO.with(Cell::get)
 }
 
 fn set_last_error(message: &str) {
@@ -144,6 +175,7 @@ pub(crate) fn guard(call: impl FnOnce() -> Result<(), Failure>) -> c_int {
         Ok(Ok(())) => TESSERA_OK,
         Ok(Err(failure)) => {
             set_last_error(&failure.message);
+            LAST_ERRNO.with(|last| last.set(failure.errno));
             failure.code
         }
         Err(panic) => {
@@ -155,6 +187,7 @@ pub(crate) fn guard(call: impl FnOnce() -> Result<(), Failure>) -> c_int {
             set_last_error(&format!(
                 "internal error in the Tessera C API (a bug): {detail}"
             ));
+            LAST_ERRNO.with(|last| last.set(tessera_errno(TESSERA_ERR_PANIC)));
             TESSERA_ERR_PANIC
         }
     }
@@ -230,6 +263,30 @@ mod tests {
         // SAFETY: as above.
         let message = unsafe { std::ffi::CStr::from_ptr(tessera_last_error()) };
         assert!(message.to_str().unwrap().contains("boom"));
+        assert_eq!(tessera_last_errno(), ErrorCode::Internal.errno());
         assert_eq!(guard(|| Ok(())), TESSERA_OK);
+    }
+
+    #[test]
+    fn return_codes_map_to_the_one_errno_table() {
+        assert_eq!(tessera_errno(TESSERA_OK), 0);
+        for value in 1..=u16::MAX {
+            if let Ok(code) = ErrorCode::from_u16(value) {
+                assert_eq!(tessera_errno(c_int::from(value)), code.errno(), "{code:?}");
+            }
+        }
+        assert_eq!(
+            tessera_errno(TESSERA_ERR_CONFIG),
+            ErrorCode::InvalidArgument.errno()
+        );
+        assert_eq!(tessera_errno(-1), ErrorCode::InvalidArgument.errno());
+        let busy = ClientError::Server {
+            code: ErrorCode::Busy,
+            message: "/f".to_owned(),
+        };
+        let code = guard(|| Err(busy.into()));
+        assert_eq!(code, TESSERA_ERR_BUSY);
+        assert_eq!(tessera_last_errno(), ErrorCode::Busy.errno());
+        assert_eq!(tessera_errno(code), tessera_last_errno());
     }
 }

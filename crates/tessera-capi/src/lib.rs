@@ -7,7 +7,9 @@
 //! access uses, and share a file pointer. Each function checks its pointers, turns the C
 //! arguments into the client library's types, calls one client function and turns the
 //! outcome into a return code: `TESSERA_OK` (0) or a positive `TESSERA_ERR_*` code, with the
-//! message in a thread-local string that [`tessera_last_error`] returns. A panic never crosses the boundary: every entry point
+//! message in a thread-local string that [`tessera_last_error`] returns and its errno in
+//! [`tessera_last_errno`] ([`tessera_errno`] gives a return code's errno, from the one table
+//! of docs/PROTOCOL.md §4.9). A panic never crosses the boundary: every entry point
 //! runs under `catch_unwind` and reports a panic as `TESSERA_ERR_PANIC`.
 //!
 //! Handles (`TesseraClient`, `TesseraFile`, `TesseraDatatype`, `TesseraSharedPointer`,

@@ -6,7 +6,8 @@
 //! each count it, so the total capacity is the sum of what every iod sees.
 
 use serde::Serialize;
-use tessera_client::ClusterConfig;
+use tessera_client::{Client, ClientError, ClientOptions, ClusterConfig};
+use thiserror::Error;
 
 use crate::files::print_json;
 use tessera_cluster::ClusterArg;
@@ -84,14 +85,30 @@ struct Report {
     total: Usage,
 }
 
+/// Why `df` failed.
+#[derive(Debug, Error)]
+pub enum DfError {
+    /// The cluster file is missing or malformed.
+    #[error(transparent)]
+    Cluster(#[from] ClientError),
+    /// The JSON output could not be made.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// Iods did not answer (the others were printed).
+    #[error("df: {down} iod(s) not answering")]
+    NotAnswering {
+        /// How many.
+        down: usize,
+    },
+}
+
 /// `tessera df`. Fails (after printing the others) when an iod does not answer.
-pub fn df(args: &DfArgs) -> Result<(), String> {
+pub fn df(args: &DfArgs) -> Result<(), DfError> {
     let config = match &args.cluster.cluster {
         Some(path) => ClusterConfig::load(path),
         None => ClusterConfig::from_env(),
-    }
-    .map_err(|err| err.to_string())?;
-    let client = crate::files::client(&args.cluster)?;
+    }?;
+    let client = Client::new(&config, &ClientOptions::default());
     let mut report = Report {
         iods: Vec::new(),
         total: Usage::default(),
@@ -129,7 +146,7 @@ pub fn df(args: &DfArgs) -> Result<(), String> {
     if down == 0 {
         Ok(())
     } else {
-        Err(format!("df: {down} iod(s) not answering"))
+        Err(DfError::NotAnswering { down })
     }
 }
 

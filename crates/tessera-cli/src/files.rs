@@ -23,6 +23,7 @@ use tessera_client::{
     Client, ClientError, ClusterConfig, CreateOptions, ErrorCode, FileKind, ObjectLeft, OpenMode,
 };
 use tessera_proto::limits::NAME_BYTES_MAX;
+use thiserror::Error;
 
 use tessera_cluster::ClusterArg;
 
@@ -168,13 +169,115 @@ pub struct GetArgs {
     cluster: ClusterArg,
 }
 
+/// Why a file command failed: each message names the command and the Tessera path or local
+/// file involved.
+#[derive(Debug, Error)]
+pub enum FilesError {
+    /// The cluster file is missing or malformed (`--cluster`, `$TESSERA_CLUSTER`).
+    #[error(transparent)]
+    Cluster(ClientError),
+    /// The client or a server refused a call on `path`.
+    #[error("{command} {}: {source}", printable_name(path))]
+    Refused {
+        /// The command.
+        command: &'static str,
+        /// The Tessera path.
+        path: String,
+        /// Why.
+        source: ClientError,
+    },
+    /// Flushing the temporary file of a `put` failed.
+    #[error("put {path}: sync: {source}")]
+    Sync {
+        /// The temporary file.
+        path: String,
+        /// Why.
+        source: ClientError,
+    },
+    /// An argument is malformed (a mode, an owner, a layout, a target that names no file), or
+    /// the target is a directory where a file is needed.
+    #[error("{command} {path}: {detail}")]
+    Argument {
+        /// The command.
+        command: &'static str,
+        /// The Tessera path.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A local file could not be opened, read or written.
+    #[error("{command}: {doing} {local}: {source}")]
+    Local {
+        /// The command.
+        command: &'static str,
+        /// What failed ("cannot read", "writing", ...).
+        doing: &'static str,
+        /// The local file ("stdout" for standard output).
+        local: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The source of a `put` is neither a regular file nor a pipe.
+    #[error("put: {local} {why}")]
+    NotAFile {
+        /// The local file.
+        local: String,
+        /// What it is instead.
+        why: &'static str,
+    },
+    /// The JSON output could not be made.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+/// A `mode` that is not octal permission bits.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("mode {0:?} is not octal permission bits (0 to 7777, e.g. 640 or 0640)")]
+pub struct BadMode(String);
+
+/// An owner that is not `UID`, `UID:GID` or `:GID` in numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BadOwner {
+    /// A part is not a number, or is the reserved "unchanged" id.
+    #[error("{what} {part:?} in {text:?} is not a number below {max} (names are not looked up)", max = tessera_proto::CHOWN_UNCHANGED)]
+    NotANumber {
+        /// "uid" or "gid".
+        what: &'static str,
+        /// The part.
+        part: String,
+        /// The whole owner.
+        text: String,
+    },
+    /// Neither part is given.
+    #[error("owner {0:?} names neither a uid nor a gid (UID[:GID] or :GID)")]
+    Neither(String),
+}
+
+fn refused(command: &'static str, path: &str) -> impl FnOnce(ClientError) -> FilesError {
+    let path = path.to_owned();
+    move |source| FilesError::Refused {
+        command,
+        path,
+        source,
+    }
+}
+
+fn argument(command: &'static str, path: &str) -> impl FnOnce(String) -> FilesError {
+    let path = path.to_owned();
+    move |detail| FilesError::Argument {
+        command,
+        path,
+        detail,
+    }
+}
+
 /// Opens a client of the cluster named by `--cluster` or `$TESSERA_CLUSTER`.
-pub fn client(arg: &ClusterArg) -> Result<Client, String> {
+pub fn client(arg: &ClusterArg) -> Result<Client, FilesError> {
     let config = match &arg.cluster {
         Some(path) => ClusterConfig::load(path),
         None => ClusterConfig::from_env(),
     }
-    .map_err(|err| err.to_string())?;
+    .map_err(FilesError::Cluster)?;
     Ok(Client::new(
         &config,
         &tessera_client::ClientOptions::default(),
@@ -184,32 +287,31 @@ pub fn client(arg: &ClusterArg) -> Result<Client, String> {
 /// Parses permission bits written in octal (`640`, `0640`), at most `0o7777`.
 /// The mode a new file or directory gets: `given` as it is (as `mkdir -m` and `install -m`
 /// take theirs), else `default` less the caller's umask (as `mkdir` and `touch` do).
-fn mode_or_umasked(given: Option<&str>, default: u32) -> Result<u32, String> {
+fn mode_or_umasked(given: Option<&str>, default: u32) -> Result<u32, BadMode> {
     given.map_or_else(|| Ok(tessera_client::umask::apply(default)), parse_mode)
 }
 
-fn parse_mode(text: &str) -> Result<u32, String> {
+fn parse_mode(text: &str) -> Result<u32, BadMode> {
     let digits_ok = !text.is_empty() && text.bytes().all(|byte| (b'0'..=b'7').contains(&byte));
     match u32::from_str_radix(text, 8) {
         Ok(mode) if digits_ok && mode <= 0o7777 => Ok(mode),
-        _ => Err(format!(
-            "mode {text:?} is not octal permission bits (0 to 7777, e.g. 640 or 0640)"
-        )),
+        _ => Err(BadMode(text.to_owned())),
     }
 }
 
 /// Parses `UID`, `UID:GID` or `:GID` (numbers) into the ids to set.
-fn parse_owner(text: &str) -> Result<(Option<u32>, Option<u32>), String> {
-    let id = |part: &str, what: &str| -> Result<Option<u32>, String> {
+fn parse_owner(text: &str) -> Result<(Option<u32>, Option<u32>), BadOwner> {
+    let id = |part: &str, what: &'static str| -> Result<Option<u32>, BadOwner> {
         if part.is_empty() {
             return Ok(None);
         }
         match part.parse::<u32>() {
             Ok(id) if id != tessera_proto::CHOWN_UNCHANGED => Ok(Some(id)),
-            _ => Err(format!(
-                "{what} {part:?} in {text:?} is not a number below {} (names are not looked up)",
-                tessera_proto::CHOWN_UNCHANGED
-            )),
+            _ => Err(BadOwner::NotANumber {
+                what,
+                part: part.to_owned(),
+                text: text.to_owned(),
+            }),
         }
     };
     let (uid, gid) = match text.split_once(':') {
@@ -217,9 +319,7 @@ fn parse_owner(text: &str) -> Result<(Option<u32>, Option<u32>), String> {
         None => (id(text, "uid")?, None),
     };
     if uid.is_none() && gid.is_none() {
-        return Err(format!(
-            "owner {text:?} names neither a uid nor a gid (UID[:GID] or :GID)"
-        ));
+        return Err(BadOwner::Neither(text.to_owned()));
     }
     Ok((uid, gid))
 }
@@ -236,10 +336,6 @@ fn printable_name(name: &str) -> String {
             }
         })
         .collect()
-}
-
-fn failed(command: &str, path: &str, err: &ClientError) -> String {
-    format!("{command} {}: {err}", printable_name(path))
 }
 
 fn mib_s(bytes: u64, started: Instant) -> f64 {
@@ -275,10 +371,10 @@ struct AttrJson {
 }
 
 impl AttrJson {
-    fn new(path: String, attr: &Attr, size: Result<u64, String>) -> Self {
+    fn new(path: String, attr: &Attr, size: Result<u64, ClientError>) -> Self {
         let (size_bytes, size_error) = match size {
             Ok(bytes) => (Some(bytes), None),
-            Err(why) => (None, Some(why)),
+            Err(why) => (None, Some(why.to_string())),
         };
         Self {
             path,
@@ -319,8 +415,8 @@ fn kind_name(kind: FileKind) -> &'static str {
 }
 
 /// Prints `value` as pretty JSON on standard output.
-pub fn print_json(value: &impl Serialize) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(value).map_err(|err| err.to_string())?;
+pub fn print_json(value: &impl Serialize) -> Result<(), serde_json::Error> {
+    let text = serde_json::to_string_pretty(value)?;
     println!("{text}");
     Ok(())
 }
@@ -329,11 +425,11 @@ pub fn print_json(value: &impl Serialize) -> Result<(), String> {
 /// down, an object missing) is still listed, with `?` for its size (`null` and a
 /// `size_error` in JSON) and a warning naming the reason; an entry removed while listing is
 /// left out.
-pub fn ls(args: &LsArgs) -> Result<(), String> {
+pub fn ls(args: &LsArgs) -> Result<(), FilesError> {
     let client = client(&args.cluster)?;
     let entries = client
         .readdir(&args.path)
-        .map_err(|err| failed("ls", &args.path, &err))?;
+        .map_err(refused("ls", &args.path))?;
     let mut listed = Vec::new();
     for entry in entries {
         let suffix = if entry.kind == FileKind::Directory {
@@ -352,10 +448,10 @@ pub fn ls(args: &LsArgs) -> Result<(), String> {
                 // The name resolves but its size does not: list it, size unknown.
                 Ok(attr) => {
                     eprintln!("tessera: warning: ls {full}: size unknown: {stat_error}");
-                    (attr, Err(stat_error.to_string()))
+                    (attr, Err(stat_error))
                 }
                 Err(err) if err.code() == Some(ErrorCode::NotFound) => continue,
-                Err(err) => return Err(failed("ls", &full, &err)),
+                Err(err) => return Err(refused("ls", &full)(err)),
             },
         };
         if args.json {
@@ -381,13 +477,17 @@ pub fn ls(args: &LsArgs) -> Result<(), String> {
 }
 
 /// `tessera stat`.
-pub fn stat(args: &StatArgs) -> Result<(), String> {
+pub fn stat(args: &StatArgs) -> Result<(), FilesError> {
     let client = client(&args.cluster)?;
     let attr = client
         .stat(&args.path)
-        .map_err(|err| failed("stat", &args.path, &err))?;
+        .map_err(refused("stat", &args.path))?;
     if args.json {
-        return print_json(&AttrJson::new(args.path.clone(), &attr, Ok(attr.size)));
+        return Ok(print_json(&AttrJson::new(
+            args.path.clone(),
+            &attr,
+            Ok(attr.size),
+        ))?);
     }
     println!("path:    {}", args.path);
     println!("kind:    {}", kind_name(attr.kind));
@@ -404,28 +504,28 @@ pub fn stat(args: &StatArgs) -> Result<(), String> {
 }
 
 /// `tessera create`: an empty file with the given layout; fails if the name exists.
-pub fn create(args: &CreateArgs) -> Result<(), String> {
+pub fn create(args: &CreateArgs) -> Result<(), FilesError> {
     let client = client(&args.cluster)?;
     let servers = u16::try_from(client.server_count()).unwrap_or(u16::MAX);
     let mut options = tessera_client::layouts::parse(&args.layout, servers)
-        .map_err(|why| format!("create {}: {why}", args.path))?;
+        .map_err(argument("create", &args.path))?;
     options.mode = mode_or_umasked(args.mode.as_deref(), NEW_FILE_MODE)
-        .map_err(|why| format!("create {}: {why}", args.path))?;
+        .map_err(|why| argument("create", &args.path)(why.to_string()))?;
     options.exclusive = true;
     let file = client
         .create(&args.path, &options)
-        .map_err(|err| failed("create", &args.path, &err))?;
+        .map_err(refused("create", &args.path))?;
     println!("{}: {}", args.path, file.layout().describe());
     Ok(())
 }
 
 /// `tessera mkdir`.
-pub fn mkdir(args: &MkdirArgs) -> Result<(), String> {
+pub fn mkdir(args: &MkdirArgs) -> Result<(), FilesError> {
     let mode = mode_or_umasked(args.mode.as_deref(), NEW_DIRECTORY_MODE)
-        .map_err(|why| format!("mkdir {}: {why}", args.path))?;
+        .map_err(|why| argument("mkdir", &args.path)(why.to_string()))?;
     client(&args.cluster)?
         .mkdir(&args.path, mode)
-        .map_err(|err| failed("mkdir", &args.path, &err))?;
+        .map_err(refused("mkdir", &args.path))?;
     Ok(())
 }
 
@@ -433,19 +533,17 @@ pub fn mkdir(args: &MkdirArgs) -> Result<(), String> {
 /// (no iod is asked), so a file whose iod is down or whose object is missing is removed
 /// too; each object left behind is named in a warning, and the command still succeeds
 /// (the iod's next orphan sweep removes what is left).
-pub fn rm(args: &PathArgs) -> Result<(), String> {
+pub fn rm(args: &PathArgs) -> Result<(), FilesError> {
     let client = client(&args.cluster)?;
     let attr = client
         .lookup(&args.path)
-        .map_err(|err| failed("rm", &args.path, &err))?;
+        .map_err(refused("rm", &args.path))?;
     if attr.kind == FileKind::Directory {
-        return client
-            .rmdir(&args.path)
-            .map_err(|err| failed("rm", &args.path, &err));
+        return client.rmdir(&args.path).map_err(refused("rm", &args.path));
     }
     let left = client
         .unlink_reporting(&args.path)
-        .map_err(|err| failed("rm", &args.path, &err))?;
+        .map_err(refused("rm", &args.path))?;
     for object in left {
         eprintln!(
             "tessera: warning: rm {}: {}",
@@ -474,28 +572,29 @@ fn describe_left(object: &ObjectLeft) -> String {
 }
 
 /// `tessera mv`.
-pub fn mv(args: &MvArgs) -> Result<(), String> {
+pub fn mv(args: &MvArgs) -> Result<(), FilesError> {
     client(&args.cluster)?
         .rename(&args.source, &args.target)
-        .map_err(|err| failed("mv", &args.source, &err))
+        .map_err(refused("mv", &args.source))
 }
 
 /// `tessera chmod`.
-pub fn chmod(args: &ChmodArgs) -> Result<(), String> {
-    let mode = parse_mode(&args.mode).map_err(|why| format!("chmod {}: {why}", args.path))?;
+pub fn chmod(args: &ChmodArgs) -> Result<(), FilesError> {
+    let mode =
+        parse_mode(&args.mode).map_err(|why| argument("chmod", &args.path)(why.to_string()))?;
     client(&args.cluster)?
         .chmod(&args.path, mode)
-        .map_err(|err| failed("chmod", &args.path, &err))?;
+        .map_err(refused("chmod", &args.path))?;
     Ok(())
 }
 
 /// `tessera chown`.
-pub fn chown(args: &ChownArgs) -> Result<(), String> {
+pub fn chown(args: &ChownArgs) -> Result<(), FilesError> {
     let (uid, gid) =
-        parse_owner(&args.owner).map_err(|why| format!("chown {}: {why}", args.path))?;
+        parse_owner(&args.owner).map_err(|why| argument("chown", &args.path)(why.to_string()))?;
     client(&args.cluster)?
         .chown(&args.path, uid, gid)
-        .map_err(|err| failed("chown", &args.path, &err))?;
+        .map_err(refused("chown", &args.path))?;
     Ok(())
 }
 
@@ -507,33 +606,52 @@ fn is_standard_stream(path: &Path) -> bool {
 /// Opens the source of a `put`: standard input, or a local regular file or pipe. Checked
 /// before anything in Tessera is touched. Also returns the size of a regular file (for the
 /// progress bar).
-fn open_source(local: &Path) -> Result<(Box<dyn Read>, Option<u64>), String> {
+fn open_source(local: &Path) -> Result<(Box<dyn Read>, Option<u64>), FilesError> {
     if is_standard_stream(local) {
         return Ok((Box::new(std::io::stdin().lock()), None));
     }
-    let shown = local.display();
-    let metadata = fs::metadata(local).map_err(|err| format!("put: cannot read {shown}: {err}"))?;
+    let shown = local.display().to_string();
+    let unreadable = |source| FilesError::Local {
+        command: "put",
+        doing: "cannot read",
+        local: shown.clone(),
+        source,
+    };
+    let metadata = fs::metadata(local).map_err(unreadable)?;
     let kind = metadata.file_type();
     if kind.is_dir() {
-        return Err(format!("put: {shown} is a directory; put copies one file"));
+        return Err(FilesError::NotAFile {
+            local: shown,
+            why: "is a directory; put copies one file",
+        });
     }
     if !kind.is_file() && !kind.is_fifo() {
-        return Err(format!("put: {shown} is not a regular file or a pipe"));
+        return Err(FilesError::NotAFile {
+            local: shown,
+            why: "is not a regular file or a pipe",
+        });
     }
-    let file = fs::File::open(local).map_err(|err| format!("put: cannot read {shown}: {err}"))?;
+    let file = fs::File::open(local).map_err(unreadable)?;
     Ok((Box::new(file), kind.is_file().then_some(metadata.len())))
 }
 
 /// Fills `buffer` from `source` as far as it goes; returns how many bytes it holds (fewer
 /// than its length only at the end of the input).
-fn fill(source: &mut dyn Read, buffer: &mut [u8], local: &Path) -> Result<usize, String> {
+fn fill(source: &mut dyn Read, buffer: &mut [u8], local: &Path) -> Result<usize, FilesError> {
     let mut filled = 0;
     while filled < buffer.len() {
         match source.read(&mut buffer[filled..]) {
             Ok(0) => break,
             Ok(read) => filled += read,
             Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(err) => return Err(format!("put: reading {}: {err}", local.display())),
+            Err(source) => {
+                return Err(FilesError::Local {
+                    command: "put",
+                    doing: "reading",
+                    local: local.display().to_string(),
+                    source,
+                })
+            }
         }
     }
     Ok(filled)
@@ -604,17 +722,16 @@ impl Drop for Temporary<'_> {
 /// target, flushes it (unless `--no-sync`), then renames it over the target. A failed put
 /// leaves the target as it was and removes its temporary file; of two puts to one path, the
 /// later rename wins whole.
-pub fn put(args: &PutArgs) -> Result<(), String> {
+pub fn put(args: &PutArgs) -> Result<(), FilesError> {
     let mode = args
         .mode
         .as_deref()
         .map(parse_mode)
         .transpose()
-        .map_err(|why| format!("put {}: {why}", args.path))?;
+        .map_err(|why| argument("put", &args.path)(why.to_string()))?;
     let Some((parent, name)) = split_target(&args.path) else {
-        return Err(format!(
-            "put {}: the target names no file (an absolute path such as /dir/name)",
-            args.path
+        return Err(argument("put", &args.path)(
+            "the target names no file (an absolute path such as /dir/name)".to_owned(),
         ));
     };
     let (mut source, source_bytes) = open_source(&args.local)?;
@@ -626,11 +743,11 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
     let started = Instant::now();
     let replaced = match client.lookup(&args.path) {
         Ok(attr) if attr.kind == FileKind::Directory => {
-            return Err(format!("put {}: is a directory", args.path));
+            return Err(argument("put", &args.path)("is a directory".to_owned()));
         }
         Ok(attr) => Some(attr),
         Err(err) if err.code() == Some(ErrorCode::NotFound) => None,
-        Err(err) => return Err(failed("put", &args.path, &err)),
+        Err(err) => return Err(refused("put", &args.path)(err)),
     };
     let mode = mode
         .or(replaced.as_ref().map(|attr| attr.mode & 0o7777))
@@ -652,7 +769,7 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
         Err(err) => {
             // Nothing was made (an exclusive create that failed), so nothing to remove.
             temporary.renamed = true;
-            return Err(failed("put", &args.path, &err));
+            return Err(refused("put", &args.path)(err));
         }
     };
     let mut offset = 0u64;
@@ -661,7 +778,7 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
     while filled > 0 {
         let report = file
             .write_at(offset, &buffer[..filled])
-            .map_err(|err| failed("put", &temporary.path, &err))?;
+            .map_err(refused("put", &temporary.path))?;
         requests += report.requests;
         offset += filled as u64;
         bar.set_position(offset);
@@ -669,12 +786,14 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
     }
     bar.finish_and_clear();
     if !args.no_sync {
-        file.sync()
-            .map_err(|err| format!("put {}: sync: {err}", temporary.path))?;
+        file.sync().map_err(|source| FilesError::Sync {
+            path: temporary.path.clone(),
+            source,
+        })?;
     }
     client
         .rename(&temporary.path, &args.path)
-        .map_err(|err| failed("put", &args.path, &err))?;
+        .map_err(refused("put", &args.path))?;
     temporary.renamed = true;
     let source_name = if is_standard_stream(&args.local) {
         "stdin".to_owned()
@@ -719,16 +838,13 @@ impl Sink {
 
 /// `tessera get`: the local file is opened only once the Tessera file is open and its size
 /// known. A reader of standard output that goes away ends the command quietly.
-pub fn get(args: &GetArgs) -> Result<(), String> {
+pub fn get(args: &GetArgs) -> Result<(), FilesError> {
     let client = client(&args.cluster)?;
     let started = Instant::now();
     let file = client
         .open(&args.path, OpenMode::ReadOnly)
-        .map_err(|err| failed("get", &args.path, &err))?;
-    let size = file
-        .stat()
-        .map_err(|err| failed("get", &args.path, &err))?
-        .size;
+        .map_err(refused("get", &args.path))?;
+    let size = file.stat().map_err(refused("get", &args.path))?.size;
     let to_stdout = is_standard_stream(&args.local);
     let target = if to_stdout {
         "stdout".to_owned()
@@ -739,13 +855,22 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
         Sink::Stdout(std::io::stdout().lock())
     } else {
         Sink::File(
-            fs::File::create(&args.local)
-                .map_err(|err| format!("get: cannot write {target}: {err}"))?,
+            fs::File::create(&args.local).map_err(|source| FilesError::Local {
+                command: "get",
+                doing: "cannot write",
+                local: target.clone(),
+                source,
+            })?,
         )
     };
-    let written = |err: std::io::Error| {
-        tessera_cluster::output::closed_stdout(&err);
-        format!("get: writing {target}: {err}")
+    let written = |source: std::io::Error| {
+        tessera_cluster::output::closed_stdout(&source);
+        FilesError::Local {
+            command: "get",
+            doing: "writing",
+            local: target.clone(),
+            source,
+        }
     };
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
     let mut offset = 0u64;
@@ -756,7 +881,7 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
             .expect("chunk fits usize");
         let report = file
             .read_at(offset, &mut buffer[..length])
-            .map_err(|err| failed("get", &args.path, &err))?;
+            .map_err(refused("get", &args.path))?;
         requests += report.requests;
         sink.write_all(&buffer[..length]).map_err(written)?;
         offset += length as u64;
@@ -782,13 +907,12 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
 
 /// `tessera sync`: flushes a file's data on every iod that holds it to stable storage. Any
 /// right to the file is enough, as for `fsync(2)` on a file opened for reading.
-pub fn sync(args: &PathArgs) -> Result<(), String> {
+pub fn sync(args: &PathArgs) -> Result<(), FilesError> {
     let client = client(&args.cluster)?;
     let file = client
         .open(&args.path, OpenMode::ReadOnly)
-        .map_err(|err| failed("sync", &args.path, &err))?;
-    file.sync()
-        .map_err(|err| failed("sync", &args.path, &err))?;
+        .map_err(refused("sync", &args.path))?;
+    file.sync().map_err(refused("sync", &args.path))?;
     println!(
         "sync {}: flushed on {} servers",
         args.path,
@@ -807,7 +931,7 @@ mod tests {
         assert_eq!(parse_mode("0640"), Ok(0o640));
         assert_eq!(parse_mode("1777"), Ok(0o1777));
         for bad in ["", "8", "64a", "-1", "+7", "17777", "0o640"] {
-            let error = parse_mode(bad).unwrap_err();
+            let error = parse_mode(bad).unwrap_err().to_string();
             assert!(error.contains(&format!("{bad:?}")), "{error}");
         }
     }
@@ -838,8 +962,14 @@ mod tests {
         assert_eq!(parse_owner("1000:100"), Ok((Some(1000), Some(100))));
         assert_eq!(parse_owner(":100"), Ok((None, Some(100))));
         assert_eq!(parse_owner("1000:"), Ok((Some(1000), None)));
-        assert!(parse_owner("alice").unwrap_err().contains("\"alice\""));
-        assert!(parse_owner(":").unwrap_err().contains("neither"));
+        assert!(parse_owner("alice")
+            .unwrap_err()
+            .to_string()
+            .contains("\"alice\""));
+        assert!(parse_owner(":")
+            .unwrap_err()
+            .to_string()
+            .contains("neither"));
         assert!(parse_owner("4294967295").is_err());
         assert!(parse_owner("1:2:3").is_err());
     }

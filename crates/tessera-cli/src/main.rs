@@ -96,6 +96,31 @@ enum Command {
     Sim(tessera_sim::cli::SimCommand),
 }
 
+/// Why a command failed: each command module's own error, or the text `tessera-cluster` and
+/// `tessera-sim` report. Printed once, here.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Files(#[from] files::FilesError),
+    #[error(transparent)]
+    Df(#[from] df::DfError),
+    #[error(transparent)]
+    Status(#[from] status::StatusError),
+    #[error(transparent)]
+    Forward(#[from] forward::ForwardError),
+    #[error(transparent)]
+    Servers(#[from] servers::ServerError),
+    #[error(transparent)]
+    Mount(#[from] mount::MountError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A failure reported as text by a crate beside this one.
+fn reported(message: impl std::fmt::Display) -> Failure {
+    Failure::Other(message.to_string())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let logs_default = match cli.command {
@@ -103,37 +128,39 @@ fn main() -> ExitCode {
         _ => "warn",
     };
     cluster::logs::init(logs_default);
-    let result = match cli.command {
-        Command::Up(args) => cluster::up(&args),
-        Command::Down(args) => cluster::down(&args),
-        Command::Restart(args) => cluster::restart(&args),
-        Command::Status(args) => status::status(&args),
-        Command::Mds(args) => servers::run_mds(&args),
-        Command::Iod(args) => servers::run_iod(&args),
-        Command::Agent(args) => servers::run_agent(&args),
-        Command::Keygen(args) => servers::keygen(&args),
-        Command::Ls(args) => files::ls(&args),
-        Command::Stat(args) => files::stat(&args),
-        Command::Create(args) => files::create(&args),
-        Command::Mkdir(args) => files::mkdir(&args),
-        Command::Rm(args) => files::rm(&args),
-        Command::Mv(args) => files::mv(&args),
-        Command::Put(args) => files::put(&args),
-        Command::Get(args) => files::get(&args),
-        Command::Sync(args) => files::sync(&args),
-        Command::Df(args) => df::df(&args),
-        Command::Chmod(args) => files::chmod(&args),
-        Command::Chown(args) => files::chown(&args),
-        Command::Demo(args) => forward::run("demo", &args),
-        Command::Bench(args) => forward::run("", &args),
-        Command::Mount(args) => mount::mount(&args),
-        Command::Umount(args) => mount::umount(&args),
-        Command::Sim(command) => tessera_sim::cli::run(&command).map(|out| print!("{out}")),
+    let result: Result<(), Failure> = match cli.command {
+        Command::Up(args) => cluster::up(&args).map_err(reported),
+        Command::Down(args) => cluster::down(&args).map_err(reported),
+        Command::Restart(args) => cluster::restart(&args).map_err(reported),
+        Command::Status(args) => status::status(&args).map_err(Failure::from),
+        Command::Mds(args) => servers::run_mds(&args).map_err(Failure::from),
+        Command::Iod(args) => servers::run_iod(&args).map_err(Failure::from),
+        Command::Agent(args) => servers::run_agent(&args).map_err(Failure::from),
+        Command::Keygen(args) => servers::keygen(&args).map_err(Failure::from),
+        Command::Ls(args) => files::ls(&args).map_err(Failure::from),
+        Command::Stat(args) => files::stat(&args).map_err(Failure::from),
+        Command::Create(args) => files::create(&args).map_err(Failure::from),
+        Command::Mkdir(args) => files::mkdir(&args).map_err(Failure::from),
+        Command::Rm(args) => files::rm(&args).map_err(Failure::from),
+        Command::Mv(args) => files::mv(&args).map_err(Failure::from),
+        Command::Put(args) => files::put(&args).map_err(Failure::from),
+        Command::Get(args) => files::get(&args).map_err(Failure::from),
+        Command::Sync(args) => files::sync(&args).map_err(Failure::from),
+        Command::Df(args) => df::df(&args).map_err(Failure::from),
+        Command::Chmod(args) => files::chmod(&args).map_err(Failure::from),
+        Command::Chown(args) => files::chown(&args).map_err(Failure::from),
+        Command::Demo(args) => forward::run("demo", &args).map_err(Failure::from),
+        Command::Bench(args) => forward::run("", &args).map_err(Failure::from),
+        Command::Mount(args) => mount::mount(&args).map_err(Failure::from),
+        Command::Umount(args) => mount::umount(&args).map_err(Failure::from),
+        Command::Sim(command) => tessera_sim::cli::run(&command)
+            .map(|out| print!("{out}"))
+            .map_err(reported),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("tessera: {message}");
+        Err(failure) => {
+            eprintln!("tessera: {failure}");
             ExitCode::FAILURE
         }
     }

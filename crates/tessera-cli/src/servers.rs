@@ -13,6 +13,59 @@ use std::time::Duration;
 
 use tessera_net::Identity;
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
+use thiserror::Error;
+
+/// Why a server (mds, iod, agent) could not start, or `keygen` could not write its key. Each
+/// names the server and the file, address or option involved.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// A file, directory or option the server needs could not be used.
+    #[error("{server}: {detail}")]
+    Start {
+        /// "mds", "iod N" or "agent".
+        server: String,
+        /// What could not be used, and why.
+        detail: String,
+    },
+    /// The listen address could not be bound; for a port in use, who holds it.
+    #[error("{server}: cannot listen on {listen}: {source}{}", holder_text(holder.as_deref()))]
+    Listen {
+        /// The server.
+        server: Identity,
+        /// The address asked for.
+        listen: String,
+        /// Why.
+        source: std::io::Error,
+        /// Who holds the port, when it is in use ([`port_holder`]).
+        holder: Option<String>,
+    },
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    /// A failure reported as text, as it is printed: by `tessera-cluster` (the address file)
+    /// or `tessera-auth` (the key file), or an argument refused before any server starts.
+    #[error("{0}")]
+    Reported(String),
+}
+
+fn holder_text(holder: Option<&str>) -> String {
+    holder
+        .map(|holder| format!(": {holder}"))
+        .unwrap_or_default()
+}
+
+/// A [`ServerError::Reported`]: the text another crate's error prints.
+fn reported(err: impl std::fmt::Display) -> ServerError {
+    ServerError::Reported(err.to_string())
+}
+
+/// A [`ServerError::Start`] of `server`.
+fn start(server: impl std::fmt::Display, detail: impl std::fmt::Display) -> ServerError {
+    ServerError::Start {
+        server: server.to_string(),
+        detail: detail.to_string(),
+    }
+}
 
 /// Arguments of `tessera mds`.
 #[derive(Debug, clap::Args)]
@@ -134,10 +187,21 @@ pub struct IodArgs {
     lease_ms: u32,
 }
 
+/// Why a byte count option was refused.
+#[derive(Debug, Error)]
+enum SizeError {
+    /// Not a byte count (the reason as `parse_bytes` gives it).
+    #[error("{0}")]
+    Unreadable(String),
+    /// More than this machine can address.
+    #[error("{0} bytes do not fit in memory here")]
+    TooLarge(u64),
+}
+
 /// A byte count with an optional k/m/g suffix that fits this machine's address space.
-fn parse_size(text: &str) -> Result<usize, String> {
-    let bytes = tessera_client::layouts::parse_bytes(text)?;
-    usize::try_from(bytes).map_err(|_| format!("{bytes} bytes do not fit in memory here"))
+fn parse_size(text: &str) -> Result<usize, SizeError> {
+    let bytes = tessera_client::layouts::parse_bytes(text).map_err(SizeError::Unreadable)?;
+    usize::try_from(bytes).map_err(|_| SizeError::TooLarge(bytes))
 }
 
 /// The iod's fabric, if `--ofi-provider` names one, with the unified cache's Ready region
@@ -146,7 +210,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
 fn open_fabric(
     args: &IodArgs,
     ready: Option<tessera_iod::cache::ReadyMemory>,
-) -> Result<Option<Arc<tessera_iod::fabric::FabricServer>>, String> {
+) -> Result<Option<Arc<tessera_iod::fabric::FabricServer>>, ServerError> {
     let Some(provider) = &args.ofi_provider else {
         return Ok(None);
     };
@@ -156,7 +220,7 @@ fn open_fabric(
     };
     let fabric =
         tessera_iod::fabric::FabricServer::open(provider, args.ofi_node.as_deref(), options)
-            .map_err(|err| format!("iod {}: fabric: {err}", args.index))?;
+            .map_err(|err| start(format!("iod {}", args.index), format!("fabric: {err}")))?;
     let ready = match fabric.ready_registered_bytes() {
         0 => String::new(),
         bytes => format!(
@@ -181,11 +245,11 @@ fn open_fabric(
 fn open_fabric(
     args: &IodArgs,
     _ready: Option<tessera_iod::cache::ReadyMemory>,
-) -> Result<Option<Arc<tessera_iod::fabric::FabricServer>>, String> {
+) -> Result<Option<Arc<tessera_iod::fabric::FabricServer>>, ServerError> {
     match &args.ofi_provider {
-        Some(provider) => Err(format!(
-            "iod {}: --ofi-provider {provider}: this tessera was built without the `ofi` feature",
-            args.index
+        Some(provider) => Err(start(
+            format!("iod {}", args.index),
+            format!("--ofi-provider {provider}: this tessera was built without the `ofi` feature"),
         )),
         None => Ok(None),
     }
@@ -199,8 +263,8 @@ pub struct KeygenArgs {
 }
 
 /// Writes a new cluster key.
-pub fn keygen(args: &KeygenArgs) -> Result<(), String> {
-    let key = tessera_auth::ClusterKey::create(&args.file).map_err(|err| err.to_string())?;
+pub fn keygen(args: &KeygenArgs) -> Result<(), ServerError> {
+    let key = tessera_auth::ClusterKey::create(&args.file).map_err(reported)?;
     println!(
         "tessera: wrote a new cluster key to {} (mode 0600); give it to every server with --key and to every host's agent",
         args.file.display()
@@ -232,9 +296,8 @@ pub struct AgentArgs {
 }
 
 /// Runs the agent of this host in the foreground.
-pub fn run_agent(args: &AgentArgs) -> Result<(), String> {
-    let key =
-        tessera_auth::ClusterKey::load_owned(&args.key).map_err(|err| format!("agent: {err}"))?;
+pub fn run_agent(args: &AgentArgs) -> Result<(), ServerError> {
+    let key = tessera_auth::ClusterKey::load_owned(&args.key).map_err(|err| start("agent", err))?;
     serve_metrics(args.metrics.as_deref(), "agent")?;
     let config = tessera_auth::agent::AgentConfig {
         key,
@@ -242,13 +305,14 @@ pub fn run_agent(args: &AgentArgs) -> Result<(), String> {
     };
     runtime()?.block_on(async {
         let listener = tessera_cluster::bind_local(&args.socket)
-            .map_err(|err| format!("agent: socket {}: {err}", args.socket.display()))?;
+            .map_err(|err| start("agent", format!("socket {}: {err}", args.socket.display())))?;
         if let Some(path) = &args.address_file {
             tessera_cluster::owned::write_new(
                 path,
                 &args.socket.display().to_string(),
                 tessera_cluster::owned::SHARED_FILE_MODE,
-            )?;
+            )
+            .map_err(reported)?;
         }
         tracing::info!("agent: signing credentials on {}", args.socket.display());
         tessera_auth::agent::serve(listener, config, shutdown_signal()).await;
@@ -267,13 +331,13 @@ const REQUEST_SECONDS_BUCKETS: [f64; 13] = [
 /// metrics at `http://LISTEN/metrics` from a thread of its own (so a busy server still
 /// answers a scrape); without, does nothing and every metric record stays a no-op. Port 0
 /// is resolved to a free port first (bound, read and released), and the address is logged.
-pub fn serve_metrics(listen: Option<&str>, server: &str) -> Result<(), String> {
+pub fn serve_metrics(listen: Option<&str>, server: &str) -> Result<(), ServerError> {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     use tessera_proto::metrics::MetricKind;
     let Some(listen) = listen else {
         return Ok(());
     };
-    let failed = |err: &dyn std::fmt::Display| format!("{server}: --metrics {listen}: {err}");
+    let failed = |err: &dyn std::fmt::Display| start(server, format!("--metrics {listen}: {err}"));
     let address = std::net::TcpListener::bind(listen)
         .and_then(|probe| probe.local_addr())
         .map_err(|err| failed(&err))?;
@@ -326,13 +390,13 @@ fn raise_open_files() {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+fn runtime() -> Result<tokio::runtime::Runtime, ServerError> {
     raise_open_files();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(BLOCKING_THREADS_MAX)
         .build()
-        .map_err(|err| format!("cannot start the async runtime: {err}"))
+        .map_err(ServerError::Runtime)
 }
 
 /// How long a server that finds its port taken waits for what listens there to prove it
@@ -375,27 +439,38 @@ async fn bind(
     address_file: Option<&Path>,
     server: Identity,
     key: &tessera_auth::ClusterKey,
-) -> Result<(tokio::net::TcpListener, SocketAddr), String> {
+) -> Result<(tokio::net::TcpListener, SocketAddr), ServerError> {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
-        Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => {
+        Err(source) if source.kind() == std::io::ErrorKind::AddrInUse => {
             let (address, key) = (listen.to_owned(), key.clone());
             let holder = tokio::task::spawn_blocking(move || port_holder(&address, server, &key))
                 .await
                 .unwrap_or_else(|err| format!("cannot tell who holds it: {err}"));
-            return Err(format!(
-                "{server}: cannot listen on {listen}: {err}: {holder}"
-            ));
+            return Err(ServerError::Listen {
+                server,
+                listen: listen.to_owned(),
+                source,
+                holder: Some(holder),
+            });
         }
-        Err(err) => return Err(format!("{server}: cannot listen on {listen}: {err}")),
+        Err(source) => {
+            return Err(ServerError::Listen {
+                server,
+                listen: listen.to_owned(),
+                source,
+                holder: None,
+            })
+        }
     };
-    let address = listener.local_addr().map_err(|err| err.to_string())?;
+    let address = listener.local_addr().map_err(reported)?;
     if let Some(path) = address_file {
         tessera_cluster::owned::write_new(
             path,
             &address.to_string(),
             tessera_cluster::owned::SHARED_FILE_MODE,
-        )?;
+        )
+        .map_err(reported)?;
     }
     Ok((listener, address))
 }
@@ -428,21 +503,21 @@ async fn shutdown_signal() {
 }
 
 /// Runs the metadata server.
-pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
+pub fn run_mds(args: &MdsArgs) -> Result<(), ServerError> {
     if let Some(data) = args
         .db
         .parent()
         .filter(|parent| !parent.as_os_str().is_empty())
     {
         tessera_cluster::private_dir(data)
-            .map_err(|err| format!("mds: data directory {}: {err}", data.display()))?;
+            .map_err(|err| start("mds", format!("data directory {}: {err}", data.display())))?;
     }
-    tessera_cluster::owned::check_file(&args.db).map_err(|err| format!("mds: store {err}"))?;
-    let key =
-        tessera_auth::ClusterKey::load_owned(&args.key).map_err(|err| format!("mds: {err}"))?;
+    tessera_cluster::owned::check_file(&args.db)
+        .map_err(|err| start("mds", format!("store {err}")))?;
+    let key = tessera_auth::ClusterKey::load_owned(&args.key).map_err(|err| start("mds", err))?;
     serve_metrics(args.metrics.as_deref(), "mds")?;
-    let server_count =
-        u16::try_from(args.iods.len()).map_err(|_| "too many --iod addresses".to_owned())?;
+    let server_count = u16::try_from(args.iods.len())
+        .map_err(|_| ServerError::Reported("too many --iod addresses".to_owned()))?;
     let auth = Arc::new(tessera_auth::ServerAuth::new(
         key.clone(),
         tessera_proto::ROLE_MDS,
@@ -454,7 +529,7 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
         precreate: args.precreate,
     };
     let namespace = tessera_mds::Namespace::open_store(&args.db, server_count, args.stripe_unit)
-        .map_err(|err| format!("mds: {}", err.message))?
+        .map_err(|err| start("mds", err.message))?
         .with_root_squash(args.root_squash);
     let mds = Arc::new(tessera_mds::Mds::new(
         namespace,
@@ -487,24 +562,24 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), String> {
 }
 
 /// Runs an I/O server.
-pub fn run_iod(args: &IodArgs) -> Result<(), String> {
+pub fn run_iod(args: &IodArgs) -> Result<(), ServerError> {
+    let server = format!("iod {}", args.index);
     tessera_cluster::private_dir(&args.data).map_err(|err| {
-        format!(
-            "iod {}: data directory {}: {err}",
-            args.index,
-            args.data.display()
+        start(
+            &server,
+            format!("data directory {}: {err}", args.data.display()),
         )
     })?;
     let key = (!args.calibrate)
         .then(|| tessera_auth::ClusterKey::load_owned(&args.key))
         .transpose()
-        .map_err(|err| format!("iod {}: {err}", args.index))?;
+        .map_err(|err| start(&server, err))?;
     let model = tessera_iod::cost::load_or_calibrate(
         &args.data,
         args.calibrate,
         args.cost_model.as_deref(),
     )
-    .map_err(|err| format!("iod {}: cost model: {err}", args.index))?;
+    .map_err(|err| start(&server, format!("cost model: {err}")))?;
     if args.calibrate {
         let kept = args.data.join(tessera_iod::cost::COST_MODEL_FILE);
         println!("# {}", kept.display());
@@ -516,12 +591,11 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
         return Ok(());
     }
     tracing::info!("iod {}: cost model {}", args.index, model.describe());
-    serve_metrics(args.metrics.as_deref(), &format!("iod {}", args.index))?;
+    serve_metrics(args.metrics.as_deref(), &server)?;
     let store = tessera_iod::ObjectStore::open_with(&args.data, model).map_err(|err| {
-        format!(
-            "iod {}: data directory {}: {err}",
-            args.index,
-            args.data.display()
+        start(
+            &server,
+            format!("data directory {}: {err}", args.data.display()),
         )
     })?;
     let cache = tessera_iod::cache::CacheConfig {
@@ -531,12 +605,9 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
                 .unwrap_or_else(tessera_iod::store::default_cache_bytes),
         )
     };
-    let store = store.with_serve(args.serve, Some(cache)).map_err(|err| {
-        format!(
-            "iod {}: --cache-bytes/--cache-ready-bytes: {err}",
-            args.index
-        )
-    })?;
+    let store = store
+        .with_serve(args.serve, Some(cache))
+        .map_err(|err| start(&server, format!("--cache-bytes/--cache-ready-bytes: {err}")))?;
     let fabric = open_fabric(args, store.ready_memory())?;
     let ready_stats = store.cache_stats().filter(|stats| stats.ready_bytes > 0);
     if let (Some(_), Some(stats)) = (&fabric, ready_stats) {
@@ -547,11 +618,11 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
         );
     }
     let membership = tessera_iod::membership::Membership::open(&args.data, args.index)
-        .map_err(|err| format!("iod {}: namespace record: {err}", args.index))?;
+        .map_err(|err| start(&server, format!("namespace record: {err}")))?;
     let mut iod = tessera_iod::Iod::new(args.index, store)
         .with_membership(Arc::new(membership))
         .with_lease_ms(args.lease_ms)
-        .map_err(|err| format!("iod {}: --lease-ms: {err}", args.index))?;
+        .map_err(|err| start(&server, format!("--lease-ms: {err}")))?;
     if let Some(fabric) = fabric {
         iod = iod.with_fabric(fabric);
     }
@@ -578,7 +649,7 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
             .spawn(move || {
                 let _ = tessera_iod::sweep::run(&store, &options);
             })
-            .map_err(|err| format!("iod {}: cannot start the orphan sweep: {err}", args.index))?;
+            .map_err(|err| start(&server, format!("cannot start the orphan sweep: {err}")))?;
     } else {
         tracing::info!(
             "iod {}: no --mds given, so no orphan sweep at this start",
@@ -600,7 +671,7 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
         .await?;
         let local = match &args.local_socket {
             Some(path) => Some(tessera_cluster::bind_local(path).map_err(|err| {
-                format!("iod {}: local socket {}: {err}", args.index, path.display())
+                start(&server, format!("local socket {}: {err}", path.display()))
             })?),
             None => None,
         };

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
-use tessera_client::{Client, ClientOptions, ClusterConfig};
+use tessera_client::{Client, ClientError, ClientOptions, ClusterConfig};
 use tessera_proto::{StorageCounters, STORE_FAILED, STORE_NO_SPACE, STORE_OK};
 
 use crate::files::print_json;
@@ -174,14 +174,40 @@ fn storage(client: &Client) -> Vec<StorageJson> {
         .collect()
 }
 
+/// Why `status` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// The cluster file is missing or malformed.
+    #[error(transparent)]
+    Cluster(#[from] ClientError),
+    /// The JSON output could not be made.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// Servers are down or degraded (the report was printed).
+    #[error("{}", unhealthy(*down, *degraded))]
+    Unhealthy {
+        /// Servers not answering.
+        down: usize,
+        /// Servers answering with a degraded store.
+        degraded: usize,
+    },
+}
+
+fn unhealthy(down: usize, degraded: usize) -> String {
+    match (down, degraded) {
+        (0, degraded) => format!("{degraded} server(s) degraded"),
+        (down, 0) => format!("{down} server(s) not answering"),
+        (down, degraded) => format!("{down} server(s) not answering, {degraded} degraded"),
+    }
+}
+
 /// Reports every server of a cluster. Fails when one is down or degraded.
-pub fn status(args: &StatusArgs) -> Result<(), String> {
+pub fn status(args: &StatusArgs) -> Result<(), StatusError> {
     let config = match (&args.dir, &args.cluster.cluster) {
         (Some(dir), _) => ClusterConfig::load(&dir.join("cluster.toml")),
         (None, Some(file)) => ClusterConfig::load(file),
         (None, None) => ClusterConfig::from_env(),
-    }
-    .map_err(|err| err.to_string())?;
+    }?;
     let client = Client::new(
         &config,
         &ClientOptions {
@@ -213,11 +239,7 @@ pub fn status(args: &StatusArgs) -> Result<(), String> {
     };
     match (count("down"), count("degraded")) {
         (0, 0) => Ok(()),
-        (0, degraded) => Err(format!("{degraded} server(s) degraded")),
-        (down, 0) => Err(format!("{down} server(s) not answering")),
-        (down, degraded) => Err(format!(
-            "{down} server(s) not answering, {degraded} degraded"
-        )),
+        (down, degraded) => Err(StatusError::Unhealthy { down, degraded }),
     }
 }
 

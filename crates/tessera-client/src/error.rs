@@ -86,6 +86,25 @@ impl ClientError {
             Self::Config { .. } => None,
         }
     }
+
+    /// The errno of this failure, for every edge that hands failures to POSIX callers
+    /// (Python, the C API, the MPI-IO library's POSIX calls through it; the mount turns the
+    /// failures that never reached a server into `EIO`).
+    ///
+    /// A server's refusal, and a failure the client found itself, is its code's errno
+    /// ([`ErrorCode::errno`], the one table); a failure of the transport has the socket's
+    /// errno, a bad cluster file `EINVAL`, a broken collective `ECOMM`.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Self::Net(NetError::TimedOut { .. }) => libc::ETIMEDOUT,
+            Self::Net(NetError::Connect { .. } | NetError::NotAsked { .. }) => libc::ECONNREFUSED,
+            Self::Net(NetError::Io { .. }) => libc::ECONNRESET,
+            Self::Net(NetError::Protocol { .. } | NetError::WrongServer { .. }) => libc::EPROTO,
+            Self::Config { .. } => libc::EINVAL,
+            Self::Collective(_) => libc::ECOMM,
+            _ => self.code().map_or(libc::EIO, ErrorCode::errno),
+        }
+    }
 }
 
 impl From<NetError> for ClientError {
@@ -97,5 +116,40 @@ impl From<NetError> for ClientError {
             },
             other => Self::Net(other),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_take_the_table_and_transport_failures_their_own_errno() {
+        let refused = ClientError::Server {
+            code: ErrorCode::Busy,
+            message: "/f".to_owned(),
+        };
+        assert_eq!(refused.errno(), ErrorCode::Busy.errno());
+        let timed_out = ClientError::Net(NetError::TimedOut {
+            peer: "iod 0".to_owned(),
+            timeout_ms: 1,
+        });
+        assert_eq!(timed_out.errno(), libc::ETIMEDOUT);
+        let lease = ClientError::LeaseExpired {
+            path: "/f".to_owned(),
+            start: 0,
+            end: 1,
+            lease_ms: 1,
+        };
+        assert_eq!(lease.errno(), libc::EBUSY);
+        let config = ClientError::Config {
+            path: "c".to_owned(),
+            detail: "d".to_owned(),
+        };
+        assert_eq!(config.errno(), libc::EINVAL);
+        assert_eq!(
+            ClientError::InvalidArgument("x".to_owned()).errno(),
+            libc::EINVAL
+        );
     }
 }

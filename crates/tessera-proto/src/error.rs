@@ -180,6 +180,49 @@ impl ErrorCode {
     }
 }
 
+impl ErrorCode {
+    /// The errno a POSIX caller expects for this code: the one table every edge uses (the
+    /// mount, the C API and through it the MPI-IO library, Python). docs/PROTOCOL.md §4.9
+    /// lists it ("Error codes and errno"), and a test keeps the two equal.
+    ///
+    /// Where the edges once disagreed, the reason for the choice is given beside the code.
+    pub fn errno(self) -> i32 {
+        match self {
+            Self::NotFound => libc::ENOENT,
+            Self::Exists => libc::EEXIST,
+            Self::NotDirectory => libc::ENOTDIR,
+            Self::IsDirectory => libc::EISDIR,
+            Self::NotEmpty => libc::ENOTEMPTY,
+            Self::InvalidArgument => libc::EINVAL,
+            // Not E2BIG (exec's argument list): the limit a POSIX caller meets is a file's
+            // size (`FILE_BYTES_MAX`), for which write and truncate give EFBIG.
+            Self::LimitExceeded => libc::EFBIG,
+            // Not ENOENT: the name may still exist; the object behind an open file is gone,
+            // which is NFS's "stale file handle".
+            Self::UnknownHandle => libc::ESTALE,
+            // Not EIO: the peer broke the protocol, the storage did not fail.
+            Self::Protocol => libc::EPROTO,
+            Self::PermissionDenied => libc::EACCES,
+            // Not EAGAIN: the calls are blocking, and EAGAIN reads as "would block" (Python
+            // raises BlockingIOError); a lock or server that is busy is EBUSY.
+            Self::Busy => libc::EBUSY,
+            Self::Io
+            | Self::Internal
+            // Not EHOSTUNREACH (a socket's error, and the route may be fine): a server the
+            // call needed is down, which a file system's callers know as EIO.
+            | Self::Unavailable
+            // The client handles these three itself (declares the view again, moves the
+            // data in messages, shares the region again); one that reaches a caller is EIO.
+            | Self::UnknownView
+            | Self::RemoteAccessRefused
+            | Self::UnknownRegion => libc::EIO,
+            // Not EIO: the caller's memory segment is not mapped, POSIX's EFAULT.
+            Self::BadAddress => libc::EFAULT,
+            Self::NoSpace => libc::ENOSPC,
+        }
+    }
+}
+
 impl std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -232,5 +275,112 @@ impl From<WireError> for RemoteError {
             _ => ErrorCode::Protocol,
         };
         Self::new(code, err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every code, found by decoding every u16 (a new variant is found once `from_u16`
+    /// knows it).
+    fn every_code() -> Vec<ErrorCode> {
+        (0..=u16::MAX)
+            .filter_map(|value| ErrorCode::from_u16(value).ok())
+            .collect()
+    }
+
+    /// The errno each code is documented to map to, by name.
+    const DOCUMENTED: [(ErrorCode, &str); 19] = [
+        (ErrorCode::NotFound, "ENOENT"),
+        (ErrorCode::Exists, "EEXIST"),
+        (ErrorCode::NotDirectory, "ENOTDIR"),
+        (ErrorCode::IsDirectory, "EISDIR"),
+        (ErrorCode::NotEmpty, "ENOTEMPTY"),
+        (ErrorCode::InvalidArgument, "EINVAL"),
+        (ErrorCode::LimitExceeded, "EFBIG"),
+        (ErrorCode::UnknownHandle, "ESTALE"),
+        (ErrorCode::Io, "EIO"),
+        (ErrorCode::Protocol, "EPROTO"),
+        (ErrorCode::PermissionDenied, "EACCES"),
+        (ErrorCode::Busy, "EBUSY"),
+        (ErrorCode::Unavailable, "EIO"),
+        (ErrorCode::Internal, "EIO"),
+        (ErrorCode::UnknownView, "EIO"),
+        (ErrorCode::RemoteAccessRefused, "EIO"),
+        (ErrorCode::BadAddress, "EFAULT"),
+        (ErrorCode::UnknownRegion, "EIO"),
+        (ErrorCode::NoSpace, "ENOSPC"),
+    ];
+
+    fn documented(code: ErrorCode) -> &'static str {
+        DOCUMENTED
+            .iter()
+            .find(|(known, _)| *known == code)
+            .map_or("none", |(_, name)| name)
+    }
+
+    /// The value of an errno name the table uses.
+    fn errno_value(name: &str) -> Option<i32> {
+        Some(match name {
+            "ENOENT" => libc::ENOENT,
+            "EEXIST" => libc::EEXIST,
+            "ENOTDIR" => libc::ENOTDIR,
+            "EISDIR" => libc::EISDIR,
+            "ENOTEMPTY" => libc::ENOTEMPTY,
+            "EINVAL" => libc::EINVAL,
+            "EFBIG" => libc::EFBIG,
+            "ESTALE" => libc::ESTALE,
+            "EIO" => libc::EIO,
+            "EPROTO" => libc::EPROTO,
+            "EACCES" => libc::EACCES,
+            "EBUSY" => libc::EBUSY,
+            "EFAULT" => libc::EFAULT,
+            "ENOSPC" => libc::ENOSPC,
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn every_code_has_its_documented_nonzero_errno() {
+        let codes = every_code();
+        assert_eq!(codes.len(), 19, "codes 1-19");
+        for code in codes {
+            assert_eq!(ErrorCode::from_u16(code as u16), Ok(code));
+            assert_ne!(code.errno(), 0, "{code:?}");
+            assert_eq!(
+                Some(code.errno()),
+                errno_value(documented(code)),
+                "{code:?} maps to {}",
+                code.errno()
+            );
+        }
+    }
+
+    #[test]
+    fn the_protocol_doc_table_matches_errno() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/PROTOCOL.md");
+        let doc = std::fs::read_to_string(path).expect("docs/PROTOCOL.md is readable");
+        let table = doc
+            .split("#### Error codes and errno")
+            .nth(1)
+            .expect("docs/PROTOCOL.md has the table \"Error codes and errno\"");
+        // Rows after the header and its rule, up to the first line that is not a row.
+        let rows: Vec<Vec<&str>> = table
+            .lines()
+            .skip_while(|line| !line.starts_with('|'))
+            .take_while(|line| line.starts_with('|'))
+            .skip(2)
+            .map(|line| line.trim_matches('|').split('|').map(str::trim).collect())
+            .collect();
+        let codes = every_code();
+        assert_eq!(rows.len(), codes.len(), "one row per code");
+        for (row, code) in rows.iter().zip(codes) {
+            assert_eq!(row[0], (code as u16).to_string(), "row {row:?}");
+            assert_eq!(row[1], format!("`{code:?}`"), "row {row:?}");
+            let name = row[2].trim_matches('`');
+            assert_eq!(name, documented(code), "row {row:?}");
+            assert_eq!(errno_value(name), Some(code.errno()), "row {row:?}");
+        }
     }
 }

@@ -1,10 +1,11 @@
 /* The C API's namespace calls against a real cluster: version, mkdir, create, write,
  * opendir/readdir/closedir over more entries than one mds page holds, rename (to a new name
- * and over an existing file), chmod, chown, stat, the errors of each, and the removal of
- * everything made. Every check compares data or counts; the first failure exits 1.
+ * and over an existing file), chmod, chown, stat, the errors of each (and an errno), and the
+ * removal of everything made. Every check compares data or counts; the first failure exits 1.
  *
  * Usage: namespace CLUSTER_FILE (or with $TESSERA_CLUSTER set and no argument). Run by
  * scripts/install-check.sh against the installed library. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +156,8 @@ int main(int argc, char **argv) {
     check(memcmp(back, data, DATA_BYTES) == 0, "the renamed file keeps its bytes");
     tessera_close(file);
     expect(tessera_stat(client, path, &stat), TESSERA_ERR_NOT_FOUND, "stat of the old name");
+    check(tessera_last_errno() == ENOENT && tessera_errno(TESSERA_ERR_NOT_FOUND) == ENOENT,
+          "a missing name's errno is ENOENT");
 
     /* Rename over an existing file replaces it. */
     snprintf(path, sizeof path, "%s/f0001", top);

@@ -16,12 +16,13 @@ mod fs;
 mod inodes;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use tessera_auth::ClusterKey;
-use tessera_client::{ClientOptions, ClusterConfig};
+use tessera_auth::{AuthError, ClusterKey};
+use tessera_client::{ClientError, ClientOptions, ClusterConfig};
 use tessera_cluster::ClusterArg;
+use thiserror::Error;
 
 use self::callers::{Caller, Callers};
 use self::fs::TesseraFs;
@@ -57,35 +58,135 @@ pub struct UmountArgs {
     dir: PathBuf,
 }
 
+/// Why `mount` or `umount` failed, or (for the log) why the readahead was left alone.
+#[derive(Debug, Error)]
+pub enum MountError {
+    /// A call on the mount point failed (`hint` adds what a busy mount means).
+    #[error("{command}: {}: {source}{hint}", dir.display())]
+    Dir {
+        /// "mount" or "umount".
+        command: &'static str,
+        /// The mount point.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+        /// Said after the reason ("" or the meaning of `EBUSY`).
+        hint: &'static str,
+    },
+    /// The mount point cannot be used: `why` says what it is instead.
+    #[error("{command}: {} {why}", dir.display())]
+    NotUsable {
+        /// "mount" or "umount".
+        command: &'static str,
+        /// The mount point.
+        dir: PathBuf,
+        /// "is not a directory", "is already a Tessera mount", ...
+        why: &'static str,
+    },
+    /// The cluster file is missing or malformed.
+    #[error("mount: {0}")]
+    Cluster(ClientError),
+    /// The cluster file names no key.
+    #[error("mount: the cluster file names no key ([auth] key): the mount daemon signs each caller's credential with it")]
+    NoKey,
+    /// The cluster key cannot be read.
+    #[error("mount: cannot read the cluster key {}: {source} (the mount daemon runs as root, with the key)", path.display())]
+    Key {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        source: AuthError,
+    },
+    /// The cluster did not answer a `stat` of its root.
+    #[error("mount: the cluster does not answer: {0}")]
+    NoAnswer(ClientError),
+    /// The kernel's mount table cannot be read.
+    #[error("cannot read /proc/self/mountinfo: {0}")]
+    Mountinfo(std::io::Error),
+    /// The daemon could not be started (`doing` says which step).
+    #[error("mount: {doing}: {source}")]
+    Daemon {
+        /// "cannot find this program", "cannot start the mount process", ...
+        doing: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The daemon's log cannot be opened.
+    #[error("mount: {doing} {}: {source}", log.display())]
+    Log {
+        /// "cannot open the log" or "the log".
+        doing: &'static str,
+        /// The log file.
+        log: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The daemon exited before the mount was in place.
+    #[error("mount: the mount process exited ({status}) before mounting {}{}", dir.display(), log.as_ref().map_or_else(
+        || "; run with --foreground or --log FILE to see why".to_owned(),
+        |log| format!("; see {}", log.display())
+    ))]
+    Exited {
+        /// How it exited.
+        status: ExitStatus,
+        /// The mount point.
+        dir: PathBuf,
+        /// Its log, if it has one.
+        log: Option<PathBuf>,
+    },
+    /// The mount was not in place in time.
+    #[error("mount: {} was not mounted within {} s; the mount process was stopped", dir.display(), MOUNT_READY_TIMEOUT.as_secs())]
+    NotReady {
+        /// The mount point.
+        dir: PathBuf,
+    },
+    /// The mount is not in the kernel's mount table (readahead only).
+    #[error("not in /proc/self/mountinfo")]
+    NotListed,
+    /// The device's readahead setting could not be written.
+    #[error("{path}: {source}")]
+    Readahead {
+        /// The sysfs file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// `tessera mount DIR`.
-pub fn mount(args: &MountArgs) -> Result<(), String> {
+pub fn mount(args: &MountArgs) -> Result<(), MountError> {
     // Before any thread exists, so that every thread inherits the mask and only the signal
     // thread of `serve` takes these signals.
     let signals = args.foreground.then(block_stop_signals);
-    let dir = std::path::absolute(&args.dir)
-        .map_err(|err| format!("mount: {}: {err}", args.dir.display()))?;
+    let dir = std::path::absolute(&args.dir).map_err(|source| MountError::Dir {
+        command: "mount",
+        dir: args.dir.clone(),
+        source,
+        hint: "",
+    })?;
     if is_mounted(&dir)? {
-        return Err(format!(
-            "mount: {} is already a Tessera mount",
-            dir.display()
-        ));
+        return Err(MountError::NotUsable {
+            command: "mount",
+            dir,
+            why: "is already a Tessera mount",
+        });
     }
     if !dir.is_dir() {
-        return Err(format!("mount: {} is not a directory", dir.display()));
+        return Err(MountError::NotUsable {
+            command: "mount",
+            dir,
+            why: "is not a directory",
+        });
     }
     let config = match &args.cluster.cluster {
         Some(path) => ClusterConfig::load(path),
         None => ClusterConfig::from_env(),
     }
-    .map_err(|err| format!("mount: {err}"))?;
-    let key_path = config.auth.key.clone().ok_or_else(|| {
-        "mount: the cluster file names no key ([auth] key): the mount daemon signs each caller's credential with it".to_owned()
-    })?;
-    let key = ClusterKey::load(&key_path).map_err(|err| {
-        format!(
-            "mount: cannot read the cluster key {}: {err} (the mount daemon runs as root, with the key)",
-            key_path.display()
-        )
+    .map_err(MountError::Cluster)?;
+    let key_path = config.auth.key.clone().ok_or(MountError::NoKey)?;
+    let key = ClusterKey::load(&key_path).map_err(|source| MountError::Key {
+        path: key_path.clone(),
+        source,
     })?;
     let options = ClientOptions {
         cache_bytes: Some(0),
@@ -94,8 +195,7 @@ pub fn mount(args: &MountArgs) -> Result<(), String> {
     let callers = Callers::new(config, options, key);
     // A cluster that does not answer is reported here, not as EIO on the first `ls`.
     let root = callers.client(&Caller::of_request(0, 0, 0));
-    root.stat("/")
-        .map_err(|err| format!("mount: the cluster does not answer: {err}"))?;
+    root.stat("/").map_err(MountError::NoAnswer)?;
     if let Some(signals) = signals {
         serve(&dir, callers, signals)
     } else {
@@ -125,11 +225,15 @@ fn block_stop_signals() -> libc::sigset_t {
 /// Waits on its own thread for one of `signals`, then detaches the mount at `dir`: the name
 /// goes at once, files still open keep being served, and the session ends (and this process
 /// with it) when the last is closed. A daemon stopped this way leaves no dead mount behind.
-fn unmount_on_signal(dir: &Path, signals: libc::sigset_t) -> Result<(), String> {
+fn unmount_on_signal(dir: &Path, signals: libc::sigset_t) -> Result<(), MountError> {
     use std::os::unix::ffi::OsStrExt;
 
-    let target = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| format!("mount: {} holds a NUL byte", dir.display()))?;
+    let target =
+        std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|_| MountError::NotUsable {
+            command: "mount",
+            dir: dir.to_owned(),
+            why: "holds a NUL byte",
+        })?;
     std::thread::Builder::new()
         .name("tessera-mount-signals".to_owned())
         .spawn(move || {
@@ -142,11 +246,20 @@ fn unmount_on_signal(dir: &Path, signals: libc::sigset_t) -> Result<(), String> 
             }
         })
         .map(drop)
-        .map_err(|err| format!("mount: cannot start the signal thread: {err}"))
+        .map_err(|source| MountError::Daemon {
+            doing: "cannot start the signal thread",
+            source,
+        })
 }
 
 /// Mounts and serves until unmounted (by `tessera umount`, or a stop signal).
-fn serve(dir: &Path, callers: Callers, signals: libc::sigset_t) -> Result<(), String> {
+fn serve(dir: &Path, callers: Callers, signals: libc::sigset_t) -> Result<(), MountError> {
+    let failed = |source| MountError::Dir {
+        command: "mount",
+        dir: dir.to_owned(),
+        source,
+        hint: "",
+    };
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::FSName("tessera".to_owned()),
@@ -166,8 +279,7 @@ fn serve(dir: &Path, callers: Callers, signals: libc::sigset_t) -> Result<(), St
     config.acl = fuser::SessionACL::All;
     config.n_threads = Some(THREADS);
     config.clone_fd = true;
-    let session = fuser::Session::new(TesseraFs::new(callers), dir, &config)
-        .map_err(|err| format!("mount: {}: {err}", dir.display()))?;
+    let session = fuser::Session::new(TesseraFs::new(callers), dir, &config).map_err(failed)?;
     // The kernel caps a FUSE mount's readahead at its default (128 KiB) whatever the init
     // reply asks; the device's own setting raises it (root only). Not fatal if refused.
     unmount_on_signal(dir, signals)?;
@@ -177,28 +289,26 @@ fn serve(dir: &Path, callers: Callers, signals: libc::sigset_t) -> Result<(), St
             dir.display()
         );
     }
-    session
-        .run()
-        .map_err(|err| format!("mount: {}: {err}", dir.display()))
+    session.run().map_err(failed)
 }
 
 /// Sets the readahead of the mount at `dir` to `fs::READAHEAD_BYTES`, through the sysfs file
 /// of its device (found in mountinfo: a `stat` of `dir` would wait on this very session).
-fn set_readahead(dir: &Path) -> Result<(), String> {
-    let device = mount_entry(dir)?
-        .ok_or_else(|| "not in /proc/self/mountinfo".to_owned())?
-        .device;
+fn set_readahead(dir: &Path) -> Result<(), MountError> {
+    let device = mount_entry(dir)?.ok_or(MountError::NotListed)?.device;
     let path = format!("/sys/class/bdi/{device}/read_ahead_kb");
     std::fs::write(&path, (fs::READAHEAD_BYTES / 1024).to_string())
-        .map_err(|err| format!("{path}: {err}"))
+        .map_err(|source| MountError::Readahead { path, source })
 }
 
 /// Starts `tessera mount DIR --foreground` in the background and waits for the mount.
-fn start_daemon(args: &MountArgs, dir: &Path) -> Result<(), String> {
+fn start_daemon(args: &MountArgs, dir: &Path) -> Result<(), MountError> {
     use std::os::unix::process::CommandExt;
 
-    let program =
-        std::env::current_exe().map_err(|err| format!("mount: cannot find this program: {err}"))?;
+    let program = std::env::current_exe().map_err(|source| MountError::Daemon {
+        doing: "cannot find this program",
+        source,
+    })?;
     // The log (or nothing) takes both output streams: the caller's pipes must not stay
     // open in a process that outlives this one.
     let (output, errors) = match &args.log {
@@ -207,10 +317,16 @@ fn start_daemon(args: &MountArgs, dir: &Path) -> Result<(), String> {
                 .create(true)
                 .append(true)
                 .open(log)
-                .map_err(|err| format!("mount: cannot open the log {}: {err}", log.display()))?;
-            let copy = file
-                .try_clone()
-                .map_err(|err| format!("mount: the log {}: {err}", log.display()))?;
+                .map_err(|source| MountError::Log {
+                    doing: "cannot open the log",
+                    log: log.clone(),
+                    source,
+                })?;
+            let copy = file.try_clone().map_err(|source| MountError::Log {
+                doing: "the log",
+                log: log.clone(),
+                source,
+            })?;
             (Stdio::from(file), Stdio::from(copy))
         }
         None => (Stdio::null(), Stdio::null()),
@@ -226,55 +342,71 @@ fn start_daemon(args: &MountArgs, dir: &Path) -> Result<(), String> {
         .stderr(errors)
         .process_group(0)
         .spawn()
-        .map_err(|err| format!("mount: cannot start the mount process: {err}"))?;
+        .map_err(|source| MountError::Daemon {
+            doing: "cannot start the mount process",
+            source,
+        })?;
     let deadline = Instant::now() + MOUNT_READY_TIMEOUT;
     loop {
         if is_mounted(dir)? {
             return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
-                "mount: the mount process exited ({status}) before mounting {}{}",
-                dir.display(),
-                args.log.as_ref().map_or_else(
-                    || "; run with --foreground or --log FILE to see why".to_owned(),
-                    |log| format!("; see {}", log.display())
-                )
-            ));
+            return Err(MountError::Exited {
+                status,
+                dir: dir.to_owned(),
+                log: args.log.clone(),
+            });
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!(
-                "mount: {} was not mounted within {} s; the mount process was stopped",
-                dir.display(),
-                MOUNT_READY_TIMEOUT.as_secs()
-            ));
+            return Err(MountError::NotReady {
+                dir: dir.to_owned(),
+            });
         }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 /// `tessera umount DIR`.
-pub fn umount(args: &UmountArgs) -> Result<(), String> {
+pub fn umount(args: &UmountArgs) -> Result<(), MountError> {
     use std::os::unix::ffi::OsStrExt;
 
-    let dir = std::path::absolute(&args.dir)
-        .map_err(|err| format!("umount: {}: {err}", args.dir.display()))?;
+    let dir = std::path::absolute(&args.dir).map_err(|source| MountError::Dir {
+        command: "umount",
+        dir: args.dir.clone(),
+        source,
+        hint: "",
+    })?;
     if !is_mounted(&dir)? {
-        return Err(format!("umount: {} is not a Tessera mount", dir.display()));
+        return Err(MountError::NotUsable {
+            command: "umount",
+            dir,
+            why: "is not a Tessera mount",
+        });
     }
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| format!("umount: {} holds a NUL byte", dir.display()))?;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Err(MountError::NotUsable {
+            command: "umount",
+            dir,
+            why: "holds a NUL byte",
+        });
+    };
     // SAFETY: `path` is a NUL-terminated string that outlives the call.
     if unsafe { libc::umount2(path.as_ptr(), 0) } != 0 {
-        let err = std::io::Error::last_os_error();
-        let hint = if err.raw_os_error() == Some(libc::EBUSY) {
+        let source = std::io::Error::last_os_error();
+        let hint = if source.raw_os_error() == Some(libc::EBUSY) {
             " (a process has a file or directory open under it)"
         } else {
             ""
         };
-        return Err(format!("umount: {}: {err}{hint}", dir.display()));
+        return Err(MountError::Dir {
+            command: "umount",
+            dir,
+            source,
+            hint,
+        });
     }
     Ok(())
 }
@@ -286,14 +418,13 @@ struct MountEntry {
 }
 
 /// Whether the kernel lists a Tessera mount at `dir`.
-fn is_mounted(dir: &Path) -> Result<bool, String> {
+fn is_mounted(dir: &Path) -> Result<bool, MountError> {
     Ok(mount_entry(dir)?.is_some())
 }
 
 /// The Tessera mount at `dir`, if the kernel lists one.
-fn mount_entry(dir: &Path) -> Result<Option<MountEntry>, String> {
-    let table = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|err| format!("cannot read /proc/self/mountinfo: {err}"))?;
+fn mount_entry(dir: &Path) -> Result<Option<MountEntry>, MountError> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").map_err(MountError::Mountinfo)?;
     let wanted = dir.to_string_lossy();
     Ok(table.lines().find_map(|line| {
         let (head, tail) = line.split_once(" - ")?;
