@@ -41,7 +41,8 @@ use std::time::{Duration, Instant};
 
 use tessera_client::config::{AuthEntry, IodEntry, MdsEntry, OfiEntry};
 use tessera_client::{Client, ClientOptions, ClusterConfig};
-pub use tessera_iod::store::ServeMode;
+use tessera_policy::cost::COST_MODEL_FILE;
+pub use tessera_policy::ServeMode;
 use tessera_proto::limits::{SERVERS_MAX, STRIPE_UNIT_BYTES_DEFAULT};
 
 /// Mode of the servers' and the agent's Unix sockets: any local user may connect, since every
@@ -571,23 +572,27 @@ pub const HOSTS_FILE: &str = "hosts";
 /// Measures the storage cost model once, in the first of `indices`' data directories, and
 /// gives every iod of `indices` without a model of its own a copy: these data directories
 /// share one machine, and iods calibrating all at once on a small machine would measure each
-/// other rather than the storage.
+/// other rather than the storage. The measuring is the iod's own (`tessera iod --calibrate`,
+/// run here as a process), so this crate needs only the model's file format.
 fn share_cost_model(dir: &Path, indices: &[u16]) -> Result<(), String> {
     let Some(first_index) = indices.first() else {
         return Ok(());
     };
     let first = dir.join(format!("iod-{first_index}"));
     private_dir(&first).map_err(|err| format!("{}: {err}", first.display()))?;
-    tessera_iod::cost::load_or_calibrate(&first, false, None)
+    let kept = tessera_policy::cost::load(&first)
         .map_err(|err| format!("iod {first_index}: cost model: {err}"))?;
-    let measured = first.join(tessera_iod::cost::COST_MODEL_FILE);
+    if kept.is_none() {
+        calibrate(dir, *first_index, &first)?;
+    }
+    let measured = first.join(COST_MODEL_FILE);
     // Owner-only like everything else of a data directory, whatever the umask (the copies
     // below take its mode).
     fs::set_permissions(&measured, fs::Permissions::from_mode(PRIVATE_FILE_MODE))
         .map_err(|err| format!("{}: {err}", measured.display()))?;
     for index in &indices[1..] {
         let data = dir.join(format!("iod-{index}"));
-        let kept = data.join(tessera_iod::cost::COST_MODEL_FILE);
+        let kept = data.join(COST_MODEL_FILE);
         if !kept.exists() {
             private_dir(&data)
                 .and_then(|()| fs::copy(&measured, &kept).map(drop))
@@ -597,6 +602,35 @@ fn share_cost_model(dir: &Path, indices: &[u16]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Measures the cost model of iod `index`'s data directory `data` and keeps it there, by
+/// `tessera iod --calibrate` (which neither reads the key nor serves).
+fn calibrate(dir: &Path, index: u16, data: &Path) -> Result<(), String> {
+    let program = tessera_program()?;
+    let output = Command::new(&program)
+        .args([
+            "iod",
+            "--calibrate",
+            "--index",
+            &index.to_string(),
+            "--data",
+        ])
+        .arg(data)
+        .arg("--key")
+        .arg(dir.join(KEY_FILE))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| format!("iod {index}: cost model: cannot run {program}: {err}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "iod {index}: cost model: `{program} iod --calibrate` failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
 }
 
 /// The cluster key in a cluster directory.

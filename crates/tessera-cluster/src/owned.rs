@@ -205,7 +205,7 @@ pub fn check_cluster_dir(dir: &Path) -> Result<(), String> {
             check_part(&entry, Kind::Directory)?;
             check_part(&entry.join("objects"), Kind::Directory)?;
             check_part(
-                &entry.join(tessera_iod::cost::COST_MODEL_FILE),
+                &entry.join(tessera_policy::cost::COST_MODEL_FILE),
                 Kind::PrivateFile,
             )?;
         }
