@@ -26,6 +26,7 @@ use tessera_proto::limits::NAME_BYTES_MAX;
 
 use tessera_cluster::ClusterArg;
 
+use tessera_cluster::outln;
 use tessera_cluster::{human, progress};
 
 /// Bytes moved per call by `put` and `get`.
@@ -321,7 +322,7 @@ fn kind_name(kind: FileKind) -> &'static str {
 /// Prints `value` as pretty JSON on standard output.
 pub fn print_json(value: &impl Serialize) -> Result<(), String> {
     let text = serde_json::to_string_pretty(value).map_err(|err| err.to_string())?;
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -342,7 +343,7 @@ pub fn ls(args: &LsArgs) -> Result<(), String> {
             ""
         };
         if !(args.long || args.json) {
-            println!("{}{suffix}", printable_name(&entry.name));
+            outln!("{}{suffix}", printable_name(&entry.name));
             continue;
         }
         let full = format!("{}/{}", args.path.trim_end_matches('/'), entry.name);
@@ -365,7 +366,7 @@ pub fn ls(args: &LsArgs) -> Result<(), String> {
             });
             continue;
         }
-        println!(
+        outln!(
             "{:04o} {:>6} {:>6} {:>9} {}{suffix}",
             attr.mode,
             attr.uid,
@@ -389,16 +390,16 @@ pub fn stat(args: &StatArgs) -> Result<(), String> {
     if args.json {
         return print_json(&AttrJson::new(args.path.clone(), &attr, Ok(attr.size)));
     }
-    println!("path:    {}", args.path);
-    println!("kind:    {}", kind_name(attr.kind));
-    println!("size:    {} ({} bytes)", human::size(attr.size), attr.size);
-    println!("mode:    {:04o}", attr.mode);
-    println!("owner:   {}:{}", attr.uid, attr.gid);
-    println!("handle:  {:#x}", attr.handle);
-    println!("nlink:   {}", attr.nlink);
-    println!("mtime:   {}", human::utc_time(attr.mtime_ns));
+    outln!("path:    {}", args.path);
+    outln!("kind:    {}", kind_name(attr.kind));
+    outln!("size:    {} ({} bytes)", human::size(attr.size), attr.size);
+    outln!("mode:    {:04o}", attr.mode);
+    outln!("owner:   {}:{}", attr.uid, attr.gid);
+    outln!("handle:  {:#x}", attr.handle);
+    outln!("nlink:   {}", attr.nlink);
+    outln!("mtime:   {}", human::utc_time(attr.mtime_ns));
     if let Some(layout) = attr.layout {
-        println!("layout:  {}", layout.describe());
+        outln!("layout:  {}", layout.describe());
     }
     Ok(())
 }
@@ -415,7 +416,7 @@ pub fn create(args: &CreateArgs) -> Result<(), String> {
     let file = client
         .create(&args.path, &options)
         .map_err(|err| failed("create", &args.path, &err))?;
-    println!("{}: {}", args.path, file.layout().describe());
+    outln!("{}: {}", args.path, file.layout().describe());
     Ok(())
 }
 
@@ -681,7 +682,7 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
     } else {
         args.local.display().to_string()
     };
-    println!(
+    outln!(
         "put {source_name} -> {}: {offset} bytes ({}), {requests} requests, {}, {:.1} MiB/s{}",
         args.path,
         human::size(offset),
@@ -775,7 +776,7 @@ pub fn get(args: &GetArgs) -> Result<(), String> {
         // Standard output carries the data.
         eprintln!("{summary}");
     } else {
-        println!("{summary}");
+        outln!("{summary}");
     }
     Ok(())
 }
@@ -789,7 +790,7 @@ pub fn sync(args: &PathArgs) -> Result<(), String> {
         .map_err(|err| failed("sync", &args.path, &err))?;
     file.sync()
         .map_err(|err| failed("sync", &args.path, &err))?;
-    println!(
+    outln!(
         "sync {}: flushed on {} servers",
         args.path,
         file.layout().servers().len()

@@ -7,16 +7,15 @@
 //! local cluster of them as background processes and writes the cluster file that every
 //! client command reads (`--cluster FILE` or `$TESSERA_CLUSTER`); `tessera down` stops it.
 
+// Stdout only through `tessera_cluster::out!`/`outln!` (a closed stdout ends the command
+// quietly); std's `print!` would panic on it.
+#![warn(clippy::print_stdout)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tessera_cluster as cluster;
-
-// Every `print!` and `println!` of this binary goes through
-// `tessera_cluster::output::print_stdout`: a closed stdout (`tessera ls | head -1`) ends the
-// command quietly, where std's macros would panic.
-#[macro_use]
-extern crate tessera_cluster;
+use tessera_cluster::out;
 
 mod df;
 mod files;
@@ -104,9 +103,9 @@ fn main() -> ExitCode {
     };
     cluster::logs::init(logs_default);
     let result = match cli.command {
-        Command::Up(args) => cluster::up(&args),
-        Command::Down(args) => cluster::down(&args),
-        Command::Restart(args) => cluster::restart(&args),
+        Command::Up(args) => cluster::up(&args).map_err(|err| err.to_string()),
+        Command::Down(args) => cluster::down(&args).map_err(|err| err.to_string()),
+        Command::Restart(args) => cluster::restart(&args).map_err(|err| err.to_string()),
         Command::Status(args) => status::status(&args),
         Command::Mds(args) => servers::run_mds(&args),
         Command::Iod(args) => servers::run_iod(&args),
@@ -128,7 +127,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => forward::run("", &args),
         Command::Mount(args) => mount::mount(&args),
         Command::Umount(args) => mount::umount(&args),
-        Command::Sim(command) => tessera_sim::cli::run(&command).map(|out| print!("{out}")),
+        Command::Sim(command) => tessera_sim::cli::run(&command).map(|out| out!("{out}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tessera_cluster::{out, outln};
 use tessera_net::Identity;
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 
@@ -201,12 +202,12 @@ pub struct KeygenArgs {
 /// Writes a new cluster key.
 pub fn keygen(args: &KeygenArgs) -> Result<(), String> {
     let key = tessera_auth::ClusterKey::create(&args.file).map_err(|err| err.to_string())?;
-    println!(
+    outln!(
         "tessera: wrote a new cluster key to {} (mode 0600); give it to every server with --key and to every host's agent",
         args.file.display()
     );
     // The line a hand-written cluster.toml takes, so clients check they reach this cluster.
-    println!("cluster_id = \"{:016x}\"", key.cluster_id());
+    outln!("cluster_id = \"{:016x}\"", key.cluster_id());
     Ok(())
 }
 
@@ -248,7 +249,8 @@ pub fn run_agent(args: &AgentArgs) -> Result<(), String> {
                 path,
                 &args.socket.display().to_string(),
                 tessera_cluster::owned::SHARED_FILE_MODE,
-            )?;
+            )
+            .map_err(|err| err.to_string())?;
         }
         tracing::info!("agent: signing credentials on {}", args.socket.display());
         tessera_auth::agent::serve(listener, config, shutdown_signal()).await;
@@ -395,7 +397,8 @@ async fn bind(
             path,
             &address.to_string(),
             tessera_cluster::owned::SHARED_FILE_MODE,
-        )?;
+        )
+        .map_err(|err| err.to_string())?;
     }
     Ok((listener, address))
 }
@@ -507,12 +510,12 @@ pub fn run_iod(args: &IodArgs) -> Result<(), String> {
     .map_err(|err| format!("iod {}: cost model: {err}", args.index))?;
     if args.calibrate {
         let kept = args.data.join(tessera_iod::cost::COST_MODEL_FILE);
-        println!("# {}", kept.display());
-        print!(
+        outln!("# {}", kept.display());
+        out!(
             "{}",
             toml::to_string(&model).expect("a cost model serializes")
         );
-        println!("# {}", model.describe());
+        outln!("# {}", model.describe());
         return Ok(());
     }
     tracing::info!("iod {}: cost model {}", args.index, model.describe());

@@ -5,11 +5,11 @@
 //! `exec "PREFIX"` (run here behind a command prefix such as `ip netns exec NS`). A line
 //! without a launcher runs locally when its host is `localhost`, `127.0.0.1` or `::1`, and
 //! over `ssh` to its host otherwise. `#` starts a comment. The parsed file becomes, in
-//! `cluster.rs`, one command per server with a fixed `--listen` address, so every start and
+//! `hosted.rs`, one command per server with a fixed `--listen` address, so every start and
 //! restart of a server puts it at the same address.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tessera_proto::limits::SERVERS_MAX;
 
@@ -17,6 +17,48 @@ use tessera_proto::limits::SERVERS_MAX;
 pub const HOSTFILE_AGENTS_MAX: usize = 4096;
 /// Largest hostfile read, in bytes.
 pub const HOSTFILE_BYTES_MAX: u64 = 1 << 20;
+
+/// A hostfile that cannot be read or does not parse, naming the file (and the line).
+#[derive(Debug, thiserror::Error)]
+pub enum HostfileError {
+    /// The file cannot be read.
+    #[error("cannot read the hostfile {}: {source}", path.display())]
+    Read {
+        /// The hostfile.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is over [`HOSTFILE_BYTES_MAX`].
+    #[error(
+        "the hostfile {} holds {size} bytes, over the limit of {HOSTFILE_BYTES_MAX}",
+        path.display()
+    )]
+    TooLarge {
+        /// The hostfile.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+    /// A line does not parse, or repeats what another line said.
+    #[error("{name}:{line}: {detail}")]
+    Line {
+        /// The hostfile, as named in errors.
+        name: String,
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A server a cluster needs has no line.
+    #[error("{name}: {detail}")]
+    Missing {
+        /// The hostfile, as named in errors.
+        name: String,
+        /// Which server.
+        detail: String,
+    },
+}
 
 /// How a server of a hostfile is started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,7 +232,7 @@ fn parse_line(line: &str) -> Result<HostLine, String> {
 
 impl Hostfile {
     /// Parses the text of a hostfile; `name` is used in errors.
-    pub fn parse(text: &str, name: &str) -> Result<Self, String> {
+    pub fn parse(text: &str, name: &str) -> Result<Self, HostfileError> {
         let mut mds = None;
         let mut iods: Vec<Option<(String, Launcher)>> = Vec::new();
         let mut agents = Vec::new();
@@ -200,7 +242,11 @@ impl Hostfile {
             if line.is_empty() {
                 continue;
             }
-            let at = |detail: String| format!("{name}:{}: {detail}", number + 1);
+            let at = |detail: String| HostfileError::Line {
+                name: name.to_owned(),
+                line: number + 1,
+                detail,
+            };
             let parsed = parse_line(line).map_err(at)?;
             if let HostLine::Mds { address, .. } | HostLine::Iod { address, .. } = &parsed {
                 // Two servers on one address would be the same server to every client.
@@ -240,16 +286,22 @@ impl Hostfile {
                 }
             }
         }
-        let mds = mds.ok_or_else(|| format!("{name}: no mds line"))?;
+        let missing = |detail: String| HostfileError::Missing {
+            name: name.to_owned(),
+            detail,
+        };
+        let mds = mds.ok_or_else(|| missing("no mds line".to_owned()))?;
         if iods.is_empty() {
-            return Err(format!("{name}: no iod lines"));
+            return Err(missing("no iod lines".to_owned()));
         }
         let iods = iods
             .into_iter()
             .enumerate()
             .map(|(index, iod)| {
                 iod.ok_or_else(|| {
-                    format!("{name}: iod {index} is missing (iods are numbered 0, 1, 2, …)")
+                    missing(format!(
+                        "iod {index} is missing (iods are numbered 0, 1, 2, …)"
+                    ))
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -257,18 +309,19 @@ impl Hostfile {
     }
 
     /// Reads and parses the hostfile at `path`.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let size = std::fs::metadata(path)
-            .map_err(|err| format!("cannot read the hostfile {}: {err}", path.display()))?
-            .len();
+    pub fn load(path: &Path) -> Result<Self, HostfileError> {
+        let read = |source| HostfileError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let size = std::fs::metadata(path).map_err(read)?.len();
         if size > HOSTFILE_BYTES_MAX {
-            return Err(format!(
-                "the hostfile {} holds {size} bytes, over the limit of {HOSTFILE_BYTES_MAX}",
-                path.display()
-            ));
+            return Err(HostfileError::TooLarge {
+                path: path.to_owned(),
+                size,
+            });
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read the hostfile {}: {err}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(read)?;
         Self::parse(&text, &path.display().to_string())
     }
 }
@@ -376,7 +429,7 @@ mod tests {
             ("mds localhost", "hosts:1: \"localhost\" is not HOST:PORT"),
             ("server 1", "hosts:1: expected `mds ADDR:PORT`"),
         ] {
-            let err = Hostfile::parse(text, "hosts").unwrap_err();
+            let err = Hostfile::parse(text, "hosts").unwrap_err().to_string();
             assert!(err.contains(expected), "{text:?}: {err}");
         }
     }

@@ -236,7 +236,7 @@ impl Mount {
         let dir =
             std::env::temp_dir().join(format!("tessera-bench-meta-mount-{}", std::process::id()));
         std::fs::create_dir(&dir).map_err(|err| format!("mount point {}: {err}", dir.display()))?;
-        let program = tessera_cluster::tessera_program()?;
+        let program = tessera_cluster::tessera_program().map_err(|err| err.to_string())?;
         let output = std::process::Command::new(&program)
             .arg("mount")
             .arg(&dir)
