@@ -1,4 +1,6 @@
-/* The POSIX calls that programs and I/O libraries make on the names they hand to MPI-IO.
+/* The POSIX calls that programs and I/O libraries make on the names they hand to MPI-IO:
+ * libtessera_posix.so, a library of its own beside libtessera_mpiio.so (no MPI in it; with
+ * route.c and its own copy of the C API, and its own connection to the cluster).
  *
  * A Tessera name is not in the local file system, so without this file a program that
  * creates a file with MPI-IO and then stat()s, unlink()s or reads it through POSIX would
@@ -41,7 +43,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "route.h"
+#include "tessera.h"
 
 /* Most Tessera files open through POSIX open() at once in one process. */
 #define TSR_POSIX_DESCRIPTORS_MAX 16
@@ -73,7 +76,7 @@ _Static_assert(sizeof(struct stat) == sizeof(struct stat64),
                "struct stat and struct stat64 must be one layout (64-bit glibc)");
 
 /* The C library's own functions, found once (at load, or at first use by calls made before
- * this library's constructor ran) by tsr_next_symbol (core.c). */
+ * this library's constructor ran) by tsr_next_symbol (route.c). */
 #define TSR_LIBC_NEXT(name)                                                                     \
     static void *tsr_next_##name;                                                          \
     static __typeof__(&name) tsr_real_##name(void) {                                       \
@@ -252,9 +255,22 @@ static int tsr_posix_tessera_fail(int tessera_code, const char *call, const char
                           tessera_last_error());
 }
 
+/* This library's connection to the cluster (the cluster file of $TESSERA_CLUSTER), made at
+ * the first call on a Tessera name and kept for the process's life; tried again at the next
+ * call if it could not be made. Its own, not the MPI-IO library's: each library holds a
+ * copy of the C API, and a client of one copy is not handed to the other. */
+static pthread_mutex_t tsr_posix_lock = PTHREAD_MUTEX_INITIALIZER;
+static TesseraClient *tsr_posix_connection;
+
 static TesseraClient *tsr_posix_client(const char *call, const char *path) {
-    int rc = MPI_SUCCESS;
-    TesseraClient *client = tsr_client(&rc);
+    pthread_mutex_lock(&tsr_posix_lock);
+    if (tsr_posix_connection == NULL) {
+        TesseraClient *made = NULL;
+        if (tessera_connect(NULL, &made) == TESSERA_OK)
+            tsr_posix_connection = made;
+    }
+    TesseraClient *client = tsr_posix_connection;
+    pthread_mutex_unlock(&tsr_posix_lock);
     if (client == NULL)
         tsr_posix_fail(EIO, "tessera: %s %s: cannot reach the cluster: %s", call, path,
                        tessera_last_error());

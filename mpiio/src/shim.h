@@ -32,12 +32,11 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "route.h"
 #include "tessera.h"
 
 /* Most Tessera files one process may have open at once through the shim. */
 #define TSR_OPEN_FILES_MAX 1024
-/* Longest Tessera path (the protocol's path_bytes_max). */
-#define TSR_PATH_BYTES_MAX 4096
 /* Longest error message kept (MPI's own strings are shorter; the rest is cut). */
 #define TSR_MESSAGE_BYTES_MAX 1024
 /* Longest hint value the shim reads. */
@@ -75,7 +74,6 @@ struct tsr_datarep;
  * (dlsym(RTLD_NEXT)), called with the arguments that follow: found on first use and cached
  * per call site. If the MPI does not define it (the shim loaded after the MPI library), the
  * call fails with MPI_ERR_INTERN and a message naming it. */
-void *tsr_next_symbol(void **slot, const char *name);
 int tsr_missing_symbol(const char *name);
 #define TSR_NEXT(NAME, ...)                                                                 \
     __extension__({                                                                         \
@@ -164,12 +162,6 @@ TesseraClient *tsr_client(int *mpi_error);
 /* tsr_client, the connection made (if this call makes it) with the client cache that the
  * hints tessera_client_cache and tessera_client_demote of `info` ask for. */
 TesseraClient *tsr_client_with(MPI_Info info, int *mpi_error);
-int tsr_route(const char *filename, char *path, size_t path_bytes);
-/* tsr_route, and the $TESSERA_MPIIO_PATHS directory the name lies under goes to `directory`
- * ("" for a "tessera:" name): posix.c leaves a name under a Tessera FUSE mount to the
- * kernel. */
-int tsr_route_under(const char *filename, char *path, size_t path_bytes, char *directory,
-                    size_t directory_bytes);
 struct tsr_file *tsr_lookup(MPI_File handle);
 int tsr_register(struct tsr_file *file);
 void tsr_unregister(struct tsr_file *file);
