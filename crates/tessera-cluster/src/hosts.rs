@@ -48,16 +48,79 @@ pub enum HostfileError {
         /// The line, from 1.
         line: usize,
         /// What is wrong with it.
-        detail: String,
+        detail: LineError,
     },
-    /// A server a cluster needs has no line.
-    #[error("{name}: {detail}")]
-    Missing {
+    /// No mds line.
+    #[error("{name}: no mds line")]
+    NoMds {
         /// The hostfile, as named in errors.
         name: String,
-        /// Which server.
-        detail: String,
     },
+    /// No iod line.
+    #[error("{name}: no iod lines")]
+    NoIods {
+        /// The hostfile, as named in errors.
+        name: String,
+    },
+    /// An iod below the highest index has no line.
+    #[error("{name}: iod {index} is missing (iods are numbered 0, 1, 2, …)")]
+    IodMissing {
+        /// The hostfile, as named in errors.
+        name: String,
+        /// The iod.
+        index: usize,
+    },
+}
+
+/// What is wrong with one line of a hostfile.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// A `"` has no closing one.
+    #[error("a quote is not closed")]
+    UnclosedQuote,
+    /// An address without a host or a port.
+    #[error("{0:?} is not HOST:PORT")]
+    NotHostPort(String),
+    /// An address with port 0.
+    #[error("{0:?}: a hostfile needs a fixed port, not 0 (clients find servers by it)")]
+    PortZero(String),
+    /// An address whose port is not a number.
+    #[error("{address:?}: port {port:?} is not a number 1..=65535")]
+    BadPort {
+        /// The address.
+        address: String,
+        /// Its port.
+        port: String,
+    },
+    /// `exec ""`.
+    #[error("exec needs a command prefix in quotes")]
+    EmptyExec,
+    /// Launcher words that are none of the three.
+    #[error("launcher {0:?} is not `local`, `ssh HOST` or `exec \"PREFIX\"`")]
+    BadLauncher(String),
+    /// An iod index that is not a number.
+    #[error("iod index {0:?} is not a number")]
+    BadIndex(String),
+    /// A line that is no server.
+    #[error(
+        "expected `mds ADDR:PORT`, `iod N ADDR:PORT` or `agent HOST`, then an optional launcher"
+    )]
+    NoServer,
+    /// An address given to two servers.
+    #[error("address {0} is given twice")]
+    AddressTwice(String),
+    /// A second mds line.
+    #[error("a second mds line (a cluster has one mds)")]
+    SecondMds,
+    /// An iod index at or over [`SERVERS_MAX`].
+    #[error("iod index {0} is over the limit of {SERVERS_MAX} iods")]
+    IndexOverLimit(u16),
+    /// An iod index given twice.
+    #[error("iod {0} is given twice")]
+    IndexTwice(u16),
+    /// More than [`HOSTFILE_AGENTS_MAX`] agent lines.
+    #[error("more than {HOSTFILE_AGENTS_MAX} agent lines")]
+    TooManyAgents,
 }
 
 /// How a server of a hostfile is started.
@@ -139,14 +202,12 @@ fn host_of(address: &str) -> &str {
 }
 
 /// Splits a line into words: white space separates, `"…"` groups (no escapes inside).
-fn words(line: &str) -> Result<Vec<String>, String> {
+fn words(line: &str) -> Result<Vec<String>, LineError> {
     let mut words = Vec::new();
     let mut rest = line.trim_start();
     while !rest.is_empty() {
         if let Some(quoted) = rest.strip_prefix('"') {
-            let end = quoted
-                .find('"')
-                .ok_or_else(|| "a quote is not closed".to_owned())?;
+            let end = quoted.find('"').ok_or(LineError::UnclosedQuote)?;
             words.push(quoted[..end].to_owned());
             rest = quoted[end + 1..].trim_start();
         } else {
@@ -159,24 +220,23 @@ fn words(line: &str) -> Result<Vec<String>, String> {
 }
 
 /// Checks that `address` is `HOST:PORT` with a fixed (non-zero) port.
-fn fixed_address(address: &str) -> Result<String, String> {
+fn fixed_address(address: &str) -> Result<String, LineError> {
     let port = address
         .rsplit_once(':')
         .and_then(|(host, port)| (!host.is_empty()).then_some(port))
-        .ok_or_else(|| format!("{address:?} is not HOST:PORT"))?;
+        .ok_or_else(|| LineError::NotHostPort(address.to_owned()))?;
     match port.parse::<u16>() {
-        Ok(0) => Err(format!(
-            "{address:?}: a hostfile needs a fixed port, not 0 (clients find servers by it)"
-        )),
+        Ok(0) => Err(LineError::PortZero(address.to_owned())),
         Ok(_) => Ok(address.to_owned()),
-        Err(_) => Err(format!(
-            "{address:?}: port {port:?} is not a number 1..=65535"
-        )),
+        Err(_) => Err(LineError::BadPort {
+            address: address.to_owned(),
+            port: port.to_owned(),
+        }),
     }
 }
 
 /// The launcher words after a server's own fields, or the default for `host`.
-fn launcher(words: &[String], host: &str) -> Result<Launcher, String> {
+fn launcher(words: &[String], host: &str) -> Result<Launcher, LineError> {
     match words {
         [] if is_loopback(host) => Ok(Launcher::Local),
         [] => Ok(Launcher::Ssh(host.to_owned())),
@@ -185,20 +245,17 @@ fn launcher(words: &[String], host: &str) -> Result<Launcher, String> {
         [exec, prefix] if exec == "exec" => {
             let prefix: Vec<String> = prefix.split_whitespace().map(str::to_owned).collect();
             if prefix.is_empty() {
-                Err("exec needs a command prefix in quotes".to_owned())
+                Err(LineError::EmptyExec)
             } else {
                 Ok(Launcher::Exec(prefix))
             }
         }
-        other => Err(format!(
-            "launcher {:?} is not `local`, `ssh HOST` or `exec \"PREFIX\"`",
-            other.join(" ")
-        )),
+        other => Err(LineError::BadLauncher(other.join(" "))),
     }
 }
 
 /// Parses one non-empty line.
-fn parse_line(line: &str) -> Result<HostLine, String> {
+fn parse_line(line: &str) -> Result<HostLine, LineError> {
     let words = words(line)?;
     match words.first().map(String::as_str) {
         Some("mds") if words.len() >= 2 => {
@@ -209,7 +266,7 @@ fn parse_line(line: &str) -> Result<HostLine, String> {
         Some("iod") if words.len() >= 3 => {
             let index = words[1]
                 .parse::<u16>()
-                .map_err(|_| format!("iod index {:?} is not a number", words[1]))?;
+                .map_err(|_| LineError::BadIndex(words[1].clone()))?;
             let address = fixed_address(&words[2])?;
             let launcher = launcher(&words[3..], host_of(&address))?;
             Ok(HostLine::Iod {
@@ -223,10 +280,7 @@ fn parse_line(line: &str) -> Result<HostLine, String> {
             let launcher = launcher(&words[2..], &host)?;
             Ok(HostLine::Agent { host, launcher })
         }
-        _ => Err(
-            "expected `mds ADDR:PORT`, `iod N ADDR:PORT` or `agent HOST`, then an optional launcher"
-                .to_owned(),
-        ),
+        _ => Err(LineError::NoServer),
     }
 }
 
@@ -242,7 +296,7 @@ impl Hostfile {
             if line.is_empty() {
                 continue;
             }
-            let at = |detail: String| HostfileError::Line {
+            let at = |detail: LineError| HostfileError::Line {
                 name: name.to_owned(),
                 line: number + 1,
                 detail,
@@ -251,13 +305,13 @@ impl Hostfile {
             if let HostLine::Mds { address, .. } | HostLine::Iod { address, .. } = &parsed {
                 // Two servers on one address would be the same server to every client.
                 if !addresses.insert(address.clone()) {
-                    return Err(at(format!("address {address} is given twice")));
+                    return Err(at(LineError::AddressTwice(address.clone())));
                 }
             }
             match parsed {
                 HostLine::Mds { address, launcher } => {
                     if mds.replace((address, launcher)).is_some() {
-                        return Err(at("a second mds line (a cluster has one mds)".to_owned()));
+                        return Err(at(LineError::SecondMds));
                     }
                 }
                 HostLine::Iod {
@@ -267,41 +321,37 @@ impl Hostfile {
                 } => {
                     let slot = usize::from(index);
                     if slot >= SERVERS_MAX {
-                        return Err(at(format!(
-                            "iod index {index} is over the limit of {SERVERS_MAX} iods"
-                        )));
+                        return Err(at(LineError::IndexOverLimit(index)));
                     }
                     if iods.len() <= slot {
                         iods.resize(slot + 1, None);
                     }
                     if iods[slot].replace((address, launcher)).is_some() {
-                        return Err(at(format!("iod {index} is given twice")));
+                        return Err(at(LineError::IndexTwice(index)));
                     }
                 }
                 HostLine::Agent { host, launcher } => {
                     if agents.len() == HOSTFILE_AGENTS_MAX {
-                        return Err(at(format!("more than {HOSTFILE_AGENTS_MAX} agent lines")));
+                        return Err(at(LineError::TooManyAgents));
                     }
                     agents.push((host, launcher));
                 }
             }
         }
-        let missing = |detail: String| HostfileError::Missing {
-            name: name.to_owned(),
-            detail,
+        let name = name.to_owned();
+        let Some(mds) = mds else {
+            return Err(HostfileError::NoMds { name });
         };
-        let mds = mds.ok_or_else(|| missing("no mds line".to_owned()))?;
         if iods.is_empty() {
-            return Err(missing("no iod lines".to_owned()));
+            return Err(HostfileError::NoIods { name });
         }
         let iods = iods
             .into_iter()
             .enumerate()
             .map(|(index, iod)| {
-                iod.ok_or_else(|| {
-                    missing(format!(
-                        "iod {index} is missing (iods are numbered 0, 1, 2, …)"
-                    ))
+                iod.ok_or_else(|| HostfileError::IodMissing {
+                    name: name.clone(),
+                    index,
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
