@@ -94,7 +94,8 @@ ofi:
 	$(CARGO) test -p tessera-cli --features ofi --test ofi
 
 # The MPI-IO shim: target/mpiio/<mpi>/libtessera_mpiio.so for MPICH and Open MPI, each over
-# the C API's static library (mpiio/Makefile).
+# the C API's static library, and target/mpiio/libtessera_posix.so, the POSIX calls on
+# Tessera names (mpiio/Makefile).
 mpiio: deps
 	$(CARGO) build --release -p tessera-capi
 	$(MAKE) -C mpiio
@@ -123,7 +124,8 @@ capi-header-check:
 # `make install PREFIX=/opt/tessera` (default /usr/local; DESTDIR stages it elsewhere, as
 # packagers do): bin/tessera and bin/tessera-bench (`tessera bench` runs it), the C API as
 # lib/libtessera.so and lib/libtessera.a with include/tessera.h and lib/pkgconfig/tessera.pc,
-# and the MPI-IO library of each MPI built (make mpiio) as lib/tessera/<mpi>/libtessera_mpiio.so.
+# the MPI-IO library of each MPI built (make mpiio) as lib/tessera/<mpi>/libtessera_mpiio.so,
+# and beside them the POSIX calls on Tessera names as lib/tessera/libtessera_posix.so.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib
@@ -135,6 +137,7 @@ VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\
 # native-static-libs`).
 LIBS_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 MPIIO_LIBS = $(wildcard target/mpiio/*/libtessera_mpiio.so)
+POSIX_LIB = $(wildcard target/mpiio/libtessera_posix.so)
 
 install: build mpiio
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
@@ -151,6 +154,10 @@ install: build mpiio
 	  mpi=$$(basename $$(dirname $$lib)); \
 	  install -d $(DESTDIR)$(LIBDIR)/tessera/$$mpi && \
 	  install -m 0755 $$lib $(DESTDIR)$(LIBDIR)/tessera/$$mpi/libtessera_mpiio.so || exit 1; \
+	done
+	for lib in $(POSIX_LIB); do \
+	  install -d $(DESTDIR)$(LIBDIR)/tessera && \
+	  install -m 0755 $$lib $(DESTDIR)$(LIBDIR)/tessera/libtessera_posix.so || exit 1; \
 	done
 
 uninstall:

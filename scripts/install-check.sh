@@ -42,8 +42,19 @@ for lib in $mpiio_built; do
     [ -f "$installed" ] || fail "$PREFIX/lib/tessera/$mpi/libtessera_mpiio.so is not installed"
     nm -D --defined-only "$installed" | grep -w MPI_File_open >/dev/null ||
         fail "$PREFIX/lib/tessera/$mpi/libtessera_mpiio.so does not export MPI_File_open"
+    nm -D --defined-only "$installed" | grep -w stat >/dev/null &&
+        fail "$PREFIX/lib/tessera/$mpi/libtessera_mpiio.so exports stat (the POSIX calls are libtessera_posix.so's)"
     echo "ok installed lib/tessera/$mpi/libtessera_mpiio.so"
 done
+if [ -f "$ROOT/target/mpiio/libtessera_posix.so" ]; then
+    installed=$INSTALLED/lib/tessera/libtessera_posix.so
+    [ -f "$installed" ] || fail "$PREFIX/lib/tessera/libtessera_posix.so is not installed"
+    nm -D --defined-only "$installed" | grep -w stat >/dev/null ||
+        fail "$PREFIX/lib/tessera/libtessera_posix.so does not export stat"
+    nm -D --defined-only "$installed" | grep -w MPI_File_open >/dev/null &&
+        fail "$PREFIX/lib/tessera/libtessera_posix.so exports MPI_File_open"
+    echo "ok installed lib/tessera/libtessera_posix.so"
+fi
 "$INSTALLED/bin/tessera" bench --help 2>&1 | grep -q listio ||
     fail "the installed tessera bench does not reach the installed tessera-bench"
 echo "ok installed bin/tessera, bin/tessera-bench (tessera bench reaches it), lib/libtessera.{so,a}, include/tessera.h, lib/pkgconfig/tessera.pc"

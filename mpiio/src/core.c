@@ -35,19 +35,6 @@ static _Thread_local char tsr_message[TSR_MESSAGE_BYTES_MAX];
 static int tsr_class_codes[TSR_CLASSES_MAX];
 static int tsr_dynamic_codes = -1; /* -1: not probed yet; 0: no; 1: yes */
 
-/* The MPI library's own function `name` (see TSR_NEXT), cached in `*slot`. Several threads
- * may look it up at once: each finds the same address, so the plain race is benign, but the
- * slot is read and written atomically. */
-void *tsr_next_symbol(void **slot, const char *name) {
-    void *found = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (found == NULL) {
-        found = dlsym(RTLD_NEXT, name);
-        if (found != NULL)
-            __atomic_store_n(slot, found, __ATOMIC_RELEASE);
-    }
-    return found;
-}
-
 /* The call TSR_NEXT could not make: the message goes to stderr whatever the verbosity, since
  * no file the MPI serves itself can work in this process. */
 int tsr_missing_symbol(const char *name) {
@@ -193,151 +180,19 @@ TesseraClient *tsr_client_with(MPI_Info info, int *mpi_error) {
     return client;
 }
 
-/* Copies `source` into `path` if it fits. */
-static int tsr_copy(char *path, size_t path_bytes, const char *source) {
-    size_t length = strlen(source);
-    if (length + 1 > path_bytes)
-        return 0;
-    memcpy(path, source, length + 1);
-    return 1;
-}
-
-/* Is `filename` a Tessera file? If so, its Tessera path goes to `path`. "tessera:/a/b" is
- * "/a/b"; with TESSERA_MPIIO_PATHS=/mnt/t:/scratch, "/mnt/t/a/b" (or "a/b" relative to a
- * working directory of /mnt/t) is "/a/b", as if the cluster were mounted there. */
-static int tsr_route_under(const char *filename, char *path, size_t path_bytes,
-                           char *directory, size_t directory_bytes);
-
-int tsr_route(const char *filename, char *path, size_t path_bytes) {
-    return tsr_route_under(filename, path, path_bytes, NULL, 0);
-}
-
-/* As tsr_route, and the $TESSERA_MPIIO_PATHS directory the name lies under goes to
- * `directory` ("" for a "tessera:" name). */
-static int tsr_route_under(const char *filename, char *path, size_t path_bytes,
-                           char *directory, size_t directory_bytes) {
-    if (directory != NULL && directory_bytes > 0)
-        directory[0] = '\0';
-    if (filename == NULL)
-        return 0;
-    if (strncmp(filename, "tessera:", 8) == 0) {
-        const char *rest = filename + 8;
-        if (rest[0] == '/')
-            return tsr_copy(path, path_bytes, rest);
-        if (path_bytes < 2)
-            return 0;
-        path[0] = '/';
-        return tsr_copy(path + 1, path_bytes - 1, rest);
+/* Opens the shared file pointer's side file on first use. */
+int tsr_shared_pointer(struct tsr_file *f, TesseraSharedPointer **out) {
+    if (f->shared == NULL) {
+        int rc = MPI_SUCCESS;
+        TesseraClient *client = tsr_client(&rc);
+        if (client == NULL)
+            return rc;
+        int code = tessera_shared_pointer_open(client, f->shared_name, &f->shared);
+        if (code != TESSERA_OK)
+            return tsr_tessera_error(code, "shared file pointer of", f->path);
     }
-    const char *mounts = getenv("TESSERA_MPIIO_PATHS");
-    if (mounts == NULL || mounts[0] == '\0')
-        return 0;
-    char absolute[TSR_PATH_BYTES_MAX];
-    if (filename[0] == '/') {
-        if (!tsr_copy(absolute, sizeof absolute, filename))
-            return 0;
-    } else {
-        if (getcwd(absolute, sizeof absolute) == NULL)
-            return 0;
-        size_t used = strlen(absolute);
-        if (used + 1 + strlen(filename) + 1 > sizeof absolute)
-            return 0;
-        absolute[used] = '/';
-        strcpy(absolute + used + 1, filename);
-    }
-    const char *start = mounts;
-    while (*start) {
-        const char *end = strchr(start, ':');
-        size_t length = end ? (size_t)(end - start) : strlen(start);
-        while (length > 1 && start[length - 1] == '/')
-            length--;
-        if (length > 0 && strncmp(absolute, start, length) == 0 &&
-            (absolute[length] == '/' || absolute[length] == '\0')) {
-            const char *rest = absolute + length;
-            if (rest[0] == '\0')
-                rest = "/";
-            if (directory != NULL) {
-                if (length + 1 > directory_bytes)
-                    return 0;
-                memcpy(directory, absolute, length);
-                directory[length] = '\0';
-            }
-            return tsr_copy(path, path_bytes, rest);
-        }
-        if (!end)
-            break;
-        start = end + 1;
-    }
-    return 0;
-}
-
-/* The Tessera FUSE mounts (`tessera mount`, type fuse.tessera) of this host, read once from
- * /proc/self/mountinfo at the first POSIX call on a routed name: a mount made after that is
- * not seen by this process. At most TSR_MOUNTS_MAX are kept. */
-#define TSR_MOUNTS_MAX 16
-static char tsr_mounts[TSR_MOUNTS_MAX][TSR_PATH_BYTES_MAX];
-static int tsr_mount_count;
-static pthread_once_t tsr_mounts_once = PTHREAD_ONCE_INIT;
-
-/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
-static void tsr_unescape(char *field) {
-    char *out = field;
-    for (char *in = field; *in;) {
-        if (in[0] == '\\' && in[1] >= '0' && in[1] <= '7' && in[2] >= '0' && in[2] <= '7' &&
-            in[3] >= '0' && in[3] <= '7') {
-            *out++ = (char)(((in[1] - '0') << 6) | ((in[2] - '0') << 3) | (in[3] - '0'));
-            in += 4;
-        } else {
-            *out++ = *in++;
-        }
-    }
-    *out = '\0';
-}
-
-static void tsr_read_mounts(void) {
-    /* This is the shim's fopen (posix.c), which hands a name that does not route, as
-     * /proc's never do, to the C library's. */
-    FILE *table = fopen("/proc/self/mountinfo", "re");
-    if (table == NULL)
-        return;
-    char line[2 * TSR_PATH_BYTES_MAX];
-    while (tsr_mount_count < TSR_MOUNTS_MAX && fgets(line, sizeof line, table) != NULL) {
-        const char *separator = strstr(line, " - ");
-        if (separator == NULL || strncmp(separator + 3, "fuse.tessera ", 13) != 0)
-            continue;
-        /* Field 5 is the mount point. */
-        char *field = line;
-        for (int skip = 0; skip < 4 && field != NULL; skip++) {
-            field = strchr(field, ' ');
-            if (field != NULL)
-                field++;
-        }
-        if (field == NULL)
-            continue;
-        char *end = strchr(field, ' ');
-        if (end == NULL || (size_t)(end - field) >= TSR_PATH_BYTES_MAX)
-            continue;
-        *end = '\0';
-        tsr_unescape(field);
-        strcpy(tsr_mounts[tsr_mount_count++], field);
-    }
-    fclose(table);
-}
-
-/* As tsr_route, for the POSIX calls of posix.c: a name under a $TESSERA_MPIIO_PATHS
- * directory on which a Tessera FUSE mount sits is not routed, because the kernel answers
- * POSIX calls on it through the mount (docs/MOUNT.md), fopen and writes included. */
-int tsr_route_posix(const char *filename, char *path, size_t path_bytes) {
-    char directory[TSR_PATH_BYTES_MAX];
-    if (!tsr_route_under(filename, path, path_bytes, directory, sizeof directory))
-        return 0;
-    if (directory[0] == '\0')
-        return 1;
-    pthread_once(&tsr_mounts_once, tsr_read_mounts);
-    for (int i = 0; i < tsr_mount_count; i++)
-        if (strcmp(tsr_mounts[i], directory) == 0)
-            return 0;
-    return 1;
+    *out = f->shared;
+    return MPI_SUCCESS;
 }
 
 struct tsr_file *tsr_lookup(MPI_File handle) {

@@ -16,7 +16,7 @@
  * its data as it lies in the file, in the order of the type signature: a write encodes the
  * memory into it and writes it as plain bytes through the view; a read reads it and decodes
  * it. The view's etype and file type are rebuilt with the representation's sizes
- * (tsr_type_in_datarep, types.c), so, as MPI asks (13.5.1), their byte displacements are taken
+ * (tsr_type_in_datarep, below), so, as MPI asks (13.5.1), their byte displacements are taken
  * as given and their counts scale with the file sizes of the elements. */
 #define _GNU_SOURCE
 #include <float.h>
@@ -826,3 +826,64 @@ TSR_MPI_ALIAS(File_get_type_extent_c)
 
 TSR_MPI_ALIAS(Register_datarep)
 TSR_MPI_ALIAS(File_get_type_extent)
+
+/* The tree of `type` as its data lies in the file in representation `rep` (a new tree the
+ * caller frees): each basic type becomes a block of its file bytes and the constructors are
+ * applied as given, so displacements counted in children scale with the file sizes and byte
+ * displacements, strides and resized bounds are taken as they are (MPI-3.1 13.5.1). Nothing is
+ * cached: views and get_type_extent build these, not data accesses. */
+int tsr_type_in_datarep(const struct tsr_datarep *rep, MPI_Datatype type,
+                        TesseraDatatype **out) {
+    *out = NULL;
+    if (type == MPI_DATATYPE_NULL)
+        return tsr_error(MPI_ERR_TYPE, "tessera: MPI_DATATYPE_NULL given as a datatype");
+    int integers, addresses, datatypes, combiner;
+    if (PMPI_Type_get_envelope(type, &integers, &addresses, &datatypes, &combiner) != MPI_SUCCESS)
+        return tsr_error(MPI_ERR_TYPE, "tessera: not a datatype");
+    MPI_Count file_bytes = 0;
+    int mpi_rc = tsr_datarep_file_bytes(rep, 1, type, &file_bytes);
+    if (mpi_rc != MPI_SUCCESS)
+        return mpi_rc;
+    int basic = combiner == MPI_COMBINER_NAMED;
+#ifdef MPI_COMBINER_F90_REAL
+    basic = basic || combiner == MPI_COMBINER_F90_REAL || combiner == MPI_COMBINER_F90_COMPLEX ||
+            combiner == MPI_COMBINER_F90_INTEGER;
+#endif
+    if (basic) {
+        int rc = tessera_type_bytes((uint64_t)file_bytes, out);
+        return rc == TESSERA_OK ? MPI_SUCCESS : tsr_type_failed(rc, "named");
+    }
+    int *ints = malloc(sizeof(int) * (size_t)(integers + 1));
+    MPI_Aint *addrs = malloc(sizeof(MPI_Aint) * (size_t)(addresses + 1));
+    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)(datatypes + 1));
+    TesseraDatatype **children = calloc((size_t)(datatypes + 1), sizeof(TesseraDatatype *));
+    if (!ints || !addrs || !types || !children) {
+        free(ints), free(addrs), free(types), free(children);
+        return tsr_error(MPI_ERR_NO_MEM, "tessera: no memory to take a datatype apart");
+    }
+    mpi_rc = PMPI_Type_get_contents(type, integers, addresses, datatypes, ints, addrs, types);
+    for (int i = 0; mpi_rc == MPI_SUCCESS && i < datatypes; i++)
+        mpi_rc = tsr_type_in_datarep(rep, types[i], &children[i]);
+    if (mpi_rc == MPI_SUCCESS)
+        mpi_rc = tsr_convert_derived(combiner, ints, addrs,
+                                     (const TesseraDatatype **)children, datatypes, out);
+    for (int i = 0; i < datatypes; i++) {
+        tessera_type_free(children[i]); /* the new tree keeps its share */
+        if (!tsr_is_named(types[i]))
+            PMPI_Type_free(&types[i]);
+    }
+    free(ints), free(addrs), free(types), free(children);
+    if (mpi_rc != MPI_SUCCESS)
+        return mpi_rc;
+    TesseraTypeInfo info;
+    tessera_type_info(*out, &info);
+    if ((MPI_Count)info.size != file_bytes) {
+        tessera_type_free(*out);
+        *out = NULL;
+        return tsr_error(MPI_ERR_TYPE, "tessera: datatype combiner %d converted to %llu file "
+                                       "bytes in %s, its signature has %lld",
+                         combiner, (unsigned long long)info.size, tsr_datarep_name(rep),
+                         (long long)file_bytes);
+    }
+    return MPI_SUCCESS;
+}

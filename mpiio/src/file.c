@@ -239,21 +239,6 @@ int tsr_apply_hints(struct tsr_file *f, MPI_Info info) {
     return MPI_SUCCESS;
 }
 
-/* Opens the shared file pointer's side file on first use. */
-int tsr_shared_pointer(struct tsr_file *f, TesseraSharedPointer **out) {
-    if (f->shared == NULL) {
-        int rc = MPI_SUCCESS;
-        TesseraClient *client = tsr_client(&rc);
-        if (client == NULL)
-            return rc;
-        int code = tessera_shared_pointer_open(client, f->shared_name, &f->shared);
-        if (code != TESSERA_OK)
-            return tsr_tessera_error(code, "shared file pointer of", f->path);
-    }
-    *out = f->shared;
-    return MPI_SUCCESS;
-}
-
 /* Opens the existing file `path` on process 0 with the rights `amode` needs: read for
  * MPI_MODE_RDONLY, read and write otherwise, since the sieve method reads what it writes
  * around. A write-only open that may not read falls back to write rights alone (the file then

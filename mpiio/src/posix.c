@@ -1,4 +1,6 @@
-/* The POSIX calls that programs and I/O libraries make on the names they hand to MPI-IO.
+/* The POSIX calls that programs and I/O libraries make on the names they hand to MPI-IO:
+ * libtessera_posix.so, a library of its own beside libtessera_mpiio.so (no MPI in it; with
+ * route.c and its own copy of the C API, and its own connection to the cluster).
  *
  * A Tessera name is not in the local file system, so without this file a program that
  * creates a file with MPI-IO and then stat()s, unlink()s or reads it through POSIX would
@@ -41,7 +43,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "route.h"
+#include "tessera.h"
 
 /* Most Tessera files open through POSIX open() at once in one process. */
 #define TSR_POSIX_DESCRIPTORS_MAX 16
@@ -73,7 +76,7 @@ _Static_assert(sizeof(struct stat) == sizeof(struct stat64),
                "struct stat and struct stat64 must be one layout (64-bit glibc)");
 
 /* The C library's own functions, found once (at load, or at first use by calls made before
- * this library's constructor ran) by tsr_next_symbol (core.c). */
+ * this library's constructor ran) by tsr_next_symbol (route.c). */
 #define TSR_LIBC_NEXT(name)                                                                     \
     static void *tsr_next_##name;                                                          \
     static __typeof__(&name) tsr_real_##name(void) {                                       \
@@ -134,6 +137,75 @@ __attribute__((constructor)) static void tsr_posix_init(void) {
     tsr_real_fstat64();
 }
 
+/* The Tessera FUSE mounts (`tessera mount`, type fuse.tessera) of this host, read once from
+ * /proc/self/mountinfo at the first POSIX call on a routed name: a mount made after that is
+ * not seen by this process. At most TSR_MOUNTS_MAX are kept. */
+#define TSR_MOUNTS_MAX 16
+static char tsr_mounts[TSR_MOUNTS_MAX][TSR_PATH_BYTES_MAX];
+static int tsr_mount_count;
+static pthread_once_t tsr_mounts_once = PTHREAD_ONCE_INIT;
+
+/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
+static void tsr_unescape(char *field) {
+    char *out = field;
+    for (char *in = field; *in;) {
+        if (in[0] == '\\' && in[1] >= '0' && in[1] <= '7' && in[2] >= '0' && in[2] <= '7' &&
+            in[3] >= '0' && in[3] <= '7') {
+            *out++ = (char)(((in[1] - '0') << 6) | ((in[2] - '0') << 3) | (in[3] - '0'));
+            in += 4;
+        } else {
+            *out++ = *in++;
+        }
+    }
+    *out = '\0';
+}
+
+static void tsr_read_mounts(void) {
+    /* This file's fopen, which hands a name that does not route, as /proc's never do, to
+     * the C library's. */
+    FILE *table = fopen("/proc/self/mountinfo", "re");
+    if (table == NULL)
+        return;
+    char line[2 * TSR_PATH_BYTES_MAX];
+    while (tsr_mount_count < TSR_MOUNTS_MAX && fgets(line, sizeof line, table) != NULL) {
+        const char *separator = strstr(line, " - ");
+        if (separator == NULL || strncmp(separator + 3, "fuse.tessera ", 13) != 0)
+            continue;
+        /* Field 5 is the mount point. */
+        char *field = line;
+        for (int skip = 0; skip < 4 && field != NULL; skip++) {
+            field = strchr(field, ' ');
+            if (field != NULL)
+                field++;
+        }
+        if (field == NULL)
+            continue;
+        char *end = strchr(field, ' ');
+        if (end == NULL || (size_t)(end - field) >= TSR_PATH_BYTES_MAX)
+            continue;
+        *end = '\0';
+        tsr_unescape(field);
+        strcpy(tsr_mounts[tsr_mount_count++], field);
+    }
+    fclose(table);
+}
+
+/* As tsr_route, for the POSIX calls of this file: a name under a $TESSERA_MPIIO_PATHS
+ * directory on which a Tessera FUSE mount sits is not routed, because the kernel answers
+ * POSIX calls on it through the mount (docs/MOUNT.md), fopen and writes included. */
+static int tsr_route_posix(const char *filename, char *path, size_t path_bytes) {
+    char directory[TSR_PATH_BYTES_MAX];
+    if (!tsr_route_under(filename, path, path_bytes, directory, sizeof directory))
+        return 0;
+    if (directory[0] == '\0')
+        return 1;
+    pthread_once(&tsr_mounts_once, tsr_read_mounts);
+    for (int i = 0; i < tsr_mount_count; i++)
+        if (strcmp(tsr_mounts[i], directory) == 0)
+            return 0;
+    return 1;
+}
+
 /* Fails the call with `error`, saying why on stderr under $TESSERA_MPIIO_VERBOSE. */
 __attribute__((format(printf, 2, 3))) static int tsr_posix_fail(int error, const char *format,
                                                                 ...) {
@@ -156,9 +228,22 @@ static int tsr_posix_tessera_fail(int tessera_code, const char *call, const char
                           tessera_last_error());
 }
 
+/* This library's connection to the cluster (the cluster file of $TESSERA_CLUSTER), made at
+ * the first call on a Tessera name and kept for the process's life; tried again at the next
+ * call if it could not be made. Its own, not the MPI-IO library's: each library holds a
+ * copy of the C API, and a client of one copy is not handed to the other. */
+static pthread_mutex_t tsr_posix_lock = PTHREAD_MUTEX_INITIALIZER;
+static TesseraClient *tsr_posix_connection;
+
 static TesseraClient *tsr_posix_client(const char *call, const char *path) {
-    int rc = MPI_SUCCESS;
-    TesseraClient *client = tsr_client(&rc);
+    pthread_mutex_lock(&tsr_posix_lock);
+    if (tsr_posix_connection == NULL) {
+        TesseraClient *made = NULL;
+        if (tessera_connect(NULL, &made) == TESSERA_OK)
+            tsr_posix_connection = made;
+    }
+    TesseraClient *client = tsr_posix_connection;
+    pthread_mutex_unlock(&tsr_posix_lock);
     if (client == NULL)
         tsr_posix_fail(EIO, "tessera: %s %s: cannot reach the cluster: %s", call, path,
                        tessera_last_error());

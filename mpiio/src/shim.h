@@ -15,12 +15,16 @@
  * f2c, get_type_extent) work on it unchanged, and errors can be raised through the error
  * handler the program attached to it.
  *
- * Files: core.c (the table, path routing, the cluster connection, errors, the MPI's own
- * functions), types.c (MPI datatypes into Tessera datatype trees, cached per type), file.c
- * (open, close, delete, size, info, view, pointers, sync, atomicity), data.c (every read and
- * write form, the collective hook, nonblocking and split forms, shared and ordered pointers),
- * hints.c (site-wide default hints from $ROMIO_HINTS), datarep.c (data representations:
- * external32, registered ones, MPI_Register_datarep).
+ * Files: core.c (the table, path routing, the cluster connection, a file's shared pointer,
+ * errors, the MPI's own functions), types.c (MPI datatypes into Tessera datatype trees,
+ * cached per type), file.c (open, close, delete, size, info, view, pointers, sync,
+ * atomicity), data.c (every read and write form, the collective hook, nonblocking and split
+ * forms, shared and ordered pointers), hints.c (site-wide default hints from $ROMIO_HINTS),
+ * datarep.c (data representations: external32, registered ones, MPI_Register_datarep, types
+ * rebuilt in a representation's sizes), posix.c (the POSIX calls on Tessera names).
+ * No two files use each other: core.c uses none of the others; types.c, hints.c and posix.c
+ * use core.c; datarep.c uses types.c; data.c and file.c use those below them, not each
+ * other (hints.c's fopen of $ROMIO_HINTS goes through posix.c's, which passes it on).
  */
 #ifndef TESSERA_MPIIO_SHIM_H
 #define TESSERA_MPIIO_SHIM_H
@@ -28,12 +32,11 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "route.h"
 #include "tessera.h"
 
 /* Most Tessera files one process may have open at once through the shim. */
 #define TSR_OPEN_FILES_MAX 1024
-/* Longest Tessera path (the protocol's path_bytes_max). */
-#define TSR_PATH_BYTES_MAX 4096
 /* Longest error message kept (MPI's own strings are shorter; the rest is cut). */
 #define TSR_MESSAGE_BYTES_MAX 1024
 /* Longest hint value the shim reads. */
@@ -71,7 +74,6 @@ struct tsr_datarep;
  * (dlsym(RTLD_NEXT)), called with the arguments that follow: found on first use and cached
  * per call site. If the MPI does not define it (the shim loaded after the MPI library), the
  * call fails with MPI_ERR_INTERN and a message naming it. */
-void *tsr_next_symbol(void **slot, const char *name);
 int tsr_missing_symbol(const char *name);
 #define TSR_NEXT(NAME, ...)                                                                 \
     __extension__({                                                                         \
@@ -160,10 +162,6 @@ TesseraClient *tsr_client(int *mpi_error);
 /* tsr_client, the connection made (if this call makes it) with the client cache that the
  * hints tessera_client_cache and tessera_client_demote of `info` ask for. */
 TesseraClient *tsr_client_with(MPI_Info info, int *mpi_error);
-int tsr_route(const char *filename, char *path, size_t path_bytes);
-/* tsr_route for POSIX calls: 0 under a $TESSERA_MPIIO_PATHS directory that is a Tessera
- * FUSE mount, where the kernel serves them. */
-int tsr_route_posix(const char *filename, char *path, size_t path_bytes);
 struct tsr_file *tsr_lookup(MPI_File handle);
 int tsr_register(struct tsr_file *file);
 void tsr_unregister(struct tsr_file *file);
@@ -173,6 +171,8 @@ int tsr_tessera_error(int tessera_code, const char *what, const char *path);
 int tsr_raise(struct tsr_file *file, int code);
 int tsr_raise_default(int code);
 int tsr_hint(MPI_Info info, const char *key, char *value, int value_bytes);
+/* The file's shared file pointer, its side file opened on first use. */
+int tsr_shared_pointer(struct tsr_file *file, TesseraSharedPointer **out);
 
 /* hints.c */
 int tsr_site_hints(MPI_Info given, MPI_Info *merged);
@@ -181,10 +181,18 @@ void tsr_status(MPI_Status *status, MPI_Count bytes);
 /* types.c */
 int tsr_type(MPI_Datatype type, const TesseraDatatype **out);
 int tsr_type_is_contiguous(MPI_Datatype type, MPI_Count *bytes);
-int tsr_type_in_datarep(const struct tsr_datarep *rep, MPI_Datatype type,
+/* The pieces datarep.c rebuilds a type from in another representation: an MPI error for a
+ * failed Tessera constructor, whether a type is predefined, and one combiner applied to
+ * converted children. */
+int tsr_type_failed(int tessera_code, const char *what);
+int tsr_is_named(MPI_Datatype type);
+int tsr_convert_derived(int combiner, const int *ints, const MPI_Aint *addresses,
+                        const TesseraDatatype **children, int child_count,
                         TesseraDatatype **out);
 
 /* datarep.c */
+int tsr_type_in_datarep(const struct tsr_datarep *rep, MPI_Datatype type,
+                        TesseraDatatype **out);
 int tsr_datarep_lookup(const char *name, const struct tsr_datarep **out);
 const char *tsr_datarep_name(const struct tsr_datarep *rep);
 int tsr_datarep_file_bytes(const struct tsr_datarep *rep, MPI_Count count, MPI_Datatype type,
@@ -196,7 +204,6 @@ int tsr_datarep_decode(const struct tsr_datarep *rep, const void *file, MPI_Coun
 
 /* file.c */
 int tsr_apply_hints(struct tsr_file *file, MPI_Info info);
-int tsr_shared_pointer(struct tsr_file *file, TesseraSharedPointer **out);
 
 /* data.c */
 int tsr_transfer(struct tsr_file *file, int write, MPI_Offset offset, void *buffer,

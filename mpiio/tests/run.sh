@@ -1,12 +1,13 @@
 #!/bin/bash
 # The MPI-IO tests: every program in this directory under every MPI in $MPIS (default: MPICH
 # and Open MPI), 4 processes each (oversubscribed), against a real 4-server Tessera cluster
-# that this script starts and stops. The shim is loaded with LD_PRELOAD; the programs are
+# that this script starts and stops. The shim is loaded with LD_PRELOAD, after the POSIX
+# library (libtessera_posix.so, the POSIX calls on Tessera names); the programs are
 # plain MPI programs that know Tessera only by the file names they are given. Each program
 # checks the data it reads back and aborts the job on the first wrong byte.
 #
-# Environment: TARGET_DIR (cargo's target dir, default ../../target), OUT (where the shims and
-# the benchmark programs are, default $TARGET_DIR/mpiio), TESSERA (the tessera binary), MPIS,
+# Environment: TARGET_DIR (cargo's target dir, default ../../target), OUT (where the shims, the
+# POSIX library and the benchmark programs are, default $TARGET_DIR/mpiio), TESSERA (the tessera binary), MPIS,
 # KEEP=1 keeps the work directory and logs.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -67,7 +68,8 @@ run() {
 }
 
 # launcher N CLUSTER_FILE: sets `launch` to start N processes of the current $mpi with
-# $preload (the shim, unless a test says otherwise) preloaded and the test's environment.
+# $preload (the POSIX library and the shim, unless a test says otherwise) preloaded and the
+# test's environment.
 launcher() {
     case $mpi in
     mpich)
@@ -192,16 +194,18 @@ permissions() {
     local own=/shared/$mpi-own
     mkdir -p -m 0755 "$USER_DIR/lib-$mpi"
     install -m 0755 "$lib" "$USER_DIR/lib-$mpi/libtessera_mpiio.so"
-    if ! "${as_user[@]}" test -r "$USER_DIR/lib-$mpi/libtessera_mpiio.so" -a -x "$bin/permissions" \
+    install -m 0755 "$posix" "$USER_DIR/lib-$mpi/libtessera_posix.so"
+    if ! "${as_user[@]}" test -r "$USER_DIR/lib-$mpi/libtessera_mpiio.so" \
+        -a -r "$USER_DIR/lib-$mpi/libtessera_posix.so" -a -x "$bin/permissions" \
         -a -r "$TESSERA_CLUSTER" -a -w "$USER_DIR/tmp"; then
         failed=$((failed + 1))
         failures="$failures $label"
         echo "FAIL $label: uid $UNPRIVILEGED_ID cannot reach the shim, $bin/permissions or $TESSERA_CLUSTER"
         return
     fi
-    preload=$USER_DIR/lib-$mpi/libtessera_mpiio.so
+    preload=$USER_DIR/lib-$mpi/libtessera_posix.so:$USER_DIR/lib-$mpi/libtessera_mpiio.so
     launcher 4 "$TESSERA_CLUSTER"
-    preload=$lib
+    preload=$posix:$lib
     run "$label" "$WORK/$mpi-permissions.log" "${as_user[@]}" "${launch[@]}" "$bin/permissions" \
         tessera:/shared/root-only tessera:/root-readable "$USER_DIR/root-readable" \
         tessera:/root-writable "tessera:$own" "tessera:/$mpi-forbidden"
@@ -281,11 +285,12 @@ shfp_leftovers() {
     fi
 }
 
+posix=$OUT/libtessera_posix.so
 for mpi in $MPIS; do
     lib=$OUT/$mpi/libtessera_mpiio.so
-    preload=$lib
-    if [ ! -f "$lib" ]; then
-        echo "FAIL $mpi: $lib is missing (make mpiio)"
+    preload=$posix:$lib
+    if [ ! -f "$lib" ] || [ ! -f "$posix" ]; then
+        echo "FAIL $mpi: $lib or $posix is missing (make mpiio)"
         failed=$((failed + 1))
         continue
     fi
@@ -344,7 +349,7 @@ for mpi in $MPIS; do
         run "$mpi/profiled-linked" "$WORK/$mpi-profiled-linked.log" "${launch[@]}" "$bin/profiled-linked" linked
         in_tessera "$mpi/profiled-linked-in-tessera" "/$mpi-profiled-linked" $((2 * 4 * 4096 * 4))
         in_tessera "$mpi/profiled-linked-pmpi-in-tessera" "/$mpi-profiled-linked-pmpi" $((4 * 4096 * 4))
-        preload=$lib
+        preload=$posix:$lib
     fi
     # Site-wide hints from $ROMIO_HINTS, through the launcher's environment; the layouts that
     # get_info reports must be the ones `tessera stat` shows.

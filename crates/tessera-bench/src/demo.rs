@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 
 use tessera_client::{Client, ClientOptions, ClusterConfig, CreateOptions, ErrorCode};
+use tessera_cluster::outln;
 
 use crate::workers::{Pattern, StepResult, Task, Workers};
 
@@ -86,18 +87,18 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
 
     let block = args.size / args.grid;
     let total_bytes = (args.size * args.size * ELEMENT_BYTES) as u64;
-    println!(
+    outln!(
         "tessera demo: {n} x {n} array of doubles ({:.1} MiB) in {DEMO_PATH}, striped over {} I/O servers (64 KiB units)",
         mib(total_bytes),
         config.iods.len(),
         n = args.size
     );
-    println!(
+    outln!(
         "  {processes} client processes in a {g} x {g} grid; each owns a {block} x {block} block = {block} rows of {} KiB",
         block * ELEMENT_BYTES / 1024,
         g = args.grid
     );
-    println!("  memory: each block sits in a ({b2} x {b2}) local array with a halo, so memory and file are both noncontiguous", b2 = block + 2);
+    outln!("  memory: each block sits in a ({b2} x {b2}) local array with a halo, so memory and file are both noncontiguous", b2 = block + 2);
 
     let mut workers = Workers::spawn(processes)?;
     let tasks = |write: bool| {
@@ -134,7 +135,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         } else {
             "local and tcp"
         };
-        println!(
+        outln!(
             "  {name:<5} {processes} processes x 1 list call: {requests} requests ({:.1} per process), {memory} memory pieces -> {file} file pieces -> {storage} storage pieces, {:.1} MiB in {:.3} s = {:.0} MiB/s ({}; {transport})",
             requests as f64 / processes as f64,
             mib(bytes),
@@ -158,6 +159,6 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     if !all_verified {
         return Err("read-back did not match what was written".to_owned());
     }
-    println!("  verified: every byte read back matches; stat reports {size} bytes");
+    outln!("  verified: every byte read back matches; stat reports {size} bytes");
     Ok(())
 }

@@ -6,14 +6,13 @@
 //! servers, found beside this binary, and stops it afterwards. The hidden `worker`,
 //! `ecio-worker`, `mpiio-worker`, `meta-worker` and `small-worker` commands are the client processes the experiments start.
 
+// Stdout only through `tessera_cluster::out!`/`outln!` (a closed stdout ends the command
+// quietly); std's `print!` would panic on it.
+#![warn(clippy::print_stdout)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-// Every `print!` and `println!` of this binary goes through
-// `tessera_cluster::output::print_stdout`: a closed stdout ends the command quietly.
-#[macro_use]
-extern crate tessera_cluster;
 
 mod args;
 mod bench;

@@ -5,8 +5,7 @@
 
 mod common;
 
-#[path = "../../../tests/not_run.rs"]
-mod not_run;
+use tessera_testing as not_run;
 
 const BENCH: &str = env!("CARGO_BIN_EXE_tessera-bench");
 const FILES: u64 = 6;

@@ -13,6 +13,7 @@ use crate::files::print_json;
 use tessera_cluster::ClusterArg;
 
 use tessera_cluster::human;
+use tessera_cluster::outln;
 
 /// Arguments of `df`.
 #[derive(Debug, clap::Args)]
@@ -151,12 +152,19 @@ pub fn df(args: &DfArgs) -> Result<(), DfError> {
 }
 
 fn print_table(report: &Report) {
-    println!(
+    outln!(
         "{:<6} {:<22} {:>9} {:>9} {:>9} {:>5} {:>8} {:>9}",
-        "iod", "address", "size", "used", "avail", "use%", "objects", "in objects"
+        "iod",
+        "address",
+        "size",
+        "used",
+        "avail",
+        "use%",
+        "objects",
+        "in objects"
     );
     let line = |name: &str, address: &str, usage: &Usage| {
-        println!(
+        outln!(
             "{name:<6} {address:<22} {:>9} {:>9} {:>9} {:>4.0}% {:>8} {:>9}",
             human::size(usage.total_bytes),
             human::size(usage.used_bytes),
@@ -169,7 +177,7 @@ fn print_table(report: &Report) {
     for iod in &report.iods {
         match (&iod.usage, &iod.error) {
             (Some(usage), _) => line(&iod.index.to_string(), &iod.address, usage),
-            (None, error) => println!(
+            (None, error) => outln!(
                 "{:<6} {:<22} {}",
                 iod.index,
                 iod.address,

@@ -27,6 +27,7 @@ use thiserror::Error;
 
 use tessera_cluster::ClusterArg;
 
+use tessera_cluster::outln;
 use tessera_cluster::{human, progress};
 
 /// Bytes moved per call by `put` and `get`.
@@ -417,7 +418,7 @@ fn kind_name(kind: FileKind) -> &'static str {
 /// Prints `value` as pretty JSON on standard output.
 pub fn print_json(value: &impl Serialize) -> Result<(), serde_json::Error> {
     let text = serde_json::to_string_pretty(value)?;
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -438,7 +439,7 @@ pub fn ls(args: &LsArgs) -> Result<(), FilesError> {
             ""
         };
         if !(args.long || args.json) {
-            println!("{}{suffix}", printable_name(&entry.name));
+            outln!("{}{suffix}", printable_name(&entry.name));
             continue;
         }
         let full = format!("{}/{}", args.path.trim_end_matches('/'), entry.name);
@@ -461,7 +462,7 @@ pub fn ls(args: &LsArgs) -> Result<(), FilesError> {
             });
             continue;
         }
-        println!(
+        outln!(
             "{:04o} {:>6} {:>6} {:>9} {}{suffix}",
             attr.mode,
             attr.uid,
@@ -489,16 +490,16 @@ pub fn stat(args: &StatArgs) -> Result<(), FilesError> {
             Ok(attr.size),
         ))?);
     }
-    println!("path:    {}", args.path);
-    println!("kind:    {}", kind_name(attr.kind));
-    println!("size:    {} ({} bytes)", human::size(attr.size), attr.size);
-    println!("mode:    {:04o}", attr.mode);
-    println!("owner:   {}:{}", attr.uid, attr.gid);
-    println!("handle:  {:#x}", attr.handle);
-    println!("nlink:   {}", attr.nlink);
-    println!("mtime:   {}", human::utc_time(attr.mtime_ns));
+    outln!("path:    {}", args.path);
+    outln!("kind:    {}", kind_name(attr.kind));
+    outln!("size:    {} ({} bytes)", human::size(attr.size), attr.size);
+    outln!("mode:    {:04o}", attr.mode);
+    outln!("owner:   {}:{}", attr.uid, attr.gid);
+    outln!("handle:  {:#x}", attr.handle);
+    outln!("nlink:   {}", attr.nlink);
+    outln!("mtime:   {}", human::utc_time(attr.mtime_ns));
     if let Some(layout) = attr.layout {
-        println!("layout:  {}", layout.describe());
+        outln!("layout:  {}", layout.describe());
     }
     Ok(())
 }
@@ -515,7 +516,7 @@ pub fn create(args: &CreateArgs) -> Result<(), FilesError> {
     let file = client
         .create(&args.path, &options)
         .map_err(refused("create", &args.path))?;
-    println!("{}: {}", args.path, file.layout().describe());
+    outln!("{}: {}", args.path, file.layout().describe());
     Ok(())
 }
 
@@ -800,7 +801,7 @@ pub fn put(args: &PutArgs) -> Result<(), FilesError> {
     } else {
         args.local.display().to_string()
     };
-    println!(
+    outln!(
         "put {source_name} -> {}: {offset} bytes ({}), {requests} requests, {}, {:.1} MiB/s{}",
         args.path,
         human::size(offset),
@@ -900,7 +901,7 @@ pub fn get(args: &GetArgs) -> Result<(), FilesError> {
         // Standard output carries the data.
         eprintln!("{summary}");
     } else {
-        println!("{summary}");
+        outln!("{summary}");
     }
     Ok(())
 }
@@ -913,7 +914,7 @@ pub fn sync(args: &PathArgs) -> Result<(), FilesError> {
         .open(&args.path, OpenMode::ReadOnly)
         .map_err(refused("sync", &args.path))?;
     file.sync().map_err(refused("sync", &args.path))?;
-    println!(
+    outln!(
         "sync {}: flushed on {} servers",
         args.path,
         file.layout().servers().len()

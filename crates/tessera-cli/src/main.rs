@@ -7,16 +7,15 @@
 //! local cluster of them as background processes and writes the cluster file that every
 //! client command reads (`--cluster FILE` or `$TESSERA_CLUSTER`); `tessera down` stops it.
 
+// Stdout only through `tessera_cluster::out!`/`outln!` (a closed stdout ends the command
+// quietly); std's `print!` would panic on it.
+#![warn(clippy::print_stdout)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tessera_cluster as cluster;
-
-// Every `print!` and `println!` of this binary goes through
-// `tessera_cluster::output::print_stdout`: a closed stdout (`tessera ls | head -1`) ends the
-// command quietly, where std's macros would panic.
-#[macro_use]
-extern crate tessera_cluster;
+use tessera_cluster::out;
 
 mod df;
 mod files;
@@ -154,7 +153,7 @@ fn main() -> ExitCode {
         Command::Mount(args) => mount::mount(&args).map_err(Failure::from),
         Command::Umount(args) => mount::umount(&args).map_err(Failure::from),
         Command::Sim(command) => tessera_sim::cli::run(&command)
-            .map(|out| print!("{out}"))
+            .map(|out| out!("{out}"))
             .map_err(reported),
     };
     match result {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tessera_cluster::{out, outln};
 use tessera_net::Identity;
 use tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT;
 use thiserror::Error;
@@ -265,12 +266,12 @@ pub struct KeygenArgs {
 /// Writes a new cluster key.
 pub fn keygen(args: &KeygenArgs) -> Result<(), ServerError> {
     let key = tessera_auth::ClusterKey::create(&args.file).map_err(reported)?;
-    println!(
+    outln!(
         "tessera: wrote a new cluster key to {} (mode 0600); give it to every server with --key and to every host's agent",
         args.file.display()
     );
     // The line a hand-written cluster.toml takes, so clients check they reach this cluster.
-    println!("cluster_id = \"{:016x}\"", key.cluster_id());
+    outln!("cluster_id = \"{:016x}\"", key.cluster_id());
     Ok(())
 }
 
@@ -561,6 +562,45 @@ pub fn run_mds(args: &MdsArgs) -> Result<(), ServerError> {
     })
 }
 
+/// Starts the orphan sweep of `iod` on a thread of its own, when the iod knows its mds
+/// (`--mds` or `--mds-address-file`): it asks the mds which of its objects live and removes
+/// the rest.
+fn start_sweep<S: tessera_iod::storage::ObjectStorage>(
+    args: &IodArgs,
+    iod: &tessera_iod::Iod<S>,
+    key: &tessera_auth::ClusterKey,
+    server: &str,
+) -> Result<(), ServerError> {
+    let mds = match (&args.mds, &args.mds_address_file) {
+        (Some(address), _) => Some(tessera_iod::sweep::MdsAddress::Fixed(address.clone())),
+        (None, Some(path)) => Some(tessera_iod::sweep::MdsAddress::File(path.clone())),
+        (None, None) => None,
+    };
+    if let Some(mds) = mds {
+        let options = tessera_iod::sweep::SweepOptions {
+            index: args.index,
+            mds,
+            key: key.clone(),
+            timeout: MDS_IOD_TIMEOUT,
+            give_up_after: Duration::from_secs(args.sweep_wait_seconds),
+            membership: iod.membership().clone(),
+        };
+        let store = iod.store().clone();
+        std::thread::Builder::new()
+            .name(format!("iod-{}-sweep", args.index))
+            .spawn(move || {
+                let _ = tessera_iod::sweep::run(&store, &options);
+            })
+            .map_err(|err| start(server, format!("cannot start the orphan sweep: {err}")))?;
+    } else {
+        tracing::info!(
+            "iod {}: no --mds given, so no orphan sweep at this start",
+            args.index
+        );
+    }
+    Ok(())
+}
+
 /// Runs an I/O server.
 pub fn run_iod(args: &IodArgs) -> Result<(), ServerError> {
     let server = format!("iod {}", args.index);
@@ -582,12 +622,12 @@ pub fn run_iod(args: &IodArgs) -> Result<(), ServerError> {
     .map_err(|err| start(&server, format!("cost model: {err}")))?;
     if args.calibrate {
         let kept = args.data.join(tessera_iod::cost::COST_MODEL_FILE);
-        println!("# {}", kept.display());
-        print!(
+        outln!("# {}", kept.display());
+        out!(
             "{}",
             toml::to_string(&model).expect("a cost model serializes")
         );
-        println!("# {}", model.describe());
+        outln!("# {}", model.describe());
         return Ok(());
     }
     tracing::info!("iod {}: cost model {}", args.index, model.describe());
@@ -629,33 +669,7 @@ pub fn run_iod(args: &IodArgs) -> Result<(), ServerError> {
     let iod = Arc::new(iod);
     let store = iod.store().clone();
     let key = key.expect("loaded unless calibrating");
-    let mds = match (&args.mds, &args.mds_address_file) {
-        (Some(address), _) => Some(tessera_iod::sweep::MdsAddress::Fixed(address.clone())),
-        (None, Some(path)) => Some(tessera_iod::sweep::MdsAddress::File(path.clone())),
-        (None, None) => None,
-    };
-    if let Some(mds) = mds {
-        let options = tessera_iod::sweep::SweepOptions {
-            index: args.index,
-            mds,
-            key: key.clone(),
-            timeout: MDS_IOD_TIMEOUT,
-            give_up_after: Duration::from_secs(args.sweep_wait_seconds),
-            membership: iod.membership().clone(),
-        };
-        let store = store.clone();
-        std::thread::Builder::new()
-            .name(format!("iod-{}-sweep", args.index))
-            .spawn(move || {
-                let _ = tessera_iod::sweep::run(&store, &options);
-            })
-            .map_err(|err| start(&server, format!("cannot start the orphan sweep: {err}")))?;
-    } else {
-        tracing::info!(
-            "iod {}: no --mds given, so no orphan sweep at this start",
-            args.index
-        );
-    }
+    start_sweep(args, &iod, &key, &server)?;
     let auth = Arc::new(tessera_auth::ServerAuth::new(
         key.clone(),
         tessera_proto::ROLE_IOD,

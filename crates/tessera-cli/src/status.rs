@@ -11,6 +11,7 @@ use tessera_proto::{StorageCounters, STORE_FAILED, STORE_NO_SPACE, STORE_OK};
 
 use crate::files::print_json;
 use tessera_cluster::human;
+use tessera_cluster::{out, outln};
 
 /// Arguments of `tessera status`.
 #[derive(Debug, clap::Args)]
@@ -244,13 +245,17 @@ pub fn status(args: &StatusArgs) -> Result<(), StatusError> {
 }
 
 fn print_servers(servers: &[ServerJson]) {
-    println!(
+    outln!(
         "{:<28} {:<8} {:<8} {:>10} {:>9}",
-        "server", "state", "pid", "objects", "answered"
+        "server",
+        "state",
+        "pid",
+        "objects",
+        "answered"
     );
     for server in servers {
         let shown = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
-        print!(
+        out!(
             "{:<28} {:<8} {:<8} {:>10} {:>9}",
             server.name,
             server.state,
@@ -259,8 +264,8 @@ fn print_servers(servers: &[ServerJson]) {
             human::duration(Duration::from_secs_f64(server.answer_seconds)),
         );
         match &server.error {
-            Some(error) => println!("   {error}"),
-            None => println!(),
+            Some(error) => outln!("   {error}"),
+            None => outln!(),
         }
     }
 }
@@ -279,8 +284,8 @@ fn store_condition(store_state: u8) -> String {
 
 /// The `--servers` table: one line per iod and direction, then each cost model.
 fn print_storage_counters(storage: &[StorageJson]) {
-    println!();
-    println!(
+    outln!();
+    outln!(
         "{:<6} {:<5} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "iod",
         "op",
@@ -299,12 +304,12 @@ fn print_storage_counters(storage: &[StorageJson]) {
     for iod in storage {
         let index = iod.index;
         if let Some(error) = &iod.error {
-            println!("{index:<6} -     {error}");
+            outln!("{index:<6} -     {error}");
             continue;
         }
         for (op, counters) in [("read", &iod.reads), ("write", &iod.writes)] {
             let Some(counters) = counters else { continue };
-            println!(
+            outln!(
                 "{index:<6} {op:<5} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
                 counters.requests,
                 counters.pieces,
@@ -323,14 +328,14 @@ fn print_storage_counters(storage: &[StorageJson]) {
                 .iter()
                 .map(|(name, n)| format!("{name}={n}"))
                 .collect();
-            println!("{index:<6} cache {}", named.join(" "));
+            outln!("{index:<6} cache {}", named.join(" "));
         }
         if let Some(model) = &iod.model {
             models.push(format!("iod {index}: {model}"));
         }
     }
-    println!();
+    outln!();
     for model in models {
-        println!("{model}");
+        outln!("{model}");
     }
 }

@@ -10,6 +10,11 @@
 //! signs for a process of that uid), so the servers see exactly what they would see from
 //! those users' processes.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "tests have no length budget (make tidy counts production code only)"
+)]
+
 mod common;
 
 use std::sync::Arc;

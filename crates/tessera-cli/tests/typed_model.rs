@@ -15,6 +15,10 @@
 //! and bad patterns, views surviving a restart of every iod, and what `File::close` does to
 //! views.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "tests have no length budget (make tidy counts production code only)"
+)]
 // Test sizes and offsets are small; their casts cannot truncate or wrap.
 #![allow(
     clippy::cast_possible_truncation,

@@ -100,7 +100,7 @@ impl ClientEntry {
         self.cache
             .as_deref()
             .map(|text| {
-                crate::layouts::parse_bytes(text)
+                crate::size::parse_bytes(text)
                     .map_err(|err| format!("[client] cache = {text:?}: {err}"))
             })
             .transpose()

@@ -19,6 +19,7 @@ use tessera_proto::dtype::{DatatypeError, Order};
 use tessera_proto::Datatype;
 
 use crate::options::CreateOptions;
+pub use crate::size::parse_bytes;
 
 /// The share `[start, end)` of part `index` when `total` is cut into `parts` near-equal parts.
 fn share(total: u64, parts: u64, index: u64) -> (u64, u64) {
@@ -80,22 +81,6 @@ pub fn block_blocks(
         }
     }
     Ok(types)
-}
-
-/// A size with an optional k/m/g suffix.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let (digits, scale) = match text.chars().last().map(|c| c.to_ascii_lowercase()) {
-        Some('k') => (&text[..text.len() - 1], 1u64 << 10),
-        Some('m') => (&text[..text.len() - 1], 1 << 20),
-        Some('g') => (&text[..text.len() - 1], 1 << 30),
-        _ => (text, 1),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|value| value.checked_mul(scale))
-        .ok_or_else(|| format!("{text:?} is not a size (digits with an optional k, m or g)"))
 }
 
 /// Reads a cache unit hint (`--cache-unit`, as [`parse_bytes`]): a power of two from 4 KiB

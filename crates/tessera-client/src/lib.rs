@@ -38,6 +38,7 @@ mod options;
 pub mod plan;
 pub mod registration;
 pub mod shared_pointer;
+mod size;
 mod typed;
 pub mod umask;
 

@@ -99,7 +99,7 @@ impl Default for ClientOptions {
             .unwrap_or(30_000);
         let local = std::env::var(TRANSPORT_ENV).map_or(true, |value| value != "tcp");
         let cache_bytes = std::env::var(CLIENT_CACHE_ENV).ok().and_then(|value| {
-            crate::layouts::parse_bytes(&value)
+            crate::size::parse_bytes(&value)
                 .inspect_err(|err| tracing::warn!("${CLIENT_CACHE_ENV}={value:?} ignored: {err}"))
                 .ok()
         });

@@ -5,11 +5,11 @@
 //! `exec "PREFIX"` (run here behind a command prefix such as `ip netns exec NS`). A line
 //! without a launcher runs locally when its host is `localhost`, `127.0.0.1` or `::1`, and
 //! over `ssh` to its host otherwise. `#` starts a comment. The parsed file becomes, in
-//! `cluster.rs`, one command per server with a fixed `--listen` address, so every start and
+//! `hosted.rs`, one command per server with a fixed `--listen` address, so every start and
 //! restart of a server puts it at the same address.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tessera_proto::limits::SERVERS_MAX;
 
@@ -17,6 +17,111 @@ use tessera_proto::limits::SERVERS_MAX;
 pub const HOSTFILE_AGENTS_MAX: usize = 4096;
 /// Largest hostfile read, in bytes.
 pub const HOSTFILE_BYTES_MAX: u64 = 1 << 20;
+
+/// A hostfile that cannot be read or does not parse, naming the file (and the line).
+#[derive(Debug, thiserror::Error)]
+pub enum HostfileError {
+    /// The file cannot be read.
+    #[error("cannot read the hostfile {}: {source}", path.display())]
+    Read {
+        /// The hostfile.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is over [`HOSTFILE_BYTES_MAX`].
+    #[error(
+        "the hostfile {} holds {size} bytes, over the limit of {HOSTFILE_BYTES_MAX}",
+        path.display()
+    )]
+    TooLarge {
+        /// The hostfile.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+    /// A line does not parse, or repeats what another line said.
+    #[error("{name}:{line}: {detail}")]
+    Line {
+        /// The hostfile, as named in errors.
+        name: String,
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong with it.
+        detail: LineError,
+    },
+    /// No mds line.
+    #[error("{name}: no mds line")]
+    NoMds {
+        /// The hostfile, as named in errors.
+        name: String,
+    },
+    /// No iod line.
+    #[error("{name}: no iod lines")]
+    NoIods {
+        /// The hostfile, as named in errors.
+        name: String,
+    },
+    /// An iod below the highest index has no line.
+    #[error("{name}: iod {index} is missing (iods are numbered 0, 1, 2, …)")]
+    IodMissing {
+        /// The hostfile, as named in errors.
+        name: String,
+        /// The iod.
+        index: usize,
+    },
+}
+
+/// What is wrong with one line of a hostfile.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// A `"` has no closing one.
+    #[error("a quote is not closed")]
+    UnclosedQuote,
+    /// An address without a host or a port.
+    #[error("{0:?} is not HOST:PORT")]
+    NotHostPort(String),
+    /// An address with port 0.
+    #[error("{0:?}: a hostfile needs a fixed port, not 0 (clients find servers by it)")]
+    PortZero(String),
+    /// An address whose port is not a number.
+    #[error("{address:?}: port {port:?} is not a number 1..=65535")]
+    BadPort {
+        /// The address.
+        address: String,
+        /// Its port.
+        port: String,
+    },
+    /// `exec ""`.
+    #[error("exec needs a command prefix in quotes")]
+    EmptyExec,
+    /// Launcher words that are none of the three.
+    #[error("launcher {0:?} is not `local`, `ssh HOST` or `exec \"PREFIX\"`")]
+    BadLauncher(String),
+    /// An iod index that is not a number.
+    #[error("iod index {0:?} is not a number")]
+    BadIndex(String),
+    /// A line that is no server.
+    #[error(
+        "expected `mds ADDR:PORT`, `iod N ADDR:PORT` or `agent HOST`, then an optional launcher"
+    )]
+    NoServer,
+    /// An address given to two servers.
+    #[error("address {0} is given twice")]
+    AddressTwice(String),
+    /// A second mds line.
+    #[error("a second mds line (a cluster has one mds)")]
+    SecondMds,
+    /// An iod index at or over [`SERVERS_MAX`].
+    #[error("iod index {0} is over the limit of {SERVERS_MAX} iods")]
+    IndexOverLimit(u16),
+    /// An iod index given twice.
+    #[error("iod {0} is given twice")]
+    IndexTwice(u16),
+    /// More than [`HOSTFILE_AGENTS_MAX`] agent lines.
+    #[error("more than {HOSTFILE_AGENTS_MAX} agent lines")]
+    TooManyAgents,
+}
 
 /// How a server of a hostfile is started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,14 +202,12 @@ fn host_of(address: &str) -> &str {
 }
 
 /// Splits a line into words: white space separates, `"…"` groups (no escapes inside).
-fn words(line: &str) -> Result<Vec<String>, String> {
+fn words(line: &str) -> Result<Vec<String>, LineError> {
     let mut words = Vec::new();
     let mut rest = line.trim_start();
     while !rest.is_empty() {
         if let Some(quoted) = rest.strip_prefix('"') {
-            let end = quoted
-                .find('"')
-                .ok_or_else(|| "a quote is not closed".to_owned())?;
+            let end = quoted.find('"').ok_or(LineError::UnclosedQuote)?;
             words.push(quoted[..end].to_owned());
             rest = quoted[end + 1..].trim_start();
         } else {
@@ -117,24 +220,23 @@ fn words(line: &str) -> Result<Vec<String>, String> {
 }
 
 /// Checks that `address` is `HOST:PORT` with a fixed (non-zero) port.
-fn fixed_address(address: &str) -> Result<String, String> {
+fn fixed_address(address: &str) -> Result<String, LineError> {
     let port = address
         .rsplit_once(':')
         .and_then(|(host, port)| (!host.is_empty()).then_some(port))
-        .ok_or_else(|| format!("{address:?} is not HOST:PORT"))?;
+        .ok_or_else(|| LineError::NotHostPort(address.to_owned()))?;
     match port.parse::<u16>() {
-        Ok(0) => Err(format!(
-            "{address:?}: a hostfile needs a fixed port, not 0 (clients find servers by it)"
-        )),
+        Ok(0) => Err(LineError::PortZero(address.to_owned())),
         Ok(_) => Ok(address.to_owned()),
-        Err(_) => Err(format!(
-            "{address:?}: port {port:?} is not a number 1..=65535"
-        )),
+        Err(_) => Err(LineError::BadPort {
+            address: address.to_owned(),
+            port: port.to_owned(),
+        }),
     }
 }
 
 /// The launcher words after a server's own fields, or the default for `host`.
-fn launcher(words: &[String], host: &str) -> Result<Launcher, String> {
+fn launcher(words: &[String], host: &str) -> Result<Launcher, LineError> {
     match words {
         [] if is_loopback(host) => Ok(Launcher::Local),
         [] => Ok(Launcher::Ssh(host.to_owned())),
@@ -143,20 +245,17 @@ fn launcher(words: &[String], host: &str) -> Result<Launcher, String> {
         [exec, prefix] if exec == "exec" => {
             let prefix: Vec<String> = prefix.split_whitespace().map(str::to_owned).collect();
             if prefix.is_empty() {
-                Err("exec needs a command prefix in quotes".to_owned())
+                Err(LineError::EmptyExec)
             } else {
                 Ok(Launcher::Exec(prefix))
             }
         }
-        other => Err(format!(
-            "launcher {:?} is not `local`, `ssh HOST` or `exec \"PREFIX\"`",
-            other.join(" ")
-        )),
+        other => Err(LineError::BadLauncher(other.join(" "))),
     }
 }
 
 /// Parses one non-empty line.
-fn parse_line(line: &str) -> Result<HostLine, String> {
+fn parse_line(line: &str) -> Result<HostLine, LineError> {
     let words = words(line)?;
     match words.first().map(String::as_str) {
         Some("mds") if words.len() >= 2 => {
@@ -167,7 +266,7 @@ fn parse_line(line: &str) -> Result<HostLine, String> {
         Some("iod") if words.len() >= 3 => {
             let index = words[1]
                 .parse::<u16>()
-                .map_err(|_| format!("iod index {:?} is not a number", words[1]))?;
+                .map_err(|_| LineError::BadIndex(words[1].clone()))?;
             let address = fixed_address(&words[2])?;
             let launcher = launcher(&words[3..], host_of(&address))?;
             Ok(HostLine::Iod {
@@ -181,16 +280,13 @@ fn parse_line(line: &str) -> Result<HostLine, String> {
             let launcher = launcher(&words[2..], &host)?;
             Ok(HostLine::Agent { host, launcher })
         }
-        _ => Err(
-            "expected `mds ADDR:PORT`, `iod N ADDR:PORT` or `agent HOST`, then an optional launcher"
-                .to_owned(),
-        ),
+        _ => Err(LineError::NoServer),
     }
 }
 
 impl Hostfile {
     /// Parses the text of a hostfile; `name` is used in errors.
-    pub fn parse(text: &str, name: &str) -> Result<Self, String> {
+    pub fn parse(text: &str, name: &str) -> Result<Self, HostfileError> {
         let mut mds = None;
         let mut iods: Vec<Option<(String, Launcher)>> = Vec::new();
         let mut agents = Vec::new();
@@ -200,18 +296,22 @@ impl Hostfile {
             if line.is_empty() {
                 continue;
             }
-            let at = |detail: String| format!("{name}:{}: {detail}", number + 1);
+            let at = |detail: LineError| HostfileError::Line {
+                name: name.to_owned(),
+                line: number + 1,
+                detail,
+            };
             let parsed = parse_line(line).map_err(at)?;
             if let HostLine::Mds { address, .. } | HostLine::Iod { address, .. } = &parsed {
                 // Two servers on one address would be the same server to every client.
                 if !addresses.insert(address.clone()) {
-                    return Err(at(format!("address {address} is given twice")));
+                    return Err(at(LineError::AddressTwice(address.clone())));
                 }
             }
             match parsed {
                 HostLine::Mds { address, launcher } => {
                     if mds.replace((address, launcher)).is_some() {
-                        return Err(at("a second mds line (a cluster has one mds)".to_owned()));
+                        return Err(at(LineError::SecondMds));
                     }
                 }
                 HostLine::Iod {
@@ -221,35 +321,37 @@ impl Hostfile {
                 } => {
                     let slot = usize::from(index);
                     if slot >= SERVERS_MAX {
-                        return Err(at(format!(
-                            "iod index {index} is over the limit of {SERVERS_MAX} iods"
-                        )));
+                        return Err(at(LineError::IndexOverLimit(index)));
                     }
                     if iods.len() <= slot {
                         iods.resize(slot + 1, None);
                     }
                     if iods[slot].replace((address, launcher)).is_some() {
-                        return Err(at(format!("iod {index} is given twice")));
+                        return Err(at(LineError::IndexTwice(index)));
                     }
                 }
                 HostLine::Agent { host, launcher } => {
                     if agents.len() == HOSTFILE_AGENTS_MAX {
-                        return Err(at(format!("more than {HOSTFILE_AGENTS_MAX} agent lines")));
+                        return Err(at(LineError::TooManyAgents));
                     }
                     agents.push((host, launcher));
                 }
             }
         }
-        let mds = mds.ok_or_else(|| format!("{name}: no mds line"))?;
+        let name = name.to_owned();
+        let Some(mds) = mds else {
+            return Err(HostfileError::NoMds { name });
+        };
         if iods.is_empty() {
-            return Err(format!("{name}: no iod lines"));
+            return Err(HostfileError::NoIods { name });
         }
         let iods = iods
             .into_iter()
             .enumerate()
             .map(|(index, iod)| {
-                iod.ok_or_else(|| {
-                    format!("{name}: iod {index} is missing (iods are numbered 0, 1, 2, …)")
+                iod.ok_or_else(|| HostfileError::IodMissing {
+                    name: name.clone(),
+                    index,
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -257,18 +359,19 @@ impl Hostfile {
     }
 
     /// Reads and parses the hostfile at `path`.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let size = std::fs::metadata(path)
-            .map_err(|err| format!("cannot read the hostfile {}: {err}", path.display()))?
-            .len();
+    pub fn load(path: &Path) -> Result<Self, HostfileError> {
+        let read = |source| HostfileError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let size = std::fs::metadata(path).map_err(read)?.len();
         if size > HOSTFILE_BYTES_MAX {
-            return Err(format!(
-                "the hostfile {} holds {size} bytes, over the limit of {HOSTFILE_BYTES_MAX}",
-                path.display()
-            ));
+            return Err(HostfileError::TooLarge {
+                path: path.to_owned(),
+                size,
+            });
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read the hostfile {}: {err}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(read)?;
         Self::parse(&text, &path.display().to_string())
     }
 }
@@ -376,7 +479,7 @@ mod tests {
             ("mds localhost", "hosts:1: \"localhost\" is not HOST:PORT"),
             ("server 1", "hosts:1: expected `mds ADDR:PORT`"),
         ] {
-            let err = Hostfile::parse(text, "hosts").unwrap_err();
+            let err = Hostfile::parse(text, "hosts").unwrap_err().to_string();
             assert!(err.contains(expected), "{text:?}: {err}");
         }
     }

@@ -1,9 +1,10 @@
 //! Standard output that ends the command quietly when its reader goes away.
 //!
 //! Rust ignores SIGPIPE, so a write to a closed pipe (`tessera ls | head -1`) returns
-//! `EPIPE`, and std's `println!` panics on it. Every line this binary prints goes through
-//! [`print_stdout`] (each binary shadows `print!` and `println!` with this crate's, through
-//! `#[macro_use] extern crate tessera_cluster;` in its `main.rs`), and
+//! `EPIPE`, and std's `println!` panics on it. Every line the binaries print goes through
+//! [`print_stdout`], by the macros [`out!`](crate::out) and [`outln!`](crate::outln) in
+//! place of `print!` and `println!` (named, never shadowing std's: a `println!` in either
+//! binary is std's and a review finds it), and
 //! `tessera get PATH -` sends its data through [`closed_stdout`] on a write error. A closed
 //! stdout then ends the process the way it ends a C tool: by SIGPIPE, silently, with the
 //! shell's status 141. SIGPIPE itself stays ignored for the rest of the process, so a peer
@@ -36,16 +37,16 @@ pub fn closed_stdout(err: &std::io::Error) {
     }
 }
 
-/// `print!` through [`print_stdout`]; a binary that says `#[macro_use] extern crate
-/// tessera_cluster;` uses it in place of std's in every module.
+/// `print!` through [`print_stdout`], called by name (`tessera_cluster::out!`): what the
+/// binaries print to stdout goes through it, so a closed stdout ends them quietly.
 #[macro_export]
-macro_rules! print {
+macro_rules! out {
     ($($arg:tt)*) => { $crate::output::print_stdout(format_args!($($arg)*)) };
 }
 
-/// `println!` through [`print_stdout`], as [`print!`](crate::print).
+/// `println!` through [`print_stdout`], as [`out!`](crate::out).
 #[macro_export]
-macro_rules! println {
+macro_rules! outln {
     () => { $crate::output::print_stdout(format_args!("\n")) };
     ($($arg:tt)*) => {
         $crate::output::print_stdout(format_args!("{}\n", format_args!($($arg)*)))

@@ -17,7 +17,54 @@
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A part of a cluster directory that is refused, or that cannot be checked or written, by
+/// its path.
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    /// Looking at or opening the part failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The part.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The part is there but not to be trusted (another owner, a link, a mode others may
+    /// write, another name), or is missing.
+    #[error("{}: {why}", path.display())]
+    Refused {
+        /// The part.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// Writing a small file by rename failed.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl DirError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    fn refused(path: &Path, why: impl Into<String>) -> Self {
+        Self::Refused {
+            path: path.to_owned(),
+            why: why.into(),
+        }
+    }
+}
 
 /// Mode of the servers' data directories (`mds`, `iod-N`) and of `log`: the owner's alone.
 pub const PRIVATE_DIRECTORY_MODE: u32 = 0o700;
@@ -96,49 +143,53 @@ fn refusal(meta: &fs::Metadata, kind: Kind) -> Option<String> {
 }
 
 /// Checks the part at `path` (not following a link) if it exists; returns whether it does.
-fn check_part(path: &Path, kind: Kind) -> Result<bool, String> {
+fn check_part(path: &Path, kind: Kind) -> Result<bool, DirError> {
     match fs::symlink_metadata(path) {
         Ok(meta) => match refusal(&meta, kind) {
             None => Ok(true),
-            Some(why) => Err(format!("{}: {why}", path.display())),
+            Some(why) => Err(DirError::refused(path, why)),
         },
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(err) => Err(format!("{}: {err}", path.display())),
+        Err(err) => Err(DirError::io(path, err)),
     }
 }
 
 /// Checks the file at `path` if it exists (a server's store before it opens it): refused if
 /// it is a symbolic link or not a regular file, if another uid owns it or if group or others
 /// may write it, naming the path. Returns whether it exists.
-pub fn check_file(path: &Path) -> Result<bool, String> {
+pub fn check_file(path: &Path) -> Result<bool, DirError> {
     check_part(path, Kind::File)
 }
 
 /// Checks the directories above `dir`: each must be root's or this user's, and one that
 /// others may write must be sticky (as `/tmp` is), so that nobody else can move `dir` aside
 /// and put a directory of their own in its place.
-fn check_parents(dir: &Path) -> Result<(), String> {
-    let real = fs::canonicalize(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+fn check_parents(dir: &Path) -> Result<(), DirError> {
+    let real = fs::canonicalize(dir).map_err(|err| DirError::io(dir, err))?;
     let uid = effective_uid();
     // A path has finitely many ancestors (at most PATH_MAX bytes of components).
     for parent in real.ancestors().skip(1) {
-        let meta = fs::metadata(parent).map_err(|err| format!("{}: {err}", parent.display()))?;
+        let meta = fs::metadata(parent).map_err(|err| DirError::io(parent, err))?;
         let mode = meta.mode() & 0o7777;
         if meta.uid() != 0 && meta.uid() != uid {
-            return Err(format!(
-                "{}: owned by uid {}, who could replace the cluster directory {} (its parents \
-                 must be root's or uid {uid}'s)",
-                parent.display(),
-                meta.uid(),
-                dir.display()
+            return Err(DirError::refused(
+                parent,
+                format!(
+                    "owned by uid {}, who could replace the cluster directory {} (its parents \
+                     must be root's or uid {uid}'s)",
+                    meta.uid(),
+                    dir.display()
+                ),
             ));
         }
         if mode & WRITE_BY_OTHERS != 0 && mode & STICKY == 0 {
-            return Err(format!(
-                "{}: mode {mode:04o} lets other users replace the cluster directory {} (a \
-                 parent others may write needs the sticky bit, as /tmp has)",
-                parent.display(),
-                dir.display()
+            return Err(DirError::refused(
+                parent,
+                format!(
+                    "mode {mode:04o} lets other users replace the cluster directory {} (a \
+                     parent others may write needs the sticky bit, as /tmp has)",
+                    dir.display()
+                ),
             ));
         }
     }
@@ -146,15 +197,17 @@ fn check_parents(dir: &Path) -> Result<(), String> {
 }
 
 /// The entries of directory `dir`, at most [`CLUSTER_DIR_ENTRIES_MAX`] of them.
-fn entries(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
-    let listing = fs::read_dir(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+fn entries(dir: &Path) -> Result<Vec<PathBuf>, DirError> {
+    let listing = fs::read_dir(dir).map_err(|err| DirError::io(dir, err))?;
     let mut paths = Vec::new();
     for entry in listing {
-        let entry = entry.map_err(|err| format!("{}: {err}", dir.display()))?;
+        let entry = entry.map_err(|err| DirError::io(dir, err))?;
         if paths.len() == CLUSTER_DIR_ENTRIES_MAX {
-            return Err(format!(
-                "{}: more than {CLUSTER_DIR_ENTRIES_MAX} entries; this is not a cluster directory",
-                dir.display()
+            return Err(DirError::refused(
+                dir,
+                format!(
+                    "more than {CLUSTER_DIR_ENTRIES_MAX} entries; this is not a cluster directory"
+                ),
             ));
         }
         paths.push(entry.path());
@@ -169,12 +222,12 @@ fn entries(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
 /// another uid owns, that is a symbolic link, or that group or others may write is refused,
 /// by its path and why (the mode is not asked of a socket, which others must be able to
 /// connect to, nor of a file inside an owner-only directory, which nobody else reaches).
-pub fn check_cluster_dir(dir: &Path) -> Result<(), String> {
+pub fn check_cluster_dir(dir: &Path) -> Result<(), DirError> {
     check_parents(dir)?;
     if !check_part(dir, Kind::Directory)? {
-        return Err(format!("{}: no such directory", dir.display()));
+        return Err(DirError::refused(dir, "no such directory"));
     }
-    for name in ["key", "cluster.toml", crate::HOSTS_FILE] {
+    for name in ["key", "cluster.toml", crate::names::HOSTS_FILE] {
         check_part(&dir.join(name), Kind::File)?;
     }
     let run = dir.join("run");
@@ -205,7 +258,7 @@ pub fn check_cluster_dir(dir: &Path) -> Result<(), String> {
             check_part(&entry, Kind::Directory)?;
             check_part(&entry.join("objects"), Kind::Directory)?;
             check_part(
-                &entry.join(tessera_iod::cost::COST_MODEL_FILE),
+                &entry.join(tessera_policy::cost::COST_MODEL_FILE),
                 Kind::PrivateFile,
             )?;
         }
@@ -251,8 +304,7 @@ pub fn private_dir(path: &Path) -> std::io::Result<()> {
 /// Opens the log `path` for appending, owner-only ([`PRIVATE_FILE_MODE`]), creating it if
 /// missing. Never follows a symbolic link (`O_NOFOLLOW`), and refuses a log that is not a
 /// regular file, that another uid owns or that has another name (a hard link).
-pub fn open_log(path: &Path) -> Result<fs::File, String> {
-    let failed = |why: String| format!("{}: {why}", path.display());
+pub fn open_log(path: &Path) -> Result<fs::File, DirError> {
     let file = fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -261,33 +313,39 @@ pub fn open_log(path: &Path) -> Result<fs::File, String> {
         .open(path)
         .map_err(|err| match err.raw_os_error() {
             Some(libc::ELOOP) => {
-                failed("a symbolic link: a log is never written through one".into())
+                DirError::refused(path, "a symbolic link: a log is never written through one")
             }
-            _ => failed(err.to_string()),
+            _ => DirError::io(path, err),
         })?;
-    let meta = file.metadata().map_err(|err| failed(err.to_string()))?;
+    let meta = file.metadata().map_err(|err| DirError::io(path, err))?;
     if let Some(why) = refusal(&meta, Kind::File) {
-        return Err(failed(why));
+        return Err(DirError::refused(path, why));
     }
     if meta.nlink() != 1 {
-        return Err(failed(format!(
-            "has {} names (hard links): a log is never written through another name",
-            meta.nlink()
-        )));
+        return Err(DirError::refused(
+            path,
+            format!(
+                "has {} names (hard links): a log is never written through another name",
+                meta.nlink()
+            ),
+        ));
     }
     file.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))
-        .map_err(|err| failed(err.to_string()))?;
+        .map_err(|err| DirError::io(path, err))?;
     Ok(file)
 }
 
 /// Writes `text` to `path` with exactly `mode`, by a rename of a new file (`NAME.tmp`, made
 /// with `O_EXCL`, so never through a link and never into a file someone else made): a reader
 /// sees the old content or the new, and a link at `path` is replaced, not followed.
-pub fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), String> {
-    let failed = |err: std::io::Error| format!("cannot write {}: {err}", path.display());
+pub fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), DirError> {
+    let failed = |source: std::io::Error| DirError::Write {
+        path: path.to_owned(),
+        source,
+    };
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(".tmp");
-    let temporary = std::path::PathBuf::from(temporary);
+    let temporary = PathBuf::from(temporary);
     match fs::remove_file(&temporary) {
         Ok(()) => {}
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
@@ -388,7 +446,7 @@ mod tests {
         fs::write(&target, b"keep").unwrap();
         let log = dir.path().join("mds.log");
         std::os::unix::fs::symlink(&target, &log).unwrap();
-        let err = open_log(&log).unwrap_err();
+        let err = open_log(&log).unwrap_err().to_string();
         assert!(err.contains("mds.log: a symbolic link"), "{err}");
         // A link where a file is written is replaced, not followed; a planted temporary
         // name is removed first.
@@ -405,7 +463,7 @@ mod tests {
         let real = dir.path().join("iod-0.log");
         open_log(&real).unwrap().write_all(b"line\n").unwrap();
         fs::hard_link(&real, dir.path().join("other")).unwrap();
-        let err = open_log(&real).unwrap_err();
+        let err = open_log(&real).unwrap_err().to_string();
         assert!(err.contains("has 2 names"), "{err}");
         fs::remove_file(dir.path().join("other")).unwrap();
         open_log(&real).unwrap().write_all(b"more\n").unwrap();
@@ -452,7 +510,7 @@ mod tests {
         private_dir(&root.join("iod-3")).unwrap();
         check_cluster_dir(root).unwrap();
         fs::set_permissions(root.join("run/mds.pid"), fs::Permissions::from_mode(0o666)).unwrap();
-        let err = check_cluster_dir(root).unwrap_err();
+        let err = check_cluster_dir(root).unwrap_err().to_string();
         assert_eq!(
             err,
             format!(
@@ -462,14 +520,14 @@ mod tests {
         );
         fs::remove_file(root.join("run/mds.pid")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", root.join("iod-3/cost-model.toml")).unwrap();
-        let err = check_cluster_dir(root).unwrap_err();
+        let err = check_cluster_dir(root).unwrap_err().to_string();
         assert!(
             err.contains("iod-3/cost-model.toml: a symbolic link"),
             "{err}"
         );
         fs::remove_file(root.join("iod-3/cost-model.toml")).unwrap();
         fs::set_permissions(root, fs::Permissions::from_mode(0o775)).unwrap();
-        let err = check_cluster_dir(root).unwrap_err();
+        let err = check_cluster_dir(root).unwrap_err().to_string();
         assert!(
             err.ends_with("mode 0775 lets group write it (`chmod go-w` it)"),
             "{err}"
@@ -478,7 +536,7 @@ mod tests {
         fs::set_permissions(root, fs::Permissions::from_mode(0o777)).unwrap();
         let inner = root.join("cluster");
         create_dir(&inner, SHARED_DIRECTORY_MODE).unwrap();
-        let err = check_cluster_dir(&inner).unwrap_err();
+        let err = check_cluster_dir(&inner).unwrap_err().to_string();
         assert!(err.contains("needs the sticky bit"), "{err}");
         fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();
         check_cluster_dir(&inner).unwrap();

@@ -39,8 +39,7 @@ pub mod views;
 
 // The one way a test that cannot run here says so (fails under CI=true).
 #[cfg(test)]
-#[path = "../../../tests/not_run.rs"]
-mod not_run;
+use tessera_testing as not_run;
 
 pub use files::FileStorage;
 pub use handler::Iod;

@@ -39,12 +39,12 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 mod inode;
 mod path;
 
-use inode::KIND_FILE;
+use inode::{now_ns, KIND_FILE};
 pub use inode::{Inode, ROOT_HANDLE};
 pub use path::components;
 use path::{
     check_mode, check_new_name, check_open, decode_inode, encode_inode, expect_kind, not_found,
-    now_ns, read_inode, search_above, unknown_handle, walk, walk_parent, Parent,
+    read_inode, search_above, unknown_handle, walk, walk_parent, Parent,
 };
 
 /// The outcome of preparing a create.

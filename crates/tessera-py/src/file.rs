@@ -18,11 +18,11 @@ use pyo3::types::{PyBytes, PyDict};
 use tessera_client::{IoReport, Mechanism, Piece, TransferPolicy};
 use tessera_proto::limits::PIECE_BYTES_MAX;
 
-use crate::client::Stat;
 use crate::collective::{self, MpiComm, Part};
 use crate::error;
 use crate::layout::{self, file_type};
 use crate::ndarray::{element_type, ArrayMemory};
+use crate::stat::Stat;
 
 /// An open file. Calls from several threads may run at once.
 #[pyclass(module = "tessera._tessera", frozen)]

@@ -15,6 +15,7 @@ pub mod error;
 pub mod file;
 pub mod layout;
 pub mod ndarray;
+pub mod stat;
 
 use pyo3::prelude::*;
 
@@ -23,7 +24,7 @@ use pyo3::prelude::*;
 fn _tessera(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(client::connect, module)?)?;
     module.add_class::<client::Client>()?;
-    module.add_class::<client::Stat>()?;
+    module.add_class::<stat::Stat>()?;
     module.add_class::<file::File>()?;
     module.add_class::<file::View>()?;
     module.add("ARRAY_DIMS_MAX", layout::ARRAY_DIMS_MAX)?;

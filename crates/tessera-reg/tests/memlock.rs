@@ -6,8 +6,7 @@
 //! thread. Where the thread cannot read or change its capabilities the test is ignored at run
 //! time (and fails under `CI=true`).
 
-#[path = "../../../tests/not_run.rs"]
-mod not_run;
+use tessera_testing as not_run;
 
 use tessera_reg::mapping::AnonymousMapping;
 use tessera_reg::{page_bytes, PinRegistrar, RegError, Registrar};

@@ -5,8 +5,7 @@
 //! of its own, so the events of one never touch the registrations of another. (The test that
 //! overruns the event log lives in `monitor_overrun.rs`, a process of its own.)
 
-#[path = "../../../tests/not_run.rs"]
-mod not_run;
+use tessera_testing as not_run;
 
 use std::io::Write as _;
 use std::os::fd::AsRawFd;

@@ -2,8 +2,7 @@
 //! address space: the child must not watch through it. A process of its own (one test, so
 //! the fork happens with no other test thread running).
 
-#[path = "../../../tests/not_run.rs"]
-mod not_run;
+use tessera_testing as not_run;
 
 use std::sync::Arc;
 

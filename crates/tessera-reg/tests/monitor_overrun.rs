@@ -1,8 +1,7 @@
 //! A registry that fell more than `MONITOR_EVENTS_KEPT` unmap events behind forgets every
 //! cached registration. A process of its own: the overrun would reach every registry in it.
 
-#[path = "../../../tests/not_run.rs"]
-mod not_run;
+use tessera_testing as not_run;
 
 use std::sync::Arc;
 

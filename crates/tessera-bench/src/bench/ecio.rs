@@ -28,6 +28,7 @@ use tessera_client::{
     Client, ClientOptions, ClusterConfig, CollectiveMethod, CollectiveOptions, Communicator,
     CreateOptions, Datatype, IoReport, OpenMode, SocketCommunicator, ViewedFile,
 };
+use tessera_cluster::outln;
 
 use super::CommonArgs;
 use crate::report::{
@@ -285,7 +286,7 @@ pub fn run_worker(args: &WorkerArgs) -> Result<(), String> {
                         storage_calls: figures[index].1,
                         verified: verified[index],
                     };
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::to_string(&measured).map_err(|err| err.to_string())?
                     );

@@ -149,7 +149,7 @@ impl BenchCluster {
             iod_flags,
         ) {
             let _ = std::fs::remove_dir_all(&dir);
-            return Err(err);
+            return Err(err.to_string());
         }
         Ok(Self {
             file: dir.join("cluster.toml"),

@@ -21,6 +21,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use tessera_cluster::{out, outln};
 
 pub use figure::{Figure, Line, Panel, Point, Scale};
 pub use tessera_cluster::progress::Steps as Progress;
@@ -325,12 +326,12 @@ impl<R: Row> Report<R> {
     ) -> Result<Outcome, String> {
         if common.json {
             eprint!("{text}");
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(self).map_err(|err| err.to_string())?
             );
         } else {
-            print!("{text}");
+            out!("{text}");
         }
         let mut written = vec![write_file(
             &common.out,

@@ -3,8 +3,7 @@
 
 #![allow(dead_code, clippy::cast_possible_truncation)]
 
-#[path = "../../../../tests/not_run.rs"]
-pub mod not_run;
+pub use tessera_testing as not_run;
 
 pub mod mount;
 

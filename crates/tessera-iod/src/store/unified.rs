@@ -22,7 +22,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::str::FromStr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
@@ -41,51 +40,7 @@ use crate::cache::{
 use crate::extent::ExtentGuard;
 use crate::storage::{read_full, ObjectStorage, StorageObject};
 
-/// How an iod serves reads (`tessera iod --serve`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ServeMode {
-    /// Through the page cache, copied into a request buffer, then sent or pushed.
-    Normal,
-    /// As `Normal`, but reads are served straight from a mapping of the object's page-cache
-    /// pages: one-sided reads from same-host clients are pushed from it
-    /// (`ObjectStore::read_mapped`), and a read of at most 1 MiB all in the page cache is sent
-    /// from it into the socket (`ObjectStore::read_mapped_now`).
-    #[default]
-    Mmap,
-    /// Through the iod's own cache: hits are sent and pushed straight from its buffers.
-    Unified,
-}
-
-impl ServeMode {
-    /// Every mode, in the order the bench compares them.
-    pub const ALL: [Self; 3] = [Self::Normal, Self::Mmap, Self::Unified];
-
-    /// The mode's name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Normal => "normal",
-            Self::Mmap => "mmap",
-            Self::Unified => "unified",
-        }
-    }
-}
-
-impl std::fmt::Display for ServeMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for ServeMode {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|mode| mode.name() == text)
-            .ok_or_else(|| format!("serve mode {text:?} is not one of normal, mmap, unified"))
-    }
-}
+pub use tessera_policy::ServeMode;
 
 /// The write-back thread looks at the dirty bytes this often.
 pub const WRITE_BACK_TICK: Duration = Duration::from_millis(200);

@@ -2,11 +2,12 @@
 //! in the `inodes` table (records of the format before `times_set_ns` read through
 //! `InodeBeforeSetTimes`).
 
-use super::path::{now_ns, record_error};
 use crate::access::{Caller, Owner};
 
 use serde::{Deserialize, Serialize};
-use tessera_proto::{Attr, FileKind, Layout, PatternLayout, RemoteError, StripeLayout};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tessera_proto::{Attr, ErrorCode, FileKind, Layout, PatternLayout, RemoteError, StripeLayout};
 
 /// Handle of the root directory.
 pub const ROOT_HANDLE: u64 = 1;
@@ -173,4 +174,18 @@ impl Inode {
             layout: self.layout()?,
         })
     }
+}
+
+pub(super) fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+        })
+}
+
+/// A stored record that does not decode (or a record that does not encode): a broken
+/// invariant of the store, not an I/O failure, so it does not reopen the store.
+pub(super) fn record_error(err: impl std::fmt::Display) -> RemoteError {
+    RemoteError::new(ErrorCode::Internal, format!("metadata store record: {err}"))
 }

@@ -2,28 +2,13 @@
 //! search check on every directory passed, the parent of a path with the rights a change
 //! needs on it, and the small record helpers every call shares.
 
-use super::inode::{Inode, InodeBeforeSetTimes, ROOT_HANDLE};
+use super::inode::{record_error, Inode, InodeBeforeSetTimes, ROOT_HANDLE};
 use crate::access;
 use crate::access::{Caller, Rights};
 use crate::store::store_error;
 use redb::ReadableTable;
-use std::time::{SystemTime, UNIX_EPOCH};
 use tessera_proto::limits::{NAME_BYTES_MAX, PATH_DEPTH_MAX};
 use tessera_proto::{ErrorCode, RemoteError};
-
-pub(super) fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
-        })
-}
-
-/// A stored record that does not decode (or a record that does not encode): a broken
-/// invariant of the store, not an I/O failure, so it does not reopen the store.
-pub(super) fn record_error(err: impl std::fmt::Display) -> RemoteError {
-    RemoteError::new(ErrorCode::Internal, format!("metadata store record: {err}"))
-}
 
 pub(super) fn not_found(path: &str) -> RemoteError {
     RemoteError::new(

@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 
-#[path = "../../../../../tests/not_run.rs"]
-mod not_run;
+use tessera_testing as not_run;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

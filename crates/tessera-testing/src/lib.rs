@@ -1,6 +1,9 @@
-//! The one way a test that cannot run on this machine says so. Every crate's tests include
-//! this file (`#[path = "…/tests/not_run.rs"] mod not_run;`) rather than printing a note of
-//! their own and passing.
+//! What the workspace's tests share, as a dev-dependency (never a `#[path]` include of a file
+//! in another crate).
+//!
+//! [`ignored_at_run_time`] is the one way a test that cannot run on this machine says so:
+//! every crate's tests call it rather than printing a note of their own and passing (most
+//! through `use tessera_testing as not_run;`).
 //!
 //! Where the condition is known before the test runs, the test is `#[ignore = "reason"]`
 //! instead. Where it is found at run time (no userfaultfd for this user, no way to drop a
