@@ -1,6 +1,6 @@
-//! The allow-list, `tools/tidy/allow.toml`: what may stay over its budget, each with a
-//! reason. An entry that matches nothing over budget is a breach too, so the list can only
-//! shrink as code is split.
+//! The allow-list, `tools/tidy/allow.toml`: what may stay over its budget (`[[allow]]`), and
+//! circles that may stay (`[[circle]]`, the files of one circle), each with a reason. An
+//! entry that matches nothing is a breach too, so the list can only shrink.
 
 use std::path::{Path, PathBuf};
 
@@ -21,11 +21,22 @@ pub struct Allowed {
     pub reason: String,
 }
 
+/// A circle that may stay: its files, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedCircle {
+    /// The files of the circle, sorted, relative to the workspace root.
+    pub files: Vec<String>,
+    /// Why it stays.
+    pub reason: String,
+}
+
 /// The parsed list.
 #[derive(Debug, Default)]
 pub struct AllowList {
-    /// Its entries, in file order.
+    /// Its budget entries, in file order.
     pub entries: Vec<Allowed>,
+    /// Its circles, in file order.
+    pub circles: Vec<AllowedCircle>,
 }
 
 impl AllowList {
@@ -60,7 +71,71 @@ impl AllowList {
                 reason: field("reason").unwrap_or_default(),
             });
         }
-        Ok(AllowList { entries })
+        let mut circles = Vec::new();
+        let items = table
+            .get("circle")
+            .and_then(toml::Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for (index, item) in items.iter().enumerate() {
+            let mut files: Vec<String> = item
+                .get("files")
+                .and_then(toml::Value::as_array)
+                .ok_or(format!("circle {} has no `files`", index + 1))?
+                .iter()
+                .filter_map(toml::Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            files.sort();
+            let reason = item
+                .get("reason")
+                .and_then(toml::Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            circles.push(AllowedCircle { files, reason });
+        }
+        Ok(AllowList { entries, circles })
+    }
+
+    /// `circles` (each message ending in its files joined by ` <-> `) less those listed;
+    /// listed circles without a reason, or that no longer exist, are breaches.
+    pub fn judge_circles(&self, circles: &[Violation]) -> Vec<Violation> {
+        let joined = |allowed: &AllowedCircle| allowed.files.join(" <-> ");
+        let mut violations: Vec<Violation> = circles
+            .iter()
+            .filter(|circle| {
+                !self
+                    .circles
+                    .iter()
+                    .any(|allowed| circle.message.ends_with(&format!(": {}", joined(allowed))))
+            })
+            .cloned()
+            .collect();
+        for allowed in &self.circles {
+            let file = PathBuf::from(allowed.files.first().cloned().unwrap_or_default());
+            if allowed.reason.trim().is_empty() {
+                violations.push(Violation {
+                    file: file.clone(),
+                    message: format!(
+                        "{ALLOW_FILE} lists the circle {} without a reason",
+                        joined(allowed)
+                    ),
+                });
+            }
+            if !circles
+                .iter()
+                .any(|circle| circle.message.ends_with(&format!(": {}", joined(allowed))))
+            {
+                violations.push(Violation {
+                    file,
+                    message: format!(
+                        "{ALLOW_FILE} lists the circle {}, which is gone: remove the entry",
+                        joined(allowed)
+                    ),
+                });
+            }
+        }
+        violations
     }
 
     /// The breaches: what is over budget and not listed, listed entries without a reason, and
@@ -142,6 +217,18 @@ mod tests {
         assert_eq!(found.len(), 2, "{messages:?}");
         assert!(messages[0].starts_with("fn g is 200 lines"));
         assert!(messages[1].contains("without a reason"));
+        let circles = AllowList::parse(
+            "[[circle]]\nfiles = [\"b.rs\", \"a.rs\"]\nreason = \"types own each other\"\n",
+        )
+        .unwrap();
+        let found = |files: &str| Violation {
+            file: "a.rs".into(),
+            message: format!("module circle: {files}"),
+        };
+        assert!(circles.judge_circles(&[found("a.rs <-> b.rs")]).is_empty());
+        let other = circles.judge_circles(&[found("a.rs <-> c.rs")]);
+        assert_eq!(other.len(), 2, "{other:?}");
+        assert!(other[1].message.contains("which is gone"));
         let stale = list.judge(&[over("b.rs", None)]);
         assert!(stale
             .iter()
