@@ -13,6 +13,10 @@ use crate::files::print_json;
 use tessera_cluster::human;
 use tessera_cluster::{out, outln};
 
+/// How long `tessera status` waits for each server: a server slower than this is reported
+/// down rather than waited for.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Arguments of `tessera status`.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
@@ -212,7 +216,7 @@ pub fn status(args: &StatusArgs) -> Result<(), StatusError> {
     let client = Client::new(
         &config,
         &ClientOptions {
-            timeout: Duration::from_secs(2),
+            timeout: STATUS_TIMEOUT,
             ..ClientOptions::default()
         },
     );

@@ -37,6 +37,9 @@ mod writeback;
 
 use block::{Block, Slab};
 use writeback::WriteBack;
+
+/// How often a held lease answer looks whether it may go.
+const HOLD_POLL_INTERVAL: Duration = Duration::from_millis(10);
 pub use writeback::{
     WriteBackStats, BUFFERED_WRITE_BYTES_MAX, WRITE_BACK_AGE_MAX, WRITE_BACK_BYTES_MAX,
     WRITE_BACK_FILES_MAX,
@@ -349,7 +352,7 @@ impl BlockCache {
                 let served = connection.serve_lease_callbacks(&stop, CALLBACK_POLL, |handle| {
                     let held = Instant::now();
                     while hold.load(Ordering::Relaxed) && held.elapsed() < HOLD_MAX {
-                        std::thread::sleep(Duration::from_millis(10));
+                        std::thread::sleep(HOLD_POLL_INTERVAL);
                     }
                     drop_file(&state, handle);
                     // What the file buffered is written before the answer.

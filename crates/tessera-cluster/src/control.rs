@@ -13,6 +13,10 @@ use crate::server::{
     wait_until_answering,
 };
 
+/// The pause before a server whose port was still held (a stopped server's, in TIME_WAIT) is
+/// started again.
+const PORT_RETRY_PAUSE: Duration = Duration::from_millis(200);
+
 /// Arguments of `tessera down`.
 #[derive(Debug, clap::Args)]
 pub struct DownArgs {
@@ -90,7 +94,7 @@ pub fn restart(args: &RestartArgs) -> Result<(), ClusterError> {
                     && !tail.contains("squatting")
                     && Instant::now() < deadline
                 {
-                    std::thread::sleep(Duration::from_millis(200));
+                    std::thread::sleep(PORT_RETRY_PAUSE);
                     continue;
                 }
                 stop_one(&args.dir, &pid_file);

@@ -14,6 +14,15 @@ use crate::error::ClusterError;
 use crate::names::{KEY_FILE, SHUTDOWN_TIMEOUT, STARTUP_TIMEOUT, UNIX_SOCKET_PATH_BYTES_MAX};
 use crate::owned::{self, PRIVATE_FILE_MODE};
 
+/// How often a starting server's address file is looked for.
+const START_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// How long each ping of a starting server may take.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often starting servers are pinged until they all answer.
+const ANSWER_POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// How often a stopping server is looked at until it is gone.
+const STOP_POLL_INTERVAL: Duration = Duration::from_millis(10);
+
 pub(crate) fn run_dir(dir: &Path) -> PathBuf {
     dir.join("run")
 }
@@ -327,7 +336,7 @@ pub(crate) fn wait_for_address(
                 log: server.log_file.clone(),
             });
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(START_POLL_INTERVAL);
     }
 }
 
@@ -339,7 +348,7 @@ pub(crate) fn wait_until_answering(
     deadline: Instant,
 ) -> Result<(), ClusterError> {
     let options = ClientOptions {
-        timeout: Duration::from_secs(2),
+        timeout: ANSWER_TIMEOUT,
         ..ClientOptions::default()
     };
     loop {
@@ -360,7 +369,7 @@ pub(crate) fn wait_until_answering(
         if Instant::now() > deadline {
             return Err(ClusterError::NotAnswering { failures });
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(ANSWER_POLL_INTERVAL);
     }
 }
 
@@ -387,7 +396,7 @@ pub(crate) fn stop_one(dir: &Path, pid_file: &Path) -> bool {
         let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
         while alive(pid) && Instant::now() < deadline {
             reap(pid);
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(STOP_POLL_INTERVAL);
         }
         if alive(pid) {
             eprintln!(

@@ -27,6 +27,9 @@ use thiserror::Error;
 use self::callers::{Caller, Callers};
 use self::fs::TesseraFs;
 
+/// How often `tessera mount` looks whether its daemon's mount is up.
+const MOUNT_POLL_INTERVAL: Duration = Duration::from_millis(20);
+
 /// Threads serving kernel requests at once (each may wait on a server).
 pub const THREADS: usize = 8;
 
@@ -365,7 +368,7 @@ fn start_daemon(args: &MountArgs, dir: &Path) -> Result<(), MountError> {
                 dir: dir.to_owned(),
             });
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(MOUNT_POLL_INTERVAL);
     }
 }
 
