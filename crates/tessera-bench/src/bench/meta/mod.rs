@@ -19,6 +19,7 @@
 //! per commit over the phase (`MdsStats`). Every phase is checked after it ran, untimed:
 //! every name made is listed, every file is empty, every name removed is gone.
 
+mod ops;
 mod tar;
 mod worker;
 
@@ -29,8 +30,9 @@ use serde::Serialize;
 use serde_json::json;
 use tessera_client::{Client, ErrorCode};
 
+use ops::{Target, TREE_FANOUT};
 pub use worker::{run as run_worker, WorkerArgs};
-use worker::{Outcome, Phase, Step, Target, TREE_FANOUT};
+use worker::{Outcome, Phase, Step};
 
 use super::CommonArgs;
 use crate::report::{self, Figure, Line, Meta, Panel, Point, Progress, Report, Scale, Spread};

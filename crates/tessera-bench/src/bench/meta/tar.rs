@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tessera_client::SetTime;
 
-use super::worker::{OpResult, Ops, TREE_FANOUT};
+use super::ops::{OpResult, Ops, TREE_FANOUT};
 
 /// The mtime of the source's file `item`: seconds after 2001-02-03 04:05:06 UTC.
 const FIRST_MTIME_S: u64 = 981_173_106;
