@@ -309,6 +309,40 @@ fn rate_of(part: u64, whole: u64) -> f64 {
 pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
     let common = &args.common;
     let plan = Plan::of(args)?;
+    let (cluster, client) = start_cluster(common, &plan)?;
+    let path = "/bench/demote";
+    write_region(&client, path, &plan)?;
+    let (samples, verified) = measure(&plan, &cluster, &client, path)?;
+    let _ = client.unlink(path);
+    let rows = rows(&plan, &samples)?;
+    let report = Report {
+        bench: "demote",
+        quick: common.quick,
+        meta: Meta::now(plan.repetitions),
+        config: json!({
+            "clients": CLIENTS,
+            "iods": SERVERS,
+            "iod_serve": "unified",
+            "iod_cache_bytes": plan.iod_cache_bytes,
+            "client_cache_bytes": plan.client_cache_bytes,
+            "region_bytes_per_client": plan.region_bytes,
+            "call_bytes": CALL_BYTES,
+            "warm_passes": WARM_PASSES,
+            "timed_passes": plan.timed_passes,
+            "transport": "local (the client cache's blocks in a shared arena: the iods copy reads into it and pull demoted blocks out of it; eager sends a Demote per block, buffered one choosing Demote per iod and batch)",
+            "demote_buffer_blocks": tessera_client::CLIENT_DEMOTE_BUFFER_BLOCKS,
+            "working_set": "each client loops over its region: more than its client cache, the regions together more than the iods' caches, less than both levels together",
+        }),
+        verified,
+        rows,
+    };
+    let text = text(&report, &plan)?;
+    report.finish(common, &text, &[figure(&report)?])
+}
+
+/// Set-up: a private cluster (a given one is not used) whose iods serve from a small
+/// unified cache, a client of it, and `/bench`.
+fn start_cluster(common: &CommonArgs, plan: &Plan) -> Result<(BenchCluster, Client), String> {
     if let Some(given) = &common.cluster {
         eprintln!(
             "bench demote: not using {}: it starts a private cluster whose iods serve from a \
@@ -325,7 +359,11 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
         Err(err) if err.code() == Some(ErrorCode::Exists) => {}
         Err(err) => return Err(format!("mkdir /bench: {err}")),
     }
-    let path = "/bench/demote";
+    Ok((cluster, client))
+}
+
+/// Creates `path` and writes every client's region of it with the expected bytes, synced.
+fn write_region(client: &Client, path: &str, plan: &Plan) -> Result<(), String> {
     let file = client
         .create(path, &CreateOptions::default())
         .map_err(|err| format!("create {path}: {err}"))?;
@@ -338,8 +376,18 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
         file.write_at(offset, chunk)
             .map_err(|err| format!("write {path} at {offset}: {err}"))?;
     }
-    file.sync().map_err(|err| format!("sync {path}: {err}"))?;
-    drop(data);
+    file.sync().map_err(|err| format!("sync {path}: {err}"))
+}
+
+/// Every repetition of every method, the methods taking turns in an order rotating with
+/// the repetition; the iods' counters read around each step. Per method, its samples; and
+/// whether every read was verified.
+fn measure(
+    plan: &Plan,
+    cluster: &BenchCluster,
+    client: &Client,
+    path: &str,
+) -> Result<(Vec<Samples>, bool), String> {
     let progress = report::Progress::new("demote", (plan.repetitions * Method::ALL.len()) as u64);
     let mut workers = Workers::spawn(CLIENTS)?;
     let mut samples: Vec<Samples> = Method::ALL.iter().map(|_| Samples::default()).collect();
@@ -350,11 +398,11 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
             let method = Method::ALL[index];
             let mut before = CacheCounters::default();
             let (results, _) =
-                workers.step_checked_with(plan.tasks(&cluster, path, method), || {
-                    before = iod_counters(&client)?;
+                workers.step_checked_with(plan.tasks(cluster, path, method), || {
+                    before = iod_counters(client)?;
                     Ok(())
                 })?;
-            let after = iod_counters(&client)?;
+            let after = iod_counters(client)?;
             verified &= results.iter().all(|result| result.verified);
             let sample = &mut samples[index];
             sample.seconds.push(
@@ -379,10 +427,15 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
     }
     drop(progress);
     drop(workers);
-    let _ = client.unlink(path);
-    let rows = Method::ALL
+    Ok((samples, verified))
+}
+
+/// One row per method: its median and range, the client cache's and the iods' counts and
+/// hit rates, and its speed paired with the method before it.
+fn rows(plan: &Plan, samples: &[Samples]) -> Result<Vec<DemoteRow>, String> {
+    Method::ALL
         .iter()
-        .zip(&samples)
+        .zip(samples)
         .enumerate()
         .map(|(index, (method, sample))| {
             let seconds = Spread::of(&sample.seconds)
@@ -393,7 +446,7 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
                 clients: CLIENTS,
                 iods: SERVERS,
                 region_bytes: plan.region_bytes,
-                client_cache_bytes: method.cache_task(&plan).cache_bytes,
+                client_cache_bytes: method.cache_task(plan).cache_bytes,
                 iod_cache_bytes: plan.iod_cache_bytes,
                 method: method.name(),
                 measure: Measure::of_seconds(seconds, sample.bytes),
@@ -415,30 +468,7 @@ pub fn run(args: &DemoteArgs) -> Result<Outcome, String> {
                     .map(|before| report::paired_ratio(&samples[before].seconds, &sample.seconds)),
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    let report = Report {
-        bench: "demote",
-        quick: common.quick,
-        meta: Meta::now(plan.repetitions),
-        config: json!({
-            "clients": CLIENTS,
-            "iods": SERVERS,
-            "iod_serve": "unified",
-            "iod_cache_bytes": plan.iod_cache_bytes,
-            "client_cache_bytes": plan.client_cache_bytes,
-            "region_bytes_per_client": plan.region_bytes,
-            "call_bytes": CALL_BYTES,
-            "warm_passes": WARM_PASSES,
-            "timed_passes": plan.timed_passes,
-            "transport": "local (the client cache's blocks in a shared arena: the iods copy reads into it and pull demoted blocks out of it; eager sends a Demote per block, buffered one choosing Demote per iod and batch)",
-            "demote_buffer_blocks": tessera_client::CLIENT_DEMOTE_BUFFER_BLOCKS,
-            "working_set": "each client loops over its region: more than its client cache, the regions together more than the iods' caches, less than both levels together",
-        }),
-        verified,
-        rows,
-    };
-    let text = text(&report, &plan)?;
-    report.finish(common, &text, &[figure(&report)?])
+        .collect::<Result<Vec<_>, String>>()
 }
 
 /// The median MiB/s of `method`.

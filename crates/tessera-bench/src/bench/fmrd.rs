@@ -37,7 +37,7 @@ use serde::Serialize;
 use serde_json::json;
 use tessera_client::tessera_reg::mapping::AnonymousMapping;
 use tessera_client::tessera_reg::{
-    page_bytes, Caching, Grouping, Policy, RegStats, Registry, FMRD_BATCH,
+    page_bytes, Caching, Grouping, Policy, RegStats, Registrar, Registry, FMRD_BATCH,
 };
 use tessera_client::{
     Client, ClusterConfig, CreateOptions, File, Mechanism, OpenMode, TransferPolicy,
@@ -326,149 +326,23 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let (cluster, checker) = super::open_cluster(common, SERVERS)?;
     let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
     let (registrar, registrar_name) = common.registrar(super::RegistrarKind::Pin)?;
-    let mut subjects = Vec::new();
-    for (index, method) in Method::ALL.into_iter().enumerate() {
-        // Each method has its own client, file and buffers: one method's cached (locked)
-        // buffers must not make another's registrations cheap.
-        let (client, registry) =
-            super::registered_client(&config, &registrar, method.policy(), method.name())?;
-        let path = format!("/bench/fmrd-{}-{index}", std::process::id());
-        checker
-            .create(&path, &CreateOptions::default())
-            .map_err(|err| format!("create {path}: {err}"))?;
-        let mut file = client
-            .open(&path, OpenMode::ReadWrite)
-            .map_err(|err| format!("open {path}: {err}"))?;
-        file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
-        subjects.push(Subject {
-            method,
-            registry,
-            client,
-            file,
-            path,
-            pool: Pool::new()?,
-        });
-    }
+    let mut subjects = open_subjects(&checker, &config, &registrar)?;
     let repetitions = if common.quick { 9 } else { 11 };
     let progress = Progress::new("fmrd", (REUSE_PERCENTS.len() * repetitions) as u64);
     let mut rows = Vec::new();
     let mut verified = true;
     let mut generation = 0u64;
     for reuse_percent in REUSE_PERCENTS {
-        let (sequence, reuses) = buffer_sequence(reuse_percent, u64::from(reuse_percent));
-        let mut samples = vec![Vec::new(); subjects.len()];
-        let mut last = vec![Counts::default(); subjects.len()];
-        let mut one_sided = vec![0u64; subjects.len()];
-        for repetition in 0..repetitions {
-            generation += 1;
-            let mut before = Vec::with_capacity(subjects.len());
-            for subject in &mut subjects {
-                subject.pool.fill(generation)?;
-                if let Some(registry) = &subject.registry {
-                    registry.clear().map_err(|err| err.to_string())?;
-                }
-                before.push(
-                    subject
-                        .registry
-                        .as_ref()
-                        .map(|registry| registry.stats())
-                        .unwrap_or_default(),
-                );
-            }
-            // The methods take turns every CHUNK_OPERATIONS writes, so the machine's noise
-            // falls on all of them alike.
-            let mut seconds = vec![0.0f64; subjects.len()];
-            one_sided.fill(0);
-            for (chunk, operations) in sequence.chunks(CHUNK_OPERATIONS).enumerate() {
-                for turn in 0..subjects.len() {
-                    let index = (turn + chunk + repetition) % subjects.len();
-                    let subject = &subjects[index];
-                    let first = chunk * CHUNK_OPERATIONS;
-                    let start = Instant::now();
-                    for (offset, &buffer) in operations.iter().enumerate() {
-                        one_sided[index] += write_operation(
-                            &subject.file,
-                            subject.pool.buffer(buffer)?,
-                            first + offset,
-                        )?;
-                    }
-                    if let Some(registry) = &subject.registry {
-                        // FMRD's thread must not work through the next method's turn.
-                        registry.wait_background();
-                    }
-                    seconds[index] += start.elapsed().as_secs_f64();
-                }
-            }
-            for (index, subject) in subjects.iter().enumerate() {
-                samples[index].push(seconds[index]);
-                last[index] = match &subject.registry {
-                    Some(registry) => {
-                        // Counted once the queue is deregistered too; emptied, untimed.
-                        registry.flush().map_err(|err| err.to_string())?;
-                        let after = registry.stats();
-                        registry.clear().map_err(|err| err.to_string())?;
-                        Counts::between(&before[index], &after)
-                    }
-                    None => Counts::default(),
-                };
-                verified &= verify(
-                    &checker,
-                    &subject.path,
-                    &subject.pool,
-                    &sequence,
-                    generation,
-                    subject.method,
-                )?;
-            }
-            progress.step(&format!(
-                "{}, repetition {}",
-                case(reuse_percent),
-                repetition + 1
-            ));
-        }
-        for (index, subject) in subjects.iter().enumerate() {
-            // Paired within each repetition (the methods took turns), then the median: steadier
-            // than a ratio of medians on a loaded machine.
-            let ratios: Vec<f64> = samples[0]
-                .iter()
-                .zip(&samples[index])
-                .map(|(baseline, seconds)| baseline / seconds.max(1e-12))
-                .collect();
-            let missing = |err: String| {
-                format!(
-                    "bench fmrd: case \"{}\", method \"{}\": {err}",
-                    case(reuse_percent),
-                    subject.method.name()
-                )
-            };
-            let normalized = Spread::of(&ratios).map_err(missing)?;
-            let seconds = Spread::of(&samples[index]).map_err(missing)?;
-            let bytes = (OPERATIONS * BUFFER_BYTES) as u64;
-            let counts = last[index];
-            rows.push(FmrdRow {
-                reuse_percent,
-                method: subject.method.name(),
-                measure: Measure::of_seconds(seconds, bytes),
-                normalized: normalized.median,
-                normalized_min: normalized.min,
-                normalized_max: normalized.max,
-                writes: OPERATIONS,
-                bytes,
-                reuses_drawn: reuses,
-                one_sided: one_sided[index] == OPERATIONS as u64,
-                registrations: counts.registrations,
-                deregistrations: counts.deregistrations,
-                cache_hits: counts.cache_hits,
-                cache_misses: counts.cache_misses,
-                revivals: counts.revivals,
-                evictions: counts.evictions,
-                deregistration_batches: counts.deregistration_batches,
-                registration_us: counts.registration_us,
-                deregistration_us: counts.deregistration_us,
-                background_deregistration_us: counts.background_deregistration_us,
-                repetitions,
-            });
-        }
+        let measured = measure_case(
+            &mut subjects,
+            &checker,
+            reuse_percent,
+            repetitions,
+            &mut generation,
+            &mut verified,
+            &progress,
+        )?;
+        rows.extend(case_rows(&subjects, &measured, reuse_percent, repetitions)?);
     }
     drop(progress);
     super::release_clients(
@@ -500,6 +374,198 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         rows,
     };
     report.finish(common, &text(&report, registrar_name)?, &[figure(&report)?])
+}
+
+/// Set-up: per method, its own client, file and buffers: one method's cached (locked)
+/// buffers must not make another's registrations cheap.
+fn open_subjects(
+    checker: &Client,
+    config: &ClusterConfig,
+    registrar: &Arc<dyn Registrar>,
+) -> Result<Vec<Subject>, String> {
+    let mut subjects = Vec::new();
+    for (index, method) in Method::ALL.into_iter().enumerate() {
+        let (client, registry) =
+            super::registered_client(config, registrar, method.policy(), method.name())?;
+        let path = format!("/bench/fmrd-{}-{index}", std::process::id());
+        checker
+            .create(&path, &CreateOptions::default())
+            .map_err(|err| format!("create {path}: {err}"))?;
+        let mut file = client
+            .open(&path, OpenMode::ReadWrite)
+            .map_err(|err| format!("open {path}: {err}"))?;
+        file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
+        subjects.push(Subject {
+            method,
+            registry,
+            client,
+            file,
+            path,
+            pool: Pool::new()?,
+        });
+    }
+    Ok(subjects)
+}
+
+/// What one case measured: per method, the seconds of each repetition, the last
+/// repetition's registry counts and one-sided writes, and the reuses the sequence drew.
+struct CaseSamples {
+    seconds: Vec<Vec<f64>>,
+    last: Vec<Counts>,
+    one_sided: Vec<u64>,
+    reuses: usize,
+}
+
+/// One case (a reuse percentage): every repetition from empty registries, each checked by
+/// reading the files back.
+fn measure_case(
+    subjects: &mut [Subject],
+    checker: &Client,
+    reuse_percent: u32,
+    repetitions: usize,
+    generation: &mut u64,
+    verified: &mut bool,
+    progress: &Progress,
+) -> Result<CaseSamples, String> {
+    let (sequence, reuses) = buffer_sequence(reuse_percent, u64::from(reuse_percent));
+    let mut measured = CaseSamples {
+        seconds: vec![Vec::new(); subjects.len()],
+        last: vec![Counts::default(); subjects.len()],
+        one_sided: vec![0u64; subjects.len()],
+        reuses,
+    };
+    for repetition in 0..repetitions {
+        *generation += 1;
+        let mut before = Vec::with_capacity(subjects.len());
+        for subject in subjects.iter_mut() {
+            subject.pool.fill(*generation)?;
+            if let Some(registry) = &subject.registry {
+                registry.clear().map_err(|err| err.to_string())?;
+            }
+            before.push(
+                subject
+                    .registry
+                    .as_ref()
+                    .map(|registry| registry.stats())
+                    .unwrap_or_default(),
+            );
+        }
+        measured.one_sided.fill(0);
+        let seconds = timed_repetition(subjects, &sequence, repetition, &mut measured.one_sided)?;
+        for (index, subject) in subjects.iter().enumerate() {
+            measured.seconds[index].push(seconds[index]);
+            measured.last[index] = match &subject.registry {
+                Some(registry) => {
+                    // Counted once the queue is deregistered too; emptied, untimed.
+                    registry.flush().map_err(|err| err.to_string())?;
+                    let after = registry.stats();
+                    registry.clear().map_err(|err| err.to_string())?;
+                    Counts::between(&before[index], &after)
+                }
+                None => Counts::default(),
+            };
+            *verified &= verify(
+                checker,
+                &subject.path,
+                &subject.pool,
+                &sequence,
+                *generation,
+                subject.method,
+            )?;
+        }
+        progress.step(&format!(
+            "{}, repetition {}",
+            case(reuse_percent),
+            repetition + 1
+        ));
+    }
+    Ok(measured)
+}
+
+/// The timed writes of one repetition: the methods take turns every CHUNK_OPERATIONS
+/// writes, so the machine's noise falls on all of them alike. Per method, its seconds; its
+/// one-sided writes are counted into `one_sided`.
+fn timed_repetition(
+    subjects: &[Subject],
+    sequence: &[usize],
+    repetition: usize,
+    one_sided: &mut [u64],
+) -> Result<Vec<f64>, String> {
+    let mut seconds = vec![0.0f64; subjects.len()];
+    for (chunk, operations) in sequence.chunks(CHUNK_OPERATIONS).enumerate() {
+        for turn in 0..subjects.len() {
+            let index = (turn + chunk + repetition) % subjects.len();
+            let subject = &subjects[index];
+            let first = chunk * CHUNK_OPERATIONS;
+            let start = Instant::now();
+            for (offset, &buffer) in operations.iter().enumerate() {
+                one_sided[index] +=
+                    write_operation(&subject.file, subject.pool.buffer(buffer)?, first + offset)?;
+            }
+            if let Some(registry) = &subject.registry {
+                // FMRD's thread must not work through the next method's turn.
+                registry.wait_background();
+            }
+            seconds[index] += start.elapsed().as_secs_f64();
+        }
+    }
+    Ok(seconds)
+}
+
+/// The rows of one case: per method, its seconds, its speed over the first method's paired
+/// within each repetition, and its last repetition's registry counts.
+fn case_rows(
+    subjects: &[Subject],
+    measured: &CaseSamples,
+    reuse_percent: u32,
+    repetitions: usize,
+) -> Result<Vec<FmrdRow>, String> {
+    let samples = &measured.seconds;
+    let mut rows = Vec::with_capacity(subjects.len());
+    for (index, subject) in subjects.iter().enumerate() {
+        // Paired within each repetition (the methods took turns), then the median: steadier
+        // than a ratio of medians on a loaded machine.
+        let ratios: Vec<f64> = samples[0]
+            .iter()
+            .zip(&samples[index])
+            .map(|(baseline, seconds)| baseline / seconds.max(1e-12))
+            .collect();
+        let missing = |err: String| {
+            format!(
+                "bench fmrd: case \"{}\", method \"{}\": {err}",
+                case(reuse_percent),
+                subject.method.name()
+            )
+        };
+        let normalized = Spread::of(&ratios).map_err(missing)?;
+        let seconds = Spread::of(&samples[index]).map_err(missing)?;
+        let bytes = (OPERATIONS * BUFFER_BYTES) as u64;
+        let counts = measured.last[index];
+        rows.push(FmrdRow {
+            reuse_percent,
+            method: subject.method.name(),
+            measure: Measure::of_seconds(seconds, bytes),
+            normalized: normalized.median,
+            normalized_min: normalized.min,
+            normalized_max: normalized.max,
+            writes: OPERATIONS,
+            bytes,
+            reuses_drawn: measured.reuses,
+            one_sided: measured.one_sided[index] == OPERATIONS as u64,
+            registrations: counts.registrations,
+            deregistrations: counts.deregistrations,
+            cache_hits: counts.cache_hits,
+            cache_misses: counts.cache_misses,
+            revivals: counts.revivals,
+            evictions: counts.evictions,
+            deregistration_batches: counts.deregistration_batches,
+            registration_us: counts.registration_us,
+            deregistration_us: counts.deregistration_us,
+            background_deregistration_us: counts.background_deregistration_us,
+            repetitions,
+        });
+    }
+    Ok(rows)
 }
 
 /// Reads every slot of the method's file back and compares it with the buffer last written

@@ -7,13 +7,17 @@
 //! exists only with tessera-iod's `bench` feature that this crate alone turns on: the
 //! `tessera` binary's iod has no such switch). Everything else is the real server code.
 
-use std::path::PathBuf;
+use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tessera_client::config::{AuthEntry, IodEntry, MdsEntry};
 use tessera_client::ClusterConfig;
+use tokio::runtime::Runtime;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// How long the mds waits for an iod.
 const MDS_IOD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,83 +47,13 @@ impl InProcessCluster {
             .build()
             .map_err(|err| format!("cannot start the async runtime: {err}"))?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let shutdown = move || {
-            let mut stopped = stopped.clone();
-            async move {
-                let _ = stopped.wait_for(|&stop| stop).await;
-            }
-        };
-        let mut switches = Vec::new();
-        let mut iods = Vec::new();
-        let mut servings = Vec::new();
-        let mut model = None;
-        for index in 0..servers {
-            let data = root.join(format!("iod-{index}"));
-            tessera_cluster::private_dir(&data).map_err(|err| err.to_string())?;
-            let measured = match &model {
-                Some(model) => Clone::clone(model),
-                None => tessera_iod::cost::load_or_calibrate(&data, false, None)
-                    .map_err(|err| format!("iod {index}: cost model: {err}"))?,
-            };
-            model = Some(measured.clone());
-            let store = tessera_iod::ObjectStore::open_with(&data, measured)
-                .map_err(|err| format!("iod {index}: {err}"))?;
-            let iod = Arc::new(tessera_iod::Iod::new(index, store));
-            switches.push(iod.checks_switch());
-            let socket = root.join(format!("iod-{index}.sock"));
-            let (listener, local, address) = runtime
-                .block_on(async {
-                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                    let address = listener.local_addr()?.to_string();
-                    let local = tessera_cluster::bind_local(&socket)?;
-                    Ok::<_, std::io::Error>((listener, local, address))
-                })
-                .map_err(|err| format!("iod {index}: cannot listen: {err}"))?;
-            let auth = Arc::new(tessera_auth::ServerAuth::new(
-                key.clone(),
-                tessera_proto::ROLE_IOD,
-                index,
-            ));
-            servings.push(runtime.spawn(tessera_net::server::serve_with_local(
-                listener,
-                Some(local),
-                iod,
-                auth,
-                shutdown(),
-            )));
-            iods.push(IodEntry {
-                index,
-                address,
-                local: Some(socket),
-            });
-        }
+        let started = start_iods(&runtime, &root, &key, servers, &stopped)?;
+        let mut servings = started.servings;
+        let iods = started.iods;
         let addresses: Vec<String> = iods.iter().map(|iod| iod.address.clone()).collect();
-        let namespace = tessera_mds::Namespace::open_store(
-            &root.join("meta.redb"),
-            servers,
-            tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
-        )
-        .map_err(|err| format!("mds: {}", err.message))?;
-        let mds = Arc::new(tessera_mds::Mds::new(
-            namespace,
-            &addresses,
-            MDS_IOD_TIMEOUT,
-            key.clone(),
-            tessera_mds::MdsOptions::default(),
-        ));
-        let (listener, mds_address) = runtime
-            .block_on(async {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                let address = listener.local_addr()?.to_string();
-                Ok::<_, std::io::Error>((listener, address))
-            })
-            .map_err(|err| format!("mds: cannot listen: {err}"))?;
-        let auth = Arc::new(tessera_auth::ServerAuth::new(
-            key,
-            tessera_proto::ROLE_MDS,
-            0,
-        ));
-        servings.push(runtime.spawn(tessera_net::server::serve(listener, mds, auth, shutdown())));
+        let (mds_serving, mds_address) =
+            start_mds(&runtime, &root, key, servers, &addresses, &stopped)?;
+        servings.push(mds_serving);
         let config = ClusterConfig {
             mds: MdsEntry {
                 address: mds_address,
@@ -146,7 +80,7 @@ impl InProcessCluster {
         });
         Ok(Self {
             file,
-            switches,
+            switches: started.switches,
             stop: Some(stop),
             thread: Some(thread),
             dir: root,
@@ -171,4 +105,124 @@ impl Drop for InProcessCluster {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The iods started on the runtime: their checks' switches, their entries of the cluster
+/// file, and their serving tasks.
+struct StartedIods {
+    switches: Vec<Arc<AtomicBool>>,
+    iods: Vec<IodEntry>,
+    servings: Vec<JoinHandle<()>>,
+}
+
+/// A future that ends when the cluster is told to stop.
+fn stopped_signal(stopped: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut stopped = stopped.clone();
+    async move {
+        let _ = stopped.wait_for(|&stop| stop).await;
+    }
+}
+
+/// Starts `servers` iods under `root`, each on its own data directory (the first one's cost
+/// model calibrated or loaded, the others sharing it), listening on loopback TCP and on a
+/// Unix socket.
+fn start_iods(
+    runtime: &Runtime,
+    root: &Path,
+    key: &tessera_auth::ClusterKey,
+    servers: u16,
+    stopped: &watch::Receiver<bool>,
+) -> Result<StartedIods, String> {
+    let mut started = StartedIods {
+        switches: Vec::new(),
+        iods: Vec::new(),
+        servings: Vec::new(),
+    };
+    let mut model = None;
+    for index in 0..servers {
+        let data = root.join(format!("iod-{index}"));
+        tessera_cluster::private_dir(&data).map_err(|err| err.to_string())?;
+        let measured = match &model {
+            Some(model) => Clone::clone(model),
+            None => tessera_iod::cost::load_or_calibrate(&data, false, None)
+                .map_err(|err| format!("iod {index}: cost model: {err}"))?,
+        };
+        model = Some(measured.clone());
+        let store = tessera_iod::ObjectStore::open_with(&data, measured)
+            .map_err(|err| format!("iod {index}: {err}"))?;
+        let iod = Arc::new(tessera_iod::Iod::new(index, store));
+        started.switches.push(iod.checks_switch());
+        let socket = root.join(format!("iod-{index}.sock"));
+        let (listener, local, address) = runtime
+            .block_on(async {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let address = listener.local_addr()?.to_string();
+                let local = tessera_cluster::bind_local(&socket)?;
+                Ok::<_, std::io::Error>((listener, local, address))
+            })
+            .map_err(|err| format!("iod {index}: cannot listen: {err}"))?;
+        let auth = Arc::new(tessera_auth::ServerAuth::new(
+            key.clone(),
+            tessera_proto::ROLE_IOD,
+            index,
+        ));
+        started
+            .servings
+            .push(runtime.spawn(tessera_net::server::serve_with_local(
+                listener,
+                Some(local),
+                iod,
+                auth,
+                stopped_signal(stopped),
+            )));
+        started.iods.push(IodEntry {
+            index,
+            address,
+            local: Some(socket),
+        });
+    }
+    Ok(started)
+}
+
+/// Starts the mds of the iods at `addresses` on loopback TCP: its serving task and address.
+fn start_mds(
+    runtime: &Runtime,
+    root: &Path,
+    key: tessera_auth::ClusterKey,
+    servers: u16,
+    addresses: &[String],
+    stopped: &watch::Receiver<bool>,
+) -> Result<(JoinHandle<()>, String), String> {
+    let namespace = tessera_mds::Namespace::open_store(
+        &root.join("meta.redb"),
+        servers,
+        tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT,
+    )
+    .map_err(|err| format!("mds: {}", err.message))?;
+    let mds = Arc::new(tessera_mds::Mds::new(
+        namespace,
+        addresses,
+        MDS_IOD_TIMEOUT,
+        key.clone(),
+        tessera_mds::MdsOptions::default(),
+    ));
+    let (listener, mds_address) = runtime
+        .block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let address = listener.local_addr()?.to_string();
+            Ok::<_, std::io::Error>((listener, address))
+        })
+        .map_err(|err| format!("mds: cannot listen: {err}"))?;
+    let auth = Arc::new(tessera_auth::ServerAuth::new(
+        key,
+        tessera_proto::ROLE_MDS,
+        0,
+    ));
+    let serving = runtime.spawn(tessera_net::server::serve(
+        listener,
+        mds,
+        auth,
+        stopped_signal(stopped),
+    ));
+    Ok((serving, mds_address))
 }

@@ -43,7 +43,9 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::json;
 use tessera_client::tessera_reg::mapping::AnonymousMapping;
-use tessera_client::tessera_reg::{page_bytes, Caching, Grouping, Policy, RegStats, Registry};
+use tessera_client::tessera_reg::{
+    page_bytes, Caching, Grouping, Policy, RegStats, Registrar, Registry,
+};
 use tessera_client::{
     Client, ClusterConfig, CreateOptions, File, IoReport, Mechanism, Piece, TransferPolicy,
 };
@@ -422,164 +424,42 @@ fn figures(before: &RegStats, after: &RegStats, calls: usize) -> Figures {
     }
 }
 
+/// Repetitions of a case and iterations (calls of every process) per repetition.
+#[derive(Debug, Clone, Copy)]
+struct Sweep {
+    repetitions: usize,
+    iterations: usize,
+}
+
 /// Runs the experiment and writes its report.
 pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let (cluster, checker) = super::open_cluster(common, SERVERS)?;
     let config = ClusterConfig::load(&cluster.file).map_err(|err| err.to_string())?;
     let (registrar, registrar_name) = common.registrar(super::RegistrarKind::Fixed)?;
-    let mut subjects = Vec::new();
-    for (index, method) in Method::ALL.into_iter().enumerate() {
-        let path = format!("/bench/ogr-{}-{index}", std::process::id());
-        checker
-            .create(
-                &path,
-                &CreateOptions {
-                    stripe_unit_bytes: CALL_BYTES as u64,
-                    server_count: SERVERS,
-                    ..CreateOptions::default()
-                },
-            )
-            .map_err(|err| format!("create {path}: {err}"))?;
-        // One client per method, so each keeps its registry (and the ideal one its cache).
-        let (client, registry) =
-            super::registered_client(&config, &registrar, method.policy(), method.name())?;
-        let mut file = client
-            .open(&path, tessera_client::OpenMode::ReadWrite)
-            .map_err(|err| format!("open {path}: {err}"))?;
-        file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
-        subjects.push(Subject {
-            method,
-            registry,
-            client,
-            file,
-            path,
-            memory: Memory::new(method == Method::OgrHoles, method.huge())?,
-        });
-    }
+    let mut subjects = open_subjects(&checker, &config, &registrar)?;
     let syncs: &[bool] = if common.quick {
         &[false]
     } else {
         &[false, true]
     };
-    let repetitions = if common.quick { 7 } else { 11 };
-    let iterations = if common.quick { 4 } else { 8 };
+    let sweep = Sweep {
+        repetitions: if common.quick { 7 } else { 11 },
+        iterations: if common.quick { 4 } else { 8 },
+    };
     let progress = Progress::new("ogr", syncs.len() as u64);
     let mut rows = Vec::new();
     let mut verified = true;
     let mut generation = 0u64;
     for &sync in syncs {
-        let mut samples = vec![Vec::new(); subjects.len()];
-        let mut last = vec![Figures::default(); subjects.len()];
-        // The ideal case's cache is filled once, before anything is timed.
-        for subject in &mut subjects {
-            subject.memory.fill(generation)?;
-            for rank in 0..PROCESSES {
-                write_call(
-                    &subject.file,
-                    &subject.memory.pieces(subject.method, rank)?,
-                    rank,
-                )?;
-            }
-        }
-        let calls = iterations * PROCESSES;
-        for repetition in 0..repetitions {
-            generation += 1;
-            let mut before = Vec::with_capacity(subjects.len());
-            for subject in &mut subjects {
-                subject.memory.fill(generation)?;
-                before.push(
-                    subject
-                        .registry
-                        .as_ref()
-                        .map(|registry| registry.stats())
-                        .unwrap_or_default(),
-                );
-            }
-            let pieces: Vec<Vec<Vec<IoSlice<'_>>>> = subjects
-                .iter()
-                .map(|subject| {
-                    (0..PROCESSES)
-                        .map(|rank| subject.memory.pieces(subject.method, rank))
-                        .collect::<Result<_, _>>()
-                })
-                .collect::<Result<_, _>>()?;
-            // The methods take turns every iteration (one call of each process), so load on
-            // the machine falls on all of them alike.
-            let mut seconds = vec![0.0f64; subjects.len()];
-            let mut reports = vec![IoReport::default(); subjects.len()];
-            for iteration in 0..iterations {
-                for turn in 0..subjects.len() {
-                    let index = (turn + iteration + repetition) % subjects.len();
-                    let subject = &subjects[index];
-                    let start = Instant::now();
-                    for (rank, memory_pieces) in pieces[index].iter().enumerate() {
-                        reports[index] += write_call(&subject.file, memory_pieces, rank)?;
-                    }
-                    if sync {
-                        subject.file.sync().map_err(|err| err.to_string())?;
-                    }
-                    seconds[index] += start.elapsed().as_secs_f64();
-                }
-            }
-            drop(pieces);
-            for (index, subject) in subjects.iter().enumerate() {
-                samples[index].push(seconds[index] / calls as f64);
-                let after = subject
-                    .registry
-                    .as_ref()
-                    .map(|registry| registry.stats())
-                    .unwrap_or_default();
-                last[index] = Figures {
-                    one_sided: reports[index].one_sided / calls as u64,
-                    requests: reports[index].requests / calls as u64,
-                    ..figures(&before[index], &after, calls)
-                };
-                verified &= verify(&checker, &subject.path, &subject.memory, subject.method)?;
-            }
-        }
-        for (index, subject) in subjects.iter().enumerate() {
-            let ideal_index = Method::ALL
-                .iter()
-                .position(|&method| method == subject.method.ideal())
-                .expect("every ideal is a method");
-            let spread = |index: usize| {
-                Spread::of(&samples[index]).map_err(|err| {
-                    format!(
-                        "bench ogr: case \"{}\", method \"{}\": {err}",
-                        case_label(sync),
-                        Method::ALL[index].name()
-                    )
-                })
-            };
-            let ideal_seconds = spread(ideal_index)?.median;
-            let seconds = spread(index)?;
-            let figures = last[index];
-            let paper = subject.method.paper();
-            rows.push(OgrRow {
-                sync,
-                method: subject.method.name(),
-                measure: Measure::of_seconds(seconds, CALL_BYTES as u64),
-                requests: figures.requests,
-                pieces: 1,
-                bytes: CALL_BYTES as u64,
-                memory_pieces: BLOCK_SIDE,
-                registrations: figures.registrations,
-                registration_overhead_us: figures.overhead_us,
-                registration_us: figures.registration_us,
-                deregistration_us: figures.deregistration_us,
-                failed_optimistic: figures.failed_optimistic,
-                hole_queries: figures.hole_queries,
-                one_sided: figures.one_sided > 0,
-                of_ideal: ideal_seconds / seconds.median.max(1e-12),
-                of_ideal_against: subject.method.ideal().name(),
-                huge_page_bytes: subject.memory.array.huge_page_bytes(),
-                paper_mb_s: paper.map(|paper| paper.0),
-                paper_registrations: paper.map(|paper| paper.1),
-                paper_overhead_us: paper.map(|paper| paper.2),
-                iterations,
-                repetitions,
-            });
-        }
+        let (samples, last) = measure_case(
+            &mut subjects,
+            &checker,
+            sync,
+            sweep,
+            &mut generation,
+            &mut verified,
+        )?;
+        rows.extend(case_rows(&subjects, &samples, &last, sync, sweep)?);
         progress.step(case_label(sync));
     }
     drop(progress);
@@ -593,7 +473,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let report = Report {
         bench: "ogr",
         quick: common.quick,
-        meta: Meta::now(repetitions),
+        meta: Meta::now(sweep.repetitions),
         config: json!({
             "servers": SERVERS,
             "clients": 1,
@@ -615,6 +495,195 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     };
     let text = text(&report, registrar_name, syncs)?;
     report.finish(common, &text, &[figure(&report, syncs)?])
+}
+
+/// Set-up: per method, its file (one stripe unit per call), its own client (so each keeps
+/// its registry, and the ideal one its cache) forced to gather, and its memory.
+fn open_subjects(
+    checker: &Client,
+    config: &ClusterConfig,
+    registrar: &Arc<dyn Registrar>,
+) -> Result<Vec<Subject>, String> {
+    let mut subjects = Vec::new();
+    for (index, method) in Method::ALL.into_iter().enumerate() {
+        let path = format!("/bench/ogr-{}-{index}", std::process::id());
+        checker
+            .create(
+                &path,
+                &CreateOptions {
+                    stripe_unit_bytes: CALL_BYTES as u64,
+                    server_count: SERVERS,
+                    ..CreateOptions::default()
+                },
+            )
+            .map_err(|err| format!("create {path}: {err}"))?;
+        // One client per method, so each keeps its registry (and the ideal one its cache).
+        let (client, registry) =
+            super::registered_client(config, registrar, method.policy(), method.name())?;
+        let mut file = client
+            .open(&path, tessera_client::OpenMode::ReadWrite)
+            .map_err(|err| format!("open {path}: {err}"))?;
+        file.set_transfer_policy(TransferPolicy::Force(Mechanism::Gather));
+        subjects.push(Subject {
+            method,
+            registry,
+            client,
+            file,
+            path,
+            memory: Memory::new(method == Method::OgrHoles, method.huge())?,
+        });
+    }
+    Ok(subjects)
+}
+
+/// One case (writes with or without a sync): every method's memory written once untimed
+/// (the ideal case's cache filled before anything is timed), then every repetition, each
+/// checked by reading the files back. Per method, its seconds per call in each repetition
+/// and the last repetition's figures.
+fn measure_case(
+    subjects: &mut [Subject],
+    checker: &Client,
+    sync: bool,
+    sweep: Sweep,
+    generation: &mut u64,
+    verified: &mut bool,
+) -> Result<(Vec<Vec<f64>>, Vec<Figures>), String> {
+    let mut samples = vec![Vec::new(); subjects.len()];
+    let mut last = vec![Figures::default(); subjects.len()];
+    // The ideal case's cache is filled once, before anything is timed.
+    for subject in subjects.iter_mut() {
+        subject.memory.fill(*generation)?;
+        for rank in 0..PROCESSES {
+            write_call(
+                &subject.file,
+                &subject.memory.pieces(subject.method, rank)?,
+                rank,
+            )?;
+        }
+    }
+    let calls = sweep.iterations * PROCESSES;
+    for repetition in 0..sweep.repetitions {
+        *generation += 1;
+        let mut before = Vec::with_capacity(subjects.len());
+        for subject in subjects.iter_mut() {
+            subject.memory.fill(*generation)?;
+            before.push(
+                subject
+                    .registry
+                    .as_ref()
+                    .map(|registry| registry.stats())
+                    .unwrap_or_default(),
+            );
+        }
+        let (seconds, reports) = timed_repetition(subjects, sync, sweep.iterations, repetition)?;
+        for (index, subject) in subjects.iter().enumerate() {
+            samples[index].push(seconds[index] / calls as f64);
+            let after = subject
+                .registry
+                .as_ref()
+                .map(|registry| registry.stats())
+                .unwrap_or_default();
+            last[index] = Figures {
+                one_sided: reports[index].one_sided / calls as u64,
+                requests: reports[index].requests / calls as u64,
+                ..figures(&before[index], &after, calls)
+            };
+            *verified &= verify(checker, &subject.path, &subject.memory, subject.method)?;
+        }
+    }
+    Ok((samples, last))
+}
+
+/// The timed calls of one repetition: the methods take turns every iteration (one call of
+/// each process), so load on the machine falls on all of them alike. Per method, its
+/// seconds and its summed reports.
+fn timed_repetition(
+    subjects: &[Subject],
+    sync: bool,
+    iterations: usize,
+    repetition: usize,
+) -> Result<(Vec<f64>, Vec<IoReport>), String> {
+    let pieces: Vec<Vec<Vec<IoSlice<'_>>>> = subjects
+        .iter()
+        .map(|subject| {
+            (0..PROCESSES)
+                .map(|rank| subject.memory.pieces(subject.method, rank))
+                .collect::<Result<_, _>>()
+        })
+        .collect::<Result<_, _>>()?;
+    let mut seconds = vec![0.0f64; subjects.len()];
+    let mut reports = vec![IoReport::default(); subjects.len()];
+    for iteration in 0..iterations {
+        for turn in 0..subjects.len() {
+            let index = (turn + iteration + repetition) % subjects.len();
+            let subject = &subjects[index];
+            let start = Instant::now();
+            for (rank, memory_pieces) in pieces[index].iter().enumerate() {
+                reports[index] += write_call(&subject.file, memory_pieces, rank)?;
+            }
+            if sync {
+                subject.file.sync().map_err(|err| err.to_string())?;
+            }
+            seconds[index] += start.elapsed().as_secs_f64();
+        }
+    }
+    Ok((seconds, reports))
+}
+
+/// The rows of one case: per method, its median and range, its figures, its speed against
+/// its ideal, and the paper's figures.
+fn case_rows(
+    subjects: &[Subject],
+    samples: &[Vec<f64>],
+    last: &[Figures],
+    sync: bool,
+    sweep: Sweep,
+) -> Result<Vec<OgrRow>, String> {
+    let mut rows = Vec::with_capacity(subjects.len());
+    for (index, subject) in subjects.iter().enumerate() {
+        let ideal_index = Method::ALL
+            .iter()
+            .position(|&method| method == subject.method.ideal())
+            .expect("every ideal is a method");
+        let spread = |index: usize| {
+            Spread::of(&samples[index]).map_err(|err| {
+                format!(
+                    "bench ogr: case \"{}\", method \"{}\": {err}",
+                    case_label(sync),
+                    Method::ALL[index].name()
+                )
+            })
+        };
+        let ideal_seconds = spread(ideal_index)?.median;
+        let seconds = spread(index)?;
+        let figures = last[index];
+        let paper = subject.method.paper();
+        rows.push(OgrRow {
+            sync,
+            method: subject.method.name(),
+            measure: Measure::of_seconds(seconds, CALL_BYTES as u64),
+            requests: figures.requests,
+            pieces: 1,
+            bytes: CALL_BYTES as u64,
+            memory_pieces: BLOCK_SIDE,
+            registrations: figures.registrations,
+            registration_overhead_us: figures.overhead_us,
+            registration_us: figures.registration_us,
+            deregistration_us: figures.deregistration_us,
+            failed_optimistic: figures.failed_optimistic,
+            hole_queries: figures.hole_queries,
+            one_sided: figures.one_sided > 0,
+            of_ideal: ideal_seconds / seconds.median.max(1e-12),
+            of_ideal_against: subject.method.ideal().name(),
+            huge_page_bytes: subject.memory.array.huge_page_bytes(),
+            paper_mb_s: paper.map(|paper| paper.0),
+            paper_registrations: paper.map(|paper| paper.1),
+            paper_overhead_us: paper.map(|paper| paper.2),
+            iterations: sweep.iterations,
+            repetitions: sweep.repetitions,
+        });
+    }
+    Ok(rows)
 }
 
 /// Reads the four processes' parts of the method's file back and compares them with its

@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::json;
-use tessera_client::tessera_reg::{Caching, Grouping, Policy, Registry, Segment};
+use tessera_client::tessera_reg::{Caching, Grouping, Policy, Registrar, Registry, Segment};
 use tessera_client::{Arena, Client, CreateOptions, File, Mechanism, Piece, TransferPolicy};
 use tessera_net::local::policy::{decision_stats, DecisionStats};
 
@@ -362,6 +362,105 @@ struct Subject {
     registry: Option<Arc<Registry>>,
 }
 
+/// The methods measured, each with its own registry (if it registers) over `registrar`.
+fn subjects(registrar: &Arc<dyn Registrar>) -> Result<Vec<Subject>, String> {
+    METHODS
+        .iter()
+        .map(|&method| {
+            let registry = match method.registration {
+                Some((grouping, caching)) => Some(Arc::new(
+                    Registry::new(registrar.clone(), Policy::new(grouping, caching))
+                        .map_err(|err| format!("{}: registry: {err}", method.name))?,
+                )),
+                None => None,
+            };
+            Ok(Subject { method, registry })
+        })
+        .collect()
+}
+
+/// What the runs share: the one-server file, the methods and their groups, and the sweep's
+/// settings.
+struct Bench<'a> {
+    client: &'a Client,
+    file: &'a mut File,
+    subjects: &'a [Subject],
+    groups: &'a [Vec<usize>],
+    repetitions: usize,
+    call_budget: usize,
+}
+
+/// One matrix side's data: the n x n array of 4-byte elements (on the heap and in an
+/// arena), the pieces of the subarray's rows, and the same bytes contiguous.
+struct Subarray {
+    n: usize,
+    array: Vec<u8>,
+    arena: Arena,
+    pieces: Vec<(usize, usize)>,
+    bytes: usize,
+    contiguous: Vec<u8>,
+    iterations: usize,
+}
+
+impl Subarray {
+    fn new(n: usize, call_budget: usize) -> Result<Self, String> {
+        let array = pattern(n as u64, n * n * ELEMENT_BYTES);
+        let mut arena = Arena::new(array.len()).map_err(|err| format!("arena: {err}"))?;
+        arena.as_mut_slice().copy_from_slice(&array);
+        let pieces = rows(n);
+        let bytes: usize = pieces.iter().map(|&(_, length)| length).sum();
+        let contiguous: Vec<u8> = pieces
+            .iter()
+            .flat_map(|&(offset, length)| array[offset..offset + length].iter().copied())
+            .collect();
+        let iterations = (call_budget / bytes).clamp(2, 256);
+        Ok(Self {
+            n,
+            array,
+            arena,
+            pieces,
+            bytes,
+            contiguous,
+            iterations,
+        })
+    }
+
+    /// The memory `method` writes from: the contiguous copy, or the rows' pieces of the heap
+    /// array or of the arena.
+    fn memory(&self, method: Method) -> Vec<IoSlice<'_>> {
+        if method.contiguous {
+            return vec![IoSlice::new(&self.contiguous)];
+        }
+        let source: &[u8] = if method.arena {
+            self.arena.as_slice()
+        } else {
+            &self.array
+        };
+        self.pieces
+            .iter()
+            .map(|&(offset, length)| IoSlice::new(&source[offset..offset + length]))
+            .collect()
+    }
+}
+
+/// What one method's last block counted: requests and one-sided requests over its calls,
+/// registrations and registration µs per call, and the transfer policy's decisions.
+#[derive(Debug, Clone)]
+struct Counted {
+    requests: u64,
+    one_sided: u64,
+    registrations: u64,
+    registration_us: f64,
+    decided: (String, u64, u64, f64, f64, f64),
+}
+
+/// What one side measured: per method, per repetition, the seconds of every timed call, and
+/// the method's last block's counts.
+struct SideSamples {
+    calls: Vec<Vec<Vec<f64>>>,
+    last: Vec<Option<Counted>>,
+}
+
 /// Runs the experiment and writes its report.
 pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let (_cluster, client) = super::open_cluster(common, SERVERS)?;
@@ -377,19 +476,7 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
         )
         .map_err(|err| format!("create {path}: {err}"))?;
     let (registrar, registrar_name) = common.registrar(super::RegistrarKind::Fixed)?;
-    let subjects: Vec<Subject> = METHODS
-        .iter()
-        .map(|&method| {
-            let registry = match method.registration {
-                Some((grouping, caching)) => Some(Arc::new(
-                    Registry::new(registrar.clone(), Policy::new(grouping, caching))
-                        .map_err(|err| format!("{}: registry: {err}", method.name))?,
-                )),
-                None => None,
-            };
-            Ok(Subject { method, registry })
-        })
-        .collect::<Result<_, String>>()?;
+    let subjects = subjects(&registrar)?;
     let groups = policy_groups();
     let sizes: &[usize] = if common.quick {
         &[512, 1024, 2048]
@@ -405,195 +492,16 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     let call_budget = if common.quick { 64 << 20 } else { 128 << 20 };
     let mut rows_out = Vec::new();
     let mut verified = true;
+    let mut bench = Bench {
+        client: &client,
+        file: &mut file,
+        subjects: &subjects,
+        groups: &groups,
+        repetitions,
+        call_budget,
+    };
     for &n in sizes {
-        let array = pattern(n as u64, n * n * ELEMENT_BYTES);
-        let mut arena = Arena::new(array.len()).map_err(|err| format!("arena: {err}"))?;
-        arena.as_mut_slice().copy_from_slice(&array);
-        let pieces = rows(n);
-        let bytes: usize = pieces.iter().map(|&(_, length)| length).sum();
-        let contiguous: Vec<u8> = pieces
-            .iter()
-            .flat_map(|&(offset, length)| array[offset..offset + length].iter().copied())
-            .collect();
-        let iterations = (call_budget / bytes).clamp(2, 256);
-        // Per method, per repetition, the seconds of every timed call.
-        let mut samples: Vec<Vec<Vec<f64>>> = vec![Vec::new(); subjects.len()];
-        let mut last = vec![None; subjects.len()];
-        for repetition in 0..repetitions {
-            for group in report::turn_order(repetition, groups.len()) {
-                let members = &groups[group];
-                let memory_of = |index: usize| -> Vec<IoSlice<'_>> {
-                    let method = subjects[index].method;
-                    if method.contiguous {
-                        return vec![IoSlice::new(&contiguous)];
-                    }
-                    let source: &[u8] = if method.arena {
-                        arena.as_slice()
-                    } else {
-                        &array
-                    };
-                    pieces
-                        .iter()
-                        .map(|&(offset, length)| IoSlice::new(&source[offset..offset + length]))
-                        .collect()
-                };
-                let memories: Vec<Vec<IoSlice<'_>>> =
-                    members.iter().map(|&index| memory_of(index)).collect();
-                let target = [Piece::new(0, bytes as u64)];
-                let mut before = Vec::with_capacity(members.len());
-                for (&index, memory) in members.iter().zip(&memories) {
-                    let subject = &subjects[index];
-                    file.set_transfer_policy(subject.method.policy);
-                    client.set_registration(subject.registry.clone());
-                    // Warm the connection and, for the cached method, the cache.
-                    file.write_list(memory, &target)
-                        .map_err(|err| err.to_string())?;
-                    before.push(subject.registry.as_ref().map(|registry| registry.stats()));
-                }
-                let mut requests = vec![0; members.len()];
-                let mut one_sided = vec![0; members.len()];
-                let mut calls = vec![Vec::with_capacity(iterations); members.len()];
-                let mut spans = vec![Vec::with_capacity(iterations); members.len()];
-                // The members of a group take turns call by call (one member: a block of
-                // calls), so a drift of the machine falls on all of them alike; in an order
-                // shuffled per round, since each call leaves the caches to the next one (in
-                // a rotation, hybrid choosing pack mostly followed gather, and pack followed
-                // hybrid's pack, which measured the same mechanism 5 % apart at n=2048).
-                for iteration in 0..iterations {
-                    let round = repetition * iterations + iteration;
-                    for member in report::turn_order(round, members.len()) {
-                        let subject = &subjects[members[member]];
-                        if members.len() > 1 {
-                            file.set_transfer_policy(subject.method.policy);
-                            client.set_registration(subject.registry.clone());
-                        }
-                        let decided_before = decision_stats();
-                        let start = Instant::now();
-                        let report = file
-                            .write_list(&memories[member], &target)
-                            .map_err(|err| format!("{}: {err}", subject.method.name))?;
-                        calls[member].push(start.elapsed().as_secs_f64());
-                        spans[member].push((decided_before, decision_stats()));
-                        requests[member] += report.requests;
-                        one_sided[member] += report.one_sided;
-                    }
-                }
-                client.set_registration(None);
-                for (member, &index) in members.iter().enumerate() {
-                    let subject = &subjects[index];
-                    samples[index].push(std::mem::take(&mut calls[member]));
-                    let decided = decisions_over(&spans[member]);
-                    let (registrations, registration_us) =
-                        match (&subject.registry, before[member].take()) {
-                            (Some(registry), Some(before)) => {
-                                let after = registry.stats();
-                                (
-                                    (after.registrations - before.registrations)
-                                        / iterations as u64,
-                                    (after.registration_us + after.deregistration_us
-                                        - before.registration_us
-                                        - before.deregistration_us)
-                                        / iterations as f64,
-                                )
-                            }
-                            _ => (0, 0.0),
-                        };
-                    last[index] = Some((
-                        requests[member],
-                        one_sided[member],
-                        registrations,
-                        registration_us,
-                        decided,
-                    ));
-                    // The registrars share one array: a cache left holding its rows locked
-                    // would make the next method's mlock of them nearly free.
-                    if let Some(registry) = &subject.registry {
-                        registry
-                            .clear()
-                            .map_err(|err| format!("{}: {err}", subject.method.name))?;
-                    }
-                    // Read back through a plain gather and compare (in a group, after one
-                    // more write by this member, untimed: the last timed call was another's).
-                    if members.len() > 1 {
-                        file.set_transfer_policy(subject.method.policy);
-                        file.write_list(&memories[member], &target)
-                            .map_err(|err| format!("{}: {err}", subject.method.name))?;
-                    }
-                    file.set_transfer_policy(TransferPolicy::Auto);
-                    let mut back = vec![0u8; bytes];
-                    file.read_list(&mut [IoSliceMut::new(&mut back)], &target)
-                        .map_err(|err| err.to_string())?;
-                    if back != contiguous {
-                        verified = false;
-                    }
-                }
-            }
-            progress.step(&format!("n={n}"));
-        }
-        let medians = samples
-            .iter()
-            .map(|calls| repetition_medians(calls))
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(|err| format!("bench subarray: case \"n={n}\": {err}"))?;
-        for (index, subject) in subjects.iter().enumerate() {
-            let name = subject.method.name;
-            let unmeasured =
-                |err: String| format!("bench subarray: case \"n={n}\", method \"{name}\": {err}");
-            let seconds = Spread::of(&medians[index]).map_err(unmeasured)?;
-            let paired_vs_best = best_of_pack_and_gather(subject.method)
-                .map(|(pack, gather)| {
-                    let position = |name: &str| {
-                        METHODS
-                            .iter()
-                            .position(|method| method.name == name)
-                            .ok_or_else(|| unmeasured(format!("no method {name}")))
-                    };
-                    let (pack, gather) = (&medians[position(pack)?], &medians[position(gather)?]);
-                    let best: Vec<f64> = pack.iter().zip(gather).map(|(p, g)| p.min(*g)).collect();
-                    Ok::<f64, String>(report::paired_ratio(&best, &medians[index]))
-                })
-                .transpose()?;
-            let (requests, one_sided, registrations, registration_us, decided) = last[index]
-                .clone()
-                .ok_or_else(|| unmeasured("not measured".to_owned()))?;
-            let (chosen, within_margin, learned, predicted_us, predicted_worst_us, measured_us) =
-                decided;
-            rows_out.push(SubarrayRow {
-                part: Part::Subarray,
-                n: Some(n),
-                method: name.to_owned(),
-                memory: if subject.method.arena {
-                    Memory::Arena
-                } else {
-                    Memory::Heap
-                },
-                measure: Measure::of_seconds(seconds, bytes as u64),
-                requests: requests / iterations as u64,
-                pieces: 1,
-                memory_pieces: if subject.method.contiguous {
-                    1
-                } else {
-                    pieces.len() as u64
-                },
-                piece_bytes: if subject.method.contiguous {
-                    bytes
-                } else {
-                    n / 2 * ELEMENT_BYTES
-                },
-                bytes: bytes as u64,
-                one_sided: one_sided > 0,
-                registrations,
-                registration_us,
-                chosen,
-                within_margin,
-                learned,
-                predicted_us,
-                predicted_worst_us,
-                measured_us,
-                paired_vs_best,
-                paired_vs_unchecked: None,
-            });
-        }
+        rows_out.extend(bench.measure_side(n, &progress, &mut verified)?);
     }
     let raw = raw_case(&client, &mut file, common.quick, &mut verified)?;
     progress.step("transport");
@@ -627,6 +535,250 @@ pub fn run(common: &CommonArgs) -> Result<Outcome, String> {
     };
     let text = text(&report, sizes)?;
     report.finish(common, &text, &[figure(&report, sizes)?])
+}
+
+impl Bench<'_> {
+    /// Every repetition of every group at side `n`, then the side's rows.
+    fn measure_side(
+        &mut self,
+        n: usize,
+        progress: &Progress,
+        verified: &mut bool,
+    ) -> Result<Vec<SubarrayRow>, String> {
+        let side = Subarray::new(n, self.call_budget)?;
+        let mut samples = SideSamples {
+            calls: vec![Vec::new(); self.subjects.len()],
+            last: vec![None; self.subjects.len()],
+        };
+        for repetition in 0..self.repetitions {
+            for group in report::turn_order(repetition, self.groups.len()) {
+                let members = &self.groups[group];
+                self.measure_group(&side, members, repetition, &mut samples, verified)?;
+            }
+            progress.step(&format!("n={n}"));
+        }
+        side_rows(self.subjects, &side, &samples)
+    }
+
+    /// One block of one group in one repetition: an untimed warm-up call per member, the
+    /// members' timed calls taking turns, then each member's counts and a check of what it
+    /// wrote.
+    fn measure_group(
+        &mut self,
+        side: &Subarray,
+        members: &[usize],
+        repetition: usize,
+        samples: &mut SideSamples,
+        verified: &mut bool,
+    ) -> Result<(), String> {
+        let memories: Vec<Vec<IoSlice<'_>>> = members
+            .iter()
+            .map(|&index| side.memory(self.subjects[index].method))
+            .collect();
+        let target = [Piece::new(0, side.bytes as u64)];
+        let mut before = Vec::with_capacity(members.len());
+        for (&index, memory) in members.iter().zip(&memories) {
+            let subject = &self.subjects[index];
+            self.file.set_transfer_policy(subject.method.policy);
+            self.client.set_registration(subject.registry.clone());
+            // Warm the connection and, for the cached method, the cache.
+            self.file
+                .write_list(memory, &target)
+                .map_err(|err| err.to_string())?;
+            before.push(subject.registry.as_ref().map(|registry| registry.stats()));
+        }
+        let mut timed = self.timed_calls(side, members, &memories, repetition)?;
+        self.client.set_registration(None);
+        for (member, &index) in members.iter().enumerate() {
+            let subject = &self.subjects[index];
+            samples.calls[index].push(std::mem::take(&mut timed.calls[member]));
+            let decided = decisions_over(&timed.spans[member]);
+            let (registrations, registration_us) = match (&subject.registry, before[member].take())
+            {
+                (Some(registry), Some(before)) => {
+                    let after = registry.stats();
+                    (
+                        (after.registrations - before.registrations) / side.iterations as u64,
+                        (after.registration_us + after.deregistration_us
+                            - before.registration_us
+                            - before.deregistration_us)
+                            / side.iterations as f64,
+                    )
+                }
+                _ => (0, 0.0),
+            };
+            samples.last[index] = Some(Counted {
+                requests: timed.requests[member],
+                one_sided: timed.one_sided[member],
+                registrations,
+                registration_us,
+                decided,
+            });
+            // The registrars share one array: a cache left holding its rows locked would
+            // make the next method's mlock of them nearly free.
+            if let Some(registry) = &subject.registry {
+                registry
+                    .clear()
+                    .map_err(|err| format!("{}: {err}", subject.method.name))?;
+            }
+            *verified &=
+                self.read_back_matches(side, subject, members.len() > 1, &memories[member])?;
+        }
+        Ok(())
+    }
+
+    /// The timed calls of one block: the members of a group take turns call by call (one
+    /// member: a block of calls), so a drift of the machine falls on all of them alike; in
+    /// an order shuffled per round, since each call leaves the caches to the next one (in a
+    /// rotation, hybrid choosing pack mostly followed gather, and pack followed hybrid's
+    /// pack, which measured the same mechanism 5 % apart at n=2048).
+    fn timed_calls(
+        &mut self,
+        side: &Subarray,
+        members: &[usize],
+        memories: &[Vec<IoSlice<'_>>],
+        repetition: usize,
+    ) -> Result<TimedCalls, String> {
+        let iterations = side.iterations;
+        let target = [Piece::new(0, side.bytes as u64)];
+        let mut timed = TimedCalls {
+            requests: vec![0; members.len()],
+            one_sided: vec![0; members.len()],
+            calls: vec![Vec::with_capacity(iterations); members.len()],
+            spans: vec![Vec::with_capacity(iterations); members.len()],
+        };
+        for iteration in 0..iterations {
+            let round = repetition * iterations + iteration;
+            for member in report::turn_order(round, members.len()) {
+                let subject = &self.subjects[members[member]];
+                if members.len() > 1 {
+                    self.file.set_transfer_policy(subject.method.policy);
+                    self.client.set_registration(subject.registry.clone());
+                }
+                let decided_before = decision_stats();
+                let start = Instant::now();
+                let report = self
+                    .file
+                    .write_list(&memories[member], &target)
+                    .map_err(|err| format!("{}: {err}", subject.method.name))?;
+                timed.calls[member].push(start.elapsed().as_secs_f64());
+                timed.spans[member].push((decided_before, decision_stats()));
+                timed.requests[member] += report.requests;
+                timed.one_sided[member] += report.one_sided;
+            }
+        }
+        Ok(timed)
+    }
+
+    /// Reads the subarray back through a plain gather and compares it with what was written
+    /// (in a group, after one more untimed write by this member: the last timed call was
+    /// another's).
+    fn read_back_matches(
+        &mut self,
+        side: &Subarray,
+        subject: &Subject,
+        grouped: bool,
+        memory: &[IoSlice<'_>],
+    ) -> Result<bool, String> {
+        let target = [Piece::new(0, side.bytes as u64)];
+        if grouped {
+            self.file.set_transfer_policy(subject.method.policy);
+            self.file
+                .write_list(memory, &target)
+                .map_err(|err| format!("{}: {err}", subject.method.name))?;
+        }
+        self.file.set_transfer_policy(TransferPolicy::Auto);
+        let mut back = vec![0u8; side.bytes];
+        self.file
+            .read_list(&mut [IoSliceMut::new(&mut back)], &target)
+            .map_err(|err| err.to_string())?;
+        Ok(back == side.contiguous)
+    }
+}
+
+/// What one block's timed calls counted, per member.
+struct TimedCalls {
+    requests: Vec<u64>,
+    one_sided: Vec<u64>,
+    calls: Vec<Vec<f64>>,
+    spans: Vec<Vec<(DecisionStats, DecisionStats)>>,
+}
+
+/// The rows of one side: per method, the median over the repetitions of its median call,
+/// its speed paired with the better of pack and gather, and its last block's counts.
+fn side_rows(
+    subjects: &[Subject],
+    side: &Subarray,
+    samples: &SideSamples,
+) -> Result<Vec<SubarrayRow>, String> {
+    let (n, bytes, iterations) = (side.n, side.bytes, side.iterations);
+    let medians = samples
+        .calls
+        .iter()
+        .map(|calls| repetition_medians(calls))
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|err| format!("bench subarray: case \"n={n}\": {err}"))?;
+    let mut rows_out = Vec::with_capacity(subjects.len());
+    for (index, subject) in subjects.iter().enumerate() {
+        let name = subject.method.name;
+        let unmeasured =
+            |err: String| format!("bench subarray: case \"n={n}\", method \"{name}\": {err}");
+        let seconds = Spread::of(&medians[index]).map_err(unmeasured)?;
+        let paired_vs_best = best_of_pack_and_gather(subject.method)
+            .map(|(pack, gather)| {
+                let position = |name: &str| {
+                    METHODS
+                        .iter()
+                        .position(|method| method.name == name)
+                        .ok_or_else(|| unmeasured(format!("no method {name}")))
+                };
+                let (pack, gather) = (&medians[position(pack)?], &medians[position(gather)?]);
+                let best: Vec<f64> = pack.iter().zip(gather).map(|(p, g)| p.min(*g)).collect();
+                Ok::<f64, String>(report::paired_ratio(&best, &medians[index]))
+            })
+            .transpose()?;
+        let counted = samples.last[index]
+            .clone()
+            .ok_or_else(|| unmeasured("not measured".to_owned()))?;
+        let (chosen, within_margin, learned, predicted_us, predicted_worst_us, measured_us) =
+            counted.decided;
+        rows_out.push(SubarrayRow {
+            part: Part::Subarray,
+            n: Some(n),
+            method: name.to_owned(),
+            memory: if subject.method.arena {
+                Memory::Arena
+            } else {
+                Memory::Heap
+            },
+            measure: Measure::of_seconds(seconds, bytes as u64),
+            requests: counted.requests / iterations as u64,
+            pieces: 1,
+            memory_pieces: if subject.method.contiguous {
+                1
+            } else {
+                side.pieces.len() as u64
+            },
+            piece_bytes: if subject.method.contiguous {
+                bytes
+            } else {
+                n / 2 * ELEMENT_BYTES
+            },
+            bytes: bytes as u64,
+            one_sided: counted.one_sided > 0,
+            registrations: counted.registrations,
+            registration_us: counted.registration_us,
+            chosen,
+            within_margin,
+            learned,
+            predicted_us,
+            predicted_worst_us,
+            measured_us,
+            paired_vs_best,
+            paired_vs_unchecked: None,
+        });
+    }
+    Ok(rows_out)
 }
 
 /// 64 KiB pieces read over `local` vs. raw `process_vm_writev` of the same pieces.

@@ -333,89 +333,24 @@ pub fn run(args: &MetaArgs) -> Result<report::Outcome, String> {
         format!("/bench/meta-native-{pid}"),
         format!("/bench/meta-mount-{pid}"),
     );
-    let mut places = vec![
-        Place {
-            method: Method::Native,
-            target: Target::Native(cluster.file.clone()),
-            root: native_root.clone(),
-        },
-        Place {
-            method: Method::LocalDisk,
-            target: Target::Posix(local.0.clone()),
-            root: "/run".to_owned(),
-        },
-        Place {
-            method: Method::Tmpfs,
-            target: Target::Posix(tmpfs.0.clone()),
-            root: "/run".to_owned(),
-        },
-    ];
-    if let Ok(mount) = &mount {
-        places.insert(
-            1,
-            Place {
-                method: Method::Mount,
-                target: Target::Posix(mount.dir.clone()),
-                root: mount_root.clone(),
-            },
-        );
-    }
+    let places = places(
+        &cluster.file,
+        (&native_root, &mount_root),
+        (&local, &tmpfs),
+        mount.as_ref().ok(),
+    );
     for place in &places {
         Maker::of(&place.target, &client).mkdir(&place.root)?;
     }
-    let cases = PROCESS_COUNTS.len() * Dirs::BOTH.len();
-    let progress = Progress::new("meta", (cases * repetitions) as u64);
-    let mut samples: std::collections::BTreeMap<(usize, usize, usize, &'static str), Samples> =
-        std::collections::BTreeMap::new();
-    let mut verified = true;
-    for &processes in &PROCESS_COUNTS {
-        let mut workers = worker::spawn(processes)?;
-        for (dirs_index, &dirs) in Dirs::BOTH.iter().enumerate() {
-            for repetition in 0..repetitions {
-                for turn in report::turn_order(repetition, places.len()) {
-                    let place = &places[turn];
-                    let base = format!("{}/r{repetition}-{processes}{}", place.root, dirs.name());
-                    verified &= run_pass(
-                        &client,
-                        place,
-                        &base,
-                        (processes, dirs, files, &tar_source),
-                        &mut workers,
-                        |phase, outcome, mds| {
-                            let row = samples
-                                .entry((processes, dirs_index, turn, phase.name()))
-                                .or_default();
-                            add(row, outcome, mds);
-                        },
-                    )?;
-                }
-                if dirs == Dirs::Unique {
-                    // The floor: as many processes pinging the mds.
-                    let steps = vec![
-                        Step {
-                            target: Target::Native(cluster.file.clone()),
-                            phase: Phase::Ping,
-                            dir: String::new(),
-                            items: files,
-                            tar: None,
-                        };
-                        processes
-                    ];
-                    let outcomes = workers.step::<_, Outcome>(&steps)?;
-                    verified &= report_problems(Method::Floor, Phase::Ping, &outcomes);
-                    let row = samples
-                        .entry((processes, dirs_index, usize::MAX, Phase::Ping.name()))
-                        .or_default();
-                    add(row, &outcomes, None);
-                }
-                progress.step(&format!(
-                    "{processes} processes, {} directories",
-                    dirs.name()
-                ));
-            }
-        }
-    }
-    drop(progress);
+    let sweep = Sweep {
+        cluster_file: &cluster.file,
+        client: &client,
+        places: &places,
+        files,
+        repetitions,
+        tar_source: &tar_source,
+    };
+    let (samples, verified) = sweep.measure()?;
     let rows = rows(&samples, &places, repetitions)?;
     drop(mount);
     let report = Report {
@@ -441,6 +376,149 @@ pub fn run(args: &MetaArgs) -> Result<report::Outcome, String> {
         let _ = client.rmdir(root);
     }
     report.finish(common, &text, &[figure])
+}
+
+/// The places of the methods: the native client under `native_root`, the mount (if it
+/// started) under `mount_root`, and a local directory and tmpfs under `/run`.
+fn places(
+    cluster_file: &Path,
+    (native_root, mount_root): (&str, &str),
+    (local, tmpfs): (&LocalDir, &LocalDir),
+    mount: Option<&Mount>,
+) -> Vec<Place> {
+    let mut places = vec![
+        Place {
+            method: Method::Native,
+            target: Target::Native(cluster_file.to_path_buf()),
+            root: native_root.to_owned(),
+        },
+        Place {
+            method: Method::LocalDisk,
+            target: Target::Posix(local.0.clone()),
+            root: "/run".to_owned(),
+        },
+        Place {
+            method: Method::Tmpfs,
+            target: Target::Posix(tmpfs.0.clone()),
+            root: "/run".to_owned(),
+        },
+    ];
+    if let Some(mount) = mount {
+        places.insert(
+            1,
+            Place {
+                method: Method::Mount,
+                target: Target::Posix(mount.dir.clone()),
+                root: mount_root.to_owned(),
+            },
+        );
+    }
+    places
+}
+
+/// The samples of every row: by (processes, index of the dirs, index of the place or
+/// `usize::MAX` for the floor, phase).
+type SampleMap = std::collections::BTreeMap<(usize, usize, usize, &'static str), Samples>;
+
+/// What every case of the run shares.
+struct Sweep<'a> {
+    cluster_file: &'a Path,
+    client: &'a Client,
+    places: &'a [Place],
+    files: usize,
+    repetitions: usize,
+    tar_source: &'a tar::TarSource,
+}
+
+impl Sweep<'_> {
+    /// Every case (process count, shared or unique directories), each repetition running a
+    /// pass on every place in a shuffled order, then (unique directories) the floor. The
+    /// samples, and whether every check passed.
+    fn measure(&self) -> Result<(SampleMap, bool), String> {
+        let cases = PROCESS_COUNTS.len() * Dirs::BOTH.len();
+        let progress = Progress::new("meta", (cases * self.repetitions) as u64);
+        let mut samples = SampleMap::new();
+        let mut verified = true;
+        for &processes in &PROCESS_COUNTS {
+            let mut workers = worker::spawn(processes)?;
+            for (dirs_index, &dirs) in Dirs::BOTH.iter().enumerate() {
+                for repetition in 0..self.repetitions {
+                    verified &= self.passes(
+                        &mut workers,
+                        (processes, dirs_index, dirs),
+                        repetition,
+                        &mut samples,
+                    )?;
+                    if dirs == Dirs::Unique {
+                        verified &=
+                            self.floor(&mut workers, processes, dirs_index, &mut samples)?;
+                    }
+                    progress.step(&format!(
+                        "{processes} processes, {} directories",
+                        dirs.name()
+                    ));
+                }
+            }
+        }
+        Ok((samples, verified))
+    }
+
+    /// One repetition of one case: a pass of every phase on every place, in an order
+    /// shuffled per repetition. Whether every check passed.
+    fn passes(
+        &self,
+        workers: &mut crate::lockstep::Lockstep,
+        (processes, dirs_index, dirs): (usize, usize, Dirs),
+        repetition: usize,
+        samples: &mut SampleMap,
+    ) -> Result<bool, String> {
+        let mut verified = true;
+        for turn in report::turn_order(repetition, self.places.len()) {
+            let place = &self.places[turn];
+            let base = format!("{}/r{repetition}-{processes}{}", place.root, dirs.name());
+            verified &= run_pass(
+                self.client,
+                place,
+                &base,
+                (processes, dirs, self.files, self.tar_source),
+                workers,
+                |phase, outcome, mds| {
+                    let row = samples
+                        .entry((processes, dirs_index, turn, phase.name()))
+                        .or_default();
+                    add(row, outcome, mds);
+                },
+            )?;
+        }
+        Ok(verified)
+    }
+
+    /// The floor: as many processes pinging the mds. Whether every ping answered.
+    fn floor(
+        &self,
+        workers: &mut crate::lockstep::Lockstep,
+        processes: usize,
+        dirs_index: usize,
+        samples: &mut SampleMap,
+    ) -> Result<bool, String> {
+        let steps = vec![
+            Step {
+                target: Target::Native(self.cluster_file.to_path_buf()),
+                phase: Phase::Ping,
+                dir: String::new(),
+                items: self.files,
+                tar: None,
+            };
+            processes
+        ];
+        let outcomes = workers.step::<_, Outcome>(&steps)?;
+        let verified = report_problems(Method::Floor, Phase::Ping, &outcomes);
+        let row = samples
+            .entry((processes, dirs_index, usize::MAX, Phase::Ping.name()))
+            .or_default();
+        add(row, &outcomes, None);
+        Ok(verified)
+    }
 }
 
 fn mount_note(places: &[Place]) -> Option<String> {
@@ -540,11 +618,7 @@ fn add(row: &mut Samples, outcomes: &[Outcome], mds: Option<(u64, u64, f64)>) {
     }
 }
 
-fn rows(
-    samples: &std::collections::BTreeMap<(usize, usize, usize, &'static str), Samples>,
-    places: &[Place],
-    repetitions: usize,
-) -> Result<Vec<MetaRow>, String> {
+fn rows(samples: &SampleMap, places: &[Place], repetitions: usize) -> Result<Vec<MetaRow>, String> {
     let mut rows = Vec::new();
     for (&(processes, dirs_index, place, phase), row) in samples {
         let method = if place == usize::MAX {

@@ -1,6 +1,7 @@
-//! The operations a step of `tessera bench meta` times, on either target: the native client
-//! or system calls under a directory. A leaf that the worker and the `tar-x` phase
-//! (`tar.rs`) share.
+//! A target of the meta bench and the operations a phase makes on it ([`Ops`]): the native
+//! client of a cluster, or system calls under a directory (local, tmpfs, `tessera mount`).
+//! The phases of the worker and the `tar-x` unpacking both go through it, so it is a leaf
+//! they share.
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};

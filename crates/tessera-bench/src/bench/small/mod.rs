@@ -701,6 +701,16 @@ fn opt_ratio(ratio: Option<f64>) -> String {
 /// its ratios; then many-small's times.
 fn text(report: &Report<SmallRow>) -> Result<String, String> {
     let mut out = String::new();
+    calls_tables(report, &mut out)?;
+    many_small_table(report, &mut out)?;
+    many_small_mpi_table(report, &mut out);
+    let _ = writeln!(out, "verified: {}", report.verified);
+    Ok(out)
+}
+
+/// Per process count and transport: every call size, operation and order, Tessera (plain
+/// and cached) against a local file and the floor.
+fn calls_tables(report: &Report<SmallRow>, out: &mut String) -> Result<(), String> {
     for &processes in &PROCESS_COUNTS {
         for transport in Transport::BOTH {
             let floor = report.row(
@@ -751,6 +761,11 @@ fn text(report: &Report<SmallRow>) -> Result<String, String> {
             );
         }
     }
+    Ok(())
+}
+
+/// Many small writes, open to close: the local file against Tessera's four ways.
+fn many_small_table(report: &Report<SmallRow>, out: &mut String) -> Result<(), String> {
     let mut table = report::table([
         "pieces",
         "processes",
@@ -794,6 +809,12 @@ fn text(report: &Report<SmallRow>) -> Result<String, String> {
         out,
         "many-small: each process writes its pieces one call each, open to close (median ms)\n{table}"
     );
+    Ok(())
+}
+
+/// Many small writes through MPI-IO, per MPI that ran: its own MPI-IO on a local file
+/// against the Tessera library, plain and writing back.
+fn many_small_mpi_table(report: &Report<SmallRow>, out: &mut String) {
     let mut table = report::table([
         "MPI",
         "pieces",
@@ -844,8 +865,6 @@ fn text(report: &Report<SmallRow>) -> Result<String, String> {
             mpi::PROCESSES
         );
     }
-    let _ = writeln!(out, "verified: {}", report.verified);
-    Ok(out)
 }
 
 /// p50 latency by size, one panel per transport (1 process, sequential).

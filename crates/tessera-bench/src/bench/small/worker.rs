@@ -200,6 +200,7 @@ impl SmallWorker {
             .map_err(|err| format!("{path}: {err}"))
     }
 
+    /// Runs one step on its target: its kind of calls, timed, then checked.
     fn step(&mut self, step: &Step) -> Result<Outcome, String> {
         let servers = u16::from(!matches!(
             step.work,
@@ -211,25 +212,7 @@ impl SmallWorker {
                 size,
                 slots,
                 random,
-            } => {
-                let order = slot_order(slots, random, self.rank);
-                let mut data = vec![0u8; size * slots];
-                // Warm every cache, untimed.
-                for (slot, chunk) in data.chunks_mut(size).enumerate() {
-                    file.read_at((slot * size) as u64, chunk)?;
-                }
-                data.fill(0);
-                let started = Instant::now();
-                let mut latencies = Vec::with_capacity(order.len());
-                for &slot in &order {
-                    let at = Instant::now();
-                    let start = slot * size;
-                    file.read_at(start as u64, &mut data[start..start + size])?;
-                    latencies.push(at.elapsed().as_secs_f32() * 1e6);
-                }
-                let seconds = started.elapsed().as_secs_f64();
-                Ok(checked(seconds, latencies, size, &data, step.generation))
-            }
+            } => self.read_calls(&file, step, size, slots, random),
             Work::Write {
                 size,
                 slots,
@@ -237,15 +220,7 @@ impl SmallWorker {
             } => {
                 let order = slot_order(slots, random, self.rank);
                 let data = contents(0, size * slots, step.generation);
-                let started = Instant::now();
-                let mut latencies = Vec::with_capacity(order.len());
-                for &slot in &order {
-                    let at = Instant::now();
-                    let start = slot * size;
-                    file.write_at(start as u64, &data[start..start + size])?;
-                    latencies.push(at.elapsed().as_secs_f32() * 1e6);
-                }
-                let seconds = started.elapsed().as_secs_f64();
+                let (seconds, latencies) = timed_writes(&file, &order, size, &data)?;
                 drop(file);
                 let mut back = vec![0u8; data.len()];
                 self.open(&step.target, &step.path, servers)?
@@ -258,74 +233,103 @@ impl SmallWorker {
                 processes,
             } => {
                 drop(file);
-                let rank = self.rank;
-                let offset = |i: usize| (i * processes + rank) * piece;
-                let data = contents(0, piece * pieces * processes, step.generation);
-                let started = Instant::now();
-                let mut file = self.open(&step.target, &step.path, servers)?;
-                if let Opened::Tessera(file) = &mut file {
-                    file.set_write_group(step.group)
-                        .map_err(|err| err.to_string())?;
-                }
-                for i in 0..pieces {
-                    let at = offset(i);
-                    file.write_at(at as u64, &data[at..at + piece])?;
-                }
-                drop(file);
-                let seconds = started.elapsed().as_secs_f64();
-                Ok(Outcome {
-                    seconds,
-                    ops: pieces as u64,
-                    bytes: (piece * pieces) as u64,
-                    latencies_us: Vec::new(),
-                    verified: true,
-                    problem: String::new(),
-                })
+                self.many_small(step, servers, piece, pieces, processes)
             }
             Work::CheckMany {
                 piece,
                 pieces,
                 processes,
-            } => {
-                // After every process closed: the whole array, every process's pieces.
-                let total = piece * pieces * processes;
-                let mut back = vec![0u8; total];
-                file.read_at(0, &mut back)?;
-                let wrong = back
-                    .iter()
-                    .zip(contents(0, total, step.generation))
-                    .position(|(read, expected)| *read != expected);
-                Ok(Outcome {
-                    verified: wrong.is_none(),
-                    problem: wrong
-                        .map(|at| format!("byte {at} (piece {}) reads back wrong", at / piece))
-                        .unwrap_or_default(),
-                    ..Outcome::default()
-                })
-            }
-            Work::Ping { count } => {
-                let Opened::Tessera(file) = &file else {
-                    return Err("a ping needs a Tessera target".to_owned());
-                };
-                let iod = usize::from(file.layout().servers()[0]);
-                let client = self.client(&step.target)?;
-                let started = Instant::now();
-                let mut latencies = Vec::with_capacity(count);
-                for _ in 0..count {
-                    let at = Instant::now();
-                    client.ping_iod(iod).map_err(|err| err.to_string())?;
-                    latencies.push(at.elapsed().as_secs_f32() * 1e6);
-                }
-                Ok(Outcome {
-                    seconds: started.elapsed().as_secs_f64(),
-                    ops: count as u64,
-                    bytes: 0,
-                    latencies_us: latencies,
-                    verified: true,
-                    problem: String::new(),
-                })
-            }
+            } => check_many(&file, step.generation, piece, pieces * processes),
+            Work::Ping { count } => self.ping(&file, &step.target, count),
         }
+    }
+
+    /// Reads `slots` slots of `size` bytes in this rank's order after an untimed read of
+    /// them all (every cache warm), timing each call; then checks what was read.
+    fn read_calls(
+        &self,
+        file: &Opened,
+        step: &Step,
+        size: usize,
+        slots: usize,
+        random: bool,
+    ) -> Result<Outcome, String> {
+        let order = slot_order(slots, random, self.rank);
+        let mut data = vec![0u8; size * slots];
+        // Warm every cache, untimed.
+        for (slot, chunk) in data.chunks_mut(size).enumerate() {
+            file.read_at((slot * size) as u64, chunk)?;
+        }
+        data.fill(0);
+        let started = Instant::now();
+        let mut latencies = Vec::with_capacity(order.len());
+        for &slot in &order {
+            let at = Instant::now();
+            let start = slot * size;
+            file.read_at(start as u64, &mut data[start..start + size])?;
+            latencies.push(at.elapsed().as_secs_f32() * 1e6);
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        Ok(checked(seconds, latencies, size, &data, step.generation))
+    }
+
+    /// This rank's `pieces` pieces of `piece` bytes (interleaved with the other
+    /// processes'), written one call each, timed from open to close.
+    fn many_small(
+        &mut self,
+        step: &Step,
+        servers: u16,
+        piece: usize,
+        pieces: usize,
+        processes: usize,
+    ) -> Result<Outcome, String> {
+        let rank = self.rank;
+        let offset = |i: usize| (i * processes + rank) * piece;
+        let data = contents(0, piece * pieces * processes, step.generation);
+        let started = Instant::now();
+        let mut file = self.open(&step.target, &step.path, servers)?;
+        if let Opened::Tessera(file) = &mut file {
+            file.set_write_group(step.group)
+                .map_err(|err| err.to_string())?;
+        }
+        for i in 0..pieces {
+            let at = offset(i);
+            file.write_at(at as u64, &data[at..at + piece])?;
+        }
+        drop(file);
+        let seconds = started.elapsed().as_secs_f64();
+        Ok(Outcome {
+            seconds,
+            ops: pieces as u64,
+            bytes: (piece * pieces) as u64,
+            latencies_us: Vec::new(),
+            verified: true,
+            problem: String::new(),
+        })
+    }
+
+    /// `count` pings of the iod holding the file, each timed.
+    fn ping(&mut self, file: &Opened, target: &Target, count: usize) -> Result<Outcome, String> {
+        let Opened::Tessera(file) = file else {
+            return Err("a ping needs a Tessera target".to_owned());
+        };
+        let iod = usize::from(file.layout().servers()[0]);
+        let client = self.client(target)?;
+        let started = Instant::now();
+        let mut latencies = Vec::with_capacity(count);
+        for _ in 0..count {
+            let at = Instant::now();
+            client.ping_iod(iod).map_err(|err| err.to_string())?;
+            latencies.push(at.elapsed().as_secs_f32() * 1e6);
+        }
+        Ok(Outcome {
+            seconds: started.elapsed().as_secs_f64(),
+            ops: count as u64,
+            bytes: 0,
+            latencies_us: latencies,
+            verified: true,
+            problem: String::new(),
+        })
     }
 }
 
@@ -334,6 +338,49 @@ pub fn contents(offset: usize, bytes: usize, generation: u64) -> Vec<u8> {
     (offset..offset + bytes)
         .map(|at| expected_byte(at as u64, generation))
         .collect()
+}
+
+/// Writes the slots of `size` bytes of `data` in `order`, each call timed: the seconds of
+/// them all and each call's µs.
+fn timed_writes(
+    file: &Opened,
+    order: &[usize],
+    size: usize,
+    data: &[u8],
+) -> Result<(f64, Vec<f32>), String> {
+    let started = Instant::now();
+    let mut latencies = Vec::with_capacity(order.len());
+    for &slot in order {
+        let at = Instant::now();
+        let start = slot * size;
+        file.write_at(start as u64, &data[start..start + size])?;
+        latencies.push(at.elapsed().as_secs_f32() * 1e6);
+    }
+    Ok((started.elapsed().as_secs_f64(), latencies))
+}
+
+/// After every process closed: reads the whole array (`count` pieces of `piece` bytes) and
+/// finds the first byte that reads back wrong.
+fn check_many(
+    file: &Opened,
+    generation: u64,
+    piece: usize,
+    count: usize,
+) -> Result<Outcome, String> {
+    let total = piece * count;
+    let mut back = vec![0u8; total];
+    file.read_at(0, &mut back)?;
+    let wrong = back
+        .iter()
+        .zip(contents(0, total, generation))
+        .position(|(read, expected)| *read != expected);
+    Ok(Outcome {
+        verified: wrong.is_none(),
+        problem: wrong
+            .map(|at| format!("byte {at} (piece {}) reads back wrong", at / piece))
+            .unwrap_or_default(),
+        ..Outcome::default()
+    })
 }
 
 /// Slots `0..slots` in order, or shuffled (a fixed order per rank: every run the same).

@@ -1,6 +1,8 @@
 //! Unit tests of the views experiment's rows and tables.
 
-use super::*;
+use super::rows::paper_mib;
+use super::{column_block_pattern, groups, turns};
+use crate::workers::MatrixDistribution;
 
 #[test]
 fn the_pattern_layout_gives_each_star_block_share_to_one_server() {
