@@ -42,14 +42,12 @@ pub fn sizes(root: &std::path::Path, tree: &CrateTree) -> Vec<OverBudget> {
     for file in tree.files() {
         let path = relative(root, &file.path);
         let lines = std::fs::read_to_string(&file.path).map_or(0, |text| text.lines().count());
-        if lines > FILE_LINES_MAX {
-            over.push(OverBudget {
-                file: path.clone(),
-                function: None,
-                lines,
-                budget: FILE_LINES_MAX,
-            });
-        }
+        over.push(OverBudget {
+            file: path.clone(),
+            function: None,
+            lines,
+            budget: FILE_LINES_MAX,
+        });
         let mut functions = Functions {
             owner: Vec::new(),
             found: Vec::new(),
