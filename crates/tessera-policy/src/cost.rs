@@ -149,6 +149,7 @@ fn default_plan_margin() -> f64 {
 
 /// Microseconds per byte at `bytes` on `curve` (non-empty, ascending): interpolated on log
 /// size between points, flat past the ends.
+#[inline]
 fn per_byte_on(curve: &[BandwidthPoint], bytes: u64) -> f64 {
     let per_byte = |point: &BandwidthPoint| 1.0 / (point.mib_s * 1.048_576);
     let first = &curve[0];
@@ -246,6 +247,7 @@ impl CostModel {
     }
 
     /// Per-call overhead of `direction`, µs.
+    #[inline]
     pub fn op_us(&self, direction: Direction) -> f64 {
         match direction {
             Direction::Read => self.read_op_us,
@@ -255,6 +257,7 @@ impl CostModel {
 
     /// Microseconds per byte of a call of `bytes` bytes (`1 / B(s)`), interpolated on log size
     /// between measured points and flat past the ends.
+    #[inline]
     pub fn us_per_byte(&self, direction: Direction, bytes: u64) -> f64 {
         match direction {
             Direction::Read => per_byte_on(&self.read_bandwidth, bytes),
@@ -264,29 +267,34 @@ impl CostModel {
 
     /// One read call of `bytes` bytes of data not in the page cache, µs: `O_r` plus the
     /// bytes at the cold single-call bandwidth.
+    #[inline]
     pub fn cold_read_us(&self, bytes: u64) -> f64 {
         self.read_op_us + bytes as f64 * per_byte_on(&self.cold_read_bandwidth, bytes)
     }
 
     /// Reading `calls` pieces spread over a cold span of `span` bytes one call each, µs:
     /// `calls × O_r` plus the span at the cold streaming bandwidth.
+    #[inline]
     pub fn cold_stream_us(&self, span: u64, calls: usize) -> f64 {
         calls as f64 * self.read_op_us
             + span as f64 * per_byte_on(&self.cold_stream_bandwidth, span)
     }
 
     /// One storage call of `bytes` bytes (`O + S/B(S)`), µs; `seek` adds `O_seek`.
+    #[inline]
     pub fn call_us(&self, direction: Direction, bytes: u64, seek: bool) -> f64 {
         let seek_us = if seek { self.seek_us } else { 0.0 };
         self.op_us(direction) + seek_us + bytes as f64 * self.us_per_byte(direction, bytes)
     }
 
     /// Copying `bytes` bytes in memory (`S/B_mem`), µs.
+    #[inline]
     pub fn copy_us(&self, bytes: u64) -> f64 {
         bytes as f64 / (self.memory_mib_s * 1.048_576)
     }
 
     /// Each entry of an io_uring batch, µs.
+    #[inline]
     pub fn batch_entry_us(&self, direction: Direction) -> f64 {
         match direction {
             Direction::Read => self.batch_read_entry_us,
