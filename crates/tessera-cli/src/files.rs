@@ -14,6 +14,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -103,7 +104,7 @@ pub struct PutArgs {
     /// rename, by a new file holding the whole input.
     path: String,
     /// Stripe unit of the new file, in bytes (4096, 64k, 1m).
-    #[arg(long, value_parser = tessera_client::layouts::parse_bytes, default_value_t = tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT)]
+    #[arg(long, value_parser = tessera_client::layouts::parse_stripe_unit, default_value_t = tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT)]
     stripe_unit: u64,
     /// Unit of the iods' unified caches for the new file (4k to 64k, a power of two); 0
     /// (default): the stripe unit where it is smaller than 64k, else the iods' default.
@@ -599,6 +600,24 @@ pub fn chown(args: &ChownArgs) -> Result<(), FilesError> {
     Ok(())
 }
 
+/// Whether standard input was closed when the process started (`tessera put - F <&-`). Rust's
+/// runtime puts `/dev/null` on a closed standard descriptor before `main`, so `put -` would
+/// read nothing and replace `F` with an empty file; this is set before that, by
+/// [`note_closed_stdin`] from `.init_array`.
+static STDIN_CLOSED_AT_START: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn note_closed_stdin() {
+    // SAFETY: `fcntl(F_GETFD)` only asks whether descriptor 0 is open; it touches no memory.
+    let closed = unsafe { libc::fcntl(libc::STDIN_FILENO, libc::F_GETFD) } == -1;
+    STDIN_CLOSED_AT_START.store(closed, Ordering::Relaxed);
+}
+
+/// Runs [`note_closed_stdin`] before `main`, as the C runtime runs every `.init_array` entry
+/// before the Rust runtime starts.
+#[used]
+#[link_section = ".init_array"]
+static NOTE_CLOSED_STDIN: extern "C" fn() = note_closed_stdin;
+
 /// `-`: standard input for `put`, standard output for `get`.
 fn is_standard_stream(path: &Path) -> bool {
     path.as_os_str() == "-"
@@ -609,6 +628,15 @@ fn is_standard_stream(path: &Path) -> bool {
 /// progress bar).
 fn open_source(local: &Path) -> Result<(Box<dyn Read>, Option<u64>), FilesError> {
     if is_standard_stream(local) {
+        if STDIN_CLOSED_AT_START.load(Ordering::Relaxed) {
+            // As `cat <&-` fails: an empty input would quietly replace the target.
+            return Err(FilesError::Local {
+                command: "put",
+                doing: "cannot read",
+                local: "stdin".to_owned(),
+                source: std::io::Error::from_raw_os_error(libc::EBADF),
+            });
+        }
         return Ok((Box::new(std::io::stdin().lock()), None));
     }
     let shown = local.display().to_string();
@@ -735,6 +763,12 @@ pub fn put(args: &PutArgs) -> Result<(), FilesError> {
             "the target names no file (an absolute path such as /dir/name)".to_owned(),
         ));
     };
+    if args.path.ends_with('/') {
+        // As `cp FILE dir/` fails when `dir` is not a directory: never a file called `dir`.
+        return Err(argument("put", &args.path)(
+            "not a directory: a path ending in '/' names a directory, not a file".to_owned(),
+        ));
+    }
     let (mut source, source_bytes) = open_source(&args.local)?;
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
     // The first chunk is read before Tessera is touched: a source that cannot be read fails

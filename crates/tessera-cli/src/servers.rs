@@ -81,7 +81,7 @@ pub struct MdsArgs {
     #[arg(long = "iod", required = true)]
     iods: Vec<String>,
     /// Default stripe unit of new files, in bytes (4096, 64k, 1m).
-    #[arg(long, value_parser = tessera_client::layouts::parse_bytes, default_value_t = STRIPE_UNIT_BYTES_DEFAULT)]
+    #[arg(long, value_parser = tessera_client::layouts::parse_stripe_unit, default_value_t = STRIPE_UNIT_BYTES_DEFAULT)]
     stripe_unit: u64,
     /// Write the bound address here once listening.
     #[arg(long)]

@@ -400,3 +400,77 @@ fn control_characters_logs_and_rate_limited_warnings() {
     assert!(!agent_log(&[("RUST_LOG", "info"), ("TESSERA_LOG", "warn")]).contains(started_line));
     assert!(agent_log(&[("RUST_LOG", "=[")]).contains("ignoring RUST_LOG"));
 }
+
+/// `tessera put - PATH` with standard input closed (`<&-`) fails as `cat <&-` does and
+/// leaves PATH as it was, where `/dev/null` still makes an empty file; a target ending in
+/// `/` makes no file, through `put` or a rename; a stripe unit of 0 is refused rather than
+/// read as the default, and sizes are read as the tools print them (`1MiB`).
+#[test]
+fn closed_stdin_trailing_slashes_and_zero_stripe_units_are_refused() {
+    let cluster = Cluster::start(1);
+    let file = cluster.file();
+    let local = tempfile::NamedTempFile::new().unwrap();
+    let data = bytes(9, 100_000);
+    std::fs::write(local.path(), &data).unwrap();
+    let local = local.path().to_str().unwrap();
+    ok(&cluster, &["put", local, "/kept"]);
+
+    let mut command = Command::new(TESSERA);
+    command
+        .args(["put", "-", "/kept", "--cluster"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec only `close`, which is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            libc::close(libc::STDIN_FILENO);
+            Ok(())
+        });
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "put from a closed stdin succeeded"
+    );
+    assert!(
+        stderr.contains("stdin") && stderr.contains("Bad file descriptor"),
+        "{stderr}"
+    );
+    assert!(contents(&cluster, "/kept") == data, "/kept changed");
+
+    let output = Command::new(TESSERA)
+        .args(["put", "-", "/empty", "--cluster"])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(contents(&cluster, "/empty").is_empty());
+
+    let (success, _, stderr) = run(&cluster, &["put", local, "/newdir/"]);
+    assert!(!success && stderr.contains("not a directory"), "{stderr}");
+    let (success, _, stderr) = run(&cluster, &["mv", "/kept", "/moved/"]);
+    assert!(!success, "mv to a trailing slash succeeded");
+    assert!(stderr.contains("names a directory"), "{stderr}");
+    let names: Vec<String> = cluster
+        .client()
+        .readdir("/")
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.name)
+        .collect();
+    assert!(
+        !names.iter().any(|name| name == "newdir" || name == "moved"),
+        "{names:?}"
+    );
+    assert!(temporaries(&cluster).is_empty());
+
+    let (success, _, stderr) = run(&cluster, &["put", local, "/zero", "--stripe-unit", "0"]);
+    assert!(!success && stderr.contains("stripe unit of 0"), "{stderr}");
+    let (success, _, stderr) = run(&cluster, &["create", "/zero", "--layout", "stripe:0"]);
+    assert!(!success && stderr.contains("stripe unit of 0"), "{stderr}");
+    ok(&cluster, &["put", local, "/mib", "--stripe-unit", "1MiB"]);
+    assert!(contents(&cluster, "/mib") == data);
+}

@@ -83,6 +83,18 @@ pub fn block_blocks(
     Ok(types)
 }
 
+/// Reads a stripe unit (`--stripe-unit`, a layout's UNIT; as [`parse_bytes`]): never 0, which
+/// would otherwise quietly mean the default.
+pub fn parse_stripe_unit(text: &str) -> Result<u64, String> {
+    match parse_bytes(text)? {
+        0 => Err(format!(
+            "{text:?}: a stripe unit of 0 bytes; leave it out for the default ({})",
+            tessera_proto::limits::STRIPE_UNIT_BYTES_DEFAULT
+        )),
+        unit => Ok(unit),
+    }
+}
+
 /// Reads a cache unit hint (`--cache-unit`, as [`parse_bytes`]): a power of two from 4 KiB
 /// to 64 KiB, or 0 to let the mds choose.
 pub fn parse_cache_unit(text: &str) -> Result<u32, String> {
@@ -127,7 +139,9 @@ pub fn parse(spec: &str, cluster_servers: u16) -> Result<CreateOptions, String> 
         "stripe" => {
             most(3)?;
             if fields.len() > 1 {
-                options.stripe_unit_bytes = number(1, "UNIT")?;
+                let field = fields[1];
+                options.stripe_unit_bytes = parse_stripe_unit(field)
+                    .map_err(|why| format!("layout {spec:?}: UNIT: {why}"))?;
             }
             options.server_count = u16::try_from(servers(2)?).expect("at most the cluster size");
         }

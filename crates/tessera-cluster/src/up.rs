@@ -28,7 +28,7 @@ pub struct UpArgs {
     #[arg(long)]
     dir: PathBuf,
     /// Default stripe unit of new files, in bytes (4096, 64k, 1m).
-    #[arg(long, value_parser = tessera_client::layouts::parse_bytes, default_value_t = STRIPE_UNIT_BYTES_DEFAULT)]
+    #[arg(long, value_parser = tessera_client::layouts::parse_stripe_unit, default_value_t = STRIPE_UNIT_BYTES_DEFAULT)]
     stripe_unit: u64,
     /// Have the iods serve one-sided transfers over this libfabric provider ("tcp;ofi_rxm"
     /// bound to 127.0.0.1, or "shm"); the cluster file names it for clients.

@@ -43,8 +43,9 @@ use inode::{now_ns, KIND_FILE};
 pub use inode::{Inode, ROOT_HANDLE};
 pub use path::components;
 use path::{
-    check_mode, check_new_name, check_open, decode_inode, encode_inode, expect_kind, not_found,
-    read_inode, search_above, unknown_handle, walk, walk_parent, Parent,
+    check_mode, check_new_name, check_open, decode_inode, encode_inode, expect_kind,
+    names_no_directory, not_found, read_inode, search_above, unknown_handle, walk, walk_parent,
+    Parent,
 };
 
 /// The outcome of preparing a create.
@@ -402,6 +403,7 @@ impl Namespace {
         let (path, mode, exclusive) = (path.as_str(), *mode, *exclusive);
         let (stripe_unit_bytes, server_count) = (*stripe_unit_bytes, *server_count);
         check_mode(mode)?;
+        names_no_directory(path, "create", ErrorCode::IsDirectory)?;
         self.store.read(|db| {
             let txn = db.begin_read().map_err(store_error)?;
             let dirents = txn.open_table(DIRENTS).map_err(store_error)?;
@@ -765,6 +767,9 @@ impl Namespace {
                     .ok_or_else(|| not_found(source))?
                     .value();
                 let mut inode = read_inode(&inodes, handle)?;
+                if !inode.is_directory() {
+                    names_no_directory(target, "rename a file to", ErrorCode::NotDirectory)?;
+                }
                 from.require_write(&caller, source)?;
                 to.require_write(&caller, target)?;
                 from.require_sticky(&caller, inode.uid, source)?;

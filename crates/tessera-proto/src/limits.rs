@@ -377,3 +377,53 @@ mod tests {
         assert_eq!(cache_unit_for_stripe(1 << 20), 0);
     }
 }
+
+#[cfg(test)]
+mod doc_tests {
+    use super::PROTOCOL_VERSION;
+
+    /// Every place the docs state the protocol version says the code's.
+    #[test]
+    fn the_docs_state_the_current_protocol_version() {
+        let read = |name: &str| {
+            let path = format!("{}/../../docs/{name}", env!("CARGO_MANIFEST_DIR"));
+            std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+        };
+        let protocol = read("PROTOCOL.md");
+        let architecture = read("ARCHITECTURE.md");
+        let version = PROTOCOL_VERSION;
+        for (doc, text, stated) in [
+            (
+                "PROTOCOL.md",
+                &protocol,
+                format!("# Tessera wire protocol (version {version})"),
+            ),
+            (
+                "PROTOCOL.md",
+                &protocol,
+                format!("`PROTOCOL_VERSION` = `{version}`"),
+            ),
+            (
+                "PROTOCOL.md",
+                &protocol,
+                format!("| `PROTOCOL_VERSION` | {version} |"),
+            ),
+            (
+                "ARCHITECTURE.md",
+                &architecture,
+                format!("| `PROTOCOL_VERSION` | {version} |"),
+            ),
+        ] {
+            assert!(text.contains(&stated), "{doc} does not say {stated:?}");
+        }
+        let stale = format!("| `PROTOCOL_VERSION` | {} |", version - 1);
+        assert!(!protocol.contains(&stale) && !architecture.contains(&stale));
+        assert!(
+            protocol.contains(&format!(
+                "{version:02x}{}version {version}\n",
+                " ".repeat(48)
+            )),
+            "PROTOCOL.md's example frame is of another version"
+        );
+    }
+}

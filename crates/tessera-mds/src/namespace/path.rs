@@ -280,3 +280,20 @@ pub(super) fn check_open(
     }
     access::require(caller, inode.owner(), Rights::open(read, write), path, path)
 }
+
+/// Refuses a file's path that ends in `/`, which names a directory (POSIX: `open(O_CREAT)`
+/// of `a/` is `EISDIR`, `rename` of a file to `a/` is `ENOTDIR`): it would otherwise make a
+/// file called `a`.
+pub(super) fn names_no_directory(
+    path: &str,
+    doing: &str,
+    code: ErrorCode,
+) -> Result<(), RemoteError> {
+    if path.len() > 1 && path.ends_with('/') {
+        return Err(RemoteError::new(
+            code,
+            format!("cannot {doing} {path}: a path ending in '/' names a directory, not a file"),
+        ));
+    }
+    Ok(())
+}
