@@ -144,8 +144,8 @@ impl<S: ByteStream> Drop for Connection<S> {
     /// A connection dropped with a one-sided request outstanding (a failed round abandons
     /// its replies) must not return the memory before the server has let go of it.
     fn drop(&mut self) {
-        if self.lent.is_some() {
-            self.settle();
+        if self.lent.is_some() && !self.settle() {
+            self.keep_lent();
         }
     }
 }

@@ -397,31 +397,44 @@ impl<S: ByteStream> Connection<S> {
         // An error reply means the server is done with the request; only a missing reply
         // (timeout, broken stream) leaves it possibly still at work on the memory.
         let no_reply = matches!(result, Err(error) if error.remote().is_none());
-        if no_reply && self.lent.is_some() {
-            self.settle();
+        if no_reply && self.lent.is_some() && !self.settle() {
+            self.keep_lent();
+            return None;
         }
         self.lent.take()
     }
 
-    /// Waits for the server to close the stream (it finishes the request in progress first).
-    pub(super) fn settle(&mut self) {
+    /// Waits for the server to close the stream (it finishes the request in progress first);
+    /// false if it did not within the timeout (a stopped or stalled server).
+    pub(super) fn settle(&mut self) -> bool {
         let _ = self.stream.shutdown_write();
         let _ = self.stream.set_read_timeout(Some(self.timeout));
         let deadline = std::time::Instant::now() + self.timeout;
         let mut scratch = [0u8; 4096];
         while std::time::Instant::now() < deadline {
             match self.stream.read(&mut scratch) {
-                Ok(0) => return,
+                Ok(0) => return true,
                 Ok(_) => {}
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
         }
-        tracing::error!(
-            "{}: the server did not let go of a one-sided transfer within {} ms; it may still \
-             write into the memory of that request",
-            self.peer,
-            self.timeout.as_millis()
-        );
+        false
+    }
+
+    /// Never hands back the memory lent for the outstanding request (its pack buffer, its
+    /// registrations): the server did not let go of it and may still write into it once it
+    /// runs again, which into freed memory would corrupt this process's heap. At most one
+    /// request's lent memory per connection given up this way.
+    pub(super) fn keep_lent(&mut self) {
+        if let Some(lent) = self.lent.take() {
+            tracing::error!(
+                "{}: the server did not let go of a one-sided transfer within {} ms; it may \
+                 still write into the memory of that request, which is never reused",
+                self.peer,
+                self.timeout.as_millis()
+            );
+            std::mem::forget(lent);
+        }
     }
 }
