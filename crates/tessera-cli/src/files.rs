@@ -15,6 +15,8 @@ use std::io::{Read, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::interrupts::interrupted;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -188,10 +190,18 @@ pub enum FilesError {
         /// Why.
         source: ClientError,
     },
-    /// Flushing the temporary file of a `put` failed.
+    /// A signal (SIGINT, SIGTERM, SIGHUP) ended a `put`; its temporary file is removed.
+    #[error("put {path}: interrupted by signal {signal}; nothing was written to {path}")]
+    Interrupted {
+        /// The target.
+        path: String,
+        /// The signal's number.
+        signal: i32,
+    },
+    /// Flushing the new file of a `put` failed.
     #[error("put {path}: sync: {source}")]
     Sync {
-        /// The temporary file.
+        /// The target.
         path: String,
         /// Why.
         source: ClientError,
@@ -666,13 +676,25 @@ fn open_source(local: &Path) -> Result<(Box<dyn Read>, Option<u64>), FilesError>
 
 /// Fills `buffer` from `source` as far as it goes; returns how many bytes it holds (fewer
 /// than its length only at the end of the input).
-fn fill(source: &mut dyn Read, buffer: &mut [u8], local: &Path) -> Result<usize, FilesError> {
+fn fill(
+    source: &mut dyn Read,
+    buffer: &mut [u8],
+    local: &Path,
+    target: &str,
+) -> Result<usize, FilesError> {
     let mut filled = 0;
     while filled < buffer.len() {
         match source.read(&mut buffer[filled..]) {
             Ok(0) => break,
             Ok(read) => filled += read,
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {
+                if let Some(signal) = interrupted() {
+                    return Err(FilesError::Interrupted {
+                        path: target.to_owned(),
+                        signal,
+                    });
+                }
+            }
             Err(source) => {
                 return Err(FilesError::Local {
                     command: "put",
@@ -752,6 +774,21 @@ impl Drop for Temporary<'_> {
 /// leaves the target as it was and removes its temporary file; of two puts to one path, the
 /// later rename wins whole.
 pub fn put(args: &PutArgs) -> Result<(), FilesError> {
+    let result = put_through_temporary(args);
+    if let Some(signal) = interrupted() {
+        // The temporary file is gone (dropped above): say why, then die of the signal, as
+        // the caller (a shell, a job's time limit) expects.
+        let error = FilesError::Interrupted {
+            path: args.path.clone(),
+            signal,
+        };
+        eprintln!("tessera: {error}");
+        crate::interrupts::die_of(signal);
+    }
+    result
+}
+
+fn put_through_temporary(args: &PutArgs) -> Result<(), FilesError> {
     let mode = args
         .mode
         .as_deref()
@@ -773,7 +810,7 @@ pub fn put(args: &PutArgs) -> Result<(), FilesError> {
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
     // The first chunk is read before Tessera is touched: a source that cannot be read fails
     // here, with nothing made.
-    let mut filled = fill(&mut *source, &mut buffer, &args.local)?;
+    let mut filled = fill(&mut *source, &mut buffer, &args.local, &args.path)?;
     let client = client(&args.cluster)?;
     let started = Instant::now();
     let replaced = match client.lookup(&args.path) {
@@ -794,6 +831,8 @@ pub fn put(args: &PutArgs) -> Result<(), FilesError> {
         exclusive: true,
         ..CreateOptions::default()
     };
+    // From here a signal is caught, so the temporary file is removed before the process ends.
+    crate::interrupts::catch();
     let mut temporary = Temporary {
         client: &client,
         path: temporary_path(parent, name, random_u64()),
@@ -802,29 +841,51 @@ pub fn put(args: &PutArgs) -> Result<(), FilesError> {
     let file = match client.create(&temporary.path, &options) {
         Ok(file) => file,
         Err(err) => {
-            // Nothing was made (an exclusive create that failed), so nothing to remove.
+            // Nothing was made (an exclusive create that failed), so nothing to remove. The
+            // server's message names the temporary file: the user is told of the directory.
             temporary.renamed = true;
-            return Err(refused("put", &args.path)(err));
+            let why = match err.code() {
+                Some(ErrorCode::NotFound) => format!("no such directory: {parent}"),
+                Some(ErrorCode::NotDirectory) => format!("not a directory on the way to {parent}"),
+                Some(ErrorCode::PermissionDenied) => {
+                    format!("permission denied: cannot create a file in {parent}")
+                }
+                _ => return Err(refused("put", &args.path)(err)),
+            };
+            return Err(argument("put", &args.path)(why));
         }
     };
     let mut offset = 0u64;
     let mut requests = 0;
     let bar = progress::copy(source_bytes, &format!("put {}", args.path));
     while filled > 0 {
+        if let Some(signal) = interrupted() {
+            bar.finish_and_clear();
+            return Err(FilesError::Interrupted {
+                path: args.path.clone(),
+                signal,
+            });
+        }
         let report = file
             .write_at(offset, &buffer[..filled])
-            .map_err(refused("put", &temporary.path))?;
+            .map_err(refused("put", &args.path))?;
         requests += report.requests;
         offset += filled as u64;
         bar.set_position(offset);
-        filled = fill(&mut *source, &mut buffer, &args.local)?;
+        filled = fill(&mut *source, &mut buffer, &args.local, &args.path)?;
     }
     bar.finish_and_clear();
     if !args.no_sync {
         file.sync().map_err(|source| FilesError::Sync {
-            path: temporary.path.clone(),
+            path: args.path.clone(),
             source,
         })?;
+    }
+    if let Some(signal) = interrupted() {
+        return Err(FilesError::Interrupted {
+            path: args.path.clone(),
+            signal,
+        });
     }
     client
         .rename(&temporary.path, &args.path)

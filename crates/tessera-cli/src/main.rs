@@ -20,6 +20,7 @@ use tessera_cluster::out;
 mod df;
 mod files;
 mod forward;
+mod interrupts;
 mod mount;
 mod servers;
 mod status;

@@ -449,6 +449,15 @@ fn closed_stdin_trailing_slashes_and_zero_stripe_units_are_refused() {
     assert!(output.status.success(), "{output:?}");
     assert!(contents(&cluster, "/empty").is_empty());
 
+    let (success, _, stderr) = run(&cluster, &["put", local, "/nodir/x.dat"]);
+    assert!(
+        !success && stderr.contains("no such directory: /nodir/"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(".put-"),
+        "the temporary file is named: {stderr}"
+    );
     let (success, _, stderr) = run(&cluster, &["put", local, "/newdir/"]);
     assert!(!success && stderr.contains("not a directory"), "{stderr}");
     let (success, _, stderr) = run(&cluster, &["mv", "/kept", "/moved/"]);
@@ -473,4 +482,63 @@ fn closed_stdin_trailing_slashes_and_zero_stripe_units_are_refused() {
     assert!(!success && stderr.contains("stripe unit of 0"), "{stderr}");
     ok(&cluster, &["put", local, "/mib", "--stripe-unit", "1MiB"]);
     assert!(contents(&cluster, "/mib") == data);
+}
+
+/// A `put` ended by SIGTERM or SIGINT (a job's time limit, Ctrl-C) removes its temporary file,
+/// leaves the target as it was, and dies of the signal; its message names the target, never
+/// the temporary file.
+#[test]
+fn an_interrupted_put_leaves_no_temporary_file() {
+    let cluster = Cluster::start(1);
+    let file = cluster.file();
+    let data = bytes(5, 1 << 20);
+    let output = Command::new(TESSERA)
+        .args(["put", "-", "/target", "--cluster"])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let mut child = Command::new(TESSERA)
+            .args(["put", "-", "/target", "--cluster"])
+            .arg(&file)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        // More than one copy chunk (8 MiB), so the temporary file exists and holds data; the
+        // pipe then stays open and the put waits for more.
+        for _ in 0..12 {
+            input.write_all(&data).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while temporaries(&cluster).is_empty() {
+            assert!(Instant::now() < deadline, "no temporary file appeared");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(pid, signal) };
+        let output = child.wait_with_output().unwrap();
+        drop(input);
+        assert_eq!(output.status.signal(), Some(signal), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("put /target: interrupted"), "{stderr}");
+        assert!(
+            !stderr.contains(".put-"),
+            "the temporary file is named: {stderr}"
+        );
+        assert!(
+            temporaries(&cluster).is_empty(),
+            "{:?}",
+            temporaries(&cluster)
+        );
+        assert!(
+            contents(&cluster, "/target").is_empty(),
+            "the target changed"
+        );
+    }
 }
